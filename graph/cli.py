@@ -1,0 +1,78 @@
+"""``rollout-graph``: the command line mirror of the app."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from graph.contract import inspect_json
+from graph.loading import load_paths
+from graph.rollout import analyse
+from graph.summary import summary_text
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"rollout-graph: cannot read {', '.join(map(str, missing))}: no such file or directory", file=sys.stderr)
+        return 2
+    loaded = load_paths(args.paths)
+    if loaded.records and loaded.records == sum(1 for s in loaded.skipped if s.line == 0):
+        print(f"rollout-graph: cannot read {', '.join(args.paths)}: {loaded.skipped[0].reason}", file=sys.stderr)
+        return 2
+    sessions = list(loaded.sessions.values())
+    if args.session is not None:
+        sessions = [s for s in sessions if s.session_id == args.session]
+        if not sessions:
+            known = ", ".join(list(loaded.sessions)[:10]) or "none"
+            print(f"rollout-graph: no session {args.session!r} (sessions: {known})", file=sys.stderr)
+            return 2
+    rollouts = [analyse(s) for s in sessions]
+    if args.json:
+        payload = inspect_json(loaded, rollouts, with_tokens=args.tokens)
+        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    else:
+        sys.stdout.write(summary_text(loaded, rollouts))
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port)]
+    if args.headless:
+        command += ["--server.headless", "true"]
+    command += ["--", *map(str, args.paths)]
+    return subprocess.call(command)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="rollout-graph", description="Explore LLM-agent rollouts captured at the token level.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    inspect = sub.add_parser("inspect", help="summarise traces, or print the JSON contract")
+    inspect.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories (.jsonl, .json, .gz, .zst)")
+    inspect.add_argument("--session", help="only this session id")
+    inspect.add_argument("--json", action="store_true", help="print the machine-readable contract (SPEC 6)")
+    inspect.add_argument("--tokens", action="store_true", help="with --json: include input_ids, loss_mask, logprobs")
+    inspect.set_defaults(run=_inspect)
+
+    view = sub.add_parser("view", help="open the explorer app on these traces")
+    view.add_argument("paths", nargs="*", metavar="PATH", help="trace files or directories (default: bundled samples)")
+    view.add_argument("--port", type=int, default=8501)
+    view.add_argument("--headless", action="store_true", help="do not open a browser")
+    view.set_defaults(run=_view)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

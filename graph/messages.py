@@ -1,0 +1,63 @@
+"""When two chat messages are the same turn (SPEC 3.3), for linking calls that carry no token ids.
+
+Harnesses re-serialise what providers return (``{"command": "ls"}`` comes back as
+``{"command":"ls"}``), add provider-only fields and re-render the system prompt, so messages are
+compared on what the model saw, not on bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Turn = tuple  # (role, text, ((tool name, canonical arguments), ...))
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        parts = [
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text")
+        ]
+        return "".join(p for p in parts if isinstance(p, str)).strip()
+    return json.dumps(content, sort_keys=True, ensure_ascii=False)
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Arguments as canonical JSON; a string that is not JSON is compared stripped."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return "raw:" + arguments.strip()
+    return "json:" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tool_calls(message: dict) -> tuple:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return ()
+    out = []
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        out.append((str(fn.get("name", "")), canonical_arguments(fn.get("arguments"))))
+    return tuple(out)
+
+
+def canonical(message: dict, default_role: str | None = None) -> Turn:
+    role = message.get("role") or default_role
+    return (str(role), _text(message.get("content")), _tool_calls(message))
+
+
+def strip_leading_system(turns: list[Turn]) -> list[Turn]:
+    start = 0
+    while start < len(turns) and turns[start][0] in ("system", "developer"):
+        start += 1
+    return turns[start:]

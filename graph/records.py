@@ -1,0 +1,146 @@
+"""The record types every loader produces and every analysis consumes.
+
+A :class:`Call` is one model call as the capture proxy saw it. Token ids live in numpy arrays
+(int32 where the ids fit) because a rollout's prompts repeat the whole context on every call and
+reach tens of millions of tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+FATAL = "FATAL"
+WARN = "WARN"
+INFO = "INFO"
+LEVELS = (FATAL, WARN, INFO)
+
+EMPTY_IDS = np.empty(0, dtype=np.int32)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One graded observation. ``node_id`` names the call; ``leaf_id`` names a sequence."""
+
+    level: str
+    code: str
+    detail: str
+    node_id: str | None = None
+    leaf_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"level": self.level, "code": self.code, "node_id": self.node_id}
+        if self.leaf_id is not None:
+            out["leaf_id"] = self.leaf_id
+        out["detail"] = self.detail
+        return out
+
+
+@dataclass(slots=True)
+class TopK:
+    """Recorded alternatives per sampled position, padded to a common width.
+
+    ``ids`` is -1 where an alternative is missing or was recorded only as text; ``texts`` keeps
+    the alternatives' strings when the trace carried strings instead of ids.
+    """
+
+    ids: np.ndarray  # (n_sampled, k) int64, -1 = absent
+    logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
+    texts: list[list[str]] | None = None
+
+
+@dataclass(slots=True)
+class Call:
+    """One model call: what the engine saw, what it sampled, and where the record came from."""
+
+    node_id: str
+    session_id: str
+    source: str
+    line: int
+    shape: str
+    prompt_ids: np.ndarray | None = None
+    sampled_ids: np.ndarray = field(default_factory=lambda: EMPTY_IDS)
+    sampled_logprobs: np.ndarray | None = None
+    top_k: TopK | None = None
+    token_texts: list[str] | None = None
+    request_messages: list[dict] | None = None
+    response_message: dict | None = None
+    tools: list | None = None
+    requested_params: dict[str, Any] = field(default_factory=dict)
+    submitted_params: dict[str, Any] | None = None
+    model: str | None = None
+    finish_reason: str | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    harness: str | None = None
+    # Findings discovered while reading this record (bad ids, bad logprobs, odd fields).
+    issues: list[Finding] = field(default_factory=list)
+    # What a rollout document claimed about this node (parent, trainable, ...), for comparison.
+    claims: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_prompt(self) -> int:
+        return 0 if self.prompt_ids is None else int(self.prompt_ids.shape[0])
+
+    @property
+    def n_sampled(self) -> int:
+        return int(self.sampled_ids.shape[0])
+
+    @property
+    def n_end(self) -> int:
+        """Length of the end ids; a call without prompt ids has no known end sequence."""
+        return 0 if self.prompt_ids is None else self.n_prompt + self.n_sampled
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+    @property
+    def logprobs_aligned(self) -> bool:
+        return self.sampled_logprobs is not None and self.sampled_logprobs.shape[0] == self.n_sampled
+
+    def add_issue(self, level: str, code: str, detail: str) -> None:
+        self.issues.append(Finding(level, code, detail, node_id=self.node_id))
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A record that could not be loaded at all, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+
+@dataclass(slots=True)
+class SessionInput:
+    """The calls of one rollout in arrival order, plus what a rollout document said of it."""
+
+    session_id: str
+    calls: list[Call] = field(default_factory=list)
+    document: dict[str, Any] | None = None
+    node_ids: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """Everything read from a set of files. ``records == loaded + len(skipped)`` always holds."""
+
+    sessions: dict[str, SessionInput] = field(default_factory=dict)
+    records: int = 0
+    loaded: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "loaded": self.loaded,
+            "skipped": [s.as_dict() for s in self.skipped],
+            "files": list(self.files),
+        }

@@ -1,0 +1,25 @@
+"""Sequence roles (SPEC 3.6): agent, auxiliary or discarded; every row is labelled, none dropped."""
+
+from __future__ import annotations
+
+from graph.records import Call
+from graph.sequences import Sequence
+from graph.topology import Topology
+
+AGENT = "agent"
+AUXILIARY = "auxiliary"
+DISCARDED = "discarded"
+ROLES = (AGENT, AUXILIARY, DISCARDED)
+
+
+def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence]) -> None:
+    live = [s for s in sequences if s.leaf not in topology.discarded]
+    tools_signal = any(calls[k].has_tools for s in live for k in s.nodes)
+    for seq in sequences:
+        if seq.leaf in topology.discarded:
+            seq.role = DISCARDED
+        elif tools_signal:
+            seq.role = AGENT if any(calls[k].has_tools for k in seq.nodes) else AUXILIARY
+        else:
+            # Harnesses that parse tool calls out of text send no manifest: tools say nothing.
+            seq.role = AGENT if seq.n_trainable else AUXILIARY
