@@ -44,8 +44,6 @@ class RawValue:
     line: int
     value: Any = None
     error: str | None = None
-    # False when the raw text has no true/false literal, so no token id can be a JSON boolean.
-    may_hold_bools: bool = True
 
 
 def _decompressed(stream: IO[bytes]) -> IO[bytes]:
@@ -68,13 +66,9 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
 
 
-def _has_bool_literal(raw: bytes) -> bool:
-    return b"true" in raw or b"false" in raw
-
-
 def _parsed(line: int, raw: bytes) -> RawValue:
     try:
-        return RawValue(line, parse_json(raw), may_hold_bools=_has_bool_literal(raw))
+        return RawValue(line, parse_json(raw))
     except (ValueError, UnicodeDecodeError) as exc:
         return RawValue(line, error=f"not JSON: {_short(exc)}")
 
@@ -120,6 +114,6 @@ def _whole_document(line: int, data: bytes) -> Iterator[RawValue]:
     elif isinstance(value.value, list):
         # A JSON array of records: "line" is the item's 1-based position.
         for i, item in enumerate(value.value, start=1):
-            yield RawValue(i, item, may_hold_bools=value.may_hold_bools)
+            yield RawValue(i, item)
     else:
         yield value

@@ -43,12 +43,12 @@ class TopK:
     """Recorded alternatives per sampled position, padded to a common width.
 
     ``ids`` is -1 where an alternative is missing or was recorded only as text; ``texts`` keeps
-    the alternatives' strings when the trace carried strings instead of ids.
+    the alternatives' strings (row-major, ``n_sampled * k``) when the trace carried strings.
     """
 
     ids: np.ndarray  # (n_sampled, k) int64, -1 = absent
     logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
-    texts: list[list[str]] | None = None
+    texts: list[str] | None = None
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     if not isinstance(record, dict):
         raise RecordError(f"a JSON {type(record).__name__}, not an object")
     if rollout_document.is_rollout_document(record):
-        doc = rollout_document.parse(record, source, raw.line, default_session, raw.may_hold_bools)
+        doc = rollout_document.parse(record, source, raw.line, default_session)
         return Parsed(doc.calls, doc.meta, doc.skipped)
     if trace_entry.is_trace_entry(record):
         parser = trace_entry.parse
@@ -37,7 +37,7 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
         raise RecordError(f"unknown record shape (keys: {keys})")
     call = new_call(record, source, raw.line, "unknown", default_session)
     problems = Problems()
-    calls = parser(record, call, raw.may_hold_bools, problems)
+    calls = parser(record, call, problems)
     for c in calls:
         record_problems(c, problems)
     return Parsed(calls)

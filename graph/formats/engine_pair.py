@@ -15,8 +15,8 @@ from graph.formats.fields import (
     tool_list,
 )
 from graph.formats.streaming import reassemble
-from graph.records import WARN, Call
-from graph.tokens import Problems, id_or_text, logprobs, token_ids, top_k
+from graph.records import WARN, Call, TopK
+from graph.tokens import Problems, logprobs, split_tokens, token_ids, top_k
 
 
 def is_engine_pair(record: dict) -> bool:
@@ -27,15 +27,15 @@ def is_engine_pair(record: dict) -> bool:
 class _Sampled:
     """What one choice says about its sampled tokens, before alignment checks."""
 
-    ids: list | None = None
+    ids: Any = None  # list or array of ids; None when only text was recorded
     logprobs: list | None = None
-    alternatives: list | None = None
+    top: TopK | None = None
     texts: list[str] | None = None
     token_strings: bool = False
     notes: list[str] = field(default_factory=list)
 
 
-def parse(record: dict, template: Call, may_hold_bools: bool, problems: Problems) -> list[Call]:
+def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     """One call per choice (``n > 1`` samples the same prompt several times)."""
     request = record.get("request")
     if not isinstance(request, dict):
@@ -65,7 +65,7 @@ def parse(record: dict, template: Call, may_hold_bools: bool, problems: Problems
 
     if "choices" not in response:
         own = Problems()
-        call = _sglang_generate(request, response, template, may_hold_bools, own)
+        call = _sglang_generate(request, response, template, own)
         record_problems(call, own)
         return [call]
     choices = response.get("choices")
@@ -77,9 +77,9 @@ def parse(record: dict, template: Call, may_hold_bools: bool, problems: Problems
         # Token problems belong to this choice alone; request-level ones go to every choice.
         own = Problems()
         if "message" in choice or "delta" in choice or str(response.get("object", "")).startswith("chat"):
-            _chat_choice(request, response, choice, call, may_hold_bools, own, shape_suffix)
+            _chat_choice(request, response, choice, call, own, shape_suffix)
         else:
-            _completion_choice(request, response, choice, call, may_hold_bools, own, shape_suffix)
+            _completion_choice(request, response, choice, call, own, shape_suffix)
         record_problems(call, own)
         calls.append(call)
     return calls
@@ -109,7 +109,7 @@ def _finish_reason(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _chat_choice(request, response, choice, call, may_hold_bools, problems, suffix) -> None:
+def _chat_choice(request, response, choice, call, problems, suffix) -> None:
     prompt = response.get("prompt_token_ids")
     on_choice = prompt is None and "prompt_token_ids" in choice
     if on_choice:
@@ -126,10 +126,10 @@ def _chat_choice(request, response, choice, call, may_hold_bools, problems, suff
     message = choice.get("message")
     call.response_message = message if isinstance(message, dict) else None
     call.finish_reason = _finish_reason(choice.get("finish_reason", meta.get("finish_reason")))
-    _fill_tokens(call, prompt, ids, sampled, may_hold_bools, problems)
+    _fill_tokens(call, prompt, ids, sampled, problems)
 
 
-def _completion_choice(request, response, choice, call, may_hold_bools, problems, suffix) -> None:
+def _completion_choice(request, response, choice, call, problems, suffix) -> None:
     prompt = choice.get("prompt_token_ids", response.get("prompt_token_ids"))
     request_prompt = request.get("prompt")
     if prompt is None and isinstance(request_prompt, list) and all(type(t) is int for t in request_prompt):
@@ -149,10 +149,10 @@ def _completion_choice(request, response, choice, call, may_hold_bools, problems
     text = choice.get("text")
     call.response_message = {"role": "assistant", "content": text} if isinstance(text, str) else None
     call.finish_reason = _finish_reason(choice.get("finish_reason"))
-    _fill_tokens(call, prompt, ids, sampled, may_hold_bools, problems)
+    _fill_tokens(call, prompt, ids, sampled, problems)
 
 
-def _sglang_generate(request, response, call, may_hold_bools, problems) -> Call:
+def _sglang_generate(request, response, call, problems) -> Call:
     meta = as_dict(response.get("meta_info"))
     sampled = _from_sglang_meta(meta)
     ids = response.get("output_ids", sampled.ids)
@@ -161,7 +161,7 @@ def _sglang_generate(request, response, call, may_hold_bools, problems) -> Call:
     text = response.get("text")
     call.response_message = {"role": "assistant", "content": text} if isinstance(text, str) else None
     call.finish_reason = _finish_reason(meta.get("finish_reason"))
-    _fill_tokens(call, prompt, ids, sampled, may_hold_bools, problems)
+    _fill_tokens(call, prompt, ids, sampled, problems)
     return call
 
 
@@ -178,44 +178,42 @@ def _tail(sampled: _Sampled, n: int) -> _Sampled:
     def cut(xs):
         return None if xs is None else xs[len(xs) - n :]
 
+    top = sampled.top
+    if top is not None:
+        top = TopK(cut(top.ids), cut(top.logprobs), None if top.texts is None else top.texts[(top.ids.shape[0] - n) * top.ids.shape[1] :])
     return _Sampled(
         ids=cut(sampled.ids),
         logprobs=cut(sampled.logprobs),
-        alternatives=cut(sampled.alternatives),
+        top=top,
         texts=cut(sampled.texts),
         token_strings=sampled.token_strings,
         notes=sampled.notes,
     )
 
 
+def _entries(value: Any) -> list[dict]:
+    return [e if isinstance(e, dict) else {} for e in value] if isinstance(value, list) else []
+
+
+def _alternative_rows(rows: list) -> tuple[list[int], list[dict]]:
+    rows = [_entries(r) for r in rows]
+    return [len(r) for r in rows], [a for r in rows for a in r]
+
+
 def _from_chat_logprobs(content: Any) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
     if not isinstance(content, list):
         return _Sampled()
-    ids: list = []
-    lps: list = []
-    alternatives: list = []
-    texts: list[str] = []
-    strings = False
-    for entry in content:
-        entry = as_dict(entry)
-        token_id, text = id_or_text(entry.get("token"))
-        strings = strings or text is not None
-        ids.append(token_id)
-        texts.append(text if text is not None else "")
-        lps.append(entry.get("logprob"))
-        alts = entry.get("top_logprobs")
-        alternatives.append(
-            [(*id_or_text(a.get("token")), a.get("logprob")) for a in alts if isinstance(a, dict)]
-            if isinstance(alts, list)
-            else None
-        )
+    entries = _entries(content)
+    split = split_tokens([e.get("token") for e in entries])
+    lengths, alternatives = _alternative_rows([e.get("top_logprobs") for e in entries])
+    top = top_k(lengths, [a.get("token") for a in alternatives], [a.get("logprob") for a in alternatives])
     return _Sampled(
-        ids=ids if not strings else None,
-        logprobs=lps,
-        alternatives=alternatives,
-        texts=texts if strings else None,
-        token_strings=strings,
+        ids=split.ids if split.all_ids else None,
+        logprobs=[e.get("logprob") for e in entries],
+        top=top,
+        texts=split.texts,
+        token_strings=split.texts is not None,
     )
 
 
@@ -225,56 +223,43 @@ def _from_completion_logprobs(raw: dict) -> _Sampled:
     if not isinstance(lps, list):
         return _Sampled()
     tokens = raw.get("tokens") if isinstance(raw.get("tokens"), list) else []
-    split = [id_or_text(t) for t in tokens]
-    strings = any(text is not None for _, text in split)
-    tops = raw.get("top_logprobs") if isinstance(raw.get("top_logprobs"), list) else []
-    alternatives = [
-        [(*id_or_text(tok), lp) for tok, lp in top.items()] if isinstance(top, dict) else None for top in tops
-    ]
+    split = split_tokens(tokens)
+    tops = [t if isinstance(t, dict) else {} for t in raw.get("top_logprobs") or ()]
+    top = top_k([len(t) for t in tops], [k for t in tops for k in t], [v for t in tops for v in t.values()])
     return _Sampled(
-        ids=[i for i, _ in split] if split and not strings else None,
+        ids=split.ids if tokens and split.all_ids else None,
         logprobs=lps,
-        alternatives=alternatives or None,
-        texts=[t or "" for _, t in split] if strings else None,
-        token_strings=strings,
+        top=top,
+        texts=split.texts,
+        token_strings=split.texts is not None,
     )
+
+
+def _triples(value: Any) -> list[list]:
+    """SGLang's ``[logprob, token_id, text]`` entries, padded to three fields."""
+    return [(e + [None] * 3)[:3] if isinstance(e, list) else [None, None, None] for e in (value if isinstance(value, list) else [])]
 
 
 def _from_sglang_meta(meta: dict) -> _Sampled:
     """SGLang ``meta_info.output_token_logprobs``: ``[logprob, token_id, text]`` tuples."""
-    entries = meta.get("output_token_logprobs")
-    if not isinstance(entries, list):
+    if not isinstance(meta.get("output_token_logprobs"), list):
         return _Sampled()
-    ids, lps, texts = [], [], []
-    for entry in entries:
-        entry = entry if isinstance(entry, list) else [None, None, None]
-        entry = entry + [None] * (3 - len(entry))
-        lps.append(entry[0])
-        ids.append(entry[1])
-        texts.append(entry[2] if isinstance(entry[2], str) else "")
-    tops = meta.get("output_top_logprobs")
-    alternatives = None
-    if isinstance(tops, list):
-        alternatives = [
-            [(a[1], a[2] if len(a) > 2 else None, a[0]) for a in top if isinstance(a, list) and len(a) >= 2]
-            if isinstance(top, list)
-            else None
-            for top in tops
-        ]
-    return _Sampled(
-        ids=ids, logprobs=lps, alternatives=alternatives, texts=texts if any(texts) else None
-    )
+    entries = _triples(meta["output_token_logprobs"])
+    texts = [e[2] if isinstance(e[2], str) else "" for e in entries]
+    rows = [_triples(r) for r in meta.get("output_top_logprobs") or ()]
+    flat = [a for r in rows for a in r]
+    top = top_k([len(r) for r in rows], [a[1] for a in flat], [a[0] for a in flat], [a[2] or "" for a in flat])
+    return _Sampled(ids=[e[1] for e in entries], logprobs=[e[0] for e in entries], top=top, texts=texts if any(texts) else None)
 
 
-def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, may_hold_bools: bool, problems: Problems) -> None:
-    call.prompt_ids = token_ids(prompt, "prompt_token_ids", problems, may_hold_bools)
-    sampled_ids = token_ids(ids, "token_ids", problems, may_hold_bools)
+def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems) -> None:
+    call.prompt_ids = token_ids(prompt, "prompt_token_ids", problems)
+    sampled_ids = token_ids(ids, "token_ids", problems)
     if sampled_ids is not None:
         call.sampled_ids = sampled_ids
     if sampled.logprobs is not None:
         call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems)
-    if sampled.alternatives:
-        call.top_k = top_k(sampled.alternatives)
+    call.top_k = sampled.top
     if sampled.texts is not None:
         call.token_texts = sampled.texts
     if sampled.token_strings:

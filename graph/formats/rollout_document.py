@@ -52,7 +52,7 @@ def _int(value) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _sequences(raw: Any, may_hold_bools: bool, problems: Problems) -> list[_Sequence]:
+def _sequences(raw: Any, problems: Problems) -> list[_Sequence]:
     out = []
     for j, seq in enumerate(raw if isinstance(raw, list) else []):
         seq = as_dict(seq)
@@ -63,7 +63,7 @@ def _sequences(raw: Any, may_hold_bools: bool, problems: Problems) -> list[_Sequ
         out.append(
             _Sequence(
                 node_ids=node_ids,
-                input_ids=token_ids(seq.get("input_ids"), f"sequences[{j}].input_ids", problems, may_hold_bools),
+                input_ids=token_ids(seq.get("input_ids"), f"sequences[{j}].input_ids", problems),
                 loss_mask=np.asarray(mask, dtype=np.float64) if _numbers(mask) else None,
                 logprobs=logprobs(lps, f"sequences[{j}].logprobs", problems) if isinstance(lps, list) else None,
                 claims={k: seq[k] for k in ("role", "trainable", "validation", "leaf_id") if k in seq},
@@ -76,10 +76,10 @@ def _numbers(value) -> bool:
     return isinstance(value, list) and all(type(v) in (int, float) for v in value)
 
 
-def parse(doc: dict, source: str, line: int, default_session: str, may_hold_bools: bool) -> Document:
+def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
     session = session_id_of(doc) or default_session
     doc_problems = Problems()
-    sequences = _sequences(doc.get("sequences"), may_hold_bools, doc_problems)
+    sequences = _sequences(doc.get("sequences"), doc_problems)
     first_home: dict[str, tuple[_Sequence, int]] = {}
     claimed_parent: dict[str, str | None] = {}
     for seq in sequences:
@@ -104,7 +104,7 @@ def parse(doc: dict, source: str, line: int, default_session: str, may_hold_bool
     turns = doc.get("turns")
     for i, turn in enumerate(turns if isinstance(turns, list) else []):
         if not isinstance(turn, dict):
-            skipped.append(f"turns[{i}] is a {type(turn).__name__}, not an object")
+            skipped.append(f"turns[{i}] is not an object ({type(turn).__name__})")
             continue
         call = new_call({**turn, "session_id": session}, source, line, "rollout-document", session)
         if call.node_id == str(line):

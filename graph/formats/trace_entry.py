@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graph.formats.fields import as_dict, message_list, sampling_params, tool_list
 from graph.records import Call
-from graph.tokens import Problems, logprobs, parse_token_id_text, token_ids
+from graph.tokens import Problems, logprobs, split_tokens, token_ids
 
 TOKEN_KEYS = ("prompt_token_ids", "completion_token_ids", "per_token_logps", "completion_tokens")
 
@@ -13,18 +13,18 @@ def is_trace_entry(record: dict) -> bool:
     return any(key in record for key in TOKEN_KEYS)
 
 
-def _ids_from_token_strings(tokens, problems: Problems) -> list | None:
+def _ids_from_token_strings(tokens, problems: Problems):
     """The interception log's ``completion_tokens`` (``"token_id:N"``) when ids are missing."""
     if not isinstance(tokens, list) or not tokens:
         return None
-    ids = [parse_token_id_text(t) for t in tokens]
-    if any(i is None for i in ids):
+    split = split_tokens(tokens)
+    if not split.all_ids:
         problems.malformed.append("completion_tokens are not all token_id:N strings; ids not recovered")
         return None
-    return ids
+    return split.ids
 
 
-def parse(record: dict, call: Call, may_hold_bools: bool, problems: Problems) -> list[Call]:
+def parse(record: dict, call: Call, problems: Problems) -> list[Call]:
     legacy = "turn" in record or "completion_tokens" in record or "latency_s" in record
     call.shape = "interception-log" if legacy else "trace-entry"
     request = as_dict(record.get("request"))
@@ -47,11 +47,12 @@ def parse(record: dict, call: Call, may_hold_bools: bool, problems: Problems) ->
     if isinstance(response.get("usage"), dict):
         call.usage = response["usage"]
 
-    call.prompt_ids = token_ids(record.get("prompt_token_ids"), "prompt_token_ids", problems, may_hold_bools)
+    call.prompt_ids = token_ids(record.get("prompt_token_ids"), "prompt_token_ids", problems)
     completion = record.get("completion_token_ids")
     if not completion:
-        completion = _ids_from_token_strings(record.get("completion_tokens"), problems) or completion
-    sampled = token_ids(completion, "completion_token_ids", problems, may_hold_bools)
+        recovered = _ids_from_token_strings(record.get("completion_tokens"), problems)
+        completion = completion if recovered is None else recovered
+    sampled = token_ids(completion, "completion_token_ids", problems)
     if sampled is not None:
         call.sampled_ids = sampled
     per_token = record.get("per_token_logps")

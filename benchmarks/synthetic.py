@@ -1,0 +1,127 @@
+"""Synthetic rollouts shaped like real harness traffic, written as vLLM chat JSONL.
+
+A title call; a main agent chain whose context grows by tool output and samples until ~64k
+tokens, then a compaction call and a new root holding the summary; retries (a discarded sample
+before the accepted one); subagents with their own system prompt; arrival shuffled within small
+windows as concurrent calls are. ``python benchmarks/synthetic.py OUT --calls 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+VOCAB = 150_000
+WORDS = "the agent ran ls then read main.py and fixed the failing test before running pytest again".split()
+
+
+class Writer:
+    def __init__(self, rng: np.random.Generator, session: str):
+        self.rng = rng
+        self.session = session
+        self.records: list[bytes] = []
+        self.tokens = 0
+
+    def text(self, n_tokens: int) -> str:
+        words = self.rng.choice(WORDS, size=max(1, n_tokens * 3 // 4))
+        return " ".join(words.tolist())
+
+    def tokens_of(self, n: int) -> np.ndarray:
+        return self.rng.integers(0, VOCAB, size=n, dtype=np.int64)
+
+    def call(self, prompt: np.ndarray, messages: list[dict], sampled: np.ndarray, tools: bool, finish: str = "tool_calls"):
+        logprobs = -self.rng.exponential(0.4, size=sampled.shape[0])
+        content = [
+            {
+                "token": f"token_id:{t}",
+                "logprob": float(lp),
+                "top_logprobs": [{"token": f"token_id:{(t + k) % VOCAB}", "logprob": float(lp) - k} for k in range(5)],
+            }
+            for t, lp in zip(sampled.tolist(), logprobs.tolist())
+        ]
+        request = {"model": "synthetic-agent", "messages": messages, "temperature": 1.0, "logprobs": True, "top_logprobs": 5}
+        if tools:
+            request["tools"] = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+        record = {
+            "call_id": f"call-{len(self.records)}",
+            "session_id": self.session,
+            "request": request,
+            "response": {
+                "object": "chat.completion",
+                "model": "synthetic-agent",
+                "prompt_token_ids": prompt,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": self.text(sampled.shape[0])},
+                        "logprobs": {"content": content},
+                        "finish_reason": finish,
+                        "token_ids": sampled,
+                    }
+                ],
+            },
+        }
+        self.records.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY))
+        self.tokens += prompt.shape[0] + sampled.shape[0]
+
+
+def _chain(w: Writer, system_tokens: int, first_user: int, steps: int, max_context: int, tools: bool, retry_every: int):
+    """A conversation: returns when ``steps`` calls were made."""
+    context = w.tokens_of(system_tokens + first_user)
+    messages = [{"role": "system", "content": w.text(system_tokens)}, {"role": "user", "content": w.text(first_user)}]
+    for step in range(steps):
+        sampled = w.tokens_of(int(w.rng.integers(40, 400)))
+        if retry_every and step % retry_every == retry_every - 1:
+            w.call(context, list(messages), w.tokens_of(int(w.rng.integers(20, 200))), tools)  # malformed: retried
+        w.call(context, list(messages), sampled, tools)
+        tool_output = w.tokens_of(int(w.rng.integers(100, 900)))
+        messages += [{"role": "assistant", "content": w.text(sampled.shape[0])}, {"role": "tool", "content": w.text(tool_output.shape[0])}]
+        context = np.concatenate([context, sampled, tool_output])
+        if context.shape[0] > max_context:
+            # Compaction: ask for a summary, then restart from system + summary (a new root).
+            summary = w.tokens_of(1500)
+            w.call(np.concatenate([context, w.tokens_of(60)]), messages + [{"role": "user", "content": "summarize"}], summary, tools, "stop")
+            context = np.concatenate([w.tokens_of(system_tokens), summary])
+            messages = [{"role": "system", "content": w.text(system_tokens)}, {"role": "user", "content": w.text(1500)}]
+
+
+def generate(calls: int, seed: int = 0, session: str = "synthetic", max_context: int = 64_000) -> Writer:
+    w = Writer(np.random.default_rng(seed), session)
+    w.call(w.tokens_of(200), [{"role": "user", "content": "title this"}], w.tokens_of(12), tools=False, finish="stop")
+    while len(w.records) < calls:
+        _chain(w, 1500, 300, min(150, calls - len(w.records)), max_context, tools=True, retry_every=25)
+        if len(w.records) < calls:
+            _chain(w, 800, 200, min(6, calls - len(w.records)), max_context, tools=True, retry_every=0)  # subagent
+    del w.records[calls:]
+    # Concurrent calls arrive out of order: shuffle within windows of four.
+    for start in range(0, len(w.records), 4):
+        window = w.records[start : start + 4]
+        w.rng.shuffle(window)
+        w.records[start : start + 4] = window
+    return w
+
+
+def write_trace(path: Path, calls: int, seed: int = 0) -> int:
+    """Write the trace; returns its total token count (prompt + sampled over all calls)."""
+    w = generate(calls, seed)
+    with open(path, "wb") as f:
+        for record in w.records:
+            f.write(record + b"\n")
+    return w.tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    tokens = write_trace(args.out, args.calls, args.seed)
+    print(f"{args.out}: {args.calls} calls, {tokens:,} tokens, {args.out.stat().st_size / 1e6:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

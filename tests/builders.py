@@ -1,0 +1,249 @@
+"""Realistic record bodies for every input shape, built from (prompt, sampled, logprobs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from graph.loading import load_sources
+from graph.reading import Source
+from graph.records import Call, SessionInput
+from graph.rollout import Rollout, analyse
+
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+@dataclass
+class Turn:
+    """One call to encode: what the engine saw and sampled."""
+
+    call_id: str
+    prompt: list[int] | None
+    sampled: list[int]
+    logprobs: list[float] | None = None
+    messages: list[dict] = field(default_factory=lambda: [{"role": "user", "content": "hi"}])
+    reply: str = "ok"
+    tools: list | None = None
+    finish: str = "stop"
+    session: str = "s1"
+
+    def __post_init__(self):
+        if self.logprobs is None:
+            self.logprobs = [-0.5] * len(self.sampled)
+
+
+def vllm_chat(t: Turn, token_text: bool = False) -> dict:
+    content = [
+        {
+            "token": f"tok{tid}" if token_text else f"token_id:{tid}",
+            "logprob": lp,
+            "bytes": [116],
+            "top_logprobs": [
+                {"token": f"token_id:{tid}", "logprob": lp},
+                {"token": f"token_id:{tid + 1}", "logprob": lp - 1.5},
+            ],
+        }
+        for tid, lp in zip(t.sampled, t.logprobs)
+    ]
+    request = {"model": "m", "messages": t.messages, "temperature": 1.0, "logprobs": True, "top_logprobs": 2}
+    if t.tools:
+        request["tools"] = t.tools
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": request,
+        "response": {
+            "id": "chatcmpl-" + t.call_id,
+            "object": "chat.completion",
+            "model": "m",
+            "prompt_token_ids": t.prompt,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": t.reply, "refusal": None},
+                    "logprobs": {"content": content},
+                    "finish_reason": t.finish,
+                    "token_ids": t.sampled,
+                }
+            ],
+            "usage": {"prompt_tokens": len(t.prompt or []), "completion_tokens": len(t.sampled)},
+        },
+    }
+
+
+def completions(t: Turn, echo: bool = False) -> dict:
+    tokens = [f"token_id:{x}" for x in t.sampled]
+    lps = list(t.logprobs)
+    if echo:
+        tokens = [f"token_id:{x}" for x in t.prompt] + tokens
+        lps = [None] + [-1.0] * (len(t.prompt) - 1) + lps
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": {"model": "m", "prompt": t.prompt, "echo": echo, "logprobs": 1, "max_tokens": 64},
+        "response": {
+            "object": "text_completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "text": t.reply,
+                    "logprobs": {"tokens": tokens, "token_logprobs": lps, "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, lps)]},
+                    "finish_reason": t.finish,
+                    "prompt_token_ids": t.prompt,
+                    "token_ids": t.sampled,
+                }
+            ],
+        },
+    }
+
+
+def sglang_chat(t: Turn) -> dict:
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": {"model": "m", "messages": t.messages, "tools": t.tools} if t.tools else {"model": "m", "messages": t.messages},
+        "response": {
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": t.reply},
+                    "finish_reason": t.finish,
+                    "prompt_token_ids": t.prompt,
+                    "meta_info": {
+                        "output_token_logprobs": [[lp, tid, f"t{tid}"] for tid, lp in zip(t.sampled, t.logprobs)],
+                        "output_top_logprobs": [[[lp, tid, f"t{tid}"]] for tid, lp in zip(t.sampled, t.logprobs)],
+                    },
+                }
+            ],
+        },
+    }
+
+
+def sglang_generate(t: Turn) -> dict:
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": {"input_ids": t.prompt, "sampling_params": {"temperature": 1.0}, "return_logprob": True},
+        "response": {
+            "text": t.reply,
+            "output_ids": t.sampled,
+            "meta_info": {
+                "finish_reason": {"type": t.finish},
+                "output_token_logprobs": [[lp, tid, None] for tid, lp in zip(t.sampled, t.logprobs)],
+            },
+        },
+    }
+
+
+def chat_stream(t: Turn) -> dict:
+    chunks = [
+        {"object": "chat.completion.chunk", "model": "m", "prompt_token_ids": t.prompt,
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    ]
+    for k, (tid, lp) in enumerate(zip(t.sampled, t.logprobs)):
+        chunks.append(
+            {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": t.reply if k == 0 else ""},
+             "token_ids": [tid], "logprobs": {"content": [{"token": f"token_id:{tid}", "logprob": lp}]}}]}
+        )
+    chunks.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": t.finish}]})
+    chunks.append("data: [DONE]")
+    return {"call_id": t.call_id, "session_id": t.session, "request": {"messages": t.messages, "stream": True}, "response": chunks}
+
+
+def trace_entry(t: Turn) -> dict:
+    return {
+        "request": {"messages": t.messages, "tools": t.tools},
+        "response": {"choices": [{"message": {"role": "assistant", "content": t.reply}, "finish_reason": t.finish}]},
+        "prompt_token_ids": t.prompt,
+        "completion_token_ids": t.sampled,
+        "per_token_logps": t.logprobs,
+        "loss_mask": [1] * len(t.sampled),
+        "metadata": {"session_id": t.session, "call_id": t.call_id},
+        "call_id": t.call_id,
+    }
+
+
+def interception_log(t: Turn) -> dict:
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "turn": 0,
+        "messages": t.messages,
+        "prompt_token_ids": t.prompt,
+        "completion_token_ids": [],
+        "completion_tokens": [f"token_id:{x}" for x in t.sampled],
+        "per_token_logps": t.logprobs,
+        "latency_s": 0.25,
+        "timestamp": 1700000000.0,
+    }
+
+
+def message_only(t: Turn) -> dict:
+    request = {"model": "m", "messages": t.messages}
+    if t.tools:
+        request["tools"] = t.tools
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": request,
+        "response": {"object": "chat.completion", "choices": [{"message": {"role": "assistant", "content": t.reply}, "finish_reason": t.finish}]},
+    }
+
+
+SHAPES = {
+    "vllm-chat": vllm_chat,
+    "completions": completions,
+    "sglang-chat": sglang_chat,
+    "sglang-generate": sglang_generate,
+    "vllm-chat-stream": chat_stream,
+    "trace-entry": trace_entry,
+    "interception-log": interception_log,
+}
+
+
+def jsonl(records: list) -> bytes:
+    return b"".join((r if isinstance(r, str) else json.dumps(r)).encode() + b"\n" for r in records)
+
+
+def load_records(records: list, name: str = "trace.jsonl"):
+    return load_sources([Source.from_bytes(name, jsonl(records))])
+
+
+def rollout_of(records: list, name: str = "trace.jsonl") -> Rollout:
+    loaded = load_records(records, name)
+    assert len(loaded.sessions) == 1, list(loaded.sessions)
+    return analyse(next(iter(loaded.sessions.values())))
+
+
+def calls_from_tokens(spec: list[tuple[list[int] | None, list[int]]], logprobs: bool = True) -> list[Call]:
+    """Bare calls for linking tests: (prompt or None, sampled)."""
+    calls = []
+    for i, (prompt, sampled) in enumerate(spec):
+        calls.append(
+            Call(
+                node_id=f"n{i}",
+                session_id="s",
+                source="mem",
+                line=i + 1,
+                shape="test",
+                prompt_ids=None if prompt is None else np.array(prompt, dtype=np.int32),
+                sampled_ids=np.array(sampled, dtype=np.int32),
+                sampled_logprobs=np.full(len(sampled), -0.5) if logprobs else None,
+            )
+        )
+    return calls
+
+
+def rollout_of_tokens(spec, logprobs: bool = True) -> Rollout:
+    return analyse(SessionInput("s", calls_from_tokens(spec, logprobs)))
+
+
+def write(path: Path, records: list) -> Path:
+    path.write_bytes(jsonl(records))
+    return path
