@@ -131,9 +131,12 @@ def message_parents(calls: list[Call]) -> dict[int, int]:
     (harnesses re-render their system prompt every call).
     """
     parents: dict[int, int] = {}
+    needing = [i for i, c in enumerate(calls) if c.prompt_ids is None and c.request_messages is not None]
+    if not needing:
+        return parents
     # stripped end turns -> [(full end length, arrival index)] of earlier calls
     by_prefix: dict[tuple, list[tuple[int, int]]] = {}
-    for i, call in enumerate(calls):
+    for i, call in enumerate(calls[: needing[-1] + 1]):
         if call.prompt_ids is None and call.request_messages is not None:
             request = [canonical(m) for m in call.request_messages]
             stripped = strip_leading_system(request)

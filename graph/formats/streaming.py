@@ -45,7 +45,7 @@ def _merge_choice(acc: dict, choice: dict) -> None:
     for key in ("token_ids", "output_ids"):
         if isinstance(choice.get(key), list):
             acc.setdefault(key, []).extend(choice[key])
-    if isinstance(choice.get("prompt_token_ids"), list):
+    if choice.get("prompt_token_ids") is not None:
         acc.setdefault("prompt_token_ids", choice["prompt_token_ids"])
     if choice.get("finish_reason") is not None:
         acc["finish_reason"] = choice["finish_reason"]
@@ -81,7 +81,7 @@ def reassemble(chunks: list) -> dict[str, Any]:
         for key in ("id", "model", "created", "usage", "meta_info"):
             if chunk.get(key) is not None:
                 body[key] = chunk[key]
-        if isinstance(chunk.get("prompt_token_ids"), list):
+        if chunk.get("prompt_token_ids") is not None:
             body.setdefault("prompt_token_ids", chunk["prompt_token_ids"])
         if str(chunk.get("object", "")).startswith("chat"):
             body["object"] = "chat.completion"

@@ -1,0 +1,128 @@
+"""Fast path for the big token-id arrays in a raw JSON line.
+
+Every call's ``prompt_token_ids`` repeats the whole context, so a rollout's prompts add up to tens
+of millions of ids, nearly all of them the previous prompt again. Before the line goes to the JSON
+parser, each plain array of digits under a prompt-ids key is cut out and parsed with numpy; when
+a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
+the array (a sign, a decimal point, a string, ``true``) leaves it in the line for the ordinary,
+validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+
+# Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
+# for their common tail finds both.
+_TAIL = b'_ids"'
+_HEADS = (b'"prompt_token', b'"input')
+_OPENING = re.compile(rb"\s*:\s*\[")
+_PLAIN = b"0123456789, \t\r\n"
+# numpy clamps numbers beyond int64 to its maximum: anything this large goes the validating path.
+_IMPLAUSIBLE_ID = 2**62
+_NONCE = os.urandom(4).hex()
+_RECENT = 8
+
+
+def _marker(i: int) -> str:
+    return f"\x00ids-{_NONCE}:{i}"
+
+
+def _parse_plain(text: bytes) -> np.ndarray | None:
+    if not text.strip():
+        return np.empty(0, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        arr = np.fromstring(text, dtype=np.int64, sep=",")
+    return arr if arr.shape[0] == text.count(b",") + 1 else None
+
+
+class IdArrayCutter:
+    """Cuts id arrays out of lines, remembering a few recent ones to parse only new tails."""
+
+    def __init__(self) -> None:
+        self._recent: list[tuple[bytes, np.ndarray]] = []
+
+    def _longest_seen_prefix(self, text: bytes) -> tuple[bytes, np.ndarray] | None:
+        best = None
+        for seen, arr in self._recent:
+            n = len(seen)
+            if (best is None or n > len(best[0])) and text.startswith(seen) and text[n : n + 1] in (b"", b","):
+                best = (seen, arr)
+        return best
+
+    def _ids(self, text: bytes) -> np.ndarray | None:
+        prefix = self._longest_seen_prefix(text)
+        # Only text not already parsed needs checking: a seen prefix was checked when first met.
+        head, tail = (np.empty(0, dtype=np.int64), text) if prefix is None else (prefix[1], text[len(prefix[0]) + 1 :])
+        if tail.translate(None, _PLAIN):
+            return None
+        rest = _parse_plain(tail)
+        if rest is None or (prefix is not None and len(text) > len(prefix[0]) and rest.shape[0] == 0):
+            return None
+        if rest.shape[0] and int(rest.max()) >= _IMPLAUSIBLE_ID:
+            return None
+        ids = np.concatenate([head, rest]) if head.shape[0] else rest
+        if ids.shape[0] > 64:
+            self._recent.append((text, ids))
+            del self._recent[:-_RECENT]
+        return ids
+
+    def cut(self, raw: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
+        """The line with each plain prompt-id array replaced by a marker, and the arrays."""
+        arrays: dict[str, np.ndarray] = {}
+        pieces: list[bytes] = []
+        pos = 0
+        for start, end in _array_spans(raw):
+            if start < pos:
+                continue
+            ids = self._ids(raw[start:end])
+            if ids is None:
+                continue
+            marker = _marker(len(arrays))
+            arrays[marker] = ids
+            pieces += [raw[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
+            pos = end + 1
+        if not arrays:
+            return raw, arrays
+        pieces.append(raw[pos:])
+        return b"".join(pieces), arrays
+
+
+def _array_spans(raw: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each array body under one of the keys, in order (bytes.find is memchr-fast)."""
+    spans = []
+    at = raw.find(_TAIL)
+    while at >= 0:
+        after = at + len(_TAIL)
+        if any(raw[at - len(head) : at] == head for head in _HEADS):
+            opening = _OPENING.match(raw, after)
+            if opening:
+                end = raw.find(b"]", opening.end())
+                if end < 0:
+                    break
+                spans.append((opening.end(), end))
+                after = end
+        at = raw.find(_TAIL, after)
+    return spans
+
+
+def restore(value: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Put the cut arrays back where their markers are (only dict values can hold one)."""
+    pending = [value]
+    remaining = len(arrays)
+    while pending and remaining:
+        node = pending.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, str):
+                if child[:1] == "\x00" and child in arrays and isinstance(node, dict):
+                    node[key] = arrays[child]
+                    remaining -= 1
+            elif isinstance(child, (dict, list)):
+                pending.append(child)
