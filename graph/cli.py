@@ -23,8 +23,9 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"rollout-graph: cannot read {', '.join(map(str, missing))}: no such file or directory", file=sys.stderr)
         return 2
     loaded = load_paths(args.paths)
-    if loaded.records and loaded.records == sum(1 for s in loaded.skipped if s.line == 0):
-        print(f"rollout-graph: cannot read {', '.join(args.paths)}: {loaded.skipped[0].reason}", file=sys.stderr)
+    if loaded.nothing_readable:
+        reason = loaded.skipped[0].reason if loaded.skipped else "no trace files (.jsonl, .json, .ndjson, .gz, .zst)"
+        print(f"rollout-graph: cannot read {', '.join(args.paths)}: {reason}", file=sys.stderr)
         return 2
     sessions = list(loaded.sessions.values())
     if args.session is not None:

@@ -137,6 +137,11 @@ class LoadResult:
     skipped: list[Skipped] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
+    @property
+    def nothing_readable(self) -> bool:
+        """Every file failed to open (or there were none): nothing at all could be read."""
+        return self.loaded == 0 and all(s.line == 0 for s in self.skipped)
+
     def report(self) -> dict[str, Any]:
         return {
             "records": self.records,

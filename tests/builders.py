@@ -35,6 +35,13 @@ class Turn:
             self.logprobs = [-0.5] * len(self.sampled)
 
 
+def chat_request(t: Turn, **params) -> dict:
+    request = {"model": "m", "messages": t.messages, **params}
+    if t.tools:
+        request["tools"] = t.tools
+    return request
+
+
 def vllm_chat(t: Turn, token_text: bool = False) -> dict:
     content = [
         {
@@ -48,13 +55,10 @@ def vllm_chat(t: Turn, token_text: bool = False) -> dict:
         }
         for tid, lp in zip(t.sampled, t.logprobs)
     ]
-    request = {"model": "m", "messages": t.messages, "temperature": 1.0, "logprobs": True, "top_logprobs": 2}
-    if t.tools:
-        request["tools"] = t.tools
     return {
         "call_id": t.call_id,
         "session_id": t.session,
-        "request": request,
+        "request": chat_request(t, temperature=1.0, logprobs=True, top_logprobs=2),
         "response": {
             "id": "chatcmpl-" + t.call_id,
             "object": "chat.completion",
@@ -105,7 +109,7 @@ def sglang_chat(t: Turn) -> dict:
     return {
         "call_id": t.call_id,
         "session_id": t.session,
-        "request": {"model": "m", "messages": t.messages, "tools": t.tools} if t.tools else {"model": "m", "messages": t.messages},
+        "request": chat_request(t),
         "response": {
             "object": "chat.completion",
             "model": "m",
@@ -185,13 +189,10 @@ def interception_log(t: Turn) -> dict:
 
 
 def message_only(t: Turn) -> dict:
-    request = {"model": "m", "messages": t.messages}
-    if t.tools:
-        request["tools"] = t.tools
     return {
         "call_id": t.call_id,
         "session_id": t.session,
-        "request": request,
+        "request": chat_request(t),
         "response": {"object": "chat.completion", "choices": [{"message": {"role": "assistant", "content": t.reply}, "finish_reason": t.finish}]},
     }
 

@@ -112,7 +112,7 @@ def test_unreadable_file_is_a_skipped_record_and_others_still_load(tmp_path):
     assert balanced(loaded)
 
 
-def test_rollout_document_with_broken_turns(tmp_path):
+def test_rollout_document_with_broken_turns():
     doc = {"session_id": "d", "turns": [7, {"node_id": "a", "n_prompt": 2, "n_sampled": 1}], "sequences": [
         {"node_ids": ["a"], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1], "logprobs": [0, 0, -0.5]}]}
     loaded = load_records([doc])

@@ -70,6 +70,19 @@ def test_unreadable_path_exits_2(tmp_path):
     assert out.returncode == 2 and "cannot read" in out.stderr and not out.stdout
 
 
+def test_directory_without_traces_exits_2(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    out = run("inspect", str(tmp_path))
+    assert out.returncode == 2 and "no trace files" in out.stderr
+
+
+def test_directory_is_read_recursively(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    write(tmp_path / "a" / "b" / "deep.jsonl", [vllm_chat(Turn("x", [1], [2]))])
+    doc = json.loads(run("inspect", str(tmp_path), "--json").stdout)
+    assert doc["load"]["loaded"] == 1 and doc["load"]["files"][0].endswith("deep.jsonl")
+
+
 def test_findings_do_not_change_the_exit_code(tmp_path):
     path = write(tmp_path / "fatal.jsonl", [vllm_chat(Turn("a", [1], [2], logprobs=[3.0]))])
     out = run("inspect", str(path), "--json")

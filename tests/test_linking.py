@@ -82,21 +82,14 @@ def test_calls_without_prompt_ids_are_never_token_parents():
     assert parents_by_id(r) == {"n0": None, "n1": None}
 
 
-def test_hash_collisions_never_decide():
-    calls = calls_from_tokens([([5], [6]), ([7, 8, 9], [1])])
-    # Force every prefix hash to collide: the exact check must still refuse the link.
+def test_hash_collisions_never_decide(monkeypatch):
     import graph.linking as linking
 
-    original = linking.prefix_hashes
-    try:
-        linking.prefix_hashes = lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64)
-        linking._end_hash = lambda call: np.uint64(0)
-        assert token_parents(calls) == [None, None]
-    finally:
-        linking.prefix_hashes = original
-        import importlib
-
-        importlib.reload(linking)
+    # Every prefix hash collides: the exact token check must still refuse the link.
+    monkeypatch.setattr(linking, "prefix_hashes", lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64))
+    monkeypatch.setattr(linking, "_end_hash", lambda _call: np.uint64(0))
+    calls = calls_from_tokens([([5], [6]), ([7, 8, 9], [1]), ([5, 6, 2], [3])])
+    assert token_parents(calls) == [None, None, 0]
 
 
 def test_prefix_hashes_agree_for_equal_prefixes():

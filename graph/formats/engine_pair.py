@@ -79,7 +79,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         # Token problems belong to this choice alone; request-level ones go to every choice.
         own = Problems()
         if "message" in choice or "delta" in choice or str(response.get("object", "")).startswith("chat"):
-            _chat_choice(request, response, choice, call, own, shape_suffix)
+            _chat_choice(response, choice, call, own, shape_suffix)
         else:
             _completion_choice(request, response, choice, call, own, shape_suffix)
         record_problems(call, own)
@@ -111,7 +111,7 @@ def _finish_reason(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _chat_choice(request, response, choice, call, problems, suffix) -> None:
+def _chat_choice(response, choice, call, problems, suffix) -> None:
     prompt = response.get("prompt_token_ids")
     on_choice = prompt is None and "prompt_token_ids" in choice
     if on_choice:
