@@ -10,9 +10,11 @@ from pathlib import Path
 import orjson
 
 from graph.contract import inspect_json
+from graph.decode import decoder_for
 from graph.loading import load_paths
 from graph.rollout import analyse
 from graph.summary import summary_text
+from graph.transcript import default_sequence, sequence_through, transcript
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
@@ -35,11 +37,30 @@ def _inspect(args: argparse.Namespace) -> int:
             print(f"rollout-graph: no session {args.session!r} (sessions: {known})", file=sys.stderr)
             return 2
     rollouts = [analyse(s) for s in sessions]
+    if args.decode:
+        return _print_transcripts(args, rollouts)
     if args.json:
         payload = inspect_json(loaded, rollouts, with_tokens=args.tokens)
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
         sys.stdout.write(summary_text(loaded, rollouts))
+    return 0
+
+
+def _print_transcripts(args: argparse.Namespace, rollouts) -> int:
+    for rollout in rollouts:
+        try:
+            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
+        except FileNotFoundError as exc:
+            print(f"rollout-graph: {exc}", file=sys.stderr)
+            return 2
+        if args.node is None:
+            seq = default_sequence(rollout)
+        elif args.node in {c.node_id for c in rollout.calls}:
+            seq = sequence_through(rollout, args.node)
+        else:
+            continue
+        sys.stdout.write(transcript(rollout, seq, decoder) + "\n")
     return 0
 
 
@@ -60,6 +81,10 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_argument("--session", help="only this session id")
     inspect.add_argument("--json", action="store_true", help="print the machine-readable contract (SPEC 6)")
     inspect.add_argument("--tokens", action="store_true", help="with --json: include input_ids, loss_mask, logprobs")
+    inspect.add_argument("--decode", action="store_true", help="print a decoded transcript of one sequence per session")
+    inspect.add_argument("--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)")
+    inspect.add_argument("--tokenizer", type=Path, metavar="PATH", help="tokenizer.json, or a folder holding one")
+    inspect.add_argument("--hub", action="store_true", help="allow downloading the tokenizer from the Hugging Face Hub")
     inspect.set_defaults(run=_inspect)
 
     view = sub.add_parser("view", help="open the explorer app on these traces")

@@ -10,6 +10,8 @@ from graph.reading import Source, read_values
 from graph.records import WARN, Call, LoadResult, SessionInput, Skipped
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
+# Files that travel with traces (a bundled tokenizer) but are never traces themselves.
+NOT_TRACES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"})
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, records so far)
 
@@ -18,7 +20,9 @@ def trace_files(path: str | Path) -> list[Path]:
     """A file as given, or every trace file under a directory (recursively, sorted)."""
     p = Path(path)
     if p.is_dir():
-        return sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+        return sorted(
+            f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and f.name not in NOT_TRACES
+        )
     return [p]
 
 
