@@ -1,19 +1,36 @@
-"""rollout-graph explorer (placeholder until the explorer issue lands): loads the traces given on
-the command line, or the bundled samples, and shows the same summary as `rollout-graph inspect`."""
+"""rollout-graph explorer: `streamlit run app.py [-- PATH ...]` (or `rollout-graph view`).
+
+Wiring only: choose a source, load it (cached), pick a rollout and a call; views/ renders.
+"""
 
 import sys
-from pathlib import Path
 
 import streamlit as st
 
-from graph.loading import load_paths
-from graph.rollout import analyse
-from graph.summary import summary_text
+from views import graph_view, node_view, overview, sidebar, state
+from views.sources import decoder
 
-SAMPLES = Path(__file__).resolve().parent / "sample_traces"
+st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
 
-st.set_page_config(page_title="rollout-graph", layout="wide")
-st.title("rollout-graph")
-paths = sys.argv[1:] or [str(SAMPLES)]
-loaded = load_paths(paths)
-st.code(summary_text(loaded, [analyse(s) for s in loaded.sessions.values()]), language=None)
+workspace, options = sidebar.render(cli_directories=sys.argv[1:])
+if workspace is None:
+    st.stop()
+
+overview.load_report(workspace)
+if not workspace.rollouts:
+    st.info("No rollouts in this source.")
+    st.stop()
+
+session_id = state.current_session(list(workspace.rollouts))
+overview.rollouts_table(workspace, session_id)
+rollout = workspace.rollouts[session_id]
+
+overview.headline(rollout)
+overview.findings_panel(rollout)
+graph_view.render(rollout, workspace.key)
+
+node = state.current_node(rollout)
+if node is None:
+    st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
+else:
+    node_view.render(rollout, node, decoder(workspace.key, session_id, rollout, workspace.trace_paths), workspace.key, options.show_whitespace)

@@ -75,7 +75,7 @@ class TokenizerDecoder:
 
     @property
     def label(self) -> str:
-        return f"{self.path} ({self.source})"
+        return f"{_short_path(self.path)} ({self.source})"
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self._special
@@ -92,6 +92,13 @@ class TokenizerDecoder:
 
     def text(self, ids) -> str:
         return "".join(self.pieces(ids))
+
+
+def _short_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _uses_byte_level(spec: dict) -> bool:

@@ -23,3 +23,16 @@ def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence
         else:
             # Harnesses that parse tool calls out of text send no manifest: tools say nothing.
             seq.role = AGENT if seq.n_trainable else AUXILIARY
+
+
+def node_roles(n_calls: int, topology: Topology, sequences: list[Sequence]) -> list[str]:
+    """A role per call: discarded if it is, else agent if any agent sequence runs through it,
+    else auxiliary."""
+    roles = [AUXILIARY] * n_calls
+    for seq in sequences:
+        if seq.role == AGENT:
+            for k in seq.nodes:
+                roles[k] = AGENT
+    for k in topology.discarded:
+        roles[k] = DISCARDED
+    return roles

@@ -11,7 +11,7 @@ from graph import claims
 from graph.findings import count_by_level, is_trainable, rollout_findings, turn_findings
 from graph.linking import link
 from graph.records import Call, Finding, SessionInput
-from graph.roles import assign_roles
+from graph.roles import assign_roles, node_roles
 from graph.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
 from graph.topology import Topology, build_topology
 
@@ -39,6 +39,14 @@ class Rollout:
 
     def context_start(self, node: int) -> int:
         return context_start(self.calls, self.topology, node)
+
+    @cached_property
+    def node_roles(self) -> list[str]:
+        return node_roles(len(self.calls), self.topology, self.sequences)
+
+    def findings_for(self, node: int) -> list[Finding]:
+        node_id = self.calls[node].node_id
+        return [f for f in self.findings if f.node_id == node_id]
 
     @cached_property
     def stats(self) -> dict[str, int]:

@@ -1,0 +1,121 @@
+"""The rollout DAG as a plotly figure (pure), and its legend as HTML (pure).
+
+The figure depends only on the rollout and on ``highlight`` (a node chosen from outside the
+chart: a deep link, a finding), never on clicks made in the chart itself, so it stays identical
+across reruns and plotly keeps its own selection, zoom and pan (``uirevision``).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from graph.rollout import Rollout
+from views.layout import Layout, layout
+from views.palette import INNER, KIND_GLYPHS, KIND_LABELS, KIND_SYMBOLS, LEAF, FORK, ROLE_COLORS, ROLE_LABELS, ROOT
+
+HOVER_FINDINGS = 3
+LABEL_LIMIT = 150  # call ids are printed beside the nodes up to this many calls
+
+
+def node_kind(rollout: Rollout, i: int) -> str:
+    topo = rollout.topology
+    if topo.parents[i] is None:
+        return ROOT
+    if len(topo.children[i]) > 1:
+        return FORK
+    if not topo.children[i]:
+        return LEAF
+    return INNER
+
+
+def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
+    call = rollout.calls[i]
+    lines = [
+        f"<b>{html.escape(call.node_id)}</b> · {role} · {kind}",
+        f"arrival #{i} · prompt {call.n_prompt:,} · sampled {call.n_sampled:,} tokens",
+        f"finish: {html.escape(str(call.finish_reason))}",
+    ]
+    if call.logprobs_aligned and call.n_sampled:
+        lines.append(f"mean logprob {float(np.nanmean(call.sampled_logprobs)):.3f}")
+    kept = rollout.topology.discarded.get(i)
+    if kept is not None:
+        lines.append(f"discarded: {html.escape(rollout.calls[kept].node_id)} continued")
+    findings = rollout.findings_for(i)
+    for f in findings[:HOVER_FINDINGS]:
+        lines.append(f"{f.level} {html.escape(f.code)}")
+    if len(findings) > HOVER_FINDINGS:
+        lines.append(f"… {len(findings) - HOVER_FINDINGS} more findings")
+    return "<br>".join(lines)
+
+
+def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | None = None) -> go.Figure:
+    lay = lay or layout(rollout.topology)
+    n = len(rollout.calls)
+    roles = rollout.node_roles
+    kinds = [node_kind(rollout, i) for i in range(n)]
+    ex, ey = [], []
+    for child, parent in enumerate(rollout.topology.parents):
+        if parent is not None:
+            ex += [lay.x[parent], lay.x[child], None]
+            ey += [-lay.y[parent], -lay.y[child], None]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scattergl(x=ex, y=ey, mode="lines", line={"color": "#cbd5e1", "width": 1.2}, hoverinfo="skip", showlegend=False, name="edges")
+    )
+    fig.add_trace(
+        go.Scattergl(
+            x=lay.x,
+            y=[-v for v in lay.y],
+            mode="markers+text" if n <= LABEL_LIMIT else "markers",
+            text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls] if n <= LABEL_LIMIT else None,
+            textposition="top center",
+            textfont={"size": 9, "color": "#64748b"},
+            name="calls",
+            customdata=list(range(n)),
+            marker={
+                "color": [ROLE_COLORS[r] for r in roles],
+                "symbol": [KIND_SYMBOLS[k] for k in kinds],
+                "size": [13 if k in (ROOT, FORK) else 10 for k in kinds],
+                "line": {"color": "#ffffff", "width": 1},
+            },
+            hovertext=[_hover(rollout, i, roles[i], kinds[i]) for i in range(n)],
+            hoverinfo="text",
+            selectedpoints=None if highlight is None else [highlight],
+            selected={"marker": {"size": 18}},
+            unselected={"marker": {"opacity": 0.55}},
+            showlegend=False,
+        )
+    )
+    height = min(900, max(260, 28 * lay.n_lanes + 80))
+    fig.update_layout(
+        height=height,
+        margin={"l": 10, "r": 10, "t": 10, "b": 30},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        dragmode="pan",
+        clickmode="event+select",
+        hovermode="closest",
+        uirevision=rollout.session_id,
+        xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}}, "gridcolor": "#f1f5f9", "zeroline": False, "dtick": 1 if max(lay.x, default=0) < 40 else None},
+        yaxis={"showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False},
+    )
+    return fig
+
+
+_ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
+
+
+def legend_html() -> str:
+    roles = "".join(
+        f'<span style="{_ITEM}"><span style="display:inline-block;width:10px;height:10px;border-radius:50%;'
+        f'background:{color}"></span>{html.escape(ROLE_LABELS[role])}</span>'
+        for role, color in ROLE_COLORS.items()
+    )
+    kinds = "".join(
+        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
+        for k in (ROOT, FORK, LEAF, INNER)
+    )
+    return f'<div style="font-size:12px;color:#334155;line-height:1.9"><div>{roles}</div><div>{kinds}</div></div>'

@@ -1,0 +1,45 @@
+"""The DAG panel: the figure, its legend, the click handling and a call picker."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from graph.rollout import Rollout
+from views import state
+from views.dag import dag_figure, legend_html
+from views.layout import layout
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _figure_json(key: str, session_id: str, highlight: int | None, _rollout: Rollout) -> str:
+    """The figure is a pure function of the rollout and the outside highlight: build it once."""
+    return dag_figure(_rollout, highlight, layout(_rollout.topology)).to_json()
+
+
+def render(rollout: Rollout, workspace_key: str) -> None:
+    st.html(legend_html())
+    import plotly.io as pio
+
+    figure = pio.from_json(_figure_json(workspace_key, rollout.session_id, state.highlight(rollout), rollout))
+    event = st.plotly_chart(
+        figure,
+        key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",
+        on_select="rerun",
+        selection_mode="points",
+        width="stretch",
+        config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
+    )
+    state.chart_click(rollout, event.selection.points if event else [])
+    ids = [c.node_id for c in rollout.calls]
+    current = state.current_node(rollout)
+    picked = st.selectbox(
+        "Call",
+        options=range(len(ids)),
+        index=current,
+        format_func=lambda i: f"{ids[i]} · #{i} · {rollout.node_roles[i]}",
+        placeholder="Click a node in the graph, or pick a call",
+        key=f"picker-{workspace_key}-{rollout.session_id}-{current}",
+    )
+    if picked is not None and picked != current:
+        state.select_node(rollout, picked)
+        st.rerun()

@@ -1,0 +1,123 @@
+"""The overview: load report, rollouts table, the open rollout's headline numbers and findings."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import streamlit as st
+
+from graph.records import FATAL, INFO, WARN
+from graph.rollout import Rollout
+from views import state
+from views.sources import Workspace
+
+MAX_SKIPPED_ROWS = 1000
+
+
+def load_report(workspace: Workspace) -> None:
+    loaded = workspace.loaded
+    skipped = loaded.skipped
+    if not skipped:
+        st.caption(f"{workspace.label}: {loaded.records:,} records, all loaded")
+        return
+    st.warning(
+        f"{workspace.label}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
+        f"**{len(skipped):,} skipped**: every other record loaded normally."
+    )
+    with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):
+        rows = [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        if len(skipped) > MAX_SKIPPED_ROWS:
+            st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
+
+
+def rollouts_table(workspace: Workspace, current: str) -> None:
+    """One row per session; selecting a row opens it."""
+    ids = list(workspace.rollouts)
+    if len(ids) < 2:
+        return
+    rows = []
+    for sid, r in workspace.rollouts.items():
+        s, counts = r.stats, r.finding_counts
+        rows.append(
+            {
+                "session": sid,
+                "turns": s["n_turns"],
+                "roots": s["n_roots"],
+                "forks": s["n_forks"],
+                "discarded": s["n_discarded"],
+                "trainable tokens": s["n_trainable_tokens"],
+                "FATAL": counts[FATAL],
+                "WARN": counts[WARN],
+                "open": "▶" if sid == current else "",
+            }
+        )
+    st.markdown("##### Rollouts")
+    event = st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key=f"rollouts-{workspace.key}",
+        height=min(400, 38 + 35 * len(rows)),
+    )
+    picked = event.selection.rows
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked[0]] if picked else None):
+        state.select_session(ids[picked[0]])
+        st.rerun()
+
+
+def headline(rollout: Rollout) -> None:
+    shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
+    st.html(
+        f'<div style="font:600 22px system-ui;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
+        f'<span style="font:400 13px system-ui;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
+    )
+    s, counts = rollout.stats, rollout.finding_counts
+    cols = st.columns(8)
+    for col, (label, value) in zip(
+        cols,
+        [
+            ("turns", s["n_turns"]),
+            ("roots", s["n_roots"]),
+            ("forks", s["n_forks"]),
+            ("discarded", s["n_discarded"]),
+            ("leaves", s["n_leaves"]),
+            ("trainable tokens", f"{s['n_trainable_tokens']:,}"),
+            ("FATAL", counts[FATAL]),
+            ("WARN", counts[WARN]),
+        ],
+    ):
+        col.metric(label, value)
+
+
+def findings_panel(rollout: Rollout) -> None:
+    """Findings grouped by level; selecting a row selects its call."""
+    counts = rollout.finding_counts
+    title = f"Findings: FATAL {counts[FATAL]} · WARN {counts[WARN]} · INFO {counts[INFO]}"
+    with st.expander(title, expanded=counts[FATAL] > 0):
+        if not rollout.findings:
+            st.caption("No findings.")
+            return
+        for level in (FATAL, WARN, INFO):
+            found = [f for f in rollout.findings if f.level == level]
+            if not found:
+                continue
+            st.markdown(f"**{level}** ({len(found)})")
+            frame = pd.DataFrame([{"code": f.code, "call": f.node_id or "(rollout)", "detail": f.detail} for f in found])
+            event = st.dataframe(
+                frame,
+                hide_index=True,
+                width="stretch",
+                on_select="rerun",
+                selection_mode="single-row",
+                key=f"findings-{rollout.session_id}-{level}",
+                height=min(300, 38 + 35 * len(found)),
+            )
+            picked = event.selection.rows
+            node_id = found[picked[0]].node_id if picked else None
+            if state.new_pick(f"findings-{rollout.session_id}-{level}", node_id):
+                state.select_node(rollout, rollout.index_of(node_id))
+                st.rerun()

@@ -1,0 +1,64 @@
+"""The sidebar: which traces to open, and display options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from graph.decode import SAMPLES
+from views.sources import Workspace, bundled_files, files_under, load_files, load_uploads
+
+BUNDLED = "Bundled samples"
+UPLOAD = "Upload"
+COMMAND_LINE = "Command-line folders"
+ALL = "all files"
+UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
+
+
+@dataclass(frozen=True)
+class Options:
+    show_whitespace: bool
+
+
+def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
+    def name(p: Path | str) -> str:
+        if p == ALL:
+            return f"{ALL} ({len(files)})"
+        try:
+            return str(p.relative_to(root)) if root else p.name
+        except ValueError:
+            return p.name
+
+    choice = st.sidebar.selectbox("File", [ALL, *files], format_func=name, key=key)
+    return files if choice == ALL else [choice]
+
+
+def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
+    st.sidebar.title("rollout-graph")
+    st.sidebar.caption("LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries.")
+    kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
+    kind = st.sidebar.radio("Traces", kinds, key="rg_source")
+    workspace = None
+    if kind == BUNDLED:
+        files = bundled_files()
+        if files:
+            workspace = load_files(_pick_files(files, SAMPLES, "rg_bundled_file"), "bundled samples")
+        else:
+            st.sidebar.warning("No bundled sample traces found.")
+    elif kind == COMMAND_LINE:
+        files = files_under(cli_directories)
+        if files:
+            workspace = load_files(_pick_files(files, None, "rg_cli_file"), "command-line traces")
+        else:
+            st.sidebar.warning("No trace files (.jsonl, .json, .ndjson, .gz, .zst) under the given paths.")
+    else:
+        uploads = st.sidebar.file_uploader("Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key="rg_uploads")
+        if uploads:
+            workspace = load_uploads(uploads)
+        else:
+            st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
+    st.sidebar.divider()
+    options = Options(show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key="rg_ws"))
+    return workspace, options
