@@ -21,7 +21,7 @@ if not workspace.rollouts:
     st.info("No rollouts in this source.")
     st.stop()
 
-session_id = state.current_session(list(workspace.rollouts))
+session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
 overview.rollouts_table(workspace, session_id)
 rollout = workspace.rollouts[session_id]
 

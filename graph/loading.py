@@ -44,8 +44,13 @@ def load_sources(sources: list[Source], progress: Progress | None = None) -> Loa
     shared_text: dict[str, str] = {}
     for done, source in enumerate(sources):
         result.files.append(source.name)
+
+        def tick(records: int, done: int = done) -> None:
+            if progress:
+                progress(done, len(sources), records)
+
         try:
-            _load_source(source, result, shared_text)
+            _load_source(source, result, shared_text, tick)
         except OSError as exc:
             result.records += 1
             result.skipped.append(Skipped(source.name, 0, f"cannot read file: {exc.strerror or exc}"))
@@ -54,9 +59,14 @@ def load_sources(sources: list[Source], progress: Progress | None = None) -> Loa
     return result
 
 
-def _load_source(source: Source, result: LoadResult, shared_text: dict[str, str]) -> None:
+PROGRESS_EVERY = 200  # records between progress reports within a file
+
+
+def _load_source(source: Source, result: LoadResult, shared_text: dict[str, str], tick: Callable[[int], None]) -> None:
     default_session = rollout_name(source.name)
     for raw in read_values(source):
+        if raw.line % PROGRESS_EVERY == 0:
+            tick(result.records)
         if raw.error is not None:
             _skip(result, source.name, raw.line, raw.error)
             continue

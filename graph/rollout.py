@@ -44,9 +44,16 @@ class Rollout:
     def node_roles(self) -> list[str]:
         return node_roles(len(self.calls), self.topology, self.sequences)
 
+    @cached_property
+    def _findings_by_node(self) -> dict[str, list[Finding]]:
+        grouped: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            if f.node_id is not None:
+                grouped.setdefault(f.node_id, []).append(f)
+        return grouped
+
     def findings_for(self, node: int) -> list[Finding]:
-        node_id = self.calls[node].node_id
-        return [f for f in self.findings if f.node_id == node_id]
+        return self._findings_by_node.get(self.calls[node].node_id, [])
 
     @cached_property
     def stats(self) -> dict[str, int]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import zstandard
 
+from graph import export
 from graph.loading import load_paths
 from tests.builders import (
     SHAPES,
@@ -122,34 +123,9 @@ def test_message_only_pairs_load_without_tokens():
 
 
 def rollout_document(turns: list[Turn], include_discarded: bool = True) -> dict:
-    token_rollout = rollout_of([vllm_chat(t) for t in turns])
-    sequences = []
-    for seq in token_rollout.sequences:
-        if seq.role == "discarded" and not include_discarded:
-            continue
-        toks = token_rollout.tokens(seq)
-        sequences.append(
-            {
-                "node_ids": [token_rollout.calls[k].node_id for k in seq.nodes],
-                "input_ids": toks.input_ids.tolist(),
-                "loss_mask": toks.loss_mask.tolist(),
-                "logprobs": toks.logprobs.tolist(),
-                "role": seq.role,
-            }
-        )
-    return {
-        "session_id": "s1",
-        "capture_level": "tokens",
-        "rollout_type": "agentic",
-        "include_discarded": include_discarded,
-        "validation": {"ok": True},
-        "turns": [
-            {"node_id": t.call_id, "n_prompt": len(t.prompt), "n_sampled": len(t.sampled), "messages": t.messages,
-             "tools": t.tools, "finish_reason": t.finish}
-            for t in turns
-        ],
-        "sequences": sequences,
-    }
+    doc = export.rollout_document(rollout_of([vllm_chat(t) for t in turns]), include_discarded=include_discarded)
+    doc["validation"] = {"ok": True}
+    return doc
 
 
 def test_rollout_document_rebuilds_the_same_graph(tmp_path):

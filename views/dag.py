@@ -14,8 +14,10 @@ import plotly.graph_objects as go
 
 from graph.rollout import Rollout
 from views.layout import Layout, layout
-from views.palette import INNER, KIND_GLYPHS, KIND_LABELS, KIND_SYMBOLS, LEAF, FORK, ROLE_COLORS, ROLE_LABELS, ROOT
+from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, ROLE_COLORS, ROLE_LABELS, ROOT
 
+ROLE_ORDER = list(ROLE_COLORS)
+SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
 HOVER_FINDINGS = 3
 LABEL_LIMIT = 150  # call ids are printed beside the nodes up to this many calls
 
@@ -56,36 +58,43 @@ def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | Non
     n = len(rollout.calls)
     roles = rollout.node_roles
     kinds = [node_kind(rollout, i) for i in range(n)]
-    ex, ey = [], []
-    for child, parent in enumerate(rollout.topology.parents):
-        if parent is not None:
-            ex += [lay.x[parent], lay.x[child], None]
-            ey += [-lay.y[parent], -lay.y[child], None]
+    x = np.asarray(lay.x, dtype=float)
+    y = -np.asarray(lay.y, dtype=float)
+    children = np.array([c for c, p in enumerate(rollout.topology.parents) if p is not None], dtype=int)
+    parents = np.array([rollout.topology.parents[c] for c in children], dtype=int)
+    # one line trace for every edge: (parent, child, gap) triples
+    ex = np.column_stack([x[parents], x[children], np.full(children.shape[0], np.nan)]).ravel()
+    ey = np.column_stack([y[parents], y[children], np.full(children.shape[0], np.nan)]).ravel()
+    # Numbers, not strings, for colours and symbols: plotly validates numeric arrays in one step.
+    role_codes = np.array([ROLE_ORDER.index(r) for r in roles], dtype=float)
     fig = go.Figure()
     fig.add_trace(
         go.Scattergl(x=ex, y=ey, mode="lines", line={"color": "#cbd5e1", "width": 1.2}, hoverinfo="skip", showlegend=False, name="edges")
     )
     fig.add_trace(
         go.Scattergl(
-            x=lay.x,
-            y=[-v for v in lay.y],
+            x=x,
+            y=y,
             mode="markers+text" if n <= LABEL_LIMIT else "markers",
             text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls] if n <= LABEL_LIMIT else None,
             textposition="top center",
             textfont={"size": 9, "color": "#64748b"},
             name="calls",
-            customdata=list(range(n)),
+            customdata=np.arange(n, dtype=np.int32),
             marker={
-                "color": [ROLE_COLORS[r] for r in roles],
-                "symbol": [KIND_SYMBOLS[k] for k in kinds],
-                "size": [13 if k in (ROOT, FORK) else 10 for k in kinds],
+                "color": role_codes,
+                "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
+                "cmin": 0,
+                "cmax": len(ROLE_ORDER) - 1,
+                "symbol": np.array([SYMBOL_CODES[k] for k in kinds]),
+                "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
                 "line": {"color": "#ffffff", "width": 1},
             },
             hovertext=[_hover(rollout, i, roles[i], kinds[i]) for i in range(n)],
             hoverinfo="text",
             selectedpoints=None if highlight is None else [highlight],
             selected={"marker": {"size": 18}},
-            unselected={"marker": {"opacity": 0.55}},
+            unselected={"marker": {"opacity": 0.6}, "textfont": {"color": "#94a3b8"}},
             showlegend=False,
         )
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from graph.rollout import Rollout
@@ -10,17 +11,15 @@ from views.dag import dag_figure, legend_html
 from views.layout import layout
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _figure_json(key: str, session_id: str, highlight: int | None, _rollout: Rollout) -> str:
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _figure(key: str, session_id: str, highlight: int | None, _rollout: Rollout) -> go.Figure:
     """The figure is a pure function of the rollout and the outside highlight: build it once."""
-    return dag_figure(_rollout, highlight, layout(_rollout.topology)).to_json()
+    return dag_figure(_rollout, highlight, layout(_rollout.topology))
 
 
 def render(rollout: Rollout, workspace_key: str) -> None:
     st.html(legend_html())
-    import plotly.io as pio
-
-    figure = pio.from_json(_figure_json(workspace_key, rollout.session_id, state.highlight(rollout), rollout))
+    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), rollout)
     event = st.plotly_chart(
         figure,
         key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",

@@ -75,7 +75,7 @@ def header_html(rollout: Rollout, i: int) -> str:
     if fatal:
         badges += _badge(f"{len(fatal)} FATAL", "#991b1b")
     return (
-        f'<div style="font:600 18px system-ui;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
+        f'<div class="rg-node-title" style="font:600 18px system-ui;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
         f'<span style="font:400 13px system-ui;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
     )
 
@@ -84,7 +84,8 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
     call = rollout.calls[i]
     st.html(header_html(rollout, i))
     left, right = st.columns([3, 2])
-    left.dataframe(pd.DataFrame(facts(rollout, i), columns=["", "value"]), hide_index=True, width="stretch")
+    rows = facts(rollout, i)
+    left.dataframe(pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows))
     params = params_table(rollout, i)
     if params is not None:
         right.caption("Sampling params: requested by the harness vs submitted to the engine")

@@ -32,6 +32,21 @@ def load_report(workspace: Workspace) -> None:
             st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
 
 
+def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
+    """A table whose rows can be selected; the selected row's position, if any."""
+    event = st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+        height=min(max_height, 38 + 35 * len(frame)),
+    )
+    rows = event.selection.rows
+    return rows[0] if rows else None
+
+
 def rollouts_table(workspace: Workspace, current: str) -> None:
     """One row per session; selecting a row opens it."""
     ids = list(workspace.rollouts)
@@ -54,18 +69,9 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
             }
         )
     st.markdown("##### Rollouts")
-    event = st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        width="stretch",
-        on_select="rerun",
-        selection_mode="single-row",
-        key=f"rollouts-{workspace.key}",
-        height=min(400, 38 + 35 * len(rows)),
-    )
-    picked = event.selection.rows
-    if state.new_pick(f"rollouts-{workspace.key}", ids[picked[0]] if picked else None):
-        state.select_session(ids[picked[0]])
+    picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}", max_height=400)
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
+        state.select_session(ids[picked])
         st.rerun()
 
 
@@ -107,17 +113,8 @@ def findings_panel(rollout: Rollout) -> None:
                 continue
             st.markdown(f"**{level}** ({len(found)})")
             frame = pd.DataFrame([{"code": f.code, "call": f.node_id or "(rollout)", "detail": f.detail} for f in found])
-            event = st.dataframe(
-                frame,
-                hide_index=True,
-                width="stretch",
-                on_select="rerun",
-                selection_mode="single-row",
-                key=f"findings-{rollout.session_id}-{level}",
-                height=min(300, 38 + 35 * len(found)),
-            )
-            picked = event.selection.rows
-            node_id = found[picked[0]].node_id if picked else None
+            picked = picked_row(frame, f"findings-{rollout.session_id}-{level}", max_height=300)
+            node_id = found[picked].node_id if picked is not None else None
             if state.new_pick(f"findings-{rollout.session_id}-{level}", node_id):
                 state.select_node(rollout, rollout.index_of(node_id))
                 st.rerun()

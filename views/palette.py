@@ -14,7 +14,6 @@ ROLE_LABELS = {
 }
 
 ROOT, FORK, LEAF, INNER = "root", "fork", "leaf", "inner"
-KIND_SYMBOLS = {ROOT: "diamond", FORK: "square", LEAF: "circle", INNER: "circle-open"}
 KIND_GLYPHS = {ROOT: "◆", FORK: "■", LEAF: "●", INNER: "○"}
 KIND_LABELS = {
     ROOT: "root: a new conversation (no token prefix among earlier calls)",

@@ -32,6 +32,11 @@ class Workspace:
     trace_paths: list[Path]
     rollouts: dict[str, Rollout] = field(default_factory=dict)
 
+    @property
+    def default_session(self) -> str:
+        """The rollout to open first: the one with the most trainable tokens (shortest id on a tie)."""
+        return min(self.rollouts, key=lambda sid: (-self.rollouts[sid].stats["n_trainable_tokens"], len(sid), sid))
+
 
 def bundled_files() -> list[Path]:
     return trace_files(SAMPLES)

@@ -13,15 +13,15 @@ HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding,
 SEEN = "rg_seen"  # last value seen from each selection widget
 
 
-def current_session(session_ids: list[str]) -> str:
+def current_session(session_ids: list[str], default: str) -> str:
     if SESSION not in st.session_state:  # first run: restore a deep link
         wanted = st.query_params.get("session")
-        st.session_state[SESSION] = wanted if wanted in session_ids else session_ids[0]
+        st.session_state[SESSION] = wanted if wanted in session_ids else default
         node = st.query_params.get("node") if wanted == st.session_state[SESSION] else None
         st.session_state[NODE] = node
         st.session_state[HIGHLIGHT] = node
     elif st.session_state[SESSION] not in session_ids:  # another source was opened
-        select_session(session_ids[0])
+        select_session(default)
     _sync_url()
     return st.session_state[SESSION]
 

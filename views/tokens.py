@@ -38,7 +38,7 @@ def _bucket_color(bucket: int) -> str:
 
 def _stylesheet() -> str:
     rules = [
-        f".rg-tokens{{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.75}}",
+        ".rg-tokens{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.75}",
         f".rg-t{{{TOKEN_STYLE}}}",
         f".rg-c{{{CONTEXT_STYLE}}}",
         f".rg-u{{{UNTRAINED_STYLE}}}",

@@ -1,0 +1,108 @@
+"""Helpers for driving the real app in Debian's headless Chromium (Playwright, no downloads)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("ROLLOUT_GRAPH_REQUIRE_BROWSER"):
+            pytest.fail("Chromium is required here (ROLLOUT_GRAPH_REQUIRE_BROWSER is set) but was not found")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(*args: str, via_cli: bool = False):
+    """Start the app and yield its URL once healthy: ``streamlit run app.py`` by default, or the
+    project's own ``rollout-graph view`` command."""
+    port = free_port()
+    if via_cli:
+        full = [sys.executable, "-m", "graph", "view", "--port", str(port), "--headless", *args]
+    else:
+        full = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+                "--server.port", str(port), "--server.address", "127.0.0.1", *args]
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc = subprocess.Popen(full, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read() == b"ok":
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the app did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}") from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1500, height: int = 1100):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_ready(page, timeout: float = 60_000) -> None:
+    """Until the script has finished running and the DAG is drawn."""
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot', timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
+    )
+
+
+def node_position(page, node_index: int) -> tuple[float, float]:
+    """Page coordinates of a call's marker in the DAG (point i is call i), from plotly's own axes."""
+    return page.evaluate(
+        """(i) => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const trace = gd._fullData[1];
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(trace.x[i]), box.top + ya._offset + ya.l2p(trace.y[i])];
+        }""",
+        node_index,
+    )
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -1,0 +1,132 @@
+"""App flows through Streamlit's AppTest: open samples, select a call through the app's own
+widgets, deep links, paging a long span, and a broken file's load report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.builders import TOOLS, Turn, vllm_chat, write
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def app(monkeypatch, *paths: Path, **query) -> AppTest:
+    monkeypatch.setattr(sys, "argv", ["app.py", *map(str, paths)])
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def html_of(at: AppTest) -> str:
+    return "\n".join(h.proto.body for h in at.get("html"))
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_opens_the_bundled_samples(monkeypatch):
+    at = app(monkeypatch)
+    no_errors(at)
+    assert "Rollout fix-config-bug<" in html_of(at)  # the richest rollout opens first
+    assert at.query_params["session"] == "fix-config-bug"
+    assert [m.label for m in at.metric][:5] == ["turns", "roots", "forks", "discarded", "leaves"]
+    assert at.metric[0].value == "25"
+    assert any(d.value.shape[0] == 4 for d in at.dataframe)  # the rollouts table
+    assert at.get("plotly_chart")
+
+
+def pick_call(at: AppTest, node_id: str) -> AppTest:
+    picker = next(s for s in at.selectbox if s.label == "Call")
+    index = next(i for i, label in enumerate(picker.options) if label.startswith(node_id + " "))
+    return picker.select(index).run()
+
+
+def test_selecting_a_call_shows_its_detail_and_updates_the_link(monkeypatch):
+    at = pick_call(app(monkeypatch), "c07")
+    no_errors(at)
+    page = html_of(at)
+    assert ">c07 <span" in page and "Token text decoded with sample_traces/SmolLM2-135M-Instruct" in page
+    assert at.query_params["node"] == "c07"
+    assert [t.label for t in at.tabs][:3] == ["Tokens", "Messages", "Sequence"]
+    assert "rg-b" in page and "rg-c" in page  # sampled tokens coloured, context tokens neutral
+    assert "You are a coding agent" in page  # the messages tab
+
+
+def test_deep_link_restores_the_selection(monkeypatch):
+    at = app(monkeypatch, session="list-todos", node="c05")
+    no_errors(at)
+    assert "Rollout list-todos<" in html_of(at) and ">c05 <span" in html_of(at)
+
+
+def test_unknown_deep_link_falls_back_quietly(monkeypatch):
+    at = app(monkeypatch, session="nope", node="zzz")
+    no_errors(at)
+    assert at.query_params["session"] == "fix-config-bug"
+    assert "node" not in at.query_params
+
+
+def long_trace(tmp_path: Path) -> Path:
+    prompt = list(range(1000, 6000))
+    logprobs = [-0.1] * 300
+    logprobs[250] = -9.5
+    folder = tmp_path / "long"
+    folder.mkdir()
+    write(folder / "long.jsonl", [vllm_chat(Turn("big", prompt, list(range(300)), logprobs=logprobs, tools=TOOLS))])
+    return folder
+
+
+def caption_with(at: AppTest, text: str) -> bool:
+    return any(text in c.value for c in at.caption)
+
+
+def test_long_spans_page_and_jump(monkeypatch, tmp_path):
+    at = pick_call(app(monkeypatch, long_trace(tmp_path)), "big")
+    no_errors(at)
+    assert caption_with(at, "tokens 0–799 of 5,300 · page 1 of 7")
+    next(b for b in at.button if b.label == "▶").click().run()
+    assert caption_with(at, "tokens 800–1,599 of 5,300 · page 2 of 7")
+    next(b for b in at.button if b.label == "Lowest logprob").click().run()
+    assert caption_with(at, "tokens 4,800–5,299 of 5,300 · page 7 of 7")
+    assert "rg-m" in html_of(at)  # the jump target is ringed
+    next(b for b in at.button if b.label == "First sampled token").click().run()
+    assert caption_with(at, "page 7 of 7")
+    at.number_input[0].set_value(42).run()
+    assert caption_with(at, "tokens 0–799 of 5,300 · page 1 of 7")
+
+
+def test_broken_file_shows_the_load_report(monkeypatch, tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    good = json.dumps(vllm_chat(Turn("a", [1, 2], [3])))
+    (folder / "bad.jsonl").write_text(f"{good}\nnot json at all\n{{\"what\": 1}}\n")
+    at = app(monkeypatch, folder)
+    no_errors(at)
+    assert "**2 skipped**" in at.warning[0].value
+    report = next(d.value for d in at.dataframe if "reason" in d.value.columns)
+    assert report["line"].tolist() == [2, 3]
+    assert report["reason"].iloc[1] == "unknown record shape (keys: what)"
+
+
+@pytest.mark.parametrize("node", ["c09", "c17"])
+def test_every_tab_renders_for_sample_calls(monkeypatch, node):
+    at = app(monkeypatch, session="fix-config-bug", node=node)
+    no_errors(at)
+    assert at.json  # raw JSON tab
+
+
+def test_view_command_serves_the_app(tmp_path):
+    import urllib.request
+
+    from tests.browser import running_app
+
+    write(tmp_path / "t.jsonl", [vllm_chat(Turn("a", [1], [2]))])
+    with running_app(str(tmp_path), via_cli=True) as url:
+        with urllib.request.urlopen(url) as response:
+            assert response.status == 200 and b"<noscript>" in response.read()

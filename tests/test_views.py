@@ -1,0 +1,159 @@
+"""Pure view builders: the DAG layout and figure, token pages, chat HTML. Every string from a
+trace must come out escaped."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import numpy as np
+import pytest
+
+from graph.decode import TraceTextDecoder
+from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
+from views.chat import chat_html, pretty_arguments
+from views.dag import dag_figure, legend_html
+from views.layout import layout
+from views.palette import KIND_LABELS, ROLE_LABELS
+from views.tokens import PAGE_SIZE, node_strip, page_bounds, page_html, sequence_strip
+
+
+def test_a_chain_is_a_straight_line():
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
+    lay = layout(r.topology)
+    assert lay.x == [0, 1, 2] and lay.y == [0, 0, 0] and lay.n_lanes == 1
+
+
+def test_fork_children_open_new_lanes_and_the_main_line_stays_straight():
+    # n1 is a retry with no children; n2 continues to n3: the main line (n0, n2, n3) stays on lane 0.
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3], [5]), ([1, 2, 3, 5, 6], [7])])
+    lay = layout(r.topology)
+    assert [lay.y[i] for i in (0, 2, 3)] == [0, 0, 0]
+    assert lay.y[1] == 1 and lay.x[1] == 1
+
+
+def test_each_roots_tree_keeps_its_lanes_together():
+    spec = [([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3], [5]), ([1, 2, 3, 5], [6]), ([9], [8]), ([9, 8, 7], [6])]
+    r = rollout_of_tokens(spec)
+    lay = layout(r.topology)
+    first_tree = {lay.y[i] for i in range(4)}
+    second_tree = {lay.y[i] for i in (4, 5)}
+    assert max(first_tree) < min(second_tree)
+    assert lay.x[4] == 0
+
+
+def test_layout_scales_to_thousands_of_calls():
+    spec = [(list(range(k)), [k]) for k in range(1, 3001)]
+    r = rollout_of_tokens(spec)
+    lay = layout(r.topology)
+    assert lay.n_lanes == 1 and max(lay.x) == 2999
+
+
+def hostile_rollout():
+    record = vllm_chat(Turn('<img src=x onerror="alert(1)">', [1, 2], [3, 4], tools=TOOLS, reply="<script>alert(2)</script>"), token_text=True)
+    record["response"]["model"] = "<b>model</b>"
+    record["response"]["choices"][0]["logprobs"]["content"][0]["token"] = "<i>tok</i>"
+    return rollout_of([record])
+
+
+def test_dag_figure_is_deterministic_and_escapes_hover_text():
+    r = hostile_rollout()
+    a, b = dag_figure(r).to_json(), dag_figure(r).to_json()
+    assert a == b
+    hover = dag_figure(r).data[1].hovertext[0]
+    assert "<img" not in hover and html.escape('<img src=x onerror="alert(1)">') in hover
+
+
+def test_dag_figure_changes_only_with_an_outside_highlight():
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4])])
+    plain, lit = dag_figure(r), dag_figure(r, highlight=1)
+    assert plain.data[1].selectedpoints is None and list(lit.data[1].selectedpoints) == [1]
+    assert plain.layout.uirevision == lit.layout.uirevision == "s"
+    assert int(np.isnan(np.asarray(plain.data[0].x, dtype=float)).sum()) == 1  # one edge, one line trace
+
+
+def test_legend_explains_every_colour_and_symbol():
+    legend = legend_html()
+    for text in [*ROLE_LABELS.values(), *KIND_LABELS.values()]:
+        assert html.escape(text) in legend
+
+
+def test_token_page_escapes_text_and_tooltips():
+    r = hostile_rollout()
+    decoder = TraceTextDecoder({3: "<i>tok</i>", 4: 'say "hi" & <b>'})
+    strip = node_strip(r, 0)
+    page = page_html(strip, 0, len(strip), decoder)
+    assert "<i>tok</i>" not in page and "&lt;i&gt;tok&lt;/i&gt;" in page
+    assert "&lt;b&gt;" in page and 'say "hi"' not in page
+    assert page.count('<span class="rg-t') == 4
+
+
+def test_token_classes_context_sampled_and_untrained():
+    r = rollout_of_tokens([([1, 2], [3, 4])])
+    r_untrained = rollout_of_tokens([([1, 2], [3, 4])], logprobs=False)
+    decoder = TraceTextDecoder({})
+    trained = page_html(node_strip(r, 0), 0, 4, decoder)
+    untrained = page_html(node_strip(r_untrained, 0), 0, 4, decoder)
+    assert trained.count("rg-c\"") == 2 and trained.count(" rg-b") == 2
+    assert untrained.count(" rg-u\"") == 2 and "NOT trained" in untrained
+
+
+def test_whitespace_is_visible_and_special_tokens_marked():
+    class Special(TraceTextDecoder):
+        def is_special(self, token_id: int) -> bool:
+            return token_id == 1
+
+    r = rollout_of_tokens([([1, 2], [3])])
+    page = page_html(node_strip(r, 0), 0, 3, Special({1: "<|im_start|>", 2: " a\tb\n", 3: "x"}))
+    assert "·a→b↵" in page and "rg-s" in page
+
+
+def test_pages_keep_multibyte_characters_whole_at_the_edge():
+    from graph.decode import SAMPLES, TokenizerDecoder
+    from tokenizers import Tokenizer
+
+    path = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
+    ids = Tokenizer.from_file(str(path)).encode("ab 🚀🚀🚀").ids
+    r = rollout_of_tokens([(ids, [])])
+    strip = node_strip(r, 0)
+    decoder = TokenizerDecoder(path, "test")
+    cut = next(i for i in range(1, len(ids)) if decoder.pieces(ids)[i - 1] == "")  # inside a rocket
+    second = page_html(strip, cut, len(ids), decoder)
+    assert "\ufffd" not in second
+
+
+def test_page_bounds_and_sequence_turn_labels():
+    spec = [(list(range(1000)), [5] * 10), (list(range(1000)) + [5] * 10 + [7] * 900, [6])]
+    r = rollout_of_tokens(spec)
+    strip = sequence_strip(r, r.sequences[0])
+    assert len(strip) == 1911 and strip.boundaries == {0: "n0", 1010: "n1"}
+    assert page_bounds(strip, 2) == (2 * PAGE_SIZE, 1911)
+    assert strip.first_sampled() == 1000
+
+
+def test_chat_html_escapes_and_pretty_prints_tool_calls():
+    record = vllm_chat(Turn("c", [1], [2], messages=[{"role": "user", "content": "<script>x</script>"}]))
+    r = rollout_of([record])
+    call = r.calls[0]
+    call.response_message = {"role": "assistant", "content": None, "tool_calls": [
+        {"function": {"name": "<b>bash</b>", "arguments": json.dumps({"cmd": "<img src=x>"})}}]}
+    page = chat_html(call)
+    assert "<script>" not in page.split("</style>", 1)[1] and "&lt;script&gt;x&lt;/script&gt;" in page
+    assert "&lt;b&gt;bash&lt;/b&gt;" in page and "&quot;cmd&quot;: &quot;&lt;img src=x&gt;&quot;" in page
+    assert pretty_arguments('{"a":1}') == '{\n  "a": 1\n}'
+    assert pretty_arguments("{oops").endswith("(not valid JSON)")
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_empty_spans_render(n):
+    r = rollout_of_tokens([([1] * n, [])]) if n else None
+    if r is None:
+        calls = calls_from_tokens([(None, [])])
+        from graph.records import SessionInput
+        from graph.rollout import analyse
+
+        r = analyse(SessionInput("s", calls))
+    strip = node_strip(r, 0)
+    assert len(strip) == n
+    assert page_html(strip, 0, len(strip), TraceTextDecoder({})).endswith("</div>")
+    assert isinstance(np.asarray(strip.ids), np.ndarray)
