@@ -49,14 +49,16 @@ def measure(folder: Path, node: int) -> dict[str, float]:
         x, y = node_position(page, node)
         start = time.perf_counter()
         page.mouse.click(x, y)
-        page.wait_for_selector(f"text=arrival #{node}", timeout=120_000)
+        page.wait_for_selector(".rg-node-title", timeout=120_000)
         page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
         click = time.perf_counter() - start
+        page.mouse.move(0, 0)
         # a second visitor: the parsed trace is cached by content, so this is the render cost alone
         start = time.perf_counter()
-        page.goto(url)
+        page.goto(page.url)  # the deep link to the selected call
         wait_ready(page, timeout=300_000)
         warm_paint = time.perf_counter() - start
+        page.wait_for_selector(".rg-node-title", timeout=120_000)
         # the training row through the call spans many pages of tokens
         page.get_by_role("tab", name="Sequence").click()
         start = time.perf_counter()

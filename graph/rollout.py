@@ -22,7 +22,6 @@ class Rollout:
     calls: list[Call]
     topology: Topology
     sequences: list[Sequence]
-    node_findings: list[list[Finding]]
     findings: list[Finding]  # every finding, node-level first, in arrival order
     trainable: np.ndarray  # bool per call
     link_via: list[str | None]
@@ -95,7 +94,6 @@ def analyse(session: SessionInput) -> Rollout:
         calls=calls,
         topology=topology,
         sequences=sequences,
-        node_findings=per_node,
         findings=findings,
         trainable=trainable,
         link_via=via,

@@ -75,8 +75,8 @@ def header_html(rollout: Rollout, i: int) -> str:
     if fatal:
         badges += _badge(f"{len(fatal)} FATAL", "#991b1b")
     return (
-        f'<div class="rg-node-title" style="font:600 18px system-ui;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
-        f'<span style="font:400 13px system-ui;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
+        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
+        f'<span style="font-weight:400;font-size:13px;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
     )
 
 

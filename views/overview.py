@@ -78,8 +78,8 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
 def headline(rollout: Rollout) -> None:
     shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
     st.html(
-        f'<div style="font:600 22px system-ui;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
-        f'<span style="font:400 13px system-ui;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
+        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
+        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
     )
     s, counts = rollout.stats, rollout.finding_counts
     cols = st.columns(8)

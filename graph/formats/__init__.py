@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graph.formats import engine_pair, rollout_document, trace_entry
-from graph.formats.fields import RecordError, new_call, record_problems
+from graph.formats.fields import RecordError, describe_keys, new_call, record_problems
 from graph.reading import RawValue
 from graph.records import Call
 from graph.tokens import Problems
@@ -33,8 +33,7 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     elif engine_pair.is_engine_pair(record):
         parser = engine_pair.parse
     else:
-        keys = ", ".join(sorted(map(str, record))[:8]) or "no keys"
-        raise RecordError(f"unknown record shape (keys: {keys})")
+        raise RecordError(f"unknown record shape (keys: {describe_keys(record)})")
     call = new_call(record, source, raw.line, "unknown", default_session)
     problems = Problems()
     calls = parser(record, call, problems)

@@ -11,6 +11,7 @@ from typing import Any
 from graph.formats.fields import (
     RecordError,
     as_dict,
+    describe_keys,
     message_list,
     record_problems,
     sampling_params,
@@ -54,7 +55,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         error = response.get("error") or record.get("error")
         if error is not None:
             raise RecordError(f"call failed, no model output: {str(error)[:200]}")
-        raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {_keys(response)})")
+        raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {describe_keys(response)})")
 
     template.request_messages = message_list(request.get("messages"), "request.messages", problems)
     template.tools = tool_list(request.get("tools"), problems)
@@ -85,10 +86,6 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         record_problems(call, own)
         calls.append(call)
     return calls
-
-
-def _keys(d: dict) -> str:
-    return ", ".join(sorted(map(str, d))[:8]) or "none"
 
 
 def _copy_for_choice(template: Call, index: int) -> Call:

@@ -41,6 +41,11 @@ TIMING_KEYS = (
 )
 
 
+def describe_keys(record: dict, limit: int = 8) -> str:
+    """The first keys of an object, for a load-report reason."""
+    return ", ".join(sorted(map(str, record))[:limit]) or "no keys"
+
+
 def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
