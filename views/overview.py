@@ -75,6 +75,15 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
         st.rerun()
 
 
+def compact(n: int) -> str:
+    """1,234 / 12.3k / 1.89M: numbers that fit a metric tile."""
+    if n < 10_000:
+        return f"{n:,}"
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
 def headline(rollout: Rollout) -> None:
     shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
     st.html(
@@ -91,7 +100,7 @@ def headline(rollout: Rollout) -> None:
             ("forks", s["n_forks"]),
             ("discarded", s["n_discarded"]),
             ("leaves", s["n_leaves"]),
-            ("trainable tokens", f"{s['n_trainable_tokens']:,}"),
+            ("trainable tokens", compact(s["n_trainable_tokens"])),
             ("FATAL", counts[FATAL]),
             ("WARN", counts[WARN]),
         ],
