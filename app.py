@@ -7,7 +7,7 @@ import sys
 
 import streamlit as st
 
-from views import graph_view, node_view, overview, sidebar, state
+from views import graph_view, node_view, overview, sidebar, state, tour
 from views.sources import decoder
 
 st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
@@ -27,7 +27,8 @@ rollout = workspace.rollouts[session_id]
 
 overview.headline(rollout)
 overview.findings_panel(rollout)
-graph_view.render(rollout, workspace.key)
+tour.render(rollout, expanded=state.current_node(rollout) is None)
+graph_view.render(rollout, workspace.key)  # a click in the graph selects a call
 
 node = state.current_node(rollout)
 if node is None:

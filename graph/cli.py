@@ -64,9 +64,23 @@ def _print_transcripts(args: argparse.Namespace, rollouts) -> int:
     return 0
 
 
+# A public deployment (a Hugging Face Space): listen on every interface, let uploads work inside
+# the Space's cross-origin iframe (the XSRF cookie must be SameSite=None; Secure, served over
+# HTTPS by the Space's proxy) and cap upload size.
+PUBLIC_FLAGS = [
+    "--server.address", "0.0.0.0",
+    "--server.headless", "true",
+    "--server.xsrfCookieSameSite", "none",
+    "--server.maxUploadSize", "50",
+    "--browser.gatherUsageStats", "false",
+]  # fmt: skip
+
+
 def _view(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port)]
-    if args.headless:
+    if args.public:
+        command += PUBLIC_FLAGS
+    elif args.headless:
         command += ["--server.headless", "true"]
     command += ["--", *map(str, args.paths)]
     return subprocess.call(command)
@@ -91,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("paths", nargs="*", metavar="PATH", help="trace files or directories (default: bundled samples)")
     view.add_argument("--port", type=int, default=8501)
     view.add_argument("--headless", action="store_true", help="do not open a browser")
+    view.add_argument("--public", action="store_true", help="serve a public deployment (Hugging Face Space): see docs/deploy.md")
     view.set_defaults(run=_view)
     return top
 

@@ -95,10 +95,11 @@ class TokenizerDecoder:
 
 
 def _short_path(path: Path) -> str:
+    """Relative to the working directory, else only its last two parts (no server paths shown)."""
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
-        return str(path)
+        return f"…/{path.parent.name}/{path.name}"
 
 
 def _uses_byte_level(spec: dict) -> bool:

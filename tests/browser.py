@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 ARTIFACTS = ROOT / "tests" / "artifacts"
+# `ROLLOUT_GRAPH_DOCS_SCREENSHOTS=1 pytest tests/test_browser.py` refreshes the docs' screenshots.
+DOCS_IMAGES = ROOT / "docs" / "images"
 
 
 def require_chromium() -> None:
@@ -101,8 +103,9 @@ def node_position(page, node_index: int) -> tuple[float, float]:
     )
 
 
-def screenshot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+def screenshot(page, name: str, docs: bool = False) -> Path:
+    folder = DOCS_IMAGES if docs and os.environ.get("ROLLOUT_GRAPH_DOCS_SCREENSHOTS") else ARTIFACTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path

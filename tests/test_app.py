@@ -130,3 +130,11 @@ def test_view_command_serves_the_app(tmp_path):
     with running_app(str(tmp_path), via_cli=True) as url:
         with urllib.request.urlopen(url) as response:
             assert response.status == 200 and b"<noscript>" in response.read()
+
+
+def test_the_guide_opens_an_example_in_one_click(monkeypatch):
+    at = app(monkeypatch)
+    assert any(e.label.startswith("New here?") for e in at.expander)
+    next(b for b in at.button if b.label == "a subagent").click().run()
+    no_errors(at)
+    assert ">c08 <span" in html_of(at) and at.query_params["node"] == "c08"

@@ -26,14 +26,19 @@ def test_click_a_node_in_the_dag_shows_its_detail(samples_app):
     with browser_page(height=1400) as page:
         page.goto(samples_app)
         wait_ready(page)
-        screenshot(page, "overview")
+        screenshot(page, "overview", docs=True)
         x, y = node_position(page, 6)  # c07, a fork on the main line
         page.mouse.click(x, y)
         page.wait_for_selector("text=arrival #6", timeout=30_000)
         assert "c07" in header_text(page)
         assert "node=c07" in page.url
         page.wait_for_selector(".rg-tokens .rg-t")
-        screenshot(page, "node-detail")
+        page.mouse.move(0, 0)
+        page.locator(".rg-tokens").first.scroll_into_view_if_needed()
+        screenshot(page, "node-detail", docs=True)
+        page.get_by_role("tab", name="Messages").click()
+        page.wait_for_timeout(300)
+        screenshot(page, "messages", docs=True)
 
 
 def test_deep_link_opens_the_same_view(samples_app):
@@ -43,6 +48,9 @@ def test_deep_link_opens_the_same_view(samples_app):
         page.wait_for_selector("text=arrival #", timeout=30_000)
         assert "c05" in header_text(page)
         assert "Rollout list-todos" in page.inner_text("body")
+        page.get_by_role("tab", name="Sequence").click()
+        page.wait_for_timeout(300)
+        screenshot(page, "sequence", docs=True)
 
 
 def test_upload_a_broken_file_shows_the_report(samples_app, tmp_path):
@@ -55,7 +63,9 @@ def test_upload_a_broken_file_shows_the_report(samples_app, tmp_path):
         page.locator('input[type="file"]').set_input_files(str(broken))
         page.wait_for_selector("text=1 skipped", timeout=30_000)
         assert "Traceback" not in page.inner_text("body")
-        screenshot(page, "upload-broken")
+        page.get_by_text("Load report: 1 skipped records").click()
+        page.wait_for_timeout(300)
+        screenshot(page, "load-report", docs=True)
 
 
 PAYLOADS = {

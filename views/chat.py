@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 from typing import Any
 
 from graph.records import Call
@@ -96,7 +97,7 @@ def raw_record(call: Call) -> dict[str, Any]:
     """What the record said, without the token arrays (those are in the token views)."""
     return {
         "node_id": call.node_id,
-        "source": f"{call.source}:{call.line}",
+        "source": f"{Path(call.source).name}:{call.line}",  # never a server path
         "shape": call.shape,
         "model": call.model,
         "request": {"messages": call.request_messages, "tools": call.tools, **call.requested_params},

@@ -50,6 +50,10 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
     return rows
 
 
+def _param(params: dict, key: str) -> str:
+    return repr(params[key]) if key in params else "—"
+
+
 def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
     call = rollout.calls[i]
     submitted = call.submitted_params or {}
@@ -57,7 +61,7 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
     if not keys:
         return None
     return pd.DataFrame(
-        [{"param": k, "requested": repr(call.requested_params.get(k, "—")), "submitted": repr(submitted.get(k, "—")) if call.submitted_params is not None else "not recorded"} for k in keys]
+        [{"param": k, "requested": _param(call.requested_params, k), "submitted": _param(submitted, k) if call.submitted_params is not None else "not recorded"} for k in keys]
     )
 
 
@@ -114,7 +118,8 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
 
 
 def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_whitespace: bool) -> None:
-    through = [s for s in rollout.sequences if i in s.nodes]
+    # the agent row with the most trainable tokens first
+    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
     if not through:
         st.caption("No sequence runs through this call.")
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -26,7 +27,7 @@ def load_report(workspace: Workspace) -> None:
         f"**{len(skipped):,} skipped**: every other record loaded normally."
     )
     with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):
-        rows = [{"file": s.file, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
+        rows = [{"file": Path(s.file).name, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         if len(skipped) > MAX_SKIPPED_ROWS:
             st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
