@@ -139,8 +139,9 @@ class LoadResult:
 
     @property
     def nothing_readable(self) -> bool:
-        """Every file failed to open (or there were none): nothing at all could be read."""
-        return self.loaded == 0 and all(s.line == 0 for s in self.skipped)
+        """No trace file was found, or every one failed to open (an empty file is readable)."""
+        unreadable = {s.file for s in self.skipped if s.line == 0}
+        return not self.files or set(self.files) <= unreadable
 
     def report(self) -> dict[str, Any]:
         return {

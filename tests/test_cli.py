@@ -76,6 +76,12 @@ def test_directory_without_traces_exits_2(tmp_path):
     assert out.returncode == 2 and "no trace files" in out.stderr
 
 
+def test_an_empty_file_is_readable_and_empty(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    out = run("inspect", str(tmp_path / "empty.jsonl"), "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["load"]["records"] == 0
+
+
 def test_directory_is_read_recursively(tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     write(tmp_path / "a" / "b" / "deep.jsonl", [vllm_chat(Turn("x", [1], [2]))])

@@ -34,14 +34,17 @@ def select_session(sid: str) -> None:
         _sync_url()
 
 
-def current_node(rollout: Rollout) -> int | None:
-    node_id = st.session_state.get(NODE)
-    if node_id is None:
-        return None
+def _index(rollout: Rollout, key: str) -> int | None:
+    """The arrival index of the call whose id is stored under ``key``, if it is in this rollout."""
+    node_id = st.session_state.get(key)
     try:
-        return rollout.index_of(node_id)
+        return None if node_id is None else rollout.index_of(node_id)
     except KeyError:
         return None
+
+
+def current_node(rollout: Rollout) -> int | None:
+    return _index(rollout, NODE)
 
 
 def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
@@ -52,11 +55,7 @@ def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
 
 
 def highlight(rollout: Rollout) -> int | None:
-    node_id = st.session_state.get(HIGHLIGHT)
-    try:
-        return None if node_id is None else rollout.index_of(node_id)
-    except KeyError:
-        return None
+    return _index(rollout, HIGHLIGHT)
 
 
 def new_pick(widget: str, value) -> bool:
