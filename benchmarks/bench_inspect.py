@@ -7,6 +7,7 @@ peak resident memory per token. ``python benchmarks/bench_inspect.py [--calls 10
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -63,7 +64,9 @@ def main() -> None:
         print(f"small: {args.calls} calls, {tokens_small / 1e6:.1f}M tokens, {small.stat().st_size / 1e6:.0f} MB")
         print(f"large: {4 * args.calls} calls, {tokens_large / 1e6:.1f}M tokens, {large.stat().st_size / 1e6:.0f} MB")
 
+        os.sync()  # let the freshly written traces reach the disk before anything is timed
         _, baseline_rss = run_inspect(empty)
+        run_inspect(small)  # warm-up: the page cache, not the project, is what a first run measures
         fast_small, rss_small = median_run(small, args.runs)
         fast_large, rss_large = median_run(large, args.runs)
         print(f"inspect --json, median of {args.runs}: small {fast_small:.2f} s, large {fast_large:.2f} s")
