@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph.near_miss import near_miss_json
 from graph.records import LoadResult
 from graph.rollout import Rollout
 
@@ -13,7 +14,7 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
     topo = rollout.topology
     parent = topo.parents[i]
     kept = topo.discarded.get(i)
-    return {
+    out = {
         "node_id": call.node_id,
         "index": i,
         "parent_id": None if parent is None else rollout.calls[parent].node_id,
@@ -31,6 +32,10 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
         "shape": call.shape,
         "source": {"file": call.source, "line": call.line},
     }
+    miss = rollout.near_misses.get(i)
+    if miss is not None:
+        out["near_miss"] = near_miss_json(rollout.calls, miss)
+    return out
 
 
 def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import numpy as np
 from graph import claims
 from graph.findings import count_by_level, is_trainable, rollout_findings, turn_findings
 from graph.linking import link
+from graph.near_miss import NearMiss, near_misses, rewrite_finding
 from graph.records import Call, Finding, SessionInput
 from graph.roles import assign_roles, node_roles
 from graph.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
@@ -25,6 +26,7 @@ class Rollout:
     findings: list[Finding]  # every finding, node-level first, in arrival order
     trainable: np.ndarray  # bool per call
     link_via: list[str | None]
+    near_misses: dict[int, NearMiss] = field(default_factory=dict)
     document: dict | None = None
     _index: dict[str, int] = field(default_factory=dict)
 
@@ -86,6 +88,10 @@ def analyse(session: SessionInput) -> Rollout:
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
+    misses = near_misses(calls, topology.parents, topology.discarded)
+    rewritten = rewrite_finding(calls, misses, topology.discarded)
+    if rewritten is not None:
+        findings.append(rewritten)
     if session.document is not None:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = ["document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v for c, p, v in zip(calls, parents, links.via)]
@@ -97,5 +103,6 @@ def analyse(session: SessionInput) -> Rollout:
         findings=findings,
         trainable=trainable,
         link_via=via,
+        near_misses=misses,
         document=session.document,
     )

@@ -1,0 +1,148 @@
+"""Near-miss links on hand-built cases whose answers are known, and on the bundled samples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN
+from graph.records import SessionInput
+from graph.rollout import analyse
+from tests.builders import calls_from_tokens, write
+
+SYSTEM = list(range(100, 140))  # 40 tokens of system prompt
+USER = [7, 8, 9]
+GEN = [1, 5]  # "<|im_start|>assistant\n"
+END, NL, TOOL = 2, 3, [1, 6]  # "<|im_end|>", "\n", "<|im_start|>tool\n"
+
+
+def rollout(spec, messages=None):
+    calls = calls_from_tokens(spec)
+    for call, msgs in zip(calls, messages or []):
+        call.request_messages = msgs
+    return analyse(SessionInput("s", calls))
+
+
+def miss_of(r, node_id):
+    index = r.index_of(node_id)
+    miss = r.near_misses[index]
+    return r.calls[miss.other].node_id, miss.kind, miss.where, round(miss.kept, 2), miss.common_prefix
+
+
+def test_stop_string_tail_makes_each_step_a_root_and_is_a_rewritten_continuation():
+    first = SYSTEM + USER + GEN
+    sampled = [50, 51, 52, 53, 99]  # 99: the token holding the stop string
+    replayed = [50, 51, 52, 53, 98]  # the harness replays the text without it (and its own tag)
+    second = first + replayed + [END, NL] + TOOL + [60, 61] + [END, NL] + GEN
+    r = rollout([(first, sampled), (second, [70, END])])
+    assert r.topology.roots == [0, 1]  # exact linking: a new root
+    assert miss_of(r, "n1") == ("n0", REWRITTEN, "sampled", 0.8, len(first) + 4)
+    finding = next(f for f in r.findings if f.code == "history_rewritten")
+    assert finding.level == "WARN" and "1 calls replayed a rewritten assistant turn (1 became new roots" in finding.detail
+
+
+def test_appended_closing_tag_merging_with_the_last_token():
+    first = SYSTEM + USER + GEN
+    sampled = [50, 51, 52, 40]  # 40: "c"
+    second = first + [50, 51, 52, 41, 42] + [END, NL] + GEN  # "c</tool>" tokenized as 41 ("c<") 42
+    r = rollout([(first, sampled), (second, [70])])
+    assert miss_of(r, "n1")[:2] == ("n0", REWRITTEN)
+
+
+def test_rewrite_that_makes_the_original_look_like_a_discarded_retry():
+    parent = SYSTEM + USER + GEN
+    sampled = [50, 51, 52, 53, 99]
+    child = parent + [50, 51, 52, 53, 98, END, NL] + TOOL + [60, END, NL] + GEN
+    grandchild = child + [70, END, NL] + GEN
+    # n0 ends at `parent`, so both n1 (original) and n2 (replay) are its children; n2 continued.
+    r = rollout([(SYSTEM + USER, GEN), (parent, sampled), (child, [70, END]), (grandchild, [80])])
+    assert r.topology.discarded == {1: 2}
+    assert miss_of(r, "n1") == ("n2", REWRITTEN, "sampled", 0.8, len(parent) + 4)
+    detail = next(f.detail for f in r.findings if f.code == "history_rewritten")
+    assert "1 made the original turn look like a discarded retry); 5 sampled tokens are left only in discarded rows" in detail
+
+
+def test_reasoning_dropped_from_history():
+    first = SYSTEM + USER + GEN
+    sampled = [30, 31, 32, 33, 31, 50, 51, 52, 53, 54, 55, 56, 57]  # <think> ... </think> answer
+    second = first + [50, 51, 52, 53, 54, 55, 56, 57, END, NL] + TOOL + [60, END, NL] + GEN
+    r = rollout([(first, sampled), (second, [70])])
+    other, kind, where, kept, shared = miss_of(r, "n1")
+    assert (other, kind, where, kept, shared) == ("n0", REWRITTEN, "sampled", 0.0, len(first))
+
+
+def test_reserialised_tool_call_json():
+    first = SYSTEM + USER + GEN
+    sampled = [50, 51, 80, 81, 82, 83, 84, 85, END]  # {"cmd": "ls"} as the model wrote it
+    second = first + [50, 51, 80, 86, 83, 84, 85, END, NL] + TOOL + [60, END, NL] + GEN  # {"cmd":"ls"}
+    r = rollout([(first, sampled), (second, [70])])
+    assert miss_of(r, "n1")[:3] == ("n0", REWRITTEN, "sampled")
+
+
+def test_a_genuine_retry_is_a_retry():
+    parent = SYSTEM + USER + GEN
+    r = rollout([(SYSTEM + USER, GEN), (parent, [50, 51]), (parent, [52, 53]), (parent + [52, 53, END, NL] + GEN, [9])])
+    assert r.topology.discarded == {1: 2}
+    assert miss_of(r, "n1")[:2] == ("n2", RETRY)
+    assert not [f for f in r.findings if f.code == "history_rewritten"]
+
+
+def test_compaction_keeps_the_system_prompt_and_replaces_history():
+    long_chain = SYSTEM + USER + GEN
+    compacted = SYSTEM + [11, 12, 13, 14] + GEN  # system prompt, then a summary instead of the history
+    r = rollout([(long_chain, [50, 51, END]), (compacted, [52])])
+    assert miss_of(r, "n1")[:3] == ("n0", COMPACTION, "prompt")
+
+
+def test_subagent_with_its_own_system_prompt_is_a_new_conversation():
+    messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "reviewer"}]]
+    r = rollout([(SYSTEM + USER + GEN, [50, END]), ([1] + list(range(200, 240)) + GEN, [51])], messages)
+    assert miss_of(r, "n1")[:2] == ("n0", NEW_CONVERSATION)
+
+
+def test_same_system_message_without_long_token_overlap_is_compaction():
+    messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "agent"}]]
+    r = rollout([([1, 2, 3, 4], [50]), ([1, 2, 9, 9, 9], [51])], messages)
+    assert miss_of(r, "n1")[1] == COMPACTION
+
+
+def test_near_misses_never_change_the_exact_graph():
+    first = SYSTEM + USER + GEN
+    second = first + [50, 51, 98, END, NL] + GEN
+    spec = [(first, [50, 51, 99]), (second, [70])]
+    r = rollout(spec)
+    assert r.topology.parents == [None, None]
+    assert [s.n_trainable for s in r.sequences] == [3, 1]
+
+
+@pytest.fixture(scope="module")
+def samples():
+    from graph.loading import load_paths
+
+    return analyse(load_paths([Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"]).sessions["fix-config-bug"])
+
+
+def test_sample_trace_near_misses(samples):
+    kinds = {samples.calls[i].node_id: m.kind for i, m in samples.near_misses.items()}
+    assert kinds["c01"] == RETRY and kinds["c18"] == RETRY  # resampled first calls
+    assert kinds["c08"] == NEW_CONVERSATION  # the subagent
+    assert kinds["c19"] == COMPACTION  # the history rewritten by a summary
+    assert all(kinds[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
+    assert REWRITTEN not in kinds.values()
+
+
+def test_contract_carries_near_miss_keys(tmp_path):
+    from tests.builders import Turn, vllm_chat
+
+    first = SYSTEM + USER + GEN
+    records = [vllm_chat(Turn("a", first, [50, 51, 52, 99])), vllm_chat(Turn("b", first + [50, 51, 52, 98, END, NL] + GEN, [70]))]
+    path = write(tmp_path / "t.jsonl", records)
+    doc = json.loads(subprocess.run([sys.executable, "-m", "graph", "inspect", str(path), "--json"], capture_output=True, text=True).stdout)
+    nodes = {n["node_id"]: n for n in doc["sessions"][0]["nodes"]}
+    assert "near_miss" not in nodes["a"]
+    assert nodes["b"]["near_miss"] == {"node_id": "a", "common_prefix": len(first) + 3, "kept": 0.75, "kind": REWRITTEN, "where": "sampled"}
+    assert "history_rewritten" in {f["code"] for f in doc["sessions"][0]["findings"]}
