@@ -7,7 +7,7 @@ import sys
 
 import streamlit as st
 
-from views import graph_view, node_view, overview, sidebar, state, tour
+from views import graph_view, near_miss_view, node_view, overview, sidebar, state, tour
 from views.sources import decoder
 
 st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
@@ -26,9 +26,12 @@ overview.rollouts_table(workspace, session_id)
 rollout = workspace.rollouts[session_id]
 
 overview.headline(rollout)
+rewrites = near_miss_view.banner(rollout)
+if rewrites:
+    st.warning(rewrites)
 overview.findings_panel(rollout)
 tour.render(rollout, expanded=state.current_node(rollout) is None)
-graph_view.render(rollout, workspace.key)  # a click in the graph selects a call
+graph_view.render(rollout, workspace.key, options.near_misses)  # a click in the graph selects a call
 
 node = state.current_node(rollout)
 if node is None:

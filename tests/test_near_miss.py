@@ -146,3 +146,46 @@ def test_contract_carries_near_miss_keys(tmp_path):
     assert "near_miss" not in nodes["a"]
     assert nodes["b"]["near_miss"] == {"node_id": "a", "common_prefix": len(first) + 3, "kept": 0.75, "kind": REWRITTEN, "where": "sampled"}
     assert "history_rewritten" in {f["code"] for f in doc["sessions"][0]["findings"]}
+
+
+def per_turn_roots_rollout():
+    """Four turns of a harness that cuts the stop-string token from every reply it replays."""
+    spec, prompt = [], SYSTEM + USER + GEN
+    for turn in range(4):
+        sampled = [50 + turn, 60 + turn, 99]
+        spec.append((list(prompt), sampled))
+        prompt = prompt + [50 + turn, 60 + turn, 98, END, NL] + TOOL + [70 + turn, END, NL] + GEN
+    return rollout(spec)
+
+
+def test_views_banner_break_and_dashed_edges():
+    from graph.decode import TraceTextDecoder
+    from views.dag import dag_figure
+    from views.near_miss_view import banner, break_html, summary
+
+    r = per_turn_roots_rollout()
+    assert r.topology.roots == [0, 1, 2, 3]
+    assert banner(r).startswith("This harness rewrites its history: 3 of 4 roots are rewritten continuations.")
+    miss = r.near_misses[1]
+    assert "shares 47 tokens with the end of n0; the break falls inside its sampled span, after 67% of its 3" in summary(r, miss)
+    page = break_html(r, miss, TraceTextDecoder({99: "<stop>", 98: "</tool>"}))
+    assert "&lt;stop&gt;" in page and "&lt;/tool&gt;" in page and "<stop>" not in page
+    assert 'class="rg-del">&lt;stop&gt;' in page and 'class="rg-ins">&lt;/tool&gt;' in page
+    figure = dag_figure(r, near_misses=True)
+    assert len(figure.data) == 3 and figure.data[2].line.dash == "dash"
+    assert len([v for v in figure.data[2].x if v != v]) == 3  # three dashed links
+    assert len(dag_figure(r).data) == 2
+
+
+def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
+    from tests.builders import Turn, vllm_chat
+    from tests.test_app import app, html_of, no_errors
+
+    r = per_turn_roots_rollout()
+    records = [vllm_chat(Turn(c.node_id, c.prompt_ids.tolist(), c.sampled_ids.tolist())) for c in r.calls]
+    write(tmp_path / "rewrites.jsonl", records)
+    at = app(monkeypatch, tmp_path, session="s1", node="n2")
+    no_errors(at)
+    assert at.warning and "rewrites its history" in at.warning[0].value
+    assert any(e.label.startswith("Near miss: rewritten continuation of n1") for e in at.expander)
+    assert 'class="rg-ins"' in html_of(at)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from graph.rollout import Rollout
 from views.layout import Layout, layout
-from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, ROLE_COLORS, ROLE_LABELS, ROOT
+from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
 
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
@@ -53,7 +53,7 @@ def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
     return "<br>".join(lines)
 
 
-def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | None = None) -> go.Figure:
+def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | None = None, near_misses: bool = False) -> go.Figure:
     lay = lay or layout(rollout.topology)
     n = len(rollout.calls)
     roles = rollout.node_roles
@@ -98,6 +98,13 @@ def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | Non
             showlegend=False,
         )
     )
+    if near_misses:
+        links = [m for m in rollout.near_misses.values() if m.kind in NEAR_MISS_DRAWN]
+        nx = [v for m in links for v in (x[m.earlier], x[m.later], np.nan)]
+        ny = [v for m in links for v in (y[m.earlier], y[m.later], np.nan)]
+        fig.add_trace(
+            go.Scattergl(x=nx, y=ny, mode="lines", line={"color": "#d97706", "width": 1.5, "dash": "dash"}, hoverinfo="skip", showlegend=False, name="near misses")
+        )
     height = min(900, max(260, 28 * lay.n_lanes + 80))
     fig.update_layout(
         height=height,
@@ -127,4 +134,5 @@ def legend_html() -> str:
         f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
         for k in (ROOT, FORK, LEAF, INNER)
     )
-    return f'<div style="font-size:12px;color:#334155;line-height:1.9"><div>{roles}</div><div>{kinds}</div></div>'
+    near = f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+    return f'<div style="font-size:12px;color:#334155;line-height:1.9"><div>{roles}</div><div>{kinds}{near}</div></div>'

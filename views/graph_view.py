@@ -12,14 +12,14 @@ from views.layout import layout
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _figure(key: str, session_id: str, highlight: int | None, _rollout: Rollout) -> go.Figure:
-    """The figure is a pure function of the rollout and the outside highlight: build it once."""
-    return dag_figure(_rollout, highlight, layout(_rollout.topology))
+def _figure(key: str, session_id: str, highlight: int | None, near_misses: bool, _rollout: Rollout) -> go.Figure:
+    """The figure is a pure function of the rollout, the outside highlight and the near-miss toggle."""
+    return dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses)
 
 
-def render(rollout: Rollout, workspace_key: str) -> None:
+def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
     st.html(legend_html())
-    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), rollout)
+    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), near_misses, rollout)
     event = st.plotly_chart(
         figure,
         key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",

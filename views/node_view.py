@@ -12,7 +12,7 @@ import streamlit as st
 from graph.decode import Decoder
 from graph.records import FATAL
 from graph.rollout import Rollout
-from views import token_view
+from views import near_miss_view, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
 from views.palette import ROLE_COLORS
@@ -95,6 +95,7 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
         right.caption("Sampling params: requested by the harness vs submitted to the engine")
         right.dataframe(params, hide_index=True, width="stretch")
     right.html(f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>')
+    near_miss_view.render(rollout, i, decoder)
     key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
     tokens, messages, sequence, findings, raw = st.tabs(["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"])
     with tokens:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plotly.colors import sample_colorscale
 
+from graph.near_miss import COMPACTION, REWRITTEN
 from graph.roles import AGENT, AUXILIARY, DISCARDED
 
 ROLE_COLORS = {AGENT: "#2563eb", AUXILIARY: "#d97706", DISCARDED: "#9ca3af"}
@@ -21,6 +22,9 @@ KIND_LABELS = {
     LEAF: "leaf: the end of a training sequence",
     INNER: "inner call of a chain",
 }
+
+# Near-miss links worth a dashed edge in the DAG: history relations, not retries or new conversations.
+NEAR_MISS_DRAWN = (REWRITTEN, COMPACTION)
 
 # Logprobs are coloured on cividis (perceptually uniform, colour-blind safe) from LOGPROB_FLOOR
 # (dark: unlikely) to 0 (bright: certain).

@@ -20,6 +20,7 @@ UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
 @dataclass(frozen=True)
 class Options:
     show_whitespace: bool
+    near_misses: bool
 
 
 def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
@@ -60,5 +61,10 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         else:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()
-    options = Options(show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key="rg_ws"))
+    options = Options(
+        show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key="rg_ws"),
+        near_misses=st.sidebar.toggle("Show near-miss links in the graph", value=True, key="rg_near",
+                                      help="Dashed: a call that nearly continued another (history rewritten or compacted). "
+                                      "They never change the exact graph, its sequences or exports."),
+    )
     return workspace, options

@@ -1,0 +1,86 @@
+"""Near-miss views (pure builders + one render): the break side by side, and the rollout banner."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import streamlit as st
+
+from graph.decode import Decoder
+from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
+from graph.rollout import Rollout
+
+BEFORE = 8  # shared tokens shown before the break
+AFTER = 24  # differing tokens shown after it
+EXPLANATIONS = {
+    REWRITTEN: "the harness edited the model's output before replaying it",
+    COMPACTION: "same system prompt, history replaced (compaction or truncation)",
+    RETRY: "the same request sampled again",
+    NEW_CONVERSATION: "a new conversation (subagent, title or other auxiliary call)",
+}
+STYLE = (
+    "<style>.rg-nm{display:grid;grid-template-columns:1fr 1fr;gap:10px;font:12.5px ui-monospace,Menlo,monospace}"
+    ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
+    ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
+    ".rg-same{color:#64748b}.rg-del{background:#fee2e2;color:#991b1b;text-decoration:line-through}"
+    ".rg-ins{background:#dcfce7;color:#14532d}</style>"
+)
+
+
+def _end_ids(call) -> np.ndarray:
+    return np.concatenate([call.prompt_ids, call.sampled_ids])
+
+
+def summary(rollout: Rollout, miss: NearMiss) -> str:
+    calls = rollout.calls
+    earlier, later = calls[miss.earlier], calls[miss.later]
+    where = {"prompt": "inside its prompt", "sampled": "inside its sampled span", "after": "after its end"}[miss.where]
+    kept = f", after {miss.kept:.0%} of its {earlier.n_sampled:,} sampled tokens were kept" if miss.where != "prompt" else ""
+    return (
+        f"{later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of {earlier.node_id}; "
+        f"the break falls {where}{kept}. {miss.kind.replace('_', ' ')}: {EXPLANATIONS[miss.kind]}."
+    )
+
+
+def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
+    """What the harness removed (left: the earlier call's end ids) and inserted (right: the later
+    prompt), around the first differing token; everything from the trace escaped."""
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    at, lead = miss.common_prefix, max(0, miss.common_prefix - BEFORE)
+
+    def side(ids, title: str, cls: str) -> str:
+        pieces = decoder.pieces(ids[lead : at + AFTER])
+        shared = html.escape("".join(pieces[: at - lead]))
+        changed = html.escape("".join(pieces[at - lead :])) or "(nothing)"
+        return f'<div><h5>{html.escape(title)}</h5><span class="rg-same">…{shared}</span><span class="{cls}">{changed}</span></div>'
+
+    return (
+        STYLE
+        + '<div class="rg-nm">'
+        + side(_end_ids(earlier), f"{earlier.node_id}: what the model's context and output were", "rg-del")
+        + side(later.prompt_ids, f"{later.node_id}: what the harness sent next", "rg-ins")
+        + "</div>"
+    )
+
+
+def banner(rollout: Rollout) -> str | None:
+    """A rollout-level warning when history rewrites explain most of the roots."""
+    roots = [m for i, m in rollout.near_misses.items() if i == m.later]
+    rewritten = [m for m in roots if m.kind == REWRITTEN]
+    if not rewritten or len(rewritten) * 2 < len(roots):
+        return None
+    return (
+        f"This harness rewrites its history: {len(rewritten)} of {len(roots) + 1} roots are rewritten continuations. "
+        "The model's own turns come back edited, so the exact token graph splits them into new roots and "
+        "their tokens are trained as separate rows, or not at all."
+    )
+
+
+def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
+    miss = rollout.near_misses.get(node)
+    if miss is None:
+        return
+    with st.expander(f"Near miss: {miss.kind.replace('_', ' ')} of {rollout.calls[miss.other].node_id}", expanded=miss.kind == REWRITTEN):
+        st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
+        st.html(break_html(rollout, miss, decoder))
