@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -83,7 +83,9 @@ def _view(args: argparse.Namespace) -> int:
     elif args.headless:
         command += ["--server.headless", "true"]
     command += ["--", *map(str, args.paths)]
-    return subprocess.call(command)
+    # Become the server (no child left behind when this process is stopped).
+    os.execv(sys.executable, command)
+    return 0  # not reached
 
 
 def parser() -> argparse.ArgumentParser:

@@ -112,16 +112,25 @@ def _key(ids: np.ndarray, wide: bool) -> bytes:
 @dataclass
 class _Ends:
     """Every call's end ids, sorted: the call sharing the longest prefix with a prompt sits next to
-    where the prompt would sort, so a search looks at a few neighbours, not at every call."""
+    where the prompt would sort, so a search looks at a few neighbours, not at every call.
+
+    Keys are cut to ``limit`` tokens, the longest prompt that will be looked up: a shared prefix
+    can never be longer than the prompt, so the cut changes no answer."""
 
     keys: list[bytes]
     nodes: list[int]
     wide: bool
 
     @classmethod
-    def of(cls, calls: list[Call], nodes: list[int]) -> _Ends:
+    def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
         wide = any(calls[i].prompt_ids.dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
-        pairs = sorted((_key(np.concatenate([calls[i].prompt_ids, calls[i].sampled_ids]), wide), i) for i in nodes)
+        pairs = []
+        for i in nodes:
+            call = calls[i]
+            head = call.prompt_ids[:limit]
+            tail = call.sampled_ids[: max(0, limit - head.shape[0])]
+            pairs.append((_key(np.concatenate([head, tail]) if tail.shape[0] else head, wide), i))
+        pairs.sort()
         return cls([k for k, _ in pairs], [i for _, i in pairs], wide)
 
 
@@ -163,7 +172,9 @@ def near_misses(calls: list[Call], parents: list[int | None], discarded: dict[in
     found: dict[int, NearMiss] = {}
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
-    ends = _Ends.of(calls, [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]) if explained else None
+    limit = max((calls[r].n_prompt for r in explained), default=0)
+    tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
+    ends = _Ends.of(calls, tokened, limit) if explained else None
     for node in explained:
         best = _best_candidate(calls, node, ends)
         if best is not None:
