@@ -7,10 +7,14 @@ import sys
 
 import streamlit as st
 
-from views import graph_view, near_miss_view, node_view, overview, sidebar, state, tour
+from views import corpus, graph_view, near_miss_view, node_view, overview, sidebar, state, tour
 from views.sources import decoder
 
 st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
+
+if sidebar.page() == sidebar.CORPUS:
+    corpus.render(cli_directories=sys.argv[1:])
+    st.stop()
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 if workspace is None:

@@ -76,6 +76,23 @@ PUBLIC_FLAGS = [
 ]  # fmt: skip
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from graph import audit
+
+    files = audit.expand_inputs(args.inputs)
+    if not files:
+        print(f"rollout-graph: no trace files in {', '.join(args.inputs)}", file=sys.stderr)
+        return 2
+    if args.engine == "ray":
+        rows = audit.run_ray(files, args.workers, args.address, audit.stderr_progress)
+    else:
+        rows = audit.run_local(files, args.workers, audit.stderr_progress)
+    audit.write_parquet(rows, args.out)
+    failed = sum(1 for r in rows if r["error"])
+    print(f"{len(rows):,} rollouts from {len(files):,} files -> {args.out}" + (f" ({failed} files could not be read)" if failed else ""), file=sys.stderr)
+    return 0
+
+
 def _view(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port)]
     if args.public:
@@ -102,6 +119,14 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_argument("--tokenizer", type=Path, metavar="PATH", help="tokenizer.json, or a folder holding one")
     inspect.add_argument("--hub", action="store_true", help="allow downloading the tokenizer from the Hugging Face Hub")
     inspect.set_defaults(run=_inspect)
+
+    audit = sub.add_parser("audit", help="one row per rollout across a corpus, written as Parquet")
+    audit.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files, directories (recursive) or globs")
+    audit.add_argument("--out", type=Path, required=True, help="the Parquet file to write")
+    audit.add_argument("--engine", choices=["local", "ray"], default="local", help="a process pool here (default) or Ray")
+    audit.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)")
+    audit.add_argument("--address", help="with --engine ray: join this Ray cluster instead of starting one")
+    audit.set_defaults(run=_audit)
 
     view = sub.add_parser("view", help="open the explorer app on these traces")
     view.add_argument("paths", nargs="*", metavar="PATH", help="trace files or directories (default: bundled samples)")

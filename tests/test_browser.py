@@ -115,3 +115,18 @@ def test_hostile_trace_payloads_stay_text(tmp_path):
         assert PAYLOADS["session"] in body
         assert page.locator("iframe[srcdoc]").count() == 0
         assert page.locator("a[href^='javascript']").count() == 0
+
+
+def test_corpus_row_opens_its_rollout_in_the_explorer(samples_app):
+    with browser_page(height=1400) as page:
+        page.goto(samples_app)
+        wait_ready(page)
+        page.get_by_text("Corpus audit", exact=True).click()
+        page.wait_for_selector("text=Corpus audit: 4 rollouts from 3 files", timeout=60_000)
+        page.wait_for_timeout(1000)
+        screenshot(page, "corpus", docs=True)
+        box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
+        page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * 3 + 17)  # the fourth row's checkbox
+        page.wait_for_selector("text=Rollout fix-config-bug", timeout=60_000)
+        assert "session=fix-config-bug" in page.url
+        assert "/work/" not in page.inner_text("body")

@@ -10,6 +10,9 @@ import streamlit as st
 from graph.decode import SAMPLES
 from views.sources import Workspace, bundled_files, files_under, load_files, load_uploads
 
+EXPLORER = "Explorer"
+CORPUS = "Corpus audit"
+PAGE_KEY = "rg_page"
 BUNDLED = "Bundled samples"
 UPLOAD = "Upload"
 COMMAND_LINE = "Command-line folders"
@@ -36,9 +39,13 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     return files if choice == ALL else [choice]
 
 
-def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
+def page() -> str:
     st.sidebar.title("rollout-graph")
     st.sidebar.caption("LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries.")
+    return st.sidebar.radio("Page", [EXPLORER, CORPUS], key=PAGE_KEY, horizontal=True)
+
+
+def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
     kind = st.sidebar.radio("Traces", kinds, key="rg_source")
     workspace = None
