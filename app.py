@@ -30,6 +30,7 @@ overview.rollouts_table(workspace, session_id)
 rollout = workspace.rollouts[session_id]
 
 overview.headline(rollout)
+overview.downloads(rollout)
 rewrites = near_miss_view.banner(rollout)
 if rewrites:
     st.warning(rewrites)

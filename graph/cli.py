@@ -76,6 +76,28 @@ PUBLIC_FLAGS = [
 ]  # fmt: skip
 
 
+def _export(args: argparse.Namespace) -> int:
+    from graph import export
+
+    loaded = load_paths(args.paths)
+    if loaded.nothing_readable:
+        print(f"rollout-graph: cannot read {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+    unknown = set(roles) - set(export.ALL_ROLES)
+    if unknown:
+        print(f"rollout-graph: unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})", file=sys.stderr)
+        return 2
+    records = []
+    for session in loaded.sessions.values():
+        if args.session is None or session.session_id == args.session:
+            rollout = analyse(session)
+            records += export.training_rows(rollout, roles) if args.format == "rows" else export.trace_entries(rollout)
+    export.write_records(records, args.out)
+    print(f"{len(records):,} {args.format} -> {args.out}", file=sys.stderr)
+    return 0
+
+
 def _audit(args: argparse.Namespace) -> int:
     from graph import audit
 
@@ -119,6 +141,14 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_argument("--tokenizer", type=Path, metavar="PATH", help="tokenizer.json, or a folder holding one")
     inspect.add_argument("--hub", action="store_true", help="allow downloading the tokenizer from the Hugging Face Hub")
     inspect.set_defaults(run=_inspect)
+
+    export = sub.add_parser("export", help="write training rows (or trace entries) as JSONL or Parquet")
+    export.add_argument("paths", nargs="+", metavar="PATH")
+    export.add_argument("--out", type=Path, required=True, help="rows.jsonl or rows.parquet")
+    export.add_argument("--roles", default="agent,auxiliary,discarded", help="with --format rows: roles to write (default: all, labelled)")
+    export.add_argument("--format", choices=["rows", "trace-entries"], default="rows")
+    export.add_argument("--session", help="only this session id")
+    export.set_defaults(run=_export)
 
     audit = sub.add_parser("audit", help="one row per rollout across a corpus, written as Parquet")
     audit.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files, directories (recursive) or globs")

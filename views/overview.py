@@ -5,9 +5,11 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+import orjson
 import pandas as pd
 import streamlit as st
 
+from graph import export
 from graph.records import FATAL, INFO, WARN
 from graph.rollout import Rollout
 from views import state
@@ -128,3 +130,21 @@ def findings_panel(rollout: Rollout) -> None:
             if state.new_pick(f"findings-{rollout.session_id}-{level}", node_id):
                 state.select_node(rollout, rollout.index_of(node_id))
                 st.rerun()
+
+
+def _jsonl(records: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def downloads(rollout: Rollout) -> None:
+    """The open rollout as training rows or trace entries, generated only when clicked."""
+    left, right, _ = st.columns([1, 1, 3])
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rollout.session_id)
+    left.download_button(
+        "⬇ Training rows (JSONL)", data=lambda: _jsonl(export.training_rows(rollout)), file_name=f"{name}.rows.jsonl",
+        mime="application/jsonl", on_click="ignore", help="one labelled row per sequence, every role", width="stretch",
+    )  # fmt: skip
+    right.download_button(
+        "⬇ Trace entries (JSONL)", data=lambda: _jsonl(export.trace_entries(rollout)), file_name=f"{name}.trace-entries.jsonl",
+        mime="application/jsonl", on_click="ignore", help="TRL/OpenEnv TraceEntry records for the agent's calls", width="stretch",
+    )  # fmt: skip
