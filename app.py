@@ -7,7 +7,7 @@ import sys
 
 import streamlit as st
 
-from views import corpus, graph_view, near_miss_view, node_view, overview, sidebar, state, tour
+from views import audit_view, corpus, graph_view, near_miss_view, node_view, overview, sidebar, state, tour
 from views.sources import decoder
 
 st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
@@ -35,6 +35,8 @@ rewrites = near_miss_view.banner(rollout)
 if rewrites:
     st.warning(rewrites)
 overview.findings_panel(rollout)
+rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
+audit_view.render(rollout, rollout_decoder)
 tour.render(rollout, expanded=state.current_node(rollout) is None)
 graph_view.render(rollout, workspace.key, options.near_misses)  # a click in the graph selects a call
 
@@ -42,4 +44,4 @@ node = state.current_node(rollout)
 if node is None:
     st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
 else:
-    node_view.render(rollout, node, decoder(workspace.key, session_id, rollout, workspace.trace_paths), workspace.key, options.show_whitespace)
+    node_view.render(rollout, node, rollout_decoder, workspace.key, options.show_whitespace)

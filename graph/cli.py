@@ -76,6 +76,26 @@ PUBLIC_FLAGS = [
 ]  # fmt: skip
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from graph.explain import explain_text, origin_lines
+
+    loaded = load_paths(args.paths)
+    if loaded.nothing_readable:
+        print(f"rollout-graph: cannot read {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    for session in loaded.sessions.values():
+        if args.session is not None and session.session_id != args.session:
+            continue
+        rollout = analyse(session)
+        decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
+        if args.origin is not None:
+            if args.origin in {c.node_id for c in rollout.calls}:
+                sys.stdout.write("\n".join(origin_lines(rollout, rollout.index_of(args.origin))) + "\n")
+            continue
+        sys.stdout.write(explain_text(rollout, decoder) + "\n")
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from graph import export
 
@@ -127,6 +147,11 @@ def _view(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+def _tokenizer_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--tokenizer", type=Path, metavar="PATH", help="tokenizer.json, or a folder holding one")
+    command.add_argument("--hub", action="store_true", help="allow downloading the tokenizer from the Hugging Face Hub")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="rollout-graph", description="Explore LLM-agent rollouts captured at the token level.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -138,9 +163,15 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_argument("--tokens", action="store_true", help="with --json: include input_ids, loss_mask, logprobs")
     inspect.add_argument("--decode", action="store_true", help="print a decoded transcript of one sequence per session")
     inspect.add_argument("--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)")
-    inspect.add_argument("--tokenizer", type=Path, metavar="PATH", help="tokenizer.json, or a folder holding one")
-    inspect.add_argument("--hub", action="store_true", help="allow downloading the tokenizer from the Hugging Face Hub")
+    _tokenizer_options(inspect)
     inspect.set_defaults(run=_inspect)
+
+    explain = sub.add_parser("explain", help="where the tokens went, why a rollout split, forks and retries, retokenization")
+    explain.add_argument("paths", nargs="+", metavar="PATH")
+    explain.add_argument("--session", help="only this session id")
+    explain.add_argument("--origin", metavar="NODE", help="only: where each token of this call's prompt came from")
+    _tokenizer_options(explain)
+    explain.set_defaults(run=_explain)
 
     export = sub.add_parser("export", help="write training rows (or trace entries) as JSONL or Parquet")
     export.add_argument("paths", nargs="+", metavar="PATH")

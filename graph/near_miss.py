@@ -135,15 +135,12 @@ class _Ends:
 
 
 def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int] | None:
-    """The call the node nearly continued: among the calls whose prompt is not longer than the
-    node's (later turns and descendants are) and not identical to it (its own retries, explained
-    by the discard rule), the one whose end ids share the longest prefix with the node's prompt (on a
-    tie, the first found). Walking away from the prompt's sorted position the shared prefix only
-    shrinks, so each direction stops at the first candidate that shares no more than the best found.
-    When every call has a longer prompt (a short first call of a subagent), the calls that arrived
-    before it are compared one by one."""
+    """The call the node nearly continued: among the calls that arrived before it, except those with
+    an identical prompt (its own retries, explained by the discard rule), the one whose end ids
+    share the longest prefix with the node's prompt (on a tie, the first found). Walking away from
+    the prompt's sorted position the shared prefix only shrinks, so each direction stops at the
+    first candidate that shares no more than the best found."""
     prompt = calls[node].prompt_ids
-    size = prompt.shape[0]
     start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
     best: tuple[int, int] | None = None
     for step in (-1, 1):
@@ -152,19 +149,12 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
             c = ends.nodes[j]
             j += step
             candidate = calls[c]
-            if c == node or candidate.n_prompt > size or np.array_equal(candidate.prompt_ids, prompt):
+            if c >= node or np.array_equal(candidate.prompt_ids, prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
                 break
             best = (shared, c)
-    if best is None:  # every call has a longer prompt: compare with the calls that arrived before it
-        for c in range(node):
-            candidate = calls[c]
-            if candidate.prompt_ids is not None and candidate.n_end and not np.array_equal(candidate.prompt_ids, prompt):
-                shared = common_prefix(candidate, prompt)
-                if best is None or shared > best[0]:
-                    best = (shared, c)
     return best
 
 

@@ -86,17 +86,23 @@ def browser_page(width: int = 1500, height: int = 1100):
 
 def wait_ready(page, timeout: float = 60_000) -> None:
     """Until the script has finished running and the DAG is drawn."""
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot', timeout=timeout)
+    page.wait_for_function(DAG_JS + "() => !!dag()", timeout=timeout)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
     )
 
 
+# The DAG among the page's plotly charts: the one whose second trace holds the calls.
+DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls' && g.offsetParent !== null);
+"""
+
+
 def node_position(page, node_index: int) -> tuple[float, float]:
     """Page coordinates of a call's marker in the DAG (point i is call i), from plotly's own axes."""
     return page.evaluate(
-        """(i) => {
-            const gd = document.querySelector('.js-plotly-plot');
+        DAG_JS + """(i) => {
+            const gd = dag();
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
             const trace = gd._fullData[1];
             const box = gd.getBoundingClientRect();

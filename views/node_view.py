@@ -16,7 +16,7 @@ from views import near_miss_view, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
 from views.palette import ROLE_COLORS
-from views.tokens import node_strip, sequence_strip
+from views.tokens import node_strip, origin_strip, sequence_strip
 
 
 def _when(value) -> str:
@@ -99,8 +99,14 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
     key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
     tokens, messages, sequence, findings, raw = st.tabs(["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"])
     with tokens:
-        st.caption("The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span.")
-        token_view.render(node_strip(rollout, i), decoder, f"tok-{key}", show_whitespace)
+        by_origin = st.toggle("Whole prompt, coloured by origin", key=f"origin-{key}",
+                              help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); grey: inserted by the harness.")
+        if by_origin:
+            st.caption("The whole prompt: purple tokens were sampled earlier by the policy, grey ones inserted by the harness; then the sampled span.")
+            token_view.render(origin_strip(rollout, i), decoder, f"org-{key}", show_whitespace)
+        else:
+            st.caption("The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span.")
+            token_view.render(node_strip(rollout, i), decoder, f"tok-{key}", show_whitespace)
     with messages:
         if call.tools:
             with st.expander(f"Tool manifest ({len(call.tools)} tools)"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graph.decode import Decoder
+from graph.origin import context_origin
 from graph.rollout import Rollout
 from graph.sequences import Sequence
 from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
@@ -29,6 +30,7 @@ UNTRAINED_STYLE = (
     "background:repeating-linear-gradient(135deg,#fee2e2 0 4px,#fecaca 4px 8px);color:#7f1d1d;"
     "outline:1px dashed #dc2626;outline-offset:-1px"
 )
+ORIGIN_STYLE = "background:#ede9fe;color:#4c1d95"  # context the policy sampled earlier
 TOKEN_STYLE = "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
 
 
@@ -44,6 +46,7 @@ def _stylesheet() -> str:
         f".rg-u{{{UNTRAINED_STYLE}}}",
         ".rg-s{font-weight:600;font-style:italic}",
         ".rg-m{box-shadow:0 0 0 2px #e11d48}",
+        f".rg-o{{{ORIGIN_STYLE}}}",
         ".rg-turn{margin:8px 0 2px;font:600 11px system-ui,sans-serif;color:#475569;border-top:1px solid #cbd5e1;padding-top:3px}",
     ]
     for b in range(BUCKETS):
@@ -74,6 +77,9 @@ class TokenStrip:
     top_ids: np.ndarray  # (n, k), -1 where absent
     top_logprobs: np.ndarray  # (n, k), NaN where absent
     boundaries: dict[int, str] = field(default_factory=dict)  # position -> label shown before it
+    origin: np.ndarray | None = None  # per position: the call that sampled it earlier, or -1
+    origin_logprob: np.ndarray | None = None
+    origin_names: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -135,6 +141,17 @@ def node_strip(rollout: Rollout, node: int) -> TokenStrip:
     return _strip(rollout, [(node, rollout.context_start(node))], label_turns=False)
 
 
+def origin_strip(rollout: Rollout, node: int) -> TokenStrip:
+    """The call's whole prompt and sampled span, each prompt token tagged with where it came from."""
+    strip = _strip(rollout, [(node, 0)], label_turns=False)
+    source, logprob = context_origin(rollout, node)
+    pad = len(strip) - source.shape[0]
+    strip.origin = np.concatenate([source, np.full(pad, -1)])
+    strip.origin_logprob = np.concatenate([logprob, np.full(pad, np.nan)])
+    strip.origin_names = [c.node_id for c in rollout.calls]
+    return strip
+
+
 def sequence_strip(rollout: Rollout, seq: Sequence) -> TokenStrip:
     return _strip(rollout, [(k, rollout.context_start(k)) for k in seq.nodes], label_turns=True)
 
@@ -162,6 +179,14 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
     lines = [f"#{pos} · id {token_id} · {repr(piece)}"]
     if not strip.sampled[pos]:
         lines.append("context (mask 0): conditioned on, not trained")
+        if strip.origin is not None:
+            source = int(strip.origin[pos])
+            if source < 0:
+                lines.append("inserted by the harness (tool output, user text, template glue)")
+            else:
+                lp = strip.origin_logprob[pos]
+                at = "" if math.isnan(lp) else f" at logprob {lp:.4f}"
+                lines.append(f"sampled earlier by the policy: {strip.origin_names[source]}{at}")
         return "\n".join(lines)
     lp = strip.logprobs[pos]
     state = "trained (mask 1)" if strip.trained[pos] else "sampled but NOT trained (mask 0)"
@@ -180,7 +205,7 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
 
 def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
     if not strip.sampled[pos]:
-        kind = "rg-c"
+        kind = "rg-o" if strip.origin is not None and strip.origin[pos] >= 0 else "rg-c"
     elif not strip.trained[pos] or math.isnan(strip.logprobs[pos]):
         kind = "rg-u"
     else:
@@ -214,5 +239,6 @@ def legend_html() -> str:
         f'background:linear-gradient(90deg,{gradient})"></span> <span style="font-size:11px">0</span> '
         f'<span style="color:#64748b">({html.escape(LOGPROB_SCALE)}; darker = less likely)</span></span>'
         f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">sampled</span> not trained (no valid logprob or a FATAL finding)</span>'
+        f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">context</span> sampled earlier by the policy (origin view)</span>'
         "<span>· space ↵ newline → tab</span></div>"
     )
