@@ -137,3 +137,23 @@ def test_origin_view_in_the_app(monkeypatch):
     assert "rg-o" in page and "sampled earlier by the policy: c03" in page
 
 
+
+
+def test_fork_children_side_by_side_escaped():
+    from graph.decode import TraceTextDecoder
+    from views.near_miss_view import fork_html
+
+    r = retry_rollout()
+    page = fork_html(r, 0, TraceTextDecoder({5: "<a>", 6: "six", 7: "seven"})).split("</style>", 1)[1]
+    assert "n1 · discarded" in page and "n2 · continued · diverges at token 1" in page
+    assert "&lt;a&gt;" in page and "<a>" not in page
+    assert '<span class="rg-del">six' in page and '<span class="rg-ins">seven' in page
+
+
+def test_fork_panel_in_the_app(monkeypatch):
+    from tests.test_app import app, html_of, no_errors
+
+    at = app(monkeypatch, session="fix-config-bug", node="c05")
+    no_errors(at)
+    assert any(e.label == "Fork: its 2 children side by side" for e in at.expander)
+    assert "c07 · continued" in html_of(at)

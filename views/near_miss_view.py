@@ -84,3 +84,34 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
     with st.expander(f"Near miss: {miss.kind.replace('_', ' ')} of {rollout.calls[miss.other].node_id}", expanded=miss.kind == REWRITTEN):
         st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
         st.html(break_html(rollout, miss, decoder))
+
+
+def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> str:
+    """A fork's children side by side: each sampled span decoded, from the first token where it
+    differs from the earliest child struck/green, with the logprob there and which one continued."""
+    from graph.forks import fork_diffs
+
+    calls = rollout.calls
+    diffs = fork_diffs(rollout, fork)[: limit - 1]
+    first = sorted(rollout.topology.children[fork])[0]
+    columns = [(first, None)] + [(d.other, d) for d in diffs]
+    cells = []
+    for node, d in columns:
+        call = calls[node]
+        cut = call.n_sampled if d is None else (d.divergence if d.divergence is not None else call.n_sampled)
+        if d is None and diffs and diffs[0].divergence is not None:
+            cut = diffs[0].divergence
+        pieces = decoder.pieces(call.sampled_ids[: cut + 40])
+        same, changed = "".join(pieces[:cut]), "".join(pieces[cut:])
+        state = "continued" if rollout.topology.children[node] else ("discarded" if node in rollout.topology.discarded else "leaf")
+        note = ""
+        if d is not None and d.divergence is not None:
+            top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
+            note = f" · diverges at token {d.divergence}: logprob {d.other_logprob} vs {d.original_logprob}; {top} the original's top-k"
+        cls = "rg-ins" if d is not None else "rg-del"
+        cells.append(
+            f'<div><h5>{html.escape(call.node_id)} · {state}{html.escape(note)}</h5>'
+            f'<span class="rg-same">{html.escape(same)}</span><span class="{cls}">{html.escape(changed)}</span></div>'
+        )
+    grid = f'<div class="rg-nm" style="grid-template-columns:repeat({len(cells)},1fr)">' + "".join(cells) + "</div>"
+    return STYLE + grid

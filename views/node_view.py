@@ -12,6 +12,7 @@ import streamlit as st
 from graph.decode import Decoder
 from graph.records import FATAL
 from graph.rollout import Rollout
+from graph.token_flow import inherited_share
 from views import near_miss_view, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
@@ -36,7 +37,8 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
         ("children", ", ".join(rollout.calls[c].node_id for c in topo.children[i]) or "none (a leaf)"),
         ("linked by", rollout.link_via[i] or "nothing: a root"),
         ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
-        ("tokens", f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}) · sampled {call.n_sampled:,}"),
+        ("tokens", f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
+                   f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}"),
         ("trained", "yes" if rollout.trainable[i] else "no" + (" (no sampled tokens)" if not call.n_sampled else "")),
         ("finish reason", str(call.finish_reason)),
         ("model", str(call.model)),
@@ -96,6 +98,9 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
         right.dataframe(params, hide_index=True, width="stretch")
     right.html(f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>')
     near_miss_view.render(rollout, i, decoder)
+    if len(rollout.topology.children[i]) > 1:
+        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side", expanded=True):
+            st.html(near_miss_view.fork_html(rollout, i, decoder))
     key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
     tokens, messages, sequence, findings, raw = st.tabs(["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"])
     with tokens:
