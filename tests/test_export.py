@@ -55,7 +55,7 @@ def test_cli_export_jsonl_parquet_and_bad_roles(tmp_path):
 
     assert run("--out", str(tmp_path / "rows.jsonl")).returncode == 0
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 11 + 8  # both sessions, every row
+    assert len(rows) == 11 + 10  # both sessions, every row
     assert run("--out", str(tmp_path / "rows.parquet"), "--roles", "agent", "--session", "list-todos").returncode == 0
     table = pq.read_table(tmp_path / "rows.parquet").to_pylist()
     assert {r["role"] for r in table} == {"agent"} and {r["session_id"] for r in table} == {"list-todos"}

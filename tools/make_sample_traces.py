@@ -357,7 +357,7 @@ def main() -> None:
             break
         print(f"seed {seed}: re-tokenized history broke the main chain; trying the next seed")
     side_proxy = Proxy(engine)
-    h2 = main_rollout(side_proxy, "list-todos", "List the open items in TODO.md.", 11, steps=6, compact_at=None, tight_at=None, delegate_at=None)
+    h2 = main_rollout(side_proxy, "list-todos", "List the open items in TODO.md.", 11, steps=8, compact_at=5, tight_at=3, delegate_at=2)
     records = [r for _, r in sorted(main_proxy.records + side_proxy.records, key=lambda pair: pair[0])]  # arrival = completion order
     write_jsonl(OUT / "vllm" / "agent-rollouts.jsonl", records)
     main_records = [r for r in records if r["session_id"] == "fix-config-bug"]
