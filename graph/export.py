@@ -1,8 +1,11 @@
-"""Analysed rollouts -> other formats: OpenEnv-style rollout documents."""
+"""Analysed rollouts -> other formats: rollout documents, labelled training rows, trace entries."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from graph.rollout import Rollout
 
@@ -116,12 +119,8 @@ def trace_entries(rollout: Rollout) -> list[dict[str, Any]]:
     return entries
 
 
-def write_records(records: list[dict[str, Any]], out) -> None:
+def write_records(records: list[dict[str, Any]], out: str | Path) -> None:
     """JSONL, or Parquet when the file name ends in .parquet."""
-    from pathlib import Path
-
-    import orjson
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".parquet":

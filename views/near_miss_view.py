@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from graph.decode import Decoder
+from graph.forks import fork_diffs
 from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
 from graph.rollout import Rollout
 
@@ -89,18 +90,17 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
 def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> str:
     """A fork's children side by side: each sampled span decoded, from the first token where it
     differs from the earliest child struck/green, with the logprob there and which one continued."""
-    from graph.forks import fork_diffs
-
     calls = rollout.calls
     diffs = fork_diffs(rollout, fork)[: limit - 1]
     first = sorted(rollout.topology.children[fork])[0]
     columns = [(first, None)] + [(d.other, d) for d in diffs]
     cells = []
+    # the earliest child is cut where the first other child departs from it
+    first_divergence = diffs[0].divergence if diffs else None
     for node, d in columns:
         call = calls[node]
-        cut = call.n_sampled if d is None else (d.divergence if d.divergence is not None else call.n_sampled)
-        if d is None and diffs and diffs[0].divergence is not None:
-            cut = diffs[0].divergence
+        divergence = first_divergence if d is None else d.divergence
+        cut = call.n_sampled if divergence is None else divergence
         pieces = decoder.pieces(call.sampled_ids[: cut + 40])
         same, changed = "".join(pieces[:cut]), "".join(pieces[cut:])
         state = "continued" if rollout.topology.children[node] else ("discarded" if node in rollout.topology.discarded else "leaf")
