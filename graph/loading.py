@@ -52,8 +52,7 @@ def load_sources(sources: list[Source], progress: Progress | None = None) -> Loa
         try:
             _load_source(source, result, shared_text, tick)
         except OSError as exc:
-            result.records += 1
-            result.skipped.append(Skipped(source.name, 0, f"cannot read file: {exc.strerror or exc}"))
+            _skip(result, source.name, 0, f"cannot read file: {exc.strerror or exc}")
         if progress:
             progress(done + 1, len(sources), result.records)
     return result

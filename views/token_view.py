@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from graph.decode import Decoder
+from views import state
 from views.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
 
 
@@ -33,8 +34,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     index = cols[2].number_input(
         "Token index", 0, n - 1, value=None, key=f"{key}-index", placeholder=f"token index 0…{n - 1:,}", label_visibility="collapsed"
     )
-    if index is not None and st.session_state.get(f"{key}-index-applied") != index:
-        st.session_state[f"{key}-index-applied"] = index
+    if state.new_pick(f"{key}-index", index):
         jump(int(index))
     page = st.session_state[page_key]
     cols[3].button("◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page", width="stretch")
