@@ -78,7 +78,10 @@ def main() -> None:
             tokens = write(folder, calls)
             # a call deep in the main chain: long context, so its token view has several pages
             results = [measure(folder, node=min(calls - 2, 120)) for _ in range(args.runs)]
-            med = {k: statistics.median(r[k] for r in results) for k in ("first_paint", "warm_paint", "click", "switch", "rss")}
+            med = {
+                k: statistics.median(r[k] for r in results)
+                for k in ("first_paint", "warm_paint", "click", "switch", "rss")
+            }
             size = (folder / "trace.jsonl").stat().st_size / 1e6
             print(
                 f"{calls} calls ({tokens / 1e6:.1f}M tokens, {size:.0f} MB), median of {args.runs}: first DAG paint {med['first_paint']:.2f} s cold"

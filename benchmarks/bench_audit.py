@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import generate  # noqa: E402
 
-from graph import audit  # noqa: E402
+from graph.reports import audit  # noqa: E402
 
 PER_FILE = 10
 
@@ -47,7 +47,9 @@ def main() -> None:
                 rows = audit.run_local(files, workers) if engine == "local" else audit.run_ray(files, workers)
                 elapsed = time.perf_counter() - start
                 assert len(rows) == args.rollouts
-                print(f"{engine:5s} {workers} worker(s): {elapsed:6.2f} s = {len(rows) / elapsed:7.1f} rollouts/s (start-up included)")
+                print(
+                    f"{engine:5s} {workers} worker(s): {elapsed:6.2f} s = {len(rows) / elapsed:7.1f} rollouts/s (start-up included)"
+                )
 
 
 if __name__ == "__main__":

@@ -21,12 +21,14 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import write_trace  # noqa: E402
 
-from graph.linking import link  # noqa: E402
-from graph.loading import load_paths  # noqa: E402
+from graph.core.linking import link  # noqa: E402
+from graph.ingest.loading import load_paths  # noqa: E402
 
 
 def run_inspect(path: Path, naive: bool = False) -> tuple[float, int]:
-    command = [sys.executable, str(HERE / "measure.py")] + (["--naive"] if naive else []) + ["inspect", str(path), "--json"]
+    command = (
+        [sys.executable, str(HERE / "measure.py")] + (["--naive"] if naive else []) + ["inspect", str(path), "--json"]
+    )
     start = time.perf_counter()
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
     elapsed = time.perf_counter() - start
@@ -73,20 +75,31 @@ def main() -> None:
         time_ratio = fast_large / fast_small
         token_ratio = tokens_large / tokens_small
         print(f"scaling: {token_ratio:.2f}x tokens cost {time_ratio:.2f}x time (goal: <= 5x for 4x)")
-        print(f"linking alone (median of {args.runs}): small {link_seconds(small, args.runs):.3f} s, "
-              f"large {link_seconds(large, args.runs):.3f} s (goal: < 1 s at ~30M tokens)")
+        print(
+            f"linking alone (median of {args.runs}): small {link_seconds(small, args.runs):.3f} s, "
+            f"large {link_seconds(large, args.runs):.3f} s (goal: < 1 s at ~30M tokens)"
+        )
         for name, rss, tokens in (("small", rss_small, tokens_small), ("large", rss_large, tokens_large)):
-            print(f"peak RSS {name}: {rss / 1e6:.0f} MB = {rss / tokens:.2f} bytes/token "
-                  f"({(rss - baseline_rss) / tokens:.2f} above the {baseline_rss / 1e6:.0f} MB interpreter baseline; goal ~12)")
+            print(
+                f"peak RSS {name}: {rss / 1e6:.0f} MB = {rss / tokens:.2f} bytes/token "
+                f"({(rss - baseline_rss) / tokens:.2f} above the {baseline_rss / 1e6:.0f} MB interpreter baseline; goal ~12)"
+            )
         if not args.skip_naive:
             start = time.perf_counter()
-            subprocess.run([sys.executable, str(HERE / "naive_inspect.py"), str(small)], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(
+                [sys.executable, str(HERE / "naive_inspect.py"), str(small)], stdout=subprocess.DEVNULL, check=True
+            )
             naive_full = time.perf_counter() - start
-            print(f"naive inspect (stdlib JSON, lists, reference linking), 1 run: {naive_full:.1f} s "
-                  f"-> project is {naive_full / fast_small:.1f}x faster (goal: >= 20x)")
+            print(
+                f"naive inspect (stdlib JSON, lists, reference linking), 1 run: {naive_full:.1f} s "
+                f"-> project is {naive_full / fast_small:.1f}x faster (goal: >= 20x)"
+            )
             naive_linking, _ = run_inspect(small, naive=True)
-            print(f"project loader + reference linking, 1 run: {naive_linking:.1f} s "
-                  f"-> fast linking alone makes it {naive_linking / fast_small:.1f}x faster")
+            print(
+                f"project loader + reference linking, 1 run: {naive_linking:.1f} s "
+                f"-> fast linking alone makes it {naive_linking / fast_small:.1f}x faster"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -33,9 +33,9 @@ def peak_rss_bytes() -> int:
 def main() -> int:
     args = sys.argv[1:]
     if args and args[0] == "--naive":
-        import graph.linking
+        import graph.core.linking
 
-        graph.linking.token_parents = naive_token_parents
+        graph.core.linking.token_parents = naive_token_parents
         args = args[1:]
     from graph.cli import main as cli
 

@@ -48,7 +48,10 @@ def main(path: str) -> None:
             ids += context + calls[k][2]
             mask += [0] * len(context) + [1] * len(calls[k][2])
         sequences.append({"leaf_id": calls[leaf][0], "n_trainable": sum(mask), "discarded": leaf in discarded})
-    json.dump({"n_turns": len(calls), "n_roots": len(roots), "n_discarded": len(discarded), "sequences": sequences}, sys.stdout)
+    json.dump(
+        {"n_turns": len(calls), "n_roots": len(roots), "n_discarded": len(discarded), "sequences": sequences},
+        sys.stdout,
+    )
 
 
 if __name__ == "__main__":

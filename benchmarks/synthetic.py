@@ -32,7 +32,9 @@ class Writer:
     def tokens_of(self, n: int) -> np.ndarray:
         return self.rng.integers(0, VOCAB, size=n, dtype=np.int64)
 
-    def call(self, prompt: np.ndarray, messages: list[dict], sampled: np.ndarray, tools: bool, finish: str = "tool_calls"):
+    def call(
+        self, prompt: np.ndarray, messages: list[dict], sampled: np.ndarray, tools: bool, finish: str = "tool_calls"
+    ):
         logprobs = -self.rng.exponential(0.4, size=sampled.shape[0])
         content = [
             {
@@ -42,7 +44,13 @@ class Writer:
             }
             for t, lp in zip(sampled.tolist(), logprobs.tolist())
         ]
-        request = {"model": "synthetic-agent", "messages": messages, "temperature": 1.0, "logprobs": True, "top_logprobs": 5}
+        request = {
+            "model": "synthetic-agent",
+            "messages": messages,
+            "temperature": 1.0,
+            "logprobs": True,
+            "top_logprobs": 5,
+        }
         if tools:
             request["tools"] = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
         record = {
@@ -78,12 +86,21 @@ def _chain(w: Writer, system_tokens: int, first_user: int, steps: int, max_conte
             w.call(context, list(messages), w.tokens_of(int(w.rng.integers(20, 200))), tools)  # malformed: retried
         w.call(context, list(messages), sampled, tools)
         tool_output = w.tokens_of(int(w.rng.integers(100, 900)))
-        messages += [{"role": "assistant", "content": w.text(sampled.shape[0])}, {"role": "tool", "content": w.text(tool_output.shape[0])}]
+        messages += [
+            {"role": "assistant", "content": w.text(sampled.shape[0])},
+            {"role": "tool", "content": w.text(tool_output.shape[0])},
+        ]
         context = np.concatenate([context, sampled, tool_output])
         if context.shape[0] > max_context:
             # Compaction: ask for a summary, then restart from system + summary (a new root).
             summary = w.tokens_of(1500)
-            w.call(np.concatenate([context, w.tokens_of(60)]), messages + [{"role": "user", "content": "summarize"}], summary, tools, "stop")
+            w.call(
+                np.concatenate([context, w.tokens_of(60)]),
+                messages + [{"role": "user", "content": "summarize"}],
+                summary,
+                tools,
+                "stop",
+            )
             context = np.concatenate([w.tokens_of(system_tokens), summary])
             messages = [{"role": "system", "content": w.text(system_tokens)}, {"role": "user", "content": w.text(1500)}]
 

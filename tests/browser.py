@@ -17,7 +17,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # `ROLLOUT_GRAPH_DOCS_SCREENSHOTS=1 pytest tests/test_browser.py` refreshes the docs' screenshots.
 DOCS_IMAGES = ROOT / "docs" / "images"
@@ -44,10 +50,24 @@ def running_app(*args: str, via_cli: bool = False):
     if via_cli:
         full = [sys.executable, "-m", "graph", "view", "--port", str(port), "--headless", *args]
     else:
-        full = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-                "--server.port", str(port), "--server.address", "127.0.0.1", *args]
+        full = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            *args,
+        ]
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc = subprocess.Popen(full, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        full, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -58,7 +78,9 @@ def running_app(*args: str, via_cli: bool = False):
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the app did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}") from None
+                    raise RuntimeError(
+                        f"the app did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}"
+                    ) from None
                 time.sleep(0.3)
         yield url
     finally:
@@ -87,9 +109,7 @@ def browser_page(width: int = 1500, height: int = 1100):
 def wait_ready(page, timeout: float = 60_000) -> None:
     """Until the script has finished running and the DAG is drawn."""
     page.wait_for_function(DAG_JS + "() => !!dag()", timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
-    )
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
 # The DAG among the page's plotly charts: the one whose second trace holds the calls.
@@ -101,7 +121,8 @@ DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-p
 def node_position(page, node_index: int) -> tuple[float, float]:
     """Page coordinates of a call's marker in the DAG (point i is call i), from plotly's own axes."""
     return page.evaluate(
-        DAG_JS + """(i) => {
+        DAG_JS
+        + """(i) => {
             const gd = dag();
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
             const trace = gd._fullData[1];

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.loading import load_sources
-from graph.reading import Source
-from graph.records import Call, SessionInput
-from graph.rollout import Rollout, analyse
+from graph.core.records import Call, SessionInput
+from graph.core.rollout import Rollout, analyse
+from graph.ingest.loading import load_sources
+from graph.ingest.reading import Source
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
@@ -95,7 +95,11 @@ def completions(t: Turn, echo: bool = False) -> dict:
                 {
                     "index": 0,
                     "text": t.reply,
-                    "logprobs": {"tokens": tokens, "token_logprobs": lps, "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, lps)]},
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": lps,
+                        "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, lps)],
+                    },
                     "finish_reason": t.finish,
                     "prompt_token_ids": t.prompt,
                     "token_ids": t.sampled,
@@ -147,17 +151,37 @@ def sglang_generate(t: Turn) -> dict:
 
 def chat_stream(t: Turn) -> dict:
     chunks = [
-        {"object": "chat.completion.chunk", "model": "m", "prompt_token_ids": t.prompt,
-         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        {
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "prompt_token_ids": t.prompt,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        }
     ]
     for k, (tid, lp) in enumerate(zip(t.sampled, t.logprobs)):
         chunks.append(
-            {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": t.reply if k == 0 else ""},
-             "token_ids": [tid], "logprobs": {"content": [{"token": f"token_id:{tid}", "logprob": lp}]}}]}
+            {
+                "object": "chat.completion.chunk",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": t.reply if k == 0 else ""},
+                        "token_ids": [tid],
+                        "logprobs": {"content": [{"token": f"token_id:{tid}", "logprob": lp}]},
+                    }
+                ],
+            }
         )
-    chunks.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": t.finish}]})
+    chunks.append(
+        {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": t.finish}]}
+    )
     chunks.append("data: [DONE]")
-    return {"call_id": t.call_id, "session_id": t.session, "request": {"messages": t.messages, "stream": True}, "response": chunks}
+    return {
+        "call_id": t.call_id,
+        "session_id": t.session,
+        "request": {"messages": t.messages, "stream": True},
+        "response": chunks,
+    }
 
 
 def trace_entry(t: Turn) -> dict:
@@ -193,7 +217,10 @@ def message_only(t: Turn) -> dict:
         "call_id": t.call_id,
         "session_id": t.session,
         "request": chat_request(t),
-        "response": {"object": "chat.completion", "choices": [{"message": {"role": "assistant", "content": t.reply}, "finish_reason": t.finish}]},
+        "response": {
+            "object": "chat.completion",
+            "choices": [{"message": {"role": "assistant", "content": t.reply}, "finish_reason": t.finish}],
+        },
     }
 
 

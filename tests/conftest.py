@@ -3,9 +3,27 @@ app and browser tests)."""
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles: `dev` is quick while editing, `ci` (the default) is thorough.
+# Choose with HYPOTHESIS_PROFILE=dev.
+settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""
+    for item in items:
+        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py"):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
+
 
 _LOOPBACK = ("127.", "::1", "localhost")
 

@@ -105,7 +105,7 @@ def test_broken_file_shows_the_load_report(monkeypatch, tmp_path):
     folder = tmp_path / "broken"
     folder.mkdir()
     good = json.dumps(vllm_chat(Turn("a", [1, 2], [3])))
-    (folder / "bad.jsonl").write_text(f"{good}\nnot json at all\n{{\"what\": 1}}\n")
+    (folder / "bad.jsonl").write_text(f'{good}\nnot json at all\n{{"what": 1}}\n')
     at = app(monkeypatch, folder)
     no_errors(at)
     assert "**2 skipped**" in at.warning[0].value

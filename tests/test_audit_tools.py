@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from graph.breaks import REASONS, prefix_breaks
-from graph.decode import BUNDLED, SAMPLES, TokenizerDecoder
-from graph.forks import fork_diffs
-from graph.loading import load_paths
-from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY
-from graph.origin import HARNESS, context_origin
-from graph.retokenize import retokenize
-from graph.rollout import analyse
-from graph.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
+from graph.analysis.breaks import REASONS, prefix_breaks
+from graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
+from graph.analysis.forks import fork_diffs
+from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY
+from graph.analysis.origin import HARNESS, context_origin
+from graph.analysis.retokenize import retokenize
+from graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
+from graph.core.rollout import analyse
+from graph.ingest.loading import load_paths
 from tests.builders import TOOLS, Turn, rollout_of, rollout_of_tokens, vllm_chat
 
 TOKENIZER = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
@@ -32,7 +32,9 @@ def samples():
 
 def retry_rollout():
     # n0 -> (n1 retry discarded, n2 continued) -> n3
-    return rollout_of_tokens([([1, 2], [3]), ([1, 2, 3, 4], [5, 6]), ([1, 2, 3, 4], [5, 7, 8]), ([1, 2, 3, 4, 5, 7, 8, 9], [10])])
+    return rollout_of_tokens(
+        [([1, 2], [3]), ([1, 2, 3, 4], [5, 6]), ([1, 2, 3, 4], [5, 7, 8]), ([1, 2, 3, 4, 5, 7, 8, 9], [10])]
+    )
 
 
 def test_where_the_tokens_went():
@@ -94,7 +96,9 @@ def test_context_origin_of_a_child_and_of_a_rewritten_root():
 def test_retokenization_finds_a_non_canonical_run():
     hf = Tokenizer.from_file(str(TOKENIZER))
     canonical = hf.encode("run pytest now").ids
-    split = hf.encode("run py").ids + hf.encode("test").ids + hf.encode(" now").ids  # "py"+"test": never what encode gives
+    split = (
+        hf.encode("run py").ids + hf.encode("test").ids + hf.encode(" now").ids
+    )  # "py"+"test": never what encode gives
     assert split != canonical
     r = rollout_of_tokens([(canonical, [1]), (split, [2])])
     found = retokenize(r, TokenizerDecoder(TOKENIZER, BUNDLED))
@@ -137,10 +141,8 @@ def test_origin_view_in_the_app(monkeypatch):
     assert "rg-o" in page and "sampled earlier by the policy: c03" in page
 
 
-
-
 def test_fork_children_side_by_side_escaped():
-    from graph.decode import TraceTextDecoder
+    from graph.analysis.decode import TraceTextDecoder
     from views.near_miss_view import fork_html
 
     r = retry_rollout()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 
-from graph.loading import load_paths
+from graph.ingest.loading import load_paths
 from tests.builders import Turn, jsonl, load_records, rollout_of, vllm_chat, write
 
 GOOD = [vllm_chat(Turn("c0", [1, 2], [3])), vllm_chat(Turn("c1", [1, 2, 3, 4], [5]))]
@@ -113,8 +113,11 @@ def test_unreadable_file_is_a_skipped_record_and_others_still_load(tmp_path):
 
 
 def test_rollout_document_with_broken_turns():
-    doc = {"session_id": "d", "turns": [7, {"node_id": "a", "n_prompt": 2, "n_sampled": 1}], "sequences": [
-        {"node_ids": ["a"], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1], "logprobs": [0, 0, -0.5]}]}
+    doc = {
+        "session_id": "d",
+        "turns": [7, {"node_id": "a", "n_prompt": 2, "n_sampled": 1}],
+        "sequences": [{"node_ids": ["a"], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1], "logprobs": [0, 0, -0.5]}],
+    }
     loaded = load_records([doc])
     assert balanced(loaded)
     assert loaded.skipped[0].reason == "turns[0] is not an object (int)"

@@ -11,6 +11,7 @@ import pytest
 from tests.browser import browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
 from tests.builders import TOOLS, Turn, vllm_chat
 
+
 @pytest.fixture(scope="module")
 def samples_app():
     require_chromium()
@@ -79,13 +80,26 @@ PAYLOADS = {
 
 
 def hostile_trace(folder: Path) -> None:
-    turn = Turn(PAYLOADS["node"], [1, 2, 3], [7, 8], tools=TOOLS, session=PAYLOADS["session"],
-                messages=[{"role": "user", "content": PAYLOADS["message"]}], reply=PAYLOADS["message"])
+    turn = Turn(
+        PAYLOADS["node"],
+        [1, 2, 3],
+        [7, 8],
+        tools=TOOLS,
+        session=PAYLOADS["session"],
+        messages=[{"role": "user", "content": PAYLOADS["message"]}],
+        reply=PAYLOADS["message"],
+    )
     record = vllm_chat(turn, token_text=True)
     record["response"]["model"] = PAYLOADS["model"]
     choice = record["response"]["choices"][0]
     choice["logprobs"]["content"][0]["token"] = PAYLOADS["token"]
-    choice["message"]["tool_calls"] = [{"id": "t", "type": "function", "function": {"name": "bash<script>", "arguments": json.dumps({"cmd": PAYLOADS["argument"]})}}]
+    choice["message"]["tool_calls"] = [
+        {
+            "id": "t",
+            "type": "function",
+            "function": {"name": "bash<script>", "arguments": json.dumps({"cmd": PAYLOADS["argument"]})},
+        }
+    ]
     (folder / "hostile.jsonl").write_text(json.dumps(record) + "\n")
 
 

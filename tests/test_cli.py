@@ -28,10 +28,24 @@ def test_json_contract(tmp_path):
     (session,) = doc["sessions"]
     assert session["session_id"] == "s1"
     assert {k: session["stats"][k] for k in ("n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded")} == {
-        "n_turns": 5, "n_roots": 2, "n_leaves": 3, "n_forks": 1, "n_discarded": 1}
+        "n_turns": 5,
+        "n_roots": 2,
+        "n_leaves": 3,
+        "n_forks": 1,
+        "n_discarded": 1,
+    }
     first = session["nodes"][0]
-    assert {k: first[k] for k in ("node_id", "index", "parent_id", "root_id", "n_prompt", "n_sampled", "discarded")} == {
-        "node_id": "c0", "index": 0, "parent_id": None, "root_id": "c0", "n_prompt": 3, "n_sampled": 2, "discarded": False}
+    assert {
+        k: first[k] for k in ("node_id", "index", "parent_id", "root_id", "n_prompt", "n_sampled", "discarded")
+    } == {
+        "node_id": "c0",
+        "index": 0,
+        "parent_id": None,
+        "root_id": "c0",
+        "n_prompt": 3,
+        "n_sampled": 2,
+        "discarded": False,
+    }
     assert [n["index"] for n in session["nodes"]] == list(range(5))
     assert [s["leaf_id"] for s in session["sequences"]] == ["c1", "c3", "t0"]
     seq = session["sequences"][1]

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from graph import decode
-from graph.decode import (
+from graph.analysis import decode
+from graph.analysis.decode import (
     BESIDE_TRACE,
     BUNDLED,
     HF_CACHE,
@@ -61,7 +61,12 @@ def test_special_tokens_stay_visible(hf, bundled):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(whitelist_categories=("L", "M", "N", "P", "S", "Zs"), whitelist_characters="\n\t"), max_size=60))
+@given(
+    st.text(
+        alphabet=st.characters(whitelist_categories=("L", "M", "N", "P", "S", "Zs"), whitelist_characters="\n\t"),
+        max_size=60,
+    )
+)
 def test_round_trip_matches_the_reference_tokenizer(hf, bundled, text):
     ids = hf.encode(text).ids
     reference = hf.decode(ids, skip_special_tokens=False)

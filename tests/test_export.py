@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from graph import export
-from graph.loading import load_paths
-from graph.rollout import analyse
+from graph.core.rollout import analyse
+from graph.ingest.loading import load_paths
+from graph.reports import export
 
 VLLM = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"
 
@@ -51,7 +51,9 @@ def test_trace_entries_round_trip_through_the_loader(tmp_path):
 
 def test_cli_export_jsonl_parquet_and_bad_roles(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "graph", "export", str(VLLM), *args], capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "graph", "export", str(VLLM), *args], capture_output=True, text=True
+        )
 
     assert run("--out", str(tmp_path / "rows.jsonl")).returncode == 0
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]

@@ -10,10 +10,16 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph.reading import Source, read_values
+from graph.ingest.reading import Source, read_values
 
 plain_ids = st.lists(st.integers(0, 2**31 - 1), max_size=80)
-odd_values = st.one_of(st.integers(-5, 5), st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.just(2**70), st.text(max_size=3))
+odd_values = st.one_of(
+    st.integers(-5, 5),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.just(2**70),
+    st.text(max_size=3),
+)
 
 
 def _dump(record: dict, style: str) -> bytes:
@@ -33,8 +39,10 @@ def test_fast_path_agrees_with_plain_json(chunks, style):
     prompt: list = []
     for extension, odd, restart in chunks:
         prompt = (list(extension) if restart else prompt + list(extension)) + list(odd)
-        record = {"request": {"messages": [{"role": "user", "content": 'has "input_ids":[1,2] inside'}]},
-                  "response": {"prompt_token_ids": prompt, "choices": []}}
+        record = {
+            "request": {"messages": [{"role": "user", "content": 'has "input_ids":[1,2] inside'}]},
+            "response": {"prompt_token_ids": prompt, "choices": []},
+        }
         lines.append(_dump(record, style))
         expected.append(prompt)
         prompt = [v for v in prompt if type(v) is int and 0 <= v < 2**31]  # next prompt extends clean ids

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.linking import prefix_hashes, token_parents
+from graph.core.linking import prefix_hashes, token_parents
 from tests.builders import Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 
 
 def parents_by_id(rollout):
-    return {c.node_id: (None if p is None else rollout.calls[p].node_id) for c, p in zip(rollout.calls, rollout.topology.parents)}
+    return {
+        c.node_id: (None if p is None else rollout.calls[p].node_id)
+        for c, p in zip(rollout.calls, rollout.topology.parents)
+    }
 
 
 def test_parent_is_the_longest_prefix():
@@ -68,8 +71,8 @@ def test_retried_first_call_is_a_duplicate_prompt_root():
 
 def test_roots_without_token_ids_never_group():
     calls = calls_from_tokens([(None, []), (None, [])])
-    from graph.records import SessionInput
-    from graph.rollout import analyse
+    from graph.core.records import SessionInput
+    from graph.core.rollout import analyse
 
     r = analyse(SessionInput("s", calls))
     assert r.topology.roots == [0, 1]
@@ -83,7 +86,7 @@ def test_calls_without_prompt_ids_are_never_token_parents():
 
 
 def test_hash_collisions_never_decide(monkeypatch):
-    import graph.linking as linking
+    import graph.core.linking as linking
 
     # Every prefix hash collides: the exact token check must still refuse the link.
     monkeypatch.setattr(linking, "prefix_hashes", lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64))

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph.linking import message_parents
-from graph.messages import canonical
+from graph.core.linking import message_parents
+from graph.core.messages import canonical
 from tests.builders import Turn, message_only, rollout_of
 from tests.reference import reference_message_parents
 
@@ -28,7 +28,12 @@ def two_turns(first_reply: dict, replayed: dict, system_again: dict = SYSTEM):
     first = message_only(Turn("c0", None, [], messages=[SYSTEM, USER]))
     first["response"]["choices"][0]["message"] = first_reply
     second = message_only(
-        Turn("c1", None, [], messages=[system_again, USER, replayed, {"role": "tool", "tool_call_id": "x", "content": "a.txt"}])
+        Turn(
+            "c1",
+            None,
+            [],
+            messages=[system_again, USER, replayed, {"role": "tool", "tool_call_id": "x", "content": "a.txt"}],
+        )
     )
     return rollout_of([first, second])
 

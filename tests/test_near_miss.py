@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN
-from graph.records import SessionInput
-from graph.rollout import analyse
+from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN
+from graph.core.records import SessionInput
+from graph.core.rollout import analyse
 from tests.builders import calls_from_tokens, write
 
 SYSTEM = list(range(100, 140))  # 40 tokens of system prompt
@@ -42,7 +42,9 @@ def test_stop_string_tail_makes_each_step_a_root_and_is_a_rewritten_continuation
     assert r.topology.roots == [0, 1]  # exact linking: a new root
     assert miss_of(r, "n1") == ("n0", REWRITTEN, "sampled", 0.8, len(first) + 4)
     finding = next(f for f in r.findings if f.code == "history_rewritten")
-    assert finding.level == "WARN" and "1 calls replayed a rewritten assistant turn (1 became new roots" in finding.detail
+    assert (
+        finding.level == "WARN" and "1 calls replayed a rewritten assistant turn (1 became new roots" in finding.detail
+    )
 
 
 def test_appended_closing_tag_merging_with_the_last_token():
@@ -63,7 +65,10 @@ def test_rewrite_that_makes_the_original_look_like_a_discarded_retry():
     assert r.topology.discarded == {1: 2}
     assert miss_of(r, "n1") == ("n2", REWRITTEN, "sampled", 0.8, len(parent) + 4)
     detail = next(f.detail for f in r.findings if f.code == "history_rewritten")
-    assert "1 made the original turn look like a discarded retry); 5 sampled tokens are left only in discarded rows" in detail
+    assert (
+        "1 made the original turn look like a discarded retry); 5 sampled tokens are left only in discarded rows"
+        in detail
+    )
 
 
 def test_reasoning_dropped_from_history():
@@ -121,9 +126,11 @@ def test_near_misses_never_change_the_exact_graph():
 
 @pytest.fixture(scope="module")
 def samples():
-    from graph.loading import load_paths
+    from graph.ingest.loading import load_paths
 
-    return analyse(load_paths([Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"]).sessions["fix-config-bug"])
+    return analyse(
+        load_paths([Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"]).sessions["fix-config-bug"]
+    )
 
 
 def test_sample_trace_near_misses(samples):
@@ -139,12 +146,25 @@ def test_contract_carries_near_miss_keys(tmp_path):
     from tests.builders import Turn, vllm_chat
 
     first = SYSTEM + USER + GEN
-    records = [vllm_chat(Turn("a", first, [50, 51, 52, 99])), vllm_chat(Turn("b", first + [50, 51, 52, 98, END, NL] + GEN, [70]))]
+    records = [
+        vllm_chat(Turn("a", first, [50, 51, 52, 99])),
+        vllm_chat(Turn("b", first + [50, 51, 52, 98, END, NL] + GEN, [70])),
+    ]
     path = write(tmp_path / "t.jsonl", records)
-    doc = json.loads(subprocess.run([sys.executable, "-m", "graph", "inspect", str(path), "--json"], capture_output=True, text=True).stdout)
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "graph", "inspect", str(path), "--json"], capture_output=True, text=True
+        ).stdout
+    )
     nodes = {n["node_id"]: n for n in doc["sessions"][0]["nodes"]}
     assert "near_miss" not in nodes["a"]
-    assert nodes["b"]["near_miss"] == {"node_id": "a", "common_prefix": len(first) + 3, "kept": 0.75, "kind": REWRITTEN, "where": "sampled"}
+    assert nodes["b"]["near_miss"] == {
+        "node_id": "a",
+        "common_prefix": len(first) + 3,
+        "kept": 0.75,
+        "kind": REWRITTEN,
+        "where": "sampled",
+    }
     assert "history_rewritten" in {f["code"] for f in doc["sessions"][0]["findings"]}
 
 
@@ -159,7 +179,7 @@ def per_turn_roots_rollout():
 
 
 def test_views_banner_break_and_dashed_edges():
-    from graph.decode import TraceTextDecoder
+    from graph.analysis.decode import TraceTextDecoder
     from views.dag import dag_figure
     from views.near_miss_view import banner, break_html, summary
 
@@ -167,7 +187,10 @@ def test_views_banner_break_and_dashed_edges():
     assert r.topology.roots == [0, 1, 2, 3]
     assert banner(r).startswith("This harness rewrites its history: 3 of 4 roots are rewritten continuations.")
     miss = r.near_misses[1]
-    assert "shares 47 tokens with the end of n0; the break falls inside its sampled span, after 67% of its 3" in summary(r, miss)
+    assert (
+        "shares 47 tokens with the end of n0; the break falls inside its sampled span, after 67% of its 3"
+        in summary(r, miss)
+    )
     page = break_html(r, miss, TraceTextDecoder({99: "<stop>", 98: "</tool>"}))
     assert "&lt;stop&gt;" in page and "&lt;/tool&gt;" in page and "<stop>" not in page
     assert 'class="rg-del">&lt;stop&gt;' in page and 'class="rg-ins">&lt;/tool&gt;' in page

@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph.linking import token_parents
-from graph.records import SessionInput
-from graph.rollout import analyse
+from graph.core.linking import token_parents
+from graph.core.records import SessionInput
+from graph.core.rollout import analyse
 from tests.builders import calls_from_tokens
 from tests.reference import reference_token_parents
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph.decode import BUNDLED, decoder_for
-from graph.loading import load_paths
-from graph.rollout import analyse
+from graph.analysis.decode import BUNDLED, decoder_for
+from graph.core.rollout import analyse
+from graph.ingest.loading import load_paths
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -26,7 +26,10 @@ def main(loaded):
 
 
 def edges(rollout):
-    return [(c.node_id, None if p is None else rollout.calls[p].node_id) for c, p in zip(rollout.calls, rollout.topology.parents)]
+    return [
+        (c.node_id, None if p is None else rollout.calls[p].node_id)
+        for c, p in zip(rollout.calls, rollout.topology.parents)
+    ]
 
 
 def test_every_sample_loads_cleanly(loaded):
@@ -103,7 +106,18 @@ def test_decode_transcript_from_the_command_line():
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-m", "graph", "inspect", str(SAMPLES / "vllm"), "--session", "fix-config-bug", "--decode", "--node", "c09"],
+        [
+            sys.executable,
+            "-m",
+            "graph",
+            "inspect",
+            str(SAMPLES / "vllm"),
+            "--session",
+            "fix-config-bug",
+            "--decode",
+            "--node",
+            "c09",
+        ],
         capture_output=True,
         text=True,
     )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.records import SessionInput
-from graph.rollout import analyse
+from graph.core.records import SessionInput
+from graph.core.rollout import analyse
 from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 
 
@@ -74,7 +74,10 @@ def test_without_any_tool_manifest_roles_follow_trainable_tokens():
 
 
 def test_nothing_trainable_agent_sequence_is_fatal():
-    records = [vllm_chat(Turn("c0", [1, 2], [3], tools=TOOLS)), vllm_chat(Turn("c1", [7], [4], logprobs=[float("nan")], tools=TOOLS))]
+    records = [
+        vllm_chat(Turn("c0", [1, 2], [3], tools=TOOLS)),
+        vllm_chat(Turn("c1", [7], [4], logprobs=[float("nan")], tools=TOOLS)),
+    ]
     records[1]["response"]["choices"][0]["logprobs"]["content"][0]["logprob"] = "bad"
     r = rollout_of(records)
     codes = {(f.code, f.node_id) for f in r.findings if f.level == "FATAL"}

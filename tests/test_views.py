@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from graph.decode import TraceTextDecoder
+from graph.analysis.decode import TraceTextDecoder
 from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 from views.chat import chat_html, pretty_arguments
 from views.dag import dag_figure, legend_html
@@ -50,7 +50,10 @@ def test_layout_scales_to_thousands_of_calls():
 
 
 def hostile_rollout():
-    record = vllm_chat(Turn('<img src=x onerror="alert(1)">', [1, 2], [3, 4], tools=TOOLS, reply="<script>alert(2)</script>"), token_text=True)
+    record = vllm_chat(
+        Turn('<img src=x onerror="alert(1)">', [1, 2], [3, 4], tools=TOOLS, reply="<script>alert(2)</script>"),
+        token_text=True,
+    )
     record["response"]["model"] = "<b>model</b>"
     record["response"]["choices"][0]["logprobs"]["content"][0]["token"] = "<i>tok</i>"
     return rollout_of([record])
@@ -94,8 +97,8 @@ def test_token_classes_context_sampled_and_untrained():
     decoder = TraceTextDecoder({})
     trained = page_html(node_strip(r, 0), 0, 4, decoder)
     untrained = page_html(node_strip(r_untrained, 0), 0, 4, decoder)
-    assert trained.count("rg-c\"") == 2 and trained.count(" rg-b") == 2
-    assert untrained.count(" rg-u\"") == 2 and "NOT trained" in untrained
+    assert trained.count('rg-c"') == 2 and trained.count(" rg-b") == 2
+    assert untrained.count(' rg-u"') == 2 and "NOT trained" in untrained
 
 
 def test_whitespace_is_visible_and_special_tokens_marked():
@@ -109,8 +112,9 @@ def test_whitespace_is_visible_and_special_tokens_marked():
 
 
 def test_pages_keep_multibyte_characters_whole_at_the_edge():
-    from graph.decode import SAMPLES, TokenizerDecoder
     from tokenizers import Tokenizer
+
+    from graph.analysis.decode import SAMPLES, TokenizerDecoder
 
     path = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
     ids = Tokenizer.from_file(str(path)).encode("ab 🚀🚀🚀").ids
@@ -135,8 +139,11 @@ def test_chat_html_escapes_and_pretty_prints_tool_calls():
     record = vllm_chat(Turn("c", [1], [2], messages=[{"role": "user", "content": "<script>x</script>"}]))
     r = rollout_of([record])
     call = r.calls[0]
-    call.response_message = {"role": "assistant", "content": None, "tool_calls": [
-        {"function": {"name": "<b>bash</b>", "arguments": json.dumps({"cmd": "<img src=x>"})}}]}
+    call.response_message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"function": {"name": "<b>bash</b>", "arguments": json.dumps({"cmd": "<img src=x>"})}}],
+    }
     page = chat_html(call)
     assert "<script>" not in page.split("</style>", 1)[1] and "&lt;script&gt;x&lt;/script&gt;" in page
     assert "&lt;b&gt;bash&lt;/b&gt;" in page and "&quot;cmd&quot;: &quot;&lt;img src=x&gt;&quot;" in page
@@ -149,8 +156,8 @@ def test_empty_spans_render(n):
     r = rollout_of_tokens([([1] * n, [])]) if n else None
     if r is None:
         calls = calls_from_tokens([(None, [])])
-        from graph.records import SessionInput
-        from graph.rollout import analyse
+        from graph.core.records import SessionInput
+        from graph.core.rollout import analyse
 
         r = analyse(SessionInput("s", calls))
     strip = node_strip(r, 0)

@@ -43,7 +43,10 @@ def build(gguf_path: Path, name: str | None = None) -> tuple[Tokenizer, dict]:
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     # SmolLM2 ("smollm" pre-tokenizer): digits one by one, then GPT-2 byte-level splitting.
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
     )
     tokenizer.decoder = decoders.ByteLevel()
     specials = [tokens[i] for i, t in enumerate(types) if t in (CONTROL, USER_DEFINED)]

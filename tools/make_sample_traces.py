@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from extract_tokenizer import write as write_tokenizer  # noqa: E402
 
-from graph.export import rollout_document  # noqa: E402
-from graph.rollout import analyse  # noqa: E402
+from graph.core.rollout import analyse  # noqa: E402
+from graph.reports.export import rollout_document  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OUT = ROOT / "sample_traces"
@@ -154,7 +154,9 @@ class Proxy:
     records: list[tuple[float, dict]] = field(default_factory=list)
     clock: float = 1_764_500_000.0
 
-    def call(self, session: str, call_id: str, request: dict, seed: int, start: float | None = None) -> tuple[str, str, float]:
+    def call(
+        self, session: str, call_id: str, request: dict, seed: int, start: float | None = None
+    ) -> tuple[str, str, float]:
         """Returns (assistant text, finish reason, end time). ``start`` lets calls overlap."""
         submitted = {**request, "logprobs": True, "top_logprobs": TOP_K, "seed": seed}
         prompt = self.engine.prompt_ids(request["messages"])
@@ -196,7 +198,11 @@ class Proxy:
                         "token_ids": sample.ids,
                     }
                 ],
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sample.ids), "total_tokens": len(prompt) + len(sample.ids)},
+                "usage": {
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": len(sample.ids),
+                    "total_tokens": len(prompt) + len(sample.ids),
+                },
             },
         }
         self.records.append((ended, record))
@@ -242,9 +248,16 @@ class Harness:
     calls: int = 0
     counters: dict = field(default_factory=lambda: {"retries": 0, "compactions": 0, "subagents": 0})
 
-    def ask(self, messages: list[dict], *, tools: bool = True, max_tokens: int = 96, temperature: float = 0.8, start=None):
+    def ask(
+        self, messages: list[dict], *, tools: bool = True, max_tokens: int = 96, temperature: float = 0.8, start=None
+    ):
         self.calls += 1
-        request = {"model": MODEL, "messages": [dict(m) for m in messages], "max_tokens": max_tokens, "temperature": temperature}
+        request = {
+            "model": MODEL,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
         if tools:
             request["tools"] = TOOLS
         return self.proxy.call(self.session, f"c{self.calls:02d}", request, self.seed * 1000 + self.calls, start)
@@ -260,13 +273,20 @@ class Harness:
         self.counters["subagents"] += 1
         messages = [{"role": "system", "content": SUBAGENT_SYSTEM}, {"role": "user", "content": task}]
         first, _, _ = self.ask(messages, tools=False, max_tokens=48)
-        messages += [{"role": "assistant", "content": first}, {"role": "user", "content": "Now name the one line to change."}]
+        messages += [
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": "Now name the one line to change."},
+        ]
         second, _, _ = self.ask(messages, tools=False, max_tokens=32)
         return second
 
     def compact(self, messages: list[dict], task: str) -> list[dict]:
         self.counters["compactions"] += 1
-        summary, _, _ = self.ask(messages + [{"role": "user", "content": "Summarize the work so far in three sentences."}], tools=False, max_tokens=64)
+        summary, _, _ = self.ask(
+            messages + [{"role": "user", "content": "Summarize the work so far in three sentences."}],
+            tools=False,
+            max_tokens=64,
+        )
         return [
             {"role": "system", "content": AGENT_SYSTEM},
             *DEMONSTRATION,
@@ -284,7 +304,14 @@ def tool_result(text: str, harness: Harness, step: int, delegate_at: int | None)
 
 
 def main_rollout(
-    proxy: Proxy, session: str, task: str, seed: int, steps: int, compact_at: int | None, tight_at: int | None, delegate_at: int | None
+    proxy: Proxy,
+    session: str,
+    task: str,
+    seed: int,
+    steps: int,
+    compact_at: int | None,
+    tight_at: int | None,
+    delegate_at: int | None,
 ) -> Harness:
     h = Harness(proxy, session, seed)
     messages = [{"role": "system", "content": AGENT_SYSTEM}, *DEMONSTRATION, {"role": "user", "content": task}]
@@ -292,13 +319,22 @@ def main_rollout(
     # client timeout (a resampled first call), so three calls overlap and complete out of order.
     start = proxy.clock
     first, _, _ = h.ask(messages, start=start)
-    h.ask([{"role": "system", "content": TITLE_SYSTEM}, {"role": "user", "content": task}], tools=False, max_tokens=16, temperature=0.3, start=start)
+    h.ask(
+        [{"role": "system", "content": TITLE_SYSTEM}, {"role": "user", "content": task}],
+        tools=False,
+        max_tokens=16,
+        temperature=0.3,
+        start=start,
+    )
     first, _, _ = h.ask(messages, start=start + 0.5)
     text = first
     for step in range(steps):
         if step:
             text = h.agent_turn(messages, max_tokens=24 if step == tight_at else 96)
-        messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": tool_result(text, h, step, delegate_at)}]
+        messages += [
+            {"role": "assistant", "content": text},
+            {"role": "tool", "content": tool_result(text, h, step, delegate_at)},
+        ]
         if step == compact_at:
             messages = h.compact(messages, task)
     return h
@@ -313,7 +349,9 @@ def message_only(record: dict, session: str) -> dict:
     """What an eval endpoint returns: the same bodies without any token ids or logprobs."""
     response = dict(record["response"])
     response.pop("prompt_token_ids")
-    response["choices"] = [{k: v for k, v in c.items() if k not in ("token_ids", "logprobs")} for c in response["choices"]]
+    response["choices"] = [
+        {k: v for k, v in c.items() if k not in ("token_ids", "logprobs")} for c in response["choices"]
+    ]
     kept = {k: v for k, v in record.items() if k != "submitted_request"}
     return {**kept, "session_id": session, "response": response}
 
@@ -331,8 +369,8 @@ def parents(records: list[dict], session: str) -> list[str | None]:
 
 
 def load_records(records: list[dict]):
-    from graph.loading import load_sources
-    from graph.reading import Source
+    from graph.ingest.loading import load_sources
+    from graph.ingest.reading import Source
 
     return load_sources([Source.from_bytes("mem.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())])
 
@@ -352,17 +390,32 @@ def main() -> None:
     main_task = "The test tests/test_loader.py fails with KeyError: 'settings'. Find the bug in configlib and fix it."
     for seed in range(7, 60):
         main_proxy = Proxy(engine)
-        h1 = main_rollout(main_proxy, "fix-config-bug", main_task, seed, steps=14, compact_at=9, tight_at=6, delegate_at=3)
+        h1 = main_rollout(
+            main_proxy, "fix-config-bug", main_task, seed, steps=14, compact_at=9, tight_at=6, delegate_at=3
+        )
         if replay_is_exact([r for _, r in sorted(main_proxy.records, key=lambda p: p[0])], "fix-config-bug"):
             break
         print(f"seed {seed}: re-tokenized history broke the main chain; trying the next seed")
     side_proxy = Proxy(engine)
-    h2 = main_rollout(side_proxy, "list-todos", "List the open items in TODO.md.", 11, steps=8, compact_at=5, tight_at=3, delegate_at=2)
-    records = [r for _, r in sorted(main_proxy.records + side_proxy.records, key=lambda pair: pair[0])]  # arrival = completion order
+    h2 = main_rollout(
+        side_proxy,
+        "list-todos",
+        "List the open items in TODO.md.",
+        11,
+        steps=8,
+        compact_at=5,
+        tight_at=3,
+        delegate_at=2,
+    )
+    records = [
+        r for _, r in sorted(main_proxy.records + side_proxy.records, key=lambda pair: pair[0])
+    ]  # arrival = completion order
     write_jsonl(OUT / "vllm" / "agent-rollouts.jsonl", records)
     main_records = [r for r in records if r["session_id"] == "fix-config-bug"]
     # The variants carry their own session ids so that all samples can be opened together.
-    write_jsonl(OUT / "eval" / "fix-config-bug.messages.jsonl", [message_only(r, "fix-config-bug.eval") for r in main_records])
+    write_jsonl(
+        OUT / "eval" / "fix-config-bug.messages.jsonl", [message_only(r, "fix-config-bug.eval") for r in main_records]
+    )
     document = rollout_document(analyse(load_records(main_records).sessions["fix-config-bug"]))
     document["session_id"] = "fix-config-bug.openenv"
     (OUT / "openenv").mkdir(exist_ok=True)

@@ -6,12 +6,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from graph.breaks import prefix_breaks
-from graph.decode import Decoder, TokenizerDecoder
-from graph.forks import fork_diffs
-from graph.retokenize import retokenize
-from graph.rollout import Rollout
-from graph.token_flow import logprobs_by_role, lowest_tokens, token_flows
+from graph.analysis.breaks import prefix_breaks
+from graph.analysis.decode import Decoder, TokenizerDecoder
+from graph.analysis.forks import fork_diffs
+from graph.analysis.retokenize import retokenize
+from graph.analysis.token_flow import logprobs_by_role, lowest_tokens, token_flows
+from graph.core.rollout import Rollout
 from views import state
 from views.overview import picked_row
 from views.palette import ROLE_COLORS
@@ -32,8 +32,15 @@ def logprob_histogram(rollout: Rollout) -> go.Figure:
     fig = go.Figure()
     for role, values in logprobs_by_role(rollout).items():
         fig.add_trace(go.Histogram(x=values, name=role, marker_color=ROLE_COLORS[role], opacity=0.7, nbinsx=40))
-    fig.update_layout(barmode="overlay", height=260, margin={"l": 10, "r": 10, "t": 30, "b": 30}, title="Sampled logprobs by role",
-                      xaxis_title="logprob", yaxis_title="tokens", legend={"orientation": "h"})
+    fig.update_layout(
+        barmode="overlay",
+        height=260,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        title="Sampled logprobs by role",
+        xaxis_title="logprob",
+        yaxis_title="tokens",
+        legend={"orientation": "h"},
+    )
     return fig
 
 
@@ -45,7 +52,9 @@ def _select(rollout: Rollout, node: int | None, widget: str) -> None:
 
 def render(rollout: Rollout, decoder: Decoder) -> None:
     with st.expander("Audit: where the tokens went, why it split, forks and retries, retokenization"):
-        went, split, forks, retok = st.tabs(["Where the tokens went", "Why it split", "Forks and retries", "Retokenization"])
+        went, split, forks, retok = st.tabs(
+            ["Where the tokens went", "Why it split", "Forks and retries", "Retokenization"]
+        )
         calls = rollout.calls
         with went:
             st.dataframe(flows_frame(rollout), hide_index=True, width="stretch")
@@ -94,7 +103,9 @@ def render(rollout: Rollout, decoder: Decoder) -> None:
                 if not found:
                     st.success(f"Every prompt survives decode -> encode with {decoder.label}.")
                 else:
-                    st.warning(f"{len(found)} calls' prompts do not come back identical: training on re-tokenized text would train on sequences the model never saw.")
+                    st.warning(
+                        f"{len(found)} calls' prompts do not come back identical: training on re-tokenized text would train on sequences the model never saw."
+                    )
                     st.dataframe(pd.DataFrame([
                         {"call": calls[m.node].node_id, "position": m.position, "recorded": repr(decoder.text(m.original)),
                          "re-encoded": repr(decoder.text(m.reencoded)), "recorded ids": str(m.original), "re-encoded ids": str(m.reencoded)}

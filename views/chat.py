@@ -7,9 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graph.records import Call
+from graph.core.records import Call
 
-ROLE_COLORS = {"system": "#64748b", "developer": "#64748b", "user": "#0f766e", "assistant": "#2563eb", "tool": "#9333ea"}
+ROLE_COLORS = {
+    "system": "#64748b",
+    "developer": "#64748b",
+    "user": "#0f766e",
+    "assistant": "#2563eb",
+    "tool": "#9333ea",
+}
 MAX_CHARS = 20_000  # per message; the raw JSON tab has everything
 
 STYLESHEET = (
@@ -54,7 +60,10 @@ def pretty_arguments(arguments: Any) -> str:
 def _clip(text: str) -> str:
     if len(text) <= MAX_CHARS:
         return html.escape(text)
-    return html.escape(text[:MAX_CHARS]) + f'<span class="rg-note">\n… {len(text) - MAX_CHARS:,} more characters (see raw JSON)</span>'
+    return (
+        html.escape(text[:MAX_CHARS])
+        + f'<span class="rg-note">\n… {len(text) - MAX_CHARS:,} more characters (see raw JSON)</span>'
+    )
 
 
 def message_html(message: dict, response: bool = False) -> str:

@@ -12,15 +12,15 @@ import plotly.express as px
 import pyarrow.parquet as pq
 import streamlit as st
 
-from graph import audit
+from graph.reports import audit
+from graph.resources import SAMPLES
 from views import sidebar, state
-from graph.decode import SAMPLES
 from views.sources import bundled_files, files_under
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
 UPLOADED = "Upload an audit Parquet"
 FOLDERS = "Parquet files in the command-line folders"
-NOTICE = "rg_corpus_notice"
+NOTICE = state.CORPUS_NOTICE
 
 
 @st.cache_data(max_entries=8, show_spinner="Auditing…")
@@ -38,11 +38,11 @@ def _read_parquet(data: bytes) -> pd.DataFrame:
 
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
     kinds = [BUNDLED_AUDIT, UPLOADED] + ([FOLDERS] if cli_directories else [])
-    kind = st.sidebar.radio("Audit table", kinds, key="rg_corpus_source")
+    kind = st.sidebar.radio("Audit table", kinds, key=state.CORPUS_SOURCE)
     if kind == BUNDLED_AUDIT:
         return _audit_bundled(tuple(str(p) for p in bundled_files()))
     if kind == UPLOADED:
-        upload = st.sidebar.file_uploader("audit.parquet", type=["parquet"], key="rg_corpus_upload")
+        upload = st.sidebar.file_uploader("audit.parquet", type=["parquet"], key=state.CORPUS_UPLOAD)
         if upload is None:
             st.info("Write one with `rollout-graph audit INPUT ... --out audit.parquet`, then drop it in the sidebar.")
             return None
@@ -51,11 +51,13 @@ def _table(cli_directories: list[str]) -> pd.DataFrame | None:
     if not found:
         st.info("No `.parquet` files under the command-line folders.")
         return None
-    choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key="rg_corpus_file")
+    choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key=state.CORPUS_FILE)
     return _read_parquet(choice.read_bytes())
 
 
-def filter_rows(frame: pd.DataFrame, harnesses, models, codes, discards_only: bool, trainable: tuple[int, int]) -> pd.DataFrame:
+def filter_rows(
+    frame: pd.DataFrame, harnesses, models, codes, discards_only: bool, trainable: tuple[int, int]
+) -> pd.DataFrame:
     """The rows matching every filter (an empty selection filters nothing); pure."""
     keep = pd.Series(True, index=frame.index)
     if harnesses:
@@ -79,7 +81,7 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     """The table's selection callback (it runs before the page, so it may switch pages and sources).
 
     Only files the app may read anyway (bundled samples, command-line folders) can be opened."""
-    rows = st.session_state["rg_corpus_table"].selection.rows
+    rows = st.session_state[state.CORPUS_TABLE].selection.rows
     if not rows:
         return
     row = shown.iloc[rows[0]]
@@ -91,17 +93,21 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     bundled = {p.resolve(): p for p in bundled_files()}
     cli = {p.resolve(): p for p in files_under(cli_directories)} if cli_directories else {}
     if target in bundled:
-        st.session_state["rg_source"], st.session_state["rg_bundled_file"] = sidebar.BUNDLED, bundled[target]
+        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = sidebar.BUNDLED, bundled[target]
     elif target in cli:
-        st.session_state["rg_source"], st.session_state["rg_cli_file"] = sidebar.COMMAND_LINE, cli[target]
+        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = sidebar.COMMAND_LINE, cli[target]
     else:
-        st.session_state[NOTICE] = f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
+        st.session_state[NOTICE] = (
+            f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
+        )
         return
-    st.session_state[sidebar.PAGE_KEY] = sidebar.EXPLORER
     state.select_session(str(row["session_id"]))
+    st.session_state[state.GOTO_EXPLORER] = True
 
 
 def render(cli_directories: list[str]) -> None:
+    if st.session_state.pop(state.GOTO_EXPLORER, False):
+        st.switch_page(st.session_state[state.PAGES]["explorer"])
     frame = _table(cli_directories)
     if frame is None:
         return
@@ -116,15 +122,31 @@ def render(cli_directories: list[str]) -> None:
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
     left, right = st.columns(2)
     if len(shown):
-        left.plotly_chart(px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens per rollout", height=280), width="stretch")
+        left.plotly_chart(
+            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens per rollout", height=280),
+            width="stretch",
+        )
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
         if len(counts):
-            right.plotly_chart(px.bar(x=counts.index, y=counts.values, labels={"x": "finding", "y": "rollouts"}, title="Findings", height=280), width="stretch")
+            right.plotly_chart(
+                px.bar(
+                    x=counts.index,
+                    y=counts.values,
+                    labels={"x": "finding", "y": "rollouts"},
+                    title="Findings",
+                    height=280,
+                ),
+                width="stretch",
+            )
     errors = int(shown["error"].notna().sum())
-    st.caption(f"{len(shown):,} rollouts match" + (f" · {errors} unreadable files" if errors else "") + " · click a column to sort, a row to open it")
+    st.caption(
+        f"{len(shown):,} rollouts match"
+        + (f" · {errors} unreadable files" if errors else "")
+        + " · click a column to sort, a row to open it"
+    )
     if NOTICE in st.session_state:
         st.warning(st.session_state.pop(NOTICE))
     st.dataframe(
-        shown, hide_index=True, width="stretch", selection_mode="single-row", key="rg_corpus_table",
+        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
         on_select=partial(_open_picked, shown, cli_directories),
     )  # fmt: skip

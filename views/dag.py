@@ -12,7 +12,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from graph.rollout import Rollout
+from graph.core.rollout import Rollout
 from views.layout import Layout, layout
 from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
 
@@ -53,7 +53,9 @@ def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
     return "<br>".join(lines)
 
 
-def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | None = None, near_misses: bool = False) -> go.Figure:
+def dag_figure(
+    rollout: Rollout, highlight: int | None = None, lay: Layout | None = None, near_misses: bool = False
+) -> go.Figure:
     lay = lay or layout(rollout.topology)
     n = len(rollout.calls)
     roles = rollout.node_roles
@@ -69,14 +71,24 @@ def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | Non
     role_codes = np.array([ROLE_ORDER.index(r) for r in roles], dtype=float)
     fig = go.Figure()
     fig.add_trace(
-        go.Scattergl(x=ex, y=ey, mode="lines", line={"color": "#cbd5e1", "width": 1.2}, hoverinfo="skip", showlegend=False, name="edges")
+        go.Scattergl(
+            x=ex,
+            y=ey,
+            mode="lines",
+            line={"color": "#cbd5e1", "width": 1.2},
+            hoverinfo="skip",
+            showlegend=False,
+            name="edges",
+        )
     )
     fig.add_trace(
         go.Scattergl(
             x=x,
             y=y,
             mode="markers+text" if n <= LABEL_LIMIT else "markers",
-            text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls] if n <= LABEL_LIMIT else None,
+            text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls]
+            if n <= LABEL_LIMIT
+            else None,
             textposition="top center",
             textfont={"size": 9, "color": "#64748b"},
             name="calls",
@@ -103,7 +115,15 @@ def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | Non
         nx = [v for m in links for v in (x[m.earlier], x[m.later], np.nan)]
         ny = [v for m in links for v in (y[m.earlier], y[m.later], np.nan)]
         fig.add_trace(
-            go.Scattergl(x=nx, y=ny, mode="lines", line={"color": "#d97706", "width": 1.5, "dash": "dash"}, hoverinfo="skip", showlegend=False, name="near misses")
+            go.Scattergl(
+                x=nx,
+                y=ny,
+                mode="lines",
+                line={"color": "#d97706", "width": 1.5, "dash": "dash"},
+                hoverinfo="skip",
+                showlegend=False,
+                name="near misses",
+            )
         )
     height = min(900, max(260, 28 * lay.n_lanes + 80))
     fig.update_layout(
@@ -115,7 +135,12 @@ def dag_figure(rollout: Rollout, highlight: int | None = None, lay: Layout | Non
         clickmode="event+select",
         hovermode="closest",
         uirevision=rollout.session_id,
-        xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}}, "gridcolor": "#f1f5f9", "zeroline": False, "dtick": 1 if max(lay.x, default=0) < 40 else None},
+        xaxis={
+            "title": {"text": "depth (calls from the root)", "font": {"size": 11}},
+            "gridcolor": "#f1f5f9",
+            "zeroline": False,
+            "dtick": 1 if max(lay.x, default=0) < 40 else None,
+        },
         yaxis={"showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False},
     )
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from graph.rollout import Rollout
+from graph.core.rollout import Rollout
 from views import state
 from views.dag import dag_figure, legend_html
 from views.layout import layout

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.topology import Topology
+from graph.core.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,10 @@ import html
 import numpy as np
 import streamlit as st
 
-from graph.decode import Decoder
-from graph.forks import fork_diffs
-from graph.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
-from graph.rollout import Rollout
+from graph.analysis.decode import Decoder
+from graph.analysis.forks import fork_diffs
+from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
+from graph.core.rollout import Rollout
 
 BEFORE = 8  # shared tokens shown before the break
 AFTER = 24  # differing tokens shown after it
@@ -37,7 +37,11 @@ def summary(rollout: Rollout, miss: NearMiss) -> str:
     calls = rollout.calls
     earlier, later = calls[miss.earlier], calls[miss.later]
     where = {"prompt": "inside its prompt", "sampled": "inside its sampled span", "after": "after its end"}[miss.where]
-    kept = f", after {miss.kept:.0%} of its {earlier.n_sampled:,} sampled tokens were kept" if miss.where != "prompt" else ""
+    kept = (
+        f", after {miss.kept:.0%} of its {earlier.n_sampled:,} sampled tokens were kept"
+        if miss.where != "prompt"
+        else ""
+    )
     return (
         f"{later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of {earlier.node_id}; "
         f"the break falls {where}{kept}. {miss.kind.replace('_', ' ')}: {EXPLANATIONS[miss.kind]}."
@@ -82,7 +86,10 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
     miss = rollout.near_misses.get(node)
     if miss is None:
         return
-    with st.expander(f"Near miss: {miss.kind.replace('_', ' ')} of {rollout.calls[miss.other].node_id}", expanded=miss.kind == REWRITTEN):
+    with st.expander(
+        f"Near miss: {miss.kind.replace('_', ' ')} of {rollout.calls[miss.other].node_id}",
+        expanded=miss.kind == REWRITTEN,
+    ):
         st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
         st.html(break_html(rollout, miss, decoder))
 
@@ -103,14 +110,18 @@ def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> 
         cut = call.n_sampled if divergence is None else divergence
         pieces = decoder.pieces(call.sampled_ids[: cut + 40])
         same, changed = "".join(pieces[:cut]), "".join(pieces[cut:])
-        state = "continued" if rollout.topology.children[node] else ("discarded" if node in rollout.topology.discarded else "leaf")
+        state = (
+            "continued"
+            if rollout.topology.children[node]
+            else ("discarded" if node in rollout.topology.discarded else "leaf")
+        )
         note = ""
         if d is not None and d.divergence is not None:
             top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
             note = f" · diverges at token {d.divergence}: logprob {d.other_logprob} vs {d.original_logprob}; {top} the original's top-k"
         cls = "rg-ins" if d is not None else "rg-del"
         cells.append(
-            f'<div><h5>{html.escape(call.node_id)} · {state}{html.escape(note)}</h5>'
+            f"<div><h5>{html.escape(call.node_id)} · {state}{html.escape(note)}</h5>"
             f'<span class="rg-same">{html.escape(same)}</span><span class="{cls}">{html.escape(changed)}</span></div>'
         )
     grid = f'<div class="rg-nm" style="grid-template-columns:repeat({len(cells)},1fr)">' + "".join(cells) + "</div>"

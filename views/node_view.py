@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from graph.decode import Decoder
-from graph.records import FATAL
-from graph.rollout import Rollout
-from graph.token_flow import inherited_share
+from graph.analysis.decode import Decoder
+from graph.analysis.token_flow import inherited_share
+from graph.core.records import FATAL
+from graph.core.rollout import Rollout
 from views import near_miss_view, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
@@ -22,7 +22,7 @@ from views.tokens import node_strip, origin_strip, sequence_strip
 
 def _when(value) -> str:
     if isinstance(value, (int, float)) and value > 1e9:
-        return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
     return str(value)
 
 
@@ -37,8 +37,11 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
         ("children", ", ".join(rollout.calls[c].node_id for c in topo.children[i]) or "none (a leaf)"),
         ("linked by", rollout.link_via[i] or "nothing: a root"),
         ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
-        ("tokens", f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
-                   f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}"),
+        (
+            "tokens",
+            f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
+            f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}",
+        ),
         ("trained", "yes" if rollout.trainable[i] else "no" + (" (no sampled tokens)" if not call.n_sampled else "")),
         ("finish reason", str(call.finish_reason)),
         ("model", str(call.model)),
@@ -63,7 +66,14 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
     if not keys:
         return None
     return pd.DataFrame(
-        [{"param": k, "requested": _param(call.requested_params, k), "submitted": _param(submitted, k) if call.submitted_params is not None else "not recorded"} for k in keys]
+        [
+            {
+                "param": k,
+                "requested": _param(call.requested_params, k),
+                "submitted": _param(submitted, k) if call.submitted_params is not None else "not recorded",
+            }
+            for k in keys
+        ]
     )
 
 
@@ -91,26 +101,39 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
     st.html(header_html(rollout, i))
     left, right = st.columns([3, 2])
     rows = facts(rollout, i)
-    left.dataframe(pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows))
+    left.dataframe(
+        pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows)
+    )
     params = params_table(rollout, i)
     if params is not None:
         right.caption("Sampling params: requested by the harness vs submitted to the engine")
         right.dataframe(params, hide_index=True, width="stretch")
-    right.html(f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>')
+    right.html(
+        f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>'
+    )
     near_miss_view.render(rollout, i, decoder)
     if len(rollout.topology.children[i]) > 1:
         with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side", expanded=True):
             st.html(near_miss_view.fork_html(rollout, i, decoder))
     key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
-    tokens, messages, sequence, findings, raw = st.tabs(["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"])
+    tokens, messages, sequence, findings, raw = st.tabs(
+        ["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"]
+    )
     with tokens:
-        by_origin = st.toggle("Whole prompt, coloured by origin", key=f"origin-{key}",
-                              help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); grey: inserted by the harness.")
+        by_origin = st.toggle(
+            "Whole prompt, coloured by origin",
+            key=f"origin-{key}",
+            help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); grey: inserted by the harness.",
+        )
         if by_origin:
-            st.caption("The whole prompt: purple tokens were sampled earlier by the policy, grey ones inserted by the harness; then the sampled span.")
+            st.caption(
+                "The whole prompt: purple tokens were sampled earlier by the policy, grey ones inserted by the harness; then the sampled span."
+            )
             token_view.render(origin_strip(rollout, i), decoder, f"org-{key}", show_whitespace)
         else:
-            st.caption("The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span.")
+            st.caption(
+                "The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span."
+            )
             token_view.render(node_strip(rollout, i), decoder, f"tok-{key}", show_whitespace)
     with messages:
         if call.tools:
@@ -122,7 +145,11 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
     with findings:
         found = rollout.findings_for(i)
         if found:
-            st.dataframe(pd.DataFrame([{"level": f.level, "code": f.code, "detail": f.detail} for f in found]), hide_index=True, width="stretch")
+            st.dataframe(
+                pd.DataFrame([{"level": f.level, "code": f.code, "detail": f.detail} for f in found]),
+                hide_index=True,
+                width="stretch",
+            )
         else:
             st.caption("No findings for this call.")
     with raw:
@@ -154,7 +181,16 @@ def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_wh
     turns = []
     for k in seq.nodes:
         n_context = rollout.calls[k].n_prompt - rollout.context_start(k)
-        turns.append({"call": rollout.calls[k].node_id, "context (mask 0)": n_context, "sampled": rollout.calls[k].n_sampled, "trained": bool(rollout.trainable[k])})
+        turns.append(
+            {
+                "call": rollout.calls[k].node_id,
+                "context (mask 0)": n_context,
+                "sampled": rollout.calls[k].n_sampled,
+                "trained": bool(rollout.trainable[k]),
+            }
+        )
     st.dataframe(pd.DataFrame(turns), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(turns)))
-    st.caption("The whole training row, turn by turn: context tokens neutral (mask 0), trained tokens coloured by logprob.")
+    st.caption(
+        "The whole training row, turn by turn: context tokens neutral (mask 0), trained tokens coloured by logprob."
+    )
     token_view.render(sequence_strip(rollout, seq), decoder, f"seq-{key}-{names[pick]}", show_whitespace)

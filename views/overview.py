@@ -9,9 +9,9 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from graph import export
-from graph.records import FATAL, INFO, WARN
-from graph.rollout import Rollout
+from graph.core.records import FATAL, INFO, WARN
+from graph.core.rollout import Rollout
+from graph.reports import export
 from views import state
 from views.sources import Workspace
 
@@ -124,7 +124,9 @@ def findings_panel(rollout: Rollout) -> None:
             if not found:
                 continue
             st.markdown(f"**{level}** ({len(found)})")
-            frame = pd.DataFrame([{"code": f.code, "call": f.node_id or "(rollout)", "detail": f.detail} for f in found])
+            frame = pd.DataFrame(
+                [{"code": f.code, "call": f.node_id or "(rollout)", "detail": f.detail} for f in found]
+            )
             picked = picked_row(frame, f"findings-{rollout.session_id}-{level}", max_height=300)
             node_id = found[picked].node_id if picked is not None else None
             if state.new_pick(f"findings-{rollout.session_id}-{level}", node_id):

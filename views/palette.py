@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from plotly.colors import sample_colorscale
 
-from graph.near_miss import COMPACTION, REWRITTEN
-from graph.roles import AGENT, AUXILIARY, DISCARDED
+from graph.analysis.near_miss import COMPACTION, REWRITTEN
+from graph.core.roles import AGENT, AUXILIARY, DISCARDED
 
 ROLE_COLORS = {AGENT: "#2563eb", AUXILIARY: "#d97706", DISCARDED: "#9ca3af"}
 ROLE_LABELS = {

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from graph.decode import SAMPLES
+from graph.resources import SAMPLES
+from views import state
 from views.sources import Workspace, bundled_files, files_under, load_files, load_uploads
 
-EXPLORER = "Explorer"
-CORPUS = "Corpus audit"
-PAGE_KEY = "rg_page"
 BUNDLED = "Bundled samples"
 UPLOAD = "Upload"
 COMMAND_LINE = "Command-line folders"
@@ -39,39 +37,42 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     return files if choice == ALL else [choice]
 
 
-def page() -> str:
-    st.sidebar.title("rollout-graph")
-    st.sidebar.caption("LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries.")
-    return st.sidebar.radio("Page", [EXPLORER, CORPUS], key=PAGE_KEY, horizontal=True)
-
-
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
+    st.sidebar.caption(
+        "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
+    )
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
-    kind = st.sidebar.radio("Traces", kinds, key="rg_source")
+    kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
     workspace = None
     if kind == BUNDLED:
         files = bundled_files()
         if files:
-            workspace = load_files(_pick_files(files, SAMPLES, "rg_bundled_file"), "bundled samples")
+            workspace = load_files(_pick_files(files, SAMPLES, state.BUNDLED_FILE), "bundled samples")
         else:
             st.sidebar.warning("No bundled sample traces found.")
     elif kind == COMMAND_LINE:
         files = files_under(cli_directories)
         if files:
-            workspace = load_files(_pick_files(files, None, "rg_cli_file"), "command-line traces")
+            workspace = load_files(_pick_files(files, None, state.CLI_FILE), "command-line traces")
         else:
             st.sidebar.warning("No trace files (.jsonl, .json, .ndjson, .gz, .zst) under the given paths.")
     else:
-        uploads = st.sidebar.file_uploader("Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key="rg_uploads")
+        uploads = st.sidebar.file_uploader(
+            "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS
+        )
         if uploads:
             workspace = load_uploads(uploads)
         else:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()
     options = Options(
-        show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key="rg_ws"),
-        near_misses=st.sidebar.toggle("Show near-miss links in the graph", value=True, key="rg_near",
-                                      help="Dashed: a call that nearly continued another (history rewritten or compacted). "
-                                      "They never change the exact graph, its sequences or exports."),
+        show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key=state.SHOW_WHITESPACE),
+        near_misses=st.sidebar.toggle(
+            "Show near-miss links in the graph",
+            value=True,
+            key=state.NEAR_MISSES,
+            help="Dashed: a call that nearly continued another (history rewritten or compacted). "
+            "They never change the exact graph, its sequences or exports.",
+        ),
     )
     return workspace, options

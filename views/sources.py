@@ -15,11 +15,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from graph.decode import SAMPLES, Decoder, decoder_for
-from graph.loading import load_sources, trace_files
-from graph.reading import Source
-from graph.records import LoadResult
-from graph.rollout import Rollout, analyse
+from graph.analysis.decode import Decoder, decoder_for
+from graph.core.records import LoadResult
+from graph.core.rollout import Rollout, analyse
+from graph.ingest.loading import load_sources, trace_files
+from graph.ingest.reading import Source
+from graph.resources import SAMPLES
 
 
 @dataclass

@@ -5,12 +5,27 @@ from __future__ import annotations
 
 import streamlit as st
 
-from graph.rollout import Rollout
+from graph.core.rollout import Rollout
 
+# Every session-state key the app uses is named here (widget keys that depend on the rollout or
+# call are built by the functions at the end of this block).
 SESSION = "rg_session"
 NODE = "rg_node"  # node id of the selected call
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
 SEEN = "rg_seen"  # last value seen from each selection widget
+PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
+GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
+SOURCE = "rg_source"  # sidebar: which kind of source
+BUNDLED_FILE = "rg_bundled_file"
+CLI_FILE = "rg_cli_file"
+UPLOADS = "rg_uploads"
+SHOW_WHITESPACE = "rg_ws"
+NEAR_MISSES = "rg_near"
+CORPUS_SOURCE = "rg_corpus_source"
+CORPUS_UPLOAD = "rg_corpus_upload"
+CORPUS_FILE = "rg_corpus_file"
+CORPUS_TABLE = "rg_corpus_table"
+CORPUS_NOTICE = "rg_corpus_notice"
 
 
 def current_session(session_ids: list[str], default: str) -> str:

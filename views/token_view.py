@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from graph.decode import Decoder
+from graph.analysis.decode import Decoder
 from views import state
 from views.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
 
@@ -29,16 +29,30 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
 
     cols = st.columns([1.3, 1.2, 1.4, 0.45, 0.45, 3])
     first, lowest = strip.first_sampled(), strip.lowest_logprob()
-    cols[0].button("First sampled token", key=f"{key}-first", on_click=jump, args=(first,), disabled=first is None, width="stretch")
-    cols[1].button("Lowest logprob", key=f"{key}-low", on_click=jump, args=(lowest,), disabled=lowest is None, width="stretch")
+    cols[0].button(
+        "First sampled token", key=f"{key}-first", on_click=jump, args=(first,), disabled=first is None, width="stretch"
+    )
+    cols[1].button(
+        "Lowest logprob", key=f"{key}-low", on_click=jump, args=(lowest,), disabled=lowest is None, width="stretch"
+    )
     index = cols[2].number_input(
-        "Token index", 0, n - 1, value=None, key=f"{key}-index", placeholder=f"token index 0…{n - 1:,}", label_visibility="collapsed"
+        "Token index",
+        0,
+        n - 1,
+        value=None,
+        key=f"{key}-index",
+        placeholder=f"token index 0…{n - 1:,}",
+        label_visibility="collapsed",
     )
     if state.new_pick(f"{key}-index", index):
         jump(int(index))
     page = st.session_state[page_key]
-    cols[3].button("◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page", width="stretch")
-    cols[4].button("▶", key=f"{key}-next", on_click=turn, args=(1,), disabled=page >= pages - 1, help="next page", width="stretch")
+    cols[3].button(
+        "◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page", width="stretch"
+    )
+    cols[4].button(
+        "▶", key=f"{key}-next", on_click=turn, args=(1,), disabled=page >= pages - 1, help="next page", width="stretch"
+    )
     start, stop = page_bounds(strip, st.session_state[page_key])
     cols[5].caption(f"tokens {start:,}–{stop - 1:,} of {n:,} · page {st.session_state[page_key] + 1} of {pages}")
     st.html(legend_html())

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph.decode import Decoder
-from graph.origin import context_origin
-from graph.rollout import Rollout
-from graph.sequences import Sequence
+from graph.analysis.decode import Decoder
+from graph.analysis.origin import context_origin
+from graph.core.rollout import Rollout
+from graph.core.sequences import Sequence
 from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
 
 PAGE_SIZE = 800
@@ -31,7 +31,9 @@ UNTRAINED_STYLE = (
     "outline:1px dashed #dc2626;outline-offset:-1px"
 )
 ORIGIN_STYLE = "background:#ede9fe;color:#4c1d95"  # context the policy sampled earlier
-TOKEN_STYLE = "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
+TOKEN_STYLE = (
+    "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
+)
 
 
 def _bucket_color(bucket: int) -> str:
@@ -106,7 +108,9 @@ def _top_arrays(call, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) -> TokenStrip:
     """``parts``: (node, context start) for each node whose context and sampled spans follow."""
-    width = max((rollout.calls[k].top_k.ids.shape[1] for k, _ in parts if rollout.calls[k].top_k is not None), default=0)
+    width = max(
+        (rollout.calls[k].top_k.ids.shape[1] for k, _ in parts if rollout.calls[k].top_k is not None), default=0
+    )
     ids, sampled, trained, lps, tids, tlps = [], [], [], [], [], []
     boundaries: dict[int, str] = {}
     offset = 0
@@ -195,7 +199,11 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
     else:
         lines.append(f"sampled · logprob {lp:.4f} · p {math.exp(lp):.4f} · {_rank(strip, pos)}")
         lines.append(state)
-    alternatives = [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos]) if i >= 0] if strip.top_ids.size else []
+    alternatives = (
+        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos]) if i >= 0]
+        if strip.top_ids.size
+        else []
+    )
     if alternatives:
         texts = decoder.pieces([i for i, _ in alternatives])
         lines.append("alternatives:")
@@ -213,7 +221,9 @@ def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
     return "rg-t " + kind + (" rg-s" if special else "") + (" rg-m" if marked else "")
 
 
-def page_html(strip: TokenStrip, start: int, stop: int, decoder: Decoder, show_whitespace: bool = True, mark: int | None = None) -> str:
+def page_html(
+    strip: TokenStrip, start: int, stop: int, decoder: Decoder, show_whitespace: bool = True, mark: int | None = None
+) -> str:
     """Escaped HTML for tokens ``start:stop``; ``mark`` gets a ring (a jump target)."""
     lead = max(0, start - LOOKBEHIND)
     pieces = decoder.pieces(strip.ids[lead:stop])[start - lead :]
@@ -224,7 +234,9 @@ def page_html(strip: TokenStrip, start: int, stop: int, decoder: Decoder, show_w
         special = decoder.is_special(int(strip.ids[pos]))
         shown = piece.translate(WHITESPACE) if show_whitespace and not special else piece
         tip = html.escape(_tooltip(strip, pos, piece, decoder), quote=True)
-        out.append(f'<span class="{_classes(strip, pos, special, pos == mark)}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>')
+        out.append(
+            f'<span class="{_classes(strip, pos, special, pos == mark)}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
+        )
     out.append("</div>")
     return "".join(out)
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from graph.roles import AGENT
-from graph.rollout import Rollout
+from graph.core.roles import AGENT
+from graph.core.rollout import Rollout
 from views import state
 
 
@@ -27,7 +27,9 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
     """One example of each structure worth seeing, found from the graph itself (pure)."""
     topo, calls = rollout.topology, rollout.calls
     agent_rows = [s for s in rollout.sequences if s.role == AGENT]
-    main_root = max(agent_rows, key=lambda s: s.n_trainable).nodes[0] if agent_rows else (topo.roots[0] if topo.roots else None)
+    main_root = (
+        max(agent_rows, key=lambda s: s.n_trainable).nodes[0] if agent_rows else (topo.roots[0] if topo.roots else None)
+    )
     found: list[Example] = []
 
     def first(label: str, nodes, why) -> None:
@@ -35,22 +37,40 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
         if node is not None:
             found.append(Example(label, node, why(node)))
 
-    first("a retry", (d for d in sorted(topo.discarded) if topo.parents[d] is not None),
-          lambda d: f"{calls[d].node_id} was sampled, then resampled; {calls[topo.discarded[d]].node_id} continued")
-    first("a resampled first call", (d for d in sorted(topo.discarded) if topo.parents[d] is None),
-          lambda d: f"{calls[d].node_id} has the same prompt as {calls[topo.discarded[d]].node_id}, which continued")
+    first(
+        "a retry",
+        (d for d in sorted(topo.discarded) if topo.parents[d] is not None),
+        lambda d: f"{calls[d].node_id} was sampled, then resampled; {calls[topo.discarded[d]].node_id} continued",
+    )
+    first(
+        "a resampled first call",
+        (d for d in sorted(topo.discarded) if topo.parents[d] is None),
+        lambda d: f"{calls[d].node_id} has the same prompt as {calls[topo.discarded[d]].node_id}, which continued",
+    )
     others = [r for r in topo.roots if r != main_root and r not in topo.discarded]
     main_system = _system_prompt(rollout, main_root) if main_root is not None else None
     own_prompt = [r for r in others if _system_prompt(rollout, r) != main_system]
-    first("a subagent", (r for r in own_prompt if topo.children[r]),
-          lambda r: f"{calls[r].node_id} starts a conversation of its own, with its own system prompt")
-    first("a side call", (r for r in own_prompt if not topo.children[r]),
-          lambda r: f"{calls[r].node_id} is a single call with its own system prompt (a title, a summary, ...)")
-    first("a compaction or rewrite", (r for r in others if main_system is not None and _system_prompt(rollout, r) == main_system),
-          lambda r: f"{calls[r].node_id} has the agent's system prompt but a history that is not a token prefix")
+    first(
+        "a subagent",
+        (r for r in own_prompt if topo.children[r]),
+        lambda r: f"{calls[r].node_id} starts a conversation of its own, with its own system prompt",
+    )
+    first(
+        "a side call",
+        (r for r in own_prompt if not topo.children[r]),
+        lambda r: f"{calls[r].node_id} is a single call with its own system prompt (a title, a summary, ...)",
+    )
+    first(
+        "a compaction or rewrite",
+        (r for r in others if main_system is not None and _system_prompt(rollout, r) == main_system),
+        lambda r: f"{calls[r].node_id} has the agent's system prompt but a history that is not a token prefix",
+    )
     truncated = [i for i, c in enumerate(calls) if c.finish_reason == "length"]
-    first("a truncated turn", sorted(truncated, key=lambda i: rollout.node_roles[i] != AGENT),
-          lambda i: f"{calls[i].node_id} stopped at max tokens")
+    first(
+        "a truncated turn",
+        sorted(truncated, key=lambda i: rollout.node_roles[i] != AGENT),
+        lambda i: f"{calls[i].node_id} stopped at max tokens",
+    )
     return found
 
 
@@ -69,5 +89,11 @@ def render(rollout: Rollout, expanded: bool) -> None:
         if examples:
             cols = st.columns(len(examples))
             for col, example in zip(cols, examples):
-                col.button(example.label, key=f"tour-{rollout.session_id}-{example.label}", help=example.why,
-                           on_click=state.select_node, args=(rollout, example.node), width="stretch")
+                col.button(
+                    example.label,
+                    key=f"tour-{rollout.session_id}-{example.label}",
+                    help=example.why,
+                    on_click=state.select_node,
+                    args=(rollout, example.node),
+                    width="stretch",
+                )

@@ -1,0 +1,276 @@
+"""Token ids -> text a person can read, offline by default.
+
+Where the tokenizer comes from, in order: a path the user gives (file or folder) -> a
+``tokenizer.json`` next to the trace or in ``sample_traces/`` whose folder or configured name
+matches the trace's model -> the local Hugging Face cache -> a Hub download, only when the user
+asks -> token text carried by the trace itself (logprob ``token`` strings, top-k entries) -> raw
+ids. Every decoder says which source it used.
+
+Per-token text: byte-level pieces that split a multi-byte character are joined, the character
+appearing once, on the token that completes it (the earlier pieces are empty strings), so no
+mojibake is shown; special tokens keep their text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from graph.core.records import Call
+from graph.resources import SAMPLES
+
+TOKENIZER_FILE = "tokenizer.json"
+
+USER = "user path"
+BESIDE_TRACE = "next to the trace"
+BUNDLED = "bundled sample_traces"
+HF_CACHE = "local Hugging Face cache"
+HUB = "Hugging Face Hub download"
+TRACE_TEXT = "token text in the trace"
+RAW_IDS = "raw ids"
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level BPE maps every byte to a printable character; this is its inverse."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+@dataclass
+class TokenizerDecoder:
+    """Decodes with a ``tokenizer.json``: each id's bytes, then an incremental UTF-8 decoder."""
+
+    path: Path
+    source: str
+    _bytes: list[bytes] = field(default_factory=list, repr=False)
+    _special: set[int] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        spec = json.loads(self.path.read_text(encoding="utf-8"))
+        model = spec.get("model", {})
+        vocab: dict[str, int] = model.get("vocab", {})
+        added = {t["id"]: t["content"] for t in spec.get("added_tokens", [])}
+        byte_level = _uses_byte_level(spec)
+        table = _byte_decoder()
+        size = max([*vocab.values(), *added.keys(), -1]) + 1
+        self._bytes = [b""] * size
+        for token, i in vocab.items():
+            self._bytes[i] = _token_bytes(token, table) if byte_level else _piece_bytes(token)
+        for i, content in added.items():
+            self._bytes[i] = content.encode()
+        self._special = {t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+
+    @property
+    def label(self) -> str:
+        return f"{_short_path(self.path)} ({self.source})"
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._special
+
+    def pieces(self, ids: np.ndarray | list[int]) -> list[str]:
+        """One string per id; ``"".join(pieces)`` is the decoded text."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        table, size = self._bytes, len(self._bytes)
+        out = [decoder.decode(table[i] if 0 <= i < size else f"<{i}>".encode()) for i in np.asarray(ids).tolist()]
+        tail = decoder.decode(b"", final=True)
+        if tail and out:
+            out[-1] += tail
+        return out
+
+    def text(self, ids) -> str:
+        return "".join(self.pieces(ids))
+
+
+def _short_path(path: Path) -> str:
+    """Relative to the working directory, else only its last two parts (no server paths shown)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return f"…/{path.parent.name}/{path.name}"
+
+
+def _uses_byte_level(spec: dict) -> bool:
+    decoder = spec.get("decoder") or {}
+    kinds = {decoder.get("type")} | {d.get("type") for d in decoder.get("decoders", []) or []}
+    return "ByteLevel" in kinds
+
+
+def _token_bytes(token: str, table: dict[str, int]) -> bytes:
+    try:
+        return bytes(table[c] for c in token)
+    except KeyError:
+        return token.encode()
+
+
+def _piece_bytes(token: str) -> bytes:
+    """SentencePiece-style vocabularies: ``▁`` is a space and ``<0xNN>`` a raw byte."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        try:
+            return bytes([int(token[3:5], 16)])
+        except ValueError:
+            pass
+    return token.replace("▁", " ").encode()
+
+
+@dataclass
+class TraceTextDecoder:
+    """No tokenizer: the token strings the trace carried for sampled tokens, else ``<id>``."""
+
+    known: dict[int, str]
+    source: str = TRACE_TEXT
+
+    @property
+    def label(self) -> str:
+        return f"{len(self.known)} token texts carried by the trace" if self.known else "raw ids (no tokenizer found)"
+
+    def is_special(self, token_id: int) -> bool:
+        return False
+
+    def pieces(self, ids) -> list[str]:
+        return [self.known.get(i, f"<{i}>") for i in np.asarray(ids).tolist()]
+
+    def text(self, ids) -> str:
+        return "".join(self.pieces(ids))
+
+
+Decoder = TokenizerDecoder | TraceTextDecoder
+
+
+@lru_cache(maxsize=16)
+def load_tokenizer(path: Path, source: str) -> TokenizerDecoder:
+    return TokenizerDecoder(path, source)
+
+
+def _tokenizer_in(folder: Path) -> Path | None:
+    candidate = folder / TOKENIZER_FILE
+    return candidate if candidate.is_file() else None
+
+
+def _model_names(model: str | None) -> set[str]:
+    if not model:
+        return set()
+    base = model.rstrip("/").rsplit("/", 1)[-1]
+    return {model.lower(), base.lower()}
+
+
+def _matching_folder(root: Path, model: str | None) -> Path | None:
+    """A folder under ``root`` holding a tokenizer whose folder name or configured name is the model's."""
+    names = _model_names(model)
+    if not names or not root.is_dir():
+        return None
+    for tok in sorted(root.rglob(TOKENIZER_FILE)):
+        folder = tok.parent
+        configured = _configured_name(folder)
+        if folder.name.lower() in names or (configured and configured.lower() in names):
+            return tok
+    return None
+
+
+def _configured_name(folder: Path) -> str | None:
+    config = folder / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    try:
+        return json.loads(config.read_text()).get("name_or_path")
+    except ValueError:
+        return None
+
+
+def _hf_cache_tokenizer(model: str | None) -> Path | None:
+    if not model or "/" not in model:
+        return None
+    home = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
+    snapshots = home / f"models--{model.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob(f"*/{TOKENIZER_FILE}")) if snapshots.is_dir() else []
+    return found[-1] if found else None
+
+
+def _hub_tokenizer(model: str) -> Path | None:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        return None
+    try:
+        return Path(hf_hub_download(model, TOKENIZER_FILE))
+    except Exception:  # noqa: BLE001 - any Hub failure means "not available"; the caller falls back
+        return None
+
+
+def find_tokenizer(
+    model: str | None,
+    trace_paths: list[Path] = (),
+    user_path: Path | None = None,
+    allow_download: bool = False,
+    samples: Path = SAMPLES,
+) -> TokenizerDecoder | None:
+    if user_path is not None:
+        path = user_path if user_path.is_file() else _tokenizer_in(user_path)
+        if path is None:
+            raise FileNotFoundError(f"no {TOKENIZER_FILE} at {user_path}")
+        return load_tokenizer(path.resolve(), USER)
+    for trace in trace_paths:
+        folder = trace if trace.is_dir() else trace.parent
+        path = _tokenizer_in(folder) or _matching_folder(folder, model)
+        if path is not None:
+            return load_tokenizer(path.resolve(), BESIDE_TRACE)
+    path = _matching_folder(samples, model)
+    if path is not None:
+        return load_tokenizer(path.resolve(), BUNDLED)
+    path = _hf_cache_tokenizer(model)
+    if path is not None:
+        return load_tokenizer(path.resolve(), HF_CACHE)
+    if allow_download and model:
+        path = _hub_tokenizer(model)
+        if path is not None:
+            return load_tokenizer(path.resolve(), HUB)
+    return None
+
+
+def trace_token_texts(calls: list[Call]) -> dict[int, str]:
+    """id -> text from what the trace itself carried (sampled tokens and top-k alternatives)."""
+    known: dict[int, str] = {}
+    for call in calls:
+        if call.token_texts:
+            for token_id, text in zip(call.sampled_ids.tolist(), call.token_texts):
+                if text:
+                    known.setdefault(token_id, text)
+        top = call.top_k
+        if top is not None and top.texts is not None:
+            for token_id, text in zip(top.ids.ravel().tolist(), top.texts):
+                if token_id >= 0 and text:
+                    known.setdefault(token_id, text)
+    return known
+
+
+def decoder_for(
+    calls: list[Call],
+    trace_paths: list[Path] = (),
+    user_path: Path | None = None,
+    allow_download: bool = False,
+    samples: Path = SAMPLES,
+) -> Decoder:
+    """The best decoder available for a rollout, by the resolution order above."""
+    model = next((c.model for c in calls if c.model), None)
+    found = find_tokenizer(model, list(trace_paths), user_path, allow_download, samples)
+    if found is not None:
+        return found
+    known = trace_token_texts(calls)
+    return TraceTextDecoder(known, TRACE_TEXT if known else RAW_IDS)

@@ -1,0 +1,35 @@
+"""``rollout-graph``: the command line, a mirror of the app.
+
+Each verb lives in its own module with two functions: ``add_parser(subparsers)`` declares its
+arguments and ``run(args) -> int`` carries it out. Only this package prints progress or exits;
+the library raises. Inputs are loaded and validated by :mod:`graph.cli.common` for every verb, so
+a missing path or an unknown session gives the same message and exit code 2 everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from graph import __version__
+
+# Verbs in the order `--help` lists them; each names a module of this package.
+VERBS = ("inspect", "explain", "export", "audit", "view")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser with every verb registered."""
+    top = argparse.ArgumentParser(
+        prog="rollout-graph", description="Explore LLM-agent rollouts captured at the token level."
+    )
+    top.add_argument("--version", action="version", version=f"rollout-graph {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+    for verb in VERBS:
+        importlib.import_module(f"graph.cli.{verb}").add_parser(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = parser().parse_args(argv)
+    return int(args.run(args))

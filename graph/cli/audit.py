@@ -1,0 +1,53 @@
+"""``rollout-graph audit``: one row per rollout across a corpus, written as Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from graph.cli.common import UsageError, guarded
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``audit``."""
+    command = sub.add_parser("audit", help="one row per rollout across a corpus, written as Parquet")
+    command.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files, directories (recursive) or globs")
+    command.add_argument("--out", type=Path, required=True, help="the Parquet file to write")
+    command.add_argument(
+        "--engine", choices=["local", "ray"], default="local", help="a process pool here (default) or Ray"
+    )
+    command.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)"
+    )
+    command.add_argument("--address", help="with --engine ray: join this Ray cluster instead of starting one")
+    command.set_defaults(run=guarded(run))
+
+
+def stderr_progress(done: int, total: int, rows: int) -> None:
+    """A one-line progress bar on stderr."""
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\raudit [{'#' * filled}{'.' * (width - filled)}] {done}/{total} files · {rows:,} rollouts")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Audit every input file and write the rows."""
+    from graph.reports import audit
+
+    files = audit.expand_inputs(args.inputs)
+    if not files:
+        raise UsageError(f"no trace files in {', '.join(args.inputs)}")
+    if args.engine == "ray":
+        rows = audit.run_ray(files, args.workers, args.address, stderr_progress)
+    else:
+        rows = audit.run_local(files, args.workers, stderr_progress)
+    audit.write_parquet(rows, args.out)
+    failed = sum(1 for r in rows if r["error"])
+    note = f" ({failed} files could not be read)" if failed else ""
+    print(f"{len(rows):,} rollouts from {len(files):,} files -> {args.out}{note}", file=sys.stderr)
+    return 0

@@ -1,0 +1,41 @@
+"""``rollout-graph explain``: where the tokens went, why a rollout split, forks, retries."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from graph.analysis.decode import decoder_for
+from graph.cli.common import UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``explain``."""
+    command = sub.add_parser(
+        "explain", help="where the tokens went, why a rollout split, forks and retries, retokenization"
+    )
+    add_paths(command)
+    command.add_argument("--origin", metavar="NODE", help="only: where each token of this call's prompt came from")
+    add_tokenizer_options(command)
+    command.set_defaults(run=guarded(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the audit explanations for each selected rollout."""
+    from graph.reports.explain import explain_text, origin_lines
+
+    inputs = load_inputs(args.paths, args.session)
+    if args.origin is not None and not any(args.origin in r.node_ids for r in inputs.rollouts):
+        raise UsageError(f"no call {args.origin!r} in the selected rollouts")
+    for rollout in inputs.rollouts:
+        try:
+            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
+        except FileNotFoundError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.origin is not None:
+            if args.origin in rollout.node_ids:
+                sys.stdout.write("\n".join(origin_lines(rollout, rollout.index_of(args.origin))) + "\n")
+            continue
+        sys.stdout.write(explain_text(rollout, decoder) + "\n")
+    return 0

@@ -1,0 +1,58 @@
+"""``rollout-graph inspect``: summarise traces, print the JSON contract, or a decoded transcript."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from graph.analysis.decode import decoder_for
+from graph.cli.common import Inputs, UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.reports.contract import inspect_json
+from graph.reports.summary import summary_text
+from graph.reports.transcript import default_sequence, sequence_through, transcript
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``inspect``."""
+    command = sub.add_parser("inspect", help="summarise traces, or print the JSON contract")
+    add_paths(command)
+    command.add_argument("--json", action="store_true", help="print the machine-readable contract (docs/cli.md)")
+    command.add_argument("--tokens", action="store_true", help="with --json: include input_ids, loss_mask, logprobs")
+    command.add_argument("--decode", action="store_true", help="print a decoded transcript of one sequence per session")
+    command.add_argument(
+        "--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)"
+    )
+    add_tokenizer_options(command)
+    command.set_defaults(run=guarded(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the summary, the JSON contract, or decoded transcripts."""
+    inputs = load_inputs(args.paths, args.session)
+    if args.decode:
+        return _print_transcripts(args, inputs)
+    if args.json:
+        payload = inspect_json(inputs.loaded, inputs.rollouts, with_tokens=args.tokens)
+        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    else:
+        sys.stdout.write(summary_text(inputs.loaded, inputs.rollouts))
+    return 0
+
+
+def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:
+    for rollout in inputs.rollouts:
+        try:
+            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
+        except FileNotFoundError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.node is None:
+            seq = default_sequence(rollout)
+        elif args.node in {c.node_id for c in rollout.calls}:
+            seq = sequence_through(rollout, args.node)
+        else:
+            continue
+        sys.stdout.write(transcript(rollout, seq, decoder) + "\n")
+    return 0

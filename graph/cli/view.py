@@ -1,0 +1,72 @@
+"""``rollout-graph view``: start the explorer app (Streamlit) on traces or the bundled samples."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from graph.cli.common import check_paths, guarded
+from graph.resources import app_script
+
+# The app's settings, passed as flags so they hold from any working folder (an installed wheel has
+# no .streamlit/config.toml beside it). Traces are untrusted: never show a traceback in the page.
+BASE_FLAGS = [
+    "--client.showErrorDetails", "none",
+    "--client.toolbarMode", "minimal",
+    "--browser.gatherUsageStats", "false",
+    "--theme.base", "light",
+    "--theme.primaryColor", "#2563eb",
+    "--server.maxUploadSize", "200",
+]  # fmt: skip
+
+# A public deployment (a Hugging Face Space): listen on every interface, let uploads work inside
+# the Space's cross-origin iframe (the XSRF cookie must be SameSite=None; Secure, served over
+# HTTPS by the Space's proxy) and cap upload size.
+PUBLIC_FLAGS = [
+    "--server.address", "0.0.0.0",
+    "--server.headless", "true",
+    "--server.xsrfCookieSameSite", "none",
+    "--server.maxUploadSize", "50",
+    "--browser.gatherUsageStats", "false",
+]  # fmt: skip
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``view``."""
+    command = sub.add_parser("view", help="open the explorer app on these traces")
+    command.add_argument(
+        "paths", nargs="*", metavar="PATH", help="trace files or directories (default: bundled samples)"
+    )
+    command.add_argument("--port", type=int, default=8501)
+    command.add_argument(
+        "--address", default=None, help="interface to listen on (default: 127.0.0.1; 0.0.0.0 with --public)"
+    )
+    command.add_argument("--headless", action="store_true", help="do not open a browser")
+    command.add_argument(
+        "--public", action="store_true", help="serve a public deployment (Hugging Face Space): see docs/deploy.md"
+    )
+    command.set_defaults(run=guarded(run))
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    """The ``streamlit run`` command line this verb becomes."""
+    command = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(args.port)]
+    command += BASE_FLAGS
+    if args.public:
+        command += PUBLIC_FLAGS
+    else:
+        command += ["--server.address", args.address or "127.0.0.1"]
+        if args.headless:
+            command += ["--server.headless", "true"]
+    if args.public and args.address:
+        command += ["--server.address", args.address]
+    return [*command, "--", *map(str, args.paths)]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Become the Streamlit server (no child left behind when this process is stopped)."""
+    check_paths(args.paths)
+    command = streamlit_command(args)
+    os.execv(sys.executable, command)
+    return 0  # not reached

@@ -1,0 +1,38 @@
+"""Sequence roles (SPEC 3.6): agent, auxiliary or discarded; every row is labelled, none dropped."""
+
+from __future__ import annotations
+
+from graph.core.records import Call
+from graph.core.sequences import Sequence
+from graph.core.topology import Topology
+
+AGENT = "agent"
+AUXILIARY = "auxiliary"
+DISCARDED = "discarded"
+ROLES = (AGENT, AUXILIARY, DISCARDED)
+
+
+def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence]) -> None:
+    live = [s for s in sequences if s.leaf not in topology.discarded]
+    tools_signal = any(calls[k].has_tools for s in live for k in s.nodes)
+    for seq in sequences:
+        if seq.leaf in topology.discarded:
+            seq.role = DISCARDED
+        elif tools_signal:
+            seq.role = AGENT if any(calls[k].has_tools for k in seq.nodes) else AUXILIARY
+        else:
+            # Harnesses that parse tool calls out of text send no manifest: tools say nothing.
+            seq.role = AGENT if seq.n_trainable else AUXILIARY
+
+
+def node_roles(n_calls: int, topology: Topology, sequences: list[Sequence]) -> list[str]:
+    """A role per call: discarded if it is, else agent if any agent sequence runs through it,
+    else auxiliary."""
+    roles = [AUXILIARY] * n_calls
+    for seq in sequences:
+        if seq.role == AGENT:
+            for k in seq.nodes:
+                roles[k] = AGENT
+    for k in topology.discarded:
+        roles[k] = DISCARDED
+    return roles

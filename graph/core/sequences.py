@@ -1,0 +1,96 @@
+"""Root-to-leaf training sequences (SPEC 3.5).
+
+Sequences are described by their node path; token arrays are built only on demand because a
+rollout's sequences together repeat its context many times over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graph.core.records import Call
+from graph.core.topology import Topology
+
+
+@dataclass(slots=True)
+class Sequence:
+    leaf: int
+    nodes: list[int]  # arrival indices, root -> leaf
+    prompt_len: int
+    n_trainable: int
+    n_context: int
+    role: str = ""
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceTokens:
+    input_ids: np.ndarray
+    loss_mask: np.ndarray  # int8, 1 = trained
+    logprobs: np.ndarray  # float64, 0.0 wherever the mask is 0
+    turn_starts: np.ndarray  # offset where each node's context span begins
+
+
+def context_start(calls: list[Call], topology: Topology, node: int) -> int:
+    """Where a node's context span begins in its own prompt: after its parent's end ids."""
+    parent = topology.parents[node]
+    if parent is None:
+        return 0
+    return min(calls[parent].n_end, calls[node].n_prompt)
+
+
+def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray) -> list[Sequence]:
+    sequences = []
+    for leaf in topology.leaves:
+        path = topology.path_to(leaf)
+        root = calls[path[0]]
+        n_trainable = sum(calls[k].n_sampled for k in path if trainable[k])
+        length = sum(calls[k].n_prompt - context_start(calls, topology, k) + calls[k].n_sampled for k in path)
+        sequences.append(
+            Sequence(
+                leaf=leaf,
+                nodes=path,
+                prompt_len=root.n_prompt,
+                n_trainable=int(n_trainable),
+                n_context=int(length - n_trainable),
+            )
+        )
+    return sequences
+
+
+def sequence_tokens(calls: list[Call], topology: Topology, trainable: np.ndarray, seq: Sequence) -> SequenceTokens:
+    ids, mask, lps, starts = [], [], [], []
+    offset = 0
+    for k in seq.nodes:
+        call = calls[k]
+        context = call.prompt_ids[context_start(calls, topology, k) :] if call.prompt_ids is not None else None
+        starts.append(offset)
+        if context is not None and context.shape[0]:
+            ids.append(context)
+            mask.append(np.zeros(context.shape[0], dtype=np.int8))
+            lps.append(np.zeros(context.shape[0], dtype=np.float64))
+            offset += context.shape[0]
+        n = call.n_sampled
+        if n:
+            ids.append(call.sampled_ids)
+            if trainable[k]:
+                mask.append(np.ones(n, dtype=np.int8))
+                lps.append(call.sampled_logprobs.astype(np.float64))
+            else:
+                mask.append(np.zeros(n, dtype=np.int8))
+                lps.append(np.zeros(n, dtype=np.float64))
+            offset += n
+    if not ids:
+        empty = np.empty(0)
+        return SequenceTokens(empty.astype(np.int64), empty.astype(np.int8), empty, np.array(starts, dtype=np.int64))
+    return SequenceTokens(
+        input_ids=np.concatenate([a.astype(np.int64) for a in ids]),
+        loss_mask=np.concatenate(mask),
+        logprobs=np.concatenate(lps),
+        turn_starts=np.array(starts, dtype=np.int64),
+    )

@@ -1,0 +1,80 @@
+"""Structure derived from parent links: roots, leaves, forks and discarded retries (SPEC 3.4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graph.core.records import Call
+
+
+@dataclass(slots=True)
+class Topology:
+    parents: list[int | None]
+    children: list[list[int]]
+    roots: list[int]
+    leaves: list[int]
+    forks: list[int]
+    root_of: list[int]
+    depth: list[int]
+    # discarded node -> the sibling that continued (the earliest one with children)
+    discarded: dict[int, int]
+
+    def path_to(self, node: int) -> list[int]:
+        """Root -> node, by arrival index."""
+        path = [node]
+        while (parent := self.parents[path[-1]]) is not None:
+            path.append(parent)
+        path.reverse()
+        return path
+
+
+def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
+    n = len(calls)
+    children: list[list[int]] = [[] for _ in range(n)]
+    for child, parent in enumerate(parents):
+        if parent is not None:
+            children[parent].append(child)
+    roots = [i for i in range(n) if parents[i] is None]
+    root_of = [0] * n
+    depth = [0] * n
+    stack = list(reversed(roots))
+    for r in roots:
+        root_of[r] = r
+    while stack:
+        node = stack.pop()
+        for child in children[node]:
+            root_of[child] = root_of[node]
+            depth[child] = depth[node] + 1
+            stack.append(child)
+    forks = [i for i in range(n) if len(children[i]) > 1]
+    discarded: dict[int, int] = {}
+    for group in sibling_groups(calls, children, roots, forks):
+        continuing = [m for m in group if children[m]]
+        if continuing:
+            for member in group:
+                if not children[member]:
+                    discarded[member] = continuing[0]
+    return Topology(
+        parents=list(parents),
+        children=children,
+        roots=roots,
+        leaves=[i for i in range(n) if not children[i]],
+        forks=forks,
+        root_of=root_of,
+        depth=depth,
+        discarded=discarded,
+    )
+
+
+def sibling_groups(calls: list[Call], children, roots: list[int], forks: list[int]) -> list[list[int]]:
+    """Children of each fork, and roots with identical non-empty prompt ids (a retried first call)."""
+    groups = [children[f] for f in forks]
+    by_prompt: dict[bytes, list[int]] = {}
+    for r in roots:
+        prompt = calls[r].prompt_ids
+        if prompt is not None and prompt.shape[0]:
+            by_prompt.setdefault(prompt.astype(np.int64).tobytes(), []).append(r)
+    groups.extend(g for g in by_prompt.values() if len(g) > 1)
+    return groups

@@ -1,0 +1,45 @@
+"""Record shapes, detected per record: see docs/formats.md for a minimal example of each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph.core.records import Call
+from graph.ingest.formats import engine_pair, rollout_document, trace_entry
+from graph.ingest.formats.fields import RecordError, describe_keys, new_call, record_problems
+from graph.ingest.reading import RawValue
+from graph.ingest.tokens import Problems
+
+
+@dataclass(slots=True)
+class Parsed:
+    """The calls one JSON value became, plus document metadata and per-turn skips."""
+
+    calls: list[Call] = field(default_factory=list)
+    document: dict | None = None
+    skipped: list[str] = field(default_factory=list)
+
+
+def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
+    """Detect the shape of one JSON value and convert it. Raises RecordError when it cannot."""
+    record = raw.value
+    if not isinstance(record, dict):
+        raise RecordError(f"a JSON {type(record).__name__}, not an object")
+    if rollout_document.is_rollout_document(record):
+        doc = rollout_document.parse(record, source, raw.line, default_session)
+        return Parsed(doc.calls, doc.meta, doc.skipped)
+    if trace_entry.is_trace_entry(record):
+        parser = trace_entry.parse
+    elif engine_pair.is_engine_pair(record):
+        parser = engine_pair.parse
+    else:
+        raise RecordError(f"unknown record shape (keys: {describe_keys(record)})")
+    call = new_call(record, source, raw.line, "unknown", default_session)
+    problems = Problems()
+    calls = parser(record, call, problems)
+    for c in calls:
+        record_problems(c, problems)
+    return Parsed(calls)
+
+
+__all__ = ["Parsed", "RecordError", "parse_value"]

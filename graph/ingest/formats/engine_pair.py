@@ -1,0 +1,283 @@
+"""``{"request": ..., "response": ...}`` pairs: vLLM and SGLang chat/completions bodies,
+SGLang's native ``/generate``, reassembled streams, and message-only eval endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+from graph.core.records import WARN, Call, TopK
+from graph.ingest.formats.fields import (
+    RecordError,
+    as_dict,
+    describe_keys,
+    message_list,
+    record_problems,
+    sampling_params,
+    tool_list,
+)
+from graph.ingest.formats.streaming import reassemble
+from graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top_k
+
+
+def is_engine_pair(record: dict) -> bool:
+    return "request" in record and "response" in record
+
+
+@dataclass(slots=True)
+class _Sampled:
+    """What one choice says about its sampled tokens, before alignment checks."""
+
+    ids: Any = None  # list or array of ids; None when only text was recorded
+    logprobs: list | None = None
+    top: TopK | None = None
+    texts: list[str] | None = None
+    token_strings: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
+    """One call per choice (``n > 1`` samples the same prompt several times)."""
+    request = record.get("request")
+    if not isinstance(request, dict):
+        problems.malformed.append(f"request is a {type(request).__name__}, not an object")
+        request = {}
+    response = record.get("response")
+    shape_suffix = ""
+    if isinstance(response, list):
+        response = reassemble(response)
+        shape_suffix = "-stream"
+    if not isinstance(response, dict):
+        raise RecordError(f"response is {type(response).__name__}, not an object")
+    if "choices" not in response and "meta_info" not in response and "output_ids" not in response:
+        error = response.get("error") or record.get("error")
+        if error is not None:
+            raise RecordError(f"call failed, no model output: {str(error)[:200]}")
+        raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {describe_keys(response)})")
+
+    template.request_messages = message_list(request.get("messages"), "request.messages", problems)
+    template.tools = tool_list(request.get("tools"), problems)
+    template.requested_params = sampling_params(request)
+    model = response.get("model", request.get("model"))
+    template.model = None if model is None else str(model)
+    template.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
+    if isinstance(response.get("created"), (int, float)):
+        template.timing.setdefault("created", response["created"])
+
+    if "choices" not in response:
+        own = Problems()
+        call = _sglang_generate(request, response, template, own)
+        record_problems(call, own)
+        return [call]
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+        raise RecordError("response.choices is empty or not a list of objects")
+    calls = []
+    for i, choice in enumerate(choices):
+        call = template if i == 0 else _copy_for_choice(template, i)
+        # Token problems belong to this choice alone; request-level ones go to every choice.
+        own = Problems()
+        if "message" in choice or "delta" in choice or str(response.get("object", "")).startswith("chat"):
+            _chat_choice(response, choice, call, own, shape_suffix)
+        else:
+            _completion_choice(request, response, choice, call, own, shape_suffix)
+        record_problems(call, own)
+        calls.append(call)
+    return calls
+
+
+def _copy_for_choice(template: Call, index: int) -> Call:
+    call = Call(
+        node_id=f"{template.node_id}#{index}",
+        session_id=template.session_id,
+        source=template.source,
+        line=template.line,
+        shape=template.shape,
+    )
+    for name in ("request_messages", "tools", "requested_params", "submitted_params", "model", "usage", "harness"):
+        setattr(call, name, getattr(template, name))
+    call.timing = dict(template.timing)
+    return call
+
+
+def _finish_reason(value: Any) -> str | None:
+    if isinstance(value, dict):  # SGLang: {"type": "length", "length": 128}
+        value = value.get("type")
+    return None if value is None else str(value)
+
+
+def _chat_choice(response, choice, call, problems, suffix) -> None:
+    prompt = response.get("prompt_token_ids")
+    on_choice = prompt is None and "prompt_token_ids" in choice
+    if on_choice:
+        prompt = choice.get("prompt_token_ids")
+    meta = as_dict(choice.get("meta_info")) or as_dict(response.get("meta_info"))
+    sampled = _from_chat_logprobs(as_dict(choice.get("logprobs")).get("content"))
+    if sampled.logprobs is None and meta:
+        sampled = _from_sglang_meta(meta)
+    ids = choice.get("token_ids", choice.get("output_ids"))
+    if ids is None:
+        ids = sampled.ids
+    engine = "sglang" if on_choice or meta else "vllm"
+    call.shape = f"{engine}-chat{suffix}" if _has_tokens(prompt, ids) else "messages-only"
+    message = choice.get("message")
+    call.response_message = message if isinstance(message, dict) else None
+    call.finish_reason = _finish_reason(choice.get("finish_reason", meta.get("finish_reason")))
+    _fill_tokens(call, prompt, ids, sampled, problems)
+
+
+def _completion_choice(request, response, choice, call, problems, suffix) -> None:
+    prompt = choice.get("prompt_token_ids", response.get("prompt_token_ids"))
+    request_prompt = request.get("prompt")
+    if prompt is None and isinstance(request_prompt, list) and all(type(t) is int for t in request_prompt):
+        prompt = request_prompt
+    raw_lp = as_dict(choice.get("logprobs"))
+    sampled = _from_completion_logprobs(raw_lp)
+    ids = choice.get("token_ids")
+    if request.get("echo") and sampled.logprobs is not None:
+        # With echo the logprobs cover prompt + completion; keep the completion's tail.
+        n = len(ids) if isinstance(ids, list) else _completion_tokens(response)
+        sampled = _tail(sampled, n) if n is not None else sampled
+        if n is None:
+            sampled.notes.append("echo=true but the completion length is unknown; logprobs kept whole")
+    if ids is None:
+        ids = sampled.ids
+    call.shape = f"completions{suffix}" if _has_tokens(prompt, ids) else "messages-only"
+    text = choice.get("text")
+    call.response_message = {"role": "assistant", "content": text} if isinstance(text, str) else None
+    call.finish_reason = _finish_reason(choice.get("finish_reason"))
+    _fill_tokens(call, prompt, ids, sampled, problems)
+
+
+def _sglang_generate(request, response, call, problems) -> Call:
+    meta = as_dict(response.get("meta_info"))
+    sampled = _from_sglang_meta(meta)
+    ids = response.get("output_ids", sampled.ids)
+    prompt = request.get("input_ids")
+    call.shape = "sglang-generate" if _has_tokens(prompt, ids) else "messages-only"
+    text = response.get("text")
+    call.response_message = {"role": "assistant", "content": text} if isinstance(text, str) else None
+    call.finish_reason = _finish_reason(meta.get("finish_reason"))
+    _fill_tokens(call, prompt, ids, sampled, problems)
+    return call
+
+
+def _has_tokens(prompt, ids) -> bool:
+    return prompt is not None or ids is not None
+
+
+def _completion_tokens(response: dict) -> int | None:
+    n = as_dict(response.get("usage")).get("completion_tokens")
+    return n if type(n) is int and n >= 0 else None
+
+
+def _tail(sampled: _Sampled, n: int) -> _Sampled:
+    def cut(xs):
+        return None if xs is None else xs[len(xs) - n :]
+
+    top = sampled.top
+    if top is not None:
+        top = TopK(
+            cut(top.ids),
+            cut(top.logprobs),
+            None if top.texts is None else top.texts[(top.ids.shape[0] - n) * top.ids.shape[1] :],
+        )
+    return _Sampled(
+        ids=cut(sampled.ids),
+        logprobs=cut(sampled.logprobs),
+        top=top,
+        texts=cut(sampled.texts),
+        token_strings=sampled.token_strings,
+        notes=sampled.notes,
+    )
+
+
+def _column(rows: list, key: str) -> list:
+    """``[row.get(key) for row in rows]``, at C speed when every row is a dict holding the key."""
+    try:
+        return list(map(itemgetter(key), rows))
+    except (KeyError, TypeError, IndexError):
+        return [row.get(key) if isinstance(row, dict) else None for row in rows]
+
+
+def _flatten(rows: list) -> tuple[list[int], list]:
+    lists = [r if type(r) is list else () for r in rows]
+    return [len(r) for r in lists], list(chain.from_iterable(lists))
+
+
+def _from_chat_logprobs(content: Any) -> _Sampled:
+    """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
+    if not isinstance(content, list):
+        return _Sampled()
+    split = split_tokens(_column(content, "token"))
+    lengths, alternatives = _flatten(_column(content, "top_logprobs"))
+    top = top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
+    return _Sampled(
+        ids=split.ids if split.all_ids else None,
+        logprobs=_column(content, "logprob"),
+        top=top,
+        texts=split.texts,
+        token_strings=split.texts is not None,
+    )
+
+
+def _from_completion_logprobs(raw: dict) -> _Sampled:
+    """``/v1/completions`` logprobs: parallel ``tokens`` / ``token_logprobs`` / ``top_logprobs``."""
+    lps = raw.get("token_logprobs")
+    if not isinstance(lps, list):
+        return _Sampled()
+    tokens = raw.get("tokens") if isinstance(raw.get("tokens"), list) else []
+    split = split_tokens(tokens)
+    tops = [t if isinstance(t, dict) else {} for t in raw.get("top_logprobs") or ()]
+    top = top_k([len(t) for t in tops], [k for t in tops for k in t], [v for t in tops for v in t.values()])
+    return _Sampled(
+        ids=split.ids if tokens and split.all_ids else None,
+        logprobs=lps,
+        top=top,
+        texts=split.texts,
+        token_strings=split.texts is not None,
+    )
+
+
+def _triples(value: Any) -> list[list]:
+    """SGLang's ``[logprob, token_id, text]`` entries, padded to three fields."""
+    return [
+        (e + [None] * 3)[:3] if isinstance(e, list) else [None, None, None]
+        for e in (value if isinstance(value, list) else [])
+    ]
+
+
+def _from_sglang_meta(meta: dict) -> _Sampled:
+    """SGLang ``meta_info.output_token_logprobs``: ``[logprob, token_id, text]`` tuples."""
+    if not isinstance(meta.get("output_token_logprobs"), list):
+        return _Sampled()
+    entries = _triples(meta["output_token_logprobs"])
+    texts = [e[2] if isinstance(e[2], str) else "" for e in entries]
+    rows = [_triples(r) for r in meta.get("output_top_logprobs") or ()]
+    flat = [a for r in rows for a in r]
+    top = top_k([len(r) for r in rows], [a[1] for a in flat], [a[0] for a in flat], [a[2] or "" for a in flat])
+    return _Sampled(
+        ids=[e[1] for e in entries], logprobs=[e[0] for e in entries], top=top, texts=texts if any(texts) else None
+    )
+
+
+def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems) -> None:
+    call.prompt_ids = token_ids(prompt, "prompt_token_ids", problems)
+    sampled_ids = token_ids(ids, "token_ids", problems)
+    if sampled_ids is not None:
+        call.sampled_ids = sampled_ids
+    if sampled.logprobs is not None:
+        call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems)
+    call.top_k = sampled.top
+    if sampled.texts is not None:
+        call.token_texts = sampled.texts
+    if sampled.token_strings:
+        call.add_issue(
+            WARN,
+            "token_strings",
+            "logprob tokens arrived as text, not token_id:N; the logprobs are probably raw "
+            "pre-temperature values (vLLM: return_tokens_as_token_ids)",
+        )
+    problems.malformed.extend(sampled.notes)

@@ -1,0 +1,151 @@
+"""Fields shared by every record shape: ids, session, sampling params, timing, messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.core.records import FATAL, WARN, Call, Finding
+from graph.ingest.tokens import Problems
+
+
+class RecordError(ValueError):
+    """The record cannot become a call; the message is the reason shown in the load report."""
+
+
+# Keys that change the sampling distribution or its length; logprob options are capture plumbing.
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "max_tokens",
+    "max_completion_tokens",
+    "max_new_tokens",
+    "stop",
+    "n",
+)
+TIMING_KEYS = (
+    "timestamp",
+    "started_at",
+    "ended_at",
+    "start_time",
+    "end_time",
+    "latency_s",
+    "latency_ms",
+    "duration_s",
+    "ttft_s",
+)
+
+
+def describe_keys(record: dict, limit: int = 8) -> str:
+    """The first keys of an object, for a load-report reason."""
+    return ", ".join(sorted(map(str, record))[:limit]) or "no keys"
+
+
+def as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def session_id_of(record: dict) -> str | None:
+    sid = record.get("session_id")
+    if sid is None:
+        sid = as_dict(record.get("metadata")).get("session_id")
+    return None if sid is None else str(sid)
+
+
+def node_id_of(record: dict) -> str | None:
+    for key in ("call_id", "id", "node_id"):
+        value = record.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def sampling_params(body: dict) -> dict[str, Any]:
+    params = {k: body[k] for k in SAMPLING_KEYS if k in body}
+    nested = body.get("sampling_params")
+    if isinstance(nested, dict):  # SGLang native /generate
+        params.update({k: nested[k] for k in SAMPLING_KEYS if k in nested})
+    return params
+
+
+def submitted_params_of(record: dict) -> dict[str, Any] | None:
+    """What the capture proxy actually forwarded, when it recorded that separately."""
+    body = record.get("submitted_request")
+    if isinstance(body, dict):
+        return sampling_params(body)
+    params = as_dict(record.get("metadata")).get("submitted_params")
+    if isinstance(params, dict):
+        return {k: params[k] for k in SAMPLING_KEYS if k in params}
+    return None
+
+
+def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
+    timing: dict[str, Any] = {}
+    for scope in (as_dict(record.get("metadata")), as_dict(record.get("timing")), record):
+        timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
+    if response and isinstance(response.get("created"), (int, float)):
+        timing.setdefault("created", response["created"])
+    return timing
+
+
+def harness_of(record: dict) -> str | None:
+    value = record.get("harness", as_dict(record.get("metadata")).get("harness"))
+    return None if value is None else str(value)
+
+
+def message_list(value: Any, what: str, problems: Problems) -> list[dict] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        problems.malformed.append(f"{what} is a {type(value).__name__}, not a list")
+        return None
+    kept = [m for m in value if isinstance(m, dict)]
+    if len(kept) != len(value):
+        problems.malformed.append(f"{what}: {len(value) - len(kept)} entries are not objects (dropped)")
+    return kept
+
+
+def tool_list(value: Any, problems: Problems) -> list | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        problems.malformed.append(f"tools is a {type(value).__name__}, not a list")
+        return None
+    return value
+
+
+def new_call(record: dict, source: str, line: int, shape: str, default_session: str) -> Call:
+    return Call(
+        node_id=node_id_of(record) or str(line),
+        session_id=session_id_of(record) or default_session,
+        source=source,
+        line=line,
+        shape=shape,
+        submitted_params=submitted_params_of(record),
+        timing=timing_of(record),
+        harness=harness_of(record),
+    )
+
+
+def problem_findings(problems: Problems, node_id: str | None) -> list[Finding]:
+    """What conversion found, as graded findings."""
+    graded = (
+        (FATAL, "invalid_token_id", problems.invalid_ids, ""),
+        (FATAL, "invalid_logprob", problems.invalid_logprobs, ""),
+        (FATAL, "positive_logprob", problems.positive_logprobs, "logprob > 0: "),
+        (WARN, "malformed_field", problems.malformed, ""),
+    )
+    return [
+        Finding(level, code, prefix + detail, node_id=node_id)
+        for level, code, details, prefix in graded
+        for detail in details
+    ]
+
+
+def record_problems(call: Call, problems: Problems) -> None:
+    call.issues.extend(problem_findings(problems, call.node_id))

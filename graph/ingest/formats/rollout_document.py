@@ -1,0 +1,172 @@
+"""OpenEnv-style rollout documents: ``{"turns": [...], "sequences": [...]}``.
+
+A node's prompt is ``input_ids[:n_prompt]`` and its sampled span
+``input_ids[n_prompt : n_prompt + n_sampled]`` of the first sequence that contains it. The
+document's own edges (consecutive ``node_ids``), roles and validation are kept as claims so the
+analysis can say where it disagrees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graph.core.records import Call
+from graph.ingest.formats.fields import (
+    as_dict,
+    message_list,
+    new_call,
+    problem_findings,
+    record_problems,
+    session_id_of,
+    tool_list,
+)
+from graph.ingest.tokens import Problems, logprobs, token_ids
+
+DOCUMENT_KEYS = (
+    "role",
+    "validation",
+    "trainable",
+    "capture_level",
+    "rollout_type",
+    "include_discarded",
+    "include_messages",
+)
+
+
+def is_rollout_document(record: dict) -> bool:
+    return "turns" in record and "sequences" in record
+
+
+@dataclass(slots=True)
+class _Sequence:
+    node_ids: list[str]
+    input_ids: np.ndarray | None
+    loss_mask: np.ndarray | None
+    logprobs: np.ndarray | None
+    claims: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Document:
+    calls: list[Call]
+    meta: dict[str, Any]
+    skipped: list[str]
+
+
+def _int(value) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _sequences(raw: Any, problems: Problems) -> list[_Sequence]:
+    out = []
+    for j, seq in enumerate(raw if isinstance(raw, list) else []):
+        seq = as_dict(seq)
+        node_ids = seq.get("node_ids")
+        node_ids = [str(n) for n in node_ids] if isinstance(node_ids, list) else []
+        mask = seq.get("loss_mask")
+        lps = seq.get("logprobs")
+        out.append(
+            _Sequence(
+                node_ids=node_ids,
+                input_ids=token_ids(seq.get("input_ids"), f"sequences[{j}].input_ids", problems),
+                loss_mask=np.asarray(mask, dtype=np.float64) if _numbers(mask) else None,
+                logprobs=logprobs(lps, f"sequences[{j}].logprobs", problems) if isinstance(lps, list) else None,
+                claims={k: seq[k] for k in ("role", "trainable", "validation", "leaf_id") if k in seq},
+            )
+        )
+    return out
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and all(type(v) in (int, float) for v in value)
+
+
+def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
+    session = session_id_of(doc) or default_session
+    doc_problems = Problems()
+    sequences = _sequences(doc.get("sequences"), doc_problems)
+    first_home: dict[str, tuple[_Sequence, int]] = {}
+    claimed_parent: dict[str, str | None] = {}
+    for seq in sequences:
+        for k, node in enumerate(seq.node_ids):
+            first_home.setdefault(node, (seq, k))
+            claimed_parent.setdefault(node, seq.node_ids[k - 1] if k else None)
+
+    meta = {k: doc[k] for k in DOCUMENT_KEYS if k in doc}
+    meta["sequences"] = [
+        {
+            "node_ids": s.node_ids,
+            **s.claims,
+            "n_trainable": None if s.loss_mask is None else int(s.loss_mask.sum()),
+            "masked_logprob_positions": _masked_with_logprob(s),
+        }
+        for s in sequences
+    ]
+    meta["findings"] = problem_findings(doc_problems, None)
+
+    calls: list[Call] = []
+    skipped: list[str] = []
+    turns = doc.get("turns")
+    for i, turn in enumerate(turns if isinstance(turns, list) else []):
+        if not isinstance(turn, dict):
+            skipped.append(f"turns[{i}] is not an object ({type(turn).__name__})")
+            continue
+        call = new_call({**turn, "session_id": session}, source, line, "rollout-document", session)
+        if call.node_id == str(line):
+            call.node_id = f"turn{i}"
+        problems = Problems()
+        _turn_fields(turn, call, problems)
+        home = first_home.get(call.node_id)
+        if home is None:
+            problems.malformed.append("this turn is in none of the document's sequences: its tokens are unknown")
+        else:
+            _turn_tokens(turn, home[0], call, problems)
+        call.claims["parent"] = claimed_parent.get(call.node_id)
+        call.claims["in_sequences"] = home is not None
+        for key in ("role", "trainable", "discarded", "validation"):
+            if key in turn:
+                call.claims[key] = turn[key]
+        record_problems(call, problems)
+        calls.append(call)
+    return Document(calls, meta, skipped)
+
+
+def _masked_with_logprob(seq: _Sequence) -> int:
+    if seq.loss_mask is None or seq.logprobs is None or seq.loss_mask.shape != seq.logprobs.shape:
+        return 0
+    return int(np.count_nonzero((seq.loss_mask == 0) & (np.nan_to_num(seq.logprobs, nan=1.0) != 0)))
+
+
+def _turn_fields(turn: dict, call: Call, problems: Problems) -> None:
+    request = as_dict(turn.get("request"))
+    call.request_messages = message_list(turn.get("messages", request.get("messages")), "messages", problems)
+    call.tools = tool_list(turn.get("tools", request.get("tools")), problems)
+    response = turn.get("response_message", turn.get("response"))
+    if isinstance(response, dict) and "choices" in response:
+        response = as_dict((response.get("choices") or [{}])[0]).get("message")
+    call.response_message = response if isinstance(response, dict) else None
+    for name in ("model", "finish_reason"):
+        if turn.get(name) is not None:
+            setattr(call, name, str(turn[name]))
+
+
+def _turn_tokens(turn: dict, seq: _Sequence, call: Call, problems: Problems) -> None:
+    n_prompt, n_sampled = _int(turn.get("n_prompt")), _int(turn.get("n_sampled"))
+    if n_prompt is None or n_sampled is None:
+        problems.malformed.append("n_prompt/n_sampled missing or not non-negative integers")
+        return
+    if seq.input_ids is None or n_prompt + n_sampled > seq.input_ids.shape[0]:
+        problems.malformed.append(f"n_prompt + n_sampled = {n_prompt + n_sampled} runs past its sequence's input_ids")
+        return
+    call.prompt_ids = seq.input_ids[:n_prompt].copy()
+    call.sampled_ids = seq.input_ids[n_prompt : n_prompt + n_sampled].copy()
+    if seq.logprobs is None or seq.loss_mask is None or seq.logprobs.shape != seq.loss_mask.shape:
+        return
+    span = slice(n_prompt, n_prompt + n_sampled)
+    if n_sampled and bool((seq.loss_mask[span] == 1).all()):
+        call.sampled_logprobs = seq.logprobs[span].copy()
+    elif n_sampled:
+        call.claims["masked_in_document"] = True

@@ -1,0 +1,93 @@
+"""Reassemble a captured SSE stream (a list of chunk bodies) into one non-streaming body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.ingest.reading import parse_json
+
+
+def _chunk_bodies(chunks: list) -> list[dict]:
+    bodies = []
+    for chunk in chunks:
+        if isinstance(chunk, (str, bytes)):
+            text = chunk.decode() if isinstance(chunk, bytes) else chunk
+            text = text.strip().removeprefix("data:").strip()
+            if not text or text == "[DONE]":
+                continue
+            try:
+                chunk = parse_json(text.encode())
+            except ValueError:
+                continue
+        if isinstance(chunk, dict):
+            bodies.append(chunk)
+    return bodies
+
+
+def _merge_tool_calls(acc: list[dict], deltas: list) -> None:
+    for delta in deltas:
+        if not isinstance(delta, dict):
+            continue
+        index = delta.get("index", len(acc))
+        while len(acc) <= index:
+            acc.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        call = acc[index]
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        fn = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        if fn.get("name"):
+            call["function"]["name"] += fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            call["function"]["arguments"] += fn["arguments"]
+
+
+def _merge_choice(acc: dict, choice: dict) -> None:
+    for key in ("token_ids", "output_ids"):
+        if isinstance(choice.get(key), list):
+            acc.setdefault(key, []).extend(choice[key])
+    if choice.get("prompt_token_ids") is not None:
+        acc.setdefault("prompt_token_ids", choice["prompt_token_ids"])
+    if choice.get("finish_reason") is not None:
+        acc["finish_reason"] = choice["finish_reason"]
+    if isinstance(choice.get("text"), str):
+        acc["text"] = acc.get("text", "") + choice["text"]
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        message = acc.setdefault("message", {"role": "assistant"})
+        if delta.get("role"):
+            message["role"] = delta["role"]
+        for key in ("content", "reasoning_content"):
+            if isinstance(delta.get(key), str):
+                message[key] = (message.get(key) or "") + delta[key]
+        if isinstance(delta.get("tool_calls"), list):
+            _merge_tool_calls(message.setdefault("tool_calls", []), delta["tool_calls"])
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        merged = acc.setdefault("logprobs", {})
+        for key in ("content", "tokens", "token_logprobs", "top_logprobs"):
+            if isinstance(logprobs.get(key), list):
+                merged.setdefault(key, []).extend(logprobs[key])
+
+
+def reassemble(chunks: list) -> dict[str, Any]:
+    """Chunk bodies -> a body shaped like the non-streaming response.
+
+    Prompt ids come from the first chunk that has them; ``token_ids``, text, tool-call
+    arguments and logprob entries are concatenated in order; the last finish reason and usage win.
+    """
+    body: dict[str, Any] = {}
+    choices: dict[int, dict] = {}
+    for chunk in _chunk_bodies(chunks):
+        for key in ("id", "model", "created", "usage", "meta_info"):
+            if chunk.get(key) is not None:
+                body[key] = chunk[key]
+        if chunk.get("prompt_token_ids") is not None:
+            body.setdefault("prompt_token_ids", chunk["prompt_token_ids"])
+        if str(chunk.get("object", "")).startswith("chat"):
+            body["object"] = "chat.completion"
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, dict):
+                index = choice.get("index", 0)
+                _merge_choice(choices.setdefault(index if isinstance(index, int) else 0, {}), choice)
+    body["choices"] = [choices[i] for i in sorted(choices)]
+    return body

@@ -1,0 +1,172 @@
+"""Turning JSON token lists into validated numpy arrays.
+
+Validation never drops a position: an invalid id becomes -1 and an invalid logprob NaN, so spans
+keep their lengths and the graph keeps its shape, while the problem is reported as a finding.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graph.core.records import TopK
+
+INVALID_ID = -1
+_INT32_MAX = np.iinfo(np.int32).max
+_TOKEN_ID_TEXT = re.compile(r"token_id:(-?\d+)\Z")
+
+
+@dataclass(slots=True)
+class Problems:
+    """Finding-ready messages collected while converting one record."""
+
+    invalid_ids: list[str] = field(default_factory=list)
+    invalid_logprobs: list[str] = field(default_factory=list)
+    positive_logprobs: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+
+
+def _describe(values: list, bad: list[int], what: str) -> str:
+    first = bad[0]
+    more = f" ({len(bad)} positions)" if len(bad) > 1 else ""
+    return f"{what}[{first}] = {values[first]!r}{more}"
+
+
+def _valid_id(value) -> bool:
+    return type(value) is int and 0 <= value < 2**63
+
+
+def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
+    """Convert a JSON list of token ids; ``None`` when the field is absent or not a list."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):  # already parsed and checked (ids from token_id:N text)
+        return _narrow(value)
+    if not isinstance(value, list):
+        problems.malformed.append(f"{what} is a {type(value).__name__}, not a list")
+        return None
+    if not value:
+        return np.empty(0, dtype=np.int32)
+    try:
+        arr = np.array(value)
+    except (ValueError, OverflowError):
+        arr = np.array(value, dtype=object)
+    # numpy reads JSON true/false as 1/0 without a word: look at the types of those positions.
+    clean = arr.dtype.kind == "i" and not any(type(value[i]) is bool for i in np.flatnonzero(arr <= 1).tolist())
+    if clean and int(arr.min()) >= 0:
+        return _narrow(arr)
+    # Slow path: mixed types, negatives, bools or ids beyond int64.
+    bad = [i for i, v in enumerate(value) if not _valid_id(v)]
+    if bad:
+        problems.invalid_ids.append(_describe(value, bad, what))
+    return _narrow(np.array([v if _valid_id(v) else INVALID_ID for v in value], dtype=np.int64))
+
+
+def _narrow(ids: np.ndarray) -> np.ndarray:
+    """int32 when every id fits (4 bytes a token), else int64."""
+    if ids.shape[0] == 0 or int(ids.max()) <= _INT32_MAX:
+        return ids.astype(np.int32)
+    return ids.astype(np.int64)
+
+
+def _valid_logprob(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _float_array(values: list) -> np.ndarray:
+    """Floats with NaN wherever a value is not a finite JSON number (bools included)."""
+    if set(map(type, values)) <= {float, int}:
+        arr = np.array(values, dtype=np.float64)
+        arr[~np.isfinite(arr)] = np.nan
+        return arr
+    return np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
+
+
+def logprobs(values: list, what: str, problems: Problems) -> np.ndarray:
+    """Convert logprob values; invalid ones become NaN and are reported."""
+    arr = _float_array(values)
+    bad = np.flatnonzero(np.isnan(arr))
+    if bad.size:
+        problems.invalid_logprobs.append(_describe(values, bad.tolist(), what))
+    positive = np.flatnonzero(arr > 0)
+    if positive.size:
+        problems.positive_logprobs.append(_describe(values, positive.tolist(), what))
+    return arr
+
+
+def parse_token_id_text(token) -> int | None:
+    """``"token_id:123"`` -> 123 (vLLM's ``return_tokens_as_token_ids``); anything else -> None."""
+    if isinstance(token, str):
+        m = _TOKEN_ID_TEXT.match(token)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SplitTokens:
+    """Logprob-entry tokens split into ids (-1 where unknown) and, when any was text, texts."""
+
+    ids: np.ndarray
+    texts: list[str] | None
+
+    @property
+    def all_ids(self) -> bool:
+        return self.texts is None and bool((self.ids >= 0).all())
+
+
+def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
+    """Ids from ints or ``token_id:N`` strings; anything else is token text.
+
+    The common case (every token a ``token_id:N`` string) is parsed in one vectorised pass.
+    """
+    n = len(tokens)
+    kinds = set(map(type, tokens))
+    if kinds <= {int}:
+        ids = np.array(tokens, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
+        ids[ids < 0] = INVALID_ID
+    elif kinds == {str}:
+        joined = ",".join(tokens)
+        ids = np.empty(0, dtype=np.int64)
+        if joined.count("token_id:") == n:
+            with warnings.catch_warnings():  # malformed text stops the parse early: caught below
+                warnings.simplefilter("ignore", DeprecationWarning)
+                ids = np.fromstring(joined.replace("token_id:", ""), dtype=np.int64, sep=",")
+        if ids.shape[0] != n or (ids < 0).any():
+            ids = np.array(
+                [INVALID_ID if (t := parse_token_id_text(tok)) is None else t for tok in tokens], dtype=np.int64
+            )
+    else:
+        ids = np.array(
+            [tok if type(tok) is int and tok >= 0 else (parse_token_id_text(tok) or INVALID_ID) for tok in tokens],
+            dtype=np.int64,
+        )
+    if texts is None and (ids == INVALID_ID).any():
+        texts = ["" if tok is None or parse_token_id_text(tok) is not None else str(tok) for tok in tokens]
+    return SplitTokens(ids, texts if texts is not None and any(texts) else None)
+
+
+def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | None = None) -> TopK | None:
+    """Pack alternatives recorded per position (``lengths[i]`` of them, flattened in order)."""
+    width = max(lengths, default=0)
+    if width == 0:
+        return None
+    n = len(lengths)
+    counts = np.array(lengths, dtype=np.int64)
+    rows = np.repeat(np.arange(n), counts)
+    cols = np.arange(rows.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+    split = split_tokens(tokens, texts)
+    ids = np.full((n, width), INVALID_ID, dtype=np.int64)
+    lps = np.full((n, width), np.nan, dtype=np.float32)
+    ids[rows, cols] = split.ids
+    lps[rows, cols] = _float_array(logprob_values)
+    flat_texts = None
+    if split.texts is not None:
+        flat_texts = [""] * (n * width)
+        for r, c, text in zip(rows.tolist(), cols.tolist(), split.texts):
+            flat_texts[r * width + c] = text
+    return TopK(ids=ids, logprobs=lps, texts=flat_texts)

@@ -1,0 +1,172 @@
+"""Corpus audit: one row per rollout across many files, on this machine or on a Ray cluster.
+
+Rows are computed per file by :func:`audit_file`, which never raises: a file that cannot be read
+becomes a row carrying its error. Engines only decide where :func:`audit_file` runs, so both write
+the same rows.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graph.core.records import FATAL, INFO, WARN
+from graph.core.roles import AGENT, AUXILIARY, DISCARDED
+from graph.core.rollout import Rollout, analyse
+from graph.ingest.loading import load_paths, trace_files
+
+COLUMNS = (
+    "source_file", "session_id", "n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences",
+    "rows_agent", "rows_auxiliary", "rows_discarded", "n_trainable_tokens", "n_context_tokens",
+    "discarded_sampled_tokens", "n_fatal", "n_warn", "n_info", "finding_codes",
+    "mean_trainable_logprob", "min_trainable_logprob", "models", "harness", "error",
+)  # fmt: skip
+
+
+def expand_inputs(inputs: Iterable[str]) -> list[Path]:
+    """Files, directories (recursively) and globs -> trace files, each once, in order."""
+    seen: dict[Path, None] = {}
+    for item in inputs:
+        matches = sorted(glob.glob(item, recursive=True)) if glob.has_magic(item) else [item]
+        for match in matches:
+            for path in trace_files(match):
+                seen.setdefault(path, None)
+    return list(seen)
+
+
+def _trainable_logprobs(rollout: Rollout) -> np.ndarray:
+    parts = [c.sampled_logprobs for c, ok in zip(rollout.calls, rollout.trainable) if ok and c.n_sampled]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
+    s, counts = rollout.stats, rollout.finding_counts
+    roles = Counter(seq.role for seq in rollout.sequences)
+    lps = _trainable_logprobs(rollout)
+    return {
+        "source_file": source,
+        "session_id": rollout.session_id,
+        **{k: s[k] for k in ("n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences")},
+        "rows_agent": roles.get(AGENT, 0),
+        "rows_auxiliary": roles.get(AUXILIARY, 0),
+        "rows_discarded": roles.get(DISCARDED, 0),
+        "n_trainable_tokens": s["n_trainable_tokens"],
+        "n_context_tokens": s["n_context_tokens"],
+        "discarded_sampled_tokens": sum(rollout.calls[k].n_sampled for k in rollout.topology.discarded),
+        "n_fatal": counts[FATAL],
+        "n_warn": counts[WARN],
+        "n_info": counts[INFO],
+        "finding_codes": sorted({f.code for f in rollout.findings}),
+        "mean_trainable_logprob": float(lps.mean()) if lps.size else None,
+        "min_trainable_logprob": float(lps.min()) if lps.size else None,
+        "models": sorted({c.model for c in rollout.calls if c.model}),
+        "harness": next((c.harness for c in rollout.calls if c.harness), None),
+        "error": None,
+    }
+
+
+def error_row(source: str, error: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(source_file=source, finding_codes=[], models=[], error=error)
+    return row
+
+
+def audit_file(path: str) -> list[dict[str, Any]]:
+    """Every rollout in one file as a row; never raises."""
+    try:
+        loaded = load_paths([path])
+        if loaded.nothing_readable:
+            reason = loaded.skipped[0].reason if loaded.skipped else "no records"
+            return [error_row(path, reason)]
+        rows = [audit_row(analyse(session), path) for session in loaded.sessions.values()]
+        return rows or [error_row(path, f"no rollouts ({len(loaded.skipped)} records skipped)")]
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop a corpus audit
+        return [error_row(path, f"{type(exc).__name__}: {exc}")]
+
+
+Progress = Callable[[int, int, int], None]  # files done, files total, rows so far
+
+
+def run_local(files: list[Path], workers: int, progress: Progress | None = None) -> list[dict]:
+    """A process pool; each worker holds one file at a time, so memory is bounded by ``workers``."""
+    names = [str(f) for f in files]
+    rows: list[dict] = []
+    if workers <= 1:
+        results: Iterator[list[dict]] = map(audit_file, names)
+        return _collect(results, len(names), rows, progress)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
+    # runner) before it can work; the CLI that starts the pool is single-threaded, so fork is safe.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return _collect(pool.map(audit_file, names), len(names), rows, progress)
+
+
+def run_ray(
+    files: list[Path], workers: int, address: str | None = None, progress: Progress | None = None
+) -> list[dict]:
+    """One Ray task per file; ``address`` joins an existing cluster (the files must be readable there)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise SystemExit("the ray engine needs the extra: pip install 'rollout-graph[ray]'") from exc
+    started = not ray.is_initialized()
+    if started:
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            options["address"] = address
+        else:
+            options["num_cpus"] = max(1, workers)
+        ray.init(**options)
+    try:
+        task = ray.remote(audit_file)
+        pending = {task.remote(str(f)): i for i, f in enumerate(files)}
+        ordered: list[list[dict] | None] = [None] * len(files)
+        done = total_rows = 0
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                file_rows = ray.get(ref)
+                ordered[pending.pop(ref)] = file_rows
+                done += 1
+                total_rows += len(file_rows)
+                if progress:
+                    progress(done, len(files), total_rows)
+        return [row for rows in ordered for row in rows or ()]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _collect(results: Iterable[list[dict]], total: int, rows: list[dict], progress: Progress | None) -> list[dict]:
+    for done, file_rows in enumerate(results, start=1):
+        rows.extend(file_rows)
+        if progress:
+            progress(done, total, len(rows))
+    return rows
+
+
+def write_parquet(rows: list[dict], out: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("source_file", pa.string()), ("session_id", pa.string()),
+            *[(c, pa.int64()) for c in COLUMNS[2:17]],
+            ("finding_codes", pa.list_(pa.string())),
+            ("mean_trainable_logprob", pa.float64()), ("min_trainable_logprob", pa.float64()),
+            ("models", pa.list_(pa.string())), ("harness", pa.string()), ("error", pa.string()),
+        ]
+    )  # fmt: skip
+    table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out)

@@ -1,0 +1,74 @@
+"""The ``inspect --json`` contract (SPEC 6). Keys may be added here, never renamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.analysis.near_miss import near_miss_json
+from graph.core.records import LoadResult
+from graph.core.rollout import Rollout
+
+
+def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
+    call = rollout.calls[i]
+    topo = rollout.topology
+    parent = topo.parents[i]
+    kept = topo.discarded.get(i)
+    out = {
+        "node_id": call.node_id,
+        "index": i,
+        "parent_id": None if parent is None else rollout.calls[parent].node_id,
+        "root_id": rollout.calls[topo.root_of[i]].node_id,
+        "n_prompt": call.n_prompt,
+        "n_sampled": call.n_sampled,
+        "discarded": kept is not None,
+        "continued_by": None if kept is None else rollout.calls[kept].node_id,
+        "n_children": len(topo.children[i]),
+        "linked_by": rollout.link_via[i],
+        "n_context": call.n_prompt - rollout.context_start(i),
+        "trainable": bool(rollout.trainable[i]),
+        "finish_reason": call.finish_reason,
+        "model": call.model,
+        "shape": call.shape,
+        "source": {"file": call.source, "line": call.line},
+    }
+    miss = rollout.near_misses.get(i)
+    if miss is not None:
+        out["near_miss"] = near_miss_json(rollout.calls, miss)
+    return out
+
+
+def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
+    sequences = []
+    for seq in rollout.sequences:
+        row: dict[str, Any] = {
+            "leaf_id": rollout.calls[seq.leaf].node_id,
+            "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
+            "role": seq.role,
+            "prompt_len": seq.prompt_len,
+            "n_trainable": seq.n_trainable,
+            "n_turns": seq.n_turns,
+            "n_context": seq.n_context,
+            "input_ids": [],
+            "loss_mask": [],
+            "logprobs": [],
+        }
+        if with_tokens:
+            tokens = rollout.tokens(seq)
+            row.update(input_ids=tokens.input_ids, loss_mask=tokens.loss_mask, logprobs=tokens.logprobs)
+        sequences.append(row)
+    out: dict[str, Any] = {
+        "session_id": rollout.session_id,
+        "stats": dict(rollout.stats),
+        "finding_counts": rollout.finding_counts,
+        "nodes": [node_json(rollout, i) for i in range(len(rollout.calls))],
+        "sequences": sequences,
+        "findings": [f.as_dict() for f in rollout.findings],
+    }
+    if rollout.document is not None:
+        out["document"] = {k: v for k, v in rollout.document.items() if k not in ("findings",)}
+    return out
+
+
+def inspect_json(loaded: LoadResult, rollouts: list[Rollout], with_tokens: bool) -> dict[str, Any]:
+    return {"load": loaded.report(), "sessions": [session_json(r, with_tokens) for r in rollouts]}

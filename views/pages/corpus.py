@@ -1,0 +1,7 @@
+"""The corpus audit page: one row per rollout across many files."""
+
+import sys
+
+from views import corpus
+
+corpus.render(cli_directories=sys.argv[1:])
