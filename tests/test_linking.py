@@ -109,4 +109,4 @@ def test_vllm_chat_records_link_into_a_chain():
     ]
     r = rollout_of(records)
     assert parents_by_id(r) == {"c0": None, "c1": "c0"}
-    assert r.link_via == [None, "tokens"]
+    assert r.linked_by == [None, "tokens"]

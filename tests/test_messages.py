@@ -45,7 +45,7 @@ def parent_of_second(rollout):
 def test_provider_whitespace_in_arguments_is_the_same_turn():
     r = two_turns(assistant('{"command": "ls"}'), assistant('{"command":"ls"}'))
     assert parent_of_second(r) == 0
-    assert r.link_via[1] == "messages"
+    assert r.linked_by[1] == "messages"
 
 
 def test_reordered_argument_keys_are_the_same_turn():

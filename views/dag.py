@@ -23,14 +23,8 @@ LABEL_LIMIT = 150  # call ids are printed beside the nodes up to this many calls
 
 
 def node_kind(rollout: Rollout, i: int) -> str:
-    topo = rollout.topology
-    if topo.parents[i] is None:
-        return ROOT
-    if len(topo.children[i]) > 1:
-        return FORK
-    if not topo.children[i]:
-        return LEAF
-    return INNER
+    """Where call ``i`` sits in the graph (decided in graph/, drawn here)."""
+    return rollout.topology.kind(i)
 
 
 def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:

@@ -35,7 +35,7 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
         ("parent", "none (a root)" if parent is None else rollout.calls[parent].node_id),
         ("root", rollout.calls[topo.root_of[i]].node_id),
         ("children", ", ".join(rollout.calls[c].node_id for c in topo.children[i]) or "none (a leaf)"),
-        ("linked by", rollout.link_via[i] or "nothing: a root"),
+        ("linked by", rollout.linked_by[i] or "nothing: a root"),
         ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
         (
             "tokens",

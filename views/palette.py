@@ -6,6 +6,7 @@ from plotly.colors import sample_colorscale
 
 from graph.analysis.near_miss import COMPACTION, REWRITTEN
 from graph.core.roles import AGENT, AUXILIARY, DISCARDED
+from graph.core.types import FORK, INNER, LEAF, ROOT
 
 ROLE_COLORS = {AGENT: "#2563eb", AUXILIARY: "#d97706", DISCARDED: "#9ca3af"}
 ROLE_LABELS = {
@@ -14,7 +15,6 @@ ROLE_LABELS = {
     DISCARDED: "discarded: a retry that led nowhere",
 }
 
-ROOT, FORK, LEAF, INNER = "root", "fork", "leaf", "inner"
 KIND_GLYPHS = {ROOT: "◆", FORK: "■", LEAF: "●", INNER: "○"}
 KIND_LABELS = {
     ROOT: "root: a new conversation (no token prefix among earlier calls)",

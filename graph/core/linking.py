@@ -74,16 +74,16 @@ class Links:
     """``parents[i]`` is the arrival index of call i's parent (None for a root)."""
 
     parents: list[int | None]
-    via: list[str | None]  # TOKENS, MESSAGES or None (root)
+    linked_by: list[str | None]  # TOKENS, MESSAGES or None (root)
 
 
 def link(calls: list[Call]) -> Links:
     parents = token_parents(calls)
-    via: list[str | None] = [TOKENS if p is not None else None for p in parents]
+    linked_by: list[str | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():
         parents[i] = parent
-        via[i] = MESSAGES
-    return Links(parents, via)
+        linked_by[i] = MESSAGES
+    return Links(parents, linked_by)
 
 
 def token_parents(calls: list[Call]) -> list[int | None]:

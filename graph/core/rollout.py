@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,17 +16,41 @@ from graph.core.records import Call, Finding, SessionInput
 from graph.core.roles import assign_roles, node_roles
 from graph.core.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
 from graph.core.topology import Topology, build_topology
+from graph.core.types import Kind
+
+if TYPE_CHECKING:
+    import networkx as nx
+    import pandas as pd
 
 
-@dataclass
+@dataclass(repr=False)
 class Rollout:
+    """One analysed rollout (a session): its calls, links, topology, sequences and findings.
+
+    Calls are indexed by arrival order everywhere (``calls[i]``, ``topology.parents[i]``...).
+    Build one with :func:`graph.load` (or :func:`analyse` on a loaded session).
+
+    Attributes:
+        session_id: the rollout's id (``session_id`` in the records, or the file name).
+        calls: every call, in arrival order.
+        topology: parents, children, roots, leaves, forks and discarded retries.
+        sequences: one training sequence per leaf (root-to-leaf path), with its role.
+        findings: every finding, call-level first, in arrival order.
+        trainable: whether each call's sampled span is trained (bool per call).
+        linked_by: what linked each call to its parent (``tokens``, ``messages``, ``document``;
+            ``None`` for a root).
+        near_misses: for roots after the first and discarded calls, the call each nearly
+            continued and why (see docs/semantics.md).
+        document: what an OpenEnv rollout document said of this rollout, when it came from one.
+    """
+
     session_id: str
     calls: list[Call]
     topology: Topology
     sequences: list[Sequence]
     findings: list[Finding]  # every finding, node-level first, in arrival order
     trainable: np.ndarray  # bool per call
-    link_via: list[str | None]
+    linked_by: list[str | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     document: dict | None = None
     _index: dict[str, int] = field(default_factory=dict)
@@ -77,10 +102,148 @@ class Rollout:
 
     @property
     def finding_counts(self) -> dict[str, int]:
+        """Number of findings per level (FATAL, WARN, INFO)."""
         return count_by_level(self.findings)
+
+    def __repr__(self) -> str:
+        counts = self.finding_counts
+        worst = next((f"{level} {counts[level]}" for level in ("FATAL", "WARN", "INFO") if counts.get(level)), "clean")
+        return (
+            f"Rollout({self.session_id!r}: {len(self.calls)} calls, {len(self.topology.roots)} roots, "
+            f"{len(self.sequences)} sequences, {worst})"
+        )
+
+    def kind(self, node: int) -> Kind:
+        """Where call ``node`` sits: ``root``, ``fork``, ``leaf`` or ``inner``."""
+        return self.topology.kind(node)
+
+    def to_networkx(self, near_misses: bool = False) -> nx.DiGraph:
+        """The rollout as a ``networkx.DiGraph`` keyed by node id, edges parent -> child.
+
+        Args:
+            near_misses: also add an edge from each call a near-miss call nearly continued, with
+                ``linked_by="near_miss"`` and the near-miss ``kind``.
+
+        Returns:
+            A DiGraph whose nodes carry ``index``, ``role``, ``kind``, ``discarded``,
+            ``n_prompt``, ``n_sampled``, ``finish_reason``, ``model``, ``started_at``,
+            ``ended_at`` and ``n_findings``, and whose edges carry ``linked_by``. It writes to
+            GraphML as it is (``networkx.write_graphml``): ``None`` values are left out.
+        """
+        import networkx as nx
+
+        graph = nx.DiGraph(session_id=self.session_id)
+        roles = self.node_roles
+        for i, call in enumerate(self.calls):
+            attrs = {
+                "index": i,
+                "role": roles[i],
+                "kind": self.topology.kind(i),
+                "discarded": i in self.topology.discarded,
+                "n_prompt": call.n_prompt,
+                "n_sampled": call.n_sampled,
+                "finish_reason": call.finish_reason,
+                "model": call.model,
+                "started_at": _timestamp(call.timing.get("started_at")),
+                "ended_at": _timestamp(call.timing.get("ended_at")),
+                "n_findings": len(self.findings_for(i)),
+            }
+            graph.add_node(call.node_id, **{k: v for k, v in attrs.items() if v is not None})
+        for i, parent in enumerate(self.topology.parents):
+            if parent is not None:
+                graph.add_edge(self.calls[parent].node_id, self.calls[i].node_id, linked_by=self.linked_by[i])
+        if near_misses:
+            for i, miss in self.near_misses.items():
+                earlier = self.calls[miss.earlier].node_id
+                if earlier != self.calls[i].node_id and not graph.has_edge(earlier, self.calls[i].node_id):
+                    graph.add_edge(earlier, self.calls[i].node_id, linked_by="near_miss", kind=miss.kind)
+        return graph
+
+    def nodes_frame(self) -> pd.DataFrame:
+        """One row per call (pandas), in arrival order, ready for ``groupby``.
+
+        Returns:
+            A DataFrame with columns node_id, index, parent_id, root_id, role, kind, discarded,
+            linked_by, n_prompt, n_sampled, finish_reason, model, started_at, ended_at, and
+            n_fatal / n_warn / n_info (findings on the call). Needs pandas (the ``app`` extra).
+        """
+        import pandas as pd
+
+        topo, roles = self.topology, self.node_roles
+        rows = []
+        for i, call in enumerate(self.calls):
+            parent = topo.parents[i]
+            levels = count_by_level(self.findings_for(i))
+            rows.append(
+                {
+                    "node_id": call.node_id,
+                    "index": i,
+                    "parent_id": None if parent is None else self.calls[parent].node_id,
+                    "root_id": self.calls[topo.root_of[i]].node_id,
+                    "role": roles[i],
+                    "kind": topo.kind(i),
+                    "discarded": i in topo.discarded,
+                    "linked_by": self.linked_by[i],
+                    "n_prompt": call.n_prompt,
+                    "n_sampled": call.n_sampled,
+                    "finish_reason": call.finish_reason,
+                    "model": call.model,
+                    "started_at": _timestamp(call.timing.get("started_at")),
+                    "ended_at": _timestamp(call.timing.get("ended_at")),
+                    "n_fatal": levels["FATAL"],
+                    "n_warn": levels["WARN"],
+                    "n_info": levels["INFO"],
+                }
+            )
+        return pd.DataFrame(rows, columns=NODE_COLUMNS)
+
+    def sequences_frame(self) -> pd.DataFrame:
+        """One row per training sequence (pandas), in leaf order.
+
+        Returns:
+            A DataFrame with columns leaf_id, root_id, role, n_nodes, prompt_len, n_trainable,
+            n_context. Needs pandas (the ``app`` extra).
+        """
+        import pandas as pd
+
+        rows = [
+            {
+                "leaf_id": self.calls[seq.leaf].node_id,
+                "root_id": self.calls[seq.nodes[0]].node_id,
+                "role": seq.role,
+                "n_nodes": len(seq.nodes),
+                "prompt_len": seq.prompt_len,
+                "n_trainable": seq.n_trainable,
+                "n_context": seq.n_context,
+            }
+            for seq in self.sequences
+        ]
+        return pd.DataFrame(rows, columns=SEQUENCE_COLUMNS)
+
+
+NODE_COLUMNS = [
+    "node_id", "index", "parent_id", "root_id", "role", "kind", "discarded", "linked_by", "n_prompt", "n_sampled",
+    "finish_reason", "model", "started_at", "ended_at", "n_fatal", "n_warn", "n_info",
+]  # fmt: skip
+SEQUENCE_COLUMNS = ["leaf_id", "root_id", "role", "n_nodes", "prompt_len", "n_trainable", "n_context"]
+
+
+def _timestamp(value: object) -> float | None:
+    """A recorded time as seconds (float), or None when absent or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def analyse(session: SessionInput) -> Rollout:
+    """Link, structure and grade one loaded session.
+
+    Args:
+        session: the calls of one rollout as the loader read them.
+
+    Returns:
+        The analysed :class:`Rollout`.
+    """
     calls = session.calls
     links = link(calls)
     parents = links.parents
@@ -101,7 +264,7 @@ def analyse(session: SessionInput) -> Rollout:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = [
         "document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v
-        for c, p, v in zip(calls, parents, links.via)
+        for c, p, v in zip(calls, parents, links.linked_by)
     ]
     return Rollout(
         session_id=session.session_id,
@@ -110,7 +273,7 @@ def analyse(session: SessionInput) -> Rollout:
         sequences=sequences,
         findings=findings,
         trainable=trainable,
-        link_via=via,
+        linked_by=via,
         near_misses=misses,
         document=session.document,
     )

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from graph.core.records import Call
+from graph.core.types import FORK, INNER, LEAF, ROOT, Kind
 
 
 @dataclass(slots=True)
 class Topology:
+    """Parents, children and what follows from them, indexed by arrival order."""
+
     parents: list[int | None]
     children: list[list[int]]
     roots: list[int]
@@ -20,6 +23,16 @@ class Topology:
     depth: list[int]
     # discarded node -> the sibling that continued (the earliest one with children)
     discarded: dict[int, int]
+
+    def kind(self, node: int) -> Kind:
+        """Where ``node`` sits: ``root`` (no parent), ``fork`` (2+ children), ``leaf`` or ``inner``."""
+        if self.parents[node] is None:
+            return ROOT
+        if len(self.children[node]) > 1:
+            return FORK
+        if not self.children[node]:
+            return LEAF
+        return INNER
 
     def path_to(self, node: int) -> list[int]:
         """Root -> node, by arrival index."""

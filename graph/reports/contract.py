@@ -24,7 +24,7 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
         "discarded": kept is not None,
         "continued_by": None if kept is None else rollout.calls[kept].node_id,
         "n_children": len(topo.children[i]),
-        "linked_by": rollout.link_via[i],
+        "linked_by": rollout.linked_by[i],
         "n_context": call.n_prompt - rollout.context_start(i),
         "trainable": bool(rollout.trainable[i]),
         "finish_reason": call.finish_reason,

@@ -1,0 +1,55 @@
+"""The documented entry point for notebooks and scripts: :func:`load` (see docs/python-api.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from graph.core.records import LoadResult
+from graph.core.rollout import Rollout, analyse
+from graph.ingest.loading import load_paths
+
+
+class Rollouts(dict[str, Rollout]):
+    """Rollouts by session id, in load order, with the load report of the files they came from.
+
+    Attributes:
+        report: the :class:`~graph.core.records.LoadResult`: files read, records, loaded and
+            skipped (each skip names its file, line and reason); ``records == loaded + skipped``.
+    """
+
+    report: LoadResult
+
+    def __init__(self, report: LoadResult, rollouts: dict[str, Rollout]) -> None:
+        super().__init__(rollouts)
+        self.report = report
+
+    def __repr__(self) -> str:
+        skipped = len(self.report.skipped)
+        names = ", ".join(repr(k) for k in list(self)[:5]) + (", ..." if len(self) > 5 else "")
+        return (
+            f"Rollouts({len(self)} rollouts [{names}] from {len(self.report.files)} files, {skipped} skipped records)"
+        )
+
+
+def load(*paths: str | Path, progress: Callable[[int, int, int], None] | None = None) -> Rollouts:
+    """Load trace files or folders and analyse every rollout in them.
+
+    Args:
+        *paths: trace files (``.jsonl``, ``.json``, ``.ndjson``, optionally ``.gz`` / ``.zst``)
+            or folders, read recursively.
+        progress: called as ``progress(files_done, files_total, records_so_far)`` while loading.
+
+    Returns:
+        A mapping from session id to :class:`~graph.core.rollout.Rollout`, in load order, with
+        the load report on ``.report``. Bad records never stop a load: they are skipped and
+        named in the report.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+    """
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
+    loaded = load_paths(paths, progress)
+    return Rollouts(loaded, {sid: analyse(session) for sid, session in loaded.sessions.items()})
