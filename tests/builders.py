@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hypothesis import strategies as st
 
 from graph.core.records import Call, SessionInput
 from graph.core.rollout import Rollout, analyse
@@ -275,3 +277,45 @@ def rollout_of_tokens(spec, logprobs: bool = True) -> Rollout:
 def write(path: Path, records: list) -> Path:
     path.write_bytes(jsonl(records))
     return path
+
+
+# A small rollout every input shape can express: a fork with a retry, a truncated turn, a side call.
+ROLLOUT = [
+    Turn("c0", [1, 2, 3], [4, 5], logprobs=[-0.25, -1.5], tools=TOOLS),
+    Turn("c1", [1, 2, 3, 4, 5, 6], [7], logprobs=[-0.75], tools=TOOLS),
+    Turn("c2", [1, 2, 3, 4, 5, 6], [8, 9], logprobs=[-2.0, -0.5], tools=TOOLS),
+    Turn("c3", [1, 2, 3, 4, 5, 6, 8, 9, 10], [11], logprobs=[-0.125], tools=TOOLS, finish="length"),
+    Turn("t0", [50, 51], [52], logprobs=[-0.5]),
+]
+
+
+def examples(n: int) -> int:
+    """Hypothesis example count: ``n`` in the thorough ``ci`` profile (the default), a twentieth
+    of it (at least 10) in the quick ``dev`` profile (HYPOTHESIS_PROFILE=dev)."""
+    return max(10, n // 20) if os.environ.get("HYPOTHESIS_PROFILE") == "dev" else n
+
+
+_tokens = st.lists(st.integers(0, 3), min_size=0, max_size=4)
+
+
+@st.composite
+def harness_traces(draw, max_calls=14):
+    """Calls that continue earlier ends, retry, resample, start over, or have no ids, with a
+    tiny vocabulary so accidental prefixes and identical ends are common."""
+    spec: list[tuple[list[int] | None, list[int]]] = []
+    for _ in range(draw(st.integers(1, max_calls))):
+        move = draw(st.sampled_from(["continue", "continue", "retry", "root", "noids", "empty"]))
+        if spec and move == "continue":
+            prompt, sampled = spec[draw(st.integers(0, len(spec) - 1))]
+            base = (prompt or []) + sampled
+            spec.append((base + draw(_tokens), draw(_tokens)))
+        elif spec and move == "retry":
+            prompt, _ = spec[draw(st.integers(0, len(spec) - 1))]
+            spec.append((prompt, draw(_tokens)))
+        elif move == "noids":
+            spec.append((None, draw(_tokens)))
+        elif move == "empty":
+            spec.append((draw(_tokens), []))
+        else:
+            spec.append((draw(st.lists(st.integers(0, 3), min_size=1, max_size=5)), draw(_tokens)))
+    return spec

@@ -1,4 +1,4 @@
-"""A naive, obviously-correct implementation of SPEC 3.1-3.3, written the way the rules read:
+"""A naive, obviously-correct implementation of the linking rules in docs/semantics.md, written the way the rules read:
 every arrival scans every existing node, on plain Python lists. The fast implementation in
 graph/linking.py must agree with it exactly. The benchmarks reuse it as the naive baseline."""
 

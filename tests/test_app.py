@@ -4,31 +4,13 @@ widgets, deep links, paging a long span, and a broken file's load report."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.apptest import app, html_of, no_errors, pick_call
 from tests.builders import TOOLS, Turn, vllm_chat, write
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
-def app(monkeypatch, *paths: Path, **query) -> AppTest:
-    monkeypatch.setattr(sys, "argv", ["app.py", *map(str, paths)])
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def html_of(at: AppTest) -> str:
-    return "\n".join(h.proto.body for h in at.get("html"))
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def test_opens_the_bundled_samples(monkeypatch):
@@ -40,12 +22,6 @@ def test_opens_the_bundled_samples(monkeypatch):
     assert at.metric[0].value == "25"
     assert any(d.value.shape[0] == 4 for d in at.dataframe)  # the rollouts table
     assert at.get("plotly_chart")
-
-
-def pick_call(at: AppTest, node_id: str) -> AppTest:
-    picker = next(s for s in at.selectbox if s.label == "Call")
-    index = next(i for i, label in enumerate(picker.options) if label.startswith(node_id + " "))
-    return picker.select(index).run()
 
 
 def test_selecting_a_call_shows_its_detail_and_updates_the_link(monkeypatch):

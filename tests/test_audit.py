@@ -135,7 +135,7 @@ def test_filters_are_pure_and_combine(corpus):
 def test_corpus_page_audits_the_bundled_samples(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_app import no_errors
+    from tests.apptest import no_errors
 
     monkeypatch.setattr(sys, "argv", ["app.py"])
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120).run()

@@ -122,7 +122,7 @@ def test_explain_command(samples):
 
 
 def test_app_audit_panel_runs_the_retokenization_check(monkeypatch):
-    from tests.test_app import app, no_errors
+    from tests.apptest import app, no_errors
 
     at = app(monkeypatch)
     button = next(b for b in at.button if b.label == "Decode and re-encode every prompt")
@@ -132,7 +132,7 @@ def test_app_audit_panel_runs_the_retokenization_check(monkeypatch):
 
 
 def test_origin_view_in_the_app(monkeypatch):
-    from tests.test_app import app, html_of, no_errors
+    from tests.apptest import app, html_of, no_errors
 
     at = app(monkeypatch, session="fix-config-bug", node="c11")
     next(t for t in at.toggle if t.label == "Whole prompt, coloured by origin").set_value(True).run()
@@ -153,7 +153,7 @@ def test_fork_children_side_by_side_escaped():
 
 
 def test_fork_panel_in_the_app(monkeypatch):
-    from tests.test_app import app, html_of, no_errors
+    from tests.apptest import app, html_of, no_errors
 
     at = app(monkeypatch, session="fix-config-bug", node="c05")
     no_errors(at)

@@ -1,4 +1,4 @@
-"""`rollout-graph inspect`: the readable summary, the JSON contract (SPEC 6) and exit codes."""
+"""`rollout-graph inspect`: the readable summary, the JSON contract (docs/cli.md, "The JSON contract") and exit codes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.builders import TOOLS, Turn, vllm_chat, write
-from tests.test_formats import ROLLOUT
+from tests.builders import ROLLOUT, TOOLS, Turn, vllm_chat, write
 
 
 def run(*args):

@@ -24,7 +24,7 @@ from graph.analysis.decode import (
     decoder_for,
     find_tokenizer,
 )
-from tests.builders import Turn, rollout_of, vllm_chat
+from tests.builders import Turn, examples, rollout_of, vllm_chat
 
 BUNDLED_DIR = decode.SAMPLES / "SmolLM2-135M-Instruct"
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -60,7 +60,7 @@ def test_special_tokens_stay_visible(hf, bundled):
     assert bundled.is_special(ids[0]) and not bundled.is_special(ids[2])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(
         alphabet=st.characters(whitelist_categories=("L", "M", "N", "P", "S", "Zs"), whitelist_characters="\n\t"),

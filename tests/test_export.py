@@ -66,7 +66,7 @@ def test_cli_export_jsonl_parquet_and_bad_roles(tmp_path):
 
 
 def test_app_offers_downloads(monkeypatch):
-    from tests.test_app import app, no_errors
+    from tests.apptest import app, no_errors
 
     at = app(monkeypatch)
     no_errors(at)

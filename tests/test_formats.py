@@ -1,4 +1,4 @@
-"""One test per input shape (SPEC 5), built from realistic bodies; every shape of the same
+"""One test per input shape (docs/formats.md), built from realistic bodies; every shape of the same
 rollout must give the same graph."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import zstandard
 from graph.ingest.loading import load_paths
 from graph.reports import export
 from tests.builders import (
+    ROLLOUT,
     SHAPES,
     TOOLS,
     Turn,
@@ -24,14 +25,6 @@ from tests.builders import (
     vllm_chat,
     write,
 )
-
-ROLLOUT = [
-    Turn("c0", [1, 2, 3], [4, 5], logprobs=[-0.25, -1.5], tools=TOOLS),
-    Turn("c1", [1, 2, 3, 4, 5, 6], [7], logprobs=[-0.75], tools=TOOLS),
-    Turn("c2", [1, 2, 3, 4, 5, 6], [8, 9], logprobs=[-2.0, -0.5], tools=TOOLS),
-    Turn("c3", [1, 2, 3, 4, 5, 6, 8, 9, 10], [11], logprobs=[-0.125], tools=TOOLS, finish="length"),
-    Turn("t0", [50, 51], [52], logprobs=[-0.5]),
-]
 
 
 def graph_signature(rollout):

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graph.ingest.reading import Source, read_values
+from tests.builders import examples
 
 plain_ids = st.lists(st.integers(0, 2**31 - 1), max_size=80)
 odd_values = st.one_of(
@@ -27,7 +28,7 @@ def _dump(record: dict, style: str) -> bytes:
     return json.dumps(record, separators=separators).encode()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(st.tuples(plain_ids, st.lists(odd_values, max_size=3), st.booleans()), min_size=1, max_size=6),
     st.sampled_from(["compact", "spaced"]),

@@ -1,4 +1,4 @@
-"""One test per linking rule (SPEC 3.1-3.4), on hand-built calls whose answers are known."""
+"""One test per linking rule (docs/semantics.md: Linking, Discarded), on hand-built calls whose answers are known."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Message fallback (SPEC 3.3): linking calls from eval endpoints that return no token ids."""
+"""Message fallback (docs/semantics.md, "Message fallback"): linking calls from eval endpoints that return no token ids."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from graph.core.linking import message_parents
 from graph.core.messages import canonical
-from tests.builders import Turn, message_only, rollout_of
+from tests.builders import Turn, examples, message_only, rollout_of
 from tests.reference import reference_message_parents
 
 SYSTEM = {"role": "system", "content": "You are an agent."}
@@ -104,7 +104,7 @@ messages = st.lists(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(st.tuples(messages, st.sampled_from(["ok", "no"])), min_size=1, max_size=8))
 def test_message_fallback_matches_the_naive_reference(spec):
     records = []

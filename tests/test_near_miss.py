@@ -201,8 +201,8 @@ def test_views_banner_break_and_dashed_edges():
 
 
 def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
+    from tests.apptest import app, html_of, no_errors
     from tests.builders import Turn, vllm_chat
-    from tests.test_app import app, html_of, no_errors
 
     r = per_turn_roots_rollout()
     records = [vllm_chat(Turn(c.node_id, c.prompt_ids.tolist(), c.sampled_ids.tolist())) for c in r.calls]

@@ -35,3 +35,24 @@ def test_graph_never_imports_streamlit():
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             assert not any(n.split(".")[0] in ("streamlit", "plotly", "views") for n in names), path
+
+
+def test_every_code_folder_is_a_package_so_the_wheel_ships_it():
+    # setuptools finds packages automatically, but only folders with an __init__.py (views/pages
+    # holds Streamlit page scripts, shipped as package data).
+    for top in ("graph", "views"):
+        for folder in {p.parent for p in (ROOT / top).rglob("*.py")}:
+            if folder.name in ("pages", "__pycache__"):
+                continue
+            assert (folder / "__init__.py").exists(), f"{folder.relative_to(ROOT)} has no __init__.py"
+
+
+def test_the_docker_image_installs_the_wheel_not_the_source_tree():
+    text = (ROOT / "Dockerfile").read_text()
+    assert "python -m build --wheel" in text and "rollout_graph-*.whl" in text
+    assert "pip install -e" not in text and "--editable" not in text
+
+
+def test_nothing_points_outside_the_repository():
+    for path in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "graph").rglob("*.py")]:
+        assert "SPEC.md" not in path.read_text(), path

@@ -4,42 +4,16 @@ arrival-order invariance, the path invariant and balanced counts."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graph.core.linking import token_parents
 from graph.core.records import SessionInput
 from graph.core.rollout import analyse
-from tests.builders import calls_from_tokens
+from tests.builders import calls_from_tokens, examples, harness_traces
 from tests.reference import reference_token_parents
 
-tokens = st.lists(st.integers(0, 3), min_size=0, max_size=4)
-
-
-@st.composite
-def harness_traces(draw, max_calls=14):
-    """Calls that continue earlier ends, retry, resample, start over, or have no ids, with a
-    tiny vocabulary so accidental prefixes and identical ends are common."""
-    spec: list[tuple[list[int] | None, list[int]]] = []
-    for _ in range(draw(st.integers(1, max_calls))):
-        move = draw(st.sampled_from(["continue", "continue", "retry", "root", "noids", "empty"]))
-        if spec and move == "continue":
-            prompt, sampled = spec[draw(st.integers(0, len(spec) - 1))]
-            base = (prompt or []) + sampled
-            spec.append((base + draw(tokens), draw(tokens)))
-        elif spec and move == "retry":
-            prompt, _ = spec[draw(st.integers(0, len(spec) - 1))]
-            spec.append((prompt, draw(tokens)))
-        elif move == "noids":
-            spec.append((None, draw(tokens)))
-        elif move == "empty":
-            spec.append((draw(tokens), []))
-        else:
-            spec.append((draw(st.lists(st.integers(0, 3), min_size=1, max_size=5)), draw(tokens)))
-    return spec
-
-
-FAST = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST
@@ -52,12 +26,11 @@ def _ends(spec):
     return [tuple((p or []) + s) if p is not None else None for p, s in spec]
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(harness_traces(), st.randoms(use_true_random=False))
 def test_graph_is_invariant_to_arrival_order(spec, rnd):
     ends = [e for e in _ends(spec) if e]
-    if len(ends) != len(set(ends)):
-        return  # identical ends: ties go to the earliest arrival, which order changes
+    assume(len(ends) == len(set(ends)))  # identical ends: ties go to the earliest arrival, which order changes
     order = list(range(len(spec)))
     rnd.shuffle(order)
     original = token_parents(calls_from_tokens(spec))
@@ -66,12 +39,11 @@ def test_graph_is_invariant_to_arrival_order(spec, rnd):
     assert {order[i]: mapped[i] for i in range(len(spec))} == dict(enumerate(original))
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(harness_traces())
 def test_every_path_concatenates_to_its_leaf_and_counts_balance(spec):
     spec = [(p, s) for p, s in spec if p is not None]  # the invariant is about token chains
-    if not spec:
-        return
+    assume(spec)
     rollout = analyse(SessionInput("s", calls_from_tokens(spec)))
     topo = rollout.topology
     assert len(rollout.sequences) == len(topo.leaves)

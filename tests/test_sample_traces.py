@@ -86,7 +86,7 @@ def test_three_variants_give_the_same_graph(loaded, main):
     assert document.topology.discarded == main.topology.discarded
     assert [s.n_trainable for s in document.sequences] == [s.n_trainable for s in main.sequences]
     assert not [f for f in document.findings if f.code == "document_disagrees"]
-    # message-only roots carry no token ids, so duplicate-prompt roots never group (SPEC 3.4)
+    # message-only roots carry no token ids, so duplicate-prompt roots never group (docs/semantics.md, "Discarded")
     roots_discarded = {i for i in main.topology.discarded if main.topology.parents[i] is None}
     assert messages.topology.discarded == {k: v for k, v in main.topology.discarded.items() if k not in roots_discarded}
 

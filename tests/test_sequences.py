@@ -1,4 +1,4 @@
-"""Sequences, masks and roles (SPEC 3.5-3.6), with a golden case checked to the token."""
+"""Sequences, masks and roles (docs/semantics.md: Sequences, Roles), with a golden case checked to the token."""
 
 from __future__ import annotations
 

@@ -20,7 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="agent,auxiliary,discarded",
         help="with --format rows: roles to write (default: all, labelled)",
     )
-    command.add_argument("--format", choices=["rows", "trace-entries"], default="rows")
+    command.add_argument(
+        "--format",
+        choices=["rows", "trace-entries", "graphml"],
+        default="rows",
+        help="training rows (default), TRL/OpenEnv trace entries, or the graph as GraphML (Gephi, yEd)",
+    )
     command.set_defaults(run=guarded(run))
 
 
@@ -31,6 +36,12 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
     inputs = load_inputs(args.paths, args.session)
+    if args.format == "graphml":
+        from graph.reports.graphml import write_graphml
+
+        nodes = write_graphml(inputs.rollouts, args.out)
+        print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)
+        return 0
     records = []
     for rollout in inputs.rollouts:
         records += export.training_rows(rollout, roles) if args.format == "rows" else export.trace_entries(rollout)

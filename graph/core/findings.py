@@ -1,4 +1,4 @@
-"""Graded findings (SPEC 4): what is wrong with a call, a sequence or a whole rollout."""
+"""Graded findings (docs/semantics.md, "Findings"): what is wrong with a call, a sequence or a whole rollout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parent of every call: the longest exact token prefix (SPEC 3.1-3.3).
+"""Parent of every call: the longest exact token prefix (docs/semantics.md, "Linking").
 
 The rules are written incrementally (each arrival looks for a parent, then adopts late
 descendants), but their result is order-free: a call's parent is, among ALL calls, the one whose

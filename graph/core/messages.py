@@ -1,4 +1,4 @@
-"""When two chat messages are the same turn (SPEC 3.3), for linking calls that carry no token ids.
+"""When two chat messages are the same turn (docs/semantics.md, "Message fallback"), for linking calls that carry no token ids.
 
 Harnesses re-serialise what providers return (``{"command": "ls"}`` comes back as
 ``{"command":"ls"}``), add provider-only fields and re-render the system prompt, so messages are

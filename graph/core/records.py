@@ -51,7 +51,7 @@ class TopK:
     texts: list[str] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Call:
     """One model call: what the engine saw, what it sampled, and where the record came from."""
 
@@ -102,7 +102,14 @@ class Call:
         return self.sampled_logprobs is not None and self.sampled_logprobs.shape[0] == self.n_sampled
 
     def add_issue(self, level: str, code: str, detail: str) -> None:
+        """Record a finding discovered while reading this call."""
         self.issues.append(Finding(level, code, detail, node_id=self.node_id))
+
+    def __repr__(self) -> str:
+        return (
+            f"Call({self.node_id!r} of {self.session_id!r}: prompt {self.n_prompt} + sampled {self.n_sampled} tokens, "
+            f"finish {self.finish_reason!r}, from {self.source.rsplit('/', 1)[-1]}:{self.line})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

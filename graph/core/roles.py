@@ -1,4 +1,4 @@
-"""Sequence roles (SPEC 3.6): agent, auxiliary or discarded; every row is labelled, none dropped."""
+"""Sequence roles (docs/semantics.md, "Roles"): agent, auxiliary or discarded; every row is labelled, none dropped."""
 
 from __future__ import annotations
 

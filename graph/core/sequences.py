@@ -1,4 +1,4 @@
-"""Root-to-leaf training sequences (SPEC 3.5).
+"""Root-to-leaf training sequences (docs/semantics.md, "Sequences").
 
 Sequences are described by their node path; token arrays are built only on demand because a
 rollout's sequences together repeat its context many times over.

@@ -1,4 +1,4 @@
-"""Structure derived from parent links: roots, leaves, forks and discarded retries (SPEC 3.4)."""
+"""Structure derived from parent links: roots, leaves, forks and discarded retries (docs/semantics.md, "Discarded")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``inspect --json`` contract (SPEC 6). Keys may be added here, never renamed."""
+"""The ``inspect --json`` contract (docs/cli.md, "The JSON contract"). Keys may be added here, never renamed."""
 
 from __future__ import annotations
 
