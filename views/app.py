@@ -18,10 +18,12 @@ PAGES = Path(__file__).resolve().parent / "pages"
 def main() -> None:
     """Configure the page and run the page the visitor chose."""
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
-    explorer = st.Page(PAGES / "explorer.py", title="Explorer", icon="🕸️", default=True)
-    corpus = st.Page(PAGES / "corpus.py", title="Corpus audit", icon="📊", url_path="corpus")
+    explorer = st.Page(PAGES / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
+    corpus = st.Page(PAGES / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus}
-    st.navigation([explorer, corpus], position="sidebar").run()
+    page = st.navigation([explorer, corpus], position="sidebar")
+    st.sidebar.markdown("**rollout-graph**")
+    page.run()
 
 
 if __name__ == "__main__":
