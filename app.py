@@ -1,6 +1,6 @@
 """rollout-graph explorer: ``streamlit run app.py [-- PATH ...]`` (or ``rollout-graph view``).
 
-Wiring only; the pages live in views/pages/ and the panels in views/.
+Wiring only; the pages live in views/screens/ and the panels in views/.
 """
 
 from views.app import main

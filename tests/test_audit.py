@@ -139,7 +139,7 @@ def test_corpus_page_audits_the_bundled_samples(monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["app.py"])
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120).run()
-    at.switch_page("views/pages/corpus.py").run()
+    at.switch_page("views/screens/corpus.py").run()
     no_errors(at)
     assert "Corpus audit: 4 rollouts from 3 files" in at.markdown[0].value
     assert at.dataframe[0].value.shape[0] == 4

@@ -38,11 +38,11 @@ def test_graph_never_imports_streamlit():
 
 
 def test_every_code_folder_is_a_package_so_the_wheel_ships_it():
-    # setuptools finds packages automatically, but only folders with an __init__.py (views/pages
+    # setuptools finds packages automatically, but only folders with an __init__.py (views/screens
     # holds Streamlit page scripts, shipped as package data).
     for top in ("graph", "views"):
         for folder in {p.parent for p in (ROOT / top).rglob("*.py")}:
-            if folder.name in ("pages", "__pycache__"):
+            if folder.name in ("screens", "__pycache__"):
                 continue
             assert (folder / "__init__.py").exists(), f"{folder.relative_to(ROOT)} has no __init__.py"
 

@@ -1,4 +1,4 @@
-"""The explorer app's wiring: page config and navigation. Each page is a script in views/pages/.
+"""The explorer app's wiring: page config and navigation. Each page is a script in views/screens/.
 
 Run by ``rollout-graph view`` (this file, found with importlib.resources) and by the top-level
 ``app.py`` (``streamlit run app.py``), so a checkout and an installed wheel start the same app.
@@ -12,14 +12,14 @@ import streamlit as st
 
 from views import state
 
-PAGES = Path(__file__).resolve().parent / "pages"
+SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit would treat that as old-style pages
 
 
 def main() -> None:
     """Configure the page and run the page the visitor chose."""
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
-    explorer = st.Page(PAGES / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
-    corpus = st.Page(PAGES / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
+    explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
+    corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus}
     page = st.navigation([explorer, corpus], position="sidebar")
     st.sidebar.markdown("**rollout-graph**")

@@ -107,7 +107,7 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
 
 def render(cli_directories: list[str]) -> None:
     if st.session_state.pop(state.GOTO_EXPLORER, False):
-        st.switch_page(st.session_state[state.PAGES]["explorer"])
+        st.switch_page(st.session_state[state.PAGES]["explorer"]) if state.PAGES in st.session_state else None
     frame = _table(cli_directories)
     if frame is None:
         return
