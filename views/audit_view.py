@@ -13,6 +13,7 @@ from graph.analysis.retokenize import retokenize
 from graph.analysis.token_flow import logprobs_by_role, lowest_tokens, token_flows
 from graph.core.rollout import Rollout
 from views import state
+from views.escape import md
 from views.overview import picked_row
 from views.palette import ROLE_COLORS
 
@@ -101,7 +102,7 @@ def render(rollout: Rollout, decoder: Decoder) -> None:
             elif st.button("Decode and re-encode every prompt", key=f"retok-{rollout.session_id}"):
                 found = retokenize(rollout, decoder)
                 if not found:
-                    st.success(f"Every prompt survives decode -> encode with {decoder.label}.")
+                    st.success(f"Every prompt survives decode -> encode with {md(decoder.label, 120)}.")
                 else:
                     st.warning(
                         f"{len(found)} calls' prompts do not come back identical: training on re-tokenized text would train on sequences the model never saw."

@@ -15,6 +15,7 @@ import streamlit as st
 from graph.reports import audit
 from graph.resources import SAMPLES
 from views import sidebar, state
+from views.escape import md, plot
 from views.sources import bundled_files, files_under
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
@@ -130,7 +131,7 @@ def render(cli_directories: list[str]) -> None:
         if len(counts):
             right.plotly_chart(
                 px.bar(
-                    x=counts.index,
+                    x=[plot(code, 40) for code in counts.index],
                     y=counts.values,
                     labels={"x": "finding", "y": "rollouts"},
                     title="Findings",
@@ -145,7 +146,7 @@ def render(cli_directories: list[str]) -> None:
         + " · click a column to sort, a row to open it"
     )
     if NOTICE in st.session_state:
-        st.warning(st.session_state.pop(NOTICE))
+        st.warning(md(st.session_state.pop(NOTICE)))
     st.dataframe(
         shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
         on_select=partial(_open_picked, shown, cli_directories),

@@ -11,6 +11,7 @@ from graph.analysis.decode import Decoder
 from graph.analysis.forks import fork_diffs
 from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
 from graph.core.rollout import Rollout
+from views.escape import md
 
 BEFORE = 8  # shared tokens shown before the break
 AFTER = 24  # differing tokens shown after it
@@ -87,7 +88,7 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
     if miss is None:
         return
     with st.expander(
-        f"Near miss: {miss.kind.replace('_', ' ')} of {rollout.calls[miss.other].node_id}",
+        f"Near miss: {miss.kind.replace('_', ' ')} of {md(rollout.calls[miss.other].node_id, 80)}",
         expanded=miss.kind == REWRITTEN,
     ):
         st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')

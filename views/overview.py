@@ -13,6 +13,7 @@ from graph.core.records import FATAL, INFO, WARN
 from graph.core.rollout import Rollout
 from graph.reports import export
 from views import state
+from views.escape import md
 from views.sources import Workspace
 
 MAX_SKIPPED_ROWS = 1000
@@ -22,10 +23,10 @@ def load_report(workspace: Workspace) -> None:
     loaded = workspace.loaded
     skipped = loaded.skipped
     if not skipped:
-        st.caption(f"{workspace.label}: {loaded.records:,} records, all loaded")
+        st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
         return
     st.warning(
-        f"{workspace.label}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
+        f"{md(workspace.label, 120)}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
         f"**{len(skipped):,} skipped**: every other record loaded normally."
     )
     with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):

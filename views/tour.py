@@ -9,6 +9,7 @@ import streamlit as st
 from graph.core.roles import AGENT
 from graph.core.rollout import Rollout
 from views import state
+from views.escape import md
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,9 @@ def render(rollout: Rollout, expanded: bool) -> None:
             cols = st.columns(len(examples))
             for col, example in zip(cols, examples):
                 col.button(
-                    example.label,
+                    md(example.label),
                     key=f"tour-{rollout.session_id}-{example.label}",
-                    help=example.why,
+                    help=md(example.why, 300),
                     on_click=state.select_node,
                     args=(rollout, example.node),
                     width="stretch",

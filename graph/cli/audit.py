@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from graph.cli.common import UsageError, guarded
+from graph.cli.common import OUTPUT_FAILED, UsageError, add_limit_options, fail, guarded, limits_from_args
+from graph.reports.output import OutputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--workers", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)"
     )
     command.add_argument("--address", help="with --engine ray: join this Ray cluster instead of starting one")
+    add_limit_options(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -42,12 +44,20 @@ def run(args: argparse.Namespace) -> int:
     files = audit.expand_inputs(args.inputs)
     if not files:
         raise UsageError(f"no trace files in {', '.join(args.inputs)}")
+    limits = limits_from_args(args)
     if args.engine == "ray":
-        rows = audit.run_ray(files, args.workers, args.address, stderr_progress)
+        rows = audit.run_ray(files, args.workers, args.address, stderr_progress, limits)
     else:
-        rows = audit.run_local(files, args.workers, stderr_progress)
-    audit.write_parquet(rows, args.out)
-    failed = sum(1 for r in rows if r["error"])
-    note = f" ({failed} files could not be read)" if failed else ""
+        rows = audit.run_local(files, args.workers, stderr_progress, limits)
+    try:
+        audit.write_parquet(rows, args.out)
+    except OutputError as exc:
+        return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
+    failed = [r for r in rows if r["error"]]
+    note = f" ({len(failed)} files could not be read)" if failed else ""
     print(f"{len(rows):,} rollouts from {len(files):,} files -> {args.out}{note}", file=sys.stderr)
+    for row in failed[:10]:
+        print(f"  failed {row['source_file']}: {row['error']}", file=sys.stderr)
+    if len(failed) > 10:
+        print(f"  ... and {len(failed) - 10} more (the error column of {args.out})", file=sys.stderr)
     return 0

@@ -3,23 +3,48 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
+from graph.ingest.limits import Limits, parse_size
 from graph.ingest.loading import TRACE_SUFFIXES, load_paths
+
+USAGE = 2  # a path cannot be read, an unknown session or role, a bad option
+OUTPUT_FAILED = 3  # the output file cannot be written (disk full, read-only folder)
+INTERRUPTED = 130  # Ctrl-C
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
-def fail(message: str) -> int:
-    """Print ``rollout-graph: message`` on stderr and return exit code 2."""
-    print(f"rollout-graph: {message}", file=sys.stderr)
-    return 2
+# C0 controls but newline and tab, DEL, C1 controls, and bidirectional overrides: trace text
+# printed raw could move the cursor, retitle the terminal or reorder what the reader sees.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``), never interpreted."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def write_text(text: str, stream=None) -> None:
+    """Write trace-derived text to a terminal (stdout by default) with controls escaped."""
+    stream = sys.stdout if stream is None else stream
+    data = terminal_safe(text).encode("utf-8", "backslashreplace")
+    stream.flush()
+    stream.buffer.write(data) if hasattr(stream, "buffer") else stream.write(data.decode("utf-8"))
+    stream.flush()
+
+
+def fail(message: str, code: int = USAGE) -> int:
+    """Print ``rollout-graph: message`` on stderr and return ``code`` (2 by default)."""
+    print(f"rollout-graph: {terminal_safe(message)}", file=sys.stderr)
+    return code
 
 
 @dataclass
@@ -37,14 +62,14 @@ def check_paths(paths: list[str] | list[Path]) -> None:
         raise UsageError(f"cannot read {', '.join(missing)}: no such file or directory")
 
 
-def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> Inputs:
-    """Load ``paths`` and analyse the rollouts (only ``session`` when given).
+def load_inputs(paths: list[str] | list[Path], session: str | None = None, limits: Limits | None = None) -> Inputs:
+    """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given).
 
     Raises:
         UsageError: a path is missing, nothing could be read, or the session is unknown.
     """
     check_paths(paths)
-    loaded = load_paths(paths)
+    loaded = load_paths(paths, limits=limits)
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
@@ -64,6 +89,45 @@ def add_paths(command: argparse.ArgumentParser) -> None:
         "paths", nargs="+", metavar="PATH", help="trace files or directories (.jsonl, .json, .gz, .zst)"
     )
     command.add_argument("--session", help="only this session id")
+    add_limit_options(command)
+
+
+_LIMIT_FLAGS = (
+    ("--max-file-bytes", "max_file_bytes", "decompressed bytes read from one file (default 4G)"),
+    ("--max-line-bytes", "max_line_bytes", "bytes in one line or one JSON document (default 512M)"),
+    ("--max-depth", "max_depth", "JSON nesting depth (default 512)"),
+    ("--max-ids", "max_ids", "token ids in one array (default 64M)"),
+    ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),
+    ("--max-memory", "max_memory_bytes", "stop reading a file once resident memory passes this (default: no cap)"),
+)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_limit_options(command: argparse.ArgumentParser) -> None:
+    """The ``--max-*`` limits (docs/limits.md); sizes take K/M/G suffixes."""
+    group = command.add_argument_group("limits (docs/limits.md; also ROLLOUT_GRAPH_MAX_* variables)")
+    for flag, dest, text in _LIMIT_FLAGS:
+        group.add_argument(flag, dest=dest, type=_size, default=None, metavar="N", help=text)
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    """The defaults, then ``ROLLOUT_GRAPH_MAX_*`` variables, then ``--max-*`` flags.
+
+    Raises:
+        UsageError: an environment variable is not a size.
+    """
+    try:
+        limits = Limits.from_env()
+    except ValueError as exc:
+        raise UsageError(f"ROLLOUT_GRAPH_MAX_*: {exc}") from None
+    changes = {dest: getattr(args, dest) for _, dest, _ in _LIMIT_FLAGS if getattr(args, dest, None) is not None}
+    return replace(limits, **changes) if changes else limits
 
 
 def add_tokenizer_options(command: argparse.ArgumentParser) -> None:
@@ -80,6 +144,10 @@ def guarded(run):
             return run(args)
         except UsageError as exc:
             return fail(str(exc))
+        except KeyboardInterrupt:
+            return fail("interrupted; no output file was left behind", INTERRUPTED)
+        except BrokenPipeError:  # `rollout-graph inspect ... | head`
+            return 0
 
     wrapper.__doc__ = run.__doc__
     return wrapper

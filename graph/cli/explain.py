@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from graph.analysis.decode import decoder_for
-from graph.cli.common import UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.cli.common import (
+    UsageError,
+    add_paths,
+    add_tokenizer_options,
+    guarded,
+    limits_from_args,
+    load_inputs,
+    write_text,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the audit explanations for each selected rollout."""
     from graph.reports.explain import explain_text, origin_lines
 
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
     if args.origin is not None and not any(args.origin in r.node_ids for r in inputs.rollouts):
         raise UsageError(f"no call {args.origin!r} in the selected rollouts")
     for rollout in inputs.rollouts:
@@ -35,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
         if args.origin is not None:
             if args.origin in rollout.node_ids:
-                sys.stdout.write("\n".join(origin_lines(rollout, rollout.index_of(args.origin))) + "\n")
+                write_text("\n".join(origin_lines(rollout, rollout.index_of(args.origin))) + "\n")
             continue
-        sys.stdout.write(explain_text(rollout, decoder) + "\n")
+        write_text(explain_text(rollout, decoder) + "\n")
     return 0

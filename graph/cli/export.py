@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from graph.cli.common import UsageError, add_paths, guarded, load_inputs
+from graph.cli.common import OUTPUT_FAILED, UsageError, add_paths, fail, guarded, limits_from_args, load_inputs
 from graph.reports import export
 
 
@@ -35,16 +35,30 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
     if args.format == "graphml":
         from graph.reports.graphml import write_graphml
 
-        nodes = write_graphml(inputs.rollouts, args.out)
+        try:
+            nodes = write_graphml(inputs.rollouts, args.out)
+        except OSError as exc:
+            return fail(f"cannot write {args.out}: {exc.strerror or exc} (nothing written)", OUTPUT_FAILED)
         print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)
         return 0
-    records = []
-    for rollout in inputs.rollouts:
-        records += export.training_rows(rollout, roles) if args.format == "rows" else export.trace_entries(rollout)
-    export.write_records(records, args.out)
-    print(f"{len(records):,} {args.format} -> {args.out}", file=sys.stderr)
+    records = (
+        record
+        for rollout in inputs.rollouts
+        for record in (
+            export.iter_training_rows(rollout, roles) if args.format == "rows" else export.iter_trace_entries(rollout)
+        )
+    )
+    try:
+        written = export.write_records(records, args.out, kind=args.format)
+    except export.OutputError as exc:
+        return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
+    print(f"{written.records:,} {args.format} -> {args.out}", file=sys.stderr)
+    if written.failed:
+        print(
+            f"rollout-graph: {written.failed} records could not be written ({written.first_failure})", file=sys.stderr
+        )
     return 0

@@ -9,7 +9,16 @@ from pathlib import Path
 import orjson
 
 from graph.analysis.decode import decoder_for
-from graph.cli.common import Inputs, UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.cli.common import (
+    Inputs,
+    UsageError,
+    add_paths,
+    add_tokenizer_options,
+    guarded,
+    limits_from_args,
+    load_inputs,
+    write_text,
+)
 from graph.reports.contract import inspect_json
 from graph.reports.summary import summary_text
 from graph.reports.transcript import default_sequence, sequence_through, transcript
@@ -31,14 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
         payload = inspect_json(inputs.loaded, inputs.rollouts, with_tokens=args.tokens)
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
-        sys.stdout.write(summary_text(inputs.loaded, inputs.rollouts))
+        write_text(summary_text(inputs.loaded, inputs.rollouts))
     return 0
 
 
@@ -54,5 +63,5 @@ def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:
             seq = sequence_through(rollout, args.node)
         else:
             continue
-        sys.stdout.write(transcript(rollout, seq, decoder) + "\n")
+        write_text(transcript(rollout, seq, decoder) + "\n")
     return 0

@@ -8,13 +8,60 @@ from graph.core.sequences import Sequence
 
 def claimed_parents(calls: list[Call], fallback: list[int | None]) -> list[int | None]:
     """The document's edges for nodes in its sequences; ``fallback`` for the others."""
+    return validated_parents(calls, fallback)[0]
+
+
+def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[list[int | None], list[Finding]]:
+    """:func:`claimed_parents`, made a forest, with a finding for every claim that was dropped.
+
+    A document is untrusted: a node named as its own parent, a parent that is no turn of the
+    document (dangling), or parents that form a cycle would make every walk up the graph loop.
+    Each such claim is dropped (the node falls back to the token-prefix parent, or becomes a root
+    when that would close a cycle too) and reported as ``document_invalid_parent`` (docs/semantics.md).
+    """
     index = {c.node_id: i for i, c in enumerate(calls)}
     parents = list(fallback)
+    findings: list[Finding] = []
+
+    def drop(i: int, why: str) -> None:
+        findings.append(Finding(WARN, "document_invalid_parent", why, node_id=calls[i].node_id))
+        parents[i] = fallback[i] if fallback[i] != i else None
+
     for i, call in enumerate(calls):
-        if call.claims.get("in_sequences"):
-            claimed = call.claims.get("parent")
-            parents[i] = index.get(claimed) if claimed is not None else None
-    return parents
+        if not call.claims.get("in_sequences"):
+            continue
+        claimed = call.claims.get("parent")
+        if claimed is None:
+            parents[i] = None
+        elif claimed not in index:
+            drop(i, f"the document's parent {str(claimed)[:80]!r} is not a turn of this document; ignored")
+        elif index[claimed] == i:
+            drop(i, "the document names this node as its own parent; ignored")
+        else:
+            parents[i] = index[claimed]
+    # Cycles: walk up from every node; a node met twice on one walk closes a cycle.
+    state = [0] * len(calls)  # 0 unseen, 1 on the current walk, 2 known to reach a root
+    for start in range(len(calls)):
+        path = []
+        node: int | None = start
+        while node is not None and state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = parents[node]
+        if node is not None and state[node] == 1:  # back on this walk: a cycle through `node`
+            cut = node
+            findings.append(
+                Finding(
+                    WARN,
+                    "document_invalid_parent",
+                    f"the document's parents form a cycle through {calls[cut].node_id!r}; this node is made a root",
+                    node_id=calls[cut].node_id,
+                )
+            )
+            parents[cut] = None
+        for k in path:
+            state[k] = 2
+    return parents, findings
 
 
 def disagreements(

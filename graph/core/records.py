@@ -143,6 +143,8 @@ class LoadResult:
     loaded: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # Last lines still being written (no newline yet, not parseable): neither loaded nor skipped.
+    pending: list[Skipped] = field(default_factory=list)
 
     @property
     def nothing_readable(self) -> bool:
@@ -156,4 +158,5 @@ class LoadResult:
             "loaded": self.loaded,
             "skipped": [s.as_dict() for s in self.skipped],
             "files": list(self.files),
+            "pending": [p.as_dict() for p in self.pending],
         }

@@ -247,8 +247,9 @@ def analyse(session: SessionInput) -> Rollout:
     calls = session.calls
     links = link(calls)
     parents = links.parents
+    claim_findings: list[Finding] = []
     if session.document is not None:
-        parents = claims.claimed_parents(calls, links.parents)
+        parents, claim_findings = claims.validated_parents(calls, links.parents)
     topology = build_topology(calls, parents)
     per_node = turn_findings(calls)
     trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node)], dtype=bool)
@@ -260,6 +261,7 @@ def analyse(session: SessionInput) -> Rollout:
     rewritten = rewrite_finding(calls, misses, topology.discarded)
     if rewritten is not None:
         findings.append(rewritten)
+    findings += claim_findings
     if session.document is not None:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = [

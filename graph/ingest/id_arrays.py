@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from graph.ingest.limits import LimitExceeded
+
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
 # for their common tail finds both.
 _TAIL = b'_ids"'
@@ -73,8 +75,12 @@ class IdArrayCutter:
             del self._recent[:-_RECENT]
         return ids
 
-    def cut(self, raw: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
-        """The line with each plain prompt-id array replaced by a marker, and the arrays."""
+    def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, np.ndarray]]:
+        """The line with each plain prompt-id array replaced by a marker, and the arrays.
+
+        Raises:
+            LimitExceeded: an array holds more than ``max_ids`` ids.
+        """
         arrays: dict[str, np.ndarray] = {}
         pieces: list[bytes] = []
         pos = 0
@@ -84,6 +90,8 @@ class IdArrayCutter:
             ids = self._ids(raw[start:end])
             if ids is None:
                 continue
+            if max_ids is not None and ids.shape[0] > max_ids:
+                raise LimitExceeded(f"an id array holds {ids.shape[0]:,} ids (limit max_ids {max_ids:,}, --max-ids)")
             marker = _marker(len(arrays))
             arrays[marker] = ids
             pieces += [raw[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from graph.core.records import WARN, Call, LoadResult, SessionInput, Skipped
+from graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
 from graph.ingest.formats import RecordError, parse_value
+from graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
 from graph.ingest.reading import Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
@@ -18,12 +20,35 @@ Progress = Callable[[int, int, int], None]  # (files done, files total, records 
 
 def trace_files(path: str | Path) -> list[Path]:
     """A file as given, or every trace file under a directory (recursively, sorted)."""
+    return walk_traces(path)[0]
+
+
+def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """:func:`trace_files`, plus the folders that could not be listed and why.
+
+    Only regular files count as traces under a directory (a FIFO or device named like a trace is
+    reported by the reader when given by name, never opened while walking); symlinked folders are
+    not followed, so a link loop cannot hang the walk.
+    """
     p = Path(path)
-    if p.is_dir():
-        return sorted(
-            f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and f.name not in NOT_TRACES
-        )
-    return [p]
+    if not p.is_dir():
+        return [p], []
+    errors: list[tuple[str, str]] = []
+
+    def failed(exc: OSError) -> None:
+        errors.append((str(exc.filename or p), f"cannot read folder: {exc.strerror or exc}"))
+
+    found = []
+    for folder, _dirs, names in os.walk(p, onerror=failed):
+        for name in names:
+            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES:
+                f = Path(folder, name)
+                try:
+                    if f.is_file():
+                        found.append(f)
+                except OSError as exc:  # pragma: no cover - a race with deletion
+                    failed(exc)
+    return sorted(found), sorted(errors)
 
 
 def rollout_name(source_name: str) -> str:
@@ -34,45 +59,102 @@ def rollout_name(source_name: str) -> str:
     return name or "rollout"
 
 
-def load_paths(paths: Iterable[str | Path], progress: Progress | None = None) -> LoadResult:
-    sources = [Source.from_path(f) for p in paths for f in trace_files(p)]
-    return load_sources(sources, progress)
+def load_paths(
+    paths: Iterable[str | Path], progress: Progress | None = None, limits: Limits | None = None
+) -> LoadResult:
+    """Load trace files and directories (see :func:`load_sources`); unreadable folders are skipped."""
+    sources = []
+    unreadable: list[tuple[str, str]] = []
+    for p in paths:
+        files, errors = walk_traces(p)
+        sources += [Source.from_path(f) for f in files]
+        unreadable += errors
+    result = load_sources(sources, progress, limits)
+    for folder, reason in unreadable:
+        result.files.append(folder)
+        _skip(result, folder, 0, reason)
+    return result
 
 
-def load_sources(sources: list[Source], progress: Progress | None = None) -> LoadResult:
+def load_sources(sources: list[Source], progress: Progress | None = None, limits: Limits | None = None) -> LoadResult:
+    """Read every source under ``limits`` (the defaults without); never raises on bad input.
+
+    Every record ends up loaded or skipped with a reason; a file that cannot be opened is one
+    skipped record at line 0; a last line still being written is reported as pending.
+    """
+    limits = limits or Limits()
     result = LoadResult()
     shared_text: dict[str, str] = {}
-    for done, source in enumerate(sources):
-        result.files.append(source.name)
+    with using(limits):
+        for done, source in enumerate(sources):
+            result.files.append(source.name)
 
-        def tick(records: int, done: int = done) -> None:
+            def tick(records: int, done: int = done) -> None:
+                if progress:
+                    progress(done, len(sources), records)
+
+            try:
+                _load_source(source, result, shared_text, tick, limits)
+            except OSError as exc:
+                _skip(result, source.name, 0, f"cannot read file: {exc.strerror or exc}")
+            except MemoryError:
+                _skip(result, source.name, 0, "out of memory while reading this file; the rest of it is not read")
             if progress:
-                progress(done, len(sources), records)
-
-        try:
-            _load_source(source, result, shared_text, tick)
-        except OSError as exc:
-            _skip(result, source.name, 0, f"cannot read file: {exc.strerror or exc}")
-        if progress:
-            progress(done + 1, len(sources), result.records)
+                progress(done + 1, len(sources), result.records)
     return result
 
 
 PROGRESS_EVERY = 200  # records between progress reports within a file
 
 
-def _load_source(source: Source, result: LoadResult, shared_text: dict[str, str], tick: Callable[[int], None]) -> None:
+def _over_memory(limits: Limits) -> str | None:
+    if limits.max_memory_bytes is None:
+        return None
+    rss = resident_bytes()
+    if rss is None or rss <= limits.max_memory_bytes:
+        return None
+    return (
+        f"over a limit: resident memory {human(rss)} is above {human(limits.max_memory_bytes)} "
+        "(limit max_memory_bytes, --max-memory); the rest of this file is not read"
+    )
+
+
+def _load_source(
+    source: Source,
+    result: LoadResult,
+    shared_text: dict[str, str],
+    tick: Callable[[int], None],
+    limits: Limits,
+) -> None:
     default_session = rollout_name(source.name)
-    for raw in read_values(source):
-        if raw.line % PROGRESS_EVERY == 0:
+    values = read_values(source, limits)
+    for count, raw in enumerate(values, start=1):
+        if count % PROGRESS_EVERY == 0:
             tick(result.records)
+            over = _over_memory(limits)
+            if over:
+                values.close()
+                _skip(result, source.name, raw.line, over)
+                return
+        if raw.pending:
+            result.pending.append(Skipped(source.name, raw.line, raw.error or "incomplete last line"))
+            continue
         if raw.error is not None:
             _skip(result, source.name, raw.line, raw.error)
             continue
         try:
             parsed = parse_value(raw, source.name, default_session)
+        except LimitExceeded as exc:
+            _skip(result, source.name, raw.line, f"over a limit: {exc}")
+            continue
         except RecordError as exc:
             _skip(result, source.name, raw.line, str(exc))
+            continue
+        except (RecursionError, MemoryError) as exc:
+            _skip(result, source.name, raw.line, f"cannot convert this record: {type(exc).__name__}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - an untrusted record must never stop a load
+            _skip(result, source.name, raw.line, f"cannot convert this record: {type(exc).__name__}: {exc}"[:300])
             continue
         for reason in parsed.skipped:
             _skip(result, source.name, raw.line, reason)
@@ -96,8 +178,19 @@ def _add_call(result: LoadResult, call: Call, shared_text: dict[str, str]) -> No
         session = result.sessions[call.session_id] = SessionInput(call.session_id)
     if call.node_id in session.node_ids:
         original = call.node_id
-        call.node_id = f"{original}~{call.source.rsplit('/', 1)[-1]}:{call.line}"
-        call.add_issue(WARN, "duplicate_node_id", f"node id {original!r} was already used in this session; renamed")
+        renamed = base = f"{original}~{call.source.rsplit('/', 1)[-1]}:{call.line}"
+        n = 1
+        while renamed in session.node_ids:  # the new name may itself be taken
+            n += 1
+            renamed = f"{base}#{n}"
+        call.node_id = renamed
+        call.issues = [
+            Finding(f.level, f.code, f.detail, node_id=renamed, leaf_id=f.leaf_id) if f.node_id == original else f
+            for f in call.issues
+        ]
+        call.add_issue(
+            WARN, "duplicate_node_id", f"node id {original!r} was already used in this session; renamed {renamed!r}"
+        )
     session.node_ids.add(call.node_id)
     _share_messages(call, shared_text)
     session.calls.append(call)

@@ -1,27 +1,70 @@
 """Bytes -> JSON values, one per line (JSONL) or one per file (a JSON document).
 
-Handles gzip and zstd by magic bytes, tolerates NaN/Infinity literals that Python's json module
-writes, and turns every unreadable line into an error value instead of an exception.
+Files are read in plain buffered chunks (never memory-mapped: a file truncated while it is read,
+by log rotation or a capture restarting it, must not kill the process with SIGBUS). gzip and zstd
+are detected by magic bytes and decompressed chunk by chunk with a bounded output, so a
+decompression bomb costs time up to :attr:`Limits.max_file_bytes` and never memory. Blank runs
+are skipped at byte speed. Every unreadable line becomes an error value, never an exception;
+a stream that breaks (corrupt or truncated gzip/zstd, an I/O error, a limit) keeps every value
+read before the break and ends with one error naming it.
+
+:func:`parse_line` parses one line on its own (a live follower feeds it lines as they arrive).
+docs/formats.md describes the rules; docs/limits.md the limits.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
-import mmap
+import os
+import re
+import stat
+import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import orjson
 
 from graph.ingest.id_arrays import IdArrayCutter, restore
+from graph.ingest.limits import LimitExceeded, Limits, human
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_CHUNK = 8 << 20  # bytes handed to the line splitter at a time
+_ORJSON_DEPTH = 1024  # orjson refuses deeper documents whatever the limit says
+
+
+class NotRegularFile(OSError):
+    """A path that is a FIFO, a device or a socket: reading it could block or never end."""
+
+
+def _open_regular(path: Path) -> IO[bytes]:
+    """Open a regular file for reading without ever blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "a folder"
+                if stat.S_ISDIR(mode)
+                else "not a regular file"
+            )
+            raise NotRegularFile(0, f"not a regular file ({kind})", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,147 +76,391 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
+        """A file on disk; FIFOs, devices and sockets are refused when opened."""
         p = Path(path)
-        return cls(str(p), lambda: open(p, "rb"))
+        return cls(str(p), lambda: _open_regular(p))
 
     @classmethod
     def from_bytes(cls, name: str, data: bytes) -> Source:
+        """Bytes already in memory (an upload)."""
         return cls(name, lambda: io.BytesIO(data))
 
 
 @dataclass(frozen=True, slots=True)
 class RawValue:
-    """One parsed JSON value, or the reason it could not be parsed."""
+    """One parsed JSON value, or the reason it could not be parsed.
+
+    ``pending`` marks the last line of a file that has no newline yet and does not parse: a file
+    still being written, reported apart from bad records.
+    """
 
     line: int
     value: Any = None
     error: str | None = None
+    pending: bool = False
 
 
-_RELEASE_EVERY = 64 << 20
+class StreamBreak(Exception):
+    """Reading a file stopped early: corrupt or truncated compression, an I/O error, a limit."""
 
 
-class _BufferLines:
-    """Lines of an in-memory or memory-mapped buffer (far faster than readline on long lines).
-
-    Pages of a mapped file already read are handed back to the kernel as reading goes on, so
-    a big trace does not sit in the process's resident memory twice.
-    """
-
-    def __init__(self, buf) -> None:
-        self.buf = buf
-        self.pos = 0
-        self.released = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        buf, size = self.buf, len(self.buf)
-        while self.pos < size:
-            end = buf.find(b"\n", self.pos)
-            end = size if end < 0 else end
-            line = buf[self.pos : end]
-            self.pos = end + 1
-            if isinstance(buf, mmap.mmap) and self.pos - self.released > _RELEASE_EVERY:
-                upto = self.pos - self.pos % mmap.PAGESIZE
-                buf.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
-                self.released = upto
-            yield line
-
-    def rest(self) -> bytes:
-        return self.buf[self.pos :]
+# --- decompression, chunk by chunk with bounded output ---------------------------------------
 
 
-class _StreamLines:
-    """Lines of a decompressing stream."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.stream)
-
-    def rest(self) -> bytes:
-        return self.stream.read()
+def _plain_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
+    if first:
+        yield first
+    while block := stream.read(_CHUNK):
+        yield block
 
 
-@contextmanager
-def _lines(stream: IO[bytes]):
+def _gzip_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
+    """Every member of a gzip file (``cat a.gz b.gz`` is valid gzip); output at most _CHUNK a call."""
+    d = zlib.decompressobj(wbits=31)
+    data = first
+    while True:
+        if not data:
+            data = stream.read(1 << 20)
+            if not data:
+                while out := d.decompress(b"", _CHUNK):  # output still held back by the last call
+                    yield out
+                if not d.eof:
+                    raise StreamBreak("the gzip stream ends early (truncated file)")
+                return
+        if d.eof:
+            if not data.strip(b"\x00"):  # zero padding after the last member
+                data = b""
+                continue
+            d = zlib.decompressobj(wbits=31)
+        try:
+            out = d.decompress(data, _CHUNK)
+        except zlib.error as exc:
+            raise StreamBreak(f"corrupt gzip data ({exc})") from None
+        data = d.unused_data if d.eof else d.unconsumed_tail
+        if out:
+            yield out
+
+
+def _zstd_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
+    """Every frame of a zstd file. Input is fed in pieces sized so one call's output stays bounded."""
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor()
+    d = decompressor.decompressobj()
+    data = first
+    piece = 64 << 10
+    started = False
+    while True:
+        if not data:
+            data = stream.read(1 << 20)
+            if not data:
+                if started and not d.eof:
+                    raise StreamBreak("the zstd stream ends early (truncated file)")
+                return
+        if d.eof:
+            d = decompressor.decompressobj()
+        head, data = data[:piece], data[piece:]
+        started = True
+        try:
+            out = d.decompress(head)
+        except zstandard.ZstdError as exc:
+            raise StreamBreak(f"corrupt zstd data ({exc})") from None
+        if d.eof and d.unused_data:
+            data = d.unused_data + data
+        # Keep each call's output near _CHUNK whatever the compression ratio (a bomb's is huge).
+        ratio = max(1, len(out) // max(1, len(head)))
+        piece = max(1 << 10, min(1 << 20, _CHUNK // ratio))
+        if out:
+            yield out
+
+
+def _chunks(stream: IO[bytes], limits: Limits) -> Iterator[bytes]:
     head = stream.read(4)
-    stream.seek(0)
+    while len(head) < 4:  # a pipe-like short read
+        more = stream.read(4 - len(head))
+        if not more:
+            break
+        head += more
     if head.startswith(_GZIP_MAGIC):
-        yield _StreamLines(gzip.GzipFile(fileobj=stream))
+        chunks = _gzip_chunks(stream, head)
     elif head.startswith(_ZSTD_MAGIC):
-        import zstandard
-
-        yield _StreamLines(io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(stream)))
-    elif not head:
-        yield _BufferLines(b"")
-    elif isinstance(stream, io.BytesIO):
-        yield _BufferLines(stream.getbuffer().tobytes())
+        chunks = _zstd_chunks(stream, head)
     else:
-        with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            yield _BufferLines(mapped)
+        chunks = _plain_chunks(stream, head)
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limits.max_file_bytes:
+            keep = len(chunk) - (total - limits.max_file_bytes)
+            if keep > 0:
+                yield chunk[:keep]
+            raise StreamBreak(
+                f"file is larger than {human(limits.max_file_bytes)} decompressed "
+                f"(limit max_file_bytes, --max-file-bytes); the rest is not read"
+            )
+        yield chunk
 
 
-def parse_json(raw: bytes) -> Any:
-    """orjson first (fast); the stdlib as a fallback for NaN/Infinity literals."""
+# --- lines ------------------------------------------------------------------------------------
+
+_NON_BLANK = re.compile(rb"[^ \t\r\n]")
+
+
+@dataclass(slots=True)
+class _Line:
+    number: int
+    raw: bytes | None  # None when the line is over max_line_bytes
+    final: bool = False  # the file's last line, with no newline after it
+
+
+class _Counter:
+    """Newlines consumed so far: where a stream break happened."""
+
+    newlines = 0
+
+
+def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_Line]:
+    """Non-blank lines with 1-based numbers; blank runs cost a memchr, not a Python loop."""
+    line_no = 0  # newlines consumed so far
+    carry: list[bytes] = []
+    carry_len = 0
+    too_long = False
+    for chunk in chunks:
+        pos = 0
+        if carry or too_long:
+            end = chunk.find(b"\n")
+            if end < 0:
+                if not too_long:
+                    carry.append(chunk)
+                    carry_len += len(chunk)
+                    if carry_len > max_line:
+                        carry, carry_len, too_long = [], 0, True
+                continue
+            seen.newlines = line_no
+            if too_long or carry_len + end > max_line:
+                yield _Line(line_no + 1, None)
+            else:
+                carry.append(chunk[:end])
+                yield _Line(line_no + 1, b"".join(carry))
+            carry, carry_len, too_long = [], 0, False
+            line_no += 1
+            pos = end + 1
+        elif chunk.isspace():
+            line_no += chunk.count(b"\n")
+            seen.newlines = line_no
+            continue
+        while True:
+            m = _NON_BLANK.search(chunk, pos)
+            if m is None:
+                line_no += chunk.count(b"\n", pos)
+                seen.newlines = line_no
+                break
+            start = m.start()
+            if start > pos:
+                line_no += chunk.count(b"\n", pos, start)
+            end = chunk.find(b"\n", start)
+            seen.newlines = line_no
+            if end < 0:
+                carry_len = len(chunk) - start
+                if carry_len > max_line:
+                    carry, carry_len, too_long = [], 0, True
+                else:
+                    carry = [chunk[start:]]
+                break
+            yield _Line(line_no + 1, chunk[start:end] if end - start <= max_line else None)
+            line_no += 1
+            pos = end + 1
+    seen.newlines = line_no
+    if too_long:
+        yield _Line(line_no + 1, None, final=True)
+    elif carry:
+        yield _Line(line_no + 1, b"".join(carry), final=True)
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def _depth(raw: bytes) -> int:
+    """Deepest bracket nesting outside strings (numpy; only for lines the stdlib must parse)."""
+    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', raw)
+    arr = np.frombuffer(text, dtype=np.uint8)
+    steps = np.isin(arr, (0x5B, 0x7B)).astype(np.int32) - np.isin(arr, (0x5D, 0x7D)).astype(np.int32)
+    return int(np.cumsum(steps).max()) if steps.size else 0
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _clean_surrogates(value: Any) -> Any:
+    """Lone UTF-16 surrogates (valid JSON escapes, invalid text) become U+FFFD."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_clean_surrogates(k): _clean_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_surrogates(v) for v in value]
+    return value
+
+
+def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
+    """orjson first (fast); the stdlib as a fallback for NaN/Infinity, big numbers and surrogates.
+
+    Raises:
+        ValueError: not JSON, or nested deeper than ``max_depth`` (LimitExceeded).
+    """
+    depth = _ORJSON_DEPTH if max_depth is None else min(max_depth, _ORJSON_DEPTH)
     try:
         return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc) or "recursion" in str(exc).lower():
+            raise LimitExceeded(f"JSON nested deeper than {_ORJSON_DEPTH} levels") from None
+        if _depth(raw) > depth:
+            raise LimitExceeded(f"JSON nested deeper than {depth} levels (limit max_depth, --max-depth)") from None
+        try:
+            value = json.loads(raw)
+        except RecursionError:
+            raise LimitExceeded(f"JSON nested too deep (limit max_depth {depth})") from None
+        return _clean_surrogates(value) if _SURROGATE_ESCAPE.search(raw) else value
 
 
-def _parsed(line: int, raw: bytes, cutter: IdArrayCutter) -> RawValue:
+def parse_line(line: int, raw: bytes, cutter: IdArrayCutter, limits: Limits | None = None) -> RawValue:
+    """One JSONL line -> a value, or an error value naming why it is not one. Never raises."""
+    limits = limits or Limits()
     try:
-        cut, arrays = cutter.cut(raw)
-        value = parse_json(cut)
-    except (ValueError, UnicodeDecodeError) as exc:
+        cut, arrays = cutter.cut(raw, limits.max_ids)
+        value = parse_json(cut, limits.max_depth)
+        if arrays:
+            restore(value, arrays)
+    except LimitExceeded as exc:
+        return RawValue(line, error=f"over a limit: {_short(exc)}")
+    except (ValueError, UnicodeDecodeError, OverflowError) as exc:
         return RawValue(line, error=f"not JSON: {_short(exc)}")
-    if arrays:
-        restore(value, arrays)
+    except (RecursionError, MemoryError) as exc:
+        return RawValue(line, error=f"cannot parse: {type(exc).__name__}")
     return RawValue(line, value)
 
 
-def _short(exc: Exception, limit: int = 160) -> str:
+_parsed = parse_line  # the name other modules used before
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def read_values(source: Source) -> Iterator[RawValue]:
+def _too_long(line: int, limits: Limits) -> RawValue:
+    return RawValue(
+        line,
+        error=f"over a limit: line longer than {human(limits.max_line_bytes)} (limit max_line_bytes, --max-line-bytes)",
+    )
+
+
+def _items(value: Any) -> Iterator[RawValue]:
+    """A file that is one JSON array holds records: "line" is the item's 1-based position."""
+    for i, item in enumerate(value, start=1):
+        yield RawValue(i, item)
+
+
+def read_values(source: Source, limits: Limits | None = None) -> Iterator[RawValue]:
     """Yield the JSON values in a source, in order, with 1-based line numbers.
 
-    A file whose first non-blank line is not JSON on its own but opens an object or array is
-    read as one pretty-printed document. If the stream breaks (truncated gzip, corrupt zstd),
-    the values read so far are kept and one error names the line where reading stopped.
+    JSONL is read line by line. A file whose first non-blank line does not parse, opens an object
+    or array, and whose next line is not a JSON object or array on its own, is tried as one
+    pretty-printed document; if that fails too, it is read line by line after all, so a broken
+    first line loses only itself. A file that is one JSON array (pretty-printed or on one line)
+    yields its items.
+
+    Raises:
+        OSError: the source cannot be opened (missing, unreadable, not a regular file).
     """
+    limits = limits or Limits()
     cutter = IdArrayCutter()
-    with source.open() as raw_stream, _lines(raw_stream) as lines:
-        line_no = 0
-        first = True
+    with source.open() as stream:
+        seen = _Counter()
+        lines = _split(_chunks(stream, limits), limits.max_line_bytes, seen)
         try:
-            for raw in lines:
-                line_no += 1
-                if not raw.strip():
-                    continue
-                if first:
-                    first = False
-                    value = _parsed(line_no, raw, cutter)
-                    if value.error and raw.lstrip()[:1] in (b"{", b"["):
-                        yield from _whole_document(line_no, raw + b"\n" + lines.rest(), cutter)
+            first = next(lines, None)
+            if first is None:
+                return
+            if first.raw is None:
+                yield _too_long(first.number, limits)
+            else:
+                value = parse_line(first.number, first.raw, cutter, limits)
+                if value.error and first.raw[:1] in (b"{", b"["):
+                    second = next(lines, None)
+                    if second is not None and not _standalone(second, cutter, limits):
+                        yield from _document_or_lines(first, second, lines, cutter, limits)
+                        return
+                    yield _final(value, first)
+                    if second is not None:
+                        yield from _line_values(second, cutter, limits)
+                elif isinstance(value.value, list):  # json.dump(list) writes one line
+                    second = next(lines, None)
+                    if second is None:
+                        yield from _items(value.value)
                         return
                     yield value
-                    continue
-                yield _parsed(line_no, raw, cutter)
-        except (OSError, EOFError, ValueError) as exc:
-            yield RawValue(line_no + 1, error=f"stream stopped after line {line_no}: {_short(exc)}")
+                    yield from _line_values(second, cutter, limits)
+                else:
+                    yield _final(value, first)
+            for line in lines:
+                yield from _line_values(line, cutter, limits)
+        except StreamBreak as exc:
+            yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {exc}")
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {reason}")
 
 
-def _whole_document(line: int, data: bytes, cutter: IdArrayCutter) -> Iterator[RawValue]:
-    value = _parsed(line, data, cutter)
-    if value.error:
-        yield value
-    elif isinstance(value.value, list):
-        # A JSON array of records: "line" is the item's 1-based position.
-        for i, item in enumerate(value.value, start=1):
-            yield RawValue(i, item)
+def _final(value: RawValue, line: _Line) -> RawValue:
+    if value.error and line.final:
+        return RawValue(value.line, error=f"incomplete last line (no newline yet): {value.error}", pending=True)
+    return value
+
+
+def _line_values(line: _Line, cutter: IdArrayCutter, limits: Limits) -> Iterator[RawValue]:
+    if line.raw is None:
+        yield _too_long(line.number, limits)
     else:
-        yield value
+        yield _final(parse_line(line.number, line.raw, cutter, limits), line)
+
+
+def _standalone(line: _Line, cutter: IdArrayCutter, limits: Limits) -> bool:
+    """Whether a line is a JSON object or array on its own (so the file is JSONL)."""
+    if line.raw is None:
+        return True
+    if line.raw[:1] not in (b"{", b"["):
+        return False
+    value = parse_line(line.number, line.raw, IdArrayCutter(), limits)
+    return value.error is None and isinstance(value.value, (dict, list))
+
+
+def _document_or_lines(
+    first: _Line, second: _Line, rest: Iterator[_Line], cutter: IdArrayCutter, limits: Limits
+) -> Iterator[RawValue]:
+    """A pretty-printed document; if it does not parse, every line on its own after all."""
+    lines = [first, second]
+    size = len(first.raw or b"") + len(second.raw or b"")
+    for line in rest:
+        lines.append(line)
+        size += len(line.raw or b"") + 1
+        if size > limits.max_line_bytes:
+            break
+    whole = None
+    if size <= limits.max_line_bytes and all(line.raw is not None for line in lines):
+        data = b"\n".join(line.raw or b"" for line in lines)
+        whole = parse_line(first.number, data, cutter, limits)
+    if whole is not None and whole.error is None:
+        if isinstance(whole.value, list):
+            yield from _items(whole.value)
+        else:
+            yield whole
+        return
+    for line in lines:
+        yield from _line_values(line, cutter, limits)
+    for line in rest:
+        yield from _line_values(line, cutter, limits)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graph.core.records import TopK
+from graph.ingest import limits
 
 INVALID_ID = -1
 _INT32_MAX = np.iinfo(np.int32).max
@@ -33,11 +34,16 @@ class Problems:
 def _describe(values: list, bad: list[int], what: str) -> str:
     first = bad[0]
     more = f" ({len(bad)} positions)" if len(bad) > 1 else ""
-    return f"{what}[{first}] = {values[first]!r}{more}"
+    text = repr(values[first])
+    text = text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+    return f"{what}[{first}] = {text}{more}"
+
+
+_MAX_ID = 2**63
 
 
 def _valid_id(value) -> bool:
-    return type(value) is int and 0 <= value < 2**63
+    return type(value) is int and 0 <= value < _MAX_ID
 
 
 def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
@@ -51,12 +57,21 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
         return None
     if not value:
         return np.empty(0, dtype=np.int32)
-    try:
-        arr = np.array(value)
-    except (ValueError, OverflowError):
-        arr = np.array(value, dtype=object)
+    max_ids = limits.active().max_ids
+    if len(value) > max_ids:
+        raise limits.LimitExceeded(f"{what} holds {len(value):,} ids (limit max_ids {max_ids:,}, --max-ids)")
+    if set(map(type, value)) != {int}:
+        if any(isinstance(v, (list, dict)) for v in value):
+            problems.malformed.append(f"{what} is not a flat list of ids (it nests lists or objects); ignored")
+            return None
+        arr = np.empty(0, dtype=object)
+    else:
+        try:
+            arr = np.array(value, dtype=np.int64)
+        except OverflowError:  # an id beyond 64 bits
+            arr = np.empty(0, dtype=object)
     # numpy reads JSON true/false as 1/0 without a word: look at the types of those positions.
-    clean = arr.dtype.kind == "i" and not any(type(value[i]) is bool for i in np.flatnonzero(arr <= 1).tolist())
+    clean = arr.dtype.kind == "i" and arr.ndim == 1
     if clean and int(arr.min()) >= 0:
         return _narrow(arr)
     # Slow path: mixed types, negatives, bools or ids beyond int64.
@@ -74,13 +89,21 @@ def _narrow(ids: np.ndarray) -> np.ndarray:
 
 
 def _valid_logprob(value) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
+    if type(value) is float:
+        return math.isfinite(value)
+    return type(value) is int and -_BIG_NUMBER < value < _BIG_NUMBER
+
+
+_BIG_NUMBER = 10**300  # ints beyond this cannot be a float (a 400-digit "logprob")
 
 
 def _float_array(values: list) -> np.ndarray:
     """Floats with NaN wherever a value is not a finite JSON number (bools included)."""
     if set(map(type, values)) <= {float, int}:
-        arr = np.array(values, dtype=np.float64)
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except OverflowError:
+            arr = np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
         arr[~np.isfinite(arr)] = np.nan
         return arr
     return np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
@@ -100,23 +123,39 @@ def logprobs(values: list, what: str, problems: Problems) -> np.ndarray:
 
 def parse_token_id_text(token) -> int | None:
     """``"token_id:123"`` -> 123 (vLLM's ``return_tokens_as_token_ids``); anything else -> None."""
-    if isinstance(token, str):
+    if isinstance(token, str) and len(token) < 40:
         m = _TOKEN_ID_TEXT.match(token)
         if m:
-            return int(m.group(1))
+            value = int(m.group(1))
+            return value if value < _MAX_ID else None
     return None
+
+
+def _is_token_id_text(token) -> bool:
+    """``token_id:N`` whatever N is (a number beyond 64 bits is an invalid id, not token text)."""
+    return isinstance(token, str) and token.startswith("token_id:") and token[9:].lstrip("-").isdigit()
 
 
 @dataclass(frozen=True, slots=True)
 class SplitTokens:
-    """Logprob-entry tokens split into ids (-1 where unknown) and, when any was text, texts."""
+    """Logprob-entry tokens split into ids (-1 where unknown) and, when any was text, texts.
+
+    ``invalid`` lists positions written as ids that are not valid ones (negative, or beyond 64
+    bits): they are -1 in ``ids`` and must be reported, never clamped.
+    """
 
     ids: np.ndarray
     texts: list[str] | None
+    invalid: tuple[int, ...] = ()
 
     @property
     def all_ids(self) -> bool:
-        return self.texts is None and bool((self.ids >= 0).all())
+        """Every token was written as an id (an invalid one is -1 and listed in ``invalid``)."""
+        return self.texts is None and bool((self.ids >= 0).all()) if not self.invalid else self.texts is None
+
+    def describe_invalid(self, tokens: list, what: str) -> str | None:
+        """The invalid-id finding detail, or None when every id is valid."""
+        return _describe(tokens, list(self.invalid), what) if self.invalid else None
 
 
 def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
@@ -126,28 +165,45 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
     """
     n = len(tokens)
     kinds = set(map(type, tokens))
+    ids = None
     if kinds <= {int}:
-        ids = np.array(tokens, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
-        ids[ids < 0] = INVALID_ID
+        try:
+            ids = np.array(tokens, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
+            ids[ids < 0] = INVALID_ID
+        except OverflowError:  # an id beyond 64 bits: the slow path below
+            ids = None
     elif kinds == {str}:
         joined = ",".join(tokens)
-        ids = np.empty(0, dtype=np.int64)
         if joined.count("token_id:") == n:
             with warnings.catch_warnings():  # malformed text stops the parse early: caught below
                 warnings.simplefilter("ignore", DeprecationWarning)
                 ids = np.fromstring(joined.replace("token_id:", ""), dtype=np.int64, sep=",")
-        if ids.shape[0] != n or (ids < 0).any():
-            ids = np.array(
-                [INVALID_ID if (t := parse_token_id_text(tok)) is None else t for tok in tokens], dtype=np.int64
-            )
-    else:
-        ids = np.array(
-            [tok if type(tok) is int and tok >= 0 else (parse_token_id_text(tok) or INVALID_ID) for tok in tokens],
-            dtype=np.int64,
-        )
-    if texts is None and (ids == INVALID_ID).any():
-        texts = ["" if tok is None or parse_token_id_text(tok) is not None else str(tok) for tok in tokens]
-    return SplitTokens(ids, texts if texts is not None and any(texts) else None)
+        # numpy clamps numbers beyond int64 to its maximum: anything that large is re-checked.
+        if ids is None or ids.shape[0] != n or (ids < 0).any() or (ids >= _IMPLAUSIBLE).any():
+            ids = None
+    if ids is None:
+        ids = np.array([_one_id(tok) for tok in tokens], dtype=np.int64)
+    invalid: tuple[int, ...] = ()
+    if (ids == INVALID_ID).any():
+        invalid = tuple(i for i in np.flatnonzero(ids == INVALID_ID).tolist() if _looks_like_id(tokens[i]))
+        if texts is None:
+            texts = ["" if tok is None or _looks_like_id(tok) else str(tok) for tok in tokens]
+    return SplitTokens(ids, texts if texts is not None and any(texts) else None, invalid)
+
+
+_IMPLAUSIBLE = 2**62
+
+
+def _one_id(tok) -> int:
+    if type(tok) is int:
+        return tok if 0 <= tok < _MAX_ID else INVALID_ID
+    t = parse_token_id_text(tok)
+    return INVALID_ID if t is None else t
+
+
+def _looks_like_id(tok) -> bool:
+    """Written as a token id (an int or ``token_id:N``), valid or not."""
+    return type(tok) is int or _is_token_id_text(tok)
 
 
 def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | None = None) -> TopK | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import glob
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ import numpy as np
 from graph.core.records import FATAL, INFO, WARN
 from graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from graph.core.rollout import Rollout, analyse
+from graph.ingest.limits import Limits
 from graph.ingest.loading import load_paths, trace_files
+from graph.reports.output import atomic_path
 
 COLUMNS = (
     "source_file", "session_id", "n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences",
@@ -76,10 +80,10 @@ def error_row(source: str, error: str) -> dict[str, Any]:
     return row
 
 
-def audit_file(path: str) -> list[dict[str, Any]]:
+def audit_file(path: str, limits: Limits | None = None) -> list[dict[str, Any]]:
     """Every rollout in one file as a row; never raises."""
     try:
-        loaded = load_paths([path])
+        loaded = load_paths([path], limits=limits)
         if loaded.nothing_readable:
             reason = loaded.skipped[0].reason if loaded.skipped else "no records"
             return [error_row(path, reason)]
@@ -92,26 +96,131 @@ def audit_file(path: str) -> list[dict[str, Any]]:
 Progress = Callable[[int, int, int], None]  # files done, files total, rows so far
 
 
-def run_local(files: list[Path], workers: int, progress: Progress | None = None) -> list[dict]:
-    """A process pool; each worker holds one file at a time, so memory is bounded by ``workers``."""
+def run_local(
+    files: list[Path], workers: int, progress: Progress | None = None, limits: Limits | None = None
+) -> list[dict]:
+    """Worker processes; each holds one file at a time, so memory is bounded by ``workers``.
+
+    The pool survives its workers: one that dies (killed by the OOM killer or a signal) costs only
+    the file it was reading, which becomes an error row, and a fresh worker takes its place.
+    """
     names = [str(f) for f in files]
     rows: list[dict] = []
-    if workers <= 1:
-        results: Iterator[list[dict]] = map(audit_file, names)
+    if workers <= 1 or len(names) <= 1:
+        results: Iterator[list[dict]] = (audit_file(name, limits) for name in names)
         return _collect(results, len(names), rows, progress)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    return _SurvivingPool(names, workers, limits, progress).run()
 
-    # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
-    # runner) before it can work; the CLI that starts the pool is single-threaded, so fork is safe.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return _collect(pool.map(audit_file, names), len(names), rows, progress)
+
+def _worker(conn: Connection, limits: Limits | None) -> None:
+    """Audit the files sent over ``conn`` one at a time until told to stop (None) or orphaned."""
+    while True:
+        try:
+            name = conn.recv()
+        except (EOFError, OSError):
+            return
+        if name is None:
+            return
+        conn.send(audit_file(name, limits))
+
+
+@dataclass(slots=True)
+class _Slot:
+    process: Any
+    conn: Connection
+    index: int | None = None  # the file it is reading
+
+
+class _SurvivingPool:
+    """One pipe per worker, so the parent always knows which file a dead worker was reading."""
+
+    def __init__(self, names: list[str], workers: int, limits: Limits | None, progress: Progress | None) -> None:
+        import multiprocessing
+
+        # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
+        # runner) before it can work; the CLI that starts the pool is single-threaded, so fork is safe.
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        self.context = multiprocessing.get_context(method)
+        self.names, self.limits, self.progress = names, limits, progress
+        self.workers = min(workers, len(names))
+        self.ordered: list[list[dict] | None] = [None] * len(names)
+        self.done = self.total_rows = 0
+
+    def _start(self) -> _Slot:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker, args=(child, self.limits), daemon=True)
+        process.start()
+        child.close()
+        return _Slot(process, parent)
+
+    def _finish(self, index: int, file_rows: list[dict]) -> None:
+        self.ordered[index] = file_rows
+        self.done += 1
+        self.total_rows += len(file_rows)
+        if self.progress:
+            self.progress(self.done, len(self.names), self.total_rows)
+
+    def run(self) -> list[dict]:
+        from multiprocessing.connection import wait
+
+        queue = list(range(len(self.names)))[::-1]
+        slots = [self._start() for _ in range(self.workers)]
+        try:
+            while queue or any(s.index is not None for s in slots):
+                for slot in slots:
+                    if slot.index is None and queue:
+                        slot.index = queue.pop()
+                        try:
+                            slot.conn.send(self.names[slot.index])
+                        except OSError:
+                            pass  # the worker is already dead: noticed below
+                busy = [s for s in slots if s.index is not None]
+                wait([s.conn for s in busy] + [s.process.sentinel for s in busy])
+                for k, slot in enumerate(slots):
+                    if slot.index is None:
+                        continue
+                    file_rows = None
+                    try:
+                        if slot.conn.poll():
+                            file_rows = slot.conn.recv()
+                    except (EOFError, OSError):
+                        pass
+                    if file_rows is not None:
+                        self._finish(slot.index, file_rows)
+                        slot.index = None
+                    elif not slot.process.is_alive():
+                        slots[k] = self._replace(slot)
+        finally:
+            for slot in slots:
+                try:
+                    slot.conn.send(None)
+                except OSError:
+                    pass
+                slot.conn.close()
+            for slot in slots:
+                slot.process.join(timeout=5)
+                if slot.process.is_alive():
+                    slot.process.kill()
+        return [row for file_rows in self.ordered for row in file_rows or ()]
+
+    def _replace(self, slot: _Slot) -> _Slot:
+        """A dead worker's file becomes an error row; a fresh worker takes the slot."""
+        slot.process.join()
+        code = slot.process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        name = self.names[slot.index] if slot.index is not None else "?"
+        if slot.index is not None:
+            self._finish(slot.index, [error_row(name, f"the audit worker reading this file died ({how})")])
+        slot.conn.close()
+        return self._start()
 
 
 def run_ray(
-    files: list[Path], workers: int, address: str | None = None, progress: Progress | None = None
+    files: list[Path],
+    workers: int,
+    address: str | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
 ) -> list[dict]:
     """One Ray task per file; ``address`` joins an existing cluster (the files must be readable there)."""
     try:
@@ -128,7 +237,7 @@ def run_ray(
         ray.init(**options)
     try:
         task = ray.remote(audit_file)
-        pending = {task.remote(str(f)): i for i, f in enumerate(files)}
+        pending = {task.remote(str(f), limits): i for i, f in enumerate(files)}
         ordered: list[list[dict] | None] = [None] * len(files)
         done = total_rows = 0
         while pending:
@@ -155,6 +264,11 @@ def _collect(results: Iterable[list[dict]], total: int, rows: list[dict], progre
 
 
 def write_parquet(rows: list[dict], out: Path) -> None:
+    """The rows as Parquet, written atomically (graph/reports/output.py).
+
+    Raises:
+        OutputError: the output cannot be written.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -168,5 +282,5 @@ def write_parquet(rows: list[dict], out: Path) -> None:
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from graph.core.rollout import Rollout
+from graph.reports.output import OutputError, atomic_path
+
+__all__ = ["OutputError", "Written", "iter_trace_entries", "iter_training_rows", "write_records"]
 
 
 def rollout_document(rollout: Rollout, include_discarded: bool = True, include_messages: bool = True) -> dict[str, Any]:
@@ -65,40 +70,45 @@ def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
     return [f.as_dict() for f in rollout.findings if f.node_id in ids and (f.leaf_id is None or f.leaf_id == leaf)]
 
 
-def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[dict[str, Any]]:
-    """One labelled row per sequence (every role by default; rows are labelled, never dropped)."""
-    rows = []
+def iter_training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> Iterator[dict[str, Any]]:
+    """One labelled row per sequence, built only when asked for (streamed exports)."""
     for seq in rollout.sequences:
         if seq.role not in roles:
             continue
         tokens = rollout.tokens(seq)
-        rows.append(
-            {
-                "session_id": rollout.session_id,
-                "leaf_id": rollout.calls[seq.leaf].node_id,
-                "root_id": rollout.calls[seq.nodes[0]].node_id,
-                "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
-                "role": seq.role,
-                "input_ids": tokens.input_ids.tolist(),
-                "loss_mask": tokens.loss_mask.tolist(),
-                "logprobs": tokens.logprobs.tolist(),
-                "prompt_len": seq.prompt_len,
-                "n_trainable": seq.n_trainable,
-                "findings": _path_findings(rollout, seq),
-            }
-        )
-    return rows
+        yield {
+            "session_id": rollout.session_id,
+            "leaf_id": rollout.calls[seq.leaf].node_id,
+            "root_id": rollout.calls[seq.nodes[0]].node_id,
+            "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
+            "role": seq.role,
+            "input_ids": tokens.input_ids.tolist(),
+            "loss_mask": tokens.loss_mask.tolist(),
+            "logprobs": tokens.logprobs.tolist(),
+            "prompt_len": seq.prompt_len,
+            "n_trainable": seq.n_trainable,
+            "findings": _path_findings(rollout, seq),
+        }
+
+
+def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[dict[str, Any]]:
+    """One labelled row per sequence (every role by default; rows are labelled, never dropped)."""
+    return list(iter_training_rows(rollout, roles))
 
 
 def trace_entries(rollout: Rollout) -> list[dict[str, Any]]:
     """Per-call records in the TRL/OpenEnv ``TraceEntry`` shape, for the agent's calls."""
-    entries = []
+    return list(iter_trace_entries(rollout))
+
+
+def iter_trace_entries(rollout: Rollout) -> Iterator[dict[str, Any]]:
+    """:func:`trace_entries`, built one at a time (streamed exports)."""
     for i, call in enumerate(rollout.calls):
         if rollout.node_roles[i] != "agent" or call.prompt_ids is None:
             continue
         parent = rollout.topology.parents[i]
         trained = bool(rollout.trainable[i])
-        entries.append(
+        yield (
             {
                 "call_id": call.node_id,
                 "request": {"messages": call.request_messages, "tools": call.tools, **call.requested_params},
@@ -119,18 +129,117 @@ def trace_entries(rollout: Rollout) -> list[dict[str, Any]]:
                 },
             }
         )
-    return entries
 
 
-def write_records(records: list[dict[str, Any]], out: str | Path) -> None:
-    """JSONL, or Parquet when the file name ends in .parquet."""
+def _schema(kind: str | None):
+    """The Parquet schema of an export kind (fixed, so every row group agrees); None: inferred."""
+    import pyarrow as pa
+
+    ids, floats, text = pa.list_(pa.int64()), pa.list_(pa.float64()), pa.string()
+    if kind == "rows":
+        finding = pa.struct([("level", text), ("code", text), ("node_id", text), ("leaf_id", text), ("detail", text)])
+        return pa.schema(
+            [
+                ("session_id", text), ("leaf_id", text), ("root_id", text), ("node_ids", pa.list_(text)),
+                ("role", text), ("input_ids", ids), ("loss_mask", ids), ("logprobs", floats),
+                ("prompt_len", pa.int64()), ("n_trainable", pa.int64()), ("findings", pa.list_(finding)),
+            ]
+        )  # fmt: skip
+    if kind == "trace-entries":
+        return pa.schema(
+            [
+                ("call_id", text), ("request", text), ("response", text), ("prompt_token_ids", ids),
+                ("completion_token_ids", ids), ("per_token_logps", floats), ("loss_mask", ids), ("metadata", text),
+            ]
+        )  # fmt: skip
+    return None
+
+
+@dataclass(slots=True)
+class Written:
+    """What a streamed export wrote, and the records it had to leave out (with the first reason)."""
+
+    records: int = 0
+    failed: int = 0
+    first_failure: str | None = None
+
+    def fail(self, exc: Exception) -> None:
+        """Count a record left out, keeping the first reason."""
+        self.failed += 1
+        if self.first_failure is None:
+            self.first_failure = f"{type(exc).__name__}: {exc}"[:200]
+
+
+ROW_GROUP_VALUES = 4_000_000  # list items buffered before a Parquet row group is written
+
+
+def _flat(record: dict[str, Any]) -> dict[str, Any]:
+    """Nested objects as JSON text (Parquet columns stay flat)."""
+    return {k: orjson.dumps(v).decode() if isinstance(v, dict) else v for k, v in record.items()}
+
+
+def write_records(records: Iterable[dict[str, Any]], out: str | Path, kind: str | None = None) -> Written:
+    """Stream records to JSONL, or Parquet when the file name ends in .parquet, atomically.
+
+    Records are written as they come (JSONL line by line, Parquet in row groups), so memory is
+    bounded by one rollout's rows, not the output. A record that cannot be serialised (nested
+    deeper than the encoder allows) is left out and counted. ``kind`` (``"rows"`` or
+    ``"trace-entries"``) fixes the Parquet schema.
+
+    Raises:
+        OutputError: the output cannot be written; nothing is left at ``out``.
+    """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    written = Written()
+    with atomic_path(out) as tmp:
+        if out.suffix == ".parquet":
+            _write_parquet(records, tmp, _schema(kind), written)
+        else:
+            with open(tmp, "wb", buffering=1 << 20) as f:
+                for record in records:
+                    try:
+                        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+                    except (orjson.JSONEncodeError, TypeError) as exc:
+                        written.fail(exc)
+                        continue
+                    f.write(line)
+                    written.records += 1
+    return written
 
-        flat = [{k: orjson.dumps(v).decode() if isinstance(v, dict) else v for k, v in r.items()} for r in records]
-        pq.write_table(pa.Table.from_pylist(flat), out)
-    else:
-        out.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+def _write_parquet(records: Iterable[dict[str, Any]], tmp: Path, schema, written: Written) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    batch: list[dict[str, Any]] = []
+    values = 0
+
+    def flush() -> None:
+        nonlocal writer, batch, values
+        if not batch:
+            return
+        table = pa.Table.from_pylist(batch, schema=schema)
+        if writer is None:
+            writer = pq.ParquetWriter(tmp, table.schema)
+        writer.write_table(table)
+        batch, values = [], 0
+
+    try:
+        for record in records:
+            try:
+                flat = _flat(record)
+            except (orjson.JSONEncodeError, TypeError) as exc:
+                written.fail(exc)
+                continue
+            batch.append(flat)
+            written.records += 1
+            values += sum(len(v) for v in flat.values() if isinstance(v, list))
+            if values >= ROW_GROUP_VALUES:
+                flush()
+        flush()
+        if writer is None:  # no records: an empty file with the schema
+            pq.write_table(pa.Table.from_pylist([], schema=schema or pa.schema([])), tmp)
+    finally:
+        if writer is not None:
+            writer.close()

@@ -19,6 +19,8 @@ def load_lines(loaded: LoadResult) -> list[str]:
         lines.append(f"  skipped {s.file}:{s.line}: {s.reason}")
     if len(loaded.skipped) > MAX_SKIPPED_SHOWN:
         lines.append(f"  ... and {len(loaded.skipped) - MAX_SKIPPED_SHOWN} more skipped records (see --json)")
+    for p in loaded.pending:
+        lines.append(f"  pending {p.file}:{p.line}: the last line has no newline yet (a file still being written?)")
     return lines
 
 

@@ -36,6 +36,7 @@ class _Sampled:
     texts: list[str] | None = None
     token_strings: bool = False
     notes: list[str] = field(default_factory=list)
+    invalid_ids: list[str] = field(default_factory=list)
 
 
 def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
@@ -48,6 +49,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     shape_suffix = ""
     if isinstance(response, list):
         response = reassemble(response)
+        problems.malformed.extend(response.pop("_stream_notes", ()))
         shape_suffix = "-stream"
     if not isinstance(response, dict):
         raise RecordError(f"response is {type(response).__name__}, not an object")
@@ -211,15 +213,18 @@ def _from_chat_logprobs(content: Any) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
     if not isinstance(content, list):
         return _Sampled()
-    split = split_tokens(_column(content, "token"))
+    tokens = _column(content, "token")
+    split = split_tokens(tokens)
     lengths, alternatives = _flatten(_column(content, "top_logprobs"))
     top = top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
+    invalid = split.describe_invalid(tokens, "logprobs.content[].token")
     return _Sampled(
         ids=split.ids if split.all_ids else None,
         logprobs=_column(content, "logprob"),
         top=top,
         texts=split.texts,
         token_strings=split.texts is not None,
+        invalid_ids=[invalid] if invalid else [],
     )
 
 
@@ -230,14 +235,21 @@ def _from_completion_logprobs(raw: dict) -> _Sampled:
         return _Sampled()
     tokens = raw.get("tokens") if isinstance(raw.get("tokens"), list) else []
     split = split_tokens(tokens)
-    tops = [t if isinstance(t, dict) else {} for t in raw.get("top_logprobs") or ()]
+    raw_tops = raw.get("top_logprobs")
+    notes = []
+    if raw_tops is not None and not isinstance(raw_tops, list):
+        notes.append(f"logprobs.top_logprobs is a {type(raw_tops).__name__}, not a list; ignored")
+    tops = [t if isinstance(t, dict) else {} for t in (raw_tops if isinstance(raw_tops, list) else ())]
     top = top_k([len(t) for t in tops], [k for t in tops for k in t], [v for t in tops for v in t.values()])
+    invalid = split.describe_invalid(tokens, "logprobs.tokens")
     return _Sampled(
         ids=split.ids if tokens and split.all_ids else None,
         logprobs=lps,
         top=top,
         texts=split.texts,
         token_strings=split.texts is not None,
+        notes=notes,
+        invalid_ids=[invalid] if invalid else [],
     )
 
 
@@ -281,3 +293,4 @@ def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems)
             "pre-temperature values (vLLM: return_tokens_as_token_ids)",
         )
     problems.malformed.extend(sampled.notes)
+    problems.invalid_ids.extend(sampled.invalid_ids)

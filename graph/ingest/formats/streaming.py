@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph.ingest import limits
 from graph.ingest.reading import parse_json
 
 
@@ -16,32 +17,42 @@ def _chunk_bodies(chunks: list) -> list[dict]:
             if not text or text == "[DONE]":
                 continue
             try:
-                chunk = parse_json(text.encode())
-            except ValueError:
+                chunk = parse_json(text.encode("utf-8", "replace"))
+            except (ValueError, RecursionError):
                 continue
         if isinstance(chunk, dict):
             bodies.append(chunk)
     return bodies
 
 
-def _merge_tool_calls(acc: list[dict], deltas: list) -> None:
+def _merge_tool_calls(acc: list[dict], deltas: list, notes: list[str]) -> None:
+    max_index = limits.active().max_tool_index
     for delta in deltas:
         if not isinstance(delta, dict):
             continue
         index = delta.get("index", len(acc))
+        if type(index) is not int or not 0 <= index <= max_index:
+            notes.append(
+                f"stream tool_calls index {str(index)[:40]!r} is not an integer in 0..{max_index} "
+                "(limit max_tool_index); that delta is dropped"
+            )
+            continue
         while len(acc) <= index:
             acc.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
         call = acc[index]
         if delta.get("id"):
-            call["id"] = delta["id"]
+            call["id"] = str(delta["id"])
         fn = delta.get("function") if isinstance(delta.get("function"), dict) else {}
-        if fn.get("name"):
-            call["function"]["name"] += fn["name"]
+        name = fn.get("name")
+        if isinstance(name, str):
+            call["function"]["name"] += name
+        elif name is not None:
+            notes.append(f"stream tool name is a {type(name).__name__}, not text; dropped")
         if isinstance(fn.get("arguments"), str):
             call["function"]["arguments"] += fn["arguments"]
 
 
-def _merge_choice(acc: dict, choice: dict) -> None:
+def _merge_choice(acc: dict, choice: dict, notes: list[str]) -> None:
     for key in ("token_ids", "output_ids"):
         if isinstance(choice.get(key), list):
             acc.setdefault(key, []).extend(choice[key])
@@ -60,7 +71,7 @@ def _merge_choice(acc: dict, choice: dict) -> None:
             if isinstance(delta.get(key), str):
                 message[key] = (message.get(key) or "") + delta[key]
         if isinstance(delta.get("tool_calls"), list):
-            _merge_tool_calls(message.setdefault("tool_calls", []), delta["tool_calls"])
+            _merge_tool_calls(message.setdefault("tool_calls", []), delta["tool_calls"], notes)
     logprobs = choice.get("logprobs")
     if isinstance(logprobs, dict):
         merged = acc.setdefault("logprobs", {})
@@ -74,9 +85,12 @@ def reassemble(chunks: list) -> dict[str, Any]:
 
     Prompt ids come from the first chunk that has them; ``token_ids``, text, tool-call
     arguments and logprob entries are concatenated in order; the last finish reason and usage win.
+    Deltas that cannot be merged (a tool-call index that is not a small integer, a tool name that
+    is not text) are dropped and described under ``_stream_notes``.
     """
     body: dict[str, Any] = {}
     choices: dict[int, dict] = {}
+    notes: list[str] = []
     for chunk in _chunk_bodies(chunks):
         for key in ("id", "model", "created", "usage", "meta_info"):
             if chunk.get(key) is not None:
@@ -85,9 +99,18 @@ def reassemble(chunks: list) -> dict[str, Any]:
             body.setdefault("prompt_token_ids", chunk["prompt_token_ids"])
         if str(chunk.get("object", "")).startswith("chat"):
             body["object"] = "chat.completion"
-        for choice in chunk.get("choices") or ():
+        chunk_choices = chunk.get("choices")
+        if chunk_choices is not None and not isinstance(chunk_choices, list):
+            notes.append(f"a stream chunk's choices is a {type(chunk_choices).__name__}, not a list; ignored")
+            continue
+        for choice in chunk_choices or ():
             if isinstance(choice, dict):
                 index = choice.get("index", 0)
-                _merge_choice(choices.setdefault(index if isinstance(index, int) else 0, {}), choice)
+                if type(index) is not int or not 0 <= index <= limits.active().max_tool_index:
+                    notes.append(f"a stream choice index {str(index)[:40]!r} is not a small integer; read as 0")
+                    index = 0
+                _merge_choice(choices.setdefault(index, {}), choice, notes)
     body["choices"] = [choices[i] for i in sorted(choices)]
+    if notes:
+        body["_stream_notes"] = notes
     return body

@@ -18,6 +18,9 @@ def _ids_from_token_strings(tokens, problems: Problems):
     if not isinstance(tokens, list) or not tokens:
         return None
     split = split_tokens(tokens)
+    invalid = split.describe_invalid(tokens, "completion_tokens")
+    if invalid:
+        problems.invalid_ids.append(invalid)
     if not split.all_ids:
         problems.malformed.append("completion_tokens are not all token_id:N strings; ids not recovered")
         return None
