@@ -97,10 +97,9 @@ def _finding(page) -> float | None:
     expander = page.locator('[data-testid="stExpander"]').filter(has_text="Findings:").first
     if not expander.count():
         return None
-    summary = expander.locator("summary").first
-    if expander.locator('[data-testid="stDataFrame"]').count() == 0:
-        summary.click()
     grid = expander.locator('[data-testid="stDataFrame"]').first
+    if not grid.is_visible():
+        expander.locator("summary").first.click()
     grid.wait_for(timeout=60_000)
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()

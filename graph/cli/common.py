@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
-from graph.ingest.loading import TRACE_SUFFIXES, load_paths
+from graph.ingest import cache
+from graph.ingest.loading import TRACE_SUFFIXES, trace_files
+from graph.ingest.parallel import PARALLEL_MIN_BYTES, LoadProgress
 
 
 class UsageError(Exception):
@@ -44,7 +48,8 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> In
         UsageError: a path is missing, nothing could be read, or the session is unknown.
     """
     check_paths(paths)
-    loaded = load_paths(paths)
+    files = [f for p in paths for f in trace_files(p)]
+    loaded = cache.load_files(files, progress=StderrProgress(), use_cache=cache.enabled())
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
@@ -58,12 +63,49 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> In
     return Inputs(loaded, [analyse(s) for s in sessions])
 
 
+class StderrProgress:
+    """Bytes read and calls parsed while a big load runs, on stderr (a line in place on a
+    terminal; a line every few seconds in a log). Small loads print nothing."""
+
+    def __init__(self, every: float | None = None) -> None:
+        self.tty = sys.stderr.isatty()
+        self.every = every if every is not None else (0.25 if self.tty else 5.0)
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, progress: LoadProgress) -> None:
+        """Show this progress if the load is big and the last line is old enough."""
+        now = time.monotonic()
+        done = progress.bytes_done >= progress.bytes_total
+        if progress.bytes_total < PARALLEL_MIN_BYTES or (now - self.last < self.every and not done):
+            return
+        self.last = now
+        end = "\n" if done or not self.tty else ""
+        print(f"\rrollout-graph: reading {progress.describe()}", end=end, file=sys.stderr, flush=True)
+
+
+class _CacheDir(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        os.environ[cache.ENV_DIR] = "off" if option_string == "--no-cache" else str(values)
+        setattr(namespace, self.dest, values)
+
+
 def add_paths(command: argparse.ArgumentParser) -> None:
-    """The positional PATH arguments and ``--session``, as every reading verb takes them."""
+    """The positional PATH arguments and ``--session``, as every reading verb takes them, and
+    the parsed-trace cache options (docs/performance.md)."""
     command.add_argument(
         "paths", nargs="+", metavar="PATH", help="trace files or directories (.jsonl, .json, .gz, .zst)"
     )
     command.add_argument("--session", help="only this session id")
+    command.add_argument(
+        "--cache-dir",
+        action=_CacheDir,
+        metavar="DIR",
+        help="parsed-trace cache folder (default ~/.cache/rollout-graph)",
+    )
+    command.add_argument(
+        "--no-cache", action=_CacheDir, nargs=0, dest="cache_dir", help="parse the traces again; do not cache them"
+    )
 
 
 def add_tokenizer_options(command: argparse.ArgumentParser) -> None:

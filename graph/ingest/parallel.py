@@ -70,6 +70,7 @@ class _Task:
     first_line: int  # 1-based line number of the range's first line
     default_session: str
     limits: Any = None
+    data: bytes | None = None  # an upload's bytes (no file behind it)
 
 
 @dataclass(slots=True)
@@ -106,9 +107,12 @@ def _parse_range(task: _Task) -> _Outcome:
     outcome = _Outcome()
     shared: dict[str, str] = {}
     try:
-        with open(task.path, "rb") as f:
-            f.seek(task.start)
-            data = f.read(task.end - task.start) if task.end >= 0 else f.read()
+        if task.data is not None:
+            data = task.data
+        else:
+            with open(task.path, "rb") as f:
+                f.seek(task.start)
+                data = f.read(task.end - task.start) if task.end >= 0 else f.read()
         offset = task.first_line - 1
         for raw in read_values(Source.from_bytes(task.name, data), **_read_kwargs(task.limits)):
             line = raw.line + offset
@@ -317,6 +321,35 @@ def load_files_parallel(
             if outcome.read_error is not None:
                 loading._skip(result, source.name, 0, outcome.read_error)
                 break
+    return result
+
+
+def load_bytes_parallel(
+    named: list[tuple[str, bytes]], progress: ProgressFn | None = None, limits: Any = None
+) -> LoadResult:
+    """In-memory files (uploads), each parsed whole in a worker process, merged in order.
+
+    The result is the sequential loader's on ``Source.from_bytes``; the parsing never holds this
+    process's interpreter, so a server stays responsive while a visitor's upload is read.
+    """
+    pool = _pool(max(2, workers_available()))
+    futures = [
+        pool.submit(_parse_range, _Task(name, "", 0, -1, 1, loading.rollout_name(name), limits, data))
+        for name, data in named
+    ]
+    result = LoadResult()
+    shared_text: dict[str, str] = {}
+    total = sum(len(data) for _, data in named)
+    done = 0
+    for i, ((name, data), future) in enumerate(zip(named, futures, strict=True)):
+        result.files.append(name)
+        outcome = future.result()
+        _merge(result, name, outcome, shared_text)
+        if outcome.read_error is not None:
+            loading._skip(result, name, 0, outcome.read_error)
+        done += len(data)
+        if progress:
+            progress(LoadProgress(done, total, result.records, result.loaded, i + 1, len(named)))
     return result
 
 
