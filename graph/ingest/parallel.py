@@ -160,12 +160,13 @@ def _standalone(line: bytes) -> bool:
     return True
 
 
-def split_ranges(path: str | Path, chunk: int = CHUNK_BYTES) -> list[tuple[int, int, int]]:
+def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, int, int]]:
     """``(start, end, first_line)`` ranges of a plain JSONL file, cut at lines that parse alone.
 
     One range (the whole file) when the file is small, compressed-looking, or its first
     non-blank line is not a JSON value on its own (then it may be one pretty-printed document).
     """
+    chunk = chunk or CHUNK_BYTES
     size = os.path.getsize(path)
     whole = [(0, -1, 1)]
     if size <= chunk or not str(path).endswith(_PLAIN_SUFFIXES):
