@@ -1,11 +1,17 @@
-"""The app in headless Chromium on synthetic rollouts: first DAG paint for 1,000 and 5,000
-calls (cold: load + analysis + render), click-to-detail, token-page switch, and the server's
-resident memory per open rollout. ``python benchmarks/bench_app.py [--runs 3]``.
+"""The app in headless Chromium on synthetic rollouts, per size (200 calls with 64k contexts, 1,000
+and 5,000 calls): cold first paint (a new server, nothing parsed), reopen (a new server again: the
+persistent parsed-trace cache answers), chart click, picker and finding selection, deep link to one
+call (trace parsed), token page flip, bytes pushed to the browser for the first paint (websocket
+frames), and the server's resident memory for the open rollout.
+
+``python benchmarks/bench_app.py [--sizes 200x64000,1000,5000] [--runs 1]``. The persistent cache
+goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -22,9 +28,13 @@ from synthetic import generate  # noqa: E402
 
 from tests.browser import browser_page, node_position, running_app, wait_ready  # noqa: E402
 
+# Contexts compacted at 8k tokens (the generator's smallest files: compaction summaries are long).
+DEFAULT_SIZES = "200x64000,1000x8000,5000x8000"
+IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
-def write(folder: Path, calls: int) -> int:
-    w = generate(calls, seed=3, max_context=8_000)
+
+def write(folder: Path, calls: int, max_context: int) -> int:
+    w = generate(calls, seed=3, max_context=max_context)
     folder.mkdir(parents=True)
     (folder / "trace.jsonl").write_bytes(b"\n".join(w.records) + b"\n")
     return w.tokens
@@ -38,57 +48,165 @@ def server_rss(url: str) -> int:
     return 0
 
 
-def measure(folder: Path, node: int) -> dict[str, float]:
-    with running_app("--", str(folder)) as url, browser_page(height=1400) as page:
+def _title(page, node_id: str, timeout: float = 120_000) -> None:
+    page.wait_for_function(
+        "(id) => { const t = document.querySelector('.rg-node-title');"
+        " return t && t.textContent.startsWith(id + ' ') && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }",
+        arg=node_id,
+        timeout=timeout,
+    )
+
+
+def _title_text(page) -> str:
+    return page.eval_on_selector(".rg-node-title", "t => t.textContent.split(' ')[0]")
+
+
+class Frames:
+    """Bytes of websocket frames the server sent to this page."""
+
+    def __init__(self, page) -> None:
+        self.bytes = 0
+        page.on("websocket", lambda ws: ws.on("framereceived", self._add))
+
+    def _add(self, payload) -> None:
+        self.bytes += len(payload)
+
+
+def paint(url: str, path: str = "") -> tuple[float, int]:
+    with browser_page(height=1400) as page:
+        frames = Frames(page)
+        start = time.perf_counter()
+        page.goto(url + path)
+        wait_ready(page, timeout=600_000)
+        return time.perf_counter() - start, frames.bytes
+
+
+def _pick(page, label: str) -> float:
+    """Choose a call in the picker by typing its arrival index; seconds until its detail shows."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text="Call").first
+    box.scroll_into_view_if_needed()
+    box.click()
+    page.keyboard.type(label)
+    start = time.perf_counter()
+    page.keyboard.press("Enter")
+    return start
+
+
+def _finding(page) -> float | None:
+    """Open the findings panel and select its first row; None when the trace has no findings table."""
+    expander = page.locator('[data-testid="stExpander"]').filter(has_text="Findings:").first
+    if not expander.count():
+        return None
+    grid = expander.locator('[data-testid="stDataFrame"]').first
+    if not grid.is_visible():
+        expander.locator("summary").first.click()
+    grid.wait_for(timeout=60_000)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    start = time.perf_counter()
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell
+    return start
+
+
+def measure(folder: Path, node: int, other: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with running_app("--", str(folder)) as url:
         idle = server_rss(url)
-        start = time.perf_counter()
-        page.goto(url)
-        wait_ready(page, timeout=300_000)
-        first_paint = time.perf_counter() - start
-        rss = server_rss(url) - idle
-        x, y = node_position(page, node)
-        start = time.perf_counter()
-        page.mouse.click(x, y)
-        page.wait_for_selector(".rg-node-title", timeout=120_000)
-        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
-        click = time.perf_counter() - start
-        page.mouse.move(0, 0)
-        # a second visitor: the parsed trace is cached by content, so this is the render cost alone
-        start = time.perf_counter()
-        page.goto(page.url)  # the deep link to the selected call
-        wait_ready(page, timeout=300_000)
-        warm_paint = time.perf_counter() - start
-        page.wait_for_selector(".rg-node-title", timeout=120_000)
-        # the training row through the call spans many pages of tokens
-        page.get_by_role("tab", name="Sequence").click()
-        start = time.perf_counter()
-        page.get_by_role("button", name="▶").first.click()
-        page.wait_for_selector("text=/page 2 of/", timeout=60_000)
-        switch = time.perf_counter() - start
-        return {"first_paint": first_paint, "warm_paint": warm_paint, "click": click, "switch": switch, "rss": rss}
+        out["cold"], out["bytes"] = paint(url)
+        out["rss"] = server_rss(url) - idle
+        with browser_page(height=1400) as page:
+            page.goto(url)
+            wait_ready(page, timeout=600_000)
+            x, y = node_position(page, node)
+            start = time.perf_counter()
+            page.mouse.click(x, y)
+            page.wait_for_selector(".rg-node-title", timeout=120_000)
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            out["click"] = time.perf_counter() - start
+            clicked = _title_text(page)
+            page.mouse.move(0, 0)
+            deep = page.url
+            try:
+                start = _pick(page, f"#{other} ·")
+                page.wait_for_function(
+                    "(old) => { const t = document.querySelector('.rg-node-title');"
+                    " return t && !t.textContent.startsWith(old + ' ') && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }",
+                    arg=clicked,
+                    timeout=120_000,
+                )
+                out["picker"] = time.perf_counter() - start
+            except Exception as exc:  # a benchmark reports what it could not measure
+                print(f"  picker: not measured ({type(exc).__name__})", file=sys.stderr)
+            try:
+                before = _title_text(page)
+                start = _finding(page)
+                if start is not None:
+                    page.wait_for_function(
+                        "(old) => { const t = document.querySelector('.rg-node-title');"
+                        " return t && !t.textContent.startsWith(old + ' ') && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }",
+                        arg=before,
+                        timeout=120_000,
+                    )
+                    out["finding"] = time.perf_counter() - start
+            except Exception as exc:
+                print(f"  finding: not measured ({type(exc).__name__})", file=sys.stderr)
+        # a second visitor opens the deep link to the clicked call: the trace is already parsed
+        with browser_page(height=1400) as page:
+            start = time.perf_counter()
+            page.goto(deep)
+            _title(page, clicked, timeout=600_000)
+            out["deep_link"] = time.perf_counter() - start
+            page.get_by_role("tab", name="Sequence").click()
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            start = time.perf_counter()
+            page.get_by_role("button", name="▶").first.click()
+            page.wait_for_selector("text=/page 2 of/", timeout=60_000)
+            out["flip"] = time.perf_counter() - start
+    # a new server: what a persistent cache of parsed traces saves (nothing, without one)
+    with running_app("--", str(folder)) as url:
+        out["reopen"], _ = paint(url)
+    return out
+
+
+COLUMNS = [
+    ("cold", "cold first paint", "{:.1f} s"),
+    ("reopen", "reopen (new server)", "{:.1f} s"),
+    ("click", "chart click", "{:.2f} s"),
+    ("picker", "picker", "{:.2f} s"),
+    ("finding", "finding row", "{:.2f} s"),
+    ("deep_link", "deep link", "{:.2f} s"),
+    ("flip", "token page flip", "{:.2f} s"),
+    ("bytes", "bytes pushed (first paint)", "{:.1f} MB"),
+    ("rss", "server memory", "{:.0f} MB"),
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT,... (default %(default)s)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for calls in (1000, 5000):
-            folder = Path(tmp) / f"c{calls}"
-            tokens = write(folder, calls)
-            # a call deep in the main chain: long context, so its token view has several pages
-            results = [measure(folder, node=min(calls - 2, 120)) for _ in range(args.runs)]
-            med = {
-                k: statistics.median(r[k] for r in results)
-                for k in ("first_paint", "warm_paint", "click", "switch", "rss")
-            }
-            size = (folder / "trace.jsonl").stat().st_size / 1e6
-            print(
-                f"{calls} calls ({tokens / 1e6:.1f}M tokens, {size:.0f} MB), median of {args.runs}: first DAG paint {med['first_paint']:.2f} s cold"
-                f" / {med['warm_paint']:.2f} s once parsed (goal < 5 s at 5,000) · click-to-detail {med['click']:.2f} s (goal < 1.5 s)"
-                f" · token page switch {med['switch']:.2f} s (goal < 0.5 s)"
-                f" · server memory for the open rollout {med['rss'] / 1e6:.0f} MB ({med['rss'] / tokens:.1f} bytes/token)"
-            )
+        os.environ["ROLLOUT_GRAPH_CACHE"] = str(Path(tmp) / "cache")
+        print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
+        print("|---" * (len(COLUMNS) + 1) + "|")
+        for size in args.sizes.split(","):
+            calls, _, context = size.partition("x")
+            n, max_context = int(calls), int(context or 8000)
+            folder = Path(tmp) / f"c{n}x{max_context}"
+            tokens = write(folder, n, max_context)
+            mb = (folder / "trace.jsonl").stat().st_size / 1e6
+            results = [measure(folder, node=min(n - 2, 120), other=min(n - 1, 60)) for _ in range(args.runs)]
+            cells = []
+            for key, _, fmt in COLUMNS:
+                values = [r[key] for r in results if key in r]
+                if not values:
+                    cells.append("n/a")
+                    continue
+                value = statistics.median(values)
+                cells.append(fmt.format(value / 1e6 if key in ("bytes", "rss") else value))
+            label = f"{n:,} calls, {max_context // 1000}k contexts, {tokens / 1e6:.1f}M tokens, {mb:.0f} MB"
+            print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

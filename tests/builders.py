@@ -319,3 +319,46 @@ def harness_traces(draw, max_calls=14):
         else:
             spec.append((draw(st.lists(st.integers(0, 3), min_size=1, max_size=5)), draw(_tokens)))
     return spec
+
+
+def _same_value(a, b, where: str) -> None:
+    """Deep equality that also compares numpy arrays (dtype, shape and values, NaN == NaN)."""
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{where}: keys {list(a)[:5]} != {list(b)[:5]}"
+        for k in a:
+            _same_value(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), f"{where}: {type(a)} len {len(a)} vs {type(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_value(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and a != a:
+        assert isinstance(b, float) and b != b, where
+    else:
+        assert type(a) is type(b) and a == b, f"{where}: {a!r} != {b!r}"
+
+
+def assert_same_load(a, b) -> None:
+    """Two LoadResults hold exactly the same calls, sessions, documents and load report."""
+    from dataclasses import fields
+
+    assert a.report() == b.report()
+    assert list(a.sessions) == list(b.sessions)
+    for sid, sa in a.sessions.items():
+        sb = b.sessions[sid]
+        _same_value(sa.document, sb.document, f"{sid}.document")
+        assert sa.node_ids == sb.node_ids
+        assert len(sa.calls) == len(sb.calls), sid
+        for ca, cb in zip(sa.calls, sb.calls, strict=True):
+            for f in fields(ca):
+                va, vb = getattr(ca, f.name), getattr(cb, f.name)
+                if f.name == "top_k" and va is not None and vb is not None:
+                    for g in ("ids", "logprobs", "texts"):
+                        _same_value(getattr(va, g), getattr(vb, g), f"{ca.node_id}.top_k.{g}")
+                else:
+                    _same_value(va, vb, f"{ca.node_id}.{f.name}")

@@ -16,6 +16,16 @@ settings.register_profile("ci", max_examples=200, deadline=None, suppress_health
 settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The parsed-trace cache (docs/performance.md) of everything the suite starts goes to a folder of
+# its own, never the user's ~/.cache.
+if "ROLLOUT_GRAPH_CACHE" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["ROLLOUT_GRAPH_CACHE"] = tempfile.mkdtemp(prefix="rollout-graph-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ROLLOUT_GRAPH_CACHE"], True)
+
 
 def pytest_collection_modifyitems(config, items):
     """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""

@@ -16,7 +16,7 @@ from graph.reports import audit
 from graph.resources import SAMPLES
 from views import sidebar, state
 from views.escape import md, plot
-from views.sources import bundled_files, files_under
+from views.sources import bundled_files, files_under, run_heavy
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
 UPLOADED = "Upload an audit Parquet"
@@ -26,7 +26,8 @@ NOTICE = state.CORPUS_NOTICE
 
 @st.cache_data(max_entries=8, show_spinner="Auditing…")
 def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
-    frame = pd.DataFrame(audit.run_local([Path(p) for p in paths], workers=1), columns=list(audit.COLUMNS))
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1)  # off the script thread, bounded
+    frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
     # shown relative to the app, never as a server path
     frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]
     return frame

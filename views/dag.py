@@ -81,9 +81,7 @@ def dag_figure(
             x=x,
             y=y,
             mode="markers+text" if n <= LABEL_LIMIT else "markers",
-            text=[plot(c.node_id, 14) for c in rollout.calls]
-            if n <= LABEL_LIMIT
-            else None,
+            text=[plot(c.node_id, 14) for c in rollout.calls] if n <= LABEL_LIMIT else None,
             textposition="top center",
             textfont={"size": 9, "color": "#64748b"},
             name="calls",

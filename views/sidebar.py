@@ -9,7 +9,7 @@ import streamlit as st
 
 from graph.resources import SAMPLES
 from views import state
-from views.sources import Workspace, bundled_files, files_under, load_files, load_uploads
+from views.sources import UploadTooLarge, Workspace, bundled_files, files_under, load_files, load_uploads
 
 BUNDLED = "Bundled samples"
 UPLOAD = "Upload"
@@ -61,7 +61,10 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
             "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS
         )
         if uploads:
-            workspace = load_uploads(uploads)
+            try:
+                workspace = load_uploads(uploads)
+            except UploadTooLarge as exc:
+                st.error(str(exc))
         else:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()

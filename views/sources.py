@@ -7,20 +7,24 @@ read the server's files.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from graph.analysis.decode import Decoder, decoder_for
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
-from graph.ingest.loading import load_sources, trace_files
-from graph.ingest.reading import Source
+from graph.ingest import cache as persistent
+from graph.ingest.cache import key_for_bytes, key_for_files
+from graph.ingest.loading import trace_files
+from graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from graph.resources import SAMPLES
+from views.workspace_cache import WorkspaceCache, estimate_bytes
 
 
 @dataclass
@@ -50,65 +54,114 @@ def files_under(directories: list[str]) -> list[Path]:
     return files
 
 
-def _file_key(paths: list[Path]) -> str:
-    parts = []
-    for p in paths:
-        stat = p.stat()
-        parts.append(f"{p.resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _progress_callback(bar):
-    def report(done: int, total: int, records: int) -> None:
-        bar.progress(done / max(total, 1), text=f"Loading: {done}/{total} files, {records:,} records")
+def _progress_bar(bar):
+    def report(progress: LoadProgress) -> None:
+        bar.progress(
+            min(progress.bytes_done / max(progress.bytes_total, 1), 1.0), text=f"Loading: {progress.describe()}"
+        )
 
     return report
 
 
-_CACHE: OrderedDict[str, Workspace] = OrderedDict()
-_CACHE_SIZE = 6
-_LOCK = threading.Lock()
+# One per server process: shared by every browser session (views/workspace_cache.py).
+WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
 
 
-def _load(key: str, label: str, sources: list[Source], trace_paths: list[Path], progress) -> Workspace:
-    """Parsed and analysed once per content, shared by every browser session of this server.
-
-    A plain LRU rather than st.cache_resource: the progress bar is drawn while loading, and
-    Streamlit's caches would try to replay those drawing calls on a cache hit.
-    """
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    loaded = load_sources(sources, progress)
-    workspace = Workspace(key, label, loaded, trace_paths, {sid: analyse(s) for sid, s in loaded.sessions.items()})
-    with _LOCK:
-        _CACHE[key] = workspace
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return workspace
+def _analysed(key: str, label: str, loaded: LoadResult, trace_paths: list[Path]) -> Workspace:
+    return Workspace(key, label, loaded, trace_paths, {sid: analyse(s) for sid, s in loaded.sessions.items()})
 
 
-def load_files(paths: list[Path], label: str) -> Workspace:
+def _size(workspace: Workspace) -> int:
+    return estimate_bytes(workspace.loaded)
+
+
+def _session_id() -> str | None:
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
+
+
+def _alive(session_id: str) -> bool:
+    try:
+        return bool(runtime.get_instance().is_active_session(session_id))
+    except Exception:  # noqa: BLE001 - no runtime (bare mode): keep everything
+        return True
+
+
+def release_closed_sessions() -> None:
+    """Free the uploads of browser sessions that have ended (called on every page run)."""
+    WORKSPACES.release_dead(_alive)
+
+
+def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
+    """Files from the server's disk: cached in memory by (path, size, mtime), parsed on every
+    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/cache.py)."""
+    release_closed_sessions()
+    key = "files:" + key_for_files(paths, limits)
+    cached = WORKSPACES.get(key)
+    if cached is not None:
+        return cached
+
+    def build(report) -> Workspace:
+        loaded = persistent.load_files(paths, progress=report, limits=limits)
+        return _analysed(key, label, loaded, paths)
+
     bar = st.progress(0.0, text="Loading traces…")
     try:
-        return _load(_file_key(paths), label, [Source.from_path(p) for p in paths], paths, _progress_callback(bar))
+        return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar))
     finally:
         bar.empty()
 
 
-def load_uploads(uploads) -> Workspace:
-    digest = hashlib.sha256()
-    sources = []
-    for upload in uploads:
-        data = upload.getvalue()
-        digest.update(upload.name.encode() + b"\0" + hashlib.sha256(data).digest())
-        sources.append(Source.from_bytes(upload.name, data))
+def upload_limits() -> tuple[int, int]:
+    """(per file, per visitor) upload caps in bytes: the server's ``maxUploadSize`` per file,
+    ``ROLLOUT_GRAPH_UPLOAD_TOTAL_MB`` (default twice the per-file cap) in total per visitor."""
+    per_file = int(st.get_option("server.maxUploadSize")) * 1_000_000
+    try:
+        total = int(float(os.environ["ROLLOUT_GRAPH_UPLOAD_TOTAL_MB"]) * 1e6)
+    except (KeyError, ValueError):
+        total = 2 * per_file
+    return per_file, total
+
+
+class UploadTooLarge(ValueError):
+    """A visitor's uploads add up to more than the per-visitor cap."""
+
+
+def load_uploads(uploads, limits: Any = None) -> Workspace:
+    """Uploads: parsed in a worker process, shared while the uploading session lives, freed after.
+
+    Raises:
+        UploadTooLarge: the uploads add up to more than the per-visitor cap.
+    """
+    release_closed_sessions()
+    per_file, total_cap = upload_limits()
+    total = sum(upload.size for upload in uploads)
+    if total > total_cap:
+        raise UploadTooLarge(
+            f"These uploads add up to {total / 1e6:,.0f} MB; at most {total_cap / 1e6:,.0f} MB per visitor. "
+            "Remove some files (or run `rollout-graph view` locally on them)."
+        )
+    named = [(upload.name, upload.getvalue()) for upload in uploads]
+    key = "uploads:" + key_for_bytes(named, limits)
+    owner = _session_id()
+    cached = WORKSPACES.get(key, owner)
+    if cached is not None:
+        return cached
+    label = f"{len(named)} uploaded file(s)"
+
+    def build(report) -> Workspace:
+        return _analysed(key, label, load_bytes_parallel(named, report, limits), [])
+
     bar = st.progress(0.0, text="Loading uploads…")
     try:
-        return _load(digest.hexdigest(), f"{len(sources)} uploaded file(s)", sources, [], _progress_callback(bar))
+        return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar), owner=owner)
     finally:
         bar.empty()
+
+
+def run_heavy(fn, *args):
+    """Heavy work (an audit) in the server's bounded worker pool; this page waits, others run."""
+    return WORKSPACES.submit(fn, *args).result()
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

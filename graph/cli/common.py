@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
+from graph.ingest import cache
 from graph.ingest.limits import Limits, parse_size
-from graph.ingest.loading import TRACE_SUFFIXES, load_paths
+from graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
+from graph.ingest.parallel import PARALLEL_MIN_BYTES, LoadProgress
 
 USAGE = 2  # a path cannot be read, an unknown session or role, a bad option
 OUTPUT_FAILED = 3  # the output file cannot be written (disk full, read-only folder)
@@ -69,7 +73,14 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None, limit
         UsageError: a path is missing, nothing could be read, or the session is unknown.
     """
     check_paths(paths)
-    loaded = load_paths(paths, limits=limits)
+    files: list[Path] = []
+    unreadable: list[tuple[str, str]] = []
+    for p in paths:
+        found, errors = walk_traces(p)
+        files += found
+        unreadable += errors
+    loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+    note_unreadable(loaded, unreadable)
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
@@ -83,8 +94,36 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None, limit
     return Inputs(loaded, [analyse(s) for s in sessions])
 
 
+class StderrProgress:
+    """Bytes read and calls parsed while a big load runs, on stderr (a line in place on a
+    terminal; a line every few seconds in a log). Small loads print nothing."""
+
+    def __init__(self, every: float | None = None) -> None:
+        self.tty = sys.stderr.isatty()
+        self.every = every if every is not None else (0.25 if self.tty else 5.0)
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, progress: LoadProgress) -> None:
+        """Show this progress if the load is big and the last line is old enough."""
+        now = time.monotonic()
+        done = progress.bytes_done >= progress.bytes_total
+        if progress.bytes_total < PARALLEL_MIN_BYTES or (now - self.last < self.every and not done):
+            return
+        self.last = now
+        end = "\n" if done or not self.tty else ""
+        print(f"\rrollout-graph: reading {progress.describe()}", end=end, file=sys.stderr, flush=True)
+
+
+class _CacheDir(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        os.environ[cache.ENV_DIR] = "off" if option_string == "--no-cache" else str(values)
+        setattr(namespace, self.dest, values)
+
+
 def add_paths(command: argparse.ArgumentParser) -> None:
-    """The positional PATH arguments and ``--session``, as every reading verb takes them."""
+    """The positional PATH arguments and ``--session``, as every reading verb takes them, and
+    the parsed-trace cache options (docs/performance.md)."""
     command.add_argument(
         "paths", nargs="+", metavar="PATH", help="trace files or directories (.jsonl, .json, .gz, .zst)"
     )
@@ -128,6 +167,15 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         raise UsageError(f"ROLLOUT_GRAPH_MAX_*: {exc}") from None
     changes = {dest: getattr(args, dest) for _, dest, _ in _LIMIT_FLAGS if getattr(args, dest, None) is not None}
     return replace(limits, **changes) if changes else limits
+    command.add_argument(
+        "--cache-dir",
+        action=_CacheDir,
+        metavar="DIR",
+        help="parsed-trace cache folder (default ~/.cache/rollout-graph)",
+    )
+    command.add_argument(
+        "--no-cache", action=_CacheDir, nargs=0, dest="cache_dir", help="parse the traces again; do not cache them"
+    )
 
 
 def add_tokenizer_options(command: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ PUBLIC_FLAGS = [
     "--server.address", "0.0.0.0",
     "--server.headless", "true",
     "--server.xsrfCookieSameSite", "none",
-    "--server.maxUploadSize", "50",
+    "--server.maxUploadSize", "25",
     "--browser.gatherUsageStats", "false",
 ]  # fmt: skip
 

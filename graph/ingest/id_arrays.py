@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from graph.ingest.limits import LimitExceeded
+from graph.ingest.typed import cut_logprobs
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
 # for their common tail finds both.
@@ -75,13 +76,17 @@ class IdArrayCutter:
             del self._recent[:-_RECENT]
         return ids
 
-    def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, np.ndarray]]:
+    def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
+
+        Chat logprob entries are cut first (:func:`graph.ingest.typed.cut_logprobs`): their
+        markers map to decoded columns rather than arrays.
 
         Raises:
             LimitExceeded: an array holds more than ``max_ids`` ids.
         """
-        arrays: dict[str, np.ndarray] = {}
+        raw, columns = cut_logprobs(raw)
+        arrays: dict[str, Any] = dict(columns)
         pieces: list[bytes] = []
         pos = 0
         for start, end in _array_spans(raw):
@@ -96,7 +101,7 @@ class IdArrayCutter:
             arrays[marker] = ids
             pieces += [raw[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
             pos = end + 1
-        if not arrays:
+        if not pieces:
             return raw, arrays
         pieces.append(raw[pos:])
         return b"".join(pieces), arrays
@@ -120,8 +125,9 @@ def _array_spans(raw: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-def restore(value: Any, arrays: dict[str, np.ndarray]) -> None:
-    """Put the cut arrays back where their markers are (only dict values can hold one)."""
+def restore(value: Any, arrays: dict[str, Any]) -> None:
+    """Put the cut arrays (or logprob columns) back where their markers are (only dict values
+    can hold one)."""
     pending = [value]
     remaining = len(arrays)
     while pending and remaining:

@@ -70,10 +70,15 @@ def load_paths(
         sources += [Source.from_path(f) for f in files]
         unreadable += errors
     result = load_sources(sources, progress, limits)
+    note_unreadable(result, unreadable)
+    return result
+
+
+def note_unreadable(result: LoadResult, unreadable: list[tuple[str, str]]) -> None:
+    """Add the folders that could not be listed to a load report, as skipped (line 0)."""
     for folder, reason in unreadable:
         result.files.append(folder)
         _skip(result, folder, 0, reason)
-    return result
 
 
 def load_sources(sources: list[Source], progress: Progress | None = None, limits: Limits | None = None) -> LoadResult:

@@ -20,6 +20,7 @@ from graph.ingest.formats.fields import (
 )
 from graph.ingest.formats.streaming import reassemble
 from graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top_k
+from graph.ingest.typed import LogprobColumns
 
 
 def is_engine_pair(record: dict) -> bool:
@@ -211,16 +212,21 @@ def _flatten(rows: list) -> tuple[list[int], list]:
 
 def _from_chat_logprobs(content: Any) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
-    if not isinstance(content, list):
+    if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
+        tokens, values, lengths = content.tokens, content.logprobs, content.lengths
+        alt_tokens, alt_values = content.alt_tokens, content.alt_logprobs
+    elif isinstance(content, list):
+        tokens, values = _column(content, "token"), _column(content, "logprob")
+        lengths, alternatives = _flatten(_column(content, "top_logprobs"))
+        alt_tokens, alt_values = _column(alternatives, "token"), _column(alternatives, "logprob")
+    else:
         return _Sampled()
-    tokens = _column(content, "token")
     split = split_tokens(tokens)
-    lengths, alternatives = _flatten(_column(content, "top_logprobs"))
-    top = top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
+    top = top_k(lengths, alt_tokens, alt_values)
     invalid = split.describe_invalid(tokens, "logprobs.content[].token")
     return _Sampled(
         ids=split.ids if split.all_ids else None,
-        logprobs=_column(content, "logprob"),
+        logprobs=values,
         top=top,
         texts=split.texts,
         token_strings=split.texts is not None,

@@ -1,0 +1,449 @@
+"""A persistent, columnar cache of parsed traces: reopening a big trace skips parsing.
+
+One entry per load (a set of trace files read with given limits) is kept in a cache folder, never
+beside the traces: ``$ROLLOUT_GRAPH_CACHE``, else ``$XDG_CACHE_HOME/rollout-graph``, else
+``~/.cache/rollout-graph``. An entry is a folder holding two Arrow IPC files (``calls.arrow``: one
+row per call, token arrays as raw little-endian bytes; ``messages.arrow``: each distinct request
+message once, as JSON) and ``meta.json`` (the load report, the sessions with their documents).
+
+The key hashes, for each file, its resolved path, size and modification time (uploads: a hash of
+their bytes), the reading limits, :data:`FORMAT`, and the source of the reading code itself, so a
+change of format or parser invalidates every entry. Entries are written to a temporary folder and
+renamed into place; an entry that cannot be read (truncated, corrupt, another version) is deleted
+and the trace parsed again. A load whose values JSON cannot carry exactly (NaN in a free-form
+field, numpy arrays where JSON was expected) is simply not cached. When the folder grows past
+``ROLLOUT_GRAPH_CACHE_MAX_BYTES`` (default 8 GB) the least recently used entries are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+
+from graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
+
+FORMAT = 1
+DEFAULT_MAX_BYTES = 8 << 30
+ENV_DIR = "ROLLOUT_GRAPH_CACHE"
+ENV_MAX = "ROLLOUT_GRAPH_CACHE_MAX_BYTES"
+# Every Call field, so a new field without a column fails loudly (a test checks) instead of
+# being silently dropped from cached loads.
+CALL_FIELDS = (
+    "node_id",
+    "session_id",
+    "source",
+    "line",
+    "shape",
+    "prompt_ids",
+    "sampled_ids",
+    "sampled_logprobs",
+    "top_k",
+    "token_texts",
+    "request_messages",
+    "response_message",
+    "tools",
+    "requested_params",
+    "submitted_params",
+    "model",
+    "finish_reason",
+    "timing",
+    "usage",
+    "harness",
+    "issues",
+    "claims",
+)
+_JSON_FIELDS = (
+    "token_texts",
+    "response_message",
+    "tools",
+    "requested_params",
+    "submitted_params",
+    "timing",
+    "usage",
+    "claims",
+)
+_TEXT_FIELDS = ("node_id", "session_id", "source", "shape", "model", "finish_reason", "harness")
+
+
+class NotCacheable(ValueError):
+    """A value the cache cannot store exactly; the load is used as is, uncached."""
+
+
+def enabled() -> bool:
+    """False when ``ROLLOUT_GRAPH_CACHE`` is ``off`` (``--no-cache``)."""
+    return os.environ.get(ENV_DIR, "").lower() not in ("off", "0", "none")
+
+
+def cache_dir() -> Path:
+    """The cache folder (not created here)."""
+    explicit = os.environ.get(ENV_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rollout-graph"
+
+
+def _max_bytes() -> int:
+    try:
+        return int(os.environ.get(ENV_MAX, DEFAULT_MAX_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+@cache
+def _code_fingerprint() -> str:
+    """A hash of the reading code: a parser change must not serve results of the old parser."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    files = sorted(root.rglob("*.py")) + [root.parent / "core" / "records.py"]
+    for path in files:
+        digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
+    """The cache key of a load of these files (path, size and modification time of each)."""
+    parts = [f"format {FORMAT}", _code_fingerprint(), f"limits {limits!r}"]
+    for f in files:
+        p = Path(f)
+        stat = p.stat()
+        parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def key_for_bytes(named: Iterable[tuple[str, bytes]], limits: Any = None) -> str:
+    """The cache key of a load of in-memory files (uploads): a hash of names and contents."""
+    digest = hashlib.sha256(f"format {FORMAT}\n{_code_fingerprint()}\nlimits {limits!r}".encode())
+    for name, data in named:
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()[:40]
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def _json(value: Any) -> bytes | None:
+    """JSON bytes that decode to exactly ``value``; NotCacheable when JSON cannot carry it."""
+    if value is None:
+        return None
+    try:
+        blob = orjson.dumps(value)
+    except TypeError as exc:  # numpy arrays, non-str keys, huge ints, lone surrogates
+        raise NotCacheable(str(exc)) from None
+    # orjson writes NaN and infinities as null: only a blob holding a null can have lost one.
+    if b"null" in blob and not _same(orjson.loads(blob), value):
+        raise NotCacheable("a value JSON cannot carry exactly (NaN or infinity)")
+    return blob
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _array(arr: np.ndarray | None) -> tuple[bytes | None, str | None, list[int] | None]:
+    if arr is None:
+        return None, None, None
+    if arr.dtype.kind not in "iuf" or arr.dtype.byteorder == ">":
+        raise NotCacheable(f"array of dtype {arr.dtype}")
+    return np.ascontiguousarray(arr).tobytes(), arr.dtype.str, list(arr.shape)
+
+
+def _issues(issues: list[Finding]) -> bytes:
+    return orjson.dumps([[f.level, f.code, f.detail, f.node_id, f.leaf_id] for f in issues])
+
+
+def _message_table(calls: list[Call]) -> tuple[list[bytes], list[list[int] | None]]:
+    ids: dict[bytes, int] = {}
+    per_call: list[list[int] | None] = []
+    by_object: dict[int, int] = {}  # messages shared between calls (n > 1 choices) encode once
+    by_flat: dict[tuple, int] = {}  # every call repeats the conversation: equal messages encode once
+    for call in calls:
+        if call.request_messages is None:
+            per_call.append(None)
+            continue
+        row = []
+        for message in call.request_messages:
+            known = by_object.get(id(message))
+            if known is None:
+                flat = _flat_key(message)
+                known = by_flat.get(flat) if flat is not None else None
+                if known is None:
+                    blob = _json(message)
+                    assert blob is not None
+                    known = ids.setdefault(blob, len(ids))
+                    if flat is not None:
+                        by_flat[flat] = known
+                by_object[id(message)] = known
+            row.append(known)
+        per_call.append(row)
+    return list(ids), per_call
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _flat_key(message: dict) -> tuple | None:
+    """A hashable key for a message of scalar values (types included: ``1`` is not ``True``)."""
+    key = []
+    for k, v in message.items():
+        if type(v) not in _SCALARS or (type(v) is float and v != v):
+            return None
+        key.append((k, type(v), v))
+    return tuple(key)
+
+
+def encode(result: LoadResult) -> tuple[pa.Table, pa.Table, bytes]:
+    """The load as two Arrow tables (calls, messages) and its metadata. Raises NotCacheable."""
+    calls = [c for s in result.sessions.values() for c in s.calls]
+    columns: dict[str, list] = {name: [] for name in _TEXT_FIELDS + _JSON_FIELDS}
+    columns.update({"line": [], "issues": [], "messages": []})
+    for kind in ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs"):
+        columns[f"{kind}_bytes"], columns[f"{kind}_dtype"], columns[f"{kind}_shape"] = [], [], []
+    columns["top_texts"] = []
+    messages, per_call = _message_table(calls)
+    for call, row in zip(calls, per_call, strict=True):
+        for name in _TEXT_FIELDS:
+            columns[name].append(getattr(call, name))
+        for name in _JSON_FIELDS:
+            columns[name].append(_json(getattr(call, name)))
+        columns["line"].append(call.line)
+        columns["issues"].append(_issues(call.issues))
+        columns["messages"].append(row)
+        top = call.top_k
+        arrays = {
+            "prompt": call.prompt_ids,
+            "sampled": call.sampled_ids,
+            "logprobs": call.sampled_logprobs,
+            "top_ids": None if top is None else top.ids,
+            "top_logprobs": None if top is None else top.logprobs,
+        }
+        for kind, arr in arrays.items():
+            data, dtype, shape = _array(arr)
+            columns[f"{kind}_bytes"].append(data)
+            columns[f"{kind}_dtype"].append(dtype)
+            columns[f"{kind}_shape"].append(shape)
+        columns["top_texts"].append(None if top is None else _json(top.texts))
+    types = {name: pa.large_binary() for name in _JSON_FIELDS}
+    types.update({name: pa.string() for name in _TEXT_FIELDS})
+    types.update({"line": pa.int64(), "issues": pa.large_binary(), "messages": pa.list_(pa.int32())})
+    for kind in ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs"):
+        types[f"{kind}_bytes"] = pa.large_binary()
+        types[f"{kind}_dtype"] = pa.string()
+        types[f"{kind}_shape"] = pa.list_(pa.int64())
+    types["top_texts"] = pa.large_binary()
+    try:
+        table = pa.table({name: pa.array(values, type=types[name]) for name, values in columns.items()})
+    except (pa.ArrowException, UnicodeEncodeError) as exc:
+        raise NotCacheable(str(exc)) from None
+    message_table = pa.table({"json": pa.array(messages, type=pa.large_binary())})
+    meta = {
+        "format": FORMAT,
+        "records": result.records,
+        "loaded": result.loaded,
+        "skipped": [[s.file, s.line, s.reason] for s in result.skipped],
+        "files": result.files,
+        "sessions": [[sid, len(s.calls), _json(s.document), sorted(s.node_ids)] for sid, s in result.sessions.items()],
+    }
+    try:
+        meta_blob = orjson.dumps(meta, default=lambda b: b.decode() if isinstance(b, bytes) else None)
+    except TypeError as exc:
+        raise NotCacheable(str(exc)) from None
+    return table, message_table, meta_blob
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _np(data: bytes | None, dtype: str | None, shape: list[int] | None) -> np.ndarray | None:
+    if data is None or dtype is None or shape is None:
+        return None
+    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy()
+
+
+def _loads(blob: bytes | None) -> Any:
+    return None if blob is None else orjson.loads(blob)
+
+
+def decode(table: pa.Table, message_table: pa.Table, meta_blob: bytes) -> LoadResult:
+    """The LoadResult that :func:`encode` was given."""
+    meta = orjson.loads(meta_blob)
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"cache format {meta.get('format')} is not {FORMAT}")
+    messages = [orjson.loads(m) for m in message_table.column("json").to_pylist()]
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    result = LoadResult(
+        records=meta["records"],
+        loaded=meta["loaded"],
+        skipped=[Skipped(f, line, reason) for f, line, reason in meta["skipped"]],
+        files=list(meta["files"]),
+    )
+    row = 0
+    for sid, n_calls, document, node_ids in meta["sessions"]:
+        session = SessionInput(sid, document=None if document is None else orjson.loads(document))
+        session.node_ids = set(node_ids)
+        for i in range(row, row + n_calls):
+            session.calls.append(_call(cols, i, messages))
+        row += n_calls
+        result.sessions[sid] = session
+    if row != table.num_rows:
+        raise ValueError("cache entry: session sizes do not match the calls table")
+    return result
+
+
+def _call(cols: dict[str, list], i: int, messages: list[dict]) -> Call:
+    def arr(kind: str) -> np.ndarray | None:
+        return _np(cols[f"{kind}_bytes"][i], cols[f"{kind}_dtype"][i], cols[f"{kind}_shape"][i])
+
+    call = Call(
+        node_id=cols["node_id"][i],
+        session_id=cols["session_id"][i],
+        source=cols["source"][i],
+        line=cols["line"][i],
+        shape=cols["shape"][i],
+    )
+    call.prompt_ids = arr("prompt")
+    sampled = arr("sampled")
+    if sampled is not None:
+        call.sampled_ids = sampled
+    call.sampled_logprobs = arr("logprobs")
+    top_ids = arr("top_ids")
+    if top_ids is not None:
+        top_lps = arr("top_logprobs")
+        assert top_lps is not None
+        call.top_k = TopK(top_ids, top_lps, _loads(cols["top_texts"][i]))
+    for name in ("model", "finish_reason", "harness"):
+        setattr(call, name, cols[name][i])
+    for name in _JSON_FIELDS:
+        value = _loads(cols[name][i])
+        if value is not None or name not in ("requested_params", "timing", "claims"):
+            setattr(call, name, value)
+    rows = cols["messages"][i]
+    call.request_messages = None if rows is None else [dict(messages[m]) for m in rows]
+    call.issues = [Finding(*f) for f in orjson.loads(cols["issues"][i])]
+    return call
+
+
+# ---------------------------------------------------------------------------------------------
+# The folder
+
+
+def _entry(key: str, folder: Path | None = None) -> Path:
+    return (folder or cache_dir()) / f"v{FORMAT}-{key}"
+
+
+def load(key: str, folder: Path | None = None) -> LoadResult | None:
+    """The cached load under ``key``, or None (missing; a corrupt entry is removed)."""
+    entry = _entry(key, folder)
+    if not entry.is_dir():
+        return None
+    try:
+        with pa.memory_map(str(entry / "calls.arrow")) as source:
+            table = ipc.open_file(source).read_all()
+        with pa.memory_map(str(entry / "messages.arrow")) as source:
+            message_table = ipc.open_file(source).read_all()
+        result = decode(table, message_table, (entry / "meta.json").read_bytes())
+    except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    os.utime(entry)  # recently used
+    return result
+
+
+def store(key: str, result: LoadResult, folder: Path | None = None) -> bool:
+    """Write the load under ``key``; False when it cannot be cached (values or disk)."""
+    root = folder or cache_dir()
+    entry = _entry(key, root)
+    try:
+        table, message_table, meta = encode(result)
+    except NotCacheable:
+        return False
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root))
+        try:
+            for name, t in (("calls.arrow", table), ("messages.arrow", message_table)):
+                with pa.OSFile(str(tmp / name), "wb") as sink, ipc.new_file(sink, t.schema) as writer:
+                    writer.write_table(t, max_chunksize=1024)
+            (tmp / "meta.json").write_bytes(meta)
+            if entry.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+            tmp.rename(entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        return False
+    _evict(root)
+    return True
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+
+
+def _evict(root: Path) -> None:
+    """Remove the least recently used entries while the folder is over its size bound."""
+    try:
+        entries = [(e.stat().st_mtime, e) for e in root.iterdir() if e.is_dir() and not e.name.startswith(".")]
+        stale = [e for e in root.iterdir() if e.name.startswith(".writing-") and time.time() - e.stat().st_mtime > 3600]
+    except OSError:
+        return
+    for e in stale:
+        shutil.rmtree(e, ignore_errors=True)
+    total = sum(_size(e) for _, e in entries)
+    for _, e in sorted(entries):
+        if total <= _max_bytes():
+            break
+        total -= _size(e)
+        shutil.rmtree(e, ignore_errors=True)
+
+
+def call_fields_covered() -> bool:
+    """Every field of :class:`Call` has a place in the cache (checked by a test)."""
+    return {f.name for f in fields(Call)} == set(CALL_FIELDS)
+
+
+def load_files(
+    files: list[Path],
+    progress: Any = None,
+    limits: Any = None,
+    workers: int | None = None,
+    use_cache: bool = True,
+    folder: Path | None = None,
+) -> LoadResult:
+    """These trace files, from the cache when they were read before, else parsed on every core
+    (:func:`graph.ingest.parallel.load_files_parallel`) and cached."""
+    from graph.ingest.parallel import load_files_parallel
+
+    key = None
+    if use_cache and enabled():
+        try:
+            key = key_for_files(files, limits)
+        except OSError:  # a file vanished or cannot be read: the loader reports it
+            key = None
+    if key is not None:
+        cached = load(key, folder)
+        if cached is not None:
+            return cached
+    result = load_files_parallel(files, progress, workers, limits)
+    if key is not None:
+        store(key, result, folder)
+    return result

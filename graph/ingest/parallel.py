@@ -1,0 +1,389 @@
+"""Parsing big traces on every core: byte ranges of plain JSONL files across a process pool.
+
+A plain (uncompressed) JSONL file larger than :data:`CHUNK_BYTES` is cut at line starts into
+ranges; each range is read and parsed (JSON, record shapes, token arrays) in a worker process, and
+the parent adds the parsed records to the result in file order, exactly as the sequential loader
+does (same duplicate-id renaming, same shared message texts, same load report). A range only
+starts at a line that is a complete JSON value on its own, so no range is mistaken for a
+pretty-printed document; a file whose first line is not one (a pretty-printed document) and
+compressed files are parsed whole, in one task. Several files are parsed side by side.
+
+Workers come from one lazily started pool per process (``forkserver``: safe in a threaded
+server), sized by the cores this process may use. Small loads never start it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import mmap
+import multiprocessing
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graph.core.records import LoadResult
+from graph.ingest import loading
+from graph.ingest.formats import Parsed, RecordError, parse_value
+from graph.ingest.reading import RawValue, Source, parse_json, read_values
+
+CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
+PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
+_PLAIN_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    """How far a load has got: bytes of trace files read, records and calls parsed so far."""
+
+    bytes_done: int
+    bytes_total: int
+    records: int
+    calls: int
+    files_done: int
+    files_total: int
+
+    def describe(self) -> str:
+        """``"312 of 946 MB read, 1,650 calls"``."""
+        total = max(self.bytes_total, 1)
+        return (
+            f"{self.bytes_done / 1e6:,.0f} of {total / 1e6:,.0f} MB read · {self.calls:,} calls"
+            f" · file {min(self.files_done + 1, self.files_total)} of {self.files_total}"
+        )
+
+
+ProgressFn = Callable[[LoadProgress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    name: str  # the source name the records carry
+    path: str
+    start: int
+    end: int
+    first_line: int  # 1-based line number of the range's first line
+    default_session: str
+    limits: Any = None
+    data: bytes | None = None  # an upload's bytes (no file behind it)
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one range became: per JSON value, its line and either an error or what it parsed to."""
+
+    events: list[tuple[int, str | None, Parsed | None]] = field(default_factory=list)
+    read_error: str | None = None
+
+
+def workers_available() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _read_kwargs(limits: Any) -> dict[str, Any]:
+    return {} if limits is None else {"limits": limits}
+
+
+def _shared_texts(parsed: Parsed, shared: dict[str, str]) -> None:
+    """One copy of each repeated message text before the result crosses to the parent."""
+    for call in parsed.calls:
+        for message in call.request_messages or ():
+            content = message.get("content")
+            if isinstance(content, str):
+                message["content"] = shared.setdefault(content, content)
+
+
+def _parse_range(task: _Task) -> _Outcome:
+    """Worker side: read one byte range and parse every value in it (no shared state)."""
+    outcome = _Outcome()
+    shared: dict[str, str] = {}
+    try:
+        if task.data is not None:
+            data = task.data
+        else:
+            with open(task.path, "rb") as f:
+                f.seek(task.start)
+                data = f.read(task.end - task.start) if task.end >= 0 else f.read()
+        offset = task.first_line - 1
+        for raw in read_values(Source.from_bytes(task.name, data), **_read_kwargs(task.limits)):
+            line = raw.line + offset
+            if raw.error is not None:
+                outcome.events.append((line, raw.error, None))
+                continue
+            try:
+                parsed = parse_value(RawValue(line, raw.value), task.name, task.default_session)
+            except RecordError as exc:
+                outcome.events.append((line, str(exc), None))
+                continue
+            _shared_texts(parsed, shared)
+            outcome.events.append((line, None, parsed))
+    except OSError as exc:
+        outcome.read_error = f"cannot read file: {exc.strerror or exc}"
+    return outcome
+
+
+def _parse_whole(task: _Task) -> _Outcome:
+    """Worker side: a compressed file or a document, through the ordinary reader."""
+    outcome = _Outcome()
+    shared: dict[str, str] = {}
+    try:
+        for raw in read_values(Source.from_path(task.path), **_read_kwargs(task.limits)):
+            if raw.error is not None:
+                outcome.events.append((raw.line, raw.error, None))
+                continue
+            try:
+                parsed = parse_value(raw, task.name, task.default_session)
+            except RecordError as exc:
+                outcome.events.append((raw.line, str(exc), None))
+                continue
+            _shared_texts(parsed, shared)
+            outcome.events.append((raw.line, None, parsed))
+    except OSError as exc:
+        outcome.read_error = f"cannot read file: {exc.strerror or exc}"
+    return outcome
+
+
+def _standalone(line: bytes) -> bool:
+    try:
+        parse_json(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
+
+
+def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, int, int]]:
+    """``(start, end, first_line)`` ranges of a plain JSONL file, cut at lines that parse alone.
+
+    One range (the whole file) when the file is small, compressed-looking, or its first
+    non-blank line is not a JSON value on its own (then it may be one pretty-printed document).
+    """
+    chunk = chunk or CHUNK_BYTES
+    size = os.path.getsize(path)
+    whole = [(0, -1, 1)]
+    if size <= chunk or not str(path).endswith(_PLAIN_SUFFIXES):
+        return whole
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        if mm[:4].startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+            return whole
+        first_end = _line_end(mm, _first_nonblank(mm, 0))
+        if not _standalone(mm[_first_nonblank(mm, 0) : first_end]):
+            return whole
+        starts = [0]
+        target = chunk
+        while target < size:
+            at = mm.find(b"\n", target)
+            while 0 <= at < size - 1:
+                begin = at + 1
+                end = _line_end(mm, begin)
+                if mm[begin:end].strip() and _standalone(mm[begin:end]):
+                    break
+                at = mm.find(b"\n", begin)
+            if at < 0 or at >= size - 1:
+                break
+            starts.append(at + 1)
+            target = at + 1 + chunk
+        # Line numbers: count the newlines before each start (memchr-fast, one pass).
+        ranges = []
+        line = 1
+        for i, start in enumerate(starts):
+            end = starts[i + 1] if i + 1 < len(starts) else size
+            ranges.append((start, end, line))
+            line += _count_newlines(mm, start, end)
+        return ranges
+
+
+def _first_nonblank(mm: mmap.mmap, pos: int) -> int:
+    size = len(mm)
+    while pos < size:
+        end = _line_end(mm, pos)
+        if mm[pos:end].strip():
+            return pos
+        pos = end + 1
+    return size
+
+
+def _line_end(mm: mmap.mmap, pos: int) -> int:
+    end = mm.find(b"\n", pos)
+    return len(mm) if end < 0 else end
+
+
+def _count_newlines(mm: mmap.mmap, start: int, end: int, block: int = 16 << 20) -> int:
+    count = 0
+    for at in range(start, end, block):
+        count += mm[at : min(at + block, end)].count(b"\n")
+    return count
+
+
+_POOL: ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+@contextmanager
+def _hidden_main() -> Iterator[None]:
+    """Start workers without re-running the caller's main script in them.
+
+    multiprocessing re-imports a script's ``__main__`` in every new worker (the "safe importing
+    of main module" rule); a library cannot ask that of its callers, so while the workers start
+    the main module is a blank one.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["graph.ingest.parallel"])
+            with _hidden_main():
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+                warm = [pool.submit(_ready) for _ in range(workers)]  # each submit starts a worker
+            for future in warm:
+                future.result()
+            _POOL = pool
+            atexit.register(shutdown)
+        return _POOL
+
+
+def shutdown() -> None:
+    """Stop the worker processes (they are started again on the next big load)."""
+    global _POOL
+    with _POOL_LOCK:
+        pool, _POOL = _POOL, None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def load_files_parallel(
+    files: list[Path],
+    progress: ProgressFn | None = None,
+    workers: int | None = None,
+    limits: Any = None,
+) -> LoadResult:
+    """Like :func:`graph.ingest.loading.load_sources` on these files, big ones parsed on every core.
+
+    The result is the same as the sequential loader's, in the same order.
+    """
+    workers = workers or workers_available()
+    sources = [Source.from_path(f) for f in files]
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(os.path.getsize(f))
+        except OSError:
+            sizes.append(0)
+    total = sum(sizes)
+    if workers < 2 or total < PARALLEL_MIN_BYTES:
+        return _sequential(sources, progress, sizes, limits)
+    pool = _pool(workers)
+    plans: list[list[tuple[Future[_Outcome], int]]] = []
+    for source, size in zip(sources, sizes, strict=True):
+        default_session = loading.rollout_name(source.name)
+        try:
+            ranges = split_ranges(source.name)
+        except (OSError, ValueError):
+            ranges = [(0, -1, 1)]
+        plan = []
+        for start, end, first in ranges:
+            task = _Task(source.name, source.name, start, end, first, default_session, limits)
+            worker = _parse_whole if (start, end) == (0, -1) else _parse_range
+            plan.append((pool.submit(worker, task), (size if end < 0 else end) - start))
+        plans.append(plan)
+    result = LoadResult()
+    shared_text: dict[str, str] = {}
+    done_bytes = 0
+    for i, (source, plan) in enumerate(zip(sources, plans, strict=True)):
+        result.files.append(source.name)
+        for future, size in plan:
+            outcome = future.result()
+            _merge(result, source.name, outcome, shared_text)
+            done_bytes += size
+            if progress:
+                progress(LoadProgress(done_bytes, total, result.records, result.loaded, i, len(sources)))
+            if outcome.read_error is not None:
+                loading._skip(result, source.name, 0, outcome.read_error)
+                break
+    return result
+
+
+def load_bytes_parallel(
+    named: list[tuple[str, bytes]], progress: ProgressFn | None = None, limits: Any = None
+) -> LoadResult:
+    """In-memory files (uploads), each parsed whole in a worker process, merged in order.
+
+    The result is the sequential loader's on ``Source.from_bytes``; the parsing never holds this
+    process's interpreter, so a server stays responsive while a visitor's upload is read.
+    """
+    pool = _pool(max(2, workers_available()))
+    futures = [
+        pool.submit(_parse_range, _Task(name, "", 0, -1, 1, loading.rollout_name(name), limits, data))
+        for name, data in named
+    ]
+    result = LoadResult()
+    shared_text: dict[str, str] = {}
+    total = sum(len(data) for _, data in named)
+    done = 0
+    for i, ((name, data), future) in enumerate(zip(named, futures, strict=True)):
+        result.files.append(name)
+        outcome = future.result()
+        _merge(result, name, outcome, shared_text)
+        if outcome.read_error is not None:
+            loading._skip(result, name, 0, outcome.read_error)
+        done += len(data)
+        if progress:
+            progress(LoadProgress(done, total, result.records, result.loaded, i + 1, len(named)))
+    return result
+
+
+def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[str, str]) -> None:
+    """The parent side of :func:`graph.ingest.loading._load_source`, in file order."""
+    for line, error, parsed in outcome.events:
+        if error is not None:
+            loading._skip(result, name, line, error)
+            continue
+        assert parsed is not None
+        for reason in parsed.skipped:
+            loading._skip(result, name, line, reason)
+        for call in parsed.calls:
+            loading._add_call(result, call, shared_text)
+        if parsed.document is not None and parsed.calls:
+            result.sessions[parsed.calls[0].session_id].document = parsed.document
+
+
+def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[int], limits: Any) -> LoadResult:
+    total = sum(sizes)
+
+    def report(done: int, files: int, records: int) -> None:
+        if progress:
+            read = sum(sizes[:done])
+            progress(LoadProgress(read, total, records, records, done, files))
+
+    kwargs = _read_kwargs(limits)
+    return loading.load_sources(sources, report, **kwargs)
+
+
+def load_paths_parallel(
+    paths: Iterable[str | Path], progress: ProgressFn | None = None, workers: int | None = None, limits: Any = None
+) -> LoadResult:
+    """Every trace file under ``paths``, parsed on every core (see :func:`load_files_parallel`)."""
+    files = [f for p in paths for f in loading.trace_files(p)]
+    return load_files_parallel(files, progress, workers, limits)

@@ -1,0 +1,226 @@
+"""The server's shared cache of parsed and analysed traces, bounded in bytes (no Streamlit here).
+
+Every browser session of one server shares it: a trace opened by one visitor is ready for the
+next. Three rules keep a public server healthy with several visitors:
+
+- **Bounded memory.** Each entry's size is estimated (token arrays, message texts, per-call
+  overhead); past the byte budget the least recently used entries are dropped (an entry in use by
+  a running page stays alive through that page's reference; it is only no longer shared).
+- **One build per key.** Two visitors asking for the same trace at once share one build: the
+  second waits for the first's result instead of parsing the file again.
+- **Heavy work off the script thread.** Builds run in a small, bounded thread pool (the parsing
+  itself runs in worker processes, see graph/ingest/parallel.py); a page only polls for progress,
+  so one visitor's big or hostile upload never blocks another visitor's page or the health check.
+
+Entries built from uploads belong to the browser sessions that uploaded them and are dropped as
+soon as none of those sessions is alive (:meth:`WorkspaceCache.release_dead`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BYTES = 3 << 30
+HEAVY_WORKERS = 2
+_PER_CALL_OVERHEAD = 4096  # Python objects of a call and its analysis beyond the token arrays
+
+
+def max_bytes_from_env() -> int:
+    """``ROLLOUT_GRAPH_APP_CACHE_MB`` (megabytes), else 3 GB."""
+    try:
+        return int(float(os.environ["ROLLOUT_GRAPH_APP_CACHE_MB"]) * 1e6)
+    except (KeyError, ValueError):
+        return DEFAULT_MAX_BYTES
+
+
+def estimate_bytes(loaded: Any) -> int:
+    """Resident size of a LoadResult, estimated from its arrays and distinct message texts."""
+    total = 0
+    texts: set[int] = set()
+    for session in loaded.sessions.values():
+        for call in session.calls:
+            total += _PER_CALL_OVERHEAD
+            for arr in (call.prompt_ids, call.sampled_ids, call.sampled_logprobs):
+                total += 0 if arr is None else int(arr.nbytes)
+            if call.top_k is not None:
+                total += int(call.top_k.ids.nbytes + call.top_k.logprobs.nbytes)
+            for message in call.request_messages or ():
+                content = message.get("content")
+                total += 64
+                if isinstance(content, str) and id(content) not in texts:
+                    texts.add(id(content))
+                    total += len(content) + 49
+    # the analysis (token parents, spans, roles) is about as big as the id arrays again
+    return int(total * 1.5)
+
+
+@dataclass
+class Job(Generic[T]):
+    """One build in flight: its future and the latest progress it reported."""
+
+    future: Future[T]
+    progress: Any = None
+    waiting: int = 0
+
+
+@dataclass
+class _Entry(Generic[T]):
+    value: T
+    size: int
+    owners: set[str] | None = None  # browser sessions (uploads only); None: shared by all
+
+
+@dataclass
+class WorkspaceCache(Generic[T]):
+    """An LRU of built values, bounded by their estimated size, with one build per key."""
+
+    max_bytes: int = field(default_factory=max_bytes_from_env)
+    workers: int = HEAVY_WORKERS
+    _entries: OrderedDict[str, _Entry[T]] = field(default_factory=OrderedDict)
+    _jobs: dict[str, Job[T]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pool: ThreadPoolExecutor | None = None
+    builds: int = 0  # how many builds ran (tests: two visitors, one build)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rg-heavy")
+        return self._pool
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Run heavy work (an audit, a parse) in the bounded pool."""
+        with self._lock:
+            return self._executor().submit(fn, *args)
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(e.size for e in self._entries.values())
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._entries)
+
+    def get(self, key: str, owner: str | None = None) -> T | None:
+        """The cached value (now most recently used), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            if owner is not None and entry.owners is not None:
+                entry.owners.add(owner)
+            return entry.value
+
+    def get_or_build(
+        self,
+        key: str,
+        build: Callable[[Callable[[Any], None]], T],
+        size: Callable[[T], int],
+        on_progress: Callable[[Any], None] | None = None,
+        owner: str | None = None,
+        poll: float = 0.1,
+    ) -> T:
+        """The value under ``key``, built at most once however many callers ask at the same time.
+
+        ``build(report)`` runs in the worker pool and may call ``report(progress)``; every caller
+        waiting for it sees that progress through ``on_progress`` (called on the caller's own
+        thread, where a Streamlit page may draw). ``owner`` (a browser session) makes the entry
+        an upload's: it is dropped when no owner is alive. A failed build raises in every caller.
+        """
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                if owner is not None and entry.owners is not None:
+                    entry.owners.add(owner)
+                return entry.value
+            job = self._jobs.get(key)
+            if job is None:
+                job = self._start(key, build, size, owner)
+            job.waiting += 1
+        last = None
+        while True:
+            try:
+                value = job.future.result(timeout=poll)
+                break
+            except TimeoutError:
+                if on_progress is not None and job.progress is not None and job.progress is not last:
+                    last = job.progress
+                    on_progress(last)
+        if owner is not None:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None and entry.owners is not None:
+                    entry.owners.add(owner)
+        return value
+
+    def _start(self, key: str, build: Callable, size: Callable[[T], int], owner: str | None) -> Job[T]:
+        """Under the lock: submit a build for ``key`` and register it as the job in flight."""
+        job: Job[T] = Job(Future())
+
+        def report(progress: Any) -> None:
+            job.progress = progress
+
+        def run() -> T:
+            try:
+                value = build(report)
+                nbytes = size(value)
+                with self._lock:
+                    self._entries[key] = _Entry(value, nbytes, None if owner is None else {owner})
+                    self._entries.move_to_end(key)
+                    self._evict()
+                return value
+            finally:
+                with self._lock:
+                    self._jobs.pop(key, None)
+
+        self.builds += 1
+        job.future = self._executor().submit(run)
+        self._jobs[key] = job
+        return job
+
+    def _evict(self) -> None:
+        """Under the lock: drop least recently used entries while over budget (never the newest)."""
+        total = sum(e.size for e in self._entries.values())
+        while total > self.max_bytes and len(self._entries) > 1:
+            _, entry = self._entries.popitem(last=False)
+            total -= entry.size
+
+    def release_dead(self, alive: Callable[[str], bool]) -> list[str]:
+        """Drop upload entries none of whose browser sessions is alive; the keys dropped."""
+        with self._lock:
+            dead = [
+                key
+                for key, entry in self._entries.items()
+                if entry.owners is not None and not any(alive(o) for o in entry.owners)
+            ]
+            for key in dead:
+                del self._entries[key]
+        return dead
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop these entries (tests, a visitor's explicit close)."""
+        with self._lock:
+            for key in keys:
+                self._entries.pop(key, None)
+
+
+def wait_with(future: Future, tick: Callable[[], None], poll: float = 0.2) -> Any:
+    """The future's result, calling ``tick`` between polls (a page may draw a spinner)."""
+    start = time.monotonic()
+    while True:
+        try:
+            return future.result(timeout=poll)
+        except TimeoutError:
+            if time.monotonic() - start > poll:
+                tick()
