@@ -129,6 +129,15 @@ def add_paths(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument("--session", help="only this session id")
     add_limit_options(command)
+    command.add_argument(
+        "--cache-dir",
+        action=_CacheDir,
+        metavar="DIR",
+        help="parsed-trace cache folder (default ~/.cache/rollout-graph)",
+    )
+    command.add_argument(
+        "--no-cache", action=_CacheDir, nargs=0, dest="cache_dir", help="parse the traces again; do not cache them"
+    )
 
 
 _LIMIT_FLAGS = (
@@ -167,15 +176,6 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         raise UsageError(f"ROLLOUT_GRAPH_MAX_*: {exc}") from None
     changes = {dest: getattr(args, dest) for _, dest, _ in _LIMIT_FLAGS if getattr(args, dest, None) is not None}
     return replace(limits, **changes) if changes else limits
-    command.add_argument(
-        "--cache-dir",
-        action=_CacheDir,
-        metavar="DIR",
-        help="parsed-trace cache folder (default ~/.cache/rollout-graph)",
-    )
-    command.add_argument(
-        "--no-cache", action=_CacheDir, nargs=0, dest="cache_dir", help="parse the traces again; do not cache them"
-    )
 
 
 def add_tokenizer_options(command: argparse.ArgumentParser) -> None:
