@@ -6,7 +6,7 @@ arguments``) and ends with the assistant header, so a harness that replays the m
 extends the previous prompt exactly (the calls link as a chain).
 
 Answers are deterministic: ``ok t<prompt length> ...`` up to ``max_tokens`` words (default 4),
-then the end token. With tools offered and ``CALL`` in the last user message, the answer is one
+then the end token. With tools offered and ``CALL`` in the last message (a user message), the answer is one
 tool call to the first tool. Token ids come back only with ``return_token_ids``, logprobs only
 with ``logprobs`` (tokens as ``token_id:N``, ``top_logprobs`` alternatives when asked), as vLLM
 does. Streams send one chunk per token, ``delay`` seconds apart.
@@ -164,8 +164,8 @@ class FakeUpstream:
             return error
         messages = body.get("messages") or []
         prompt = render(messages)
-        users = [m for m in messages if m.get("role") == "user"]
-        result = answer(prompt, body, _content_text(users[-1].get("content")) if users else "")
+        last = messages[-1] if messages else {}
+        result = answer(prompt, body, _content_text(last.get("content")) if last.get("role") == "user" else "")
         if body.get("stream"):
             return StreamingResponse(self._chat_stream(body, prompt, result), media_type="text/event-stream")
         k = int(body.get("top_logprobs") or 0)
