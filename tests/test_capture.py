@@ -327,3 +327,19 @@ def test_out_must_be_a_folder(tmp_path: Path, capsys):
     file.write_text("")
     assert main(["capture", "--upstream", "http://127.0.0.1:1", "--out", str(file)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_one_line_and_no_file(tmp_path: Path, capsys):
+    from graph.cli import main
+
+    sock = free_socket()
+    sock.listen()
+    try:
+        port = sock.getsockname()[1]
+        assert (
+            main(["capture", "--upstream", "http://127.0.0.1:1", "--out", str(tmp_path / "c"), "--port", str(port)])
+            == 2
+        )
+    finally:
+        sock.close()
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err and not (tmp_path / "c").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top-logprobs must be 0 or more")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder")
+    _check_port(args.host, args.port)
     config = CaptureConfig(
         upstream=args.upstream,
         out=args.out,
@@ -70,9 +72,17 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    try:
-        path = serve(config, host=args.host, port=args.port)
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+    path = serve(config, host=args.host, port=args.port)
     print(f"rollout-graph capture: stopped; records in {path}", file=sys.stderr, flush=True)
     return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one line (before a capture file is made) when the address cannot be bound."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
