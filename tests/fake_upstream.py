@@ -13,7 +13,7 @@ does. Streams send one chunk per token, ``delay`` seconds apart.
 
 Misbehaviour by model name: ``fake-error-500`` (an HTTP 500 JSON error), ``fake-error-400``,
 ``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-slow`` (0.2 s per
-chunk). Run it with :func:`running_upstream` (a thread) or ``python -m tests.fake_upstream PORT``.
+chunk, 1 s before a non-streamed answer). Run it with :func:`running_upstream` (a thread) or ``python -m tests.fake_upstream PORT``.
 """
 
 from __future__ import annotations
@@ -162,6 +162,8 @@ class FakeUpstream:
         error = self._error(body)
         if error is not None:
             return error
+        if body.get("model") == "fake-slow" and not body.get("stream"):
+            await asyncio.sleep(1.0)
         messages = body.get("messages") or []
         prompt = render(messages)
         last = messages[-1] if messages else {}

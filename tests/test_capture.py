@@ -343,3 +343,30 @@ def test_a_port_in_use_is_one_line_and_no_file(tmp_path: Path, capsys):
     finally:
         sock.close()
     assert "cannot listen on 127.0.0.1" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_upstream_timeouts_fail_the_call_instead_of_hanging(upstream, tmp_path):
+    url, _ = upstream
+    body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}]}
+    with running_proxy(url, tmp_path, timeout=0.1) as proxy:
+        r = httpx.post(f"{proxy}/v1/chat/completions", json=body)
+        with pytest.raises(httpx.HTTPError):  # a stream that stalls is cut, as a dead engine would cut it
+            httpx.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True}).raise_for_status()
+    assert r.status_code == 504 and "timed out" in r.json()["error"]["message"]
+    errors = [rec["error"] for rec in read_records(tmp_path)]
+    assert errors[0].startswith("upstream timed out") and errors[1].startswith("upstream stream cut: ReadTimeout")
+
+
+def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
+    with running_upstream(delay=0.2) as (url, _):
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+        with running_proxy(url, tmp_path) as proxy:
+            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data:"):
+                        break  # the harness gives up after the first chunk
+            deadline = time.time() + 10
+            while not read_records(tmp_path) and time.time() < deadline:
+                time.sleep(0.05)
+    (record,) = read_records(tmp_path)
+    assert record["error"].startswith("stream ended early")

@@ -32,6 +32,15 @@ def request_dialect(body: dict) -> str:
     return CHAT
 
 
+def _dialect_of(body: dict, recorded: str | None) -> str:
+    """The dialect a record names (a capture record's ``dialect``), else the detected one."""
+    if recorded in (ANTHROPIC, RESPONSES):
+        return recorded
+    if recorded in (CHAT, "completions"):
+        return CHAT
+    return request_dialect(body)
+
+
 ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
@@ -319,7 +328,7 @@ def chat_messages(body: dict, upstream: bool = False, dialect: str | None = None
 
     ``dialect`` is what the record says (a capture record's ``dialect``); detected when None.
     """
-    dialect = dialect if dialect in (ANTHROPIC, RESPONSES) else request_dialect(body)
+    dialect = _dialect_of(body, dialect)
     if dialect == ANTHROPIC:
         return anthropic_messages(body, upstream)
     if dialect == RESPONSES:
@@ -329,7 +338,7 @@ def chat_messages(body: dict, upstream: bool = False, dialect: str | None = None
 
 def chat_tools(body: dict, dialect: str | None = None) -> list | None:
     """The tool manifest of a request body in any dialect, as chat tools."""
-    dialect = dialect if dialect in (ANTHROPIC, RESPONSES) else request_dialect(body)
+    dialect = _dialect_of(body, dialect)
     if dialect == ANTHROPIC:
         return anthropic_tools(body.get("tools"))
     if dialect == RESPONSES:
@@ -342,7 +351,7 @@ def chat_sampling(body: dict, dialect: str | None = None) -> dict:
 
     Anthropic ``stop_sequences`` -> ``stop``; Responses ``max_output_tokens`` -> ``max_tokens``.
     """
-    dialect = dialect if dialect in (ANTHROPIC, RESPONSES) else request_dialect(body)
+    dialect = _dialect_of(body, dialect)
     if dialect == ANTHROPIC and "stop_sequences" in body:
         return {**{k: v for k, v in body.items() if k != "stop_sequences"}, "stop": body["stop_sequences"]}
     if dialect == RESPONSES and "max_output_tokens" in body:
