@@ -296,7 +296,10 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
             assert first_chunk.wait(10)
             process.send_signal(signal.SIGINT)  # mid-stream: ~0.8 s of tokens still to come
             thread.join(30)
-            assert process.wait(30) == 0, process.stderr.read() if process.stderr else ""
+            assert process.wait(30) == 0
+            assert process.stderr is not None
+            err = process.stderr.read()
+            assert "chat stream · 200" in err and "stopped; 1 call(s) recorded in" in err, err
         finally:
             if process.poll() is None:
                 process.kill()

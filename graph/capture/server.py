@@ -159,6 +159,7 @@ class Recorder:
     default_session: str
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
     open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_record: Callable[[dict[str, Any]], None] | None = None  # told about each written record
     _counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def start(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +176,8 @@ class Recorder:
         record["ended_at"] = time.time()
         record["latency_s"] = round(record["ended_at"] - record["started_at"], 6)
         self.writer.write(record)
+        if self.on_record is not None:
+            self.on_record(record)
 
     def abandon_open(self, reason: str) -> int:
         """Write every call still in flight with ``error = reason``; returns how many."""
@@ -400,10 +403,15 @@ def _error_message(parsed: Any) -> str:
     return str(parsed)[:2000]
 
 
-def create_app(config: CaptureConfig, writer: RecordWriter, default_session: str | None = None) -> Starlette:
+def create_app(
+    config: CaptureConfig,
+    writer: RecordWriter,
+    default_session: str | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> Starlette:
     """The Starlette app; on shutdown, calls still open are recorded and the writer is closed."""
     session = default_session or (writer.path.stem if writer.path is not None else "capture")
-    recorder = Recorder(writer, session)
+    recorder = Recorder(writer, session, on_record=on_record)
     handlers = CaptureApp(config, recorder)
 
     @contextlib.asynccontextmanager
@@ -438,10 +446,19 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_level: str = "warning") -> Path:
-    """Run the proxy until Ctrl-C / SIGTERM; returns the capture file's path."""
+def serve(
+    config: CaptureConfig,
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    log_level: str = "warning",
+    on_start: Callable[[Path], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> RecordWriter:
+    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count."""
     writer = RecordWriter.in_folder(config.out)
-    app = create_app(config, writer)
+    if on_start is not None and writer.path is not None:
+        on_start(writer.path)
+    app = create_app(config, writer, on_record=on_record)
     server = _Server(
         uvicorn.Config(
             app,
@@ -458,5 +475,4 @@ def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_
     finally:
         app.state.recorder.abandon_open("the proxy stopped before the call ended")
         writer.close()
-    assert writer.path is not None
-    return writer.path
+    return writer

@@ -43,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also take the session id from this request header (checked first; repeatable)",
     )
     command.add_argument("--harness", help="harness name stamped on every record (e.g. opencode)")
+    command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
 
 
@@ -66,15 +67,43 @@ def run(args: argparse.Namespace) -> int:
         session_headers=tuple(h.lower() for h in args.session_header),
         harness=args.harness,
     )
-    print(
-        f"rollout-graph capture: http://{args.host}:{args.port} -> {config.upstream_base}; "
-        f"base URL for a named rollout: http://{args.host}:{args.port}/session/<id>/v1",
-        file=sys.stderr,
-        flush=True,
+
+    def started(path: Path) -> None:
+        say(
+            f"http://{args.host}:{args.port} -> {config.upstream_base}, recording to {path}\n"
+            f"  name a rollout with the base URL http://{args.host}:{args.port}/session/<id>/v1; Ctrl-C stops"
+        )
+
+    writer = serve(
+        config,
+        host=args.host,
+        port=args.port,
+        on_start=started,
+        on_record=None if args.quiet else lambda record: say(call_line(record)),
     )
-    path = serve(config, host=args.host, port=args.port)
-    print(f"rollout-graph capture: stopped; records in {path}", file=sys.stderr, flush=True)
-    return 0
+    say(f"stopped; {writer.written} call(s) recorded in {writer.path}")
+    for error in writer.errors[:3]:
+        say(f"write error: {error}")
+    return 0 if not writer.errors else 1
+
+
+def say(message: str) -> None:
+    """One status line on stderr."""
+    print(f"rollout-graph capture: {message}", file=sys.stderr, flush=True)
+
+
+def call_line(record: dict) -> str:
+    """``session call dialect [stream] status seconds [error]`` for one recorded call."""
+    parts = [
+        str(record.get("session_id")),
+        str(record.get("call_id")),
+        str(record.get("dialect")) + (" stream" if record.get("stream") else ""),
+        str(record.get("status", "-")),
+        f"{record.get('latency_s', 0):.2f}s",
+    ]
+    if record.get("error"):
+        parts.append(f"FAILED: {record['error']}")
+    return " · ".join(parts)
 
 
 def _check_port(host: str, port: int) -> None:
