@@ -137,11 +137,17 @@ class FakeUpstream:
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/completions", self.completions, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
+                Route("/tokenize", self.tokenize, methods=["POST"]),
             ]
         )
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]})
+
+    async def tokenize(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        tokens = render(body.get("messages") or []) if "messages" in body else tokenize(str(body.get("prompt", "")))
+        return JSONResponse({"count": len(tokens), "max_model_len": 8192, "tokens": tokens})
 
     def _error(self, body: dict) -> Response | None:
         model = str(body.get("model", ""))

@@ -416,3 +416,13 @@ def test_message_fallback_and_chat_view_read_raw_blocks():
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "<b>x</b>"}]}
     )
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "tool_result t1" in html and "<b>" not in html
+
+
+def test_claude_code_count_tokens_is_answered_by_the_engine_and_not_recorded(upstream, tmp_path):
+    url, _ = upstream
+    body = {"model": "m", "system": "sys", "messages": [{"role": "user", "content": "count these words"}]}
+    with running_proxy(url, tmp_path) as proxy:
+        r = httpx.post(f"{proxy}/session/cc/v1/messages/count_tokens", json=body, headers=CLAUDE_HEADERS)
+    expected = render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count these words"}])
+    assert r.status_code == 200 and r.json() == {"input_tokens": len(expected)}
+    assert read_records(tmp_path) == []

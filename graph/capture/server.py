@@ -39,6 +39,7 @@ from graph.capture.writer import RecordWriter
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 RECORDED = {
     CHAT_PATH: "chat",
     COMPLETIONS_PATH: "completions",
@@ -238,7 +239,30 @@ class CaptureApp:
         dialect = RECORDED.get(path.rstrip("/"))
         if request.method == "POST" and dialect is not None:
             return await self.recorded(request, DIALECTS[dialect], path.rstrip("/"), prefix_session)
+        if request.method == "POST" and path.rstrip("/") == COUNT_TOKENS_PATH:
+            return await self.count_tokens(request)
         return await self.passthrough(request, path)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """Anthropic ``count_tokens`` (Claude Code asks it) answered by the engine's ``/tokenize``; unrecorded."""
+        body = _parse(await request.body())
+        if not isinstance(body, dict):
+            return JSONResponse(anthropic.error_body(400, "request body is not a JSON object"), status_code=400)
+        chat = anthropic.to_chat(body)
+        tokenize = {"model": chat.get("model"), "messages": chat["messages"], "add_generation_prompt": True}
+        if chat.get("tools"):
+            tokenize["tools"] = chat["tools"]
+        try:
+            upstream = await self._client().post(
+                "/tokenize", content=orjson.dumps(tokenize), headers=_forward_headers(request, True)
+            )
+            count = upstream.json().get("count") if upstream.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            count = None
+        if not isinstance(count, int):
+            message = "the engine cannot count tokens (no /tokenize)"
+            return JSONResponse(anthropic.error_body(404, message), status_code=404)
+        return JSONResponse({"input_tokens": count})
 
     async def passthrough(self, request: Request, path: str) -> Response:
         """Forward anything else unrecorded (``GET /v1/models``, health checks, ...)."""
