@@ -119,6 +119,9 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
     assert answer["stop_reason"] == "end_turn" and answer["content"][0]["type"] == "text"
     assert answer["content"][0]["text"].startswith("ok t")
     assert answer["usage"]["output_tokens"] > 0
+    start = sse_events(r2.text)[0][1]["message"]
+    assert start["usage"]["input_tokens"] == len(render(fake.requests[-1]["messages"]))
+    assert "prompt_token_ids" not in r2.text and "token_id:" not in r2.text  # no capture field leaks
 
     upstream_body = fake.requests[-1]
     assert upstream_body["messages"][0] == {

@@ -155,7 +155,8 @@ class StreamTranslator:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            # The engine's prompt ids (a capture field) give the prompt's size up front.
+            "usage": {"input_tokens": len(chunk.get("prompt_token_ids") or ()), "output_tokens": 0},
         }
         return [
             _event("message_start", {"type": "message_start", "message": message}),

@@ -325,7 +325,6 @@ class CaptureApp:
         try:
             content = await upstream.aread()
         except httpx.HTTPError as exc:
-            await upstream.aclose()
             return self._fail(record, dialect, 502, f"upstream failed mid-response: {type(exc).__name__}", None)
         finally:
             await upstream.aclose()
@@ -395,7 +394,10 @@ class CaptureApp:
                 chunks.append(chunk)
                 if not isinstance(chunk, dict):
                     continue
-                for piece in translator.feed(strip_body(orjson.loads(data), added) if added.anything else chunk):
+                # A translated dialect builds new events (the capture fields never reach the
+                # harness); chat chunks go back without what the proxy added.
+                stripped = added.anything and not dialect.translated
+                for piece in translator.feed(strip_body(orjson.loads(data), added) if stripped else chunk):
                     yield piece
             for piece in translator.close():
                 yield piece
