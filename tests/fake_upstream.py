@@ -116,6 +116,8 @@ def answer(prompt: list[int], body: dict, last_user: str) -> Answer:
 
 
 def _top(token: int, k: int) -> list[dict]:
+    if k <= 0:
+        return []
     alts = [token] + [token + j for j in range(1, k)]
     return [
         {"token": f"token_id:{t}", "logprob": logprob_of(token) - 0.5 * j, "bytes": None} for j, t in enumerate(alts)

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
 from graph.capture.tokens import Added, add_capture_fields, strip_body
 from graph.capture.writer import RecordWriter, new_capture_path
 from graph.core.rollout import analyse
 from graph.ingest.loading import load_paths
-from tests.capture_helpers import play_chat_harness, read_records, running_proxy, sse_events, stream_text
+from tests.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
 from tests.fake_upstream import free_socket, render, running_upstream, tokenize
 
 INJECTED = ("prompt_token_ids", "token_ids")
@@ -29,6 +31,13 @@ INJECTED = ("prompt_token_ids", "token_ids")
 def upstream():
     with running_upstream() as (url, fake):
         yield url, fake
+
+
+@pytest.fixture(scope="module")
+def shared_proxy(upstream, tmp_path_factory):
+    """One proxy for tests that do not read its records."""
+    with running_proxy(upstream[0], tmp_path_factory.mktemp("shared")) as url:
+        yield url
 
 
 def _no_injected(body: dict) -> None:
@@ -43,7 +52,7 @@ def test_chat_call_is_recorded_with_tokens_and_returned_without_them(upstream, t
     url, fake = upstream
     body = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 8}
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"Authorization": "Bearer SECRET-1"})
+        r = http.post(f"{proxy}/v1/chat/completions", json=body, headers={"Authorization": "Bearer SECRET-1"})
     assert r.status_code == 200
     answer = r.json()
     _no_injected(answer)
@@ -64,11 +73,11 @@ def test_what_the_harness_asked_for_is_kept(upstream, tmp_path):
     url, _ = upstream
     messages = [{"role": "user", "content": "hi"}]
     with running_proxy(url, tmp_path) as proxy:
-        own_top = httpx.post(
+        own_top = http.post(
             f"{proxy}/v1/chat/completions",
             json={"model": "m", "messages": messages, "logprobs": True, "top_logprobs": 2, "return_token_ids": True},
         ).json()
-        no_top = httpx.post(
+        no_top = http.post(
             f"{proxy}/v1/chat/completions", json={"model": "m", "messages": messages, "logprobs": True}
         ).json()
     choice = own_top["choices"][0]
@@ -86,7 +95,7 @@ def test_stream_passes_through_chunk_by_chunk(tmp_path):
         with running_proxy(url, tmp_path) as proxy:
             body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True, "max_tokens": 8}
             pieces = []
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     if '"content":"ok"' in line:
                         # The first token reached the harness while the upstream was still sampling:
@@ -107,7 +116,7 @@ def test_stream_passes_through_chunk_by_chunk(tmp_path):
 def test_completions_are_recorded_and_stripped(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/completions", json={"model": "m", "prompt": "a b c", "max_tokens": 3})
+        r = http.post(f"{proxy}/v1/completions", json={"model": "m", "prompt": "a b c", "max_tokens": 3})
     choice = r.json()["choices"][0]
     assert "token_ids" not in choice and "prompt_token_ids" not in choice and choice["logprobs"] is None
     (record,) = read_records(tmp_path)
@@ -122,12 +131,12 @@ def test_sessions_from_prefix_header_and_default(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path, session_headers=("x-run",)) as proxy:
-        httpx.post(f"{proxy}/session/alpha/v1/chat/completions", json=body, headers={"X-Session-Id": "ignored"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"X-Session-Id": "beta"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"x-claude-code-session-id": "gamma"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"thread-id": "delta", "x-run": "custom"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body)
-        models = httpx.get(f"{proxy}/session/alpha/v1/models")
+        http.post(f"{proxy}/session/alpha/v1/chat/completions", json=body, headers={"X-Session-Id": "ignored"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"X-Session-Id": "beta"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"x-claude-code-session-id": "gamma"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"thread-id": "delta", "x-run": "custom"})
+        http.post(f"{proxy}/v1/chat/completions", json=body)
+        models = http.get(f"{proxy}/session/alpha/v1/models")
     assert models.status_code == 200 and models.json()["data"][0]["id"] == "fake-model"
     records = read_records(tmp_path)
     default = next(tmp_path.glob("*.jsonl")).stem
@@ -162,8 +171,8 @@ def test_upstream_http_error_is_returned_and_recorded(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "fake-error-500", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body)
-        streamed = httpx.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True})
+        r = http.post(f"{proxy}/v1/chat/completions", json=body)
+        streamed = http.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True})
     assert r.status_code == 500 and r.json()["error"]["message"] == "fake failure 500"
     assert streamed.status_code == 500
     records = read_records(tmp_path)
@@ -178,7 +187,7 @@ def test_unreachable_upstream_is_a_502(tmp_path):
     dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
         with running_proxy(dead, tmp_path) as proxy:
-            r = httpx.post(f"{proxy}/v1/chat/completions", json={"model": "m", "messages": []})
+            r = http.post(f"{proxy}/v1/chat/completions", json={"model": "m", "messages": []})
     finally:
         sock.close()
     assert r.status_code == 502 and "upstream unreachable" in r.json()["error"]["message"]
@@ -192,7 +201,7 @@ def test_stream_cut_mid_way_is_cut_for_the_harness_and_recorded(upstream, tmp_pa
     received = []
     with running_proxy(url, tmp_path) as proxy:
         with pytest.raises(httpx.HTTPError):
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     received.append(line)
     assert any('"content":"ok"' in line for line in received) and "data: [DONE]" not in received
@@ -206,7 +215,7 @@ def test_stream_cut_mid_way_is_cut_for_the_harness_and_recorded(upstream, tmp_pa
 def test_bad_request_body_is_a_400_and_recorded(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", content=b"{not json")
+        r = http.post(f"{proxy}/v1/chat/completions", content=b"{not json")
     assert r.status_code == 400
     (record,) = read_records(tmp_path)
     assert record["error"] == "request body is not a JSON object"
@@ -218,7 +227,7 @@ def test_many_concurrent_calls_write_whole_lines(upstream, tmp_path):
     body = {"model": "m", "messages": [{"role": "user", "content": long_text}], "max_tokens": 4}
 
     def call(i: int) -> int:
-        return httpx.post(f"{proxy}/session/s{i % 3}/v1/chat/completions", json=body, timeout=30).status_code
+        return http.post(f"{proxy}/session/s{i % 3}/v1/chat/completions", json=body, timeout=30).status_code
 
     with running_proxy(url, tmp_path) as proxy, concurrent.futures.ThreadPoolExecutor(16) as pool:
         assert set(pool.map(call, range(48))) == {200}
@@ -274,7 +283,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
             deadline = time.time() + 20
             while True:
                 try:
-                    httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
                     break
                 except httpx.HTTPError:
                     assert time.time() < deadline and process.poll() is None, "capture did not start"
@@ -285,7 +294,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
 
             def harness() -> None:
                 lines = []
-                with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30) as r:
+                with http.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30) as r:
                     for line in r.iter_lines():
                         lines.append(line)
                         first_chunk.set()
@@ -352,9 +361,9 @@ def test_upstream_timeouts_fail_the_call_instead_of_hanging(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path, timeout=0.1) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body)
+        r = http.post(f"{proxy}/v1/chat/completions", json=body)
         with pytest.raises(httpx.HTTPError):  # a stream that stalls is cut, as a dead engine would cut it
-            httpx.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True}).raise_for_status()
+            http.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True}).raise_for_status()
     assert r.status_code == 504 and "timed out" in r.json()["error"]["message"]
     errors = [rec["error"] for rec in read_records(tmp_path)]
     assert errors[0].startswith("upstream timed out") and errors[1].startswith("upstream stream cut: ReadTimeout")
@@ -364,7 +373,7 @@ def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
     with running_upstream(delay=0.2) as (url, _):
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
         with running_proxy(url, tmp_path) as proxy:
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     if line.startswith("data:"):
                         break  # the harness gives up after the first chunk
@@ -373,3 +382,49 @@ def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
                 time.sleep(0.05)
     (record,) = read_records(tmp_path)
     assert record["error"].startswith("stream ended early")
+
+
+def _comparable(value):
+    """A body without nulls and per-call ids/times, to compare two answers to the same request."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if v is not None and k not in ("id", "created")}
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    return value
+
+
+FLAG = st.sampled_from([None, False, True])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    logprobs=FLAG,
+    top=st.sampled_from([None, 0, 2]),
+    token_ids=FLAG,
+    stream=st.booleans(),
+    completions=st.booleans(),
+)
+def test_the_harness_gets_what_the_engine_would_have_answered(
+    upstream, shared_proxy, logprobs, top, token_ids, stream, completions
+):
+    assume(not (completions and top is not None))  # top_logprobs is a chat option
+    url, _ = upstream
+    if completions:
+        path, body = "/v1/completions", {"model": "m", "prompt": "a b", "max_tokens": 3, "stream": stream}
+        if logprobs:
+            body["logprobs"] = 2
+    else:
+        path = "/v1/chat/completions"
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": stream}
+        for key, value in (("logprobs", logprobs), ("top_logprobs", top)):
+            if value is not None:
+                body[key] = value
+    if token_ids is not None:
+        body["return_token_ids"] = token_ids
+    direct = http.post(url + path, json=body)
+    through = http.post(shared_proxy + path, json=body)
+    assert through.status_code == direct.status_code == 200
+    if stream:
+        assert _comparable(sse_events(through.text)) == _comparable(sse_events(direct.text))
+    else:
+        assert _comparable(through.json()) == _comparable(direct.json())

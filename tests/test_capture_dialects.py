@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
 from graph.core.rollout import analyse
 from graph.ingest.loading import load_paths
 from tests.builders import rollout_of
-from tests.capture_helpers import read_records, running_proxy, sse_events
+from tests.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.fake_upstream import END, TOOL_CALL, render, running_upstream
 
 BASH_SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
@@ -96,7 +95,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
         }
     ]
     with running_proxy(url, tmp_path) as proxy:
-        r1 = httpx.post(f"{proxy}/v1/messages", json=claude_code_body(first_turn), headers=CLAUDE_HEADERS)
+        r1 = http.post(f"{proxy}/v1/messages", json=claude_code_body(first_turn), headers=CLAUDE_HEADERS)
         assert r1.status_code == 200 and r1.headers["content-type"].startswith("text/event-stream")
         reply = anthropic_message_from_events(sse_events(r1.text))
         assert reply["stop_reason"] == "tool_use"
@@ -114,7 +113,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
             },
             {"role": "system", "content": "reminder: be brief"},
         ]
-        r2 = httpx.post(f"{proxy}/v1/messages", json=claude_code_body(second_turn), headers=CLAUDE_HEADERS)
+        r2 = http.post(f"{proxy}/v1/messages", json=claude_code_body(second_turn), headers=CLAUDE_HEADERS)
         answer = anthropic_message_from_events(sse_events(r2.text))
     assert answer["stop_reason"] == "end_turn" and answer["content"][0]["type"] == "text"
     assert answer["content"][0]["text"].startswith("ok t")
@@ -154,9 +153,9 @@ def test_anthropic_non_streamed_and_errors(upstream, tmp_path):
     body["system"] = "plain string system"
     body["stop_sequences"] = ["\n\nHuman:"]
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/messages", json=body)
-        failed = httpx.post(f"{proxy}/v1/messages", json={**body, "model": "fake-error-400"})
-        cut = httpx.post(f"{proxy}/v1/messages", json={**body, "model": "fake-cut", "stream": True})
+        r = http.post(f"{proxy}/v1/messages", json=body)
+        failed = http.post(f"{proxy}/v1/messages", json={**body, "model": "fake-error-400"})
+        cut = http.post(f"{proxy}/v1/messages", json={**body, "model": "fake-cut", "stream": True})
     message = r.json()
     assert message["type"] == "message" and message["role"] == "assistant"
     assert message["content"] == [
@@ -228,7 +227,7 @@ def responses_final(events: list) -> dict:
 def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
     url, fake = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r1 = httpx.post(f"{proxy}/v1/responses", json=codex_body(CODEX_START), headers=CODEX_HEADERS)
+        r1 = http.post(f"{proxy}/v1/responses", json=codex_body(CODEX_START), headers=CODEX_HEADERS)
         events = sse_events(r1.text)
         final = responses_final(events)
         assert events[-1][0] == "response.completed" and final["status"] == "completed"
@@ -242,7 +241,7 @@ def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
             {"type": "function_call", "name": "shell", "arguments": call["arguments"], "call_id": call["call_id"]},
             {"type": "function_call_output", "call_id": call["call_id"], "output": "ran fine"},
         ]
-        r2 = httpx.post(f"{proxy}/v1/responses", json=codex_body(items), headers=CODEX_HEADERS)
+        r2 = http.post(f"{proxy}/v1/responses", json=codex_body(items), headers=CODEX_HEADERS)
         events2 = sse_events(r2.text)
     final2 = responses_final(events2)
     (message,) = final2["output"]
@@ -282,9 +281,9 @@ def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
 def test_responses_non_streamed_string_input_and_length_cap(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/responses", json={"model": "m", "input": "hi", "max_output_tokens": 2})
-        failed = httpx.post(f"{proxy}/v1/responses", json={"model": "fake-error-500", "input": "hi"})
-        cut = httpx.post(f"{proxy}/v1/responses", json={"model": "fake-cut", "input": "hi", "stream": True})
+        r = http.post(f"{proxy}/v1/responses", json={"model": "m", "input": "hi", "max_output_tokens": 2})
+        failed = http.post(f"{proxy}/v1/responses", json={"model": "fake-error-500", "input": "hi"})
+        cut = http.post(f"{proxy}/v1/responses", json={"model": "fake-cut", "input": "hi", "stream": True})
     body = r.json()
     assert body["object"] == "response" and body["status"] == "incomplete"
     assert body["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -425,7 +424,7 @@ def test_claude_code_count_tokens_is_answered_by_the_engine_and_not_recorded(ups
     url, _ = upstream
     body = {"model": "m", "system": "sys", "messages": [{"role": "user", "content": "count these words"}]}
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/session/cc/v1/messages/count_tokens", json=body, headers=CLAUDE_HEADERS)
+        r = http.post(f"{proxy}/session/cc/v1/messages/count_tokens", json=body, headers=CLAUDE_HEADERS)
     expected = render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count these words"}])
     assert r.status_code == 200 and r.json() == {"input_tokens": len(expected)}
     assert read_records(tmp_path) == []

@@ -442,6 +442,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        handlers._client()  # made now, so the first call does not pay for it
         yield
         recorder.abandon_open("the proxy stopped before the call ended")
         await handlers.aclose()
