@@ -141,6 +141,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
     rollout = analyse(loaded.sessions["cc-session-1"])
     first, second = rollout.calls
     assert first.sampled_ids[0] == TOOL_CALL and first.sampled_ids[-1] == END
+    assert first.shape == "vllm-chat-stream via anthropic"
     assert rollout.link_via == [None, "tokens"] and rollout.stats["n_roots"] == 1
     assert first.request_messages[0]["role"] == "system" and first.tools[0]["function"]["name"] == "Bash"
     assert second.request_messages[2]["tool_calls"][0]["function"]["name"] == "Bash"

@@ -95,6 +95,9 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
             _completion_choice(request, response, choice, call, own, shape_suffix)
         record_problems(call, own)
         calls.append(call)
+    if dialect in ("anthropic", "responses"):  # what the harness spoke, translated by the proxy
+        for call in calls:
+            call.shape = f"{call.shape} via {dialect}"
     return calls
 
 
