@@ -270,7 +270,8 @@ def test_capture_fields_are_added_only_when_absent():
 
 
 @pytest.mark.slow
-def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_signal):
     out = tmp_path / "captures"
     with running_upstream() as (url, _):
         sock = free_socket()
@@ -303,7 +304,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
             thread = threading.Thread(target=harness)
             thread.start()
             assert first_chunk.wait(10)
-            process.send_signal(signal.SIGINT)  # mid-stream: ~0.8 s of tokens still to come
+            process.send_signal(stop_signal)  # mid-stream: ~0.8 s of tokens still to come
             thread.join(30)
             assert process.wait(30) == 0
             assert process.stderr is not None

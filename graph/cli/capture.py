@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         harness=args.harness,
     )
 
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        say(f"listening on {args.host}: anyone who can reach it can use the engine through it")
+
     def started(path: Path) -> None:
         say(
             f"http://{args.host}:{args.port} -> {config.upstream_base}, recording to {path}\n"
