@@ -429,3 +429,16 @@ def test_claude_code_count_tokens_is_answered_by_the_engine_and_not_recorded(ups
     expected = render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count these words"}])
     assert r.status_code == 200 and r.json() == {"input_tokens": len(expected)}
     assert read_records(tmp_path) == []
+
+
+def test_max_tokens_cap_is_applied_recorded_and_flagged(upstream, tmp_path):
+    url, fake = upstream
+    body = claude_code_body([{"role": "user", "content": "hi"}], stream=False)
+    with running_proxy(url, tmp_path, max_tokens=512) as proxy:
+        assert http.post(f"{proxy}/v1/messages", json=body).status_code == 200
+    assert fake.requests[-1]["max_tokens"] == 512
+    (record,) = read_records(tmp_path)
+    assert record["request"]["max_tokens"] == 32000 and record["submitted_request"]["max_tokens"] == 512
+    rollout = analyse(load_paths([tmp_path]).sessions[record["session_id"]])
+    (finding,) = [f for f in rollout.findings if f.code == "sampling_neutralised"]
+    assert "max_tokens 32000 -> 512" in finding.detail

@@ -34,7 +34,14 @@ from starlette.routing import Route
 
 from graph.capture import anthropic, responses
 from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import CHAT_PATH, COMPLETIONS_PATH, Added, add_capture_fields, strip_body
+from graph.capture.tokens import (
+    CHAT_PATH,
+    COMPLETIONS_PATH,
+    Added,
+    add_capture_fields,
+    cap_max_tokens,
+    strip_body,
+)
 from graph.capture.writer import RecordWriter
 
 MESSAGES_PATH = "/v1/messages"
@@ -69,6 +76,7 @@ class CaptureConfig:
     timeout: float = 600.0  # seconds without a byte from the upstream before the call fails
     drain_seconds: float = 30.0  # how long in-flight calls may finish after Ctrl-C / SIGTERM
     session_headers: tuple[str, ...] = ()
+    max_tokens: int | None = None  # cap on the harness's max_tokens (None: as asked)
     harness: str | None = None
 
     @property
@@ -298,6 +306,7 @@ class CaptureApp:
         record["stream"] = streamed
         chat_body = dialect.to_upstream(body)
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
+        cap_max_tokens(submitted, self.config.max_tokens)
         if streamed and dialect.translated:
             submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
         record["submitted_request"] = submitted

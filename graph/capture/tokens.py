@@ -72,3 +72,18 @@ def strip_body(body: Any, added: Added) -> Any:
                 if isinstance(entry, dict) and "top_logprobs" in entry:
                     entry["top_logprobs"] = []
     return body
+
+
+def cap_max_tokens(body: dict, cap: int | None) -> dict:
+    """Lower ``max_tokens`` / ``max_completion_tokens`` to ``cap`` (in place) when they exceed it.
+
+    Claude Code asks for 32,000 tokens; an engine with a small context refuses such a request.
+    The record keeps both values, so the loader reports the change (``sampling_neutralised``).
+    """
+    if cap is None:
+        return body
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > cap:
+            body[key] = cap
+    return body

@@ -42,6 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="also take the session id from this request header (checked first; repeatable)",
     )
+    command.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="lower a harness's max_tokens above N to N (Claude Code asks 32000; recorded, and flagged on load)",
+    )
     command.add_argument("--harness", help="harness name stamped on every record (e.g. opencode)")
     command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
@@ -53,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be 1 or more")
     if args.top_logprobs < 0:
         raise UsageError("--top-logprobs must be 0 or more")
     if args.out.exists() and not args.out.is_dir():
@@ -66,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         drain_seconds=args.drain,
         session_headers=tuple(h.lower() for h in args.session_header),
         harness=args.harness,
+        max_tokens=args.max_tokens,
     )
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
