@@ -57,7 +57,7 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
 
 def start(command: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stop(process: subprocess.Popen) -> int:

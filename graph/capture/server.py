@@ -232,7 +232,9 @@ class CaptureApp:
     def _client(self) -> httpx.AsyncClient:
         if self.client is None:
             timeout = httpx.Timeout(self.config.timeout, connect=10.0)
-            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+            # Idle connections are dropped before the engine's own keep-alive timeout (uvicorn,
+            # which vLLM runs on: 5 s) so a request never lands on a connection being closed.
+            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepalive_expiry=2.0)
             self.client = httpx.AsyncClient(base_url=self.config.upstream_base, timeout=timeout, limits=limits)
         return self.client
 
@@ -318,7 +320,11 @@ class CaptureApp:
             headers=_forward_headers(request, dialect.translated),
         )
         try:
-            upstream = await client.send(upstream_request, stream=True)
+            try:
+                upstream = await client.send(upstream_request, stream=True)
+            except httpx.RemoteProtocolError:
+                # A pooled connection the engine closed as it was reused: nothing was processed.
+                upstream = await client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -502,6 +508,8 @@ def serve(
             port=port,
             log_level=log_level,
             timeout_graceful_shutdown=int(max(1, config.drain_seconds)),
+            # Harness SDKs keep idle connections ~5 s; outlive them so a call never meets a closing one.
+            timeout_keep_alive=75,
             lifespan="on",
             access_log=False,
         )
