@@ -12,7 +12,8 @@ with ``logprobs`` (tokens as ``token_id:N``, ``top_logprobs`` alternatives when 
 does. Streams send one chunk per token, ``delay`` seconds apart.
 
 Misbehaviour by model name: ``fake-error-500`` (an HTTP 500 JSON error), ``fake-error-400``,
-``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-slow`` (0.2 s per
+``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-stream-error``
+(an error event after two tokens, as vLLM sends one), ``fake-slow`` (0.2 s per
 chunk, 1 s before a non-streamed answer). Run it with :func:`running_upstream` (a thread) or ``python -m tests.fake_upstream PORT``.
 """
 
@@ -235,6 +236,11 @@ class FakeUpstream:
                 await asyncio.sleep(delay)
             if model == "fake-cut" and i == 2:
                 raise RuntimeError("fake upstream cut the stream")
+            if model == "fake-stream-error" and i == 2:  # as vLLM reports an engine failure mid-stream
+                error = {"message": "engine failed", "type": "InternalServerError", "code": 500}
+                yield b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+                yield b"data: [DONE]\n\n"
+                return
             delta: dict[str, Any] = {"content": piece} if piece else {}
             if result.tool_call and i == 0:
                 call = result.tool_call

@@ -442,3 +442,23 @@ def test_max_tokens_cap_is_applied_recorded_and_flagged(upstream, tmp_path):
     rollout = analyse(load_paths([tmp_path]).sessions[record["session_id"]])
     (finding,) = [f for f in rollout.findings if f.code == "sampling_neutralised"]
     assert "max_tokens 32000 -> 512" in finding.detail
+
+
+def test_an_error_inside_the_engine_stream_fails_the_call_in_every_dialect(upstream, tmp_path):
+    url, _ = upstream
+    with running_proxy(url, tmp_path) as proxy:
+        chat = http.post(
+            f"{proxy}/v1/chat/completions",
+            json={"model": "fake-stream-error", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        )
+        claude = http.post(
+            f"{proxy}/v1/messages",
+            json={**claude_code_body([{"role": "user", "content": "x"}]), "model": "fake-stream-error"},
+        )
+        codex = http.post(f"{proxy}/v1/responses", json={"model": "fake-stream-error", "input": "x", "stream": True})
+    assert [d for _, d in sse_events(chat.text)][-2]["error"]["message"] == "engine failed"  # passed on as sent
+    assert sse_events(claude.text)[-1][0] == "error" and "message_stop" not in claude.text
+    assert sse_events(codex.text)[-1][0] == "response.failed"
+    records = read_records(tmp_path)
+    assert [r["error"] for r in records] == ["upstream error in stream: engine failed"] * 3
+    assert len(load_paths([tmp_path]).skipped) == 3

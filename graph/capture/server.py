@@ -409,6 +409,13 @@ class CaptureApp:
                 chunks.append(chunk)
                 if not isinstance(chunk, dict):
                     continue
+                if chunk.get("error") and not chunk.get("choices"):
+                    # The engine reported a failure inside the stream (vLLM does): a failed call.
+                    record["error"] = f"upstream error in stream: {_error_message(chunk)}"
+                    if dialect.translated:
+                        for piece in translator.fail(record["error"]):
+                            yield piece
+                        return
                 # A translated dialect builds new events (the capture fields never reach the
                 # harness); chat chunks go back without what the proxy added.
                 stripped = added.anything and not dialect.translated
