@@ -180,7 +180,7 @@ def main() -> int:
     chains = sum(
         1
         for s in loaded.sessions.values()
-        if (r := analyse(s)).stats["n_roots"] == 1 and r.link_via.count("tokens") == args.turns - 1
+        if (r := analyse(s)).stats["n_roots"] == 1 and r.linked_by.count("tokens") == args.turns - 1
     )
     print(
         f"{args.sessions} concurrent streaming sessions x {args.turns} turns: {seconds:.2f} s wall, "

@@ -163,7 +163,7 @@ def test_concurrent_sessions_link_as_chains(upstream, tmp_path):
     for session in loaded.sessions.values():
         rollout = analyse(session)
         assert rollout.stats["n_roots"] == 1 and rollout.stats["n_leaves"] == 1, session.session_id
-        assert rollout.link_via.count("tokens") == turns - 1
+        assert rollout.linked_by.count("tokens") == turns - 1
         assert not [f for f in rollout.findings if f.level == "FATAL"]
 
 

@@ -142,7 +142,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
     first, second = rollout.calls
     assert first.sampled_ids[0] == TOOL_CALL and first.sampled_ids[-1] == END
     assert first.shape == "vllm-chat-stream via anthropic"
-    assert rollout.link_via == [None, "tokens"] and rollout.stats["n_roots"] == 1
+    assert rollout.linked_by == [None, "tokens"] and rollout.stats["n_roots"] == 1
     assert first.request_messages[0]["role"] == "system" and first.tools[0]["function"]["name"] == "Bash"
     assert second.request_messages[2]["tool_calls"][0]["function"]["name"] == "Bash"
     assert second.request_messages[3] == {"role": "tool", "tool_call_id": tool_use["id"], "content": "a.txt b.txt"}
@@ -268,7 +268,7 @@ def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
     assert [r["session_id"] for r in records] == ["codex-1", "codex-1"]
     assert [r["dialect"] for r in records] == ["responses", "responses"]
     rollout = analyse(load_paths([tmp_path]).sessions["codex-1"])
-    assert rollout.link_via == [None, "tokens"]
+    assert rollout.linked_by == [None, "tokens"]
     assert [m["role"] for m in rollout.calls[1].request_messages] == [
         "developer",
         "developer",
@@ -350,7 +350,7 @@ def test_loader_reads_dialect_bodies_without_token_ids():
         },
     ]
     rollout = rollout_of(anthropic_records)
-    assert rollout.link_via == [None, "messages"]
+    assert rollout.linked_by == [None, "messages"]
     first, second = rollout.calls
     assert first.response_message["tool_calls"][0]["function"] == {"name": "Bash", "arguments": '{"command":"ls"}'}
     assert first.finish_reason == "tool_calls" and second.response_message["content"] == "Done"
@@ -396,7 +396,7 @@ def test_loader_reads_dialect_bodies_without_token_ids():
         },
     ]
     rollout = rollout_of(responses_records)
-    assert rollout.link_via == [None, "messages"]  # re-serialised arguments still match
+    assert rollout.linked_by == [None, "messages"]  # re-serialised arguments still match
     assert rollout.calls[0].request_messages[0] == {"role": "developer", "content": "You are Codex, a coding agent."}
     assert rollout.calls[1].response_message["content"] == "ok"
 
