@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hypothesis import strategies as st
 
 from graph.core.records import Call, SessionInput
 from graph.core.rollout import Rollout, analyse
@@ -275,3 +276,68 @@ def rollout_of_tokens(spec, logprobs: bool = True) -> Rollout:
 def write(path: Path, records: list) -> Path:
     path.write_bytes(jsonl(records))
     return path
+
+
+# Hypothesis strategies shared by the property tests.
+tokens = st.lists(st.integers(0, 3), min_size=0, max_size=4)
+
+
+@st.composite
+def harness_traces(draw, max_calls=14):
+    """Calls that continue earlier ends, retry, resample, start over, or have no ids, with a
+    tiny vocabulary so accidental prefixes and identical ends are common."""
+    spec: list[tuple[list[int] | None, list[int]]] = []
+    for _ in range(draw(st.integers(1, max_calls))):
+        move = draw(st.sampled_from(["continue", "continue", "retry", "root", "noids", "empty"]))
+        if spec and move == "continue":
+            prompt, sampled = spec[draw(st.integers(0, len(spec) - 1))]
+            base = (prompt or []) + sampled
+            spec.append((base + draw(tokens), draw(tokens)))
+        elif spec and move == "retry":
+            prompt, _ = spec[draw(st.integers(0, len(spec) - 1))]
+            spec.append((prompt, draw(tokens)))
+        elif move == "noids":
+            spec.append((None, draw(tokens)))
+        elif move == "empty":
+            spec.append((draw(tokens), []))
+        else:
+            spec.append((draw(st.lists(st.integers(0, 3), min_size=1, max_size=5)), draw(tokens)))
+    return spec
+
+
+TEXTS = ["a", "b", "c"]
+
+
+@st.composite
+def message_traces(draw, max_calls=12):
+    """Calls linked by messages (no prompt ids) mixed with token calls that carry messages:
+    continuations of earlier calls, retries, re-rendered system prompts, fresh conversations."""
+    calls: list[Call] = []
+    for n in range(draw(st.integers(1, max_calls))):
+        move = draw(st.sampled_from(["continue", "continue", "retry", "new", "tokens"]))
+        system = [{"role": "system", "content": draw(st.sampled_from(TEXTS))}] if draw(st.booleans()) else []
+        if calls and move in ("continue", "retry"):
+            base = calls[draw(st.integers(0, len(calls) - 1))]
+            earlier = [m for m in base.request_messages if m.get("role") != "system"]
+            if move == "continue" and base.response_message is not None:
+                request = earlier + [base.response_message, {"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+            else:
+                request = earlier
+        else:
+            request = [{"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+        call = Call(
+            node_id=f"m{n}",
+            session_id="s",
+            source="mem",
+            line=n + 1,
+            shape="test",
+            prompt_ids=np.array(draw(st.lists(st.integers(0, 2), max_size=3)), dtype=np.int32)
+            if move == "tokens"
+            else None,
+            request_messages=system + request,
+            response_message=None
+            if draw(st.integers(0, 5)) == 0
+            else {"role": "assistant", "content": draw(st.sampled_from(TEXTS))},
+        )
+        calls.append(call)
+    return calls

@@ -10,34 +10,8 @@ from hypothesis import strategies as st
 from graph.core.linking import token_parents
 from graph.core.records import SessionInput
 from graph.core.rollout import analyse
-from tests.builders import calls_from_tokens
+from tests.builders import calls_from_tokens, harness_traces
 from tests.reference import reference_token_parents
-
-tokens = st.lists(st.integers(0, 3), min_size=0, max_size=4)
-
-
-@st.composite
-def harness_traces(draw, max_calls=14):
-    """Calls that continue earlier ends, retry, resample, start over, or have no ids, with a
-    tiny vocabulary so accidental prefixes and identical ends are common."""
-    spec: list[tuple[list[int] | None, list[int]]] = []
-    for _ in range(draw(st.integers(1, max_calls))):
-        move = draw(st.sampled_from(["continue", "continue", "retry", "root", "noids", "empty"]))
-        if spec and move == "continue":
-            prompt, sampled = spec[draw(st.integers(0, len(spec) - 1))]
-            base = (prompt or []) + sampled
-            spec.append((base + draw(tokens), draw(tokens)))
-        elif spec and move == "retry":
-            prompt, _ = spec[draw(st.integers(0, len(spec) - 1))]
-            spec.append((prompt, draw(tokens)))
-        elif move == "noids":
-            spec.append((None, draw(tokens)))
-        elif move == "empty":
-            spec.append((draw(tokens), []))
-        else:
-            spec.append((draw(st.lists(st.integers(0, 3), min_size=1, max_size=5)), draw(tokens)))
-    return spec
-
 
 FAST = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
