@@ -10,7 +10,7 @@ import numpy as np
 from graph.analysis.near_miss import NearMiss, near_misses, rewrite_finding
 from graph.core import claims
 from graph.core.findings import count_by_level, is_trainable, rollout_findings, turn_findings
-from graph.core.linking import link
+from graph.core.linking import Links, link
 from graph.core.records import Call, Finding, SessionInput
 from graph.core.roles import assign_roles, node_roles
 from graph.core.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
@@ -80,9 +80,11 @@ class Rollout:
         return count_by_level(self.findings)
 
 
-def analyse(session: SessionInput) -> Rollout:
+def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
+    """Analyse one rollout. ``links`` are its calls' links when already known (incremental
+    linking in graph/live keeps them up to date); by default they are computed here."""
     calls = session.calls
-    links = link(calls)
+    links = link(calls) if links is None else links
     parents = links.parents
     if session.document is not None:
         parents = claims.claimed_parents(calls, links.parents)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from graph.core.records import WARN, Call, LoadResult, SessionInput, Skipped
 from graph.ingest.formats import RecordError, parse_value
-from graph.ingest.reading import Source, read_values
+from graph.ingest.reading import RawValue, Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
@@ -66,21 +66,33 @@ def _load_source(source: Source, result: LoadResult, shared_text: dict[str, str]
     for raw in read_values(source):
         if raw.line % PROGRESS_EVERY == 0:
             tick(result.records)
-        if raw.error is not None:
-            _skip(result, source.name, raw.line, raw.error)
-            continue
-        try:
-            parsed = parse_value(raw, source.name, default_session)
-        except RecordError as exc:
-            _skip(result, source.name, raw.line, str(exc))
-            continue
-        for reason in parsed.skipped:
-            _skip(result, source.name, raw.line, reason)
-        for call in parsed.calls:
-            _add_call(result, call, shared_text)
-        if parsed.document is not None and parsed.calls:
-            session = result.sessions[parsed.calls[0].session_id]
-            session.document = parsed.document
+        add_value(result, raw, source.name, default_session, shared_text)
+
+
+def add_value(
+    result: LoadResult, raw: RawValue, source: str, default_session: str, shared_text: dict[str, str]
+) -> list[Call]:
+    """Add what one JSON value holds to ``result``: its calls, or the reason it was skipped.
+
+    Returns the calls added (after duplicate node ids were renamed). ``shared_text`` keeps one
+    copy of each message text across every value of a load; ``graph.live`` calls this per line.
+    """
+    if raw.error is not None:
+        _skip(result, source, raw.line, raw.error)
+        return []
+    try:
+        parsed = parse_value(raw, source, default_session)
+    except RecordError as exc:
+        _skip(result, source, raw.line, str(exc))
+        return []
+    for reason in parsed.skipped:
+        _skip(result, source, raw.line, reason)
+    for call in parsed.calls:
+        _add_call(result, call, shared_text)
+    if parsed.document is not None and parsed.calls:
+        session = result.sessions[parsed.calls[0].session_id]
+        session.document = parsed.document
+    return parsed.calls
 
 
 def _skip(result: LoadResult, file: str, line: int, reason: str) -> None:

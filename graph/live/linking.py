@@ -53,11 +53,11 @@ class _Column:
         return self.data[: self.size]
 
 
-def _end_hash(prompt_hashes: np.ndarray, call: Call) -> int:
+def _end_hash(prompt: np.ndarray, prompt_hashes: np.ndarray, call: Call) -> int:
     """Hash of ``prompt + sampled`` from the prompt's prefix hashes (same polynomial as batch)."""
     if call.n_sampled == 0:
         return int(prompt_hashes[-1])
-    end = np.concatenate([call.prompt_ids.astype(np.int64), call.sampled_ids.astype(np.int64)])
+    end = np.concatenate([prompt.astype(np.int64), call.sampled_ids.astype(np.int64)])
     return int(prefix_hashes(end)[-1])
 
 
@@ -102,13 +102,14 @@ class IncrementalLinker:
         self._n_prompt.append(-1 if call.prompt_ids is None else call.n_prompt)
         self._parent_end.append(-1)
         if call.prompt_ids is not None:
-            hashes = prefix_hashes(call.prompt_ids)
-            parent = self._token_parent(call, key, hashes)
+            prompt = call.prompt_ids
+            hashes = prefix_hashes(prompt)
+            parent = self._token_parent(call, prompt, hashes)
             if parent is not None:
                 self._set(i, parent, TOKENS)
             changes.append(Relink(i, parent, self.via[i], None, True))
             if call.n_end > 0:
-                changes += self._token_adopt(i, call, key, hashes)
+                changes += self._token_adopt(i, call, key, prompt, hashes)
         else:
             changes.append(Relink(i, None, None, None, True))
         if call.prompt_ids is None and call.request_messages is not None and not self._messages_on:
@@ -146,7 +147,7 @@ class IncrementalLinker:
         self.via[node] = via
         self._parent_end.data[node] = -1 if parent is None or via != TOKENS else self.calls[parent].n_end
 
-    def _token_parent(self, call: Call, key: Any, hashes: np.ndarray) -> int | None:
+    def _token_parent(self, call: Call, prompt: np.ndarray, hashes: np.ndarray) -> int | None:
         size = call.n_prompt
         if size == 0:
             return None
@@ -154,13 +155,13 @@ class IncrementalLinker:
         for length in reversed(self._lengths[:upto]):
             for j in self._ends.get((length, int(hashes[length])), ()):
                 candidate = self.calls[j]
-                if candidate.n_prompt < size and end_is_prefix(candidate, call.prompt_ids):
+                if candidate.n_prompt < size and end_is_prefix(candidate, prompt):
                     return j
         return None
 
-    def _token_adopt(self, i: int, call: Call, key: Any, hashes: np.ndarray) -> list[Relink]:
+    def _token_adopt(self, i: int, call: Call, key: Any, prompt: np.ndarray, hashes: np.ndarray) -> list[Relink]:
         end_len = call.n_end
-        bucket = self._ends.setdefault((end_len, _end_hash(hashes, call)), [])
+        bucket = self._ends.setdefault((end_len, _end_hash(prompt, hashes, call)), [])
         bisect.insort(bucket, i, key=self.keys.__getitem__)
         at = bisect.bisect_left(self._lengths, end_len)
         if at == len(self._lengths) or self._lengths[at] != end_len:
@@ -171,12 +172,12 @@ class IncrementalLinker:
         # current parent no longer than our end (a tie is settled by key below).
         maybe = np.flatnonzero((n_prompt > call.n_prompt) & (n_prompt >= end_len) & (parent_end <= end_len))
         changes: list[Relink] = []
-        last = int(call.sampled_ids[-1]) if call.n_sampled else int(call.prompt_ids[-1])
+        last = int(call.sampled_ids[-1]) if call.n_sampled else int(prompt[-1])
         for d in maybe.tolist():
-            if d == i:
+            other_prompt = self.calls[d].prompt_ids
+            if d == i or other_prompt is None:
                 continue
-            other = self.calls[d]
-            if int(other.prompt_ids[end_len - 1]) != last or not end_is_prefix(call, other.prompt_ids):
+            if int(other_prompt[end_len - 1]) != last or not end_is_prefix(call, other_prompt):
                 continue
             current = self.parents[d]
             if current is not None and self.via[d] == TOKENS:
