@@ -362,3 +362,41 @@ def assert_same_load(a, b) -> None:
                         _same_value(getattr(va, g), getattr(vb, g), f"{ca.node_id}.top_k.{g}")
                 else:
                     _same_value(va, vb, f"{ca.node_id}.{f.name}")
+
+
+TEXTS = ["a", "b", "c"]
+
+
+@st.composite
+def message_traces(draw, max_calls=12):
+    """Calls linked by messages (no prompt ids) mixed with token calls that carry messages:
+    continuations of earlier calls, retries, re-rendered system prompts, fresh conversations."""
+    calls: list[Call] = []
+    for n in range(draw(st.integers(1, max_calls))):
+        move = draw(st.sampled_from(["continue", "continue", "retry", "new", "tokens"]))
+        system = [{"role": "system", "content": draw(st.sampled_from(TEXTS))}] if draw(st.booleans()) else []
+        if calls and move in ("continue", "retry"):
+            base = calls[draw(st.integers(0, len(calls) - 1))]
+            earlier = [m for m in base.request_messages if m.get("role") != "system"]
+            if move == "continue" and base.response_message is not None:
+                request = earlier + [base.response_message, {"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+            else:
+                request = earlier
+        else:
+            request = [{"role": "user", "content": draw(st.sampled_from(TEXTS))}]
+        call = Call(
+            node_id=f"m{n}",
+            session_id="s",
+            source="mem",
+            line=n + 1,
+            shape="test",
+            prompt_ids=np.array(draw(st.lists(st.integers(0, 2), max_size=3)), dtype=np.int32)
+            if move == "tokens"
+            else None,
+            request_messages=system + request,
+            response_message=None
+            if draw(st.integers(0, 5)) == 0
+            else {"role": "assistant", "content": draw(st.sampled_from(TEXTS))},
+        )
+        calls.append(call)
+    return calls

@@ -9,17 +9,22 @@ from graph.core.rollout import Rollout
 from views import state
 from views.dag import dag_figure, legend_html
 from views.layout import layout
+from views.live import mark_newest
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _figure(key: str, session_id: str, highlight: int | None, near_misses: bool, _rollout: Rollout) -> go.Figure:
-    """The figure is a pure function of the rollout, the outside highlight and the near-miss toggle."""
-    return dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses)
+def _figure(
+    key: str, session_id: str, highlight: int | None, near_misses: bool, newest: int | None, _rollout: Rollout
+) -> go.Figure:
+    """The figure is a pure function of the rollout, the outside highlight, the near-miss toggle
+    and, when following a live trace, the newest call."""
+    figure = dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses)
+    return figure if newest is None else mark_newest(figure, newest)
 
 
-def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
+def render(rollout: Rollout, workspace_key: str, near_misses: bool, newest: int | None = None) -> None:
     st.html(legend_html())
-    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), near_misses, rollout)
+    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), near_misses, newest, rollout)
     event = st.plotly_chart(
         figure,
         key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",

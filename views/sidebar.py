@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from graph.resources import SAMPLES
-from views import state
+from views import live, state
 from views.sources import UploadTooLarge, Workspace, bundled_files, files_under, load_files, load_uploads
 
 BUNDLED = "Bundled samples"
@@ -22,6 +22,7 @@ UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
 class Options:
     show_whitespace: bool
     near_misses: bool
+    live: live.LiveSource | None = None  # the command-line traces, followed as they grow
 
 
 def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
@@ -44,18 +45,19 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
     kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
     workspace = None
+    following = None
     if kind == BUNDLED:
         files = bundled_files()
         if files:
             workspace = load_files(_pick_files(files, SAMPLES, state.BUNDLED_FILE), "bundled samples")
         else:
             st.sidebar.warning("No bundled sample traces found.")
-    elif kind == COMMAND_LINE:
+    elif kind == COMMAND_LINE:  # followed live: new calls and new files appear as they are written
         files = files_under(cli_directories)
-        if files:
-            workspace = load_files(_pick_files(files, None, state.CLI_FILE), "command-line traces")
-        else:
-            st.sidebar.warning("No trace files (.jsonl, .json, .ndjson, .gz, .zst) under the given paths.")
+        picked = _pick_files(files, None, state.CLI_FILE) if files else files
+        live.sidebar_controls()
+        paths = [Path(p) for p in cli_directories] if picked == files else picked
+        following = live.source(paths, "command-line traces")
     else:
         uploads = st.sidebar.file_uploader(
             "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS
@@ -69,6 +71,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()
     options = Options(
+        live=following,
         show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key=state.SHOW_WHITESPACE),
         near_misses=st.sidebar.toggle(
             "Show near-miss links in the graph",

@@ -26,6 +26,10 @@ CORPUS_UPLOAD = "rg_corpus_upload"
 CORPUS_FILE = "rg_corpus_file"
 CORPUS_TABLE = "rg_corpus_table"
 CORPUS_NOTICE = "rg_corpus_notice"
+LIVE_PAUSED = "rg_live_paused"  # sidebar: stop following the command-line traces
+LIVE_FOLLOW_NEWEST = "rg_live_newest"  # sidebar: select each new call as it arrives
+LIVE_FOLLOWED = "rg_live_followed"  # session id -> newest call already selected by "follow newest"
+LIVE_GENERATION = "rg_live_generation"  # the live snapshot last drawn
 
 
 def current_session(session_ids: list[str], default: str) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 from graph.analysis.near_miss import NearMiss, near_misses, rewrite_finding
 from graph.core import claims
 from graph.core.findings import count_by_level, is_trainable, rollout_findings, turn_findings
-from graph.core.linking import link
+from graph.core.linking import Links, link
 from graph.core.records import Call, Finding, SessionInput
 from graph.core.roles import assign_roles, node_roles
 from graph.core.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
@@ -235,17 +235,19 @@ def _timestamp(value: object) -> float | None:
     return float(value)
 
 
-def analyse(session: SessionInput) -> Rollout:
+def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
     """Link, structure and grade one loaded session.
 
     Args:
         session: the calls of one rollout as the loader read them.
+        links: its calls' links when already known (incremental linking in graph/live keeps
+            them up to date); by default they are computed here.
 
     Returns:
         The analysed :class:`Rollout`.
     """
     calls = session.calls
-    links = link(calls)
+    links = link(calls) if links is None else links
     parents = links.parents
     claim_findings: list[Finding] = []
     if session.document is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
 from graph.ingest.formats import RecordError, parse_value
 from graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
-from graph.ingest.reading import Source, read_values
+from graph.ingest.reading import RawValue, Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
@@ -144,30 +144,43 @@ def _load_source(
         if raw.pending:
             result.pending.append(Skipped(source.name, raw.line, raw.error or "incomplete last line"))
             continue
-        if raw.error is not None:
-            _skip(result, source.name, raw.line, raw.error)
-            continue
-        try:
-            parsed = parse_value(raw, source.name, default_session)
-        except LimitExceeded as exc:
-            _skip(result, source.name, raw.line, f"over a limit: {exc}")
-            continue
-        except RecordError as exc:
-            _skip(result, source.name, raw.line, str(exc))
-            continue
-        except (RecursionError, MemoryError) as exc:
-            _skip(result, source.name, raw.line, f"cannot convert this record: {type(exc).__name__}")
-            continue
-        except Exception as exc:  # noqa: BLE001 - an untrusted record must never stop a load
-            _skip(result, source.name, raw.line, f"cannot convert this record: {type(exc).__name__}: {exc}"[:300])
-            continue
-        for reason in parsed.skipped:
-            _skip(result, source.name, raw.line, reason)
-        for call in parsed.calls:
-            _add_call(result, call, shared_text)
-        if parsed.document is not None and parsed.calls:
-            session = result.sessions[parsed.calls[0].session_id]
-            session.document = parsed.document
+        add_value(result, raw, source.name, default_session, shared_text)
+
+
+def add_value(
+    result: LoadResult, raw: RawValue, source: str, default_session: str, shared_text: dict[str, str]
+) -> list[Call]:
+    """Add what one JSON value holds to ``result``: its calls, or the reason it was skipped.
+
+    Returns the calls added (after duplicate node ids were renamed). ``shared_text`` keeps one
+    copy of each message text across every value of a load; ``graph.live`` calls this per line.
+    Never raises on bad input: an untrusted record must never stop a load.
+    """
+    if raw.error is not None:
+        _skip(result, source, raw.line, raw.error)
+        return []
+    try:
+        parsed = parse_value(raw, source, default_session)
+    except LimitExceeded as exc:
+        _skip(result, source, raw.line, f"over a limit: {exc}")
+        return []
+    except RecordError as exc:
+        _skip(result, source, raw.line, str(exc))
+        return []
+    except (RecursionError, MemoryError) as exc:
+        _skip(result, source, raw.line, f"cannot convert this record: {type(exc).__name__}")
+        return []
+    except Exception as exc:  # noqa: BLE001 - an untrusted record must never stop a load
+        _skip(result, source, raw.line, f"cannot convert this record: {type(exc).__name__}: {exc}"[:300])
+        return []
+    for reason in parsed.skipped:
+        _skip(result, source, raw.line, reason)
+    for call in parsed.calls:
+        _add_call(result, call, shared_text)
+    if parsed.document is not None and parsed.calls:
+        session = result.sessions[parsed.calls[0].session_id]
+        session.document = parsed.document
+    return parsed.calls
 
 
 def _skip(result: LoadResult, file: str, line: int, reason: str) -> None:

@@ -1,0 +1,193 @@
+"""What ``rollout-graph tail`` reports: each call as it is linked, adoptions, discarded retries,
+file notices and skipped records, as JSON-ready dicts and as one-line text.
+
+:class:`EventLog` remembers what it reported per session (parent, discarded status) and, after
+each poll, compares the re-analysed rollouts with it. So the last parent reported for every call
+is the parent in the current rollout, which is what ``inspect`` says once the files are complete.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from graph.analysis.near_miss import COMPACTION, RETRY, REWRITTEN, NearMiss, near_miss_json
+from graph.core.rollout import Rollout
+from graph.live.trace import NEW, REMOVED, LiveTrace, Update
+
+CALL = "call"
+ADOPTED = "adopted"
+RELINKED = "relinked"
+DISCARDED = "discarded"
+UNDISCARDED = "undiscarded"
+SKIPPED = "skipped"
+FILE = "file"
+
+
+def near_miss_text(rollout: Rollout, miss: NearMiss | None, node: int) -> str:
+    """One line on why a call is a new root (or a discarded retry): the near-miss analysis in words."""
+    calls = rollout.calls
+    if miss is None:
+        first = rollout.topology.roots[:1] == [node]
+        return "first root" if first else "new conversation: shares no token with an earlier call"
+    other = calls[miss.other].node_id
+    earlier = calls[miss.earlier]
+    at = miss.common_prefix
+    if miss.kind == REWRITTEN:
+        kept = max(0, min(earlier.n_sampled, at - earlier.n_prompt))
+        if miss.node == miss.later:
+            what = (
+                f"{other}'s reply cut at token {at:,}"
+                if miss.where == "sampled"
+                else f"changed after {other}'s reply, at token {at:,}"
+            )
+            return f"history rewritten: {what} ({kept:,} of {earlier.n_sampled:,} sampled tokens kept)"
+        return f"history rewritten: {other} replayed this reply cut at token {at:,} ({kept:,} of {earlier.n_sampled:,} sampled tokens kept)"
+    if miss.kind == COMPACTION:
+        return f"history compacted: {at:,} tokens shared with {other}, then replaced (same system prompt)"
+    if miss.kind == RETRY:
+        return (
+            f"retry: {other} had the same request"
+            if miss.node == miss.later
+            else "retry: the same request sampled again"
+        )
+    return f"new conversation: {at:,} tokens shared with {other}"
+
+
+class EventLog:
+    """What was reported so far, per session; :meth:`events` brings it up to date."""
+
+    def __init__(self, session: str | None = None) -> None:
+        self.session = session  # report only this session
+        self._parents: dict[str, dict[str, str | None]] = {}
+        self._discarded: dict[str, dict[str, str | None]] = {}
+
+    def events(self, trace: LiveTrace, update: Update) -> list[dict[str, Any]]:
+        """The events of one poll: file notices, skipped records, then per changed session its
+        new calls (in arrival order), adoptions and discard changes."""
+        out: list[dict[str, Any]] = []
+        restarted = False
+        for notice in update.notices:
+            event: dict[str, Any] = {"event": FILE, "file": notice.file, "status": notice.kind}
+            if notice.kind not in (NEW, REMOVED):
+                event["dropped"] = notice.dropped
+                restarted = True
+            out.append(event)
+        out += [{"event": SKIPPED, "file": s.file, "line": s.line, "reason": s.reason} for s in update.skipped]
+        for sid in trace.session_ids:
+            if sid in update.sessions and (self.session is None or sid == self.session):
+                out += self._session_events(trace.rollout(sid), restarted)
+        return out
+
+    def _session_events(self, rollout: Rollout, restarted: bool) -> list[dict[str, Any]]:
+        sid = rollout.session_id
+        printed = self._parents.setdefault(sid, {})
+        discarded = self._discarded.setdefault(sid, {})
+        calls, topo = rollout.calls, rollout.topology
+        present = {c.node_id for c in calls}
+        for gone in [n for n in printed if n not in present]:  # dropped by a restarted file
+            del printed[gone]
+            discarded.pop(gone, None)
+        new, changed = [], []
+        for i, call in enumerate(calls):
+            parent = topo.parents[i]
+            parent_id = None if parent is None else calls[parent].node_id
+            kept = topo.discarded.get(i)
+            continued = None if kept is None else calls[kept].node_id
+            if call.node_id not in printed:
+                new.append(self._call_event(rollout, i, parent_id, continued))
+            else:
+                if printed[call.node_id] != parent_id:
+                    changed.append(
+                        {
+                            "event": ADOPTED if parent_id is not None and not restarted else RELINKED,
+                            "session_id": sid,
+                            "node_id": call.node_id,
+                            "parent_id": parent_id,
+                            "previous_parent_id": printed[call.node_id],
+                            "linked_by": rollout.link_via[i],
+                        }
+                    )
+                if discarded.get(call.node_id) != continued:
+                    changed.append(self._discard_event(rollout, i, continued))
+            printed[call.node_id] = parent_id
+            if continued is None:
+                discarded.pop(call.node_id, None)
+            else:
+                discarded[call.node_id] = continued
+        return new + changed
+
+    def _call_event(self, rollout: Rollout, i: int, parent_id: str | None, continued: str | None) -> dict[str, Any]:
+        call = rollout.calls[i]
+        miss = rollout.near_misses.get(i)
+        event: dict[str, Any] = {
+            "event": CALL,
+            "session_id": rollout.session_id,
+            "node_id": call.node_id,
+            "index": i,
+            "parent_id": parent_id,
+            "linked_by": rollout.link_via[i],
+            "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
+            "discarded": continued is not None,
+            "continued_by": continued,
+            "n_prompt": call.n_prompt,
+            "n_sampled": call.n_sampled,
+            "n_context": call.n_prompt - rollout.context_start(i),
+            "source": {"file": call.source, "line": call.line},
+        }
+        if parent_id is None or (continued is not None and miss is not None):
+            event["why"] = near_miss_text(rollout, miss, i)
+        return event
+
+    def _discard_event(self, rollout: Rollout, i: int, continued: str | None) -> dict[str, Any]:
+        call = rollout.calls[i]
+        if continued is None:
+            return {"event": UNDISCARDED, "session_id": rollout.session_id, "node_id": call.node_id}
+        miss = rollout.near_misses.get(i)
+        return {
+            "event": DISCARDED,
+            "session_id": rollout.session_id,
+            "node_id": call.node_id,
+            "continued_by": continued,
+            "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
+            **({} if miss is None else {"why": near_miss_text(rollout, miss, i)}),
+        }
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """One line for a person reading ``tail``'s output."""
+    kind = event["event"]
+    if kind == FILE:
+        name = Path(event["file"]).name
+        return {
+            NEW: f"· following {event['file']}",
+            REMOVED: f"· {name} was removed; keeping what was read from it",
+        }.get(
+            event["status"],
+            f"· {name} was {event['status']}: dropped its {event.get('dropped', 0):,} calls, reading it again from the start",
+        )
+    if kind == SKIPPED:
+        return f"! {Path(event['file']).name}:{event['line']} skipped: {event['reason']}"
+    head = f"[{event['session_id']}] {event['node_id']}"
+    if kind == CALL:
+        if event["parent_id"] is None:
+            text = f"{head}  new root"
+        else:
+            text = f"{head}  ← {event['parent_id']} by {event['linked_by']}"
+            if event["linked_by"] != "messages":
+                text += f" (+{event['n_context']:,} context, {event['n_sampled']:,} sampled tokens)"
+        if event["discarded"]:
+            text += f" · discarded: {event['continued_by']} continued"
+            return text + (f" ({event['why']})" if "why" in event else "")
+        return text + (f" · {event['why']}" if "why" in event else "")
+    if kind == ADOPTED:
+        was = event["previous_parent_id"] or "a root"
+        return f"{head}  adopted by {event['parent_id']} (late arrival; was {was}), by {event['linked_by']}"
+    if kind == RELINKED:
+        return f"{head}  relinked: parent {event['parent_id'] or 'none (a root)'} (was {event['previous_parent_id'] or 'a root'})"
+    if kind == DISCARDED:
+        why = f" ({event['why']})" if "why" in event else ""
+        return f"{head}  discarded: {event['continued_by']} continued{why}"
+    if kind == UNDISCARDED:
+        return f"{head}  no longer discarded"
+    return f"{head}  {kind}"

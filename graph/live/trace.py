@@ -1,0 +1,193 @@
+"""Traces that grow while they are looked at: files (and folders, for new files) followed by
+offset, calls linked incrementally, rollouts re-analysed only where something changed.
+
+The state after each :meth:`LiveTrace.poll` equals what a batch load of the same bytes gives
+(``inspect``): the same records, skipped lines, sessions and parents, because each line goes
+through the batch per-line parser and loader (:func:`graph.ingest.loading.add_value`) and the
+incremental linker equals batch linking in batch order: files in the order the paths were given
+(a folder's files sorted), lines in file order. Only a last line still being written differs: it
+waits (pending) instead of being a bad record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graph.core.records import Call, LoadResult, SessionInput, Skipped
+from graph.core.rollout import Rollout, analyse
+from graph.ingest.loading import add_value, rollout_name, trace_files
+from graph.live.linking import IncrementalLinker
+from graph.live.reading import FileFollower
+
+NEW = "new"
+REMOVED = "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something that happened to a file: ``new``, ``removed``, ``truncated``, ``replaced`` or
+    ``changed`` (the last three: read again from the start, its earlier calls dropped)."""
+
+    file: str
+    kind: str
+    dropped: int = 0  # calls dropped by a restart
+
+
+@dataclass(slots=True)
+class Update:
+    """What one poll changed."""
+
+    added: list[Call] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    sessions: set[str] = field(default_factory=set)  # sessions whose calls or links changed
+
+    @property
+    def changed(self) -> bool:
+        """Anything new at all (a pending partial line is not)."""
+        return bool(self.added or self.skipped or self.notices or self.sessions)
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.linker = IncrementalLinker()
+        self.version = 0
+        self.rollout: tuple[int, Rollout] | None = None
+
+
+class LiveTrace:
+    """The followed paths' current content, loaded and linked; :meth:`poll` reads what is new."""
+
+    def __init__(self, paths: list[str] | list[Path]) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.loaded = LoadResult()
+        self.polls = 0
+        self.pending: dict[str, int] = {}  # file -> bytes of an unfinished last line
+        self.newest: dict[str, str] = {}  # session -> node id of the call read last
+        self._followers: dict[tuple[int, str], FileFollower] = {}
+        self._missing: set[str] = set()
+        self._sessions: dict[str, _Session] = {}
+        self._shared_text: dict[str, str] = {}
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def poll(self) -> Update:
+        """Look for new files and new bytes; load, link and return what changed."""
+        self.polls += 1
+        update = Update()
+        self._discover(update)
+        for (arg, name), follower in sorted(self._followers.items(), key=lambda kv: (kv[0][0], Path(kv[0][1]).parts)):
+            read = follower.read()
+            if read.missing:
+                if name not in self._missing:
+                    self._missing.add(name)
+                    update.notices.append(Notice(name, REMOVED))
+                continue
+            self._missing.discard(name)
+            if read.reset is not None:
+                update.notices.append(Notice(name, read.reset, self._drop_file(name, update)))
+            self.pending[name] = read.pending
+            default_session = rollout_name(name)
+            parts = Path(name).parts
+            for raw in read.values:
+                before = len(self.loaded.skipped)
+                calls = add_value(self.loaded, raw, name, default_session, self._shared_text)
+                update.skipped.extend(self.loaded.skipped[before:])
+                for k, call in enumerate(calls):
+                    session = self._session(call.session_id)
+                    session.linker.add(call, key=(arg, parts, raw.line, k))
+                    session.version += 1
+                    update.sessions.add(call.session_id)
+                    self.newest[call.session_id] = call.node_id
+                update.added.extend(calls)
+        for sid in update.sessions:
+            if sid in self.loaded.sessions:
+                self.loaded.sessions[sid].calls = self._sessions[sid].linker.links()[0]
+        return update
+
+    def _discover(self, update: Update) -> None:
+        for arg, path in enumerate(self.paths):
+            if not path.exists():
+                continue
+            for f in trace_files(path):
+                if (arg, str(f)) not in self._followers:
+                    self._followers[(arg, str(f))] = FileFollower(f)
+                    self.loaded.files.append(str(f))
+                    update.notices.append(Notice(str(f), NEW))
+
+    def _session(self, sid: str) -> _Session:
+        session = self._sessions.get(sid)
+        if session is None:
+            session = self._sessions[sid] = _Session()
+        return session
+
+    def _drop_file(self, name: str, update: Update) -> int:
+        """Forget every call and skipped record read from ``name``; relink what is left."""
+        skipped = [s for s in self.loaded.skipped if s.file == name]
+        self.loaded.skipped = [s for s in self.loaded.skipped if s.file != name]
+        self.loaded.records -= len(skipped)
+        dropped = 0
+        for sid, session in list(self._sessions.items()):
+            linker = session.linker
+            gone = [n for n in linker.order() if linker.calls[n].source == name]
+            if not gone:
+                continue
+            dropped += len(gone)
+            keep = [(linker.calls[n], linker.keys[n]) for n in linker.order() if linker.calls[n].source != name]
+            fresh = IncrementalLinker()
+            for call, key in keep:
+                fresh.add(call, key)
+            session.linker = fresh
+            session.version += 1
+            update.sessions.add(sid)
+            inputs = self.loaded.sessions[sid]
+            if keep:
+                inputs.calls = [c for c, _ in keep]
+                inputs.node_ids = {c.node_id for c in inputs.calls}
+            else:
+                del self.loaded.sessions[sid]
+                del self._sessions[sid]
+                self.newest.pop(sid, None)
+        self.loaded.records -= dropped
+        self.loaded.loaded -= dropped
+        return dropped
+
+    # -- results ----------------------------------------------------------------------------------
+
+    @property
+    def session_ids(self) -> list[str]:
+        """The sessions read so far, in load order."""
+        return list(self.loaded.sessions)
+
+    def version(self, sid: str) -> int:
+        """Grows whenever the session's calls or links change."""
+        return self._sessions[sid].version
+
+    def rollout(self, sid: str) -> Rollout:
+        """The session analysed with its incremental links (cached until it changes)."""
+        session = self._sessions[sid]
+        if session.rollout is None or session.rollout[0] != session.version:
+            calls, links = session.linker.links()
+            inputs = self.loaded.sessions[sid]
+            snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids))
+            session.rollout = (session.version, analyse(snapshot, links))
+        return session.rollout[1]
+
+    def snapshot(self) -> LoadResult:
+        """A copy of the load result that later polls do not change (for readers on other threads)."""
+        return LoadResult(
+            sessions={
+                sid: SessionInput(sid, list(s.calls), s.document, set(s.node_ids))
+                for sid, s in self.loaded.sessions.items()
+            },
+            records=self.loaded.records,
+            loaded=self.loaded.loaded,
+            skipped=list(self.loaded.skipped),
+            files=list(self.loaded.files),
+        )
+
+    def pending_bytes(self) -> dict[str, Any]:
+        """Files whose last line is still unfinished, and how many bytes wait."""
+        return {name: n for name, n in self.pending.items() if n}

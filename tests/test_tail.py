@@ -1,0 +1,258 @@
+"""`rollout-graph tail` and the live reader: records appended over time from a thread, a child
+before its parent (adopted), a partial last line, a new file in a folder, a truncated file, and
+the final parents equal to what `inspect` says once the files are complete."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from graph.core.rollout import analyse
+from graph.ingest.loading import load_paths
+from graph.live.events import EventLog, event_text
+from graph.live.reading import FileFollower
+from graph.live.trace import LiveTrace
+from tests.builders import Turn, jsonl, vllm_chat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A chain c0 -> c1 -> c2, a retry of c1 (c1b, discarded), and c3 rewritten (a new root).
+C0 = Turn("c0", [1, 2, 3], [4, 5])
+C1 = Turn("c1", [1, 2, 3, 4, 5, 6], [7, 8, 9, 10])
+C1B = Turn("c1b", [1, 2, 3, 4, 5, 6], [11])
+C2 = Turn("c2", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12], [13])
+C3 = Turn("c3", [1, 2, 3, 4, 5, 6, 7, 8, 99, 14], [15])  # c1's reply cut after two tokens
+
+
+def line(turn: Turn) -> bytes:
+    return jsonl([vllm_chat(turn)])
+
+
+def append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+        f.flush()
+
+
+def inspect_parents(*paths: Path) -> dict[tuple[str, str], str | None]:
+    loaded = load_paths(list(paths))
+    out = {}
+    for sid, session in loaded.sessions.items():
+        rollout = analyse(session)
+        for i, call in enumerate(rollout.calls):
+            parent = rollout.topology.parents[i]
+            out[(sid, call.node_id)] = None if parent is None else rollout.calls[parent].node_id
+    return out
+
+
+def last_parents(events: list[dict]) -> dict[tuple[str, str], str | None]:
+    out = {}
+    for e in events:
+        if e["event"] in ("call", "adopted", "relinked"):
+            out[(e["session_id"], e["node_id"])] = e["parent_id"]
+    return out
+
+
+# -- the reader -------------------------------------------------------------------------------------
+
+
+def test_a_partial_last_line_waits_for_its_newline(tmp_path):
+    path = tmp_path / "t.jsonl"
+    whole = line(C0)
+    path.write_bytes(whole[:40])
+    follower = FileFollower(path)
+    first = follower.read()
+    assert first.values == [] and first.pending == 40
+    append(path, whole[40:])
+    second = follower.read()
+    assert [v.line for v in second.values] == [1] and second.values[0].error is None
+    assert second.pending == 0
+
+
+def test_a_complete_last_line_without_newline_is_read_and_its_newline_skipped(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0).rstrip(b"\n"))
+    follower = FileFollower(path)
+    assert [v.line for v in follower.read().values] == [1]
+    append(path, b"\n" + line(C1))
+    assert [v.line for v in follower.read().values] == [2]
+
+
+def test_a_truncated_file_is_read_again_from_the_start(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + line(C1))
+    trace = LiveTrace([path])
+    trace.poll()
+    assert trace.loaded.loaded == 2
+    path.write_bytes(line(C2))
+    update = trace.poll()
+    assert [(n.kind, n.dropped) for n in update.notices] == [("truncated", 2)]
+    assert trace.loaded.loaded == 1 and trace.loaded.records == 1
+    assert [c.node_id for c in trace.rollout("s1").calls] == ["c2"]
+
+
+def test_a_replaced_file_is_read_again(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0))
+    trace = LiveTrace([path])
+    trace.poll()
+    fresh = tmp_path / "new.jsonl"
+    fresh.write_bytes(line(C1) + line(C2) + line(C0))
+    os.replace(fresh, path)
+    update = trace.poll()
+    assert [n.kind for n in update.notices] == ["replaced"]
+    assert sorted(c.node_id for c in trace.rollout("s1").calls) == ["c0", "c1", "c2"]
+
+
+def test_compressed_files_and_documents_are_read_whole(tmp_path):
+    gz = tmp_path / "t.jsonl.gz"
+    gz.write_bytes(gzip.compress(line(C0) + line(C1)))
+    doc = tmp_path / "doc.json"
+    doc.write_text(json.dumps([vllm_chat(Turn("d0", [5], [6], session="d"))], indent=2))
+    trace = LiveTrace([tmp_path])
+    trace.poll()
+    assert trace.loaded.loaded == 3 and not trace.loaded.skipped
+    gz.write_bytes(gzip.compress(line(C0) + line(C1) + line(C2)))
+    update = trace.poll()
+    assert [n.kind for n in update.notices] == ["changed"]
+    assert trace.loaded.loaded == 4
+
+
+def test_bad_lines_are_reported_once_with_file_and_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + b"{oops\n")
+    trace = LiveTrace([path])
+    update = trace.poll()
+    assert [(s.line, s.reason[:8]) for s in update.skipped] == [(2, "not JSON")]
+    append(path, line(C1))
+    assert trace.poll().skipped == []
+    assert trace.loaded.records == 3 and trace.loaded.loaded == 2
+
+
+# -- events -----------------------------------------------------------------------------------------
+
+
+def test_a_child_before_its_parent_is_adopted_and_ends_like_inspect(tmp_path):
+    path = tmp_path / "t.jsonl"
+    trace = LiveTrace([path])
+    log = EventLog()
+    events = []
+    for turn in (C2, C0, C3, C1B, C1):  # c2 arrives before c1, its parent
+        append(path, line(turn))
+        events += log.events(trace, trace.poll())
+    kinds = [(e["event"], e.get("node_id")) for e in events if e["event"] != "file"]
+    assert ("adopted", "c2") in kinds
+    adoptions = [(e["parent_id"], e["previous_parent_id"]) for e in events if e["event"] == "adopted"]
+    assert adoptions == [("c0", None), ("c1", "c0")]
+    assert ("discarded", "c1b") in kinds
+    assert last_parents(events) == inspect_parents(path)
+    texts = [event_text(e) for e in events]
+    assert any("adopted by c1" in t for t in texts)
+
+
+def test_a_rewritten_history_root_is_explained(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(Turn("a", [1, 2, 3], [4, 5, 6, 7])) + line(Turn("r", [1, 2, 3, 4, 5, 9, 10, 11], [12])))
+    trace = LiveTrace([path])
+    events = EventLog().events(trace, trace.poll())
+    root = next(e for e in events if e.get("node_id") == "r")
+    assert root["parent_id"] is None
+    assert root["near_miss"]["kind"] == "rewritten_continuation"
+    assert "new root · history rewritten: a's reply cut at token 5 (2 of 4 sampled tokens kept)" in event_text(root)
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def tail_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "graph", "tail", "--interval", "0.1", *args]
+
+
+def run_while_writing(args: list[str], steps, timeout: float = 60) -> tuple[list[dict], str]:
+    """Start `tail --json`; once it printed its first event, run the writer steps (0.4 s apart,
+    the command looks every 0.1 s) and collect every event until it exits on idle."""
+    proc = subprocess.Popen(tail_command(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[bytes] = []
+    started = threading.Event()
+
+    def reader():
+        for raw in proc.stdout:
+            lines.append(raw)
+            started.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        assert started.wait(timeout), "tail printed nothing"
+        for step in steps:
+            time.sleep(0.4)
+            step()
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        thread.join()
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 0, err
+    return [json.loads(x) for x in lines], err
+
+
+@pytest.mark.slow
+def test_tail_follows_appends_partial_lines_and_new_files(tmp_path):
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    first = folder / "a.jsonl"
+    first.write_bytes(line(C2))  # the child first
+    half = line(C1)
+    other = Turn("x0", [7, 7], [8], session="other")
+    steps = [
+        lambda: append(first, line(C0)),
+        lambda: append(first, half[:30]),  # a partial line: nothing reported, nothing skipped
+        lambda: append(first, half[30:]),
+        lambda: (folder / "b.jsonl").write_bytes(line(other)),  # a new file in the folder
+        lambda: append(first, line(C1B)),
+    ]
+    events, err = run_while_writing(["--json", "--until-idle", "1.5", str(folder)], steps)
+    assert "Traceback" not in err
+    assert not [e for e in events if e["event"] == "skipped"]
+    assert {"event": "file", "file": str(folder / "b.jsonl"), "status": "new"} in events
+    adoptions = [e for e in events if e["event"] == "adopted" and e["node_id"] == "c2"]
+    assert [a["parent_id"] for a in adoptions] == ["c0", "c1"]
+    assert last_parents(events) == inspect_parents(folder)
+    assert any(e["event"] == "call" and e["session_id"] == "other" for e in events)
+
+
+@pytest.mark.slow
+def test_tail_text_and_ctrl_c(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + line(C1))
+    proc = subprocess.Popen(tail_command(str(path)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(2.5)
+        append(path, line(C2)[:25])
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = out.decode()
+    assert proc.returncode == 0
+    assert "Traceback" not in err.decode()
+    assert "[s1] c1  ← c0 by tokens (+1 context, 4 sampled tokens)" in text
+    assert "25 bytes of an unfinished last line" in text
+
+
+def test_tail_needs_existing_paths(tmp_path):
+    done = subprocess.run(tail_command(str(tmp_path / "nope.jsonl")), cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.startswith("rollout-graph: cannot read")
