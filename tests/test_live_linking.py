@@ -45,7 +45,7 @@ def test_incremental_token_linking_equals_batch_for_every_arrival_order(spec, rn
         _check_prefix_state(linker, calls, order[: step + 1])
     ordered, links = linker.links()
     assert links.parents == reference_token_parents(spec)
-    assert all(v in (TOKENS, None) for v in links.via)
+    assert all(v in (TOKENS, None) for v in links.linked_by)
     # the reported relinks, replayed, give the same parents (by internal arrival id)
     assert [replayed[n] for n in range(len(calls))] == linker.parents
 
@@ -72,7 +72,7 @@ def test_incremental_message_linking_equals_batch_for_every_arrival_order(calls,
         _replay(linker, linker.add(calls[i], key=i), replayed)
         _check_prefix_state(linker, calls, order[: step + 1])
     _, links = linker.links()
-    by_messages = {i: p for i, (p, v) in enumerate(zip(links.parents, links.via, strict=True)) if v == MESSAGES}
+    by_messages = {i: p for i, (p, v) in enumerate(zip(links.parents, links.linked_by, strict=True)) if v == MESSAGES}
     assert by_messages == reference_message_parents(calls)
     assert [replayed[n] for n in range(len(calls))] == linker.parents
 

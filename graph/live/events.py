@@ -105,7 +105,7 @@ class EventLog:
                             "node_id": call.node_id,
                             "parent_id": parent_id,
                             "previous_parent_id": printed[call.node_id],
-                            "linked_by": rollout.link_via[i],
+                            "linked_by": rollout.linked_by[i],
                         }
                     )
                 if discarded.get(call.node_id) != continued:
@@ -126,7 +126,7 @@ class EventLog:
             "node_id": call.node_id,
             "index": i,
             "parent_id": parent_id,
-            "linked_by": rollout.link_via[i],
+            "linked_by": rollout.linked_by[i],
             "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
             "discarded": continued is not None,
             "continued_by": continued,

@@ -69,7 +69,7 @@ class IncrementalLinker:
         self.calls: list[Call] = []
         self.keys: list[Any] = []
         self.parents: list[int | None] = []
-        self.via: list[str | None] = []
+        self.linked_by: list[str | None] = []
         self._order: list[int] = []  # internal ids sorted by key
         # token index: (end length, end hash) -> internal ids sorted by key
         self._ends: dict[tuple[int, int], list[int]] = {}
@@ -96,7 +96,7 @@ class IncrementalLinker:
         self.calls.append(call)
         self.keys.append(key)
         self.parents.append(None)
-        self.via.append(None)
+        self.linked_by.append(None)
         bisect.insort(self._order, i, key=self.keys.__getitem__)
         changes: list[Relink] = []
         self._n_prompt.append(-1 if call.prompt_ids is None else call.n_prompt)
@@ -107,7 +107,7 @@ class IncrementalLinker:
             parent = self._token_parent(call, prompt, hashes)
             if parent is not None:
                 self._set(i, parent, TOKENS)
-            changes.append(Relink(i, parent, self.via[i], None, True))
+            changes.append(Relink(i, parent, self.linked_by[i], None, True))
             if call.n_end > 0:
                 changes += self._token_adopt(i, call, key, prompt, hashes)
         else:
@@ -121,7 +121,7 @@ class IncrementalLinker:
             changes += self._index_messages(i)
         first = changes[0]
         if self.parents[i] != first.parent:  # linked by messages while indexing
-            changes[0] = Relink(i, self.parents[i], self.via[i], None, True)
+            changes[0] = Relink(i, self.parents[i], self.linked_by[i], None, True)
         return changes
 
     def order(self) -> list[int]:
@@ -137,14 +137,14 @@ class IncrementalLinker:
         for node in self._order:
             parent = self.parents[node]
             parents.append(None if parent is None else position[parent])
-            via.append(self.via[node])
+            via.append(self.linked_by[node])
         return [self.calls[n] for n in self._order], Links(parents, via)
 
     # -- tokens -----------------------------------------------------------------------------------
 
     def _set(self, node: int, parent: int | None, via: str | None) -> None:
         self.parents[node] = parent
-        self.via[node] = via
+        self.linked_by[node] = via
         self._parent_end.data[node] = -1 if parent is None or via != TOKENS else self.calls[parent].n_end
 
     def _token_parent(self, call: Call, prompt: np.ndarray, hashes: np.ndarray) -> int | None:
@@ -180,7 +180,7 @@ class IncrementalLinker:
             if int(other_prompt[end_len - 1]) != last or not end_is_prefix(call, other_prompt):
                 continue
             current = self.parents[d]
-            if current is not None and self.via[d] == TOKENS:
+            if current is not None and self.linked_by[d] == TOKENS:
                 if self.calls[current].n_end == end_len and not key < self.keys[current]:
                     continue
             previous = current
