@@ -462,3 +462,16 @@ def test_an_error_inside_the_engine_stream_fails_the_call_in_every_dialect(upstr
     records = read_records(tmp_path)
     assert [r["error"] for r in records] == ["upstream error in stream: engine failed"] * 3
     assert len(load_paths([tmp_path]).skipped) == 3
+
+
+def test_an_engine_that_does_not_stream_still_gives_the_harness_its_events(upstream, tmp_path):
+    url, _ = upstream
+    turn = [{"role": "user", "content": "go CALL"}]
+    with running_proxy(url, tmp_path) as proxy:
+        claude = http.post(f"{proxy}/v1/messages", json={**claude_code_body(turn), "model": "fake-no-stream"})
+        codex = http.post(f"{proxy}/v1/responses", json={**codex_body(CODEX_START), "model": "fake-no-stream"})
+    message = anthropic_message_from_events(sse_events(claude.text))
+    assert message["stop_reason"] == "tool_use" and message["content"][0]["name"] == "Bash"
+    final = responses_final(sse_events(codex.text))
+    assert final["output"][0]["type"] == "function_call" and final["output"][0]["name"] == "shell"
+    assert all(isinstance(r["response"], dict) for r in read_records(tmp_path))  # recorded as answered

@@ -365,6 +365,11 @@ class CaptureApp:
         except Exception as exc:  # a body the translation cannot read: still recorded
             return self._fail(record, dialect, 502, f"cannot translate the upstream answer: {exc!r}", None)
         self.recorder.finish(record)
+        if dialect.translated and streamed:
+            # The harness asked for a stream but the engine answered in one piece: replay it as events.
+            translator = dialect.stream(body)
+            pieces = translator.feed(_as_one_chunk(parsed)) + translator.close()
+            return Response(b"".join(pieces), media_type="text/event-stream")
         if dialect.translated:
             return JSONResponse(answer)
         return Response(content if not added.anything else orjson.dumps(answer), media_type="application/json")
@@ -437,6 +442,18 @@ class CaptureApp:
         finally:
             await upstream.aclose()
             self.recorder.finish(record)
+
+
+def _as_one_chunk(response: dict) -> dict:
+    """A whole chat completion as the one stream chunk that would have carried it."""
+    choices = []
+    for choice in response.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = dict(choice.get("message") or {})
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta.get("tool_calls") or ())]
+        choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason")})
+    return {**{k: v for k, v in response.items() if k != "choices"}, "choices": choices}
 
 
 def _error_message(parsed: Any) -> str:
