@@ -515,3 +515,19 @@ def test_codex_freeform_tools_round_trip(upstream, tmp_path, stream):
         "arguments": '{"input":"*** Begin Patch"}',
     }
     assert messages[-1] == {"role": "tool", "tool_call_id": item["call_id"], "content": "Done!"}
+
+
+def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeypatch):
+    from graph.capture import server
+
+    def broken(response, request):
+        raise KeyError("choices")
+
+    monkeypatch.setattr(server.DIALECTS["anthropic"], "from_upstream", broken)
+    url, _ = upstream
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_sequences": "odd", "tools": "odd"}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/messages", json=body)
+    assert r.status_code == 502 and r.json()["error"]["message"] == "proxy error: KeyError: 'choices'"
+    (record,) = read_records(tmp_path)
+    assert record["error"].startswith("proxy error") and record["response"]["choices"]  # what the engine said

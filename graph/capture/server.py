@@ -306,6 +306,12 @@ class CaptureApp:
         record["request"] = body
         streamed = bool(body.get("stream"))
         record["stream"] = streamed
+        try:
+            return await self._forward(request, record, dialect, body, streamed)
+        except Exception as exc:  # a bug or a body nobody foresaw: the harness gets an answer, the file a record
+            return self._fail(record, dialect, 502, f"proxy error: {type(exc).__name__}: {exc}", None)
+
+    async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
         chat_body = dialect.to_upstream(body)
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
         cap_max_tokens(submitted, self.config.max_tokens)
@@ -339,6 +345,8 @@ class CaptureApp:
             )
         try:
             content = await upstream.aread()
+        except httpx.TimeoutException as exc:
+            return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
             return self._fail(record, dialect, 502, f"upstream failed mid-response: {type(exc).__name__}", None)
         finally:
@@ -359,11 +367,7 @@ class CaptureApp:
         record["response"] = parsed
         if not isinstance(parsed, dict):
             return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
-        answer = strip_body(orjson.loads(content), added)
-        try:
-            answer = dialect.from_upstream(answer, body)
-        except Exception as exc:  # a body the translation cannot read: still recorded
-            return self._fail(record, dialect, 502, f"cannot translate the upstream answer: {exc!r}", None)
+        answer = dialect.from_upstream(strip_body(orjson.loads(content), added), body)
         self.recorder.finish(record)
         if dialect.translated and streamed:
             # The harness asked for a stream but the engine answered in one piece: replay it as events.
