@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import Added, add_capture_fields, strip_body
+from graph.capture.tokens import Added, add_capture_fields, strip_body, stripped_copy
 from graph.capture.writer import RecordWriter, new_capture_path
 from graph.core.rollout import analyse
 from graph.ingest.loading import load_paths
@@ -255,6 +256,15 @@ def test_session_and_header_rules():
         {"Authorization": "x", "x-api-key": "y", "Cookie": "z", "user-agent": "codex", "x-session-id": "s"}
     )
     assert kept == {"user-agent": "codex", "x-session-id": "s"}
+
+
+def test_stripping_a_copy_leaves_the_recorded_body_whole():
+    entry = {"token": "token_id:4", "logprob": -0.1, "top_logprobs": [{"token": "token_id:4", "logprob": -0.1}]}
+    body = {"prompt_token_ids": [1], "choices": [{"token_ids": [4], "logprobs": {"content": [entry]}}]}
+    before = json.dumps(body)
+    for added in (Added(True, True, False), Added(True, False, True)):
+        copy = stripped_copy(body, added)
+        assert json.dumps(body) == before and copy == strip_body(json.loads(before), added)
 
 
 def test_capture_fields_are_added_only_when_absent():

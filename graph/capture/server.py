@@ -40,7 +40,7 @@ from graph.capture.tokens import (
     Added,
     add_capture_fields,
     cap_max_tokens,
-    strip_body,
+    stripped_copy,
 )
 from graph.capture.writer import RecordWriter
 
@@ -367,7 +367,7 @@ class CaptureApp:
         record["response"] = parsed
         if not isinstance(parsed, dict):
             return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
-        answer = dialect.from_upstream(strip_body(orjson.loads(content), added), body)
+        answer = dialect.from_upstream(stripped_copy(parsed, added), body)
         self.recorder.finish(record)
         if dialect.translated and streamed:
             # The harness asked for a stream but the engine answered in one piece: replay it as events.
@@ -428,7 +428,7 @@ class CaptureApp:
                 # A translated dialect builds new events (the capture fields never reach the
                 # harness); chat chunks go back without what the proxy added.
                 stripped = added.anything and not dialect.translated
-                for piece in translator.feed(strip_body(orjson.loads(data), added) if stripped else chunk):
+                for piece in translator.feed(stripped_copy(chunk, added) if stripped else chunk):
                     yield piece
             for piece in translator.close():
                 yield piece
