@@ -439,3 +439,15 @@ def test_the_harness_gets_what_the_engine_would_have_answered(
         assert _comparable(sse_events(through.text)) == _comparable(sse_events(direct.text))
     else:
         assert _comparable(through.json()) == _comparable(direct.json())
+
+
+def test_the_documented_capture_record_loads(tmp_path):
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text()
+    section = text[text.index("## Capture records") :]
+    record = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    (tmp_path / "c.jsonl").write_text(json.dumps(record) + "\n")
+    (call,) = load_paths([tmp_path]).sessions["run-1"].calls
+    assert call.node_id == "3f9a1c-00007" and call.prompt_ids.tolist() == [1, 2, 3] and call.sampled_ids.tolist() == [4]
+    assert call.submitted_params == {} and call.timing["ttft_s"] == 0.041
