@@ -451,3 +451,49 @@ def test_the_documented_capture_record_loads(tmp_path):
     (call,) = load_paths([tmp_path]).sessions["run-1"].calls
     assert call.node_id == "3f9a1c-00007" and call.prompt_ids.tolist() == [1, 2, 3] and call.sampled_ids.tolist() == [4]
     assert call.submitted_params == {} and call.timing["ttft_s"] == 0.041
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
+    out = tmp_path / "captures"
+    with running_upstream() as (url, _):
+        sock = free_socket()
+        port = sock.getsockname()[1]
+        sock.close()
+        command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
+        process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 20
+            while True:
+                try:
+                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    assert time.time() < deadline and process.poll() is None, "capture did not start"
+                    time.sleep(0.1)
+            first_chunk = threading.Event()
+
+            def harness() -> None:
+                body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}], "stream": True}
+                body["max_tokens"] = 64  # five chunks 0.2 s apart
+                try:
+                    with http.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as r:
+                        for _ in r.iter_lines():
+                            first_chunk.set()
+                except httpx.HTTPError:
+                    pass  # cut by the forced stop
+
+            thread = threading.Thread(target=harness)
+            thread.start()
+            assert first_chunk.wait(10)
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            process.send_signal(signal.SIGINT)  # do not wait for the call
+            assert process.wait(10) == 0
+            thread.join(10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    (record,) = read_records(out)
+    assert record["error"] and record["response"][0]["choices"][0]["delta"]["role"] == "assistant"
