@@ -531,3 +531,14 @@ def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeyp
     assert r.status_code == 502 and r.json()["error"]["message"] == "proxy error: KeyError: 'choices'"
     (record,) = read_records(tmp_path)
     assert record["error"].startswith("proxy error") and record["response"]["choices"]  # what the engine said
+
+
+def test_anthropic_prefill_continues_the_final_message():
+    from graph.capture.anthropic import to_chat
+
+    chat = to_chat(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]}
+    )
+    assert chat["messages"][-1] == {"role": "assistant", "content": "{"}
+    assert chat["continue_final_message"] is True and chat["add_generation_prompt"] is False
+    assert "continue_final_message" not in to_chat({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
