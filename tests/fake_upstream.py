@@ -13,7 +13,8 @@ does. Streams send one chunk per token, ``delay`` seconds apart.
 
 Misbehaviour by model name: ``fake-error-500`` (an HTTP 500 JSON error), ``fake-error-400``,
 ``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-stream-error``
-(an error event after two tokens, as vLLM sends one), ``fake-slow`` (0.2 s per
+(an error event after two tokens, as vLLM sends one), ``fake-no-stream`` (answers in one piece
+even when asked to stream), ``fake-slow`` (0.2 s per
 chunk, 1 s before a non-streamed answer). Run it with :func:`running_upstream` (a thread) or ``python -m tests.fake_upstream PORT``.
 """
 
@@ -177,7 +178,7 @@ class FakeUpstream:
         prompt = render(messages)
         last = messages[-1] if messages else {}
         result = answer(prompt, body, _content_text(last.get("content")) if last.get("role") == "user" else "")
-        if body.get("stream"):
+        if body.get("stream") and body.get("model") != "fake-no-stream":
             return StreamingResponse(self._chat_stream(body, prompt, result), media_type="text/event-stream")
         k = int(body.get("top_logprobs") or 0)
         choice: dict[str, Any] = {

@@ -462,3 +462,83 @@ def test_an_error_inside_the_engine_stream_fails_the_call_in_every_dialect(upstr
     records = read_records(tmp_path)
     assert [r["error"] for r in records] == ["upstream error in stream: engine failed"] * 3
     assert len(load_paths([tmp_path]).skipped) == 3
+
+
+def test_an_engine_that_does_not_stream_still_gives_the_harness_its_events(upstream, tmp_path):
+    url, _ = upstream
+    turn = [{"role": "user", "content": "go CALL"}]
+    with running_proxy(url, tmp_path) as proxy:
+        claude = http.post(f"{proxy}/v1/messages", json={**claude_code_body(turn), "model": "fake-no-stream"})
+        codex = http.post(f"{proxy}/v1/responses", json={**codex_body(CODEX_START), "model": "fake-no-stream"})
+    message = anthropic_message_from_events(sse_events(claude.text))
+    assert message["stop_reason"] == "tool_use" and message["content"][0]["name"] == "Bash"
+    final = responses_final(sse_events(codex.text))
+    assert final["output"][0]["type"] == "function_call" and final["output"][0]["name"] == "shell"
+    assert all(isinstance(r["response"], dict) for r in read_records(tmp_path))  # recorded as answered
+
+
+APPLY_PATCH = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files with a patch",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"},
+}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_codex_freeform_tools_round_trip(upstream, tmp_path, stream):
+    url, fake = upstream
+    body = {**codex_body(CODEX_START, stream=stream), "tools": [APPLY_PATCH]}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/responses", json=body, headers=CODEX_HEADERS)
+        if stream:
+            events = sse_events(r.text)
+            (item,) = responses_final(events)["output"]
+            deltas = [d["delta"] for n, d in events if n == "response.custom_tool_call_input.delta"]
+            assert deltas == [item["input"]]
+        else:
+            (item,) = r.json()["output"]
+        assert item["type"] == "custom_tool_call" and item["name"] == "apply_patch"
+        offered = fake.requests[-1]["tools"][0]["function"]
+        assert offered["name"] == "apply_patch" and offered["parameters"]["required"] == ["input"]
+        # The fake model writes {"n": ...} instead of {"input": ...}: the text is handed over whole.
+        assert set(json.loads(item["input"])) == {"n"}
+        replay = [
+            *CODEX_START,
+            {"type": "custom_tool_call", "call_id": item["call_id"], "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": "Done!"},
+        ]
+        http.post(f"{proxy}/v1/responses", json={**body, "input": replay}, headers=CODEX_HEADERS)
+    messages = fake.requests[-1]["messages"]
+    assert messages[-2]["tool_calls"][0]["function"] == {
+        "name": "apply_patch",
+        "arguments": '{"input":"*** Begin Patch"}',
+    }
+    assert messages[-1] == {"role": "tool", "tool_call_id": item["call_id"], "content": "Done!"}
+
+
+def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeypatch):
+    from graph.capture import server
+
+    def broken(response, request):
+        raise KeyError("choices")
+
+    monkeypatch.setattr(server.DIALECTS["anthropic"], "from_upstream", broken)
+    url, _ = upstream
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_sequences": "odd", "tools": "odd"}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/messages", json=body)
+    assert r.status_code == 502 and r.json()["error"]["message"] == "proxy error: KeyError: 'choices'"
+    (record,) = read_records(tmp_path)
+    assert record["error"].startswith("proxy error") and record["response"]["choices"]  # what the engine said
+
+
+def test_anthropic_prefill_continues_the_final_message():
+    from graph.capture.anthropic import to_chat
+
+    chat = to_chat(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]}
+    )
+    assert chat["messages"][-1] == {"role": "assistant", "content": "{"}
+    assert chat["continue_final_message"] is True and chat["add_generation_prompt"] is False
+    assert "continue_final_message" not in to_chat({"model": "m", "messages": [{"role": "user", "content": "hi"}]})

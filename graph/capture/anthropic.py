@@ -45,6 +45,10 @@ def to_chat(body: dict) -> dict:
     """An Anthropic Messages request as a chat-completions request."""
     chat: dict[str, Any] = {k: body[k] for k in _PASSED if k in body}
     chat["messages"] = anthropic_messages(body, upstream=True)
+    if chat["messages"] and chat["messages"][-1].get("role") == "assistant":
+        # A prefilled answer: the model continues it (vLLM's options for exactly this).
+        chat["continue_final_message"] = True
+        chat["add_generation_prompt"] = False
     if isinstance(body.get("stop_sequences"), list) and body["stop_sequences"]:
         chat["stop"] = body["stop_sequences"]
     tools = anthropic_tools(body.get("tools"))

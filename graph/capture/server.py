@@ -40,7 +40,7 @@ from graph.capture.tokens import (
     Added,
     add_capture_fields,
     cap_max_tokens,
-    strip_body,
+    stripped_copy,
 )
 from graph.capture.writer import RecordWriter
 
@@ -306,6 +306,12 @@ class CaptureApp:
         record["request"] = body
         streamed = bool(body.get("stream"))
         record["stream"] = streamed
+        try:
+            return await self._forward(request, record, dialect, body, streamed)
+        except Exception as exc:  # a bug or a body nobody foresaw: the harness gets an answer, the file a record
+            return self._fail(record, dialect, 502, f"proxy error: {type(exc).__name__}: {exc}", None)
+
+    async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
         chat_body = dialect.to_upstream(body)
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
         cap_max_tokens(submitted, self.config.max_tokens)
@@ -339,6 +345,8 @@ class CaptureApp:
             )
         try:
             content = await upstream.aread()
+        except httpx.TimeoutException as exc:
+            return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
             return self._fail(record, dialect, 502, f"upstream failed mid-response: {type(exc).__name__}", None)
         finally:
@@ -359,12 +367,13 @@ class CaptureApp:
         record["response"] = parsed
         if not isinstance(parsed, dict):
             return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
-        answer = strip_body(orjson.loads(content), added)
-        try:
-            answer = dialect.from_upstream(answer, body)
-        except Exception as exc:  # a body the translation cannot read: still recorded
-            return self._fail(record, dialect, 502, f"cannot translate the upstream answer: {exc!r}", None)
+        answer = dialect.from_upstream(stripped_copy(parsed, added), body)
         self.recorder.finish(record)
+        if dialect.translated and streamed:
+            # The harness asked for a stream but the engine answered in one piece: replay it as events.
+            translator = dialect.stream(body)
+            pieces = translator.feed(_as_one_chunk(parsed)) + translator.close()
+            return Response(b"".join(pieces), media_type="text/event-stream")
         if dialect.translated:
             return JSONResponse(answer)
         return Response(content if not added.anything else orjson.dumps(answer), media_type="application/json")
@@ -419,7 +428,7 @@ class CaptureApp:
                 # A translated dialect builds new events (the capture fields never reach the
                 # harness); chat chunks go back without what the proxy added.
                 stripped = added.anything and not dialect.translated
-                for piece in translator.feed(strip_body(orjson.loads(data), added) if stripped else chunk):
+                for piece in translator.feed(stripped_copy(chunk, added) if stripped else chunk):
                     yield piece
             for piece in translator.close():
                 yield piece
@@ -437,6 +446,18 @@ class CaptureApp:
         finally:
             await upstream.aclose()
             self.recorder.finish(record)
+
+
+def _as_one_chunk(response: dict) -> dict:
+    """A whole chat completion as the one stream chunk that would have carried it."""
+    choices = []
+    for choice in response.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = dict(choice.get("message") or {})
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta.get("tool_calls") or ())]
+        choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason")})
+    return {**{k: v for k, v in response.items() if k != "choices"}, "choices": choices}
 
 
 def _error_message(parsed: Any) -> str:

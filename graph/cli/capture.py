@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument("--upstream", required=True, metavar="URL", help="the engine, e.g. http://127.0.0.1:8000")
     command.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for capture files")
     command.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
-    command.add_argument("--port", type=int, default=8100)
+    command.add_argument("--port", type=int, default=8100, help="port to listen on (default: 8100)")
     command.add_argument(
         "--top-logprobs", type=int, default=5, metavar="K", help="alternatives recorded per token (default: 5)"
     )
@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="lower a harness's max_tokens above N to N (Claude Code asks 32000; recorded, and flagged on load)",
     )
-    command.add_argument("--harness", help="harness name stamped on every record (e.g. opencode)")
+    command.add_argument("--harness", metavar="NAME", help="harness name stamped on every record (e.g. opencode)")
     command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
 
