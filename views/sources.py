@@ -81,7 +81,8 @@ def _load(key: str, label: str, sources: list[Source], trace_paths: list[Path], 
             _CACHE.move_to_end(key)
             return _CACHE[key]
     loaded = load_sources(sources, progress)
-    workspace = Workspace(key, label, loaded, trace_paths, {sid: analyse(s) for sid, s in loaded.sessions.items()})
+    rollouts = {sid: analyse(s, decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
+    workspace = Workspace(key, label, loaded, trace_paths, rollouts)
     with _LOCK:
         _CACHE[key] = workspace
         while len(_CACHE) > _CACHE_SIZE:

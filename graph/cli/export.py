@@ -21,6 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --format rows: roles to write (default: all, labelled)",
     )
     command.add_argument("--format", choices=["rows", "trace-entries"], default="rows")
+    command.add_argument(
+        "--drop-unfinished",
+        action="store_true",
+        help="leave out sibling attempts none continued (the unfinished_attempts finding)",
+    )
     command.set_defaults(run=guarded(run))
 
 
@@ -33,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.paths, args.session)
     records = []
     for rollout in inputs.rollouts:
-        records += export.training_rows(rollout, roles) if args.format == "rows" else export.trace_entries(rollout)
+        if args.format == "rows":
+            records += export.training_rows(rollout, roles, drop_unfinished=args.drop_unfinished)
+        else:
+            records += export.trace_entries(rollout, drop_unfinished=args.drop_unfinished)
     export.write_records(records, args.out)
     print(f"{len(records):,} {args.format} -> {args.out}", file=sys.stderr)
     return 0

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
-from graph.analysis.decode import decoder_for
-from graph.cli.common import Inputs, UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.cli.common import Inputs, add_paths, add_tokenizer_options, guarded, load_inputs
 from graph.reports.contract import inspect_json
 from graph.reports.summary import summary_text
 from graph.reports.transcript import default_sequence, sequence_through, transcript
@@ -31,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, args.tokenizer, args.hub)
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
@@ -44,10 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:
     for rollout in inputs.rollouts:
-        try:
-            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
-        except FileNotFoundError as exc:
-            raise UsageError(str(exc)) from exc
+        decoder = inputs.decoder(rollout)
         if args.node is None:
             seq = default_sequence(rollout)
         elif args.node in {c.node_id for c in rollout.calls}:

@@ -7,7 +7,8 @@ from functools import cached_property
 
 import numpy as np
 
-from graph.analysis.near_miss import NearMiss, near_misses, rewrite_finding
+from graph.analysis.decode import Decoder, TokenizerDecoder
+from graph.analysis.near_miss import BROKEN_REPLAYS, RETRY, NearMiss, near_misses, rewrite_finding
 from graph.core import claims
 from graph.core.findings import count_by_level, is_trainable, rollout_findings, turn_findings
 from graph.core.linking import link
@@ -27,6 +28,7 @@ class Rollout:
     trainable: np.ndarray  # bool per call
     link_via: list[str | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
+    tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
     document: dict | None = None
     _index: dict[str, int] = field(default_factory=dict)
 
@@ -73,6 +75,13 @@ class Rollout:
             "n_trainable_tokens": sum(s.n_trainable for s in self.sequences),
             "n_context_tokens": sum(s.n_context for s in self.sequences),
             "n_sampled_tokens": sum(c.n_sampled for c in self.calls),
+            # discarded calls the harness re-sent with the same prompt, vs replays of the model's own
+            # turn that broke the token prefix (near-miss kinds, graph/analysis/near_miss.py)
+            "n_discarded_retries": sum(
+                1 for d in self.topology.discarded if (m := self.near_misses.get(d)) is None or m.kind == RETRY
+            ),
+            "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
+            "n_unfinished": sum(len(g) for g in self.topology.unfinished),
         }
 
     @property
@@ -80,7 +89,11 @@ class Rollout:
         return count_by_level(self.findings)
 
 
-def analyse(session: SessionInput) -> Rollout:
+def analyse(session: SessionInput, decoder: Decoder | None = None) -> Rollout:
+    """Link, build the topology, sequences, roles and findings of one session.
+
+    ``decoder``: a tokenizer lets the near-miss analysis tell a re-tokenized replay
+    (graph/analysis/near_miss.py); without one those breaks stay ``rewritten_continuation``."""
     calls = session.calls
     links = link(calls)
     parents = links.parents
@@ -93,7 +106,7 @@ def analyse(session: SessionInput) -> Rollout:
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
-    misses = near_misses(calls, topology.parents, topology.discarded)
+    misses = near_misses(calls, topology, decoder)
     rewritten = rewrite_finding(calls, misses, topology.discarded)
     if rewritten is not None:
         findings.append(rewritten)
@@ -112,5 +125,6 @@ def analyse(session: SessionInput) -> Rollout:
         trainable=trainable,
         link_via=via,
         near_misses=misses,
+        tokenizer=decoder.label if isinstance(decoder, TokenizerDecoder) else None,
         document=session.document,
     )

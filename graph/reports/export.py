@@ -65,11 +65,20 @@ def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
     return [f.as_dict() for f in rollout.findings if f.node_id in ids and (f.leaf_id is None or f.leaf_id == leaf)]
 
 
-def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[dict[str, Any]]:
-    """One labelled row per sequence (every role by default; rows are labelled, never dropped)."""
+def unfinished_nodes(rollout: Rollout) -> set[int]:
+    """Calls in sibling groups none of which continued (the ``unfinished_attempts`` finding)."""
+    return {m for group in rollout.topology.unfinished for m in group}
+
+
+def training_rows(
+    rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES, drop_unfinished: bool = False
+) -> list[dict[str, Any]]:
+    """One labelled row per sequence (every role by default; rows are labelled, never dropped
+    unless ``drop_unfinished`` leaves out the rows that end in an unfinished attempt)."""
     rows = []
+    unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for seq in rollout.sequences:
-        if seq.role not in roles:
+        if seq.role not in roles or seq.leaf in unfinished:
             continue
         tokens = rollout.tokens(seq)
         rows.append(
@@ -90,11 +99,13 @@ def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[
     return rows
 
 
-def trace_entries(rollout: Rollout) -> list[dict[str, Any]]:
-    """Per-call records in the TRL/OpenEnv ``TraceEntry`` shape, for the agent's calls."""
+def trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> list[dict[str, Any]]:
+    """Per-call records in the TRL/OpenEnv ``TraceEntry`` shape, for the agent's calls (without
+    the unfinished attempts when ``drop_unfinished``)."""
     entries = []
+    unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for i, call in enumerate(rollout.calls):
-        if rollout.node_roles[i] != "agent" or call.prompt_ids is None:
+        if rollout.node_roles[i] != "agent" or call.prompt_ids is None or i in unfinished:
             continue
         parent = rollout.topology.parents[i]
         trained = bool(rollout.trainable[i])
