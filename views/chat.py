@@ -41,6 +41,10 @@ def _text(content: Any) -> str:
         for part in content:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
+                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
+            elif isinstance(part, dict) and part.get("type") == "tool_result":
+                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {_text(part.get('content'))}")
             else:
                 parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
         return "\n".join(parts)

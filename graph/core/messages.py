@@ -22,7 +22,7 @@ def _text(content: Any) -> str:
         parts = [
             part.get("text", "")
             for part in content
-            if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text")
+            if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text", "output_text")
         ]
         return "".join(p for p in parts if isinstance(p, str)).strip()
     return json.dumps(content, sort_keys=True, ensure_ascii=False)
@@ -40,6 +40,14 @@ def canonical_arguments(arguments: Any) -> str:
 
 def _tool_calls(message: dict) -> tuple:
     calls = message.get("tool_calls")
+    content = message.get("content")
+    if not isinstance(calls, list) and isinstance(content, list):
+        # Anthropic ``tool_use`` blocks left inside the content (graph.core.dialects reads them).
+        calls = [
+            {"function": {"name": b.get("name", ""), "arguments": b.get("input")}}
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
     if not isinstance(calls, list):
         return ()
     out = []

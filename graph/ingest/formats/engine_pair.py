@@ -8,7 +8,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
+from graph.core.dialects import chat_messages, chat_sampling, chat_tools
 from graph.core.records import WARN, Call, TopK
+from graph.ingest.formats.dialect_bodies import as_chat_response
 from graph.ingest.formats.fields import (
     RecordError,
     as_dict,
@@ -23,6 +25,7 @@ from graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top
 
 
 def is_engine_pair(record: dict) -> bool:
+    """A ``{"request": ..., "response": ...}`` pair."""
     return "request" in record and "response" in record
 
 
@@ -44,7 +47,11 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     if not isinstance(request, dict):
         problems.malformed.append(f"request is a {type(request).__name__}, not an object")
         request = {}
-    response = record.get("response")
+    if record.get("error") is not None:
+        # A capture record of a failed call (HTTP error, stream cut, proxy stopped): partial
+        # output is not a turn the harness used.
+        raise RecordError(f"call failed: {str(record['error'])[:200]}")
+    response = as_chat_response(record.get("response"))
     shape_suffix = ""
     if isinstance(response, list):
         response = reassemble(response)
@@ -57,9 +64,12 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
             raise RecordError(f"call failed, no model output: {str(error)[:200]}")
         raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {describe_keys(response)})")
 
-    template.request_messages = message_list(request.get("messages"), "request.messages", problems)
-    template.tools = tool_list(request.get("tools"), problems)
-    template.requested_params = sampling_params(request)
+    # Anthropic Messages and OpenAI Responses bodies are read as chat (docs/formats.md).
+    dialect = record.get("dialect") if isinstance(record.get("dialect"), str) else None
+    where = "request.messages" if "messages" in request else "request.input"
+    template.request_messages = message_list(chat_messages(request, dialect=dialect), where, problems)
+    template.tools = tool_list(chat_tools(request, dialect=dialect), problems)
+    template.requested_params = sampling_params(chat_sampling(request, dialect=dialect))
     model = response.get("model", request.get("model"))
     template.model = None if model is None else str(model)
     template.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None

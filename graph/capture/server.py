@@ -1,0 +1,462 @@
+"""The recording proxy: a Starlette app on uvicorn, httpx to the engine.
+
+Recorded endpoints (POST, also under a ``/session/<id>`` prefix): ``/v1/chat/completions`` and
+``/v1/completions`` (forwarded as they are, plus the capture fields), ``/v1/messages``
+(Anthropic) and ``/v1/responses`` (OpenAI Responses), both translated to chat completions
+upstream and back. Everything else (``GET /v1/models``, ...) is passed through unrecorded.
+
+A call's record is written once, when the call ends: after the last byte of the response went to
+the harness, or when the upstream failed, or when the harness hung up, or (for calls still open)
+when the proxy stops. Upstream failures reach the harness as the upstream sent them (a 502 or
+504 JSON error when there was no answer at all) and are recorded with an ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import secrets
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from graph.capture import anthropic, responses
+from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
+from graph.capture.tokens import CHAT_PATH, COMPLETIONS_PATH, Added, add_capture_fields, strip_body
+from graph.capture.writer import RecordWriter
+
+MESSAGES_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"
+RECORDED = {
+    CHAT_PATH: "chat",
+    COMPLETIONS_PATH: "completions",
+    MESSAGES_PATH: "anthropic",
+    RESPONSES_PATH: "responses",
+}
+_HOP_BY_HOP = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+}
+
+
+@dataclass
+class CaptureConfig:
+    """How the proxy runs: where the engine is, where records go, what to add."""
+
+    upstream: str
+    out: Path
+    top_logprobs: int = 5
+    timeout: float = 600.0  # seconds without a byte from the upstream before the call fails
+    drain_seconds: float = 30.0  # how long in-flight calls may finish after Ctrl-C / SIGTERM
+    session_headers: tuple[str, ...] = ()
+    harness: str | None = None
+
+    @property
+    def upstream_base(self) -> str:
+        """The engine's base URL without a trailing ``/v1`` (paths are forwarded with theirs)."""
+        base = self.upstream.rstrip("/")
+        return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+class StreamTranslator(Protocol):
+    """Turns upstream chat chunks into the SSE bytes the harness expects."""
+
+    def feed(self, chunk: dict) -> list[bytes]:
+        """Bytes for one upstream chunk (already stripped of capture fields)."""
+        ...
+
+    def close(self) -> list[bytes]:
+        """Bytes after the upstream's last chunk."""
+        ...
+
+    def fail(self, message: str) -> list[bytes]:
+        """Bytes telling the harness the stream broke (may be empty: then the connection is cut)."""
+        ...
+
+
+class _ChatStream:
+    """Chat and completions streams go back as they came, chunk by chunk."""
+
+    def feed(self, chunk: dict) -> list[bytes]:
+        return [b"data: " + orjson.dumps(chunk) + b"\n\n"]
+
+    def close(self) -> list[bytes]:
+        return []
+
+    def fail(self, message: str) -> list[bytes]:
+        return []
+
+
+@dataclass
+class Dialect:
+    """How one recorded endpoint talks to the upstream and back."""
+
+    name: str
+    upstream_path: str
+    to_upstream: Callable[[dict], dict]
+    from_upstream: Callable[[dict, dict], dict]
+    error_body: Callable[[int, str, Any], Any]
+    stream: Callable[[dict], StreamTranslator]
+    translated: bool
+
+
+def _openai_error(status: int, message: str, upstream: Any) -> Any:
+    return (
+        upstream if upstream is not None else {"error": {"message": message, "type": "upstream_error", "code": status}}
+    )
+
+
+DIALECTS = {
+    "chat": Dialect("chat", CHAT_PATH, dict, lambda r, _: r, _openai_error, lambda _: _ChatStream(), translated=False),
+    "completions": Dialect(
+        "completions", COMPLETIONS_PATH, dict, lambda r, _: r, _openai_error, lambda _: _ChatStream(), translated=False
+    ),
+    "anthropic": Dialect(
+        "anthropic",
+        CHAT_PATH,
+        anthropic.to_chat,
+        anthropic.from_chat,
+        anthropic.error_body,
+        anthropic.StreamTranslator,
+        translated=True,
+    ),
+    "responses": Dialect(
+        "responses",
+        CHAT_PATH,
+        responses.to_chat,
+        responses.from_chat,
+        responses.error_body,
+        responses.StreamTranslator,
+        translated=True,
+    ),
+}
+
+
+@dataclass
+class Recorder:
+    """Call ids, the default session, and records of calls still in flight."""
+
+    writer: RecordWriter
+    default_session: str
+    run_id: str = field(default_factory=lambda: secrets.token_hex(3))
+    open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def start(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Give ``record`` a call id and hold it until :meth:`finish`."""
+        call_id = f"{self.run_id}-{next(self._counter):05d}"
+        record["call_id"] = call_id
+        self.open_calls[call_id] = record
+        return record
+
+    def finish(self, record: dict[str, Any]) -> None:
+        """Write a call's record (once; a second finish is ignored)."""
+        if self.open_calls.pop(record["call_id"], None) is None:
+            return
+        record["ended_at"] = time.time()
+        record["latency_s"] = round(record["ended_at"] - record["started_at"], 6)
+        self.writer.write(record)
+
+    def abandon_open(self, reason: str) -> int:
+        """Write every call still in flight with ``error = reason``; returns how many."""
+        n = 0
+        for record in list(self.open_calls.values()):
+            record.setdefault("error", reason)
+            self.finish(record)
+            n += 1
+        return n
+
+
+def _forward_headers(request: Request, translated: bool) -> dict[str, str]:
+    """Headers for the upstream: the harness's own (credentials included, never recorded)."""
+    if translated:
+        # A translated call is a new chat request: keep only its credentials.
+        headers = {"content-type": "application/json"}
+        auth = request.headers.get("authorization")
+        key = request.headers.get("x-api-key")
+        if auth:
+            headers["authorization"] = auth
+        elif key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+    skip = _HOP_BY_HOP | {"accept-encoding"}
+    return {k: v for k, v in request.headers.items() if k.lower() not in skip}
+
+
+def _parse(content: bytes) -> Any:
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content.decode("utf-8", "replace")[:100_000]
+
+
+class CaptureApp:
+    """The request handlers, bound to one upstream client and one recorder."""
+
+    def __init__(self, config: CaptureConfig, recorder: Recorder) -> None:
+        self.config = config
+        self.recorder = recorder
+        self.client: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self.client is None:
+            timeout = httpx.Timeout(self.config.timeout, connect=10.0)
+            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+            self.client = httpx.AsyncClient(base_url=self.config.upstream_base, timeout=timeout, limits=limits)
+        return self.client
+
+    async def aclose(self) -> None:
+        """Close the upstream client."""
+        if self.client is not None:
+            await self.client.aclose()
+
+    async def handle(self, request: Request) -> Response:
+        """Every request: recorded endpoints by path, everything else passed through."""
+        prefix_session, path = split_session_path(request.url.path)
+        dialect = RECORDED.get(path.rstrip("/"))
+        if request.method == "POST" and dialect is not None:
+            return await self.recorded(request, DIALECTS[dialect], path.rstrip("/"), prefix_session)
+        return await self.passthrough(request, path)
+
+    async def passthrough(self, request: Request, path: str) -> Response:
+        """Forward anything else unrecorded (``GET /v1/models``, health checks, ...)."""
+        url = path + (f"?{request.url.query}" if request.url.query else "")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        try:
+            upstream = await self._client().request(request.method, url, content=await request.body(), headers=headers)
+        except httpx.HTTPError as exc:
+            return JSONResponse(_openai_error(502, f"upstream unreachable: {exc!r}", None), status_code=502)
+        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP | {"content-encoding"}}
+        return Response(upstream.content, status_code=upstream.status_code, headers=out_headers)
+
+    async def recorded(self, request: Request, dialect: Dialect, path: str, prefix_session: str | None) -> Response:
+        """A model call: forward with capture fields, answer in the harness's dialect, record."""
+        session = (
+            prefix_session
+            or session_from_headers(request.headers, self.config.session_headers)
+            or self.recorder.default_session
+        )
+        record: dict[str, Any] = {"session_id": session, "call_id": None, "endpoint": path, "dialect": dialect.name}
+        if self.config.harness:
+            record["harness"] = self.config.harness
+        record["started_at"] = time.time()
+        record["headers"] = recordable_headers(request.headers)
+        self.recorder.start(record)
+        raw = await request.body()
+        body = _parse(raw)
+        if not isinstance(body, dict):
+            record["request"] = body
+            return self._fail(record, dialect, 400, "request body is not a JSON object", None)
+        record["request"] = body
+        streamed = bool(body.get("stream"))
+        record["stream"] = streamed
+        chat_body = dialect.to_upstream(body)
+        submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
+        if streamed and dialect.translated:
+            submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
+        record["submitted_request"] = submitted
+        client = self._client()
+        upstream_request = client.build_request(
+            "POST",
+            dialect.upstream_path,
+            content=orjson.dumps(submitted),
+            headers=_forward_headers(request, dialect.translated),
+        )
+        try:
+            upstream = await client.send(upstream_request, stream=True)
+        except httpx.TimeoutException as exc:
+            return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
+        except httpx.HTTPError as exc:
+            return self._fail(record, dialect, 502, f"upstream unreachable: {type(exc).__name__}: {exc}", None)
+        record["status"] = upstream.status_code
+        is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+        if upstream.status_code == 200 and is_sse:
+            return StreamingResponse(
+                self._stream(record, dialect, upstream, added, body),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
+            )
+        try:
+            content = await upstream.aread()
+        except httpx.HTTPError as exc:
+            await upstream.aclose()
+            return self._fail(record, dialect, 502, f"upstream failed mid-response: {type(exc).__name__}", None)
+        finally:
+            await upstream.aclose()
+        parsed = _parse(content)
+        if upstream.status_code != 200:
+            record["response"] = parsed if isinstance(parsed, dict) else {"error": parsed}
+            record["error"] = f"upstream HTTP {upstream.status_code}"
+            self.recorder.finish(record)
+            if dialect.translated:
+                message = _error_message(parsed)
+                return JSONResponse(dialect.error_body(upstream.status_code, message, None), upstream.status_code)
+            return Response(
+                content,
+                status_code=upstream.status_code,
+                media_type=upstream.headers.get("content-type", "application/json"),
+            )
+        record["response"] = parsed
+        if not isinstance(parsed, dict):
+            return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
+        answer = strip_body(orjson.loads(content), added)
+        try:
+            answer = dialect.from_upstream(answer, body)
+        except Exception as exc:  # a body the translation cannot read: still recorded
+            return self._fail(record, dialect, 502, f"cannot translate the upstream answer: {exc!r}", None)
+        self.recorder.finish(record)
+        if dialect.translated:
+            return JSONResponse(answer)
+        return Response(content if not added.anything else orjson.dumps(answer), media_type="application/json")
+
+    def _fail(self, record: dict, dialect: Dialect, status: int, message: str, upstream: Any) -> Response:
+        body = dialect.error_body(status, message, upstream)
+        record["status"] = status
+        record["error"] = message
+        record.setdefault("response", {"error": {"message": message, "code": status}})
+        self.recorder.finish(record)
+        return JSONResponse(body, status_code=status)
+
+    async def _stream(
+        self, record: dict, dialect: Dialect, upstream: httpx.Response, added: Added, body: dict
+    ) -> AsyncIterator[bytes]:
+        chunks: list[Any] = []
+        record["response"] = chunks
+        translator = dialect.stream(body)
+        first = True
+        try:
+            async for line in upstream.aiter_lines():
+                if not line.startswith("data:"):
+                    if line and not dialect.translated:
+                        yield line.encode() + b"\n"  # SSE comments and fields pass through
+                    continue
+                data = line[5:].strip()
+                if first:
+                    record["ttft_s"] = round(time.time() - record["started_at"], 6)
+                    first = False
+                if data == "[DONE]":
+                    chunks.append("data: [DONE]")
+                    if not dialect.translated:
+                        yield b"data: [DONE]\n\n"
+                    continue
+                try:
+                    chunk = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    chunks.append(line)
+                    if not dialect.translated:
+                        yield line.encode() + b"\n\n"
+                    continue
+                chunks.append(chunk)
+                if not isinstance(chunk, dict):
+                    continue
+                for piece in translator.feed(strip_body(orjson.loads(data), added) if added.anything else chunk):
+                    yield piece
+            for piece in translator.close():
+                yield piece
+        except httpx.HTTPError as exc:
+            record["error"] = f"upstream stream cut: {type(exc).__name__}: {exc}"
+            pieces = translator.fail(record["error"])
+            self.recorder.finish(record)
+            for piece in pieces:
+                yield piece
+            if not pieces:
+                raise  # cut the harness's connection too, as the upstream cut ours
+        except BaseException as exc:  # the harness hung up (cancelled) or the proxy is stopping
+            record.setdefault("error", f"stream ended early: {type(exc).__name__}")
+            raise
+        finally:
+            await upstream.aclose()
+            self.recorder.finish(record)
+
+
+def _error_message(parsed: Any) -> str:
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if parsed.get("message"):
+            return str(parsed["message"])
+    return str(parsed)[:2000]
+
+
+def create_app(config: CaptureConfig, writer: RecordWriter, default_session: str | None = None) -> Starlette:
+    """The Starlette app; on shutdown, calls still open are recorded and the writer is closed."""
+    session = default_session or (writer.path.stem if writer.path is not None else "capture")
+    recorder = Recorder(writer, session)
+    handlers = CaptureApp(config, recorder)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        recorder.abandon_open("the proxy stopped before the call ended")
+        await handlers.aclose()
+        writer.close()
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+    app = Starlette(routes=[Route("/{path:path}", handlers.handle, methods=methods)], lifespan=lifespan)
+    app.state.recorder = recorder
+    app.state.writer = writer
+    return app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without re-raising the signal after a graceful stop (so Ctrl-C exits 0)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        try:
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        except ValueError:  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
+def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_level: str = "warning") -> Path:
+    """Run the proxy until Ctrl-C / SIGTERM; returns the capture file's path."""
+    writer = RecordWriter.in_folder(config.out)
+    app = create_app(config, writer)
+    server = _Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=int(max(1, config.drain_seconds)),
+            lifespan="on",
+            access_log=False,
+        )
+    )
+    try:
+        asyncio.run(server.serve())
+    finally:
+        app.state.recorder.abandon_open("the proxy stopped before the call ended")
+        writer.close()
+    assert writer.path is not None
+    return writer.path

@@ -1,0 +1,88 @@
+"""``rollout-graph capture``: a recording proxy in front of a vLLM or SGLang engine."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+from graph.cli.common import UsageError, guarded
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``capture``."""
+    command = sub.add_parser(
+        "capture",
+        help="record a harness's model calls through an OpenAI/Anthropic-compatible proxy",
+        description=(
+            "Serve /v1/chat/completions, /v1/completions, /v1/messages (Anthropic) and /v1/responses "
+            "(OpenAI Responses) in front of UPSTREAM, recording every call with its token ids and logprobs "
+            "to a new capture-<time>.jsonl in DIR. Name a rollout with the base URL "
+            "http://HOST:PORT/session/<id> or an X-Session-Id header. Ctrl-C stops it (in-flight calls finish)."
+        ),
+    )
+    command.add_argument("--upstream", required=True, metavar="URL", help="the engine, e.g. http://127.0.0.1:8000")
+    command.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for capture files")
+    command.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    command.add_argument("--port", type=int, default=8100)
+    command.add_argument(
+        "--top-logprobs", type=int, default=5, metavar="K", help="alternatives recorded per token (default: 5)"
+    )
+    command.add_argument(
+        "--timeout", type=float, default=600.0, metavar="S", help="fail a call after S seconds of upstream silence"
+    )
+    command.add_argument(
+        "--drain", type=float, default=30.0, metavar="S", help="on Ctrl-C, let in-flight calls finish for S seconds"
+    )
+    command.add_argument(
+        "--session-header",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also take the session id from this request header (checked first; repeatable)",
+    )
+    command.add_argument("--harness", help="harness name stamped on every record (e.g. opencode)")
+    command.set_defaults(run=guarded(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C / SIGTERM, then report what was written."""
+    from graph.capture.server import CaptureConfig, serve
+
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")
+    if args.top_logprobs < 0:
+        raise UsageError("--top-logprobs must be 0 or more")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
+    _check_port(args.host, args.port)
+    config = CaptureConfig(
+        upstream=args.upstream,
+        out=args.out,
+        top_logprobs=args.top_logprobs,
+        timeout=args.timeout,
+        drain_seconds=args.drain,
+        session_headers=tuple(h.lower() for h in args.session_header),
+        harness=args.harness,
+    )
+    print(
+        f"rollout-graph capture: http://{args.host}:{args.port} -> {config.upstream_base}; "
+        f"base URL for a named rollout: http://{args.host}:{args.port}/session/<id>/v1",
+        file=sys.stderr,
+        flush=True,
+    )
+    path = serve(config, host=args.host, port=args.port)
+    print(f"rollout-graph capture: stopped; records in {path}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one line (before a capture file is made) when the address cannot be bound."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
