@@ -18,7 +18,7 @@ def test_opens_the_bundled_samples(monkeypatch):
     no_errors(at)
     assert "Rollout fix-config-bug<" in html_of(at)  # the richest rollout opens first
     assert at.query_params["session"] == "fix-config-bug"
-    assert [m.label for m in at.metric][:5] == ["turns", "roots", "forks", "discarded", "leaves"]
+    assert [m.label for m in at.metric][:6] == ["turns", "roots", "forks", "retried", "broken replays", "leaves"]
     assert at.metric[0].value == "25"
     assert any(d.value.shape[0] == 4 for d in at.dataframe)  # the rollouts table
     assert at.get("plotly_chart")

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 from graph.analysis.breaks import REASONS, prefix_breaks
 from graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
 from graph.analysis.forks import fork_diffs
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY
+from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SUBAGENT
 from graph.analysis.origin import HARNESS, context_origin
 from graph.analysis.retokenize import retokenize
 from graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
@@ -77,7 +77,7 @@ def test_why_it_split_on_the_samples(samples):
     assert reasons == {
         "c01": REASONS[RETRY],
         "c03": REASONS[NEW_CONVERSATION],
-        "c08": REASONS[NEW_CONVERSATION],
+        "c08": REASONS[SUBAGENT],
         "c18": REASONS[RETRY],
         "c19": REASONS[COMPACTION],
     }
@@ -115,7 +115,8 @@ def test_explain_command(samples):
     assert out.returncode == 0, out.stderr
     for heading in ("where the tokens went", "why it split", "forks and retries", "least likely sampled tokens"):
         assert heading in out.stdout
-    assert "c19: rewritten history (compaction or truncation); nearly continued c01" in out.stdout
+    assert f"c19: {REASONS[COMPACTION]}; nearly continued c01" in out.stdout
+    assert "discarded by the harness (identical prompt re-sent, a real retry): 6" in out.stdout
     assert "retokenization: every prompt survives decode -> encode" in out.stdout
     origin = run("--origin", "c11").stdout
     assert origin.startswith("origin of c11's prompt (682 tokens): 384 sampled earlier by the policy (c03 ")

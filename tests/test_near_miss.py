@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN
+from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, SIDE_CALL, SUBAGENT
 from graph.core.records import SessionInput
 from graph.core.rollout import analyse
 from tests.builders import calls_from_tokens, write
@@ -103,10 +103,19 @@ def test_compaction_keeps_the_system_prompt_and_replaces_history():
     assert miss_of(r, "n1")[:3] == ("n0", COMPACTION, "prompt")
 
 
-def test_subagent_with_its_own_system_prompt_is_a_new_conversation():
-    messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "reviewer"}]]
+def test_subagent_with_its_own_system_prompt_is_a_subagent():
+    messages = [[{"role": "system", "content": "agent"}]] * 2 + [[{"role": "system", "content": "reviewer"}]] * 2
+    sub = [1] + list(range(200, 240)) + GEN
+    main = SYSTEM + USER + GEN
+    spec = [(main, [50, END]), (main + [50, END, NL] + GEN, [52]), (sub, [51, END]), (sub + [51, END, NL] + GEN, [53])]
+    r = rollout(spec, messages)
+    assert miss_of(r, "n2")[1] == SUBAGENT  # it continues: a conversation of its own
+
+
+def test_a_single_call_with_its_own_system_prompt_is_a_side_call():
+    messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "title"}]]
     r = rollout([(SYSTEM + USER + GEN, [50, END]), ([1] + list(range(200, 240)) + GEN, [51])], messages)
-    assert miss_of(r, "n1")[:2] == ("n0", NEW_CONVERSATION)
+    assert miss_of(r, "n1")[:2] == ("n0", SIDE_CALL)
 
 
 def test_same_system_message_without_long_token_overlap_is_compaction():
@@ -136,7 +145,9 @@ def samples():
 def test_sample_trace_near_misses(samples):
     kinds = {samples.calls[i].node_id: m.kind for i, m in samples.near_misses.items()}
     assert kinds["c01"] == RETRY and kinds["c18"] == RETRY  # resampled first calls
-    assert kinds["c08"] == NEW_CONVERSATION  # the subagent
+    assert kinds["c08"] == SUBAGENT  # the reviewer subagent
+    assert kinds["c02"] == SIDE_CALL  # the title call, which arrived first
+    assert kinds["c03"] == NEW_CONVERSATION  # the main conversation, begun after the title call
     assert kinds["c19"] == COMPACTION  # the history rewritten by a summary
     assert all(kinds[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
     assert REWRITTEN not in kinds.values()
@@ -164,7 +175,9 @@ def test_contract_carries_near_miss_keys(tmp_path):
         "kept": 0.75,
         "kind": REWRITTEN,
         "where": "sampled",
+        "text_checked": False,
     }
+    assert nodes["b"]["unfinished"] is False
     assert "history_rewritten" in {f["code"] for f in doc["sessions"][0]["findings"]}
 
 
@@ -185,7 +198,9 @@ def test_views_banner_break_and_dashed_edges():
 
     r = per_turn_roots_rollout()
     assert r.topology.roots == [0, 1, 2, 3]
-    assert banner(r).startswith("This harness rewrites its history: 3 of 4 roots are rewritten continuations.")
+    assert banner(r).startswith(
+        "This harness rewrites its history: 3 of 4 roots are broken replays of the model's own turn."
+    )
     miss = r.near_misses[1]
     assert (
         "shares 47 tokens with the end of n0; the break falls inside its sampled span, after 67% of its 3"

@@ -60,6 +60,6 @@ def test_first_run_guide_reaches_each_interesting_call():
         "a resampled first call": "c01",
         "a subagent": "c08",
         "a side call": "c02",
-        "a compaction or rewrite": "c19",
+        "a compaction or resume": "c19",
         "a truncated turn": "c03",
     }

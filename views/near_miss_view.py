@@ -7,26 +7,21 @@ import html
 import numpy as np
 import streamlit as st
 
+from graph.analysis.breaks import fix_for, reason_for, token_boundaries
 from graph.analysis.decode import Decoder
 from graph.analysis.forks import fork_diffs
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
+from graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, NearMiss
 from graph.core.rollout import Rollout
 from views.escape import md
 
 BEFORE = 8  # shared tokens shown before the break
 AFTER = 24  # differing tokens shown after it
-EXPLANATIONS = {
-    REWRITTEN: "the harness edited the model's output before replaying it",
-    COMPACTION: "same system prompt, history replaced (compaction or truncation)",
-    RETRY: "the same request sampled again",
-    NEW_CONVERSATION: "a new conversation (subagent, title or other auxiliary call)",
-}
 STYLE = (
     "<style>.rg-nm{display:grid;grid-template-columns:1fr 1fr;gap:10px;font:12.5px ui-monospace,Menlo,monospace}"
     ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
     ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
     ".rg-same{color:#64748b}.rg-del{background:#fee2e2;color:#991b1b;text-decoration:line-through}"
-    ".rg-ins{background:#dcfce7;color:#14532d}</style>"
+    ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}</style>"
 )
 
 
@@ -43,9 +38,27 @@ def summary(rollout: Rollout, miss: NearMiss) -> str:
         if miss.where != "prompt"
         else ""
     )
+    fix = fix_for(rollout, miss)
     return (
         f"{later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of {earlier.node_id}; "
-        f"the break falls {where}{kept}. {miss.kind.replace('_', ' ')}: {EXPLANATIONS[miss.kind]}."
+        f"the break falls {where}{kept}. {reason_for(miss)}." + (f" Fix: {fix}." if fix else "")
+    )
+
+
+def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
+    """A re-tokenized replay: the same text cut into tokens two ways, side by side (escaped)."""
+    sampled, replayed = token_boundaries(rollout, miss, decoder)
+
+    def cut(pieces: list[str], cls: str) -> str:
+        return '<span class="rg-bar">|</span>'.join(f'<span class="{cls}">{html.escape(p)}</span>' for p in pieces)
+
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    return (
+        STYLE
+        + '<div class="rg-nm">'
+        + f"<div><h5>{html.escape(earlier.node_id)}: what the model sampled</h5>{cut(sampled, 'rg-del')}</div>"
+        + f"<div><h5>{html.escape(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-ins')}</div>"
+        + "</div>"
     )
 
 
@@ -73,11 +86,11 @@ def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
 def banner(rollout: Rollout) -> str | None:
     """A rollout-level warning when history rewrites explain most of the roots."""
     roots = [m for i, m in rollout.near_misses.items() if i == m.later]
-    rewritten = [m for m in roots if m.kind == REWRITTEN]
+    rewritten = [m for m in roots if m.kind in BROKEN_REPLAYS]
     if not rewritten or len(rewritten) * 2 < len(roots):
         return None
     return (
-        f"This harness rewrites its history: {len(rewritten)} of {len(roots) + 1} roots are rewritten continuations. "
+        f"This harness rewrites its history: {len(rewritten)} of {rollout.stats['n_roots']} roots are broken replays of the model's own turn. "
         "The model's own turns come back edited, so the exact token graph splits them into new roots and "
         "their tokens are trained as separate rows, or not at all."
     )
@@ -89,9 +102,11 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
         return
     with st.expander(
         f"Near miss: {miss.kind.replace('_', ' ')} of {md(rollout.calls[miss.other].node_id, 80)}",
-        expanded=miss.kind == REWRITTEN,
+        expanded=miss.kind in BROKEN_REPLAYS,
     ):
         st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
+        if miss.kind == RETOKENIZED:
+            st.html(boundaries_html(rollout, miss, decoder))
         st.html(break_html(rollout, miss, decoder))
 
 

@@ -123,13 +123,15 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
         by_origin = st.toggle(
             "Whole prompt, coloured by origin",
             key=f"origin-{key}",
-            help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); grey: inserted by the harness.",
+            help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); amber: text the "
+            "policy sampled earlier, re-inserted by the harness (a summary, a subagent's answer); grey: inserted by the harness.",
         )
         if by_origin:
             st.caption(
-                "The whole prompt: purple tokens were sampled earlier by the policy, grey ones inserted by the harness; then the sampled span."
+                "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
+                "re-inserted, grey ones inserted by the harness; then the sampled span."
             )
-            token_view.render(origin_strip(rollout, i), decoder, f"org-{key}", show_whitespace)
+            token_view.render(origin_strip(rollout, i, decoder), decoder, f"org-{key}", show_whitespace)
         else:
             st.caption(
                 "The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span."

@@ -94,22 +94,28 @@ def headline(rollout: Rollout) -> None:
         f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
         f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
     )
+    tiles = headline_tiles(rollout)
+    for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):
+        col.metric(label, value, help=why)
+
+
+def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
+    """(label, value, help) per headline tile: retries the harness made are counted apart from
+    replays of the model's own turn that broke the token prefix (pure)."""
     s, counts = rollout.stats, rollout.finding_counts
-    cols = st.columns(8)
-    for col, (label, value) in zip(
-        cols,
-        [
-            ("turns", s["n_turns"]),
-            ("roots", s["n_roots"]),
-            ("forks", s["n_forks"]),
-            ("discarded", s["n_discarded"]),
-            ("leaves", s["n_leaves"]),
-            ("trainable tokens", compact(s["n_trainable_tokens"])),
-            ("FATAL", counts[FATAL]),
-            ("WARN", counts[WARN]),
-        ],
-    ):
-        col.metric(label, value)
+    return [
+        ("turns", s["n_turns"], None),
+        ("roots", s["n_roots"], None),
+        ("forks", s["n_forks"], None),
+        ("retried", s["n_discarded_retries"], "discarded by the harness: the identical prompt was re-sent (a real retry)"),
+        ("broken replays", s["n_broken_replays"],
+         "the model's own turn replayed so that the token prefix broke (edited or re-tokenized): "
+         "a new root or a call that only looks discarded"),
+        ("leaves", s["n_leaves"], None),
+        ("trainable tokens", compact(s["n_trainable_tokens"]), None),
+        ("FATAL", counts[FATAL], None),
+        ("WARN", counts[WARN], None),
+    ]  # fmt: skip
 
 
 def findings_panel(rollout: Rollout) -> None:
@@ -141,13 +147,20 @@ def _jsonl(records: list[dict]) -> bytes:
 
 def downloads(rollout: Rollout) -> None:
     """The open rollout as training rows or trace entries, generated only when clicked."""
-    left, right, _ = st.columns([1, 1, 3])
+    left, right, drop_col, _ = st.columns([1, 1, 1.2, 1.8])
     name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rollout.session_id)
+    n_unfinished = rollout.stats["n_unfinished"]
+    drop = drop_col.checkbox(
+        f"Leave out {n_unfinished} unfinished attempts", key=f"drop-unfinished-{rollout.session_id}",
+        disabled=not n_unfinished, help="sibling attempts none continued (the harness gave up on them)",
+    )  # fmt: skip
     left.download_button(
-        "⬇ Training rows (JSONL)", data=lambda: _jsonl(export.training_rows(rollout)), file_name=f"{name}.rows.jsonl",
-        mime="application/jsonl", on_click="ignore", help="one labelled row per sequence, every role", width="stretch",
+        "⬇ Training rows (JSONL)", data=lambda: _jsonl(export.training_rows(rollout, drop_unfinished=drop)),
+        file_name=f"{name}.rows.jsonl", mime="application/jsonl", on_click="ignore",
+        help="one labelled row per sequence, every role", width="stretch",
     )  # fmt: skip
     right.download_button(
-        "⬇ Trace entries (JSONL)", data=lambda: _jsonl(export.trace_entries(rollout)), file_name=f"{name}.trace-entries.jsonl",
-        mime="application/jsonl", on_click="ignore", help="TRL/OpenEnv TraceEntry records for the agent's calls", width="stretch",
+        "⬇ Trace entries (JSONL)", data=lambda: _jsonl(export.trace_entries(rollout, drop_unfinished=drop)),
+        file_name=f"{name}.trace-entries.jsonl", mime="application/jsonl", on_click="ignore",
+        help="TRL/OpenEnv TraceEntry records for the agent's calls", width="stretch",
     )  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plotly.colors import sample_colorscale
 
-from graph.analysis.near_miss import COMPACTION, REWRITTEN
+from graph.analysis.near_miss import COMPACTION, RESUMED, RETOKENIZED, REWRITTEN
 from graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from graph.core.types import FORK, INNER, LEAF, ROOT
 
@@ -24,7 +24,7 @@ KIND_LABELS = {
 }
 
 # Near-miss links worth a dashed edge in the DAG: history relations, not retries or new conversations.
-NEAR_MISS_DRAWN = (REWRITTEN, COMPACTION)
+NEAR_MISS_DRAWN = (REWRITTEN, RETOKENIZED, COMPACTION, RESUMED)
 
 # Logprobs are coloured on cividis (perceptually uniform, colour-blind safe) from LOGPROB_FLOOR
 # (dark: unlikely) to 0 (bright: certain).

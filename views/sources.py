@@ -68,7 +68,8 @@ WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
 
 
 def _analysed(key: str, label: str, loaded: LoadResult, trace_paths: list[Path]) -> Workspace:
-    return Workspace(key, label, loaded, trace_paths, {sid: analyse(s) for sid, s in loaded.sessions.items()})
+    rollouts = {sid: analyse(s, decoder=decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
+    return Workspace(key, label, loaded, trace_paths, rollouts)
 
 
 def _size(workspace: Workspace) -> int:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph.analysis.decode import Decoder
-from graph.analysis.origin import context_origin
+from graph.analysis.decode import Decoder, TokenizerDecoder
+from graph.analysis.origin import context_origin, text_origin
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
 from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
@@ -31,6 +31,9 @@ UNTRAINED_STYLE = (
     "outline:1px dashed #dc2626;outline-offset:-1px"
 )
 ORIGIN_STYLE = "background:#ede9fe;color:#4c1d95"  # context the policy sampled earlier
+REINSERTED_STYLE = (
+    "background:#fef3c7;color:#78350f;outline:1px dashed #d97706;outline-offset:-1px"  # its text, re-inserted
+)
 TOKEN_STYLE = (
     "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
 )
@@ -49,6 +52,7 @@ def _stylesheet() -> str:
         ".rg-s{font-weight:600;font-style:italic}",
         ".rg-m{box-shadow:0 0 0 2px #e11d48}",
         f".rg-o{{{ORIGIN_STYLE}}}",
+        f".rg-r{{{REINSERTED_STYLE}}}",
         ".rg-turn{margin:8px 0 2px;font:600 11px system-ui,sans-serif;color:#475569;border-top:1px solid #cbd5e1;padding-top:3px}",
     ]
     for b in range(BUCKETS):
@@ -82,6 +86,7 @@ class TokenStrip:
     origin: np.ndarray | None = None  # per position: the call that sampled it earlier, or -1
     origin_logprob: np.ndarray | None = None
     origin_names: list[str] = field(default_factory=list)
+    text_origin: np.ndarray | None = None  # per position: the call whose sampled text the harness re-inserted, or -1
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -145,13 +150,16 @@ def node_strip(rollout: Rollout, node: int) -> TokenStrip:
     return _strip(rollout, [(node, rollout.context_start(node))], label_turns=False)
 
 
-def origin_strip(rollout: Rollout, node: int) -> TokenStrip:
-    """The call's whole prompt and sampled span, each prompt token tagged with where it came from."""
+def origin_strip(rollout: Rollout, node: int, decoder: Decoder | None = None) -> TokenStrip:
+    """The call's whole prompt and sampled span, each prompt token tagged with where it came from
+    (with a tokenizer, also where the harness re-inserted text the policy had sampled)."""
     strip = _strip(rollout, [(node, 0)], label_turns=False)
     source, logprob = context_origin(rollout, node)
     pad = len(strip) - source.shape[0]
     strip.origin = np.concatenate([source, np.full(pad, -1)])
     strip.origin_logprob = np.concatenate([logprob, np.full(pad, np.nan)])
+    if isinstance(decoder, TokenizerDecoder):
+        strip.text_origin = np.concatenate([text_origin(rollout, node, decoder), np.full(pad, -1)])
     strip.origin_names = [c.node_id for c in rollout.calls]
     return strip
 
@@ -185,7 +193,13 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
         lines.append("context (mask 0): conditioned on, not trained")
         if strip.origin is not None:
             source = int(strip.origin[pos])
-            if source < 0:
+            again = -1 if strip.text_origin is None else int(strip.text_origin[pos])
+            if source < 0 and again >= 0:
+                lines.append(
+                    f"policy text re-inserted by the harness: {strip.origin_names[again]} sampled this text "
+                    "(the same text, not the sampled tokens in place)"
+                )
+            elif source < 0:
                 lines.append("inserted by the harness (tool output, user text, template glue)")
             else:
                 lp = strip.origin_logprob[pos]
@@ -213,7 +227,12 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
 
 def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
     if not strip.sampled[pos]:
-        kind = "rg-o" if strip.origin is not None and strip.origin[pos] >= 0 else "rg-c"
+        if strip.origin is not None and strip.origin[pos] >= 0:
+            kind = "rg-o"
+        elif strip.text_origin is not None and strip.text_origin[pos] >= 0:
+            kind = "rg-r"
+        else:
+            kind = "rg-c"
     elif not strip.trained[pos] or math.isnan(strip.logprobs[pos]):
         kind = "rg-u"
     else:
@@ -252,5 +271,6 @@ def legend_html() -> str:
         f'<span style="color:#64748b">({html.escape(LOGPROB_SCALE)}; darker = less likely)</span></span>'
         f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">sampled</span> not trained (no valid logprob or a FATAL finding)</span>'
         f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">context</span> sampled earlier by the policy (origin view)</span>'
+        f'<span><span style="{TOKEN_STYLE};{REINSERTED_STYLE}">context</span> policy text re-inserted by the harness</span>'
         "<span>· space ↵ newline → tab</span></div>"
     )

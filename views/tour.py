@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RESUMED, RETRY, SIDE_CALL, SUBAGENT
 from graph.core.roles import AGENT
 from graph.core.rollout import Rollout
 from views import state
@@ -19,18 +20,11 @@ class Example:
     why: str
 
 
-def _system_prompt(rollout: Rollout, node: int) -> str | None:
-    messages = rollout.calls[node].request_messages or []
-    return messages[0].get("content") if messages and messages[0].get("role") == "system" else None
-
-
 def interesting_calls(rollout: Rollout) -> list[Example]:
-    """One example of each structure worth seeing, found from the graph itself (pure)."""
+    """One example of each structure worth seeing, as the near-miss classifier
+    (graph/analysis/near_miss.py) names them; this view decides nothing itself (pure)."""
     topo, calls = rollout.topology, rollout.calls
-    agent_rows = [s for s in rollout.sequences if s.role == AGENT]
-    main_root = (
-        max(agent_rows, key=lambda s: s.n_trainable).nodes[0] if agent_rows else (topo.roots[0] if topo.roots else None)
-    )
+    kinds = {node: miss.kind for node, miss in rollout.near_misses.items()}
     found: list[Example] = []
 
     def first(label: str, nodes, why) -> None:
@@ -38,33 +32,52 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
         if node is not None:
             found.append(Example(label, node, why(node)))
 
+    def of_kind(*wanted: str, roots: bool | None = None):
+        return (
+            n for n in sorted(kinds)
+            if kinds[n] in wanted and (roots is None or (topo.parents[n] is None) == roots)
+        )  # fmt: skip
+
+    def other(n: int) -> str:
+        return calls[rollout.near_misses[n].other].node_id
+
     first(
         "a retry",
-        (d for d in sorted(topo.discarded) if topo.parents[d] is not None),
-        lambda d: f"{calls[d].node_id} was sampled, then resampled; {calls[topo.discarded[d]].node_id} continued",
+        (d for d in of_kind(RETRY, roots=False) if d in topo.discarded),
+        lambda d: (
+            f"{calls[d].node_id} was discarded by the harness: the same prompt was re-sent and {other(d)} continued"
+        ),
     )
     first(
         "a resampled first call",
-        (d for d in sorted(topo.discarded) if topo.parents[d] is None),
-        lambda d: f"{calls[d].node_id} has the same prompt as {calls[topo.discarded[d]].node_id}, which continued",
+        (d for d in of_kind(RETRY, roots=True) if d in topo.discarded),
+        lambda d: f"{calls[d].node_id} has the same prompt as {other(d)}, which continued",
     )
-    others = [r for r in topo.roots if r != main_root and r not in topo.discarded]
-    main_system = _system_prompt(rollout, main_root) if main_root is not None else None
-    own_prompt = [r for r in others if _system_prompt(rollout, r) != main_system]
+    first(
+        "a broken replay",
+        of_kind(*BROKEN_REPLAYS),
+        lambda n: (
+            f"{calls[n].node_id}: {kinds[n].replace('_', ' ')} of {other(n)}: the harness replayed the model's "
+            "turn so that the token prefix broke"
+        ),
+    )
     first(
         "a subagent",
-        (r for r in own_prompt if topo.children[r]),
-        lambda r: f"{calls[r].node_id} starts a conversation of its own, with its own system prompt",
+        of_kind(SUBAGENT),
+        lambda r: f"{calls[r].node_id} starts a conversation of its own (its own system prompt or tools)",
     )
     first(
         "a side call",
-        (r for r in own_prompt if not topo.children[r]),
-        lambda r: f"{calls[r].node_id} is a single call with its own system prompt (a title, a summary, ...)",
+        of_kind(SIDE_CALL),
+        lambda r: f"{calls[r].node_id} is a single call of its own (a title, a summary, ...)",
     )
     first(
-        "a compaction or rewrite",
-        (r for r in others if main_system is not None and _system_prompt(rollout, r) == main_system),
-        lambda r: f"{calls[r].node_id} has the agent's system prompt but a history that is not a token prefix",
+        "a compaction or resume",
+        of_kind(COMPACTION, RESUMED),
+        lambda r: (
+            f"{calls[r].node_id}: {kinds[r]} of {other(r)}: the conversation goes on with a history that is "
+            "not a token prefix"
+        ),
     )
     truncated = [i for i, c in enumerate(calls) if c.finish_reason == "length"]
     first(

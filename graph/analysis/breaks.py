@@ -1,33 +1,118 @@
-"""Why a rollout split: for every root after the first, the call it nearly continued and a reason.
+"""Why a rollout split: for every explained break, a reason in the words users ask the question
+with, what a harness author would change, and (for a re-tokenized replay) the token boundaries on
+both sides.
 
-Built on the near-miss analysis (graph/near_miss.py), in the words users ask the question with."""
+Built on the one near-miss classifier (graph/analysis/near_miss.py); the app's tour, its near-miss
+view and ``explain`` all read these."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, NearMiss
+from graph.analysis.decode import Decoder
+from graph.analysis.near_miss import (
+    BROKEN_REPLAYS,
+    COMPACTION,
+    NEW_CONVERSATION,
+    RESUMED,
+    RETOKENIZED,
+    RETRY,
+    REWRITTEN,
+    SIDE_CALL,
+    SUBAGENT,
+    NearMiss,
+    end_ids,
+    prompt_of,
+)
 from graph.core.rollout import Rollout
 
 REASONS = {
-    NEW_CONVERSATION: "different system prompt (subagent or auxiliary call)",
-    COMPACTION: "rewritten history (compaction or truncation)",
-    REWRITTEN: "template drift (the model's output replayed differently: a stop string cut, reasoning dropped, a token merge at the boundary)",
-    RETRY: "identical-prompt resample",
+    RETRY: "discarded by the harness: the identical prompt re-sent (a real retry)",
+    RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
+    REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
+    COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
+    RESUMED: "resumed conversation: the history re-sent with a re-rendered system prompt or tools",
+    NEW_CONVERSATION: "the main conversation, begun after another call",
+    SUBAGENT: "subagent: a conversation of its own (own system prompt or tools)",
+    SIDE_CALL: "side call: a single call of its own (a title, a summary, ...)",
 }
+UNRELATED = "shares no token with any earlier call"
+NO_TOKENIZER = "no tokenizer: whether the text was only re-tokenized was not checked (give --tokenizer)"
+STOP_TAIL = 2  # a rewrite that removed at most this many final sampled tokens cut the stop string
 
 
 @dataclass(frozen=True)
 class Break:
+    """One explained root after the first (``miss`` None when nothing earlier shares a token)."""
+
     root: int
-    miss: NearMiss | None  # None: no other call shares a token with it
+    miss: NearMiss | None
     reason: str
+    fix: str | None = None
+
+
+def fix_for(rollout: Rollout, miss: NearMiss) -> str | None:
+    """What the harness author would change so the replay continues the exact graph (None: nothing
+    to fix, the split is real)."""
+    if miss.kind == RETOKENIZED:
+        return "replay token ids, not text: send the sampled ids back instead of re-encoding the assistant text"
+    if miss.kind == RESUMED:
+        return "resume from the recorded token ids (or re-render the system prompt and tools exactly as before)"
+    if miss.kind != REWRITTEN:
+        return None
+    earlier = rollout.calls[miss.earlier]
+    removed = earlier.n_end - miss.common_prefix
+    if miss.where == "sampled" and removed <= STOP_TAIL and earlier.finish_reason == "stop":
+        return "keep the stop string: replay the sampled text with its stop sequence (or replay token ids)"
+    if miss.where == "sampled" and removed <= STOP_TAIL:
+        return "replay the last sampled tokens as they were (no closing tag or whitespace merged into them)"
+    return "replay the assistant turn exactly as sampled (keep reasoning, do not re-serialise tool calls)"
+
+
+def reason_for(miss: NearMiss) -> str:
+    """The kind in words; a rewrite that no tokenizer checked says so."""
+    reason = REASONS[miss.kind]
+    if miss.kind == REWRITTEN and not miss.text_checked:
+        reason += f" ({NO_TOKENIZER})"
+    return reason
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
-    roots = rollout.topology.roots
+    """Every root after the first, with the call it nearly continued, a reason and a fix."""
     out = []
-    for root in roots[1:]:
+    for root in rollout.topology.roots[1:]:
         miss = rollout.near_misses.get(root)
-        out.append(Break(root, miss, REASONS[miss.kind if miss is not None else NEW_CONVERSATION]))
+        if miss is None:
+            out.append(Break(root, None, UNRELATED))
+        else:
+            out.append(Break(root, miss, reason_for(miss), fix_for(rollout, miss)))
     return out
+
+
+def broken_replays(rollout: Rollout) -> list[NearMiss]:
+    """Near misses where the harness replayed the model's own turn and broke the token prefix."""
+    return [m for _, m in sorted(rollout.near_misses.items()) if m.kind in BROKEN_REPLAYS]
+
+
+def token_boundaries(
+    rollout: Rollout, miss: NearMiss, decoder: Decoder, limit: int = 16
+) -> tuple[list[str], list[str]]:
+    """The tokens on both sides from the break up to where their boundaries meet again: what the
+    model sampled (``del|file``) and what the harness's replay was tokenized as (``d|elf|ile``)."""
+    at = miss.common_prefix
+    left = decoder.pieces(end_ids(rollout.calls[miss.earlier])[at : at + limit])
+    right = decoder.pieces(prompt_of(rollout.calls[miss.later])[at : at + limit])
+    ends_left, total = set(), 0
+    for piece in left:
+        total += len(piece)
+        ends_left.add(total)
+    total = 0
+    for j, piece in enumerate(right):
+        total += len(piece)
+        if total and total in ends_left:
+            cut = 0
+            for i, p in enumerate(left):
+                cut += len(p)
+                if cut == total:
+                    return left[: i + 1], right[: j + 1]
+    return left, right

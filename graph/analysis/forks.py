@@ -61,7 +61,15 @@ def sibling_diff(rollout: Rollout, parent: int, original: int, other: int) -> Si
     )
 
 
-def fork_diffs(rollout: Rollout, fork: int) -> list[SiblingDiff]:
-    """Every later child of a fork against its earliest child."""
+def fork_diffs(rollout: Rollout, fork: int, same_prompt_only: bool = False) -> list[SiblingDiff]:
+    """Every later child of a fork against its earliest child; with ``same_prompt_only``, only
+    rivals: each later child against the earliest child with an identical prompt."""
     children = sorted(rollout.topology.children[fork])
-    return [sibling_diff(rollout, fork, children[0], c) for c in children[1:]]
+    if not same_prompt_only:
+        return [sibling_diff(rollout, fork, children[0], c) for c in children[1:]]
+    groups: dict[bytes, list[int]] = {}
+    for c in children:
+        prompt = rollout.calls[c].prompt_ids
+        if prompt is not None:
+            groups.setdefault(prompt.astype(np.int64).tobytes(), []).append(c)
+    return [sibling_diff(rollout, fork, g[0], c) for g in groups.values() for c in g[1:]]

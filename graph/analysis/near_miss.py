@@ -2,56 +2,80 @@
 
 Exact prefix linking is right for training data, but harnesses rewrite history before replaying it
 (a stop string cut from the model's output, a closing tag appended, reasoning dropped, tool-call JSON
-re-serialised), and then each step becomes a new root or makes the previous step look like a
-discarded retry. For every root after the first and every discarded call this finds the call it
-nearly continued, where the token prefix broke, and what kind of break it was. It never changes the
-exact graph, its sequences or exports.
+re-serialised, the model's text re-tokenized differently), and then each step becomes a new root or
+makes the previous step look like a discarded retry. For every root after the first and every
+discarded call this finds the call it nearly continued, where the token prefix broke, and what kind
+of break it was (and, when the first call is not the main conversation, what that first call is). It never changes the exact graph, its sequences or exports. This module is the one
+classifier: the app's tour, its near-miss view, ``explain`` and the JSON contract all read its kinds.
 
-Thresholds (docs/semantics.md):
+Kinds, in the order they are decided (thresholds in docs/semantics.md):
 - ``retry``: the two prompts are identical, or within ``NEAR_IDENTICAL`` of each other in length
-  and shared prefix: the same request sampled again.
-- ``rewritten_continuation``: the break falls inside or at the end of the earlier call's sampled
-  span, the later prompt goes on past it, and either at least ``MOSTLY_KEPT`` of the sampled tokens
-  were kept before the break or the sampled span's last tokens (its last third, 3 to
-  ``TAIL_TOKENS`` of them) reappear within ``TAIL_WINDOW`` tokens after it (the harness edited the
-  model's output in the middle: dropped its reasoning, re-serialised a tool call).
-- ``compaction``: the break falls inside the earlier call's prompt but after a shared system prompt
-  (the same first system message, or without messages at least ``SHARED_SYSTEM_TOKENS`` tokens).
-- ``new_conversation``: anything else (a short shared prefix: subagent, title, auxiliary call).
+  and shared prefix: the same request sampled again. A discarded call is compared with every
+  sibling, and an identical-prompt sibling wins over the one that continued.
+- ``retokenized``: the rest of the earlier call's end ids, from the break, decodes to exactly the
+  text that follows in the later prompt, but the ids differ: the harness replayed the model's text
+  byte for byte and the engine tokenized it differently. Needs a tokenizer; without one such a
+  break stays ``rewritten_continuation`` and the miss records that the text was not checked.
+- ``rewritten_continuation``: the break falls inside or after the earlier call's sampled span
+  (the later prompt replays the earlier prompt whole, then something other than what was sampled).
+- Breaks inside the earlier call's prompt, told apart by system text, tool names and history (the
+  non-system messages; without messages, by the token overlap alone):
+  - ``compaction``: same system text and tools, history replaced or cut (without messages: at least
+    ``SHARED_SYSTEM_TOKENS`` shared tokens);
+  - ``resumed``: another system text or tool set, but the same conversation: its first non-system
+    message is the same and at least ``HISTORY_KEPT`` of the earlier call's history (with its reply)
+    reappears (a ``--continue`` that re-renders the system prompt and drops recovery messages);
+  - ``new_conversation``: the root of the rollout's main conversation (the root whose tree has the
+    most calls), when another call (a title, say) arrived before it;
+  - ``subagent``: another system text or tool set, and tools or a continuation of its own;
+  - ``side_call``: another system text or tool set, a single call without tools (a title, a summary).
 """
 
 from __future__ import annotations
 
 import bisect
+import json
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from graph.core.records import WARN, Call, Finding
+from graph.analysis.decode import Decoder, TokenizerDecoder
+from graph.core.records import EMPTY_IDS, WARN, Call, Finding
 
 RETRY = "retry"
+RETOKENIZED = "retokenized"
 REWRITTEN = "rewritten_continuation"
+RESUMED = "resumed"
 COMPACTION = "compaction"
+SUBAGENT = "subagent"
+SIDE_CALL = "side_call"
 NEW_CONVERSATION = "new_conversation"
+KINDS = (RETRY, RETOKENIZED, REWRITTEN, COMPACTION, RESUMED, NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
+# A replay of the model's own turn that broke the token prefix: the harness should have continued it.
+BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)
+# A conversation of its own: nothing was meant to continue.
+NEW_CONVERSATIONS = (NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
 
 NEAR_IDENTICAL = 0.98
-MOSTLY_KEPT = 0.5
 SHARED_SYSTEM_TOKENS = 32
-TAIL_TOKENS = 8  # at most this many of the sampled span's last tokens (a third of it) are looked for after the break
-MIN_TAIL_TOKENS = 3
-TAIL_WINDOW = 64  # how far past the break they may reappear
+HISTORY_KEPT = 0.5
+RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
 
 
 @dataclass(frozen=True, slots=True)
 class NearMiss:
+    """One explained break: ``later``'s prompt against ``earlier``'s end ids."""
+
     node: int  # the call this explains (a root after the first, or a discarded call)
-    other: int  # the call it is compared with: the candidate it nearly continued, or the sibling that continued
+    other: int  # the call it is compared with: the candidate it nearly continued, or a sibling
     earlier: int  # whose end ids are compared ...
     later: int  # ... with whose prompt ids
     common_prefix: int
     kept: float  # share of the earlier call's sampled tokens kept before the break
     where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
     kind: str
+    text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
 
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
@@ -67,26 +91,124 @@ def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     return n_p + (int(diff[0]) if diff.size else rest)
 
 
-def _system(call: Call) -> str | None:
-    messages = call.request_messages or []
-    first = messages[0] if messages else {}
-    return first.get("content") if first.get("role") in ("system", "developer") else None
+def prompt_of(call: Call) -> np.ndarray:
+    """The call's prompt ids (empty when it has none)."""
+    return call.prompt_ids if call.prompt_ids is not None else EMPTY_IDS
 
 
-def _tail_reappears(earlier: Call, later: Call, at: int) -> bool:
-    k = min(TAIL_TOKENS, earlier.n_sampled // 3)
-    if k < MIN_TAIL_TOKENS:
+def end_ids(call: Call) -> np.ndarray:
+    """The call's prompt ids followed by its sampled ids."""
+    return np.concatenate([call.prompt_ids, call.sampled_ids]) if call.prompt_ids is not None else call.sampled_ids
+
+
+def _text(content: object) -> str:
+    """A message's text: a string, or the text of its content blocks (OpenAI, Anthropic, Responses)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif "content" in block:
+                    parts.append(_text(block["content"]))
+                elif "input" in block or "arguments" in block:
+                    parts.append(json.dumps(block.get("input", block.get("arguments")), sort_keys=True, default=str))
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, sort_keys=True, default=str)
+
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+def system_text(call: Call) -> str | None:
+    """The leading system/developer messages' text, or None when the call has no messages."""
+    messages = call.request_messages
+    if not messages:
+        return None
+    parts = []
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in SYSTEM_ROLES:
+            break
+        parts.append(_text(m.get("content")))
+    return "\n".join(parts)
+
+
+def tool_names(call: Call) -> frozenset[str]:
+    """Names of the tools the call offered."""
+    names = set()
+    for tool in call.tools or ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+            names.add(str(name))
+    return frozenset(names)
+
+
+def history(call: Call) -> list[str]:
+    """The non-system messages as comparable keys (role, text, tool calls), in order."""
+    out = []
+    for m in call.request_messages or ():
+        if not isinstance(m, dict) or m.get("role") in SYSTEM_ROLES:
+            continue
+        calls = m.get("tool_calls")
+        extra = json.dumps(calls, sort_keys=True, default=str) if calls else ""
+        out.append(f"{m.get('role')}\0{_text(m.get('content')).strip()}\0{extra}")
+    return out
+
+
+def _with_reply(call: Call) -> list[str]:
+    reply = call.response_message
+    if not isinstance(reply, dict):
+        return history(call)
+    return history(call) + history(Call("", "", "", 0, "", request_messages=[{"role": "assistant", **reply}]))
+
+
+def _shares_history(earlier: Call, later: Call) -> bool:
+    before, after = _with_reply(earlier), history(later)
+    if not before or not after or before[0] != after[0]:
         return False
-    tail = earlier.sampled_ids[-k:]
-    window = later.prompt_ids[at : at + earlier.n_sampled + TAIL_WINDOW]
-    if window.shape[0] < k:
+    remaining = Counter(after)
+    found = 0
+    for key in before:
+        if remaining[key] > 0:
+            remaining[key] -= 1
+            found += 1
+    return found >= HISTORY_KEPT * len(before)
+
+
+def same_text(decoder: Decoder | None, earlier: Call, later: Call, at: int) -> bool | None:
+    """Whether the earlier call's end ids from ``at`` decode to exactly the text the later prompt
+    goes on with (None: no tokenizer to tell)."""
+    if not isinstance(decoder, TokenizerDecoder):
+        return None
+    rest = end_ids(earlier)[at:]
+    if not rest.shape[0]:
         return False
-    runs = np.lib.stride_tricks.sliding_window_view(window, k)
-    return bool((runs == tail).all(axis=1).any())
+    target = decoder.text(rest)
+    text = ""
+    for piece in decoder.pieces(prompt_of(later)[at : at + 4 * rest.shape[0] + 8]):
+        text += piece
+        if len(text) >= len(target):
+            break
+    return bool(target) and text.startswith(target)
 
 
-def classify(earlier: Call, later: Call, shared: int) -> tuple[str, str, float]:
-    """(kind, where, kept) for ``later``'s prompt against ``earlier``'s end ids."""
+def classify(
+    earlier: Call,
+    later: Call,
+    shared: int,
+    decoder: Decoder | None = None,
+    continued: bool = False,
+    main: bool = False,
+) -> tuple[str, str, float, bool]:
+    """(kind, where, kept, text_checked) for ``later``'s prompt against ``earlier``'s end ids;
+    ``continued``: the later call has children of its own; ``main``: it is the root of the
+    rollout's main conversation."""
     p_e, n_e, n_l = earlier.n_prompt, earlier.n_end, later.n_prompt
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
@@ -94,14 +216,33 @@ def classify(earlier: Call, later: Call, shared: int) -> tuple[str, str, float]:
     if np.array_equal(earlier.prompt_ids, later.prompt_ids) or (
         min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest
     ):
-        return RETRY, where, kept
-    if where != "prompt" and n_l > p_e and (kept >= MOSTLY_KEPT or _tail_reappears(earlier, later, shared)):
-        return REWRITTEN, where, kept
-    systems = _system(earlier), _system(later)
-    same_system = systems[0] == systems[1] if None not in systems else shared >= SHARED_SYSTEM_TOKENS
-    if same_system and shared > 0:
-        return COMPACTION, where, kept
-    return NEW_CONVERSATION, where, kept
+        return RETRY, where, kept, False
+    checked = False
+    if where != "prompt" or p_e - shared <= RETOKENIZE_REACH:
+        text = same_text(decoder, earlier, later, shared)
+        checked = text is not None
+        if text:
+            return RETOKENIZED, where, kept, True
+    if where != "prompt":
+        return REWRITTEN, where, kept, checked
+    return _context_kind(earlier, later, shared, continued, main), where, kept, checked
+
+
+def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> str:
+    """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
+    side call."""
+    systems = system_text(earlier), system_text(later)
+    if None in systems:
+        if shared >= SHARED_SYSTEM_TOKENS:
+            return COMPACTION
+    else:
+        if systems[0] == systems[1] and tool_names(earlier) == tool_names(later) and shared > 0:
+            return COMPACTION
+        if _shares_history(earlier, later):
+            return RESUMED
+    if main:
+        return NEW_CONVERSATION
+    return SUBAGENT if later.has_tools or continued else SIDE_CALL
 
 
 def _key(ids: np.ndarray, wide: bool) -> bytes:
@@ -123,6 +264,7 @@ class _Ends:
 
     @classmethod
     def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
+        """The sorted end ids of ``nodes``, cut to ``limit`` tokens."""
         wide = any(calls[i].prompt_ids.dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
         pairs = []
         for i in nodes:
@@ -136,10 +278,10 @@ class _Ends:
 
 def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int] | None:
     """The call the node nearly continued: among the calls that arrived before it, except those with
-    an identical prompt (its own retries, explained by the discard rule), the one whose end ids
-    share the longest prefix with the node's prompt (on a tie, the first found). Walking away from
-    the prompt's sorted position the shared prefix only shrinks, so each direction stops at the
-    first candidate that shares no more than the best found."""
+    an identical prompt (retries, matched first), the one whose end ids share the longest prefix
+    with the node's prompt (on a tie, the first found). Walking away from the prompt's sorted
+    position the shared prefix only shrinks, so each direction stops at the first candidate that
+    shares no more than the best found."""
     prompt = calls[node].prompt_ids
     start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
     best: tuple[int, int] | None = None
@@ -158,40 +300,97 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
     return best
 
 
-def near_misses(calls: list[Call], parents: list[int | None], discarded: dict[int, int]) -> dict[int, NearMiss]:
+def _identical(calls: list[Call], node: int, others: list[int]) -> int | None:
+    """The first of ``others`` whose prompt ids equal the node's."""
+    prompt = prompt_of(calls[node])
+    for other in others:
+        candidate = calls[other].prompt_ids
+        if other != node and candidate is not None and candidate.shape == prompt.shape:
+            if np.array_equal(candidate, prompt):
+                return other
+    return None
+
+
+def _siblings(topology, node: int) -> list[int]:
+    parent = topology.parents[node]
+    return topology.children[parent] if parent is not None else topology.roots
+
+
+def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
+    """Every root after the first and every discarded call, explained (keyed by that call).
+
+    ``topology`` is the exact graph (graph/core/topology.py); ``decoder``, when it is a tokenizer,
+    lets a break be recognised as a retokenization."""
+    parents, children, discarded = topology.parents, topology.children, topology.discarded
     found: dict[int, NearMiss] = {}
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
-    limit = max((calls[r].n_prompt for r in explained), default=0)
-    tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
-    ends = _Ends.of(calls, tokened, limit) if explained else None
+    by_length: dict[int, list[int]] = {}
+    for i, call in enumerate(calls):
+        if call.prompt_ids is not None and call.n_prompt:
+            by_length.setdefault(call.n_prompt, []).append(i)
+    size = Counter(topology.root_of)
+    main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
+    pending = []
     for node in explained:
+        # an identical earlier prompt that no call continued (a discarded one is explained by the
+        # discard rule, from its side)
+        earlier = [i for i in by_length[calls[node].n_prompt] if i < node and discarded.get(i) != node]
+        same = _identical(calls, node, earlier)
+        if same is not None:
+            kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)
+            found[node] = NearMiss(node, same, same, node, calls[node].n_prompt, kept, where, kind)
+        else:
+            pending.append(node)
+    limit = max((calls[r].n_prompt for r in pending), default=0)
+    tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
+    ends = _Ends.of(calls, tokened, limit) if pending else None
+    for node in pending:
         best = _best_candidate(calls, node, ends)
         if best is not None:
             shared, candidate = best
-            kind, where, kept = classify(calls[candidate], calls[node], shared)
-            found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind)
+            kind, where, kept, checked = classify(
+                calls[candidate], calls[node], shared, decoder, continued=bool(children[node]), main=node == main
+            )
+            found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked)
+    first = roots[0] if roots else None
+    if first is not None and main is not None and first != main and first not in discarded and calls[main].n_prompt:
+        # the first call is not the main conversation (a title call that arrived first): name it
+        # against the main conversation's first call
+        shared = common_prefix(calls[main], calls[first].prompt_ids)
+        kind, where, kept, checked = classify(calls[main], calls[first], shared, decoder, bool(children[first]))
+        found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked)
     for node, sibling in discarded.items():
-        if calls[node].prompt_ids is None or calls[sibling].prompt_ids is None:
+        if calls[node].prompt_ids is None:
+            continue
+        same = _identical(calls, node, [sibling] + sorted(_siblings(topology, node)))
+        if same is not None:
+            sibling = same
+        if calls[sibling].prompt_ids is None:
             continue
         shared = common_prefix(calls[node], calls[sibling].prompt_ids)
-        kind, where, kept = classify(calls[node], calls[sibling], shared)
-        found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind)
+        kind, where, kept, checked = classify(
+            calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
+        )
+        found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked)
     return found
 
 
 def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: dict[int, int]) -> Finding | None:
-    """WARN ``history_rewritten``: how many calls replayed a rewritten assistant turn, and how many
-    sampled tokens that left only in discarded rows (never trained as the agent's work)."""
-    rewritten = [m for m in found.values() if m.kind == REWRITTEN]
+    """WARN ``history_rewritten``: how many calls replayed a rewritten (or re-tokenized) assistant
+    turn, and how many sampled tokens that left only in discarded rows (never trained as the
+    agent's work)."""
+    rewritten = [m for m in found.values() if m.kind in BROKEN_REPLAYS]
     if not rewritten:
         return None
     lost = sum(calls[m.earlier].n_sampled for m in rewritten if m.earlier in discarded)
     roots = sum(1 for m in rewritten if m.node == m.later)
+    retokenized = sum(1 for m in rewritten if m.kind == RETOKENIZED)
+    how = f" ({retokenized} only re-tokenized: same text, other ids)" if retokenized else ""
     return Finding(
         WARN,
         "history_rewritten",
-        f"{len(rewritten)} calls replayed a rewritten assistant turn ({roots} became new roots, "
+        f"{len(rewritten)} calls replayed a rewritten assistant turn{how} ({roots} became new roots, "
         f"{len(rewritten) - roots} made the original turn look like a discarded retry); "
         f"{lost:,} sampled tokens are left only in discarded rows",
         node_id=calls[rewritten[0].node].node_id,
@@ -199,10 +398,12 @@ def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: di
 
 
 def near_miss_json(calls: list[Call], miss: NearMiss) -> dict:
+    """The ``near_miss`` object of ``inspect --json`` (docs/cli.md)."""
     return {
         "node_id": calls[miss.other].node_id,
         "common_prefix": miss.common_prefix,
         "kept": round(miss.kept, 4),
         "kind": miss.kind,
         "where": miss.where,
+        "text_checked": miss.text_checked,
     }

@@ -7,9 +7,10 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from graph.analysis.decode import Decoder, decoder_for
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
 from graph.ingest import cache
@@ -57,6 +58,11 @@ class Inputs:
 
     loaded: LoadResult
     rollouts: list[Rollout]
+    decoders: dict[str, Decoder] = field(default_factory=dict)  # by session id
+
+    def decoder(self, rollout: Rollout) -> Decoder:
+        """The decoder the rollout was analysed with."""
+        return self.decoders[rollout.session_id]
 
 
 def check_paths(paths: list[str] | list[Path]) -> None:
@@ -66,11 +72,21 @@ def check_paths(paths: list[str] | list[Path]) -> None:
         raise UsageError(f"cannot read {', '.join(missing)}: no such file or directory")
 
 
-def load_inputs(paths: list[str] | list[Path], session: str | None = None, limits: Limits | None = None) -> Inputs:
-    """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given).
+def load_inputs(
+    paths: list[str] | list[Path],
+    session: str | None = None,
+    limits: Limits | None = None,
+    tokenizer: Path | None = None,
+    hub: bool = False,
+) -> Inputs:
+    """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given), each
+    with the best decoder found for it (``tokenizer`` or the offline resolution order of
+    graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
+    replays).
 
     Raises:
-        UsageError: a path is missing, nothing could be read, or the session is unknown.
+        UsageError: a path is missing, nothing could be read, the session is unknown, or the
+            tokenizer path holds no tokenizer.
     """
     check_paths(paths)
     files: list[Path] = []
@@ -91,7 +107,19 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None, limit
         if not sessions:
             known = ", ".join(list(loaded.sessions)[:10]) or "none"
             raise UsageError(f"no session {session!r} (sessions: {known})")
-    return Inputs(loaded, [analyse(s) for s in sessions])
+    decoders: dict[str, Decoder] = {}
+    by_model: dict[str | None, Decoder] = {}
+    rollouts = []
+    for s in sessions:
+        model = next((c.model for c in s.calls if c.model), None)
+        if model not in by_model:
+            try:
+                by_model[model] = decoder_for(s.calls, [Path(p) for p in paths], tokenizer, hub)
+            except FileNotFoundError as exc:
+                raise UsageError(str(exc)) from exc
+        decoders[s.session_id] = by_model[model]
+        rollouts.append(analyse(s, decoder=by_model[model]))
+    return Inputs(loaded, rollouts, decoders)
 
 
 class StderrProgress:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from graph.analysis.decode import decoder_for
 from graph.cli.common import (
     UsageError,
     add_paths,
@@ -32,17 +30,14 @@ def run(args: argparse.Namespace) -> int:
     """Print the audit explanations for each selected rollout."""
     from graph.reports.explain import explain_text, origin_lines
 
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
     if args.origin is not None and not any(args.origin in r.node_ids for r in inputs.rollouts):
         raise UsageError(f"no call {args.origin!r} in the selected rollouts")
     for rollout in inputs.rollouts:
-        try:
-            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
-        except FileNotFoundError as exc:
-            raise UsageError(str(exc)) from exc
+        decoder = inputs.decoder(rollout)
         if args.origin is not None:
             if args.origin in rollout.node_ids:
-                write_text("\n".join(origin_lines(rollout, rollout.index_of(args.origin))) + "\n")
+                write_text("\n".join(origin_lines(rollout, rollout.index_of(args.origin), decoder)) + "\n")
             continue
         write_text(explain_text(rollout, decoder) + "\n")
     return 0

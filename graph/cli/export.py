@@ -26,6 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="rows",
         help="training rows (default), TRL/OpenEnv trace entries, or the graph as GraphML (Gephi, yEd)",
     )
+    command.add_argument(
+        "--drop-unfinished",
+        action="store_true",
+        help="leave out sibling attempts none continued (the unfinished_attempts finding)",
+    )
     command.set_defaults(run=guarded(run))
 
 
@@ -49,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         record
         for rollout in inputs.rollouts
         for record in (
-            export.iter_training_rows(rollout, roles) if args.format == "rows" else export.iter_trace_entries(rollout)
+            export.iter_training_rows(rollout, roles, args.drop_unfinished)
+            if args.format == "rows"
+            else export.iter_trace_entries(rollout, args.drop_unfinished)
         )
     )
     try:

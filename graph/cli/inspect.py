@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
-from graph.analysis.decode import decoder_for
 from graph.cli.common import (
     Inputs,
-    UsageError,
     add_paths,
     add_tokenizer_options,
     guarded,
@@ -40,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
@@ -53,10 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:
     for rollout in inputs.rollouts:
-        try:
-            decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
-        except FileNotFoundError as exc:
-            raise UsageError(str(exc)) from exc
+        decoder = inputs.decoder(rollout)
         if args.node is None:
             seq = default_sequence(rollout)
         elif args.node in {c.node_id for c in rollout.calls}:

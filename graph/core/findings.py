@@ -123,6 +123,17 @@ def rollout_findings(
                 node_id=calls[node].node_id,
             )
         )
+    for group in topology.unfinished:
+        names = ", ".join(calls[m].node_id for m in group)
+        out.append(
+            Finding(
+                WARN,
+                "unfinished_attempts",
+                f"{len(group)} sibling attempts and none continued ({names}): the harness gave up on them, "
+                "yet each is a training row (export --drop-unfinished leaves them out)",
+                node_id=calls[group[0]].node_id,
+            )
+        )
     change = _sampling_change(calls)
     if change is not None:
         out.append(change)

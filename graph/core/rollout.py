@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graph.analysis.near_miss import NearMiss, near_misses, rewrite_finding
+from graph.analysis.decode import Decoder, TokenizerDecoder
+from graph.analysis.near_miss import BROKEN_REPLAYS, RETRY, NearMiss, near_misses, rewrite_finding
 from graph.core import claims
 from graph.core.findings import count_by_level, is_trainable, rollout_findings, turn_findings
 from graph.core.linking import Links, link
@@ -52,6 +53,7 @@ class Rollout:
     trainable: np.ndarray  # bool per call
     linked_by: list[str | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
+    tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
     document: dict | None = None
     _index: dict[str, int] = field(default_factory=dict)
 
@@ -98,6 +100,13 @@ class Rollout:
             "n_trainable_tokens": sum(s.n_trainable for s in self.sequences),
             "n_context_tokens": sum(s.n_context for s in self.sequences),
             "n_sampled_tokens": sum(c.n_sampled for c in self.calls),
+            # discarded calls the harness re-sent with the same prompt, vs replays of the model's own
+            # turn that broke the token prefix (near-miss kinds, graph/analysis/near_miss.py)
+            "n_discarded_retries": sum(
+                1 for d in self.topology.discarded if (m := self.near_misses.get(d)) is None or m.kind == RETRY
+            ),
+            "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
+            "n_unfinished": sum(len(g) for g in self.topology.unfinished),
         }
 
     @property
@@ -235,13 +244,16 @@ def _timestamp(value: object) -> float | None:
     return float(value)
 
 
-def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
+def analyse(session: SessionInput, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
     """Link, structure and grade one loaded session.
 
     Args:
         session: the calls of one rollout as the loader read them.
         links: its calls' links when already known (incremental linking in graph/live keeps
             them up to date); by default they are computed here.
+        decoder: a tokenizer lets the near-miss analysis tell a re-tokenized replay
+            (graph/analysis/near_miss.py); without one those breaks stay
+            ``rewritten_continuation``.
 
     Returns:
         The analysed :class:`Rollout`.
@@ -259,7 +271,7 @@ def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
-    misses = near_misses(calls, topology.parents, topology.discarded)
+    misses = near_misses(calls, topology, decoder)
     rewritten = rewrite_finding(calls, misses, topology.discarded)
     if rewritten is not None:
         findings.append(rewritten)
@@ -279,5 +291,6 @@ def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
         trainable=trainable,
         linked_by=via,
         near_misses=misses,
+        tokenizer=decoder.label if isinstance(decoder, TokenizerDecoder) else None,
         document=session.document,
     )

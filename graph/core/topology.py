@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,8 @@ class Topology:
     depth: list[int]
     # discarded node -> the sibling that continued (the earliest one with children)
     discarded: dict[int, int]
+    # sibling groups none of which continued (attempts the harness gave up on), each by arrival
+    unfinished: list[list[int]] = field(default_factory=list)
 
     def kind(self, node: int) -> Kind:
         """Where ``node`` sits: ``root`` (no parent), ``fork`` (2+ children), ``leaf`` or ``inner``."""
@@ -63,12 +65,15 @@ def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
             stack.append(child)
     forks = [i for i in range(n) if len(children[i]) > 1]
     discarded: dict[int, int] = {}
+    unfinished: list[list[int]] = []
     for group in sibling_groups(calls, children, roots, forks):
         continuing = [m for m in group if children[m]]
         if continuing:
             for member in group:
                 if not children[member]:
                     discarded[member] = continuing[0]
+        elif len({(calls[m].source, calls[m].line) for m in group}) > 1:
+            unfinished.append(sorted(group))  # one request's n > 1 choices are samples, not attempts
     return Topology(
         parents=list(parents),
         children=children,
@@ -78,6 +83,7 @@ def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
         root_of=root_of,
         depth=depth,
         discarded=discarded,
+        unfinished=sorted(unfinished),
     )
 
 

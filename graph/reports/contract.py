@@ -32,6 +32,7 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
         "shape": call.shape,
         "source": {"file": call.source, "line": call.line},
     }
+    out["unfinished"] = any(i in group for group in topo.unfinished)
     miss = rollout.near_misses.get(i)
     if miss is not None:
         out["near_miss"] = near_miss_json(rollout.calls, miss)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graph.analysis.breaks import prefix_breaks
+from graph.analysis.breaks import broken_replays, fix_for, prefix_breaks, reason_for, token_boundaries
 from graph.analysis.decode import Decoder, TokenizerDecoder
 from graph.analysis.forks import fork_diffs
-from graph.analysis.origin import HARNESS, context_origin
+from graph.analysis.near_miss import RETOKENIZED, RETRY, NearMiss, end_ids
+from graph.analysis.origin import HARNESS, context_origin, text_origin
 from graph.analysis.retokenize import retokenize
 from graph.analysis.token_flow import lowest_tokens, token_flows
 from graph.core.rollout import Rollout
@@ -29,37 +30,69 @@ def _flows(rollout: Rollout) -> list[str]:
     ]
 
 
+def _counts(rollout: Rollout) -> list[str]:
+    s = rollout.stats
+    other = s["n_discarded"] - s["n_discarded_retries"]
+    return [
+        "discarded and broken",
+        f"  discarded by the harness (identical prompt re-sent, a real retry): {s['n_discarded_retries']}",
+        f"  broken replays (the model's turn replayed so that the token prefix broke): {s['n_broken_replays']}"
+        + (f" ({other} of them left a discarded call)" if other else ""),
+        f"  unfinished attempts (sibling attempts none continued): {s['n_unfinished']}",
+    ]
+
+
+def _boundaries(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
+    sampled, replayed = token_boundaries(rollout, miss, decoder)
+    return f"sampled {'|'.join(sampled)!r} vs replayed {'|'.join(replayed)!r}"
+
+
+def _miss_lines(
+    rollout: Rollout, node: int, miss: NearMiss, reason: str, fix: str | None, decoder: Decoder
+) -> list[str]:
+    calls = rollout.calls
+    earlier, later = calls[miss.earlier], calls[miss.later]
+    at = miss.common_prefix
+    if miss.kind == RETRY:
+        return [f"  {calls[node].node_id}: {reason}; same prompt as {calls[miss.other].node_id}"]
+    lines = [f"  {calls[node].node_id}: {reason}; nearly continued {calls[miss.other].node_id}, {at:,} tokens shared"]
+    if miss.kind == RETOKENIZED:
+        lines.append(f"      same text, other tokens: {_boundaries(rollout, miss, decoder)}")
+    elif miss.kind != RETRY:
+        removed = decoder.text(end_ids(earlier)[at : at + CONTEXT_TOKENS * 10])[:60]
+        inserted = decoder.text(later.prompt_ids[at : at + CONTEXT_TOKENS * 4])[:60]
+        before = decoder.text(later.prompt_ids[max(0, at - CONTEXT_TOKENS) : at])
+        lines.append(f"      before {before!r} | removed {removed!r} | inserted {inserted!r}")
+    if fix:
+        lines.append(f"      fix: {fix}")
+    return lines
+
+
 def _breaks(rollout: Rollout, decoder: Decoder) -> list[str]:
     lines = ["why it split"]
-    for b in prefix_breaks(rollout) or ():
-        root = rollout.calls[b.root]
+    for b in prefix_breaks(rollout):
         if b.miss is None:
-            lines.append(f"  {root.node_id}: {b.reason}; shares no token with any earlier call")
-            continue
-        earlier, later = rollout.calls[b.miss.earlier], rollout.calls[b.miss.later]
-        at = b.miss.common_prefix
-        removed = (
-            decoder.text(list(earlier.prompt_ids[at:]) + list(earlier.sampled_ids))[:60]
-            if at < earlier.n_prompt
-            else decoder.text(earlier.sampled_ids[at - earlier.n_prompt :])[:60]
-        )
-        inserted = decoder.text(later.prompt_ids[at : at + CONTEXT_TOKENS * 4])[:60]
-        lines.append(
-            f"  {root.node_id}: {b.reason}; nearly continued {rollout.calls[b.miss.other].node_id}, {at:,} tokens shared"
-        )
-        lines.append(
-            f"      before {decoder.text(later.prompt_ids[max(0, at - CONTEXT_TOKENS) : at])!r} | removed {removed!r} | inserted {inserted!r}"
-        )
+            lines.append(f"  {rollout.calls[b.root].node_id}: {b.reason}")
+        else:
+            lines += _miss_lines(rollout, b.root, b.miss, b.reason, b.fix, decoder)
     if len(lines) == 1:
         lines.append("  one root: the rollout never split")
+    replays = [m for m in broken_replays(rollout) if m.node != m.later]
+    if replays:
+        lines.append("broken replays that left a discarded call")
+        for m in replays:
+            lines += _miss_lines(rollout, m.node, m, reason_for(m), fix_for(rollout, m), decoder)
     return lines
 
 
 def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
-    lines = ["forks and retries"]
+    """Rivals are siblings with identical prompts (the same request sampled again); a sibling with
+    another prompt is named with its near-miss kind, never compared token by token."""
+    lines = ["forks and retries (rivals: siblings with identical prompts)"]
     calls = rollout.calls
     for fork in rollout.topology.forks:
-        for d in fork_diffs(rollout, fork):
+        diffs = [d for d in fork_diffs(rollout, fork, same_prompt_only=True)]
+        for d in diffs:
             kept = f"continued: {calls[d.continued].node_id}" if d.continued is not None else "neither continued"
             if d.divergence is None:
                 what = "identical samples"
@@ -68,10 +101,17 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 b = "—" if d.other_token is None else f"{decoder.text([d.other_token])!r} ({d.other_logprob})"
                 top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
                 what = f"first divergence at sampled token {d.divergence}: {a} vs {b}; {top} the original's top-k"
-            prompt = "same prompt" if d.same_prompt else "different prompts"
             lines.append(
-                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({prompt}, {kept}): {what}"
+                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}"
             )
+        rivals = {d.original for d in diffs} | {d.other for d in diffs}
+        for child in sorted(rollout.topology.children[fork]):
+            miss = rollout.near_misses.get(child)
+            if child not in rivals and miss is not None:
+                lines.append(
+                    f"  {calls[fork].node_id}: {calls[child].node_id} is no rival of {calls[miss.other].node_id} "
+                    f"(different prompts): {miss.kind.replace('_', ' ')}"
+                )
     if len(lines) == 1:
         lines.append("  no forks")
     return lines
@@ -98,20 +138,36 @@ def _retokenize(rollout: Rollout, decoder: Decoder) -> list[str]:
     return lines
 
 
-def origin_lines(rollout: Rollout, node: int) -> list[str]:
+def origin_lines(rollout: Rollout, node: int, decoder: Decoder | None = None) -> list[str]:
+    """Where each token of the call's prompt came from: sampled earlier by the policy (exact token
+    origin), the policy's text re-inserted by the harness (by decoded text), or the harness."""
     source, _ = context_origin(rollout, node)
     by = Counter(source.tolist())
     harness = by.pop(HARNESS, 0)
     sampled = ", ".join(f"{rollout.calls[k].node_id} {n:,}" for k, n in sorted(by.items()))
-    return [
+    lines = [
         f"origin of {rollout.calls[node].node_id}'s prompt ({source.shape[0]:,} tokens): "
         f"{source.shape[0] - harness:,} sampled earlier by the policy ({sampled or 'none'}), {harness:,} inserted by the harness"
     ]
+    if decoder is None or not isinstance(decoder, TokenizerDecoder):
+        lines.append("  policy text re-inserted by the harness: not checked (no tokenizer; give --tokenizer)")
+        return lines
+    texts = Counter(text_origin(rollout, node, decoder).tolist())
+    texts.pop(HARNESS, None)
+    reinserted = sum(texts.values())
+    named = ", ".join(f"{rollout.calls[k].node_id} {n:,}" for k, n in sorted(texts.items()))
+    lines.append(
+        f"  of those inserted by the harness, {reinserted:,} are policy text re-inserted by the harness"
+        f" ({named or 'none'}): its decoded text equals what that call sampled"
+    )
+    return lines
 
 
 def explain_text(rollout: Rollout, decoder: Decoder) -> str:
+    """Every audit section for one rollout, as text."""
     sections = [
         _flows(rollout),
+        _counts(rollout),
         _breaks(rollout, decoder),
         _forks(rollout, decoder),
         _lowest(rollout, decoder),

@@ -70,10 +70,20 @@ def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
     return [f.as_dict() for f in rollout.findings if f.node_id in ids and (f.leaf_id is None or f.leaf_id == leaf)]
 
 
-def iter_training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> Iterator[dict[str, Any]]:
-    """One labelled row per sequence, built only when asked for (streamed exports)."""
+def unfinished_nodes(rollout: Rollout) -> set[int]:
+    """Calls in sibling groups none of which continued (the ``unfinished_attempts`` finding)."""
+    return {m for group in rollout.topology.unfinished for m in group}
+
+
+def iter_training_rows(
+    rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES, drop_unfinished: bool = False
+) -> Iterator[dict[str, Any]]:
+    """One labelled row per sequence, built only when asked for (streamed exports). Every role
+    by default; rows are labelled, never dropped unless ``drop_unfinished`` leaves out the rows
+    that end in an unfinished attempt."""
+    unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for seq in rollout.sequences:
-        if seq.role not in roles:
+        if seq.role not in roles or seq.leaf in unfinished:
             continue
         tokens = rollout.tokens(seq)
         yield {
@@ -91,20 +101,25 @@ def iter_training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> 
         }
 
 
-def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[dict[str, Any]]:
-    """One labelled row per sequence (every role by default; rows are labelled, never dropped)."""
-    return list(iter_training_rows(rollout, roles))
+def training_rows(
+    rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES, drop_unfinished: bool = False
+) -> list[dict[str, Any]]:
+    """One labelled row per sequence (every role by default; rows are labelled, never dropped
+    unless ``drop_unfinished``)."""
+    return list(iter_training_rows(rollout, roles, drop_unfinished))
 
 
-def trace_entries(rollout: Rollout) -> list[dict[str, Any]]:
-    """Per-call records in the TRL/OpenEnv ``TraceEntry`` shape, for the agent's calls."""
-    return list(iter_trace_entries(rollout))
+def trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> list[dict[str, Any]]:
+    """Per-call records in the TRL/OpenEnv ``TraceEntry`` shape, for the agent's calls (without
+    the unfinished attempts when ``drop_unfinished``)."""
+    return list(iter_trace_entries(rollout, drop_unfinished))
 
 
-def iter_trace_entries(rollout: Rollout) -> Iterator[dict[str, Any]]:
+def iter_trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> Iterator[dict[str, Any]]:
     """:func:`trace_entries`, built one at a time (streamed exports)."""
+    unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for i, call in enumerate(rollout.calls):
-        if rollout.node_roles[i] != "agent" or call.prompt_ids is None:
+        if rollout.node_roles[i] != "agent" or call.prompt_ids is None or i in unfinished:
             continue
         parent = rollout.topology.parents[i]
         trained = bool(rollout.trainable[i])

@@ -38,6 +38,8 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         f"session {rollout.session_id}  [{shapes}]",
         f"  turns {s['n_turns']} · roots {s['n_roots']} · forks {s['n_forks']} · discarded {s['n_discarded']}"
         f" · leaves {s['n_leaves']}",
+        f"  discarded by the harness (real retries) {s['n_discarded_retries']}"
+        f" · broken replays {s['n_broken_replays']} · unfinished attempts {s['n_unfinished']}",
         f"  sequences {s['n_sequences']} ({role_text}) · trainable tokens {s['n_trainable_tokens']:,}"
         f" · context tokens {s['n_context_tokens']:,}",
         "  findings: " + " · ".join(findings),

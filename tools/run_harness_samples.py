@@ -1,0 +1,300 @@
+"""Run open-source agent harnesses headless against SmolLM2 through the capture proxy, and bundle
+what they recorded in ``sample_traces/harnesses/``.
+
+    engine (tools/harness_engine.py, vLLM-shaped, SmolLM2 on this CPU)
+      <- rollout-graph capture --upstream ENGINE   (records token ids + logprobs per call)
+        <- harness (opencode / codex / qwen-code / mini-swe-agent), base URL = the proxy
+
+Every harness works in a fresh copy of a tiny repository with a failing test (the one of
+tools/make_sample_traces.py) on the same task. Its calls land in one rollout per harness: the
+base URL carries ``/session/<harness>``. The first call of each conversation that offers a shell
+tool is steered (see tools/harness_engine.py: the response says ``"steered"``); everything else
+is the model's own output. Harnesses are installed outside the repository:
+
+    npm install --prefix /work/harness_tools opencode-ai @openai/codex @qwen-code/qwen-code
+    python3 -m venv /work/harness_tools/msw && /work/harness_tools/msw/bin/pip install mini-swe-agent
+    .venv/bin/python tools/run_harness_samples.py --tools /work/harness_tools [--only codex,opencode]
+
+then ``--golden`` rewrites tests/golden/harness_samples.json from the bundled traces (the
+findings, near-miss kinds and counts the tests assert).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+OUT = ROOT / "sample_traces" / "harnesses"
+GOLDEN = ROOT / "tests" / "golden" / "harness_samples.json"
+MODEL_NAME = "SmolLM2-135M-Instruct"  # the engine's served name; also names the bundled tokenizer
+TASK = "The test in tests/test_loader.py fails. Find out why and fix configlib/loader.py. Be brief."
+FILES = {
+    "README.md": "# configlib\nA tiny config loader.\n",
+    "configlib/__init__.py": "from .loader import load_config\n",
+    "configlib/loader.py": (
+        "import json\n\n\ndef load_config(path):\n    with open(path) as f:\n        data = json.load(f)\n"
+        "    return data['settings']\n"
+    ),
+    "tests/test_loader.py": (
+        "from configlib import load_config\n\n\ndef test_missing_settings(tmp_path):\n"
+        "    p = tmp_path / 'c.json'\n    p.write_text('{}')\n    assert load_config(p) == {}\n"
+    ),
+}
+KEY = "sk-local-not-a-real-key"  # harnesses insist on a key; the proxy never records auth headers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(url: str, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not come up in {seconds:.0f} s")
+
+
+@contextlib.contextmanager
+def process(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> Iterator[subprocess.Popen]:
+    """A background process in its own group, stopped (the whole group) on exit."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def workspace(base: Path) -> Path:
+    repo = base / "repo"
+    for name, text in FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], cwd=repo, check=True)
+    return repo
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))}
+    env.update(HOME=str(home), NO_COLOR="1", CI="1", **extra)
+    return env
+
+
+def qwen_code(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    argv = [str(tools / "node_modules/.bin/qwen"), TASK, "--yolo", "--auth-type", "openai",
+            "--openai-base-url", f"{url}/v1", "--openai-api-key", KEY, "-m", MODEL_NAME]  # fmt: skip
+    return argv, _env(home, OPENAI_MODEL=MODEL_NAME)
+
+
+def opencode(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "local": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "local engine",
+                "options": {"baseURL": f"{url}/v1", "apiKey": KEY},
+                "models": {MODEL_NAME: {"name": "SmolLM2-135M-Instruct", "limit": {"context": 16384, "output": 48}}},
+            }
+        },
+        "model": f"local/{MODEL_NAME}",
+        "small_model": f"local/{MODEL_NAME}",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    (repo / "opencode.json").write_text(json.dumps(config, indent=2))
+    argv = [str(tools / "node_modules/.bin/opencode"), "run", "--print-logs", "--log-level", "WARN", "--auto",
+            "-m", f"local/{MODEL_NAME}", TASK]  # fmt: skip
+    return argv, _env(home, OPENCODE_DISABLE_AUTOUPDATE="1")
+
+
+def codex(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "{MODEL_NAME}"\nmodel_provider = "local"\n\n[model_providers.local]\nname = "local engine"\n'
+        f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_ENGINE_KEY"\n'
+    )
+    argv = [str(tools / "node_modules/.bin/codex"), "exec", "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox", TASK]  # fmt: skip
+    return argv, _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
+
+
+def mini_swe_agent(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    argv = [str(tools / "msw/bin/mini"), "-m", f"openai/{MODEL_NAME}", "-t", TASK, "-y", "--exit-immediately",
+            "-l", "0", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}/v1",
+            "-c", "agent.step_limit=6", "-o", str(home / "trajectory.json")]  # fmt: skip
+    return argv, _env(home, OPENAI_API_KEY=KEY, MSWEA_CONFIGURED="true", MSWEA_COST_TRACKING="ignore_errors")
+
+
+HARNESSES = {
+    "mini-swe-agent": (mini_swe_agent, "mini-swe-agent (PyPI)"),
+    "qwen-code": (qwen_code, "@qwen-code/qwen-code (npm)"),
+    "opencode": (opencode, "opencode-ai (npm)"),
+    "codex": (codex, "@openai/codex (npm)"),
+}
+
+
+def version_of(name: str, tools: Path) -> str:
+    argv = {
+        "mini-swe-agent": [str(tools / "msw/bin/python"), "-c", "import minisweagent; print(minisweagent.__version__)"],
+        "qwen-code": [str(tools / "node_modules/.bin/qwen"), "--version"],
+        "opencode": [str(tools / "node_modules/.bin/opencode"), "--version"],
+        "codex": [str(tools / "node_modules/.bin/codex"), "--version"],
+    }[name]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        return out[-1] if out else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def run_one(name: str, tools: Path, engine_url: str, base: Path, timeout: float) -> dict:
+    """Run one harness through a fresh capture proxy; returns what happened (for the README)."""
+    build, _ = HARNESSES[name]
+    work = base / name
+    home = work / "home"
+    home.mkdir(parents=True)
+    repo = workspace(work)
+    captures = work / "captures"
+    port = free_port()
+    proxy = [sys.executable, "-m", "graph", "capture", "--upstream", engine_url, "--out", str(captures),
+             "--port", str(port), "--harness", name]  # fmt: skip
+    with process(proxy, work / "proxy.log"):
+        wait_for(f"http://127.0.0.1:{port}/v1/models", 30)
+        argv, env = build(tools, f"http://127.0.0.1:{port}/session/{name}", repo, home)
+        started = time.time()
+        with open(work / "harness.log", "wb") as log:
+            env["PWD"] = str(repo)  # bun-based harnesses (opencode) find their project by $PWD
+            proc = subprocess.Popen(argv, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            try:
+                code: int | str = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                code = f"stopped after {timeout:.0f} s"
+            stop(proc)
+        seconds = time.time() - started
+    records = [line for f in sorted(captures.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
+    return {"harness": name, "exit": code, "seconds": round(seconds), "records": records, "log": work / "harness.log"}
+
+
+def steered(record: dict) -> str | None:
+    response = record.get("response")
+    if isinstance(response, list):
+        response = response[0] if response and isinstance(response[0], dict) else {}
+    return response.get("steered") if isinstance(response, dict) else None
+
+
+def write_trace(name: str, records: list[str]) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for line in records:
+            f.write(line + "\n")
+    return path
+
+
+def golden() -> dict:
+    """Per bundled harness trace: calls, structure, near-miss kinds and finding codes."""
+    from graph.analysis.decode import decoder_for
+    from graph.core.rollout import analyse
+    from graph.ingest.loading import load_paths
+
+    out = {}
+    for path in sorted(OUT.glob("*.jsonl.gz")):
+        loaded = load_paths([path])
+        for sid, session in sorted(loaded.sessions.items()):
+            r = analyse(session, decoder_for(session.calls, [path]))
+            s = r.stats
+            out[f"{path.name}:{sid}"] = {
+                "records": loaded.records,
+                "skipped": len(loaded.skipped),
+                "stats": {k: s[k] for k in ("n_turns", "n_roots", "n_forks", "n_discarded", "n_leaves",
+                                             "n_discarded_retries", "n_broken_replays", "n_unfinished")},  # fmt: skip
+                "near_miss_kinds": dict(sorted(Counter(m.kind for m in r.near_misses.values()).items())),
+                "findings": dict(sorted(Counter(f"{f.level} {f.code}" for f in r.findings).items())),
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed")
+    parser.add_argument("--only", default=",".join(HARNESSES), help="comma-separated harness names")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per harness run")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--golden", action="store_true", help="only rewrite the golden file from the bundled traces")
+    parser.add_argument("--engine", help="use this running engine (e.g. tests/fake_upstream.py) and write no traces")
+    args = parser.parse_args()
+    if not args.golden:
+        base = Path(tempfile.mkdtemp(prefix="harness-samples-"))
+        port = free_port()
+        engine = [sys.executable, str(ROOT / "tools" / "harness_engine.py"), "--port", str(port),
+                  "--max-tokens", str(args.max_tokens)]  # fmt: skip
+        if args.engine:
+            engine = [sys.executable, "-c", "import time; time.sleep(1e6)"]
+        engine_url = args.engine or f"http://127.0.0.1:{port}"
+        results = []
+        with process(engine, base / "engine.log"):
+            wait_for(f"{engine_url}/v1/models", 600)
+            for name in args.only.split(","):
+                result = run_one(name, args.tools, engine_url, base, args.timeout)
+                result["version"] = version_of(name, args.tools)
+                parsed = [json.loads(line) for line in result["records"]]
+                result["steered"] = sum(1 for r in parsed if steered(r))
+                if parsed and not args.engine:
+                    write_trace(name, result["records"])
+                tail = result["log"].read_text(errors="replace")[-400:]
+                print(f"{name} {result['version']}: exit {result['exit']} in {result['seconds']} s, "
+                      f"{len(parsed)} calls ({result['steered']} steered)\n{tail}", flush=True)  # fmt: skip
+                results.append({k: v for k, v in result.items() if k not in ("records", "log")})
+        (base / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        print(f"work files in {base}")
+        shutil.rmtree(base / "repo", ignore_errors=True)
+    if args.engine:
+        return
+    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+    GOLDEN.write_text(json.dumps(golden(), indent=2) + "\n")
+    print(f"golden -> {GOLDEN.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
