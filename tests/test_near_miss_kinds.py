@@ -59,7 +59,7 @@ def build(spec, messages=None, tools=None, decoder=None, finish=None):
             call.tools = tools[k]
         if finish is not None:
             call.finish_reason = finish[k]
-    return analyse(SessionInput("s", calls), decoder)
+    return analyse(SessionInput("s", calls), decoder=decoder)
 
 
 def kind_of(r, node_id):

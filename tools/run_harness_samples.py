@@ -242,7 +242,7 @@ def golden() -> dict:
     for path in sorted(OUT.glob("*.jsonl.gz")):
         loaded = load_paths([path])
         for sid, session in sorted(loaded.sessions.items()):
-            r = analyse(session, decoder_for(session.calls, [path]))
+            r = analyse(session, decoder=decoder_for(session.calls, [path]))
             s = r.stats
             out[f"{path.name}:{sid}"] = {
                 "records": loaded.records,

@@ -244,7 +244,7 @@ def _timestamp(value: object) -> float | None:
     return float(value)
 
 
-def analyse(session: SessionInput, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
+def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
     """Link, structure and grade one loaded session.
 
     Args:

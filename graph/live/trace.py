@@ -172,7 +172,7 @@ class LiveTrace:
             calls, links = session.linker.links()
             inputs = self.loaded.sessions[sid]
             snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids))
-            session.rollout = (session.version, analyse(snapshot, links))
+            session.rollout = (session.version, analyse(snapshot, links=links))
         return session.rollout[1]
 
     def snapshot(self) -> LoadResult:
