@@ -259,3 +259,23 @@ def test_limits_come_from_the_environment(tmp_path, capsys, monkeypatch):
 
 def test_resource_module_is_available():
     assert resource.RLIMIT_AS
+
+
+def test_document_parent_cycles_self_parents_and_dangling_parents_become_findings():
+    from graph.core.records import SessionInput
+    from graph.core.rollout import analyse
+    from tests.builders import calls_from_tokens
+
+    calls = calls_from_tokens([([1, 2], [3]), ([1, 2, 3, 4], [5]), ([9], [8]), ([7], [6]), ([5], [4])])
+    claimed = {"n0": "n1", "n1": "n0", "n2": "n2", "n3": "ghost", "n4": None}
+    for call in calls:
+        call.claims.update(in_sequences=True, parent=claimed[call.node_id])
+    rollout = analyse(SessionInput("s", calls, document={"sequences": []}))
+    parents = rollout.topology.parents
+    # A forest: every walk up ends at a root.
+    for node in range(len(calls)):
+        assert rollout.topology.path_to(node)[0] in rollout.topology.roots
+    details = {f.node_id: f.detail for f in rollout.findings if f.code == "document_invalid_parent"}
+    assert "cycle" in details["n0"] or "cycle" in details["n1"]
+    assert "own parent" in details["n2"] and "'ghost'" in details["n3"]
+    assert parents[2] is None and parents[4] is None

@@ -298,9 +298,15 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
 def _depth(raw: bytes) -> int:
     """Deepest bracket nesting outside strings (numpy; only for lines the stdlib must parse)."""
     text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', raw)
-    arr = np.frombuffer(text, dtype=np.uint8)
-    steps = np.isin(arr, (0x5B, 0x7B)).astype(np.int32) - np.isin(arr, (0x5D, 0x7D)).astype(np.int32)
-    return int(np.cumsum(steps).max()) if steps.size else 0
+    depth = deepest = 0
+    block = 1 << 22  # numpy temporaries stay small whatever the line's length
+    for at in range(0, len(text), block):
+        arr = np.frombuffer(text, dtype=np.uint8, count=min(block, len(text) - at), offset=at)
+        steps = ((arr == 0x5B) | (arr == 0x7B)).astype(np.int32) - ((arr == 0x5D) | (arr == 0x7D))
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        deepest = max(deepest, int(running.max()))
+        depth = int(running[-1])
+    return deepest
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
