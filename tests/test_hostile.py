@@ -84,7 +84,9 @@ def _limited_run(args: list[str]) -> tuple[subprocess.CompletedProcess, int]:
         f"resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))\n"
         "from graph.cli import main\n"
         "rc = main(sys.argv[1:])\n"
-        "print('peak_rss_kb=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec (the forked test runner's size).
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "print('peak_rss_kb=' + hwm, file=sys.stderr)\n"
         "sys.exit(rc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, cwd=ROOT, timeout=300)

@@ -140,7 +140,7 @@ class _SurvivingPool:
         # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
         # runner) before it can work; the CLI that starts the pool is single-threaded, so fork is safe.
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        self.context = multiprocessing.get_context(method)
+        self.context: Any = multiprocessing.get_context(method)
         self.names, self.limits, self.progress = names, limits, progress
         self.workers = min(workers, len(names))
         self.ordered: list[list[dict] | None] = [None] * len(names)
