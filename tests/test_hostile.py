@@ -281,3 +281,23 @@ def test_document_parent_cycles_self_parents_and_dangling_parents_become_finding
     assert "cycle" in details["n0"] or "cycle" in details["n1"]
     assert "own parent" in details["n2"] and "'ghost'" in details["n3"]
     assert parents[2] is None and parents[4] is None
+
+
+def test_the_memory_cap_stops_a_file_and_says_so(tmp_path, capsys):
+    from tests.builders import jsonl
+    from tests.hostile import good
+
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(jsonl([good(f"c{i}", [1, 2, 3], [4 + i]) for i in range(450)]))
+    assert main(["inspect", str(path), "--json", "--max-memory", "1K"]) == 0
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert load["records"] == load["loaded"] + len(load["skipped"])
+    assert load["loaded"] == 199 and "max_memory_bytes" in load["skipped"][-1]["reason"]
+
+
+def test_the_generator_writes_every_case(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.hostile", str(tmp_path / "corpus")], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "corpus").iterdir())) == len(CASES)
