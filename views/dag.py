@@ -13,7 +13,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from graph.core.rollout import Rollout
-from views.escape import plot
 from views.layout import Layout, layout
 from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
 
@@ -81,7 +80,10 @@ def dag_figure(
             x=x,
             y=y,
             mode="markers+text" if n <= LABEL_LIMIT else "markers",
-            text=[plot(c.node_id, 14) for c in rollout.calls] if n <= LABEL_LIMIT else None,
+            # WebGL text draws glyphs and parses no HTML (an entity would show literally): cut, not escaped.
+            text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls]
+            if n <= LABEL_LIMIT
+            else None,
             textposition="top center",
             textfont={"size": 9, "color": "#64748b"},
             name="calls",

@@ -170,7 +170,7 @@ def add_paths(command: argparse.ArgumentParser) -> None:
 
 _LIMIT_FLAGS = (
     ("--max-file-bytes", "max_file_bytes", "decompressed bytes read from one file (default 4G)"),
-    ("--max-line-bytes", "max_line_bytes", "bytes in one line or one JSON document (default 512M)"),
+    ("--max-line-bytes", "max_line_bytes", "bytes in one line or one JSON document (default 256M)"),
     ("--max-depth", "max_depth", "JSON nesting depth (default 512)"),
     ("--max-ids", "max_ids", "token ids in one array (default 64M)"),
     ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),

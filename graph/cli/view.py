@@ -7,6 +7,7 @@ import os
 import sys
 
 from graph.cli.common import check_paths, guarded
+from graph.ingest.limits import PUBLIC_ENV
 from graph.resources import app_script
 
 # The app's settings, passed as flags so they hold from any working folder (an installed wheel has
@@ -68,5 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """Become the Streamlit server (no child left behind when this process is stopped)."""
     check_paths(args.paths)
     command = streamlit_command(args)
+    if args.public:  # the app reads traces under the public limits (docs/limits.md)
+        os.environ[PUBLIC_ENV] = "1"
     os.execv(sys.executable, command)
     return 0  # not reached

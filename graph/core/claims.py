@@ -67,6 +67,7 @@ def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[li
 def disagreements(
     calls: list[Call], claimed: list[int | None], ours: list[int | None], sequences: list[Sequence], document: dict
 ) -> list[Finding]:
+    """WARN ``document_disagrees`` wherever the document's edges, roles or trainable counts differ from ours."""
     out = []
 
     def name(i: int | None) -> str:

@@ -32,7 +32,7 @@ class Limits:
     """What one load may consume. ``None`` for ``max_memory_bytes`` means no cap."""
 
     max_file_bytes: int = 4 * GB  # decompressed bytes read from one file
-    max_line_bytes: int = 512 * MB  # one JSONL line, or one whole JSON document
+    max_line_bytes: int = 256 * MB  # one JSONL line, or one whole JSON document
     max_depth: int = 512  # JSON nesting (orjson stops at 1024 whatever this says)
     max_ids: int = 64 * MB  # token ids in one array (64M ids)
     max_tool_index: int = 1024  # a stream chunk's tool_calls[].index
@@ -64,6 +64,19 @@ PUBLIC = Limits(
     max_tool_index=128,
     max_memory_bytes=None,
 )
+
+PUBLIC_ENV = "ROLLOUT_GRAPH_PUBLIC"  # set by `rollout-graph view --public`
+
+
+def for_app(environ: Mapping[str, str] | None = None) -> Limits:
+    """The app's limits: :data:`PUBLIC` on a public deployment, then ``ROLLOUT_GRAPH_MAX_*``."""
+    env = os.environ if environ is None else environ
+    base = PUBLIC if env.get(PUBLIC_ENV) == "1" else Limits()
+    try:
+        return Limits.from_env(env, base=base)
+    except ValueError:  # a malformed variable must not take the app down: keep the base limits
+        return base
+
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": MB, "g": GB, "t": 1 << 40}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -26,9 +27,9 @@ def trace_files(path: str | Path) -> list[Path]:
 def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
     """:func:`trace_files`, plus the folders that could not be listed and why.
 
-    Only regular files count as traces under a directory (a FIFO or device named like a trace is
-    reported by the reader when given by name, never opened while walking); symlinked folders are
-    not followed, so a link loop cannot hang the walk.
+    Only regular files are read under a directory; a FIFO, device or socket named like a trace is
+    reported, never opened (opening a FIFO waits for a writer). Symlinked folders are not followed,
+    so a link loop cannot hang the walk.
     """
     p = Path(path)
     if not p.is_dir():
@@ -44,10 +45,15 @@ def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
             if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES:
                 f = Path(folder, name)
                 try:
-                    if f.is_file():
-                        found.append(f)
-                except OSError as exc:  # pragma: no cover - a race with deletion
-                    failed(exc)
+                    mode = f.stat().st_mode
+                except OSError as exc:  # a dangling link, a race with deletion
+                    errors.append((str(f), f"cannot read file: {exc.strerror or exc}"))
+                    continue
+                if stat.S_ISREG(mode):
+                    found.append(f)
+                elif not stat.S_ISDIR(mode):
+                    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+                    errors.append((str(f), f"cannot read file: not a regular file ({kind}); skipped"))
     return sorted(found), sorted(errors)
 
 

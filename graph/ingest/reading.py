@@ -20,7 +20,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -132,11 +132,25 @@ def _gzip_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
                 data = b""
                 continue
             d = zlib.decompressobj(wbits=31)
+        backup = d.copy()
         try:
             out = d.decompress(data, _CHUNK)
         except zlib.error as exc:
+            # Salvage what decodes before the damage: replay this input in small pieces.
+            yield from _gzip_salvage(backup, data)
             raise StreamBreak(f"corrupt gzip data ({exc})") from None
         data = d.unused_data if d.eof else d.unconsumed_tail
+        if out:
+            yield out
+
+
+def _gzip_salvage(d, data: bytes) -> Iterator[bytes]:
+    """The output of ``data`` up to the first corrupt byte, 256 input bytes at a time (bounded)."""
+    for at in range(0, len(data), 256):
+        try:
+            out = d.decompress(data[at : at + 256])
+        except zlib.error:
+            return
         if out:
             yield out
 
@@ -148,7 +162,7 @@ def _zstd_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
     decompressor = zstandard.ZstdDecompressor()
     d = decompressor.decompressobj()
     data = first
-    piece = 64 << 10
+    piece = 4 << 10  # small pieces: a corrupt piece loses only its own output
     started = False
     while True:
         if not data:
@@ -167,10 +181,11 @@ def _zstd_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
             raise StreamBreak(f"corrupt zstd data ({exc})") from None
         if d.eof and d.unused_data:
             data = d.unused_data + data
-        # Keep each call's output near _CHUNK whatever the compression ratio (a bomb's is huge).
-        ratio = max(1, len(out) // max(1, len(head)))
-        piece = max(1 << 10, min(1 << 20, _CHUNK // ratio))
+        # Keep each call's output near 256 KB whatever the compression ratio (a bomb's is huge), so
+        # memory stays bounded and a corrupt piece loses little decoded output.
         if out:
+            ratio = max(1, len(out) // max(1, len(head)))
+            piece = max(1 << 10, min(256 << 10, (256 << 10) // ratio))
             yield out
 
 
@@ -283,9 +298,15 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
 def _depth(raw: bytes) -> int:
     """Deepest bracket nesting outside strings (numpy; only for lines the stdlib must parse)."""
     text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', raw)
-    arr = np.frombuffer(text, dtype=np.uint8)
-    steps = np.isin(arr, (0x5B, 0x7B)).astype(np.int32) - np.isin(arr, (0x5D, 0x7D)).astype(np.int32)
-    return int(np.cumsum(steps).max()) if steps.size else 0
+    depth = deepest = 0
+    block = 1 << 22  # numpy temporaries stay small whatever the line's length
+    for at in range(0, len(text), block):
+        arr = np.frombuffer(text, dtype=np.uint8, count=min(block, len(text) - at), offset=at)
+        steps = ((arr == 0x5B) | (arr == 0x7B)).astype(np.int32) - ((arr == 0x5D) | (arr == 0x7D))
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        deepest = max(deepest, int(running.max()))
+        depth = int(running[-1])
+    return deepest
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -365,7 +386,7 @@ def _items(value: Any) -> Iterator[RawValue]:
         yield RawValue(i, item)
 
 
-def read_values(source: Source, limits: Limits | None = None) -> Iterator[RawValue]:
+def read_values(source: Source, limits: Limits | None = None) -> Generator[RawValue, None, None]:
     """Yield the JSON values in a source, in order, with 1-based line numbers.
 
     JSONL is read line by line. A file whose first non-blank line does not parse, opens an object

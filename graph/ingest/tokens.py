@@ -202,8 +202,11 @@ def _one_id(tok) -> int:
 
 
 def _looks_like_id(tok) -> bool:
-    """Written as a token id (an int or ``token_id:N``), valid or not."""
-    return type(tok) is int or _is_token_id_text(tok)
+    """Written as a token id (a number or ``token_id:N``), valid or not.
+
+    orjson reads an integer beyond 64 bits as a float, so a float here is an id that was too big.
+    """
+    return type(tok) in (int, float) or _is_token_id_text(tok)
 
 
 def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | None = None) -> TopK | None:

@@ -21,7 +21,7 @@ from graph.core.records import FATAL, INFO, WARN
 from graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from graph.core.rollout import Rollout, analyse
 from graph.ingest.limits import Limits
-from graph.ingest.loading import load_paths, trace_files
+from graph.ingest.loading import load_paths, walk_traces
 from graph.reports.output import atomic_path
 
 COLUMNS = (
@@ -33,12 +33,17 @@ COLUMNS = (
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
-    """Files, directories (recursively) and globs -> trace files, each once, in order."""
+    """Files, directories (recursively) and globs -> trace files, each once, in order.
+
+    Unreadable folders and special files (FIFOs, devices) found while walking are kept in the
+    list, so each becomes an error row instead of vanishing from the audit.
+    """
     seen: dict[Path, None] = {}
     for item in inputs:
         matches = sorted(glob.glob(item, recursive=True)) if glob.has_magic(item) else [item]
         for match in matches:
-            for path in trace_files(match):
+            files, unreadable = walk_traces(match)
+            for path in [*files, *(Path(name) for name, _ in unreadable)]:
                 seen.setdefault(path, None)
     return list(seen)
 
@@ -140,7 +145,7 @@ class _SurvivingPool:
         # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
         # runner) before it can work; the CLI that starts the pool is single-threaded, so fork is safe.
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        self.context = multiprocessing.get_context(method)
+        self.context: Any = multiprocessing.get_context(method)
         self.names, self.limits, self.progress = names, limits, progress
         self.workers = min(workers, len(names))
         self.ordered: list[list[dict] | None] = [None] * len(names)

@@ -185,7 +185,7 @@ class Written:
             self.first_failure = f"{type(exc).__name__}: {exc}"[:200]
 
 
-ROW_GROUP_VALUES = 4_000_000  # list items buffered before a Parquet row group is written
+ROW_GROUP_VALUES = 1_000_000  # list items buffered before a Parquet row group is written
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
