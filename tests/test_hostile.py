@@ -237,7 +237,7 @@ def test_a_failed_export_leaves_no_file_and_keeps_the_old_one(tmp_path, monkeypa
     out = tmp_path / "rows.jsonl"
     out.write_text("previous\n")
 
-    def full_disk(rollout, roles=export.ALL_ROLES):
+    def full_disk(rollout, roles=export.ALL_ROLES, drop_unfinished=False):
         yield {"session_id": "s1"}
         raise OSError(28, "No space left on device")
 
