@@ -26,6 +26,10 @@ CORPUS_UPLOAD = "rg_corpus_upload"
 CORPUS_FILE = "rg_corpus_file"
 CORPUS_TABLE = "rg_corpus_table"
 CORPUS_NOTICE = "rg_corpus_notice"
+DAG_EXPANDED = "rg_dag_expanded"  # {session id: keys of chains drawn call by call}
+DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
+DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
+SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 
 
 def current_session(session_ids: list[str], default: str) -> str:
@@ -83,11 +87,26 @@ def new_pick(widget: str, value) -> bool:
     return value is not None
 
 
-def chart_click(rollout: Rollout, points: list) -> None:
-    nodes = [p for p in points if p.get("curve_number") == 1]
-    index = int(nodes[0]["point_index"]) if nodes else None
+def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_curve: int | None = None) -> int | None:
+    """Select the call clicked in the DAG (its arrival index is the point's ``customdata``).
+
+    Returns:
+        The key of a collapsed chain whose handle was clicked (the caller expands it), or None.
+    """
+    nodes = [p for p in points if p.get("curve_number") == calls_curve]
+    index = _custom(nodes[0]) if nodes else None
     if new_pick(f"dag-{rollout.session_id}", index):
         select_node(rollout, index, from_chart=True)
+    chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
+    chain = _custom(chains[0]) if chains else None
+    return chain if new_pick(f"dag-chain-{rollout.session_id}", chain) else None
+
+
+def _custom(point: dict) -> int:
+    data = point.get("customdata")
+    if isinstance(data, list):
+        data = data[0] if data else None
+    return int(data) if data is not None else int(point["point_index"])
 
 
 def _sync_url() -> None:

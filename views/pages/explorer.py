@@ -1,4 +1,8 @@
-"""The explorer page: choose traces, pick a rollout and a call; views/ renders each panel."""
+"""The explorer page: choose traces, pick a rollout and a call; views/ renders each panel.
+
+The first screen shows the picture: the headline numbers, then the DAG; everything else (guide,
+findings, other rollouts, audit, downloads) is below it, collapsed unless it matters.
+"""
 
 import sys
 
@@ -11,25 +15,27 @@ workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 if workspace is None:
     st.stop()
 
-overview.load_report(workspace)
 if not workspace.rollouts:
+    overview.load_report(workspace)
     st.info("No rollouts in this source.")
     st.stop()
 
 session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
-overview.rollouts_table(workspace, session_id)
 rollout = workspace.rollouts[session_id]
 
+st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
 overview.headline(rollout)
-overview.downloads(rollout)
+overview.load_report(workspace)
 rewrites = near_miss_view.banner(rollout)
 if rewrites:
     st.warning(rewrites)
+graph_view.render(rollout, workspace.key, options.near_misses)  # a click in the graph selects a call
+tour.render(rollout, expanded=state.current_node(rollout) is None)
 overview.findings_panel(rollout)
+overview.rollouts_table(workspace, session_id)
 rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
 audit_view.render(rollout, rollout_decoder)
-tour.render(rollout, expanded=state.current_node(rollout) is None)
-graph_view.render(rollout, workspace.key, options.near_misses)  # a click in the graph selects a call
+overview.downloads(rollout)
 
 node = state.current_node(rollout)
 if node is None:
