@@ -32,14 +32,15 @@ def test_fork_children_open_new_lanes_and_the_main_line_stays_straight():
     assert lay.y[1] == 1 and lay.x[1] == 1
 
 
-def test_each_roots_tree_keeps_its_lanes_together():
+def test_a_later_root_sits_below_the_call_that_arrived_just_before_it():
     spec = [([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3], [5]), ([1, 2, 3, 5], [6]), ([9], [8]), ([9, 8, 7], [6])]
     r = rollout_of_tokens(spec)
     lay = layout(r.topology)
-    first_tree = {lay.y[i] for i in range(4)}
-    second_tree = {lay.y[i] for i in (4, 5)}
-    assert max(first_tree) < min(second_tree)
-    assert lay.x[4] == 0
+    assert (lay.x[3], lay.y[3]) == (2, 0)  # the main line: n0 n2 n3 on lane 0, the retry n1 below n2
+    assert (lay.x[1], lay.y[1]) == (1, 1)
+    assert (lay.x[4], lay.x[5]) == (2, 3) and lay.y[4] == lay.y[5] == 1  # n4's tree starts in n3's column, below it
+    positions = {(lay.x[i], lay.y[i]) for i in range(6)}
+    assert len(positions) == 6  # no two calls at one place
 
 
 def test_layout_scales_to_thousands_of_calls():
@@ -70,7 +71,7 @@ def test_dag_figure_is_deterministic_and_escapes_hover_text():
 def test_dag_figure_changes_only_with_an_outside_highlight():
     r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4])])
     plain, lit = dag_figure(r), dag_figure(r, highlight=1)
-    assert plain.data[1].selectedpoints is None and list(lit.data[1].selectedpoints) == [1]
+    assert list(plain.data[1].selectedpoints) == [] and list(lit.data[1].selectedpoints) == [1]
     assert plain.to_json() == dag_figure(r).to_json()  # nothing but the options changes the figure
     assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
     boxed = [a for a in lit.layout.annotations if a.bordercolor]

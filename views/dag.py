@@ -198,11 +198,15 @@ class _Boxes:
             self.grid.setdefault(cell, []).append(box)
 
 
-def _window(lo: float, hi: float, span: float, centre: float | None) -> list[float]:
-    """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given."""
+def _window(lo: float, hi: float, span: float, centre: float | None, top: bool = False) -> list[float]:
+    """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given,
+    else at the start (at the end with ``top``)."""
     if hi - lo <= span:
         return [lo, hi] if centre is None else [min(lo, centre - span / 2), max(hi, centre + span / 2)]
-    start = lo if centre is None else min(max(lo, centre - span / 2), hi - span)
+    if centre is None:
+        start = hi - span if top else lo
+    else:
+        start = min(max(lo, centre - span / 2), hi - span)
     return [start, start + span]
 
 
@@ -234,7 +238,7 @@ def dag_figure(
     steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
     centre = pos.get(highlight) if highlight is not None else None
     xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
-    yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]))
+    yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
     # the range slider is the overview, shown when the default view does not hold everything
     overview = (xr[1] - xr[0]) < max_x + 1.2 or (yr[1] - yr[0]) < view.n_lanes + 0.4
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
@@ -296,12 +300,15 @@ def dag_figure(
     # labels are annotations (kept out of the range slider's overview); the calls trace carries every
     # id in transparent text that plotly shows for the call selected by a click
     labels: list[dict] = []
+    hidden_ids = list(texts)  # shown by plotly for a selected call; empty where a label is drawn already
     for k in order:
         if vis[k] == highlight:
-            continue  # labelled by its own boxed annotation
+            hidden_ids[k] = ""  # labelled by its own boxed annotation
+            continue
         side = place(x[k], y[k], texts[k])
         if side is not None:
             labels.append(_annotation(x[k], y[k], texts[k], side, "#475569"))
+            hidden_ids[k] = ""
     for k, chain in enumerate(drawn_chains):
         text = chain_label(chain)
         side = place(mx[k], my[k], text, ("bottom center", "top center"))
@@ -321,9 +328,9 @@ def dag_figure(
             x=x,
             y=y,
             mode="markers+text",
-            text=texts,
+            text=hidden_ids,
             textposition="top center",
-            textfont={"size": 11, "color": "rgba(0,0,0,0)"},
+            textfont={"size": 12, "color": "#0f172a"},  # shown only for a selected call (see unselected)
             name="calls",
             customdata=np.array(vis, dtype=np.int32),
             marker={
@@ -337,9 +344,11 @@ def dag_figure(
             },
             hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
             hoverinfo="text",
-            selectedpoints=None if centre is None else [centre],
-            selected={"marker": {"size": 20}, "textfont": {"color": "#0f172a"}},
-            unselected={"marker": {"opacity": 0.55}},
+            # An (empty) selection from the start: every call is "unselected" (id hidden, full
+            # opacity) until one is clicked or chosen, whose id then shows. No `selected` style:
+            # with one, Streamlit receives no click selection from an SVG scatter.
+            selectedpoints=[] if centre is None else [centre],
+            unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
             cliponaxis=False,
             showlegend=False,
         )

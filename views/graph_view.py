@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
+import streamlit.components.v1 as components
 
-from graph.analysis.chains import linear_chains, pinned_calls
+from graph.analysis.chains import continuations
 from graph.core.rollout import Rollout
 from views import state
-from views.dag import CALLS, CHAINS, dag_figure, legend_html
+from views.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
+
+# Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
+# the figure itself is centred on the call. Runs in the component's same-origin iframe.
+SCROLL_JS = """<script>
+setTimeout(() => {
+  const charts = Array.from(window.parent.document.querySelectorAll('.js-plotly-plot'));
+  const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
+  if (dag) dag.scrollIntoView({block: 'center', behavior: 'instant'});
+}, 400);
+</script>"""
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -31,32 +42,29 @@ def _figure(
     return dag_figure(_rollout, highlight, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _chain_of(key: str, session_id: str, _rollout: Rollout) -> dict[int, int]:
-    """call -> key of the collapsed chain hiding it (no call kept: the widest collapse)."""
-    chains = linear_chains(_rollout.topology.parents, pinned_calls(_rollout))
-    return {call: c.key for c in chains for call in c.calls}
-
-
 def _per_session(name: str, rollout: Rollout, default):
     return st.session_state.setdefault(name, {}).setdefault(rollout.session_id, default)
 
 
 def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
     expanded: set[int] = _per_session(state.DAG_EXPANDED, rollout, set())
+    chart_key = f"dag-{workspace_key}-{rollout.session_id}"
+    # a click in the chart first (its state is known before the chart is drawn), so the toolbar,
+    # the picker and the figure of this run agree with it
+    clicked = st.session_state.get(chart_key)
+    points = clicked["selection"]["points"] if clicked and clicked.get("selection") else []
+    chain = state.chart_click(rollout, points, CALLS, CHAINS)
+    if chain is not None:
+        expanded.add(chain)
     focus_ids: dict = st.session_state.setdefault(state.DAG_FOCUS, {})
     highlight = state.highlight(rollout)
     current = state.current_node(rollout)
     focus = None
     if focus_ids.get(rollout.session_id) is not None:
         focus = rollout.index_of(focus_ids[rollout.session_id])
-    # a call chosen from outside is always drawn: expand the chain hiding it, leave a focus it is outside of
-    if highlight is not None:
-        hidden_in = _chain_of(workspace_key, rollout.session_id, rollout).get(highlight)
-        if hidden_in is not None:
-            expanded.add(hidden_in)
-        if focus is not None and highlight not in _subtree(workspace_key, rollout, focus):
-            focus_ids[rollout.session_id] = focus = None
+    # a call chosen from outside is always drawn (dag_figure keeps it a node); a focus it is outside of ends
+    if highlight is not None and focus is not None and highlight not in _subtree(workspace_key, rollout, focus):
+        focus_ids[rollout.session_id] = focus = None
 
     left, middle, right = st.columns([2, 2, 3], vertical_alignment="center")
     collapse = left.toggle(
@@ -64,17 +72,24 @@ def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
         help="Runs of calls with one parent and one child are drawn as one thick edge. Roots, forks, leaves, "
         "retries, calls with findings and the selected call always stay nodes.",
     )  # fmt: skip
-    if expanded and middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}"):
+    if middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded):
         expanded.clear()
+        if current is not None and current != highlight:
+            state.select_node(rollout, current)  # the selected call stays a node
+            highlight = current
     if focus is not None:
         if right.button(
             f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
-    elif current is not None and rollout.topology.children[current] or current in rollout_continued(rollout):
+    else:
+        has_subtree = current is not None and (
+            bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
+        )
+        name = rollout.calls[current].node_id if current is not None else "the selected call"
         if right.button(
-            f"Focus on the subtree of {rollout.calls[current].node_id}", key=f"dag-focus-{rollout.session_id}"
+            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
         ):
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
@@ -82,43 +97,49 @@ def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
     figure = _figure(
         workspace_key, rollout.session_id, highlight, near_misses, collapse, frozenset(expanded), focus, rollout
     )
-    event = st.plotly_chart(
+    st.plotly_chart(
         figure,
-        key=f"dag-{workspace_key}-{rollout.session_id}",
+        key=chart_key,
         on_select="rerun",
         selection_mode="points",
         width="stretch",
         config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
     )
     st.html(legend_html())
-    chain = state.chart_click(rollout, event.selection.points if event else [], CALLS, CHAINS)
-    if chain is not None:
-        expanded.add(chain)
-        st.rerun()
+    if st.session_state.pop(state.SCROLL_TO_DAG, False):
+        components.html(SCROLL_JS, height=0)
     ids = rollout.node_ids
-    picked = st.selectbox(
+    picker = f"picker-{workspace_key}-{rollout.session_id}-{current}"
+    st.selectbox(
         "Call",
         options=range(len(ids)),
         index=current,
         format_func=lambda i: f"{ids[i]} · #{i} · {rollout.node_roles[i]}",
         placeholder="Click a node in the graph, or pick a call",
-        key=f"picker-{workspace_key}-{rollout.session_id}-{current}",
+        key=picker,
+        on_change=_picked,  # before the next run: that run draws the chart with the call chosen
+        args=(rollout, picker),
     )
-    if picked is not None and picked != current:
-        state.select_node(rollout, picked)
-        st.rerun()
 
 
-def rollout_continued(rollout: Rollout) -> set[int]:
-    from graph.analysis.chains import continuations
+def _picked(rollout: Rollout, picker: str) -> None:
+    value = st.session_state.get(picker)
+    if value is not None:
+        state.select_node(rollout, value)
 
-    return set(continuations(rollout).values())
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _continued_cached(key: str, session_id: str, _rollout: Rollout) -> frozenset[int]:
+    return frozenset(continuations(_rollout).values())
+
+
+def _continued(key: str, rollout: Rollout) -> frozenset[int]:
+    """Calls a later root nearly continued (so they have a subtree to focus on)."""
+    return _continued_cached(key, rollout.session_id, rollout)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _subtree_cached(key: str, session_id: str, focus: int, _rollout: Rollout) -> frozenset[int]:
-    from views.dag import subtree
-
     return frozenset(subtree(_rollout, focus))
 
 

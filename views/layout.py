@@ -4,8 +4,10 @@ Roots on the left, depth to the right, one lane per branch. A chain is a straigh
 first child of a node (the one with the largest subtree, so the main line stays straight)
 continues its parent's lane, and each other child's branch goes to the first lane below its
 parent that is free over the branch's whole horizontal extent (lanes are packed: a retry that
-ends at once shares a lane with the retries after it). Each root's tree keeps its lanes
-together, roots in arrival order, the next tree below the previous one.
+ends at once shares a lane with the retries after it). Roots are taken in arrival order: the
+first at the left of lane 0, each later one (a subagent, a side call) in the column of the call
+that arrived just before it, in the first free lane below that call, so side conversations sit
+under the point of the main line where they happened.
 
 ``pack`` lays out any forest given as a parent map over the drawn nodes, with an edge length
 per node (a collapsed chain is a longer edge); ``layout`` is the uncollapsed exact graph.
@@ -102,12 +104,17 @@ def pack(
     x: dict[int, float] = {}
     y: dict[int, int] = {}
     lanes = _Lanes()
-    base = 0
-    for root in roots:
-        x[root] = 0.0
-        # branches: (first node, lane of the node it hangs from or -1, x it hangs from)
-        pending = [(root, base - 1, 0.0)]
-        bottom = base
+    placed: list[int] = []  # sorted call indices (arrival order) already placed
+    bottom = 0
+    for n_root, root in enumerate(roots):
+        if n_root == 0:
+            x[root], pending = 0.0, [(root, -1, 0.0)]
+        else:
+            # a later root starts where the call that arrived just before it was drawn, below it
+            k = bisect.bisect_left(placed, root)
+            anchor = placed[k - 1] if k else placed[0]
+            x[root] = x[anchor]
+            pending = [(root, y[anchor], x[root])]
         while pending:
             first, parent_lane, hang_x = pending.pop()
             # the branch: first node, then main children all the way down
@@ -116,22 +123,21 @@ def pack(
                 nxt = children[branch[-1]][0]
                 x[nxt] = x[branch[-1]] + float(length.get(nxt, 1))
                 branch.append(nxt)
-            start = hang_x if parent_lane >= base else x[first]
-            lane = max(parent_lane + 1, base)
-            while not lanes.free(lane, start, x[branch[-1]]):
+            lane = parent_lane + 1
+            while not lanes.free(lane, hang_x, x[branch[-1]]):
                 lane += 1
-            lanes.take(lane, start, x[branch[-1]])
+            lanes.take(lane, hang_x, x[branch[-1]])
             bottom = max(bottom, lane)
             later = []
             for v in branch:
                 y[v] = lane
+                bisect.insort(placed, v)
                 for c in children[v][1:]:
                     x[c] = x[v] + float(length.get(c, 1))
                     later.append((c, lane, x[v]))
             # nearest side branches first (a stack: push in reverse)
             pending.extend(reversed(later))
-        base = bottom + 1
-    return Placement(x, y, base)
+    return Placement(x, y, bottom + 1 if nodes else 0)
 
 
 def subtree_sizes(topology: Topology) -> list[int]:

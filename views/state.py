@@ -29,6 +29,7 @@ CORPUS_NOTICE = "rg_corpus_notice"
 DAG_EXPANDED = "rg_dag_expanded"  # {session id: keys of chains drawn call by call}
 DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
 DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
+SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 
 
@@ -70,6 +71,7 @@ def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
     st.session_state[NODE] = rollout.calls[index].node_id
     if not from_chart:
         st.session_state[HIGHLIGHT] = st.session_state[NODE]
+        st.session_state[SCROLL_TO_DAG] = True
     _sync_url()
 
 
