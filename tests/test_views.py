@@ -81,20 +81,21 @@ def test_dag_figure_changes_only_with_an_outside_highlight():
 
 def _label_boxes(figure):
     """Approximate px boxes of the visible labels in the default view (same geometry as views/dag.py)."""
-    from views.dag import CHAR_PX, PLOT_WIDTH
+    from views.dag import CHAR_PX, LABELS, PLOT_WIDTH
 
     xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (figure.layout.height - 120) / (yr[1] - yr[0])
+    trace = figure.data[LABELS]
     boxes = []
-    for a in figure.layout.annotations:
-        if a.bordercolor or not (xr[0] <= a.x <= xr[1] and yr[0] <= a.y <= yr[1]):
+    for x, y, text, side in zip(trace.x, trace.y, trace.text, trace.textposition, strict=True):
+        if not (xr[0] <= x <= xr[1] and yr[0] <= y <= yr[1]):
             continue
-        lines = a.text.split("<br>")
+        lines = text.split("<br>")
         w, h = CHAR_PX * max(map(len, lines)), 12 * len(lines)
-        cx, cy = (a.x - xr[0]) * sx + (a.xshift or 0), (yr[1] - a.y) * sy - (a.yshift or 0)
-        x0 = cx - w / 2 if a.xanchor == "center" else cx
-        y0 = cy - h if a.yanchor == "bottom" else cy - h / 2 if a.yanchor == "middle" else cy
-        boxes.append((x0, y0, x0 + w, y0 + h, a.text))
+        cx, cy = (x - xr[0]) * sx, (yr[1] - y) * sy
+        x0 = cx - w / 2 if side != "middle right" else cx + 7
+        y0 = {"top center": cy - 7 - h, "bottom center": cy + 7, "middle right": cy - h / 2}[side]
+        boxes.append((x0, y0, x0 + w, y0 + h, text))
     return boxes
 
 
@@ -120,14 +121,14 @@ def test_labels_never_overlap_on_the_samples(samples):
 
 
 def test_collapsed_chains_are_drawn_as_clickable_segments():
-    from views.dag import CALLS, CHAINS
+    from views.dag import CALLS, CHAINS, LABELS
 
     spec = [(list(range(k)), [k]) for k in range(1, 11)]  # one conversation of 10 calls
     r = rollout_of_tokens(spec)
     figure = dag_figure(r)
     assert list(figure.data[CALLS].customdata) == [0, 9]  # the root and the leaf
     assert list(figure.data[CHAINS].customdata) == [1]  # one chain, keyed by its first call
-    assert "8 calls<br>+" in " ".join(a.text for a in figure.layout.annotations)
+    assert "8 calls<br>+" in " ".join(figure.data[LABELS].text)
     assert list(dag_figure(r, expanded={1}).data[CALLS].customdata) == list(range(10))
     assert list(dag_figure(r, collapse=False).data[CALLS].customdata) == list(range(10))
     # a call chosen outside the chart is never hidden: its chain splits around it

@@ -10,8 +10,9 @@ focus=None, keep=())`` draws:
 - trace 3 ``near misses``: dashed amber links to the call a root nearly continued (history
   rewritten, compacted), only with ``near_misses=True``; such roots are then laid out as
   continuations of that call instead of as separate trees;
-- trace 4 ``chains``: a clickable handle in the middle of each thick edge, labelled with its call
-  count and token growth, ``customdata`` = the chain's key (see graph/analysis/chains.py).
+- trace 4 ``chains``: a clickable handle in the middle of each thick edge, ``customdata`` = the
+  chain's key (see graph/analysis/chains.py);
+- trace 5 ``labels``: call ids and each chain's call count and token growth, placed without overlap.
 
 Keyword arguments (all optional, neutral defaults, so callers keep working as options are added;
 new options should follow the same rule and take call indices as sets):
@@ -47,14 +48,14 @@ from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
 HOVER_FINDINGS = 3
-EDGES, CALLS, CHAIN_LINES, NEAR_MISSES, CHAINS = range(5)  # trace numbers (curve_number in a selection)
+EDGES, CALLS, CHAIN_LINES, NEAR_MISSES, CHAINS, LABELS = range(6)  # trace numbers (curve_number in a selection)
 CHAIN_LENGTH = 3.0  # a collapsed chain is drawn this many steps long
 # Geometry of the default view, used to place labels without overlap and to choose the window.
 PLOT_WIDTH = 1000  # px, a typical chart width in the wide layout
 UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
 LANE_PX = 24  # px per lane
 MAX_HEIGHT = 480
-MIN_HEIGHT = 300
+MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
@@ -95,17 +96,6 @@ def chain_label(chain: Chain) -> str:
     """``37 calls<br>+12k tok``: how many calls a collapsed chain holds and how much its prompt grows."""
     n = len(chain.calls)
     return f"{n} call{'s' if n != 1 else ''}<br>{_short(chain.token_growth)} tok"
-
-
-_ANCHOR = {
-    "top center": {"xanchor": "center", "yanchor": "bottom", "yshift": 6},
-    "bottom center": {"xanchor": "center", "yanchor": "top", "yshift": -6},
-    "middle right": {"xanchor": "left", "yanchor": "middle", "xshift": 7},
-}
-
-
-def _annotation(x: float, y: float, text: str, side: str, color: str) -> dict:
-    return {"x": x, "y": y, "text": text, "showarrow": False, "font": {"size": 10, "color": color}, **_ANCHOR[side]}
 
 
 def _label(node_id: str) -> str:
@@ -274,6 +264,10 @@ def dag_figure(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
+    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+        cxp, cyp = px(x[centre], y[centre])
+        w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
+        boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
     rank = {ROOT: 1, FORK: 2, LEAF: 4, INNER: 5}
     order = sorted(
         range(len(vis)),
@@ -297,9 +291,9 @@ def dag_figure(
                 return side
         return None
 
-    # labels are annotations (kept out of the range slider's overview); the calls trace carries every
-    # id in transparent text that plotly shows for the call selected by a click
-    labels: list[dict] = []
+    # labels are one text-only trace (validated as arrays: fast); the calls trace carries every
+    # other id in text that plotly shows only for the call selected by a click
+    labels: list[tuple[float, float, str, str, str]] = []
     hidden_ids = list(texts)  # shown by plotly for a selected call; empty where a label is drawn already
     for k in order:
         if vis[k] == highlight:
@@ -307,13 +301,13 @@ def dag_figure(
             continue
         side = place(x[k], y[k], texts[k])
         if side is not None:
-            labels.append(_annotation(x[k], y[k], texts[k], side, "#475569"))
+            labels.append((x[k], y[k], texts[k], side, "#475569"))
             hidden_ids[k] = ""
     for k, chain in enumerate(drawn_chains):
         text = chain_label(chain)
         side = place(mx[k], my[k], text, ("bottom center", "top center"))
         if side is not None:
-            labels.append(_annotation(mx[k], my[k], text, side, "#64748b"))
+            labels.append((mx[k], my[k], text, side, "#64748b"))
 
     role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
     fig = go.Figure()
@@ -394,14 +388,29 @@ def dag_figure(
             showlegend=False,
         )
     )
+    fig.add_trace(
+        go.Scatter(
+            x=[lb[0] for lb in labels],
+            y=[lb[1] for lb in labels],
+            text=[lb[2] for lb in labels],
+            textposition=[lb[3] for lb in labels],
+            textfont={"size": 10, "color": [lb[4] for lb in labels]},
+            mode="text",
+            hoverinfo="skip",
+            name="labels",
+            showlegend=False,
+            cliponaxis=False,
+        )
+    )
+    annotations = []
     if centre is not None:
-        labels.append(
+        annotations.append(
             {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
              "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,
              "font": {"size": 12, "color": "#0f172a"}}
         )  # fmt: skip
     fig.update_layout(
-        annotations=labels,
+        annotations=annotations,
         height=height,
         margin={"l": 10, "r": 10, "t": 10, "b": 10},
         plot_bgcolor="#ffffff",
