@@ -395,7 +395,8 @@ def dag_figure(
             text=[lb[2] for lb in labels],
             textposition=[lb[3] for lb in labels],
             textfont={"size": 10, "color": [lb[4] for lb in labels]},
-            mode="text",
+            mode="markers+text",
+            marker={"size": 14, "opacity": 0},  # invisible: sets how far plotly puts the text from the point (7 px)
             hoverinfo="skip",
             name="labels",
             showlegend=False,
