@@ -118,18 +118,22 @@ DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-p
 """
 
 
-def node_position(page, node_index: int) -> tuple[float, float]:
-    """Page coordinates of a call's marker in the DAG (point i is call i), from plotly's own axes."""
+def node_position(page, node_index: int, trace: int = 1) -> tuple[float, float]:
+    """Page coordinates of a call's marker in the DAG, from plotly's own axes. The point whose
+    ``customdata`` is the call's arrival index (with chains collapsed, point k is not call k);
+    with ``trace=4``, the handle of the collapsed chain whose key is ``node_index``."""
     return page.evaluate(
         DAG_JS
-        + """(i) => {
+        + """([i, t]) => {
             const gd = dag();
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-            const trace = gd._fullData[1];
+            const trace = gd._fullData[t];
+            const k = trace.customdata ? Array.from(trace.customdata).indexOf(i) : i;
+            if (k < 0) throw new Error('not drawn: ' + i);
             const box = gd.getBoundingClientRect();
-            return [box.left + xa._offset + xa.l2p(trace.x[i]), box.top + ya._offset + ya.l2p(trace.y[i])];
+            return [box.left + xa._offset + xa.l2p(trace.x[k]), box.top + ya._offset + ya.l2p(trace.y[k])];
         }""",
-        node_index,
+        [node_index, trace],
     )
 
 

@@ -400,3 +400,62 @@ def message_traces(draw, max_calls=12):
         )
         calls.append(call)
     return calls
+
+
+def agent_records(n_calls: int, session: str = "big", chain: int = 150, retry_every: int = 25) -> list[dict]:
+    """A harness-shaped rollout of ``n_calls`` small vLLM chat records: long agent chains with a
+    retry every ``retry_every`` steps, each chain compacted into a new root with the same system
+    prompt (a near miss), a 6-call subagent with its own system prompt after each chain."""
+    fresh = iter(range(10_000, 10**9))
+    records: list[dict] = []
+
+    def call(prompt: list[int], sampled: list[int], system: str) -> None:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "go"}]
+        turn = Turn(f"c{len(records):04d}", prompt, sampled, messages=messages, session=session)
+        records.append(vllm_chat(turn))
+
+    agent_system, sub_system = list(range(100, 140)), list(range(200, 230))
+    prompt = agent_system + [next(fresh) for _ in range(3)]
+    while len(records) < n_calls:
+        for step in range(chain):
+            if len(records) >= n_calls:
+                break
+            if retry_every and step % retry_every == retry_every - 1:
+                call(prompt, [next(fresh)], "agent")  # retried: discarded
+            sampled = [next(fresh), next(fresh)]
+            call(prompt, sampled, "agent")
+            prompt = prompt + sampled + [next(fresh) for _ in range(3)]
+        sub = sub_system + [next(fresh)]
+        system = f"subagent {len(records)}"
+        for _ in range(6):
+            if len(records) >= n_calls:
+                break
+            sampled = [next(fresh)]
+            call(sub, sampled, system)
+            sub = sub + sampled + [next(fresh)]
+        prompt = agent_system + [next(fresh) for _ in range(8)]  # compacted: a summary replaces the history
+    return records[:n_calls]
+
+
+def rewriting_records(n_calls: int, session: str = "rewrites") -> list[dict]:
+    """A harness that rewrites its history every turn: the stop token the model sampled is replayed
+    as a different one, so every call is a new root that nearly continued the one before."""
+    system = list(range(100, 140))
+    gen, end, nl, tool = [1, 5], 2, 3, [1, 6]
+    prompt = system + [7, 8, 9] + gen
+    records = []
+    for turn in range(n_calls):
+        sampled = [50 + turn, 60 + turn, 99]
+        records.append(
+            vllm_chat(
+                Turn(
+                    f"t{turn:02d}",
+                    list(prompt),
+                    sampled,
+                    session=session,
+                    messages=[{"role": "system", "content": "agent"}],
+                )
+            )
+        )
+        prompt = prompt + [50 + turn, 60 + turn, 98, end, nl] + tool + [70 + turn, end, nl] + gen
+    return records

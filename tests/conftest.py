@@ -27,10 +27,21 @@ if "ROLLOUT_GRAPH_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["ROLLOUT_GRAPH_CACHE"], True)
 
 
+# Test files that drive the app in Chromium: marked `browser` and `slow`.
+BROWSER_FILES = {
+    "test_browser.py",
+    "test_space.py",
+    "test_browser_live.py",
+    "test_browser_dag.py",
+    "test_browser_nav.py",
+    "test_browser_signals.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
     """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""
     for item in items:
-        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py", "test_browser_live.py"):
+        if Path(str(item.fspath)).name in BROWSER_FILES:
             item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.slow)
 

@@ -30,7 +30,11 @@ def test_selecting_a_call_shows_its_detail_and_updates_the_link(monkeypatch):
     page = html_of(at)
     assert ">c07 <span" in page and "Token text decoded with sample_traces/SmolLM2-135M-Instruct" in page
     assert at.query_params["node"] == "c07"
-    assert {"Tokens", "Messages", "Sequence", "Where the tokens went", "Why it split"} <= {t.label for t in at.tabs}
+    assert {"Tokens", "Messages", "Sequence"} <= {t.label for t in at.tabs}
+    assert "Where the tokens went" not in {t.label for t in at.tabs}  # the Audit panel runs only when opened
+    at = next(t for t in at.toggle if t.label.startswith("Audit")).set_value(True).run()
+    no_errors(at)
+    assert {"Where the tokens went", "Why it split"} <= {t.label for t in at.tabs}
     assert "rg-b" in page and "rg-c" in page  # sampled tokens coloured, context tokens neutral
     assert "You are a coding agent" in page  # the messages tab
 

@@ -126,6 +126,7 @@ def test_app_audit_panel_runs_the_retokenization_check(monkeypatch):
     from tests.apptest import app, no_errors
 
     at = app(monkeypatch)
+    at = next(t for t in at.toggle if t.label.startswith("Audit")).set_value(True).run()
     button = next(b for b in at.button if b.label == "Decode and re-encode every prompt")
     button.click().run()
     no_errors(at)

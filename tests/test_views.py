@@ -32,14 +32,15 @@ def test_fork_children_open_new_lanes_and_the_main_line_stays_straight():
     assert lay.y[1] == 1 and lay.x[1] == 1
 
 
-def test_each_roots_tree_keeps_its_lanes_together():
+def test_a_later_root_sits_below_the_call_that_arrived_just_before_it():
     spec = [([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3], [5]), ([1, 2, 3, 5], [6]), ([9], [8]), ([9, 8, 7], [6])]
     r = rollout_of_tokens(spec)
     lay = layout(r.topology)
-    first_tree = {lay.y[i] for i in range(4)}
-    second_tree = {lay.y[i] for i in (4, 5)}
-    assert max(first_tree) < min(second_tree)
-    assert lay.x[4] == 0
+    assert (lay.x[3], lay.y[3]) == (2, 0)  # the main line: n0 n2 n3 on lane 0, the retry n1 below n2
+    assert (lay.x[1], lay.y[1]) == (1, 1)
+    assert (lay.x[4], lay.x[5]) == (2, 3) and lay.y[4] == lay.y[5] == 1  # n4's tree starts in n3's column, below it
+    positions = {(lay.x[i], lay.y[i]) for i in range(6)}
+    assert len(positions) == 6  # no two calls at one place
 
 
 def test_layout_scales_to_thousands_of_calls():
@@ -70,9 +71,79 @@ def test_dag_figure_is_deterministic_and_escapes_hover_text():
 def test_dag_figure_changes_only_with_an_outside_highlight():
     r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4])])
     plain, lit = dag_figure(r), dag_figure(r, highlight=1)
-    assert plain.data[1].selectedpoints is None and list(lit.data[1].selectedpoints) == [1]
-    assert plain.layout.uirevision == lit.layout.uirevision == "s"
+    assert list(plain.data[1].selectedpoints) == [] and list(lit.data[1].selectedpoints) == [1]
+    assert plain.to_json() == dag_figure(r).to_json()  # nothing but the options changes the figure
+    assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
+    boxed = [a for a in lit.layout.annotations if a.bordercolor]
+    assert [a.text for a in boxed] == ["<b>n1</b>"] and not [a for a in plain.layout.annotations if a.bordercolor]
     assert int(np.isnan(np.asarray(plain.data[0].x, dtype=float)).sum()) == 1  # one edge, one line trace
+
+
+def _label_boxes(figure):
+    """Approximate px boxes of the visible labels in the default view (same geometry as views/dag.py)."""
+    from views.dag import CHAR_PX, LABELS, PLOT_WIDTH
+
+    xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (figure.layout.height - 120) / (yr[1] - yr[0])
+    trace = figure.data[LABELS]
+    boxes = []
+    for x, y, text, side in zip(trace.x, trace.y, trace.text, trace.textposition, strict=True):
+        if not (xr[0] <= x <= xr[1] and yr[0] <= y <= yr[1]):
+            continue
+        lines = text.split("<br>")
+        w, h = CHAR_PX * max(map(len, lines)), 12 * len(lines)
+        cx, cy = (x - xr[0]) * sx, (yr[1] - y) * sy
+        x0 = cx - w / 2 if side != "middle right" else cx + 7
+        y0 = {"top center": cy - 7 - h, "bottom center": cy + 7, "middle right": cy - h / 2}[side]
+        boxes.append((x0, y0, x0 + w, y0 + h, text))
+    return boxes
+
+
+@pytest.fixture(scope="module")
+def samples():
+    from graph.core.rollout import analyse
+    from graph.ingest.loading import load_paths
+    from graph.resources import SAMPLES
+
+    return {sid: analyse(session) for sid, session in load_paths([SAMPLES]).sessions.items()}
+
+
+def test_labels_never_overlap_on_the_samples(samples):
+    for rollout in samples.values():
+        boxes = _label_boxes(dag_figure(rollout, near_misses=True))
+        assert boxes
+        for i, (a0, b0, a1, b1, ta) in enumerate(boxes):
+            for c0, d0, c1, d1, tb in boxes[i + 1 :]:
+                assert not (a0 < c1 - 1 and c0 < a1 - 1 and b0 < d1 - 1 and d0 < b1 - 1), (ta, tb)
+    roots = [samples["fix-config-bug"].calls[i].node_id for i in samples["fix-config-bug"].topology.roots]
+    labelled = {t for *_, t in _label_boxes(dag_figure(samples["fix-config-bug"], near_misses=True))}
+    assert {"c01", "c03", "c08"} <= set(roots) and {"c03", "c08"} <= labelled
+
+
+def test_collapsed_chains_are_drawn_as_clickable_segments():
+    from views.dag import CALLS, CHAINS, LABELS
+
+    spec = [(list(range(k)), [k]) for k in range(1, 11)]  # one conversation of 10 calls
+    r = rollout_of_tokens(spec)
+    figure = dag_figure(r)
+    assert list(figure.data[CALLS].customdata) == [0, 9]  # the root and the leaf
+    assert list(figure.data[CHAINS].customdata) == [1]  # one chain, keyed by its first call
+    assert "8 calls<br>+" in " ".join(figure.data[LABELS].text)
+    assert list(dag_figure(r, expanded={1}).data[CALLS].customdata) == list(range(10))
+    assert list(dag_figure(r, collapse=False).data[CALLS].customdata) == list(range(10))
+    # a call chosen outside the chart is never hidden: its chain splits around it
+    assert 4 in dag_figure(r, highlight=4).data[CALLS].customdata
+    # focus: only the subtree of call 6 (which stays a node)
+    assert list(dag_figure(r, focus=6).data[CALLS].customdata) == [6, 9]
+
+
+def test_a_5000_call_figure_is_small():
+    from tests.builders import agent_records
+
+    r = rollout_of(agent_records(5000))
+    figure = dag_figure(r, near_misses=True)
+    assert len(figure.to_json()) < 1_000_000
+    assert len(figure.data[1].x) < 1000 and figure.layout.xaxis.rangeslider.visible
 
 
 def test_legend_explains_every_colour_and_symbol():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -29,12 +30,23 @@ def flows_frame(rollout: Rollout) -> pd.DataFrame:
     )  # fmt: skip
 
 
+BINS = 40
+
+
 def logprob_histogram(rollout: Rollout) -> go.Figure:
+    """Sampled logprobs by role, binned here: the browser gets BINS counts per role, never the raw values."""
     fig = go.Figure()
-    for role, values in logprobs_by_role(rollout).items():
-        fig.add_trace(go.Histogram(x=values, name=role, marker_color=ROLE_COLORS[role], opacity=0.7, nbinsx=40))
+    by_role = {role: np.asarray(values, dtype=float) for role, values in logprobs_by_role(rollout).items()}
+    finite = [v[np.isfinite(v)] for v in by_role.values()]
+    low = min((float(v.min()) for v in finite if v.size), default=-1.0)
+    edges = np.linspace(min(low, -1e-6), 0.0, BINS + 1)
+    centres, width = (edges[:-1] + edges[1:]) / 2, float(edges[1] - edges[0])
+    for role, ok in zip(by_role, finite, strict=True):
+        counts, _ = np.histogram(np.clip(ok, edges[0], edges[-1]), bins=edges)
+        fig.add_trace(go.Bar(x=centres, y=counts, width=width, name=role, marker_color=ROLE_COLORS[role], opacity=0.7))
     fig.update_layout(
         barmode="overlay",
+        bargap=0,
         height=260,
         margin={"l": 10, "r": 10, "t": 30, "b": 30},
         title="Sampled logprobs by role",
@@ -52,7 +64,14 @@ def _select(rollout: Rollout, node: int | None, widget: str) -> None:
 
 
 def render(rollout: Rollout, decoder: Decoder) -> None:
-    with st.expander("Audit: where the tokens went, why it split, forks and retries, retokenization"):
+    """The Audit panel, computed and sent only while its toggle is on (an expander's body always runs)."""
+    if not st.toggle(
+        "Audit: where the tokens went, why it split, forks and retries, retokenization",
+        key=state.SHOW_AUDIT,
+        help="Computed only while open.",
+    ):
+        return
+    with st.container(border=True):
         went, split, forks, retok = st.tabs(
             ["Where the tokens went", "Why it split", "Forks and retries", "Retokenization"]
         )

@@ -1,25 +1,64 @@
 """The rollout DAG as a plotly figure (pure), and its legend as HTML (pure).
 
-The figure depends only on the rollout and on ``highlight`` (a node chosen from outside the
-chart: a deep link, a finding), never on clicks made in the chart itself, so it stays identical
-across reruns and plotly keeps its own selection, zoom and pan (``uirevision``).
+``dag_figure(rollout, highlight=None, *, near_misses=False, collapse=True, expanded=(),
+focus=None, keep=())`` draws:
+
+- trace 0 ``edges``: exact token-prefix links between drawn calls (thin, solid);
+- trace 1 ``calls``: one marker per drawn call, ``customdata`` = the call's arrival index (with
+  chains collapsed, point ``k`` is not call ``k``: read ``customdata``);
+- trace 2 ``chain lines``: each collapsed linear chain as one thick edge;
+- trace 3 ``near misses``: dashed amber links to the call a root nearly continued (history
+  rewritten, compacted), only with ``near_misses=True``; such roots are then laid out as
+  continuations of that call instead of as separate trees;
+- trace 4 ``chains``: a clickable handle in the middle of each thick edge, ``customdata`` = the
+  chain's key (see graph/analysis/chains.py);
+- trace 5 ``labels``: call ids and each chain's call count and token growth, placed without overlap.
+
+Keyword arguments (all optional, neutral defaults, so callers keep working as options are added;
+new options should follow the same rule and take call indices as sets):
+
+- ``highlight``: a call chosen outside the chart (deep link, finding, picker, tour): selected,
+  labelled with an arrow, and the view is centred on it;
+- ``collapse``: draw linear chains as segments (``graph.analysis.chains``);
+- ``expanded``: keys of chains to draw call by call;
+- ``focus``: a call whose subtree (exact descendants and near-miss continuations) is the only part drawn;
+- ``keep``: more calls to keep as nodes (never hidden in a chain), e.g. search hits.
+
+The figure depends only on these arguments, never on clicks made in the chart itself, so it
+stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
+without overlap for the default view (a call's id is left out where it would collide; hover shows
+every id; the selected call is always labelled).
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
+from graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
+from graph.analysis.chains import collapse as collapse_chains
 from graph.core.rollout import Rollout
-from views.layout import Layout, layout
+from views.layout import pack
 from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
 
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
 HOVER_FINDINGS = 3
-LABEL_LIMIT = 150  # call ids are printed beside the nodes up to this many calls
+EDGES, CALLS, CHAIN_LINES, NEAR_MISSES, CHAINS, LABELS = range(6)  # trace numbers (curve_number in a selection)
+CHAIN_LENGTH = 3.0  # a collapsed chain is drawn this many steps long
+# Geometry of the default view, used to place labels without overlap and to choose the window.
+PLOT_WIDTH = 1000  # px, a typical chart width in the wide layout
+UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
+LANE_PX = 24  # px per lane
+MAX_HEIGHT = 480
+MIN_HEIGHT = 240
+CHAR_PX = 6.0  # width of one label character at font size 10
+LABEL_CHARS = 14
+SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
 def node_kind(rollout: Rollout, i: int) -> str:
@@ -47,47 +86,247 @@ def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
     return "<br>".join(lines)
 
 
+def _short(n: int) -> str:
+    sign = "+" if n >= 0 else "−"
+    n = abs(n)
+    return f"{sign}{n:,}" if n < 10_000 else f"{sign}{n / 1000:.0f}k" if n < 1_000_000 else f"{sign}{n / 1e6:.1f}M"
+
+
+def chain_label(chain: Chain) -> str:
+    """``37 calls<br>+12k tok``: how many calls a collapsed chain holds and how much its prompt grows."""
+    n = len(chain.calls)
+    return f"{n} call{'s' if n != 1 else ''}<br>{_short(chain.token_growth)} tok"
+
+
+def _label(node_id: str) -> str:
+    return html.escape(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
+
+
+@dataclass(frozen=True, slots=True)
+class DagView:
+    """What the figure draws: drawn calls with positions, drawn parents, collapsed chains."""
+
+    visible: list[int]
+    drawn_parent: dict[int, int | None]
+    via: dict[int, Chain]
+    chains: list[Chain]
+    continued: dict[int, int]  # root -> the call it nearly continued (laid out after it)
+    x: dict[int, float]
+    y: dict[int, int]
+    n_lanes: int
+
+
+def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
+    """``node`` and everything below it: exact descendants, and near-miss continuations."""
+    import networkx as nx
+
+    graph = rollout.to_networkx()
+    if near_misses:
+        ids = rollout.node_ids
+        graph.add_edges_from((ids[e], ids[r]) for r, e in continuations(rollout).items())
+    names = nx.descendants(graph, rollout.calls[node].node_id) | {rollout.calls[node].node_id}
+    return {rollout.index_of(name) for name in names}
+
+
+def dag_view(
+    rollout: Rollout,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+) -> DagView:
+    """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
+    topo, n = rollout.topology, len(rollout.calls)
+    keep = set(keep) | ({focus} if focus is not None else set())
+    if collapse:
+        chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
+        view = collapse_chains(n, topo.parents, chains, expanded)
+        visible, drawn, via, folded = view.visible, view.drawn_parent, view.via, view.chains
+    else:
+        visible, drawn, via, folded = list(range(n)), dict(enumerate(topo.parents)), {}, []
+    continued = continuations(rollout) if near_misses else {}
+    if focus is not None:
+        inside = subtree(rollout, focus, near_misses)
+        visible = [v for v in visible if v in inside]
+        folded = [c for c in folded if c.before in inside and c.after in inside]
+        via = {v: c for v, c in via.items() if v in inside and c.before in inside}
+        continued = {r: e for r, e in continued.items() if r in inside and e in inside}
+    layout_parent = {v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible}
+    if focus is not None:
+        layout_parent[focus] = None
+    length = {v: CHAIN_LENGTH for v in via}
+    placed = pack(visible, layout_parent, length)
+    return DagView(visible, drawn, via, folded, continued, placed.x, placed.y, placed.n_lanes)
+
+
+class _Boxes:
+    """Axis-aligned boxes in px, on a grid, to place labels without overlap."""
+
+    CELL = 48.0
+
+    def __init__(self) -> None:
+        self.grid: dict[tuple[int, int], list[tuple[float, float, float, float]]] = {}
+
+    def _cells(self, box: tuple[float, float, float, float]):
+        x0, y0, x1, y1 = box
+        for gx in range(int(x0 // self.CELL), int(x1 // self.CELL) + 1):
+            for gy in range(int(y0 // self.CELL), int(y1 // self.CELL) + 1):
+                yield gx, gy
+
+    def fits(self, box: tuple[float, float, float, float]) -> bool:
+        x0, y0, x1, y1 = box
+        for cell in self._cells(box):
+            for a0, b0, a1, b1 in self.grid.get(cell, ()):
+                if x0 < a1 and a0 < x1 and y0 < b1 and b0 < y1:
+                    return False
+        return True
+
+    def add(self, box: tuple[float, float, float, float]) -> None:
+        for cell in self._cells(box):
+            self.grid.setdefault(cell, []).append(box)
+
+
+def _window(lo: float, hi: float, span: float, centre: float | None, top: bool = False) -> list[float]:
+    """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given,
+    else at the start (at the end with ``top``)."""
+    if hi - lo <= span:
+        return [lo, hi] if centre is None else [min(lo, centre - span / 2), max(hi, centre + span / 2)]
+    if centre is None:
+        start = hi - span if top else lo
+    else:
+        start = min(max(lo, centre - span / 2), hi - span)
+    return [start, start + span]
+
+
 def dag_figure(
-    rollout: Rollout, highlight: int | None = None, lay: Layout | None = None, near_misses: bool = False
+    rollout: Rollout,
+    highlight: int | None = None,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
 ) -> go.Figure:
-    lay = lay or layout(rollout.topology)
-    n = len(rollout.calls)
+    """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
+    keep = set(keep) | ({highlight} if highlight is not None else set())
+    view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
+    vis = view.visible
     roles = rollout.node_roles
-    kinds = [node_kind(rollout, i) for i in range(n)]
-    x = np.asarray(lay.x, dtype=float)
-    y = -np.asarray(lay.y, dtype=float)
-    children = np.array([c for c, p in enumerate(rollout.topology.parents) if p is not None], dtype=int)
-    parents = np.array([rollout.topology.parents[c] for c in children], dtype=int)
-    # one line trace for every edge: (parent, child, gap) triples
-    ex = np.column_stack([x[parents], x[children], np.full(children.shape[0], np.nan)]).ravel()
-    ey = np.column_stack([y[parents], y[children], np.full(children.shape[0], np.nan)]).ravel()
-    # Numbers, not strings, for colours and symbols: plotly validates numeric arrays in one step.
-    role_codes = np.array([ROLE_ORDER.index(r) for r in roles], dtype=float)
+    kinds = [node_kind(rollout, i) for i in vis]
+    x = np.array([view.x[v] for v in vis], dtype=float)
+    y = -np.array([view.y[v] for v in vis], dtype=float)
+    pos = {v: k for k, v in enumerate(vis)}
+    max_x = float(x.max()) if len(x) else 0.0
+
+    # default view: everything if it is readable, else a window (the range slider shows the rest)
+    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, LANE_PX * view.n_lanes + 120)))
+    plot_h = height - 120
+    lanes_shown = max(3.0, plot_h / LANE_PX)
+    steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
+    centre = pos.get(highlight) if highlight is not None else None
+    xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
+    yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
+    # the range slider is the overview, shown when the default view does not hold everything
+    overview = (xr[1] - xr[0]) < max_x + 1.2 or (yr[1] - yr[0]) < view.n_lanes + 0.4
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
+
+    # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
+    direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
+    par = np.array([pos[view.drawn_parent[v]] for v in direct], dtype=int)
+    kid = np.array([pos[v] for v in direct], dtype=int)
+    gap = np.full(len(direct), np.nan)
+    ex = np.column_stack([x[par], x[kid], gap]).ravel() if direct else []
+    ey = np.column_stack([y[par], y[kid], gap]).ravel() if direct else []
+
+    # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
+    drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
+    cx0 = np.array([x[pos[c.before]] for c in drawn_chains])
+    cx1 = np.array([x[pos[c.after]] for c in drawn_chains])
+    cy0 = np.array([y[pos[c.before]] for c in drawn_chains])
+    cy1 = np.array([y[pos[c.after]] for c in drawn_chains])
+    trim = 0.22
+    lx = np.column_stack([cx0 + trim, cx1 - trim, np.full(len(drawn_chains), np.nan)]).ravel()
+    ly = np.column_stack([cy0 + (cy1 - cy0) * trim / CHAIN_LENGTH, cy1, np.full(len(drawn_chains), np.nan)]).ravel()
+    mx, my = (cx0 + cx1) / 2, (cy0 + cy1) / 2
+
+    # labels, most important first, each only where it does not overlap a marker or a label
+    boxes = _Boxes()
+
+    def px(xv: float, yv: float) -> tuple[float, float]:
+        return (xv - xr[0]) * sx, (yr[1] - yv) * sy
+
+    for k in range(len(vis)):
+        cxp, cyp = px(x[k], y[k])
+        boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
+    for k in range(len(drawn_chains)):
+        cxp, cyp = px(mx[k], my[k])
+        boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
+    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+        cxp, cyp = px(x[centre], y[centre])
+        w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
+        boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
+    rank = {ROOT: 1, FORK: 2, LEAF: 4, INNER: 5}
+    order = sorted(
+        range(len(vis)),
+        key=lambda k: (vis[k] != highlight, 3 if rollout.findings_for(vis[k]) else rank[kinds[k]], vis[k]),
+    )
+    texts = [_label(rollout.calls[v].node_id) for v in vis]
+
+    def place(xv: float, yv: float, text: str, sides: tuple[str, ...] = SIDES) -> str | None:
+        cxp, cyp = px(xv, yv)
+        lines = text.split("<br>")
+        w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
+        h = 13 * len(lines)
+        for side in sides:
+            box = {
+                "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
+                "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
+                "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
+            }[side]
+            if boxes.fits(box):
+                boxes.add(box)
+                return side
+        return None
+
+    # labels are one text-only trace (validated as arrays: fast); the calls trace carries every
+    # other id in text that plotly shows only for the call selected by a click
+    labels: list[tuple[float, float, str, str, str]] = []
+    hidden_ids = list(texts)  # shown by plotly for a selected call; empty where a label is drawn already
+    for k in order:
+        if vis[k] == highlight:
+            hidden_ids[k] = ""  # labelled by its own boxed annotation
+            continue
+        side = place(x[k], y[k], texts[k])
+        if side is not None:
+            labels.append((x[k], y[k], texts[k], side, "#475569"))
+            hidden_ids[k] = ""
+    for k, chain in enumerate(drawn_chains):
+        text = chain_label(chain)
+        side = place(mx[k], my[k], text, ("bottom center", "top center"))
+        if side is not None:
+            labels.append((mx[k], my[k], text, side, "#64748b"))
+
+    role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
     fig = go.Figure()
     fig.add_trace(
-        go.Scattergl(
-            x=ex,
-            y=ey,
-            mode="lines",
-            line={"color": "#cbd5e1", "width": 1.2},
-            hoverinfo="skip",
-            showlegend=False,
+        go.Scatter(
+            x=ex, y=ey, mode="lines", line={"color": "#cbd5e1", "width": 1.2}, hoverinfo="skip", showlegend=False,
             name="edges",
         )
-    )
+    )  # fmt: skip
     fig.add_trace(
-        go.Scattergl(
+        go.Scatter(
             x=x,
             y=y,
-            mode="markers+text" if n <= LABEL_LIMIT else "markers",
-            # WebGL text draws glyphs and parses no HTML (an entity would show literally): cut, not escaped.
-            text=[c.node_id if len(c.node_id) <= 14 else c.node_id[:13] + "…" for c in rollout.calls]
-            if n <= LABEL_LIMIT
-            else None,
+            mode="markers+text",
+            text=hidden_ids,
             textposition="top center",
-            textfont={"size": 9, "color": "#64748b"},
+            textfont={"size": 12, "color": "#0f172a"},  # shown only for a selected call (see unselected)
             name="calls",
-            customdata=np.arange(n, dtype=np.int32),
+            customdata=np.array(vis, dtype=np.int32),
             marker={
                 "color": role_codes,
                 "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
@@ -97,46 +336,110 @@ def dag_figure(
                 "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
                 "line": {"color": "#ffffff", "width": 1},
             },
-            hovertext=[_hover(rollout, i, roles[i], kinds[i]) for i in range(n)],
+            hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
             hoverinfo="text",
-            selectedpoints=None if highlight is None else [highlight],
-            selected={"marker": {"size": 18}},
-            unselected={"marker": {"opacity": 0.6}, "textfont": {"color": "#94a3b8"}},
+            # An (empty) selection from the start: every call is "unselected" (id hidden, full
+            # opacity) until one is clicked or chosen, whose id then shows. No `selected` style:
+            # with one, Streamlit receives no click selection from an SVG scatter.
+            selectedpoints=[] if centre is None else [centre],
+            unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
+            cliponaxis=False,
             showlegend=False,
         )
     )
-    if near_misses:
-        links = [m for m in rollout.near_misses.values() if m.kind in NEAR_MISS_DRAWN]
-        nx = [v for m in links for v in (x[m.earlier], x[m.later], np.nan)]
-        ny = [v for m in links for v in (y[m.earlier], y[m.later], np.nan)]
-        fig.add_trace(
-            go.Scattergl(
-                x=nx,
-                y=ny,
-                mode="lines",
-                line={"color": "#d97706", "width": 1.5, "dash": "dash"},
-                hoverinfo="skip",
-                showlegend=False,
-                name="near misses",
-            )
+    fig.add_trace(
+        go.Scatter(
+            x=lx, y=ly, mode="lines", line={"color": "#94a3b8", "width": 6}, hoverinfo="skip", showlegend=False,
+            name="chain lines", opacity=0.75,
         )
-    height = min(900, max(260, 28 * lay.n_lanes + 80))
+    )  # fmt: skip
+    links = [
+        (m.earlier, m.later)
+        for m in rollout.near_misses.values()
+        if near_misses and m.kind in NEAR_MISS_DRAWN and m.earlier in pos and m.later in pos
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=[v for e, r in links for v in (x[pos[e]], x[pos[r]], None)],
+            y=[v for e, r in links for v in (y[pos[e]], y[pos[r]], None)],
+            mode="lines",
+            line={"color": "#d97706", "width": 1.8, "dash": "dash"},
+            hoverinfo="skip",
+            showlegend=False,
+            name="near misses",
+            visible=near_misses,
+        )
+    )
+    ids = rollout.node_ids
+    fig.add_trace(
+        go.Scatter(
+            x=mx,
+            y=my,
+            mode="markers",
+            marker={"symbol": "line-ns", "size": 12, "color": "#475569", "line": {"width": 2, "color": "#475569"}},
+            customdata=np.array([c.key for c in drawn_chains], dtype=np.int32),
+            hovertext=[
+                f"<b>{len(c.calls)} calls collapsed</b>: {html.escape(ids[c.calls[0]])} … {html.escape(ids[c.calls[-1]])}"
+                f"<br>the prompt grows by {c.token_growth:,} tokens<br>click to expand"
+                for c in drawn_chains
+            ],
+            hoverinfo="text",
+            name="chains",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[lb[0] for lb in labels],
+            y=[lb[1] for lb in labels],
+            text=[lb[2] for lb in labels],
+            textposition=[lb[3] for lb in labels],
+            textfont={"size": 10, "color": [lb[4] for lb in labels]},
+            mode="markers+text",
+            marker={"size": 14, "opacity": 0},  # invisible: sets how far plotly puts the text from the point (7 px)
+            hoverinfo="skip",
+            name="labels",
+            showlegend=False,
+            cliponaxis=False,
+        )
+    )
+    annotations = []
+    if centre is not None:
+        annotations.append(
+            {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
+             "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,
+             "font": {"size": 12, "color": "#0f172a"}}
+        )  # fmt: skip
     fig.update_layout(
+        annotations=annotations,
         height=height,
-        margin={"l": 10, "r": 10, "t": 10, "b": 30},
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         dragmode="pan",
         clickmode="event+select",
         hovermode="closest",
-        uirevision=rollout.session_id,
+        hoverdistance=12,
+        uirevision=f"{rollout.session_id}:{highlight}:{focus}",
         xaxis={
-            "title": {"text": "depth (calls from the root)", "font": {"size": 11}},
+            "range": xr,
+            "showticklabels": False,
             "gridcolor": "#f1f5f9",
             "zeroline": False,
-            "dtick": 1 if max(lay.x, default=0) < 40 else None,
+            "title": {
+                "text": "depth → (a thick edge is a collapsed chain of calls)",
+                "font": {"size": 11},
+                "standoff": 2,
+            },
+            "rangeslider": {
+                "visible": overview,
+                "thickness": 0.09,
+                "bgcolor": "#f8fafc",
+                "bordercolor": "#e2e8f0",
+                "borderwidth": 1,
+            },
         },
-        yaxis={"showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False},
+        yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
     )
     return fig
 
@@ -154,5 +457,13 @@ def legend_html() -> str:
         f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
         for k in (ROOT, FORK, LEAF, INNER)
     )
-    near = f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
-    return f'<div style="font-size:12px;color:#334155;line-height:1.9"><div>{roles}</div><div>{kinds}{near}</div></div>'
+    edges = (
+        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>exact token prefix</span>'
+        f'<span style="{_ITEM}"><span style="display:inline-block;width:22px;height:5px;background:#94a3b8;border-radius:2px"></span>'
+        "a chain of calls collapsed (click its handle to expand)</span>"
+        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+    )
+    return (
+        f'<div style="font-size:12px;color:#334155;line-height:1.7"><div>{roles}</div><div>{kinds}</div>'
+        f"<div>{edges}</div></div>"
+    )

@@ -1,49 +1,151 @@
-"""The DAG panel: the figure, its legend, the click handling and a call picker."""
+"""The DAG panel: the figure, its legend, the click handling, chains, focus and a call picker.
+
+The chart keeps one widget key per rollout; its figure is cached on what it draws (chains
+expanded, focus, near-miss toggle, the call chosen outside the chart), never on chart clicks,
+so a click in the chart does not rebuild it.
+"""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
+import streamlit.components.v1 as components
 
+from graph.analysis.chains import continuations
 from graph.core.rollout import Rollout
 from views import state
-from views.dag import dag_figure, legend_html
-from views.layout import layout
+from views.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
 from views.live import mark_newest
 
+# Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
+# the figure itself is centred on the call. Runs in the component's same-origin iframe.
+SCROLL_JS = """<script>
+setTimeout(() => {
+  const charts = Array.from(window.parent.document.querySelectorAll('.js-plotly-plot'));
+  const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
+  if (dag) dag.scrollIntoView({block: 'center', behavior: 'instant'});
+}, 400);
+</script>"""
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+
+@st.cache_resource(max_entries=32, show_spinner=False)
 def _figure(
-    key: str, session_id: str, highlight: int | None, near_misses: bool, newest: int | None, _rollout: Rollout
+    key: str,
+    session_id: str,
+    highlight: int | None,
+    near_misses: bool,
+    collapse: bool,
+    expanded: frozenset[int],
+    focus: int | None,
+    newest: int | None,
+    _rollout: Rollout,
 ) -> go.Figure:
-    """The figure is a pure function of the rollout, the outside highlight, the near-miss toggle
-    and, when following a live trace, the newest call."""
-    figure = dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses)
+    """A pure function of the rollout and the drawing options (never of chart clicks); when
+    following a live trace, the newest call is ringed."""
+    figure = dag_figure(_rollout, highlight, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus)
     return figure if newest is None else mark_newest(figure, newest)
 
 
+def _per_session(name: str, rollout: Rollout, default):
+    return st.session_state.setdefault(name, {}).setdefault(rollout.session_id, default)
+
+
 def render(rollout: Rollout, workspace_key: str, near_misses: bool, newest: int | None = None) -> None:
-    st.html(legend_html())
-    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), near_misses, newest, rollout)
-    event = st.plotly_chart(
+    expanded: set[int] = _per_session(state.DAG_EXPANDED, rollout, set())
+    chart_key = f"dag-{workspace_key}-{rollout.session_id}"
+    # a click in the chart first (its state is known before the chart is drawn), so the toolbar,
+    # the picker and the figure of this run agree with it
+    clicked = st.session_state.get(chart_key)
+    points = clicked["selection"]["points"] if clicked and clicked.get("selection") else []
+    chain = state.chart_click(rollout, points, CALLS, CHAINS)
+    if chain is not None:
+        expanded.add(chain)
+    focus_ids: dict = st.session_state.setdefault(state.DAG_FOCUS, {})
+    highlight = state.highlight(rollout)
+    current = state.current_node(rollout)
+    focus = None
+    if focus_ids.get(rollout.session_id) is not None:
+        focus = rollout.index_of(focus_ids[rollout.session_id])
+    # a call chosen from outside is always drawn (dag_figure keeps it a node); a focus it is outside of ends
+    if highlight is not None and focus is not None and highlight not in _subtree(workspace_key, rollout, focus):
+        focus_ids[rollout.session_id] = focus = None
+
+    left, middle, right = st.columns([2, 2, 3], vertical_alignment="center")
+    collapse = left.toggle(
+        "Collapse linear chains", value=True, key=state.DAG_COLLAPSE,
+        help="Runs of calls with one parent and one child are drawn as one thick edge. Roots, forks, leaves, "
+        "retries, calls with findings and the selected call always stay nodes.",
+    )  # fmt: skip
+    if middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded):
+        expanded.clear()
+        if current is not None and current != highlight:
+            state.select_node(rollout, current)  # the selected call stays a node
+            highlight = current
+    if focus is not None:
+        if right.button(
+            f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
+            key=f"dag-unfocus-{rollout.session_id}",
+        ):
+            focus_ids[rollout.session_id] = focus = None
+    else:
+        has_subtree = current is not None and (
+            bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
+        )
+        name = rollout.calls[current].node_id if current is not None else "the selected call"
+        if right.button(
+            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+        ):
+            focus_ids[rollout.session_id] = rollout.calls[current].node_id
+            focus = current
+
+    figure = _figure(
+        workspace_key, rollout.session_id, highlight, near_misses, collapse, frozenset(expanded), focus, newest, rollout
+    )
+    st.plotly_chart(
         figure,
-        key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",
+        key=chart_key,
         on_select="rerun",
         selection_mode="points",
         width="stretch",
         config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
     )
-    state.chart_click(rollout, event.selection.points if event else [])
-    ids = [c.node_id for c in rollout.calls]
-    current = state.current_node(rollout)
-    picked = st.selectbox(
+    st.html(legend_html())
+    if st.session_state.pop(state.SCROLL_TO_DAG, False):
+        components.html(SCROLL_JS, height=0)
+    ids = rollout.node_ids
+    picker = f"picker-{workspace_key}-{rollout.session_id}-{current}"
+    st.selectbox(
         "Call",
         options=range(len(ids)),
         index=current,
         format_func=lambda i: f"{ids[i]} · #{i} · {rollout.node_roles[i]}",
         placeholder="Click a node in the graph, or pick a call",
-        key=f"picker-{workspace_key}-{rollout.session_id}-{current}",
+        key=picker,
+        on_change=_picked,  # before the next run: that run draws the chart with the call chosen
+        args=(rollout, picker),
     )
-    if picked is not None and picked != current:
-        state.select_node(rollout, picked)
-        st.rerun()
+
+
+def _picked(rollout: Rollout, picker: str) -> None:
+    value = st.session_state.get(picker)
+    if value is not None:
+        state.select_node(rollout, value)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _continued_cached(key: str, session_id: str, _rollout: Rollout) -> frozenset[int]:
+    return frozenset(continuations(_rollout).values())
+
+
+def _continued(key: str, rollout: Rollout) -> frozenset[int]:
+    """Calls a later root nearly continued (so they have a subtree to focus on)."""
+    return _continued_cached(key, rollout.session_id, rollout)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _subtree_cached(key: str, session_id: str, focus: int, _rollout: Rollout) -> frozenset[int]:
+    return frozenset(subtree(_rollout, focus))
+
+
+def _subtree(key: str, rollout: Rollout, focus: int) -> frozenset[int]:
+    return _subtree_cached(key, rollout.session_id, focus, rollout)

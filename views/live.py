@@ -138,12 +138,17 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
     """Ring the newest call in the DAG figure (pure): a marker drawn over point ``index`` of the
     trace named ``calls``, which takes no hover or clicks."""
     nodes = next((t for t in fig.data if t.name == "calls"), None)
-    if nodes is None or nodes.x is None or index >= len(nodes.x):
+    if nodes is None or nodes.x is None:
         return fig
+    # with chains collapsed, point k is not call k: the trace's customdata holds each point's call
+    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
+    if index not in drawn:
+        return fig
+    k = drawn.index(index)
     fig.add_trace(
         go.Scattergl(
-            x=[nodes.x[index]],
-            y=[nodes.y[index]],
+            x=[nodes.x[k]],
+            y=[nodes.y[k]],
             mode="markers+text",
             text=["newest"],
             textposition="bottom center",

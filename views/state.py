@@ -30,6 +30,11 @@ LIVE_PAUSED = "rg_live_paused"  # sidebar: stop following the command-line trace
 LIVE_FOLLOW_NEWEST = "rg_live_newest"  # sidebar: select each new call as it arrives
 LIVE_FOLLOWED = "rg_live_followed"  # session id -> newest call already selected by "follow newest"
 LIVE_GENERATION = "rg_live_generation"  # the live snapshot last drawn
+DAG_EXPANDED = "rg_dag_expanded"  # {session id: keys of chains drawn call by call}
+DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
+DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
+SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
+SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 
 
 def current_session(session_ids: list[str], default: str) -> str:
@@ -70,6 +75,7 @@ def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
     st.session_state[NODE] = rollout.calls[index].node_id
     if not from_chart:
         st.session_state[HIGHLIGHT] = st.session_state[NODE]
+        st.session_state[SCROLL_TO_DAG] = True
     _sync_url()
 
 
@@ -87,11 +93,26 @@ def new_pick(widget: str, value) -> bool:
     return value is not None
 
 
-def chart_click(rollout: Rollout, points: list) -> None:
-    nodes = [p for p in points if p.get("curve_number") == 1]
-    index = int(nodes[0]["point_index"]) if nodes else None
+def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_curve: int | None = None) -> int | None:
+    """Select the call clicked in the DAG (its arrival index is the point's ``customdata``).
+
+    Returns:
+        The key of a collapsed chain whose handle was clicked (the caller expands it), or None.
+    """
+    nodes = [p for p in points if p.get("curve_number") == calls_curve]
+    index = _custom(nodes[0]) if nodes else None
     if new_pick(f"dag-{rollout.session_id}", index):
         select_node(rollout, index, from_chart=True)
+    chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
+    chain = _custom(chains[0]) if chains else None
+    return chain if new_pick(f"dag-chain-{rollout.session_id}", chain) else None
+
+
+def _custom(point: dict) -> int:
+    data = point.get("customdata")
+    if isinstance(data, list):
+        data = data[0] if data else None
+    return int(data) if data is not None else int(point["point_index"])
 
 
 def _sync_url() -> None:

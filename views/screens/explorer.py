@@ -1,4 +1,10 @@
-"""The explorer page: choose traces, pick a rollout and a call; views/ renders each panel."""
+"""The explorer page: choose traces, pick a rollout and a call; views/ renders each panel.
+
+The first screen shows the picture: the headline numbers, then the DAG; everything else (guide,
+findings, other rollouts, audit, downloads) is below it, collapsed unless it matters. Traces given
+on the command line are followed as they grow: the part a new call changes reruns on its own
+(views/live.py).
+"""
 
 import sys
 
@@ -13,36 +19,36 @@ following = options.live  # command-line traces are followed as they grow (views
 
 def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
-    overview.load_report(workspace)
     if not workspace.rollouts:
+        overview.load_report(workspace)
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
-    overview.rollouts_table(workspace, session_id)
     rollout = workspace.rollouts[session_id]
 
+    st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
-    overview.downloads(rollout)
+    overview.load_report(workspace)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
         st.warning(rewrites)
-    overview.findings_panel(rollout)
-    if following is None:
-        audit_and_tour(workspace, rollout)
     newest = following.newest_index(rollout) if following else None
     graph_view.render(rollout, workspace.key, options.near_misses, newest)  # a click in the graph selects a call
+    if following is None:
+        tour.render(rollout, expanded=state.current_node(rollout) is None)
+    overview.findings_panel(rollout)
+    overview.rollouts_table(workspace, session_id)
+    if following is None:
+        audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
+    overview.downloads(rollout)
     return rollout
-
-
-def audit_and_tour(workspace, rollout):
-    audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
-    tour.render(rollout, expanded=state.current_node(rollout) is None)
 
 
 if following is not None:
     workspace, rollout = live.follow(following, overview_and_graph)
     if rollout is not None:
-        audit_and_tour(workspace, rollout)
+        tour.render(rollout, expanded=state.current_node(rollout) is None)
+        audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
 elif workspace is not None:
     rollout = overview_and_graph(workspace)
 else:

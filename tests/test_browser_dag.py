@@ -1,0 +1,139 @@
+"""The DAG at scale in headless Chromium, on generated 5,000- and 1,000-call rollouts and a
+history-rewriting one: clicks select the node under the pointer, chains collapse and expand, the
+selected call is labelled and centred, deep links open the call, the first screen shows the DAG.
+`ROLLOUT_GRAPH_DOCS_SCREENSHOTS=1` refreshes the docs' screenshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import DAG_JS, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.builders import agent_records, rewriting_records, write
+
+
+@pytest.fixture(scope="module")
+def big_app(tmp_path_factory):
+    require_chromium()
+    folder = tmp_path_factory.mktemp("big")
+    write(folder / "agent-5000.jsonl", agent_records(5000, session="agent-5000"))
+    write(folder / "agent-1000.jsonl", agent_records(1000, session="agent-1000"))
+    write(folder / "rewrites.jsonl", rewriting_records(14))
+    with running_app(str(folder)) as url:
+        yield url
+
+
+def open_page(page, url: str, query: str) -> None:
+    page.goto(f"{url}/?{query}")
+    wait_ready(page, timeout=180_000)
+    page.wait_for_timeout(500)
+
+
+def drawn(page, trace: int = 1) -> list[int]:
+    """Call indices (or chain keys, trace 4) drawn in the DAG."""
+    return page.evaluate(DAG_JS + "(t) => Array.from(dag()._fullData[t].customdata || [])", trace)
+
+
+def title(page) -> str:
+    return page.locator(".rg-node-title").first.inner_text()
+
+
+def wait_title(page, node_id: str) -> None:
+    page.wait_for_function(
+        "(id) => { const e = document.querySelector('.rg-node-title'); return e && e.innerText.startsWith(id + ' '); }",
+        arg=node_id,
+        timeout=90_000,
+    )
+    wait_ready(page)
+
+
+def click_node(page, index: int) -> None:
+    x, y = node_position(page, index)
+    page.mouse.click(x, y)
+    wait_title(page, f"c{index:04d}")
+
+
+def test_first_screen_shows_the_dag_and_a_click_selects_the_node_under_the_pointer(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-5000")
+        box = page.evaluate(DAG_JS + "() => { const r = dag().getBoundingClientRect(); return [r.top, r.bottom]; }")
+        assert 0 < box[0] and box[1] <= 900, box  # the whole chart on a 1440x900 first screen, no scrolling
+        screenshot(page, "dag-5000", docs=True)
+        nodes = drawn(page)
+        assert 500 < len(nodes) < 1000  # 5,000 calls: chains collapsed
+        # a fork on the main line and the discarded retry drawn right below it, then the continuing call
+        fork = 23
+        retry, kept = sorted(c for c in nodes if c in (24, 25))[:2]
+        for index in (fork, retry, kept):
+            click_node(page, index)
+            assert title(page).startswith(f"c{index:04d}"), (index, title(page))
+            assert f"node=c{index:04d}" in page.url
+
+
+def test_a_chain_expands_on_click_and_collapses_again(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-5000")
+        before = drawn(page)
+        chain = drawn(page, 4)[0]
+        assert chain not in before
+        x, y = node_position(page, chain, trace=4)
+        page.mouse.click(x, y)
+        page.wait_for_function(
+            DAG_JS + "(c) => { const g = dag(); return !!g && Array.from(g._fullData[1].customdata).includes(c); }",
+            arg=chain,
+            timeout=90_000,
+        )
+        wait_ready(page)
+        after = drawn(page)
+        assert set(before) < set(after) and len(after) - len(before) >= 20  # the chain's calls, one by one
+        click_node(page, chain + 3)  # a call of the expanded chain is now a node like any other
+        page.get_by_role("button", name="Collapse expanded chains").click()
+        page.wait_for_function(
+            DAG_JS + "(n) => { const g = dag(); return !!g && g._fullData[1].customdata.length < n; }",
+            arg=len(after),
+            timeout=90_000,
+        )
+        wait_ready(page)
+        assert chain + 3 in drawn(page) and len(drawn(page)) < len(after)  # the selected call stays a node
+
+
+def test_deep_link_opens_the_call_labelled_and_centred(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-5000&node=c2510")  # an inner call, hidden in a chain until chosen
+        wait_title(page, "c2510")
+        label, centred = page.evaluate(
+            DAG_JS
+            + """() => {
+                const gd = dag(), lay = gd._fullLayout;
+                const boxed = lay.annotations.filter(a => a.bordercolor && a.bordercolor !== 'rgba(0,0,0,0)');
+                const a = boxed[0], xr = lay.xaxis.range;
+                return [a ? a.text : null, a ? Math.abs((a.x - xr[0]) / (xr[1] - xr[0]) - 0.5) < 0.1 : false];
+            }"""
+        )
+        assert label == "<b>c2510</b>" and centred
+        assert 2510 in drawn(page)
+        page.locator(".rg-node-title").first.scroll_into_view_if_needed()
+
+
+def test_dag_screenshots_1000_calls_and_a_history_rewrite(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-1000&node=c0480")
+        screenshot(page, "dag-1000", docs=True)
+        open_page(page, big_app, "session=rewrites")
+        xs = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].y)")
+        assert len(set(xs)) == 1  # every call a new root, drawn as one line of near-miss continuations
+        screenshot(page, "dag-rewrites", docs=True)
+
+
+def test_a_tour_example_scrolls_its_call_into_view(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-5000")
+        page.get_by_text("New here?").scroll_into_view_if_needed()
+        button = page.get_by_role("button", name="a retry")
+        button.scroll_into_view_if_needed()
+        button.click()
+        page.wait_for_selector(".rg-node-title", timeout=90_000)
+        wait_ready(page)
+        page.wait_for_timeout(1500)
+        chosen = title(page).split()[0]
+        x, y = node_position(page, int(chosen[1:]))
+        assert 0 <= y <= 900 and 0 <= x <= 1440, (x, y)  # the call is on screen
