@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
@@ -101,14 +103,20 @@ def tail(records: list[bytes], folder: Path, appends: int) -> None:
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
+        deadline = time.monotonic() + 300
         while len(seen) < len(records) - appends:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("tail did not print the first calls")
             time.sleep(0.05)
         delays = []
-        for i, record in enumerate(records[-appends:]):
-            node = f"call-{len(records) - appends + i}"
+        for record in records[-appends:]:
+            node = orjson.loads(record)["call_id"]
             start = time.perf_counter()
             append(path, record)
+            deadline = time.monotonic() + 60
             while node not in seen:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"tail never printed {node}")
                 time.sleep(0.005)
             delays.append(seen[node] - start)
             time.sleep(0.3)
