@@ -148,7 +148,7 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
             text=["newest"],
             textposition="bottom center",
             textfont={"size": 10, "color": NEWEST_COLOR},
-            marker={"size": 22, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
+            marker={"size": 19, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
             hoverinfo="skip",
             showlegend=False,
             name="newest",
