@@ -44,6 +44,7 @@ class LiveSource:
         self.last_poll = 0.0
         self.last_change = time.time()
         self.newest: dict[str, str] = {}
+        self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
         self._lock = threading.Lock()
         self._workspace: Workspace | None = None
 
@@ -54,6 +55,7 @@ class LiveSource:
             if self._workspace is None or (poll and now - self.last_poll >= MIN_POLL_SECONDS):
                 self.last_poll = now
                 update = self.trace.poll()
+                self.pending = self.trace.pending_bytes()
                 if update.changed or self._workspace is None:
                     self._snapshot()
                     if update.added:
@@ -116,7 +118,7 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     """The live status line (pure): following or paused, files, calls, the newest call and when it came."""
     now = time.time() if now is None else now
     calls = sum(len(r.calls) for r in workspace.rollouts.values())
-    pending = live.trace.pending_bytes()
+    pending = live.pending
     dot = "#94a3b8" if paused else "#16a34a"
     what = "Paused" if paused else "Following"
     parts = [
