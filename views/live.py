@@ -123,7 +123,7 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     what = "Paused" if paused else "Following"
     parts = [
         f"{len(workspace.loaded.files)} file(s)",
-        f"{calls:,} calls",
+        f"{calls:,} call{'' if calls == 1 else 's'}",
         f"last new call {max(0.0, now - live.last_change):.0f} s ago",
     ]
     if pending:
