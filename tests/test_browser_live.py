@@ -101,3 +101,19 @@ def test_follow_newest_selects_each_new_call_and_pause_stops(capture):
         page.get_by_text("Pause following").click()
         wait_status(page, "8 calls")
         page.wait_for_function(f"() => ({title})().includes('c05')", timeout=20_000)
+
+
+def test_an_empty_capture_folder_waits_for_its_first_call(tmp_path):
+    require_chromium()
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    with running_app("--", str(folder)) as url, browser_page() as page:
+        page.goto(url)
+        page.wait_for_selector("text=Waiting for the first call", timeout=60_000)
+        assert "0 calls" in status(page)
+        (folder / "run.jsonl").write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:5]))
+        wait_ready(page)
+        wait_status(page, "5 calls")
+        # the whole page was drawn again for the first calls: the sidebar offers the file picker
+        page.get_by_text("File", exact=True).wait_for(timeout=30_000)
+        assert "Traceback" not in page.inner_text("body")

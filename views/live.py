@@ -176,7 +176,13 @@ def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tup
         st.html(status_html(live, workspace, paused))
         selected = st.session_state.get(state.NODE)
         rollout = body(workspace)
+        first_run = "result" not in drawn  # the page's own run, not a rerun of this fragment
         drawn["result"] = (workspace, rollout)
+        if first_run:
+            st.session_state[state.LIVE_EMPTY] = rollout is None
+        elif rollout is not None and st.session_state.get(state.LIVE_EMPTY):
+            st.session_state[state.LIVE_EMPTY] = False
+            st.rerun()  # the first calls: draw the rest of the page (file picker, audit, call detail)
         if rollout is not None and follow_newest:
             newest = live.newest_index(rollout)
             seen = st.session_state.setdefault(state.LIVE_FOLLOWED, {})

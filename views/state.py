@@ -30,6 +30,7 @@ LIVE_PAUSED = "rg_live_paused"  # sidebar: stop following the command-line trace
 LIVE_FOLLOW_NEWEST = "rg_live_newest"  # sidebar: select each new call as it arrives
 LIVE_FOLLOWED = "rg_live_followed"  # session id -> newest call already selected by "follow newest"
 LIVE_GENERATION = "rg_live_generation"  # the live snapshot last drawn
+LIVE_EMPTY = "rg_live_empty"  # the page was drawn before the followed files held any call
 
 
 def current_session(session_ids: list[str], default: str) -> str:
