@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
@@ -50,7 +52,9 @@ def library(records: list[bytes], folder: Path, appends: int) -> None:
     trace.poll()
     sid = trace.session_ids[0]
     trace.rollout(sid)
-    print(f"  first read of {len(records) - appends} calls (live reader, analysed): {time.perf_counter() - start:.2f} s")
+    print(
+        f"  first read of {len(records) - appends} calls (live reader, analysed): {time.perf_counter() - start:.2f} s"
+    )
     polls = []
     for record in records[-appends:]:
         append(path, record)
@@ -101,18 +105,26 @@ def tail(records: list[bytes], folder: Path, appends: int) -> None:
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
+        deadline = time.monotonic() + 300
         while len(seen) < len(records) - appends:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("tail did not print the first calls")
             time.sleep(0.05)
         delays = []
-        for i, record in enumerate(records[-appends:]):
-            node = f"call-{len(records) - appends + i}"
+        for record in records[-appends:]:
+            node = orjson.loads(record)["call_id"]
             start = time.perf_counter()
             append(path, record)
+            deadline = time.monotonic() + 60
             while node not in seen:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"tail never printed {node}")
                 time.sleep(0.005)
             delays.append(seen[node] - start)
             time.sleep(0.3)
-        print(f"  tail: append -> call event printed: median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms")
+        print(
+            f"  tail: append -> call event printed: median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -152,7 +164,9 @@ def main() -> None:
     args = parser.parse_args()
     w = generate(args.calls, seed=5, max_context=8_000)
     records = w.records
-    print(f"{args.calls} calls, {w.tokens:,} tokens, {sum(map(len, records)) / 1e6:.0f} MB; last {args.appends} appended one by one")
+    print(
+        f"{args.calls} calls, {w.tokens:,} tokens, {sum(map(len, records)) / 1e6:.0f} MB; last {args.appends} appended one by one"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         library(records, folder, args.appends)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import DAG_JS, browser_page, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import DAG_JS, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
 from tests.builders import Turn, jsonl, vllm_chat
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
@@ -101,3 +101,41 @@ def test_follow_newest_selects_each_new_call_and_pause_stops(capture):
         page.get_by_text("Pause following").click()
         wait_status(page, "8 calls")
         page.wait_for_function(f"() => ({title})().includes('c05')", timeout=20_000)
+
+
+def test_an_empty_capture_folder_waits_for_its_first_call(tmp_path):
+    require_chromium()
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    with running_app("--", str(folder)) as url, browser_page() as page:
+        page.goto(url)
+        page.wait_for_selector("text=Waiting for the first call", timeout=60_000)
+        assert "0 calls" in status(page)
+        (folder / "run.jsonl").write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:5]))
+        wait_ready(page)
+        wait_status(page, "5 calls")
+        # the whole page was drawn again for the first calls: the sidebar offers the file picker
+        page.get_by_text("File", exact=True).wait_for(timeout=30_000)
+        assert "Traceback" not in page.inner_text("body")
+
+
+def test_clicks_in_the_dag_still_select_after_new_calls(capture):
+    folder, lines = capture
+    title = "() => (document.querySelector('.rg-node-title') || {}).innerText || ''"
+    with running_app("--", str(folder)) as url, browser_page(height=1300) as page:
+        page.goto(url)
+        wait_ready(page)
+        wait_status(page, "4 calls")
+        x, y = node_position(page, 0)
+        page.mouse.click(x, y)
+        page.mouse.move(0, 0)
+        page.wait_for_function(f"() => ({title})().includes('c02')", timeout=20_000)
+        append(folder / "run.jsonl", b"".join(lines[4:20]))
+        page.wait_for_function(DAG_JS + "() => dag() && dag()._fullData[1].x.length == 12", timeout=30_000)
+        wait_ready(page)
+        assert "c02" in page.evaluate(title)  # the call detail stayed
+        x, y = node_position(page, 11)
+        page.mouse.click(x, y)
+        page.mouse.move(0, 0)
+        page.wait_for_function(f"() => ({title})().includes('c12')", timeout=20_000)
+        assert "node=c12" in page.url

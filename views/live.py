@@ -44,6 +44,7 @@ class LiveSource:
         self.last_poll = 0.0
         self.last_change = time.time()
         self.newest: dict[str, str] = {}
+        self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
         self._lock = threading.Lock()
         self._workspace: Workspace | None = None
 
@@ -54,6 +55,7 @@ class LiveSource:
             if self._workspace is None or (poll and now - self.last_poll >= MIN_POLL_SECONDS):
                 self.last_poll = now
                 update = self.trace.poll()
+                self.pending = self.trace.pending_bytes()
                 if update.changed or self._workspace is None:
                     self._snapshot()
                     if update.added:
@@ -116,12 +118,12 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     """The live status line (pure): following or paused, files, calls, the newest call and when it came."""
     now = time.time() if now is None else now
     calls = sum(len(r.calls) for r in workspace.rollouts.values())
-    pending = live.trace.pending_bytes()
+    pending = live.pending
     dot = "#94a3b8" if paused else "#16a34a"
     what = "Paused" if paused else "Following"
     parts = [
         f"{len(workspace.loaded.files)} file(s)",
-        f"{calls:,} calls",
+        f"{calls:,} call{'' if calls == 1 else 's'}",
         f"last new call {max(0.0, now - live.last_change):.0f} s ago",
     ]
     if pending:
@@ -153,7 +155,7 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
             text=["newest"],
             textposition="bottom center",
             textfont={"size": 10, "color": NEWEST_COLOR},
-            marker={"size": 22, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
+            marker={"size": 19, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
             hoverinfo="skip",
             showlegend=False,
             name="newest",
@@ -179,7 +181,13 @@ def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tup
         st.html(status_html(live, workspace, paused))
         selected = st.session_state.get(state.NODE)
         rollout = body(workspace)
+        first_run = "result" not in drawn  # the page's own run, not a rerun of this fragment
         drawn["result"] = (workspace, rollout)
+        if first_run:
+            st.session_state[state.LIVE_EMPTY] = rollout is None
+        elif rollout is not None and st.session_state.get(state.LIVE_EMPTY):
+            st.session_state[state.LIVE_EMPTY] = False
+            st.rerun()  # the first calls: draw the rest of the page (file picker, audit, call detail)
         if rollout is not None and follow_newest:
             newest = live.newest_index(rollout)
             seen = st.session_state.setdefault(state.LIVE_FOLLOWED, {})

@@ -35,6 +35,7 @@ DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
 DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
+LIVE_EMPTY = "rg_live_empty"  # the page was drawn before the followed files held any call
 
 
 def current_session(session_ids: list[str], default: str) -> str:
