@@ -50,7 +50,9 @@ def library(records: list[bytes], folder: Path, appends: int) -> None:
     trace.poll()
     sid = trace.session_ids[0]
     trace.rollout(sid)
-    print(f"  first read of {len(records) - appends} calls (live reader, analysed): {time.perf_counter() - start:.2f} s")
+    print(
+        f"  first read of {len(records) - appends} calls (live reader, analysed): {time.perf_counter() - start:.2f} s"
+    )
     polls = []
     for record in records[-appends:]:
         append(path, record)
@@ -112,7 +114,9 @@ def tail(records: list[bytes], folder: Path, appends: int) -> None:
                 time.sleep(0.005)
             delays.append(seen[node] - start)
             time.sleep(0.3)
-        print(f"  tail: append -> call event printed: median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms")
+        print(
+            f"  tail: append -> call event printed: median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -152,7 +156,9 @@ def main() -> None:
     args = parser.parse_args()
     w = generate(args.calls, seed=5, max_context=8_000)
     records = w.records
-    print(f"{args.calls} calls, {w.tokens:,} tokens, {sum(map(len, records)) / 1e6:.0f} MB; last {args.appends} appended one by one")
+    print(
+        f"{args.calls} calls, {w.tokens:,} tokens, {sum(map(len, records)) / 1e6:.0f} MB; last {args.appends} appended one by one"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         library(records, folder, args.appends)

@@ -108,6 +108,7 @@ def headline(rollout: Rollout) -> None:
             ("FATAL", counts[FATAL]),
             ("WARN", counts[WARN]),
         ],
+        strict=True,
     ):
         col.metric(label, value)
 

@@ -48,7 +48,7 @@ def _byte_decoder() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 @dataclass
@@ -249,12 +249,13 @@ def trace_token_texts(calls: list[Call]) -> dict[int, str]:
     known: dict[int, str] = {}
     for call in calls:
         if call.token_texts:
-            for token_id, text in zip(call.sampled_ids.tolist(), call.token_texts):
+            # strict=False: sampled_ids stays empty when the recorded ids were unreadable (the texts still load)
+            for token_id, text in zip(call.sampled_ids.tolist(), call.token_texts, strict=False):
                 if text:
                     known.setdefault(token_id, text)
         top = call.top_k
         if top is not None and top.texts is not None:
-            for token_id, text in zip(top.ids.ravel().tolist(), top.texts):
+            for token_id, text in zip(top.ids.ravel().tolist(), top.texts, strict=True):
                 if token_id >= 0 and text:
                     known.setdefault(token_id, text)
     return known

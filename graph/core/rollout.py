@@ -254,7 +254,7 @@ def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
         parents, claim_findings = claims.validated_parents(calls, links.parents)
     topology = build_topology(calls, parents)
     per_node = turn_findings(calls)
-    trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node)], dtype=bool)
+    trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node, strict=True)], dtype=bool)
     sequences = build_sequences(calls, topology, trainable)
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
@@ -268,7 +268,7 @@ def analyse(session: SessionInput, links: Links | None = None) -> Rollout:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = [
         "document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v
-        for c, p, v in zip(calls, parents, links.linked_by)
+        for c, p, v in zip(calls, parents, links.linked_by, strict=True)
     ]
     return Rollout(
         session_id=session.session_id,

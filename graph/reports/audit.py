@@ -44,7 +44,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
 
 
 def _trainable_logprobs(rollout: Rollout) -> np.ndarray:
-    parts = [c.sampled_logprobs for c, ok in zip(rollout.calls, rollout.trainable) if ok and c.n_sampled]
+    parts = [c.sampled_logprobs for c, ok in zip(rollout.calls, rollout.trainable, strict=True) if ok and c.n_sampled]
     return np.concatenate(parts) if parts else np.empty(0)
 
 
