@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -216,7 +217,7 @@ def _hub_tokenizer(model: str) -> Path | None:
 
 def find_tokenizer(
     model: str | None,
-    trace_paths: list[Path] = (),
+    trace_paths: Sequence[Path] = (),
     user_path: Path | None = None,
     allow_download: bool = False,
     samples: Path = SAMPLES,
@@ -263,7 +264,7 @@ def trace_token_texts(calls: list[Call]) -> dict[int, str]:
 
 def decoder_for(
     calls: list[Call],
-    trace_paths: list[Path] = (),
+    trace_paths: Sequence[Path] = (),
     user_path: Path | None = None,
     allow_download: bool = False,
     samples: Path = SAMPLES,

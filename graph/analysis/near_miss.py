@@ -54,10 +54,16 @@ class NearMiss:
     kind: str
 
 
+def _prompt(call: Call) -> np.ndarray:
+    """The prompt ids of a call that carries them (near misses only compare such calls)."""
+    assert call.prompt_ids is not None, f"call {call.node_id!r} has no prompt ids"
+    return call.prompt_ids
+
+
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
     n_p = min(earlier.n_prompt, prompt.shape[0])
-    diff = np.flatnonzero(earlier.prompt_ids[:n_p] != prompt[:n_p])
+    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
     if diff.size:
         return int(diff[0])
     if n_p < earlier.n_prompt:
@@ -78,7 +84,7 @@ def _tail_reappears(earlier: Call, later: Call, at: int) -> bool:
     if k < MIN_TAIL_TOKENS:
         return False
     tail = earlier.sampled_ids[-k:]
-    window = later.prompt_ids[at : at + earlier.n_sampled + TAIL_WINDOW]
+    window = _prompt(later)[at : at + earlier.n_sampled + TAIL_WINDOW]
     if window.shape[0] < k:
         return False
     runs = np.lib.stride_tricks.sliding_window_view(window, k)
@@ -91,7 +97,7 @@ def classify(earlier: Call, later: Call, shared: int) -> tuple[str, str, float]:
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
     longest = max(n_l, p_e)
-    if np.array_equal(earlier.prompt_ids, later.prompt_ids) or (
+    if np.array_equal(_prompt(earlier), _prompt(later)) or (
         min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest
     ):
         return RETRY, where, kept
@@ -123,11 +129,11 @@ class _Ends:
 
     @classmethod
     def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
-        wide = any(calls[i].prompt_ids.dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
+        wide = any(_prompt(calls[i]).dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
         pairs = []
         for i in nodes:
             call = calls[i]
-            head = call.prompt_ids[:limit]
+            head = _prompt(call)[:limit]
             tail = call.sampled_ids[: max(0, limit - head.shape[0])]
             pairs.append((_key(np.concatenate([head, tail]) if tail.shape[0] else head, wide), i))
         pairs.sort()
@@ -140,7 +146,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
     share the longest prefix with the node's prompt (on a tie, the first found). Walking away from
     the prompt's sorted position the shared prefix only shrinks, so each direction stops at the
     first candidate that shares no more than the best found."""
-    prompt = calls[node].prompt_ids
+    prompt = _prompt(calls[node])
     start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
     best: tuple[int, int] | None = None
     for step in (-1, 1):
@@ -149,7 +155,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
             c = ends.nodes[j]
             j += step
             candidate = calls[c]
-            if c >= node or np.array_equal(candidate.prompt_ids, prompt):
+            if c >= node or np.array_equal(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
@@ -166,15 +172,17 @@ def near_misses(calls: list[Call], parents: list[int | None], discarded: dict[in
     tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
     ends = _Ends.of(calls, tokened, limit) if explained else None
     for node in explained:
+        assert ends is not None, "built whenever there is a root to explain"
         best = _best_candidate(calls, node, ends)
         if best is not None:
             shared, candidate = best
             kind, where, kept = classify(calls[candidate], calls[node], shared)
             found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind)
     for node, sibling in discarded.items():
-        if calls[node].prompt_ids is None or calls[sibling].prompt_ids is None:
+        sibling_prompt = calls[sibling].prompt_ids
+        if calls[node].prompt_ids is None or sibling_prompt is None:
             continue
-        shared = common_prefix(calls[node], calls[sibling].prompt_ids)
+        shared = common_prefix(calls[node], sibling_prompt)
         kind, where, kept = classify(calls[node], calls[sibling], shared)
         found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind)
     return found

@@ -53,6 +53,7 @@ def prefix_hashes(ids: np.ndarray) -> np.ndarray:
 
 
 def _end_hash(call: Call) -> np.uint64:
+    assert call.prompt_ids is not None, "only calls with prompt ids have end ids"
     with np.errstate(over="ignore"):
         head = prefix_hashes(call.prompt_ids)[-1]
         tail = (call.sampled_ids.astype(np.uint64) + np.uint64(1)) * _powers_upto(call.n_end)[call.n_prompt :]
@@ -63,7 +64,8 @@ def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
     """Exact check that ``candidate``'s end ids open ``prompt``."""
     n_p, n_e = candidate.n_prompt, candidate.n_end
     return (
-        n_e <= prompt.shape[0]
+        candidate.prompt_ids is not None
+        and n_e <= prompt.shape[0]
         and np.array_equal(prompt[:n_p], candidate.prompt_ids)
         and np.array_equal(prompt[n_p:n_e], candidate.sampled_ids)
     )

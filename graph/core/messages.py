@@ -54,7 +54,7 @@ def _tool_calls(message: dict) -> tuple:
     for call in calls:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        fn = call["function"] if isinstance(call.get("function"), dict) else call
         out.append((str(fn.get("name", "")), canonical_arguments(fn.get("arguments"))))
     return tuple(out)
 

@@ -79,6 +79,7 @@ def sequence_tokens(calls: list[Call], topology: Topology, trainable: np.ndarray
         if n:
             ids.append(call.sampled_ids)
             if trainable[k]:
+                assert call.sampled_logprobs is not None, "trainable calls have aligned logprobs"
                 mask.append(np.ones(n, dtype=np.int8))
                 lps.append(call.sampled_logprobs.astype(np.float64))
             else:

@@ -20,7 +20,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -365,7 +365,7 @@ def _items(value: Any) -> Iterator[RawValue]:
         yield RawValue(i, item)
 
 
-def read_values(source: Source, limits: Limits | None = None) -> Iterator[RawValue]:
+def read_values(source: Source, limits: Limits | None = None) -> Generator[RawValue, None, None]:
     """Yield the JSON values in a source, in order, with 1-based line numbers.
 
     JSONL is read line by line. A file whose first non-blank line does not parse, opens an object

@@ -44,7 +44,11 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
 
 
 def _trainable_logprobs(rollout: Rollout) -> np.ndarray:
-    parts = [c.sampled_logprobs for c, ok in zip(rollout.calls, rollout.trainable, strict=True) if ok and c.n_sampled]
+    parts = [
+        c.sampled_logprobs
+        for c, ok in zip(rollout.calls, rollout.trainable, strict=True)
+        if ok and c.n_sampled and c.sampled_logprobs is not None
+    ]  # trainable implies aligned logprobs
     return np.concatenate(parts) if parts else np.empty(0)
 
 
@@ -148,7 +152,8 @@ class _SurvivingPool:
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker, args=(child, self.limits), daemon=True)
+        # typeshed declares Process only on the concrete contexts, not on the BaseContext get_context returns
+        process = self.context.Process(target=_worker, args=(child, self.limits), daemon=True)  # type: ignore[attr-defined]
         process.start()
         child.close()
         return _Slot(process, parent)

@@ -38,6 +38,7 @@ def _breaks(rollout: Rollout, decoder: Decoder) -> list[str]:
             continue
         earlier, later = rollout.calls[b.miss.earlier], rollout.calls[b.miss.later]
         at = b.miss.common_prefix
+        assert earlier.prompt_ids is not None and later.prompt_ids is not None, "near misses compare prompt ids"
         removed = (
             decoder.text(list(earlier.prompt_ids[at:]) + list(earlier.sampled_ids))[:60]
             if at < earlier.n_prompt

@@ -252,7 +252,7 @@ def _from_completion_logprobs(raw: dict) -> _Sampled:
     lps = raw.get("token_logprobs")
     if not isinstance(lps, list):
         return _Sampled()
-    tokens = raw.get("tokens") if isinstance(raw.get("tokens"), list) else []
+    tokens = raw["tokens"] if isinstance(raw.get("tokens"), list) else []
     split = split_tokens(tokens)
     raw_tops = raw.get("top_logprobs")
     notes = []
