@@ -19,12 +19,15 @@ REASONS = {
 
 @dataclass(frozen=True)
 class Break:
+    """A root after the first: a place where the rollout's token chain broke, with its best near miss."""
+
     root: int
     miss: NearMiss | None  # None: no other call shares a token with it
     reason: str
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
+    """Every root after the first, with why it starts a new chain (its near miss, if any)."""
     roots = rollout.topology.roots
     out = []
     for root in roots[1:]:

@@ -78,9 +78,11 @@ class TokenizerDecoder:
 
     @property
     def label(self) -> str:
+        """Where the tokenizer was found, for display."""
         return f"{_short_path(self.path)} ({self.source})"
 
     def is_special(self, token_id: int) -> bool:
+        """Whether the id is a special token (e.g. an end-of-turn marker) of this tokenizer."""
         return token_id in self._special
 
     def pieces(self, ids: np.ndarray | list[int]) -> list[str]:
@@ -94,6 +96,7 @@ class TokenizerDecoder:
         return out
 
     def text(self, ids) -> str:
+        """Decoded text of the ids, joined."""
         return "".join(self.pieces(ids))
 
 
@@ -137,15 +140,19 @@ class TraceTextDecoder:
 
     @property
     def label(self) -> str:
+        """What the fallback decoder shows, for display."""
         return f"{len(self.known)} token texts carried by the trace" if self.known else "raw ids (no tokenizer found)"
 
     def is_special(self, token_id: int) -> bool:
+        """Always False: without a tokenizer no id is known to be special."""
         return False
 
     def pieces(self, ids) -> list[str]:
+        """Per-id text carried by the trace, or ``<id>`` where the trace carried none."""
         return [self.known.get(i, f"<{i}>") for i in np.asarray(ids).tolist()]
 
     def text(self, ids) -> str:
+        """Fallback text of the ids, joined."""
         return "".join(self.pieces(ids))
 
 
@@ -154,6 +161,7 @@ Decoder = TokenizerDecoder | TraceTextDecoder
 
 @lru_cache(maxsize=16)
 def load_tokenizer(path: Path, source: str) -> TokenizerDecoder:
+    """A decoder from the tokenizer file at ``path``; ``source`` says how it was found."""
     return TokenizerDecoder(path, source)
 
 
@@ -222,6 +230,7 @@ def find_tokenizer(
     allow_download: bool = False,
     samples: Path = SAMPLES,
 ) -> TokenizerDecoder | None:
+    """A tokenizer for ``model``: the user's path, else beside the traces, bundled, HF cache, or a download if allowed."""
     if user_path is not None:
         path = user_path if user_path.is_file() else _tokenizer_in(user_path)
         if path is None:

@@ -44,6 +44,8 @@ TAIL_WINDOW = 64  # how far past the break they may reappear
 
 @dataclass(frozen=True, slots=True)
 class NearMiss:
+    """A call that nearly continued another: the longest shared prefix with its end ids, and its kind."""
+
     node: int  # the call this explains (a root after the first, or a discarded call)
     other: int  # the call it is compared with: the candidate it nearly continued, or the sibling that continued
     earlier: int  # whose end ids are compared ...
@@ -165,6 +167,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
 
 
 def near_misses(calls: list[Call], parents: list[int | None], discarded: dict[int, int]) -> dict[int, NearMiss]:
+    """Near misses for every root after the first and every discarded call, keyed by that call."""
     found: dict[int, NearMiss] = {}
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
@@ -207,6 +210,7 @@ def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: di
 
 
 def near_miss_json(calls: list[Call], miss: NearMiss) -> dict:
+    """The JSON form of a near miss (the other call's id, shared prefix, kind), as in ``inspect --json``."""
     return {
         "node_id": calls[miss.other].node_id,
         "common_prefix": miss.common_prefix,

@@ -26,6 +26,8 @@ class Flow:
 
 @dataclass(frozen=True)
 class LowToken:
+    """One unlikely sampled token: the call, its position in the sampled span, id and logprob."""
+
     node: int
     position: int  # index in the call's sampled span
     token_id: int

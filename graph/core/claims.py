@@ -67,6 +67,7 @@ def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[li
 def disagreements(
     calls: list[Call], claimed: list[int | None], ours: list[int | None], sequences: list[Sequence], document: dict
 ) -> list[Finding]:
+    """Findings where a rollout document's claimed parents or sequences disagree with the token links."""
     out = []
 
     def name(i: int | None) -> str:

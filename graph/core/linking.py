@@ -80,6 +80,7 @@ class Links:
 
 
 def link(calls: list[Call]) -> Links:
+    """Parents of every call and how each link was found: by tokens, else by messages."""
     parents = token_parents(calls)
     linked_by: list[str | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():
@@ -89,6 +90,7 @@ def link(calls: list[Call]) -> Links:
 
 
 def token_parents(calls: list[Call]) -> list[int | None]:
+    """Token links: a call's parent is the call with the longest end ids that open its prompt (earliest on a tie)."""
     n = len(calls)
     parents: list[int | None] = [None] * n
     candidates = [i for i, c in enumerate(calls) if c.n_end > 0]

@@ -60,11 +60,13 @@ def _tool_calls(message: dict) -> tuple:
 
 
 def canonical(message: dict, default_role: str | None = None) -> Turn:
+    """A message reduced to what linking compares: role, text content and tool calls."""
     role = message.get("role") or default_role
     return (str(role), _text(message.get("content")), _tool_calls(message))
 
 
 def strip_leading_system(turns: list[Turn]) -> list[Turn]:
+    """The turns without their leading system/developer messages."""
     start = 0
     while start < len(turns) and turns[start][0] in ("system", "developer"):
         start += 1

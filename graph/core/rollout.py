@@ -56,6 +56,7 @@ class Rollout:
     _index: dict[str, int] = field(default_factory=dict)
 
     def index_of(self, node_id: str) -> int:
+        """Arrival index of the call with ``node_id`` (KeyError if unknown)."""
         if not self._index:
             self._index.update((c.node_id, i) for i, c in enumerate(self.calls))
         return self._index[node_id]
@@ -66,13 +67,16 @@ class Rollout:
         return [c.node_id for c in self.calls]
 
     def tokens(self, seq: Sequence) -> SequenceTokens:
+        """The training tokens of a sequence: input ids, loss mask and logprobs."""
         return sequence_tokens(self.calls, self.topology, self.trainable, seq)
 
     def context_start(self, node: int) -> int:
+        """Where the call's own context starts in its prompt: the length of its parent's end ids."""
         return context_start(self.calls, self.topology, node)
 
     @cached_property
     def node_roles(self) -> list[str]:
+        """The role of every call, in arrival order."""
         return node_roles(len(self.calls), self.topology, self.sequences)
 
     @cached_property
@@ -84,10 +88,12 @@ class Rollout:
         return grouped
 
     def findings_for(self, node: int) -> list[Finding]:
+        """Findings attached to the call at ``node``."""
         return self._findings_by_node.get(self.calls[node].node_id, [])
 
     @cached_property
     def stats(self) -> dict[str, int]:
+        """Counts of calls, roots, forks, discarded calls, leaves and trainable tokens."""
         return {
             "n_turns": len(self.calls),
             "n_roots": len(self.topology.roots),

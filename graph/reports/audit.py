@@ -53,6 +53,7 @@ def _trainable_logprobs(rollout: Rollout) -> np.ndarray:
 
 
 def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
+    """One audit table row for a rollout: counts, roles, findings and trainable logprob stats."""
     s, counts = rollout.stats, rollout.finding_counts
     roles = Counter(seq.role for seq in rollout.sequences)
     lps = _trainable_logprobs(rollout)
@@ -79,6 +80,7 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
 
 
 def error_row(source: str, error: str) -> dict[str, Any]:
+    """An audit row for a file that could not be analysed."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(source_file=source, finding_codes=[], models=[], error=error)
     return row

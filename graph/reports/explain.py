@@ -100,6 +100,7 @@ def _retokenize(rollout: Rollout, decoder: Decoder) -> list[str]:
 
 
 def origin_lines(rollout: Rollout, node: int) -> list[str]:
+    """Where the call's prompt came from: which earlier calls' sampled tokens, and the harness's share."""
     source, _ = context_origin(rollout, node)
     by = Counter(source.tolist())
     harness = by.pop(HARNESS, 0)
@@ -111,6 +112,7 @@ def origin_lines(rollout: Rollout, node: int) -> list[str]:
 
 
 def explain_text(rollout: Rollout, decoder: Decoder) -> str:
+    """The ``explain`` report: token flows, chain breaks and where each context came from."""
     sections = [
         _flows(rollout),
         _breaks(rollout, decoder),
