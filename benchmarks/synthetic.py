@@ -42,7 +42,7 @@ class Writer:
                 "logprob": float(lp),
                 "top_logprobs": [{"token": f"token_id:{(t + k) % VOCAB}", "logprob": float(lp) - k} for k in range(5)],
             }
-            for t, lp in zip(sampled.tolist(), logprobs.tolist())
+            for t, lp in zip(sampled.tolist(), logprobs.tolist(), strict=True)
         ]
         request = {
             "model": "synthetic-agent",

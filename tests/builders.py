@@ -55,7 +55,7 @@ def vllm_chat(t: Turn, token_text: bool = False) -> dict:
                 {"token": f"token_id:{tid + 1}", "logprob": lp - 1.5},
             ],
         }
-        for tid, lp in zip(t.sampled, t.logprobs)
+        for tid, lp in zip(t.sampled, t.logprobs, strict=True)
     ]
     return {
         "call_id": t.call_id,
@@ -100,7 +100,7 @@ def completions(t: Turn, echo: bool = False) -> dict:
                     "logprobs": {
                         "tokens": tokens,
                         "token_logprobs": lps,
-                        "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, lps)],
+                        "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, lps, strict=True)],
                     },
                     "finish_reason": t.finish,
                     "prompt_token_ids": t.prompt,
@@ -126,8 +126,12 @@ def sglang_chat(t: Turn) -> dict:
                     "finish_reason": t.finish,
                     "prompt_token_ids": t.prompt,
                     "meta_info": {
-                        "output_token_logprobs": [[lp, tid, f"t{tid}"] for tid, lp in zip(t.sampled, t.logprobs)],
-                        "output_top_logprobs": [[[lp, tid, f"t{tid}"]] for tid, lp in zip(t.sampled, t.logprobs)],
+                        "output_token_logprobs": [
+                            [lp, tid, f"t{tid}"] for tid, lp in zip(t.sampled, t.logprobs, strict=True)
+                        ],
+                        "output_top_logprobs": [
+                            [[lp, tid, f"t{tid}"]] for tid, lp in zip(t.sampled, t.logprobs, strict=True)
+                        ],
                     },
                 }
             ],
@@ -145,7 +149,7 @@ def sglang_generate(t: Turn) -> dict:
             "output_ids": t.sampled,
             "meta_info": {
                 "finish_reason": {"type": t.finish},
-                "output_token_logprobs": [[lp, tid, None] for tid, lp in zip(t.sampled, t.logprobs)],
+                "output_token_logprobs": [[lp, tid, None] for tid, lp in zip(t.sampled, t.logprobs, strict=True)],
             },
         },
     }
@@ -160,7 +164,7 @@ def chat_stream(t: Turn) -> dict:
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
         }
     ]
-    for k, (tid, lp) in enumerate(zip(t.sampled, t.logprobs)):
+    for k, (tid, lp) in enumerate(zip(t.sampled, t.logprobs, strict=True)):
         chunks.append(
             {
                 "object": "chat.completion.chunk",

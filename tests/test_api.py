@@ -61,7 +61,7 @@ def assert_agrees_with_contract(rollout: graph.Rollout) -> None:
             else "inner"
         )
         assert attrs.get("finish_reason") == n["finish_reason"]
-    for u, v, data in g.edges(data=True):
+    for _u, v, data in g.edges(data=True):
         assert data["linked_by"] == nodes[v]["linked_by"]
     assert nx.is_directed_acyclic_graph(g)
     assert sum(1 for n in g if g.in_degree(n) == 0) == contract["stats"]["n_roots"]

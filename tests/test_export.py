@@ -25,7 +25,7 @@ def test_rows_are_every_sequence_labelled_and_match_the_tokens():
     rows = export.training_rows(rollout)
     assert len(rows) == len(rollout.sequences)
     assert sorted({r["role"] for r in rows}) == ["agent", "auxiliary", "discarded"]
-    for row, seq in zip(rows, rollout.sequences):
+    for row, seq in zip(rows, rollout.sequences, strict=True):
         tokens = rollout.tokens(seq)
         assert row["input_ids"] == tokens.input_ids.tolist() and row["loss_mask"] == tokens.loss_mask.tolist()
         assert sum(row["loss_mask"]) == row["n_trainable"] == seq.n_trainable

@@ -31,7 +31,7 @@ def graph_signature(rollout):
     calls = rollout.calls
     name = lambda i: None if i is None else calls[i].node_id  # noqa: E731
     return (
-        [(c.node_id, name(p)) for c, p in zip(calls, rollout.topology.parents)],
+        [(c.node_id, name(p)) for c, p in zip(calls, rollout.topology.parents, strict=True)],
         sorted(calls[k].node_id for k in rollout.topology.discarded),
         [(calls[s.leaf].node_id, s.n_trainable) for s in rollout.sequences],
     )
@@ -40,7 +40,7 @@ def graph_signature(rollout):
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_token_shape_loads_the_same_rollout(shape):
     rollout = rollout_of([SHAPES[shape](t) for t in ROLLOUT])
-    for call, turn in zip(rollout.calls, ROLLOUT):
+    for call, turn in zip(rollout.calls, ROLLOUT, strict=True):
         assert call.node_id == turn.call_id
         assert call.prompt_ids.tolist() == turn.prompt
         assert call.sampled_ids.tolist() == turn.sampled

@@ -48,7 +48,7 @@ def test_fast_path_agrees_with_plain_json(chunks, style):
         expected.append(prompt)
         prompt = [v for v in prompt if type(v) is int and 0 <= v < 2**31]  # next prompt extends clean ids
     values = list(read_values(Source.from_bytes("t.jsonl", b"\n".join(lines))))
-    for value, prompt in zip(values, expected):
+    for value, prompt in zip(values, expected, strict=True):
         got = value.value["response"]["prompt_token_ids"]
         if isinstance(got, np.ndarray):
             assert all(type(v) is int for v in prompt)

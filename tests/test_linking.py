@@ -11,7 +11,7 @@ from tests.builders import Turn, calls_from_tokens, rollout_of, rollout_of_token
 def parents_by_id(rollout):
     return {
         c.node_id: (None if p is None else rollout.calls[p].node_id)
-        for c, p in zip(rollout.calls, rollout.topology.parents)
+        for c, p in zip(rollout.calls, rollout.topology.parents, strict=True)
     }
 
 

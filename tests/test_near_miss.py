@@ -22,7 +22,7 @@ END, NL, TOOL = 2, 3, [1, 6]  # "<|im_end|>", "\n", "<|im_start|>tool\n"
 
 def rollout(spec, messages=None):
     calls = calls_from_tokens(spec)
-    for call, msgs in zip(calls, messages or []):
+    for call, msgs in zip(calls, messages or [], strict=False):  # messages may cover only the first calls
         call.request_messages = msgs
     return analyse(SessionInput("s", calls))
 

@@ -28,7 +28,7 @@ def main(loaded):
 def edges(rollout):
     return [
         (c.node_id, None if p is None else rollout.calls[p].node_id)
-        for c, p in zip(rollout.calls, rollout.topology.parents)
+        for c, p in zip(rollout.calls, rollout.topology.parents, strict=True)
     ]
 
 

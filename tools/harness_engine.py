@@ -117,7 +117,7 @@ def chat_view(messages: list[dict], tools: list[dict] | None) -> list[dict]:
     if tools:
         listed = "\n".join(_tool_line(t) for t in tools if isinstance(t, dict))
         out[0]["content"] += (
-            "\n\n# Tools\nCall a tool by writing <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.\n" + listed
+            '\n\n# Tools\nCall a tool by writing <tool_call>{"name": ..., "arguments": {...}}</tool_call>.\n' + listed
         )
     return out
 
@@ -322,7 +322,9 @@ class Server:
                     for a, alp in zip(tids[:k], tlps[:k], strict=True)
                 ],
             }
-            for t, lp, tids, tlps in zip(sampled.ids, sampled.logprobs, sampled.top_ids, sampled.top_logprobs, strict=True)
+            for t, lp, tids, tlps in zip(
+                sampled.ids, sampled.logprobs, sampled.top_ids, sampled.top_logprobs, strict=True
+            )
         ]
 
     async def chat(self, request):
@@ -335,7 +337,11 @@ class Server:
         k = int(body.get("top_logprobs") or 0)
         want_ids = bool(body.get("return_token_ids"))
         created, rid = int(time.time()), f"chatcmpl-{uuid.uuid4().hex}"
-        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(sampled.ids), "total_tokens": len(prompt) + len(sampled.ids)}
+        usage = {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(sampled.ids),
+            "total_tokens": len(prompt) + len(sampled.ids),
+        }
         extra = {"steered": steered} if steered else {}
         if body.get("stream"):
             return StreamingResponse(
@@ -357,7 +363,13 @@ class Server:
 
     async def _stream(self, body, rid, created, prompt, sampled, content, calls, finish, usage, extra):
         base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": body.get("model") or MODEL}
-        first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}], **extra}
+        first = {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            ],
+            **extra,
+        }
         if body.get("return_token_ids"):
             first["prompt_token_ids"] = prompt
         yield b"data: " + orjson.dumps(first) + b"\n\n"
@@ -375,7 +387,12 @@ class Server:
             if shown and len(emitted) < len(shown):
                 target = shown[: min(len(so_far), len(shown))]
                 delta_text, emitted = target[len(emitted) :], target
-            choice: dict[str, Any] = {"index": 0, "delta": {"content": delta_text} if delta_text else {}, "logprobs": None, "finish_reason": None}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": {"content": delta_text} if delta_text else {},
+                "logprobs": None,
+                "finish_reason": None,
+            }
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [entries[i]]}
             if body.get("return_token_ids"):
@@ -397,7 +414,14 @@ class Server:
     async def models(self, request):
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "local", "max_model_len": self.engine.llm.n_ctx()}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {"id": MODEL, "object": "model", "owned_by": "local", "max_model_len": self.engine.llm.n_ctx()}
+                ],
+            }
+        )
 
     def app(self):
         from starlette.applications import Starlette

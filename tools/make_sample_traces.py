@@ -172,10 +172,10 @@ class Proxy:
                 "bytes": self.engine.piece(t),
                 "top_logprobs": [
                     {"token": f"token_id:{a}", "logprob": alp, "bytes": self.engine.piece(a)}
-                    for a, alp in zip(tids, tlps)
+                    for a, alp in zip(tids, tlps, strict=True)
                 ],
             }
-            for t, lp, tids, tlps in zip(sample.ids, sample.logprobs, sample.top_ids, sample.top_logprobs)
+            for t, lp, tids, tlps in zip(sample.ids, sample.logprobs, sample.top_ids, sample.top_logprobs, strict=True)
         ]
         record = {
             "call_id": call_id,

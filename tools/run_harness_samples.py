@@ -247,8 +247,19 @@ def golden() -> dict:
             out[f"{path.name}:{sid}"] = {
                 "records": loaded.records,
                 "skipped": len(loaded.skipped),
-                "stats": {k: s[k] for k in ("n_turns", "n_roots", "n_forks", "n_discarded", "n_leaves",
-                                             "n_discarded_retries", "n_broken_replays", "n_unfinished")},  # fmt: skip
+                "stats": {
+                    k: s[k]
+                    for k in (
+                        "n_turns",
+                        "n_roots",
+                        "n_forks",
+                        "n_discarded",
+                        "n_leaves",
+                        "n_discarded_retries",
+                        "n_broken_replays",
+                        "n_unfinished",
+                    )
+                },  # fmt: skip
                 "near_miss_kinds": dict(sorted(Counter(m.kind for m in r.near_misses.values()).items())),
                 "findings": dict(sorted(Counter(f"{f.level} {f.code}" for f in r.findings).items())),
             }
@@ -257,7 +268,9 @@ def golden() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed")
+    parser.add_argument(
+        "--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed"
+    )
     parser.add_argument("--only", default=",".join(HARNESSES), help="comma-separated harness names")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per harness run")
     parser.add_argument("--max-tokens", type=int, default=48)

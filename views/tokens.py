@@ -214,14 +214,14 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
         lines.append(f"sampled · logprob {lp:.4f} · p {math.exp(lp):.4f} · {_rank(strip, pos)}")
         lines.append(state)
     alternatives = (
-        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos]) if i >= 0]
+        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
         if strip.top_ids.size
         else []
     )
     if alternatives:
         texts = decoder.pieces([i for i, _ in alternatives])
         lines.append("alternatives:")
-        lines += [f"  {t!r} (id {i}) {a:.3f}" for (i, a), t in zip(alternatives, texts)]
+        lines += [f"  {t!r} (id {i}) {a:.3f}" for (i, a), t in zip(alternatives, texts, strict=True)]
     return "\n".join(lines)
 
 
@@ -247,7 +247,8 @@ def page_html(
     lead = max(0, start - LOOKBEHIND)
     pieces = decoder.pieces(strip.ids[lead:stop])[start - lead :]
     out = [STYLESHEET, '<div class="rg-tokens">']
-    for pos, piece in zip(range(start, stop), pieces):
+    # strict=False: ``stop`` may run past the end of the strip; the decoded pieces bound the page
+    for pos, piece in zip(range(start, stop), pieces, strict=False):
         if pos in strip.boundaries:
             out.append(f'<div class="rg-turn">{html.escape(strip.boundaries[pos])}</div>')
         special = decoder.is_special(int(strip.ids[pos]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +49,7 @@ def _byte_decoder() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 @dataclass
@@ -77,9 +78,11 @@ class TokenizerDecoder:
 
     @property
     def label(self) -> str:
+        """Where the tokenizer was found, for display."""
         return f"{_short_path(self.path)} ({self.source})"
 
     def is_special(self, token_id: int) -> bool:
+        """Whether the id is a special token (e.g. an end-of-turn marker) of this tokenizer."""
         return token_id in self._special
 
     def pieces(self, ids: np.ndarray | list[int]) -> list[str]:
@@ -93,6 +96,7 @@ class TokenizerDecoder:
         return out
 
     def text(self, ids) -> str:
+        """Decoded text of the ids, joined."""
         return "".join(self.pieces(ids))
 
 
@@ -136,15 +140,19 @@ class TraceTextDecoder:
 
     @property
     def label(self) -> str:
+        """What the fallback decoder shows, for display."""
         return f"{len(self.known)} token texts carried by the trace" if self.known else "raw ids (no tokenizer found)"
 
     def is_special(self, token_id: int) -> bool:
+        """Always False: without a tokenizer no id is known to be special."""
         return False
 
     def pieces(self, ids) -> list[str]:
+        """Per-id text carried by the trace, or ``<id>`` where the trace carried none."""
         return [self.known.get(i, f"<{i}>") for i in np.asarray(ids).tolist()]
 
     def text(self, ids) -> str:
+        """Fallback text of the ids, joined."""
         return "".join(self.pieces(ids))
 
 
@@ -153,6 +161,7 @@ Decoder = TokenizerDecoder | TraceTextDecoder
 
 @lru_cache(maxsize=16)
 def load_tokenizer(path: Path, source: str) -> TokenizerDecoder:
+    """A decoder from the tokenizer file at ``path``; ``source`` says how it was found."""
     return TokenizerDecoder(path, source)
 
 
@@ -216,11 +225,12 @@ def _hub_tokenizer(model: str) -> Path | None:
 
 def find_tokenizer(
     model: str | None,
-    trace_paths: list[Path] = (),
+    trace_paths: Sequence[Path] = (),
     user_path: Path | None = None,
     allow_download: bool = False,
     samples: Path = SAMPLES,
 ) -> TokenizerDecoder | None:
+    """A tokenizer for ``model``: the user's path, else beside the traces, bundled, HF cache, or a download if allowed."""
     if user_path is not None:
         path = user_path if user_path.is_file() else _tokenizer_in(user_path)
         if path is None:
@@ -249,12 +259,13 @@ def trace_token_texts(calls: list[Call]) -> dict[int, str]:
     known: dict[int, str] = {}
     for call in calls:
         if call.token_texts:
-            for token_id, text in zip(call.sampled_ids.tolist(), call.token_texts):
+            # strict=False: sampled_ids stays empty when the recorded ids were unreadable (the texts still load)
+            for token_id, text in zip(call.sampled_ids.tolist(), call.token_texts, strict=False):
                 if text:
                     known.setdefault(token_id, text)
         top = call.top_k
         if top is not None and top.texts is not None:
-            for token_id, text in zip(top.ids.ravel().tolist(), top.texts):
+            for token_id, text in zip(top.ids.ravel().tolist(), top.texts, strict=True):
                 if token_id >= 0 and text:
                     known.setdefault(token_id, text)
     return known
@@ -262,7 +273,7 @@ def trace_token_texts(calls: list[Call]) -> dict[int, str]:
 
 def decoder_for(
     calls: list[Call],
-    trace_paths: list[Path] = (),
+    trace_paths: Sequence[Path] = (),
     user_path: Path | None = None,
     allow_download: bool = False,
     samples: Path = SAMPLES,

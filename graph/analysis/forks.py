@@ -11,6 +11,8 @@ from graph.core.rollout import Rollout
 
 @dataclass(frozen=True)
 class SiblingDiff:
+    """How two children of the same parent differ: where their sampled tokens first diverge."""
+
     parent: int
     original: int  # the earlier child
     other: int  # a later child (a retry when the prompts are identical)
@@ -31,6 +33,7 @@ def _token_and_logprob(call, d: int | None) -> tuple[int | None, float | None]:
 
 
 def sibling_diff(rollout: Rollout, parent: int, original: int, other: int) -> SiblingDiff:
+    """Compare the sampled spans of two children of ``parent`` (``original`` arrived first)."""
     calls, topo = rollout.calls, rollout.topology
     a, b = calls[original], calls[other]
     n = min(a.n_sampled, b.n_sampled)

@@ -78,10 +78,16 @@ class NearMiss:
     text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
 
 
+def _prompt(call: Call) -> np.ndarray:
+    """The prompt ids of a call that carries them (near misses only compare such calls)."""
+    assert call.prompt_ids is not None, f"call {call.node_id!r} has no prompt ids"
+    return call.prompt_ids
+
+
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
     n_p = min(earlier.n_prompt, prompt.shape[0])
-    diff = np.flatnonzero(earlier.prompt_ids[:n_p] != prompt[:n_p])
+    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
     if diff.size:
         return int(diff[0])
     if n_p < earlier.n_prompt:
@@ -213,7 +219,7 @@ def classify(
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
     longest = max(n_l, p_e)
-    if np.array_equal(earlier.prompt_ids, later.prompt_ids) or (
+    if np.array_equal(_prompt(earlier), _prompt(later)) or (
         min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest
     ):
         return RETRY, where, kept, False
@@ -265,11 +271,11 @@ class _Ends:
     @classmethod
     def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
         """The sorted end ids of ``nodes``, cut to ``limit`` tokens."""
-        wide = any(calls[i].prompt_ids.dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
+        wide = any(_prompt(calls[i]).dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
         pairs = []
         for i in nodes:
             call = calls[i]
-            head = call.prompt_ids[:limit]
+            head = _prompt(call)[:limit]
             tail = call.sampled_ids[: max(0, limit - head.shape[0])]
             pairs.append((_key(np.concatenate([head, tail]) if tail.shape[0] else head, wide), i))
         pairs.sort()
@@ -282,7 +288,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
     with the node's prompt (on a tie, the first found). Walking away from the prompt's sorted
     position the shared prefix only shrinks, so each direction stops at the first candidate that
     shares no more than the best found."""
-    prompt = calls[node].prompt_ids
+    prompt = _prompt(calls[node])
     start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
     best: tuple[int, int] | None = None
     for step in (-1, 1):
@@ -291,7 +297,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
             c = ends.nodes[j]
             j += step
             candidate = calls[c]
-            if c >= node or np.array_equal(candidate.prompt_ids, prompt):
+            if c >= node or np.array_equal(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
@@ -346,6 +352,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
     ends = _Ends.of(calls, tokened, limit) if pending else None
     for node in pending:
+        assert ends is not None  # built whenever something is pending
         best = _best_candidate(calls, node, ends)
         if best is not None:
             shared, candidate = best
@@ -357,7 +364,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     if first is not None and main is not None and first != main and first not in discarded and calls[main].n_prompt:
         # the first call is not the main conversation (a title call that arrived first): name it
         # against the main conversation's first call
-        shared = common_prefix(calls[main], calls[first].prompt_ids)
+        shared = common_prefix(calls[main], _prompt(calls[first]))
         kind, where, kept, checked = classify(calls[main], calls[first], shared, decoder, bool(children[first]))
         found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked)
     for node, sibling in discarded.items():

@@ -22,6 +22,7 @@ def _paint_path(rollout: Rollout, last: int, upto: int, source: np.ndarray, logp
             continue
         source[start:stop] = k
         if call.logprobs_aligned:
+            assert call.sampled_logprobs is not None, "aligned logprobs are never None"
             logprob[start:stop] = call.sampled_logprobs[: stop - start]
 
 

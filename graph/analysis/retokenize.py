@@ -16,6 +16,8 @@ from graph.core.rollout import Rollout
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A prompt whose recorded ids differ from re-tokenizing its messages, from the first differing position."""
+
     node: int
     position: int  # first differing position in the prompt
     original: list[int]  # the recorded ids from there (a window)

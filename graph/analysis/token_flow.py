@@ -26,6 +26,8 @@ class Flow:
 
 @dataclass(frozen=True)
 class LowToken:
+    """One unlikely sampled token: the call, its position in the sampled span, id and logprob."""
+
     node: int
     position: int  # index in the call's sampled span
     token_id: int
@@ -63,6 +65,7 @@ def logprobs_by_role(rollout: Rollout) -> dict[str, np.ndarray]:
     groups: dict[str, list[np.ndarray]] = {}
     for k, call in enumerate(rollout.calls):
         if call.logprobs_aligned and call.n_sampled:
+            assert call.sampled_logprobs is not None, "aligned logprobs are never None"
             values = call.sampled_logprobs[np.isfinite(call.sampled_logprobs)]
             groups.setdefault(rollout.node_roles[k], []).append(values)
     return {role: np.concatenate(parts) for role, parts in groups.items()}
@@ -74,6 +77,7 @@ def lowest_tokens(rollout: Rollout, limit: int = 20) -> list[LowToken]:
     for k, call in enumerate(rollout.calls):
         if not (call.logprobs_aligned and call.n_sampled):
             continue
+        assert call.sampled_logprobs is not None, "aligned logprobs are never None"
         lps = np.where(np.isfinite(call.sampled_logprobs), call.sampled_logprobs, np.inf)
         for pos in np.argsort(lps)[:limit].tolist():
             if np.isfinite(lps[pos]):

@@ -95,6 +95,7 @@ def _sampling_change(calls: list[Call]) -> Finding | None:
 def rollout_findings(
     calls: list[Call], topology: Topology, sequences: list[Sequence], document: dict | None
 ) -> list[Finding]:
+    """Findings about the rollout as a whole rather than one call (e.g. a single call, nothing linked)."""
     out: list[Finding] = []
     n_turns, n_roots = len(calls), len(topology.roots)
     if n_turns == 1 and _is_agentic(calls[0]):
@@ -171,9 +172,11 @@ def _is_agentic(call: Call) -> bool:
 
 
 def count_by_level(findings: list[Finding]) -> dict[str, int]:
+    """Number of findings at each level (FATAL, WARN, INFO), every level present."""
     counts = Counter(f.level for f in findings)
     return {level: counts.get(level, 0) for level in LEVELS}
 
 
 def top_codes(findings: list[Finding], level: str, limit: int = 3) -> list[tuple[str, int]]:
+    """The most frequent finding codes at ``level``, with their counts."""
     return Counter(f.code for f in findings if f.level == level).most_common(limit)

@@ -53,6 +53,7 @@ def prefix_hashes(ids: np.ndarray) -> np.ndarray:
 
 
 def _end_hash(call: Call) -> np.uint64:
+    assert call.prompt_ids is not None, "only calls with prompt ids have end ids"
     with np.errstate(over="ignore"):
         head = prefix_hashes(call.prompt_ids)[-1]
         tail = (call.sampled_ids.astype(np.uint64) + np.uint64(1)) * _powers_upto(call.n_end)[call.n_prompt :]
@@ -63,7 +64,8 @@ def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
     """Exact check that ``candidate``'s end ids open ``prompt``."""
     n_p, n_e = candidate.n_prompt, candidate.n_end
     return (
-        n_e <= prompt.shape[0]
+        candidate.prompt_ids is not None
+        and n_e <= prompt.shape[0]
         and np.array_equal(prompt[:n_p], candidate.prompt_ids)
         and np.array_equal(prompt[n_p:n_e], candidate.sampled_ids)
     )
@@ -78,6 +80,7 @@ class Links:
 
 
 def link(calls: list[Call]) -> Links:
+    """Parents of every call and how each link was found: by tokens, else by messages."""
     parents = token_parents(calls)
     linked_by: list[str | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():
@@ -87,6 +90,7 @@ def link(calls: list[Call]) -> Links:
 
 
 def token_parents(calls: list[Call]) -> list[int | None]:
+    """Token links: a call's parent is the call with the longest end ids that open its prompt (earliest on a tie)."""
     n = len(calls)
     parents: list[int | None] = [None] * n
     candidates = [i for i, c in enumerate(calls) if c.n_end > 0]

@@ -54,17 +54,19 @@ def _tool_calls(message: dict) -> tuple:
     for call in calls:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        fn = call["function"] if isinstance(call.get("function"), dict) else call
         out.append((str(fn.get("name", "")), canonical_arguments(fn.get("arguments"))))
     return tuple(out)
 
 
 def canonical(message: dict, default_role: str | None = None) -> Turn:
+    """A message reduced to what linking compares: role, text content and tool calls."""
     role = message.get("role") or default_role
     return (str(role), _text(message.get("content")), _tool_calls(message))
 
 
 def strip_leading_system(turns: list[Turn]) -> list[Turn]:
+    """The turns without their leading system/developer messages."""
     start = 0
     while start < len(turns) and turns[start][0] in ("system", "developer"):
         start += 1

@@ -31,6 +31,7 @@ class Finding:
     leaf_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The finding as JSON (leaf id only when set)."""
         out: dict[str, Any] = {"level": self.level, "code": self.code, "node_id": self.node_id}
         if self.leaf_id is not None:
             out["leaf_id"] = self.leaf_id
@@ -82,10 +83,12 @@ class Call:
 
     @property
     def n_prompt(self) -> int:
+        """Number of prompt ids (0 when the record carried none)."""
         return 0 if self.prompt_ids is None else int(self.prompt_ids.shape[0])
 
     @property
     def n_sampled(self) -> int:
+        """Number of sampled ids."""
         return int(self.sampled_ids.shape[0])
 
     @property
@@ -95,10 +98,12 @@ class Call:
 
     @property
     def has_tools(self) -> bool:
+        """Whether the request offered tools (a sign of the agent's calls)."""
         return bool(self.tools)
 
     @property
     def logprobs_aligned(self) -> bool:
+        """Whether there is exactly one logprob per sampled token (required for training)."""
         return self.sampled_logprobs is not None and self.sampled_logprobs.shape[0] == self.n_sampled
 
     def add_issue(self, level: str, code: str, detail: str) -> None:
@@ -121,6 +126,7 @@ class Skipped:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
+        """The skipped record as JSON: file, line and reason."""
         return {"file": self.file, "line": self.line, "reason": self.reason}
 
 
@@ -153,6 +159,7 @@ class LoadResult:
         return not self.files or set(self.files) <= unreadable
 
     def report(self) -> dict[str, Any]:
+        """The load report as JSON: records read, loaded, skipped, with reasons."""
         return {
             "records": self.records,
             "loaded": self.loaded,

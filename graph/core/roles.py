@@ -13,6 +13,7 @@ ROLES = (AGENT, AUXILIARY, DISCARDED)
 
 
 def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence]) -> None:
+    """Give each sequence its role: discarded, else agent or auxiliary by tools offered (or trainability without tools)."""
     live = [s for s in sequences if s.leaf not in topology.discarded]
     tools_signal = any(calls[k].has_tools for s in live for k in s.nodes)
     for seq in sequences:

@@ -58,6 +58,7 @@ class Rollout:
     _index: dict[str, int] = field(default_factory=dict)
 
     def index_of(self, node_id: str) -> int:
+        """Arrival index of the call with ``node_id`` (KeyError if unknown)."""
         if not self._index:
             self._index.update((c.node_id, i) for i, c in enumerate(self.calls))
         return self._index[node_id]
@@ -68,13 +69,16 @@ class Rollout:
         return [c.node_id for c in self.calls]
 
     def tokens(self, seq: Sequence) -> SequenceTokens:
+        """The training tokens of a sequence: input ids, loss mask and logprobs."""
         return sequence_tokens(self.calls, self.topology, self.trainable, seq)
 
     def context_start(self, node: int) -> int:
+        """Where the call's own context starts in its prompt: the length of its parent's end ids."""
         return context_start(self.calls, self.topology, node)
 
     @cached_property
     def node_roles(self) -> list[str]:
+        """The role of every call, in arrival order."""
         return node_roles(len(self.calls), self.topology, self.sequences)
 
     @cached_property
@@ -86,10 +90,12 @@ class Rollout:
         return grouped
 
     def findings_for(self, node: int) -> list[Finding]:
+        """Findings attached to the call at ``node``."""
         return self._findings_by_node.get(self.calls[node].node_id, [])
 
     @cached_property
     def stats(self) -> dict[str, int]:
+        """Counts of calls, roots, forks, discarded calls, leaves and trainable tokens."""
         return {
             "n_turns": len(self.calls),
             "n_roots": len(self.topology.roots),
@@ -266,7 +272,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         parents, claim_findings = claims.validated_parents(calls, links.parents)
     topology = build_topology(calls, parents)
     per_node = turn_findings(calls)
-    trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node)], dtype=bool)
+    trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node, strict=True)], dtype=bool)
     sequences = build_sequences(calls, topology, trainable)
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
@@ -280,7 +286,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = [
         "document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v
-        for c, p, v in zip(calls, parents, links.linked_by)
+        for c, p, v in zip(calls, parents, links.linked_by, strict=True)
     ]
     return Rollout(
         session_id=session.session_id,

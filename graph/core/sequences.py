@@ -16,6 +16,8 @@ from graph.core.topology import Topology
 
 @dataclass(slots=True)
 class Sequence:
+    """A training sequence: the path from a root to a leaf, with its role."""
+
     leaf: int
     nodes: list[int]  # arrival indices, root -> leaf
     prompt_len: int
@@ -25,11 +27,14 @@ class Sequence:
 
     @property
     def n_turns(self) -> int:
+        """Number of calls on the path."""
         return len(self.nodes)
 
 
 @dataclass(frozen=True, slots=True)
 class SequenceTokens:
+    """The arrays a trainer consumes for one sequence."""
+
     input_ids: np.ndarray
     loss_mask: np.ndarray  # int8, 1 = trained
     logprobs: np.ndarray  # float64, 0.0 wherever the mask is 0
@@ -45,6 +50,7 @@ def context_start(calls: list[Call], topology: Topology, node: int) -> int:
 
 
 def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray) -> list[Sequence]:
+    """One sequence per leaf, the path from its root, with the sequence's prompt length."""
     sequences = []
     for leaf in topology.leaves:
         path = topology.path_to(leaf)
@@ -64,6 +70,7 @@ def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray
 
 
 def sequence_tokens(calls: list[Call], topology: Topology, trainable: np.ndarray, seq: Sequence) -> SequenceTokens:
+    """Concatenate a sequence's calls into input ids, loss mask (sampled tokens of trainable calls) and logprobs."""
     ids, mask, lps, starts = [], [], [], []
     offset = 0
     for k in seq.nodes:
@@ -79,6 +86,7 @@ def sequence_tokens(calls: list[Call], topology: Topology, trainable: np.ndarray
         if n:
             ids.append(call.sampled_ids)
             if trainable[k]:
+                assert call.sampled_logprobs is not None, "trainable calls have aligned logprobs"
                 mask.append(np.ones(n, dtype=np.int8))
                 lps.append(call.sampled_logprobs.astype(np.float64))
             else:

@@ -46,6 +46,7 @@ class Topology:
 
 
 def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
+    """Children, roots, leaves, forks and discarded calls from the parent of every call."""
     n = len(calls)
     children: list[list[int]] = [[] for _ in range(n)]
     for child, parent in enumerate(parents):

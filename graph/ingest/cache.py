@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
 

@@ -226,6 +226,6 @@ def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | 
     flat_texts = None
     if split.texts is not None:
         flat_texts = [""] * (n * width)
-        for r, c, text in zip(rows.tolist(), cols.tolist(), split.texts):
+        for r, c, text in zip(rows.tolist(), cols.tolist(), split.texts, strict=True):
             flat_texts[r * width + c] = text
     return TopK(ids=ids, logprobs=lps, texts=flat_texts)

@@ -49,11 +49,16 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
 
 
 def _trainable_logprobs(rollout: Rollout) -> np.ndarray:
-    parts = [c.sampled_logprobs for c, ok in zip(rollout.calls, rollout.trainable) if ok and c.n_sampled]
+    parts = [
+        c.sampled_logprobs
+        for c, ok in zip(rollout.calls, rollout.trainable, strict=True)
+        if ok and c.n_sampled and c.sampled_logprobs is not None
+    ]  # trainable implies aligned logprobs
     return np.concatenate(parts) if parts else np.empty(0)
 
 
 def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
+    """One audit table row for a rollout: counts, roles, findings and trainable logprob stats."""
     s, counts = rollout.stats, rollout.finding_counts
     roles = Counter(seq.role for seq in rollout.sequences)
     lps = _trainable_logprobs(rollout)
@@ -80,6 +85,7 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
 
 
 def error_row(source: str, error: str) -> dict[str, Any]:
+    """An audit row for a file that could not be analysed."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(source_file=source, finding_codes=[], models=[], error=error)
     return row
@@ -153,6 +159,7 @@ class _SurvivingPool:
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
+        # typeshed declares Process only on the concrete contexts, not on the BaseContext get_context returns
         process = self.context.Process(target=_worker, args=(child, self.limits), daemon=True)
         process.start()
         child.close()

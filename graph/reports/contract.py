@@ -10,6 +10,7 @@ from graph.core.rollout import Rollout
 
 
 def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
+    """The JSON of one call in ``inspect --json``: parent, kind, role, tokens and findings."""
     call = rollout.calls[i]
     topo = rollout.topology
     parent = topo.parents[i]
@@ -40,6 +41,7 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
 
 
 def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
+    """The JSON of one session in ``inspect --json``; ``with_tokens`` adds each sequence's token arrays."""
     sequences = []
     for seq in rollout.sequences:
         row: dict[str, Any] = {
@@ -72,4 +74,5 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
 
 
 def inspect_json(loaded: LoadResult, rollouts: list[Rollout], with_tokens: bool) -> dict[str, Any]:
+    """The whole ``inspect --json`` document: the load report and every session."""
     return {"load": loaded.report(), "sessions": [session_json(r, with_tokens) for r in rollouts]}

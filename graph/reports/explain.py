@@ -60,8 +60,9 @@ def _miss_lines(
         lines.append(f"      same text, other tokens: {_boundaries(rollout, miss, decoder)}")
     elif miss.kind != RETRY:
         removed = decoder.text(end_ids(earlier)[at : at + CONTEXT_TOKENS * 10])[:60]
-        inserted = decoder.text(later.prompt_ids[at : at + CONTEXT_TOKENS * 4])[:60]
-        before = decoder.text(later.prompt_ids[max(0, at - CONTEXT_TOKENS) : at])
+        replayed = later.prompt_ids if later.prompt_ids is not None else end_ids(later)
+        inserted = decoder.text(replayed[at : at + CONTEXT_TOKENS * 4])[:60]
+        before = decoder.text(replayed[max(0, at - CONTEXT_TOKENS) : at])
         lines.append(f"      before {before!r} | removed {removed!r} | inserted {inserted!r}")
     if fix:
         lines.append(f"      fix: {fix}")

@@ -133,7 +133,9 @@ def iter_trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> Itera
                 },
                 "prompt_token_ids": call.prompt_ids.tolist(),
                 "completion_token_ids": call.sampled_ids.tolist(),
-                "per_token_logps": call.sampled_logprobs.tolist() if call.logprobs_aligned else None,
+                "per_token_logps": call.sampled_logprobs.tolist()
+                if call.logprobs_aligned and call.sampled_logprobs is not None
+                else None,
                 "loss_mask": [1 if trained else 0] * call.n_sampled,
                 "metadata": {
                     "session_id": rollout.session_id,

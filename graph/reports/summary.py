@@ -12,6 +12,7 @@ MAX_SKIPPED_SHOWN = 10
 
 
 def load_lines(loaded: LoadResult) -> list[str]:
+    """The load report as text lines: files, records, skips with reasons."""
     lines = [
         f"{len(loaded.files)} file(s): {loaded.records} records, {loaded.loaded} loaded, {len(loaded.skipped)} skipped"
     ]
@@ -25,6 +26,7 @@ def load_lines(loaded: LoadResult) -> list[str]:
 
 
 def rollout_lines(rollout: Rollout) -> list[str]:
+    """A rollout's summary as text lines: calls, roots, sequences by role, findings."""
     s = rollout.stats
     roles = Counter(seq.role for seq in rollout.sequences)
     shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
@@ -47,6 +49,7 @@ def rollout_lines(rollout: Rollout) -> list[str]:
 
 
 def summary_text(loaded: LoadResult, rollouts: list[Rollout]) -> str:
+    """The ``inspect`` text report: load summary, then each rollout."""
     lines = load_lines(loaded)
     for rollout in rollouts:
         lines.append("")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from graph.core.records import Call
@@ -28,6 +29,7 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     if rollout_document.is_rollout_document(record):
         doc = rollout_document.parse(record, source, raw.line, default_session)
         return Parsed(doc.calls, doc.meta, doc.skipped)
+    parser: Callable[[dict, Call, Problems], list[Call]]
     if trace_entry.is_trace_entry(record):
         parser = trace_entry.parse
     elif engine_pair.is_engine_pair(record):

@@ -47,10 +47,12 @@ def describe_keys(record: dict, limit: int = 8) -> str:
 
 
 def as_dict(value: Any) -> dict:
+    """The value if it is a JSON object, else an empty dict (tolerant field access)."""
     return value if isinstance(value, dict) else {}
 
 
 def session_id_of(record: dict) -> str | None:
+    """The record's session id, at top level or in its metadata."""
     sid = record.get("session_id")
     if sid is None:
         sid = as_dict(record.get("metadata")).get("session_id")
@@ -58,6 +60,7 @@ def session_id_of(record: dict) -> str | None:
 
 
 def node_id_of(record: dict) -> str | None:
+    """The record's call id (``call_id``, ``id`` or ``node_id``), as text."""
     for key in ("call_id", "id", "node_id"):
         value = record.get(key)
         if isinstance(value, (str, int)) and not isinstance(value, bool):
@@ -66,6 +69,7 @@ def node_id_of(record: dict) -> str | None:
 
 
 def sampling_params(body: dict) -> dict[str, Any]:
+    """The sampling parameters a request set, including SGLang's nested ``sampling_params``."""
     params = {k: body[k] for k in SAMPLING_KEYS if k in body}
     nested = body.get("sampling_params")
     if isinstance(nested, dict):  # SGLang native /generate
@@ -85,6 +89,7 @@ def submitted_params_of(record: dict) -> dict[str, Any] | None:
 
 
 def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
+    """Timing fields of a call, from metadata, a timing object, the record and the response."""
     timing: dict[str, Any] = {}
     for scope in (as_dict(record.get("metadata")), as_dict(record.get("timing")), record):
         timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
@@ -94,11 +99,13 @@ def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
 
 
 def harness_of(record: dict) -> str | None:
+    """The harness that recorded the call, if named."""
     value = record.get("harness", as_dict(record.get("metadata")).get("harness"))
     return None if value is None else str(value)
 
 
 def message_list(value: Any, what: str, problems: Problems) -> list[dict] | None:
+    """A message list, or None; a value that is not a list of objects is reported in ``problems``."""
     if value is None:
         return None
     if not isinstance(value, list):
@@ -111,6 +118,7 @@ def message_list(value: Any, what: str, problems: Problems) -> list[dict] | None
 
 
 def tool_list(value: Any, problems: Problems) -> list | None:
+    """The request's tool list, or None; a value that is not a list is reported in ``problems``."""
     if value is None:
         return None
     if not isinstance(value, list):
@@ -120,6 +128,7 @@ def tool_list(value: Any, problems: Problems) -> list | None:
 
 
 def new_call(record: dict, source: str, line: int, shape: str, default_session: str) -> Call:
+    """An empty call for a record: ids, session, source position and shape; tokens are filled by the parser."""
     return Call(
         node_id=node_id_of(record) or str(line),
         session_id=session_id_of(record) or default_session,
@@ -148,4 +157,5 @@ def problem_findings(problems: Problems, node_id: str | None) -> list[Finding]:
 
 
 def record_problems(call: Call, problems: Problems) -> None:
+    """Attach the problems found while reading a record to its call as findings."""
     call.issues.extend(problem_findings(problems, call.node_id))

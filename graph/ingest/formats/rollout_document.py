@@ -37,6 +37,7 @@ DOCUMENT_KEYS = (
 
 
 def is_rollout_document(record: dict) -> bool:
+    """Whether the record is a rollout document (``turns`` and ``sequences``)."""
     return "turns" in record and "sequences" in record
 
 
@@ -51,6 +52,8 @@ class _Sequence:
 
 @dataclass(slots=True)
 class Document:
+    """The calls of a rollout document, its metadata and the turns skipped."""
+
     calls: list[Call]
     meta: dict[str, Any]
     skipped: list[str]
@@ -85,6 +88,7 @@ def _numbers(value) -> bool:
 
 
 def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
+    """Convert a rollout document into calls, keeping its claims for comparison with the token links."""
     session = session_id_of(doc) or default_session
     doc_problems = Problems()
     sequences = _sequences(doc.get("sequences"), doc_problems)

@@ -42,7 +42,7 @@ def _merge_tool_calls(acc: list[dict], deltas: list, notes: list[str]) -> None:
         call = acc[index]
         if delta.get("id"):
             call["id"] = str(delta["id"])
-        fn = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        fn = delta["function"] if isinstance(delta.get("function"), dict) else {}
         name = fn.get("name")
         if isinstance(name, str):
             call["function"]["name"] += name

@@ -10,6 +10,7 @@ TOKEN_KEYS = ("prompt_token_ids", "completion_token_ids", "per_token_logps", "co
 
 
 def is_trace_entry(record: dict) -> bool:
+    """Whether the record is a TRL/OpenEnv trace entry (carries token id keys)."""
     return any(key in record for key in TOKEN_KEYS)
 
 
@@ -28,6 +29,7 @@ def _ids_from_token_strings(tokens, problems: Problems):
 
 
 def parse(record: dict, call: Call, problems: Problems) -> list[Call]:
+    """Fill ``call`` from a trace entry (or a legacy interception log) and return it."""
     legacy = "turn" in record or "completion_tokens" in record or "latency_s" in record
     call.shape = "interception-log" if legacy else "trace-entry"
     request = as_dict(record.get("request"))
