@@ -38,7 +38,8 @@ def test_opens_the_bundled_samples(monkeypatch):
     assert at.query_params["session"] == "fix-config-bug"
     assert [m.label for m in at.metric][:6] == ["turns", "roots", "forks", "retried", "broken replays", "leaves"]
     assert at.metric[0].value == "25"
-    assert any(d.value.shape[0] == 4 for d in at.dataframe)  # the rollouts table
+    harness_traces = len(list((Path(APP).parent / "sample_traces" / "harnesses").glob("*.jsonl.gz")))  # a rollout each
+    assert any(d.value.shape[0] == 4 + harness_traces for d in at.dataframe)  # the rollouts table
     assert at.get("plotly_chart")
 
 

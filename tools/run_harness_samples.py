@@ -59,6 +59,7 @@ FILES = {
         "    p = tmp_path / 'c.json'\n    p.write_text('{}')\n    assert load_config(p) == {}\n"
     ),
 }
+SHORT_SYSTEM = "You are a coding agent. Use the shell tool to inspect and fix the repository. Be brief."
 KEY = "sk-local-not-a-real-key"  # harnesses insist on a key; the proxy never records auth headers
 
 
@@ -119,8 +120,10 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def qwen_code(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    # its own system prompt is ~7k tokens: on this shared CPU SmolLM2 reads it at ~10 tokens/s
     argv = [str(tools / "node_modules/.bin/qwen"), TASK, "--yolo", "--auth-type", "openai",
-            "--openai-base-url", f"{url}/v1", "--openai-api-key", KEY, "-m", MODEL_NAME]  # fmt: skip
+            "--openai-base-url", f"{url}/v1", "--openai-api-key", KEY, "-m", MODEL_NAME,
+            "--system-prompt", SHORT_SYSTEM]  # fmt: skip
     return argv, _env(home, OPENAI_MODEL=MODEL_NAME)
 
 
@@ -197,7 +200,7 @@ def run_one(name: str, tools: Path, engine_url: str, base: Path, timeout: float)
     captures = work / "captures"
     port = free_port()
     proxy = [sys.executable, "-m", "graph", "capture", "--upstream", engine_url, "--out", str(captures),
-             "--port", str(port), "--harness", name]  # fmt: skip
+             "--port", str(port), "--harness", name, "--drain", "5"]  # fmt: skip
     with process(proxy, work / "proxy.log"):
         wait_for(f"http://127.0.0.1:{port}/v1/models", 30)
         argv, env = build(tools, f"http://127.0.0.1:{port}/session/{name}", repo, home)
@@ -247,8 +250,19 @@ def golden() -> dict:
             out[f"{path.name}:{sid}"] = {
                 "records": loaded.records,
                 "skipped": len(loaded.skipped),
-                "stats": {k: s[k] for k in ("n_turns", "n_roots", "n_forks", "n_discarded", "n_leaves",
-                                             "n_discarded_retries", "n_broken_replays", "n_unfinished")},  # fmt: skip
+                "stats": {
+                    k: s[k]
+                    for k in (
+                        "n_turns",
+                        "n_roots",
+                        "n_forks",
+                        "n_discarded",
+                        "n_leaves",
+                        "n_discarded_retries",
+                        "n_broken_replays",
+                        "n_unfinished",
+                    )
+                },  # fmt: skip
                 "near_miss_kinds": dict(sorted(Counter(m.kind for m in r.near_misses.values()).items())),
                 "findings": dict(sorted(Counter(f"{f.level} {f.code}" for f in r.findings).items())),
             }
@@ -257,7 +271,9 @@ def golden() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed")
+    parser.add_argument(
+        "--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed"
+    )
     parser.add_argument("--only", default=",".join(HARNESSES), help="comma-separated harness names")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per harness run")
     parser.add_argument("--max-tokens", type=int, default=48)
