@@ -57,7 +57,7 @@ def wait_up(url: str, process: subprocess.Popen) -> None:
 
 def start(command: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stop(process: subprocess.Popen) -> int:
@@ -72,33 +72,41 @@ def stop(process: subprocess.Popen) -> int:
 BODY = {"model": "m", "messages": [{"role": "user", "content": "say something short"}], "max_tokens": 8}
 
 
-def timed_call(client: httpx.Client, url: str, stream: bool) -> float:
+# A long context: 32,000 prompt tokens, whose ids the engine returns and the proxy records.
+BIG = {**BODY, "messages": [{"role": "user", "content": " ".join(f"w{i % 5000}" for i in range(32_000))}]}
+
+
+def timed_call(client: httpx.Client, url: str, stream: bool, body: dict = BODY) -> float:
     t0 = time.perf_counter()
     if stream:
-        with client.stream("POST", f"{url}/v1/chat/completions", json={**BODY, "stream": True}) as r:
+        with client.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}) as r:
             for _ in r.iter_bytes():
                 pass
     else:
-        r = client.post(f"{url}/v1/chat/completions", json=BODY)
+        r = client.post(f"{url}/v1/chat/completions", json=body)
     assert r.status_code == 200
     return time.perf_counter() - t0
 
 
 def latency(engine: str, proxy: str, calls: int) -> None:
+    cases = [
+        ("non-streamed", False, BODY, calls),
+        ("streamed (to last byte)", True, BODY, calls),
+        ("32k-token prompt", False, BIG, max(10, calls // 10)),
+    ]
     with httpx.Client(timeout=30) as client:
-        for stream in (False, True):
-            for _ in range(20):  # warm up connections and code paths
-                timed_call(client, engine, stream)
-                timed_call(client, proxy, stream)
+        for kind, stream, body, n in cases:
+            for _ in range(min(20, n)):  # warm up connections and code paths
+                timed_call(client, engine, stream, body)
+                timed_call(client, proxy, stream, body)
             direct, through = [], []
-            for _ in range(calls):  # interleaved, so drift on the shared machine hits both alike
-                direct.append(timed_call(client, engine, stream))
-                through.append(timed_call(client, proxy, stream))
+            for _ in range(n):  # interleaved, so drift on the shared machine hits both alike
+                direct.append(timed_call(client, engine, stream, body))
+                through.append(timed_call(client, proxy, stream, body))
             d, p = statistics.median(direct), statistics.median(through)
-            kind = "streamed (to last byte)" if stream else "non-streamed"
             print(
                 f"{kind:>24}: direct {d * 1e3:6.2f} ms · through the proxy {p * 1e3:6.2f} ms · "
-                f"added {(p - d) * 1e3:5.2f} ms (median of {calls}; p90 added "
+                f"added {(p - d) * 1e3:5.2f} ms (median of {n}; p90 added "
                 f"{(statistics.quantiles(through, n=10)[8] - statistics.quantiles(direct, n=10)[8]) * 1e3:5.2f} ms)"
             )
 

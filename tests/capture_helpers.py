@@ -81,3 +81,7 @@ def play_chat_harness(
             seen.append(response.json())
         messages = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": f"next {turn}"}]
     return seen
+
+
+# One client for every test: making an httpx client loads TLS certificates (~0.1 s each time).
+http = httpx.Client(timeout=30)

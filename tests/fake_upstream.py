@@ -12,7 +12,9 @@ with ``logprobs`` (tokens as ``token_id:N``, ``top_logprobs`` alternatives when 
 does. Streams send one chunk per token, ``delay`` seconds apart.
 
 Misbehaviour by model name: ``fake-error-500`` (an HTTP 500 JSON error), ``fake-error-400``,
-``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-slow`` (0.2 s per
+``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-stream-error``
+(an error event after two tokens, as vLLM sends one), ``fake-no-stream`` (answers in one piece
+even when asked to stream), ``fake-slow`` (0.2 s per
 chunk, 1 s before a non-streamed answer). Run it with :func:`running_upstream` (a thread) or ``python -m tests.fake_upstream PORT``.
 """
 
@@ -116,6 +118,8 @@ def answer(prompt: list[int], body: dict, last_user: str) -> Answer:
 
 
 def _top(token: int, k: int) -> list[dict]:
+    if k <= 0:
+        return []
     alts = [token] + [token + j for j in range(1, k)]
     return [
         {"token": f"token_id:{t}", "logprob": logprob_of(token) - 0.5 * j, "bytes": None} for j, t in enumerate(alts)
@@ -137,11 +141,17 @@ class FakeUpstream:
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/completions", self.completions, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
+                Route("/tokenize", self.tokenize, methods=["POST"]),
             ]
         )
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]})
+
+    async def tokenize(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        tokens = render(body.get("messages") or []) if "messages" in body else tokenize(str(body.get("prompt", "")))
+        return JSONResponse({"count": len(tokens), "max_model_len": 8192, "tokens": tokens})
 
     def _error(self, body: dict) -> Response | None:
         model = str(body.get("model", ""))
@@ -168,7 +178,7 @@ class FakeUpstream:
         prompt = render(messages)
         last = messages[-1] if messages else {}
         result = answer(prompt, body, _content_text(last.get("content")) if last.get("role") == "user" else "")
-        if body.get("stream"):
+        if body.get("stream") and body.get("model") != "fake-no-stream":
             return StreamingResponse(self._chat_stream(body, prompt, result), media_type="text/event-stream")
         k = int(body.get("top_logprobs") or 0)
         choice: dict[str, Any] = {
@@ -227,6 +237,11 @@ class FakeUpstream:
                 await asyncio.sleep(delay)
             if model == "fake-cut" and i == 2:
                 raise RuntimeError("fake upstream cut the stream")
+            if model == "fake-stream-error" and i == 2:  # as vLLM reports an engine failure mid-stream
+                error = {"message": "engine failed", "type": "InternalServerError", "code": 500}
+                yield b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+                yield b"data: [DONE]\n\n"
+                return
             delta: dict[str, Any] = {"content": piece} if piece else {}
             if result.tool_call and i == 0:
                 call = result.tool_call

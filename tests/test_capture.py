@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -13,13 +14,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import Added, add_capture_fields, strip_body
+from graph.capture.tokens import Added, add_capture_fields, strip_body, stripped_copy
 from graph.capture.writer import RecordWriter, new_capture_path
 from graph.core.rollout import analyse
 from graph.ingest.loading import load_paths
-from tests.capture_helpers import play_chat_harness, read_records, running_proxy, sse_events, stream_text
+from tests.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
 from tests.fake_upstream import free_socket, render, running_upstream, tokenize
 
 INJECTED = ("prompt_token_ids", "token_ids")
@@ -29,6 +32,13 @@ INJECTED = ("prompt_token_ids", "token_ids")
 def upstream():
     with running_upstream() as (url, fake):
         yield url, fake
+
+
+@pytest.fixture(scope="module")
+def shared_proxy(upstream, tmp_path_factory):
+    """One proxy for tests that do not read its records."""
+    with running_proxy(upstream[0], tmp_path_factory.mktemp("shared")) as url:
+        yield url
 
 
 def _no_injected(body: dict) -> None:
@@ -43,7 +53,7 @@ def test_chat_call_is_recorded_with_tokens_and_returned_without_them(upstream, t
     url, fake = upstream
     body = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 8}
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"Authorization": "Bearer SECRET-1"})
+        r = http.post(f"{proxy}/v1/chat/completions", json=body, headers={"Authorization": "Bearer SECRET-1"})
     assert r.status_code == 200
     answer = r.json()
     _no_injected(answer)
@@ -64,11 +74,11 @@ def test_what_the_harness_asked_for_is_kept(upstream, tmp_path):
     url, _ = upstream
     messages = [{"role": "user", "content": "hi"}]
     with running_proxy(url, tmp_path) as proxy:
-        own_top = httpx.post(
+        own_top = http.post(
             f"{proxy}/v1/chat/completions",
             json={"model": "m", "messages": messages, "logprobs": True, "top_logprobs": 2, "return_token_ids": True},
         ).json()
-        no_top = httpx.post(
+        no_top = http.post(
             f"{proxy}/v1/chat/completions", json={"model": "m", "messages": messages, "logprobs": True}
         ).json()
     choice = own_top["choices"][0]
@@ -86,7 +96,7 @@ def test_stream_passes_through_chunk_by_chunk(tmp_path):
         with running_proxy(url, tmp_path) as proxy:
             body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True, "max_tokens": 8}
             pieces = []
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     if '"content":"ok"' in line:
                         # The first token reached the harness while the upstream was still sampling:
@@ -97,7 +107,7 @@ def test_stream_passes_through_chunk_by_chunk(tmp_path):
     assert text == f"ok t{len(render(body['messages']))} done here"
     for chunk in chunks:
         _no_injected(chunk)
-    assert pieces[-2:] == ["data: [DONE]", ""] or "data: [DONE]" in pieces
+    assert [p for p in pieces if p][-1] == "data: [DONE]"
     (record,) = read_records(tmp_path)
     assert record["stream"] is True and record["ttft_s"] <= record["latency_s"]
     assert record["response"][-1] == "data: [DONE]"
@@ -107,7 +117,7 @@ def test_stream_passes_through_chunk_by_chunk(tmp_path):
 def test_completions_are_recorded_and_stripped(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/completions", json={"model": "m", "prompt": "a b c", "max_tokens": 3})
+        r = http.post(f"{proxy}/v1/completions", json={"model": "m", "prompt": "a b c", "max_tokens": 3})
     choice = r.json()["choices"][0]
     assert "token_ids" not in choice and "prompt_token_ids" not in choice and choice["logprobs"] is None
     (record,) = read_records(tmp_path)
@@ -122,12 +132,12 @@ def test_sessions_from_prefix_header_and_default(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path, session_headers=("x-run",)) as proxy:
-        httpx.post(f"{proxy}/session/alpha/v1/chat/completions", json=body, headers={"X-Session-Id": "ignored"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"X-Session-Id": "beta"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"x-claude-code-session-id": "gamma"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body, headers={"thread-id": "delta", "x-run": "custom"})
-        httpx.post(f"{proxy}/v1/chat/completions", json=body)
-        models = httpx.get(f"{proxy}/session/alpha/v1/models")
+        http.post(f"{proxy}/session/alpha/v1/chat/completions", json=body, headers={"X-Session-Id": "ignored"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"X-Session-Id": "beta"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"x-claude-code-session-id": "gamma"})
+        http.post(f"{proxy}/v1/chat/completions", json=body, headers={"thread-id": "delta", "x-run": "custom"})
+        http.post(f"{proxy}/v1/chat/completions", json=body)
+        models = http.get(f"{proxy}/session/alpha/v1/models")
     assert models.status_code == 200 and models.json()["data"][0]["id"] == "fake-model"
     records = read_records(tmp_path)
     default = next(tmp_path.glob("*.jsonl")).stem
@@ -162,8 +172,8 @@ def test_upstream_http_error_is_returned_and_recorded(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "fake-error-500", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body)
-        streamed = httpx.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True})
+        r = http.post(f"{proxy}/v1/chat/completions", json=body)
+        streamed = http.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True})
     assert r.status_code == 500 and r.json()["error"]["message"] == "fake failure 500"
     assert streamed.status_code == 500
     records = read_records(tmp_path)
@@ -178,7 +188,7 @@ def test_unreachable_upstream_is_a_502(tmp_path):
     dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
         with running_proxy(dead, tmp_path) as proxy:
-            r = httpx.post(f"{proxy}/v1/chat/completions", json={"model": "m", "messages": []})
+            r = http.post(f"{proxy}/v1/chat/completions", json={"model": "m", "messages": []})
     finally:
         sock.close()
     assert r.status_code == 502 and "upstream unreachable" in r.json()["error"]["message"]
@@ -192,7 +202,7 @@ def test_stream_cut_mid_way_is_cut_for_the_harness_and_recorded(upstream, tmp_pa
     received = []
     with running_proxy(url, tmp_path) as proxy:
         with pytest.raises(httpx.HTTPError):
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     received.append(line)
     assert any('"content":"ok"' in line for line in received) and "data: [DONE]" not in received
@@ -206,7 +216,7 @@ def test_stream_cut_mid_way_is_cut_for_the_harness_and_recorded(upstream, tmp_pa
 def test_bad_request_body_is_a_400_and_recorded(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", content=b"{not json")
+        r = http.post(f"{proxy}/v1/chat/completions", content=b"{not json")
     assert r.status_code == 400
     (record,) = read_records(tmp_path)
     assert record["error"] == "request body is not a JSON object"
@@ -218,7 +228,7 @@ def test_many_concurrent_calls_write_whole_lines(upstream, tmp_path):
     body = {"model": "m", "messages": [{"role": "user", "content": long_text}], "max_tokens": 4}
 
     def call(i: int) -> int:
-        return httpx.post(f"{proxy}/session/s{i % 3}/v1/chat/completions", json=body, timeout=30).status_code
+        return http.post(f"{proxy}/session/s{i % 3}/v1/chat/completions", json=body, timeout=30).status_code
 
     with running_proxy(url, tmp_path) as proxy, concurrent.futures.ThreadPoolExecutor(16) as pool:
         assert set(pool.map(call, range(48))) == {200}
@@ -248,6 +258,15 @@ def test_session_and_header_rules():
     assert kept == {"user-agent": "codex", "x-session-id": "s"}
 
 
+def test_stripping_a_copy_leaves_the_recorded_body_whole():
+    entry = {"token": "token_id:4", "logprob": -0.1, "top_logprobs": [{"token": "token_id:4", "logprob": -0.1}]}
+    body = {"prompt_token_ids": [1], "choices": [{"token_ids": [4], "logprobs": {"content": [entry]}}]}
+    before = json.dumps(body)
+    for added in (Added(True, True, False), Added(True, False, True)):
+        copy = stripped_copy(body, added)
+        assert json.dumps(body) == before and copy == strip_body(json.loads(before), added)
+
+
 def test_capture_fields_are_added_only_when_absent():
     submitted, added = add_capture_fields({"logprobs": False}, "/v1/chat/completions", 3)
     assert submitted == {"logprobs": True, "top_logprobs": 3, "return_token_ids": True}
@@ -261,7 +280,8 @@ def test_capture_fields_are_added_only_when_absent():
 
 
 @pytest.mark.slow
-def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_signal):
     out = tmp_path / "captures"
     with running_upstream() as (url, _):
         sock = free_socket()
@@ -274,7 +294,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
             deadline = time.time() + 20
             while True:
                 try:
-                    httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
                     break
                 except httpx.HTTPError:
                     assert time.time() < deadline and process.poll() is None, "capture did not start"
@@ -285,7 +305,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
 
             def harness() -> None:
                 lines = []
-                with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30) as r:
+                with http.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30) as r:
                     for line in r.iter_lines():
                         lines.append(line)
                         first_chunk.set()
@@ -294,9 +314,12 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path):
             thread = threading.Thread(target=harness)
             thread.start()
             assert first_chunk.wait(10)
-            process.send_signal(signal.SIGINT)  # mid-stream: ~0.8 s of tokens still to come
+            process.send_signal(stop_signal)  # mid-stream: ~0.8 s of tokens still to come
             thread.join(30)
-            assert process.wait(30) == 0, process.stderr.read() if process.stderr else ""
+            assert process.wait(30) == 0
+            assert process.stderr is not None
+            err = process.stderr.read()
+            assert "chat stream · 200" in err and "stopped; 1 call(s) recorded in" in err, err
         finally:
             if process.poll() is None:
                 process.kill()
@@ -349,9 +372,9 @@ def test_upstream_timeouts_fail_the_call_instead_of_hanging(upstream, tmp_path):
     url, _ = upstream
     body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}]}
     with running_proxy(url, tmp_path, timeout=0.1) as proxy:
-        r = httpx.post(f"{proxy}/v1/chat/completions", json=body)
+        r = http.post(f"{proxy}/v1/chat/completions", json=body)
         with pytest.raises(httpx.HTTPError):  # a stream that stalls is cut, as a dead engine would cut it
-            httpx.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True}).raise_for_status()
+            http.post(f"{proxy}/v1/chat/completions", json={**body, "stream": True}).raise_for_status()
     assert r.status_code == 504 and "timed out" in r.json()["error"]["message"]
     errors = [rec["error"] for rec in read_records(tmp_path)]
     assert errors[0].startswith("upstream timed out") and errors[1].startswith("upstream stream cut: ReadTimeout")
@@ -361,7 +384,7 @@ def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
     with running_upstream(delay=0.2) as (url, _):
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
         with running_proxy(url, tmp_path) as proxy:
-            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
+            with http.stream("POST", f"{proxy}/v1/chat/completions", json=body) as r:
                 for line in r.iter_lines():
                     if line.startswith("data:"):
                         break  # the harness gives up after the first chunk
@@ -370,3 +393,107 @@ def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
                 time.sleep(0.05)
     (record,) = read_records(tmp_path)
     assert record["error"].startswith("stream ended early")
+
+
+def _comparable(value):
+    """A body without nulls and per-call ids/times, to compare two answers to the same request."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if v is not None and k not in ("id", "created")}
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    return value
+
+
+FLAG = st.sampled_from([None, False, True])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    logprobs=FLAG,
+    top=st.sampled_from([None, 0, 2]),
+    token_ids=FLAG,
+    stream=st.booleans(),
+    completions=st.booleans(),
+)
+def test_the_harness_gets_what_the_engine_would_have_answered(
+    upstream, shared_proxy, logprobs, top, token_ids, stream, completions
+):
+    assume(not (completions and top is not None))  # top_logprobs is a chat option
+    url, _ = upstream
+    if completions:
+        path, body = "/v1/completions", {"model": "m", "prompt": "a b", "max_tokens": 3, "stream": stream}
+        if logprobs:
+            body["logprobs"] = 2
+    else:
+        path = "/v1/chat/completions"
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": stream}
+        for key, value in (("logprobs", logprobs), ("top_logprobs", top)):
+            if value is not None:
+                body[key] = value
+    if token_ids is not None:
+        body["return_token_ids"] = token_ids
+    direct = http.post(url + path, json=body)
+    through = http.post(shared_proxy + path, json=body)
+    assert through.status_code == direct.status_code == 200
+    if stream:
+        assert _comparable(sse_events(through.text)) == _comparable(sse_events(direct.text))
+    else:
+        assert _comparable(through.json()) == _comparable(direct.json())
+
+
+def test_the_documented_capture_record_loads(tmp_path):
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text()
+    section = text[text.index("## Capture records") :]
+    record = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    (tmp_path / "c.jsonl").write_text(json.dumps(record) + "\n")
+    (call,) = load_paths([tmp_path]).sessions["run-1"].calls
+    assert call.node_id == "3f9a1c-00007" and call.prompt_ids.tolist() == [1, 2, 3] and call.sampled_ids.tolist() == [4]
+    assert call.submitted_params == {} and call.timing["ttft_s"] == 0.041
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
+    out = tmp_path / "captures"
+    with running_upstream() as (url, _):
+        sock = free_socket()
+        port = sock.getsockname()[1]
+        sock.close()
+        command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
+        process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 20
+            while True:
+                try:
+                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    assert time.time() < deadline and process.poll() is None, "capture did not start"
+                    time.sleep(0.1)
+            first_chunk = threading.Event()
+
+            def harness() -> None:
+                body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}], "stream": True}
+                body["max_tokens"] = 64  # five chunks 0.2 s apart
+                try:
+                    with http.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as r:
+                        for _ in r.iter_lines():
+                            first_chunk.set()
+                except httpx.HTTPError:
+                    pass  # cut by the forced stop
+
+            thread = threading.Thread(target=harness)
+            thread.start()
+            assert first_chunk.wait(10)
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            process.send_signal(signal.SIGINT)  # do not wait for the call
+            assert process.wait(10) == 0
+            thread.join(10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    (record,) = read_records(out)
+    assert record["error"] and record["response"][0]["choices"][0]["delta"]["role"] == "assistant"

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
 from graph.core.rollout import analyse
 from graph.ingest.loading import load_paths
 from tests.builders import rollout_of
-from tests.capture_helpers import read_records, running_proxy, sse_events
+from tests.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.fake_upstream import END, TOOL_CALL, render, running_upstream
 
 BASH_SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
@@ -96,7 +95,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
         }
     ]
     with running_proxy(url, tmp_path) as proxy:
-        r1 = httpx.post(f"{proxy}/v1/messages", json=claude_code_body(first_turn), headers=CLAUDE_HEADERS)
+        r1 = http.post(f"{proxy}/v1/messages", json=claude_code_body(first_turn), headers=CLAUDE_HEADERS)
         assert r1.status_code == 200 and r1.headers["content-type"].startswith("text/event-stream")
         reply = anthropic_message_from_events(sse_events(r1.text))
         assert reply["stop_reason"] == "tool_use"
@@ -114,11 +113,14 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
             },
             {"role": "system", "content": "reminder: be brief"},
         ]
-        r2 = httpx.post(f"{proxy}/v1/messages", json=claude_code_body(second_turn), headers=CLAUDE_HEADERS)
+        r2 = http.post(f"{proxy}/v1/messages", json=claude_code_body(second_turn), headers=CLAUDE_HEADERS)
         answer = anthropic_message_from_events(sse_events(r2.text))
     assert answer["stop_reason"] == "end_turn" and answer["content"][0]["type"] == "text"
     assert answer["content"][0]["text"].startswith("ok t")
     assert answer["usage"]["output_tokens"] > 0
+    start = sse_events(r2.text)[0][1]["message"]
+    assert start["usage"]["input_tokens"] == len(render(fake.requests[-1]["messages"]))
+    assert "prompt_token_ids" not in r2.text and "token_id:" not in r2.text  # no capture field leaks
 
     upstream_body = fake.requests[-1]
     assert upstream_body["messages"][0] == {
@@ -139,6 +141,7 @@ def test_claude_code_conversation_streams_translates_and_links(upstream, tmp_pat
     rollout = analyse(loaded.sessions["cc-session-1"])
     first, second = rollout.calls
     assert first.sampled_ids[0] == TOOL_CALL and first.sampled_ids[-1] == END
+    assert first.shape == "vllm-chat-stream via anthropic"
     assert rollout.link_via == [None, "tokens"] and rollout.stats["n_roots"] == 1
     assert first.request_messages[0]["role"] == "system" and first.tools[0]["function"]["name"] == "Bash"
     assert second.request_messages[2]["tool_calls"][0]["function"]["name"] == "Bash"
@@ -151,9 +154,9 @@ def test_anthropic_non_streamed_and_errors(upstream, tmp_path):
     body["system"] = "plain string system"
     body["stop_sequences"] = ["\n\nHuman:"]
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/messages", json=body)
-        failed = httpx.post(f"{proxy}/v1/messages", json={**body, "model": "fake-error-400"})
-        cut = httpx.post(f"{proxy}/v1/messages", json={**body, "model": "fake-cut", "stream": True})
+        r = http.post(f"{proxy}/v1/messages", json=body)
+        failed = http.post(f"{proxy}/v1/messages", json={**body, "model": "fake-error-400"})
+        cut = http.post(f"{proxy}/v1/messages", json={**body, "model": "fake-cut", "stream": True})
     message = r.json()
     assert message["type"] == "message" and message["role"] == "assistant"
     assert message["content"] == [
@@ -225,7 +228,7 @@ def responses_final(events: list) -> dict:
 def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
     url, fake = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r1 = httpx.post(f"{proxy}/v1/responses", json=codex_body(CODEX_START), headers=CODEX_HEADERS)
+        r1 = http.post(f"{proxy}/v1/responses", json=codex_body(CODEX_START), headers=CODEX_HEADERS)
         events = sse_events(r1.text)
         final = responses_final(events)
         assert events[-1][0] == "response.completed" and final["status"] == "completed"
@@ -239,7 +242,7 @@ def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
             {"type": "function_call", "name": "shell", "arguments": call["arguments"], "call_id": call["call_id"]},
             {"type": "function_call_output", "call_id": call["call_id"], "output": "ran fine"},
         ]
-        r2 = httpx.post(f"{proxy}/v1/responses", json=codex_body(items), headers=CODEX_HEADERS)
+        r2 = http.post(f"{proxy}/v1/responses", json=codex_body(items), headers=CODEX_HEADERS)
         events2 = sse_events(r2.text)
     final2 = responses_final(events2)
     (message,) = final2["output"]
@@ -279,9 +282,9 @@ def test_codex_conversation_streams_translates_and_links(upstream, tmp_path):
 def test_responses_non_streamed_string_input_and_length_cap(upstream, tmp_path):
     url, _ = upstream
     with running_proxy(url, tmp_path) as proxy:
-        r = httpx.post(f"{proxy}/v1/responses", json={"model": "m", "input": "hi", "max_output_tokens": 2})
-        failed = httpx.post(f"{proxy}/v1/responses", json={"model": "fake-error-500", "input": "hi"})
-        cut = httpx.post(f"{proxy}/v1/responses", json={"model": "fake-cut", "input": "hi", "stream": True})
+        r = http.post(f"{proxy}/v1/responses", json={"model": "m", "input": "hi", "max_output_tokens": 2})
+        failed = http.post(f"{proxy}/v1/responses", json={"model": "fake-error-500", "input": "hi"})
+        cut = http.post(f"{proxy}/v1/responses", json={"model": "fake-cut", "input": "hi", "stream": True})
     body = r.json()
     assert body["object"] == "response" and body["status"] == "incomplete"
     assert body["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -416,3 +419,126 @@ def test_message_fallback_and_chat_view_read_raw_blocks():
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "<b>x</b>"}]}
     )
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "tool_result t1" in html and "<b>" not in html
+
+
+def test_claude_code_count_tokens_is_answered_by_the_engine_and_not_recorded(upstream, tmp_path):
+    url, _ = upstream
+    body = {"model": "m", "system": "sys", "messages": [{"role": "user", "content": "count these words"}]}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/session/cc/v1/messages/count_tokens", json=body, headers=CLAUDE_HEADERS)
+    expected = render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count these words"}])
+    assert r.status_code == 200 and r.json() == {"input_tokens": len(expected)}
+    assert read_records(tmp_path) == []
+
+
+def test_max_tokens_cap_is_applied_recorded_and_flagged(upstream, tmp_path):
+    url, fake = upstream
+    body = claude_code_body([{"role": "user", "content": "hi"}], stream=False)
+    with running_proxy(url, tmp_path, max_tokens=512) as proxy:
+        assert http.post(f"{proxy}/v1/messages", json=body).status_code == 200
+    assert fake.requests[-1]["max_tokens"] == 512
+    (record,) = read_records(tmp_path)
+    assert record["request"]["max_tokens"] == 32000 and record["submitted_request"]["max_tokens"] == 512
+    rollout = analyse(load_paths([tmp_path]).sessions[record["session_id"]])
+    (finding,) = [f for f in rollout.findings if f.code == "sampling_neutralised"]
+    assert "max_tokens 32000 -> 512" in finding.detail
+
+
+def test_an_error_inside_the_engine_stream_fails_the_call_in_every_dialect(upstream, tmp_path):
+    url, _ = upstream
+    with running_proxy(url, tmp_path) as proxy:
+        chat = http.post(
+            f"{proxy}/v1/chat/completions",
+            json={"model": "fake-stream-error", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        )
+        claude = http.post(
+            f"{proxy}/v1/messages",
+            json={**claude_code_body([{"role": "user", "content": "x"}]), "model": "fake-stream-error"},
+        )
+        codex = http.post(f"{proxy}/v1/responses", json={"model": "fake-stream-error", "input": "x", "stream": True})
+    assert [d for _, d in sse_events(chat.text)][-2]["error"]["message"] == "engine failed"  # passed on as sent
+    assert sse_events(claude.text)[-1][0] == "error" and "message_stop" not in claude.text
+    assert sse_events(codex.text)[-1][0] == "response.failed"
+    records = read_records(tmp_path)
+    assert [r["error"] for r in records] == ["upstream error in stream: engine failed"] * 3
+    assert len(load_paths([tmp_path]).skipped) == 3
+
+
+def test_an_engine_that_does_not_stream_still_gives_the_harness_its_events(upstream, tmp_path):
+    url, _ = upstream
+    turn = [{"role": "user", "content": "go CALL"}]
+    with running_proxy(url, tmp_path) as proxy:
+        claude = http.post(f"{proxy}/v1/messages", json={**claude_code_body(turn), "model": "fake-no-stream"})
+        codex = http.post(f"{proxy}/v1/responses", json={**codex_body(CODEX_START), "model": "fake-no-stream"})
+    message = anthropic_message_from_events(sse_events(claude.text))
+    assert message["stop_reason"] == "tool_use" and message["content"][0]["name"] == "Bash"
+    final = responses_final(sse_events(codex.text))
+    assert final["output"][0]["type"] == "function_call" and final["output"][0]["name"] == "shell"
+    assert all(isinstance(r["response"], dict) for r in read_records(tmp_path))  # recorded as answered
+
+
+APPLY_PATCH = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files with a patch",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"},
+}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_codex_freeform_tools_round_trip(upstream, tmp_path, stream):
+    url, fake = upstream
+    body = {**codex_body(CODEX_START, stream=stream), "tools": [APPLY_PATCH]}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/responses", json=body, headers=CODEX_HEADERS)
+        if stream:
+            events = sse_events(r.text)
+            (item,) = responses_final(events)["output"]
+            deltas = [d["delta"] for n, d in events if n == "response.custom_tool_call_input.delta"]
+            assert deltas == [item["input"]]
+        else:
+            (item,) = r.json()["output"]
+        assert item["type"] == "custom_tool_call" and item["name"] == "apply_patch"
+        offered = fake.requests[-1]["tools"][0]["function"]
+        assert offered["name"] == "apply_patch" and offered["parameters"]["required"] == ["input"]
+        # The fake model writes {"n": ...} instead of {"input": ...}: the text is handed over whole.
+        assert set(json.loads(item["input"])) == {"n"}
+        replay = [
+            *CODEX_START,
+            {"type": "custom_tool_call", "call_id": item["call_id"], "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": "Done!"},
+        ]
+        http.post(f"{proxy}/v1/responses", json={**body, "input": replay}, headers=CODEX_HEADERS)
+    messages = fake.requests[-1]["messages"]
+    assert messages[-2]["tool_calls"][0]["function"] == {
+        "name": "apply_patch",
+        "arguments": '{"input":"*** Begin Patch"}',
+    }
+    assert messages[-1] == {"role": "tool", "tool_call_id": item["call_id"], "content": "Done!"}
+
+
+def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeypatch):
+    from graph.capture import server
+
+    def broken(response, request):
+        raise KeyError("choices")
+
+    monkeypatch.setattr(server.DIALECTS["anthropic"], "from_upstream", broken)
+    url, _ = upstream
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_sequences": "odd", "tools": "odd"}
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/messages", json=body)
+    assert r.status_code == 502 and r.json()["error"]["message"] == "proxy error: KeyError: 'choices'"
+    (record,) = read_records(tmp_path)
+    assert record["error"].startswith("proxy error") and record["response"]["choices"]  # what the engine said
+
+
+def test_anthropic_prefill_continues_the_final_message():
+    from graph.capture.anthropic import to_chat
+
+    chat = to_chat(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]}
+    )
+    assert chat["messages"][-1] == {"role": "assistant", "content": "{"}
+    assert chat["continue_final_message"] is True and chat["add_generation_prompt"] is False
+    assert "continue_final_message" not in to_chat({"model": "m", "messages": [{"role": "user", "content": "hi"}]})

@@ -45,6 +45,10 @@ def to_chat(body: dict) -> dict:
     """An Anthropic Messages request as a chat-completions request."""
     chat: dict[str, Any] = {k: body[k] for k in _PASSED if k in body}
     chat["messages"] = anthropic_messages(body, upstream=True)
+    if chat["messages"] and chat["messages"][-1].get("role") == "assistant":
+        # A prefilled answer: the model continues it (vLLM's options for exactly this).
+        chat["continue_final_message"] = True
+        chat["add_generation_prompt"] = False
     if isinstance(body.get("stop_sequences"), list) and body["stop_sequences"]:
         chat["stop"] = body["stop_sequences"]
     tools = anthropic_tools(body.get("tools"))
@@ -155,7 +159,8 @@ class StreamTranslator:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            # The engine's prompt ids (a capture field) give the prompt's size up front.
+            "usage": {"input_tokens": len(chunk.get("prompt_token_ids") or ()), "output_tokens": 0},
         }
         return [
             _event("message_start", {"type": "message_start", "message": message}),

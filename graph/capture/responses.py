@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from graph.core.dialects import obj, responses_messages, responses_tools
+from graph.core.dialects import custom_tool_names, obj, responses_messages, responses_tools
 
 _PASSED = ("model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "user")
 
@@ -112,6 +112,26 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
     }
 
 
+def custom_input(arguments: str) -> str:
+    """A freeform tool's input from the one-field arguments the engine wrote (kept whole if not that)."""
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    return value["input"] if isinstance(value, dict) and isinstance(value.get("input"), str) else arguments
+
+
+def _custom_item(item_id: str, call_id: str, name: str, text: str, status: str = "completed") -> dict:
+    return {
+        "type": "custom_tool_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "input": text,
+        "status": status,
+    }
+
+
 def _reasoning_item(item_id: str, text: str) -> dict:
     return {"type": "reasoning", "id": item_id, "summary": [], "content": [{"type": "reasoning_text", "text": text}]}
 
@@ -130,14 +150,12 @@ def from_chat(response: dict, request: dict) -> dict:
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {}
         arguments = fn.get("arguments")
-        out["output"].append(
-            _call_item(
-                _new_id("fc"),
-                call.get("id") or _new_id("call"),
-                fn.get("name", ""),
-                arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode(),
-            )
-        )
+        arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+        name, call_id = fn.get("name", ""), call.get("id") or _new_id("call")
+        if name in custom_tool_names(request.get("tools")):
+            out["output"].append(_custom_item(_new_id("ctc"), call_id, name, custom_input(arguments)))
+        else:
+            out["output"].append(_call_item(_new_id("fc"), call_id, name, arguments))
     return _finish(out, choice.get("finish_reason"), response.get("usage"))
 
 
@@ -158,6 +176,7 @@ class StreamTranslator:
         self.open_key: str | None = None  # "text", "reasoning", "tool:<n>"
         self.finish_reason: Any = None
         self.usage: Any = None
+        self.custom = custom_tool_names(request.get("tools"))
 
     def _event(self, kind: str, **data: Any) -> bytes:
         payload = {"type": kind, "sequence_number": self.sequence, **data}
@@ -222,6 +241,17 @@ class StreamTranslator:
                 )
             )
             item.update(_reasoning_item(item["id"], text))
+        elif item["type"] == "custom_tool_call":
+            # The engine wrote JSON arguments; the freeform input is known only once they are whole.
+            text = custom_input(item.pop("_arguments", ""))
+            item["input"] = text
+            out.append(
+                self._event("response.custom_tool_call_input.delta", item_id=item["id"], output_index=index, delta=text)
+            )
+            out.append(
+                self._event("response.custom_tool_call_input.done", item_id=item["id"], output_index=index, input=text)
+            )
+            item["status"] = "completed"
         else:
             out.append(
                 self._event(
@@ -283,13 +313,17 @@ class StreamTranslator:
                 n = call.get("index", 0)
                 fn = obj(call.get("function"))
                 if self.open_key != f"tool:{n}":
-                    item = _call_item(
-                        _new_id("fc"), call.get("id") or _new_id("call"), fn.get("name") or "", "", "in_progress"
-                    )
+                    name, call_id = fn.get("name") or "", call.get("id") or _new_id("call")
+                    if name in self.custom:
+                        item = _custom_item(_new_id("ctc"), call_id, name, "", "in_progress")
+                    else:
+                        item = _call_item(_new_id("fc"), call_id, name, "", "in_progress")
                     out += self._open_item(f"tool:{n}", item)
                 assert self.open is not None
                 piece = fn.get("arguments")
-                if isinstance(piece, str) and piece:
+                if isinstance(piece, str) and piece and self.open["type"] == "custom_tool_call":
+                    self.open["_arguments"] = self.open.get("_arguments", "") + piece
+                elif isinstance(piece, str) and piece:
                     self.open["arguments"] += piece
                     out.append(
                         self._event(

@@ -34,11 +34,19 @@ from starlette.routing import Route
 
 from graph.capture import anthropic, responses
 from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import CHAT_PATH, COMPLETIONS_PATH, Added, add_capture_fields, strip_body
+from graph.capture.tokens import (
+    CHAT_PATH,
+    COMPLETIONS_PATH,
+    Added,
+    add_capture_fields,
+    cap_max_tokens,
+    stripped_copy,
+)
 from graph.capture.writer import RecordWriter
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 RECORDED = {
     CHAT_PATH: "chat",
     COMPLETIONS_PATH: "completions",
@@ -68,6 +76,7 @@ class CaptureConfig:
     timeout: float = 600.0  # seconds without a byte from the upstream before the call fails
     drain_seconds: float = 30.0  # how long in-flight calls may finish after Ctrl-C / SIGTERM
     session_headers: tuple[str, ...] = ()
+    max_tokens: int | None = None  # cap on the harness's max_tokens (None: as asked)
     harness: str | None = None
 
     @property
@@ -159,6 +168,7 @@ class Recorder:
     default_session: str
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
     open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_record: Callable[[dict[str, Any]], None] | None = None  # told about each written record
     _counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def start(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +185,8 @@ class Recorder:
         record["ended_at"] = time.time()
         record["latency_s"] = round(record["ended_at"] - record["started_at"], 6)
         self.writer.write(record)
+        if self.on_record is not None:
+            self.on_record(record)
 
     def abandon_open(self, reason: str) -> int:
         """Write every call still in flight with ``error = reason``; returns how many."""
@@ -220,7 +232,9 @@ class CaptureApp:
     def _client(self) -> httpx.AsyncClient:
         if self.client is None:
             timeout = httpx.Timeout(self.config.timeout, connect=10.0)
-            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+            # Idle connections are dropped before the engine's own keep-alive timeout (uvicorn,
+            # which vLLM runs on: 5 s) so a request never lands on a connection being closed.
+            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepalive_expiry=2.0)
             self.client = httpx.AsyncClient(base_url=self.config.upstream_base, timeout=timeout, limits=limits)
         return self.client
 
@@ -235,7 +249,30 @@ class CaptureApp:
         dialect = RECORDED.get(path.rstrip("/"))
         if request.method == "POST" and dialect is not None:
             return await self.recorded(request, DIALECTS[dialect], path.rstrip("/"), prefix_session)
+        if request.method == "POST" and path.rstrip("/") == COUNT_TOKENS_PATH:
+            return await self.count_tokens(request)
         return await self.passthrough(request, path)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """Anthropic ``count_tokens`` (Claude Code asks it) answered by the engine's ``/tokenize``; unrecorded."""
+        body = _parse(await request.body())
+        if not isinstance(body, dict):
+            return JSONResponse(anthropic.error_body(400, "request body is not a JSON object"), status_code=400)
+        chat = anthropic.to_chat(body)
+        tokenize = {"model": chat.get("model"), "messages": chat["messages"], "add_generation_prompt": True}
+        if chat.get("tools"):
+            tokenize["tools"] = chat["tools"]
+        try:
+            upstream = await self._client().post(
+                "/tokenize", content=orjson.dumps(tokenize), headers=_forward_headers(request, True)
+            )
+            count = upstream.json().get("count") if upstream.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            count = None
+        if not isinstance(count, int):
+            message = "the engine cannot count tokens (no /tokenize)"
+            return JSONResponse(anthropic.error_body(404, message), status_code=404)
+        return JSONResponse({"input_tokens": count})
 
     async def passthrough(self, request: Request, path: str) -> Response:
         """Forward anything else unrecorded (``GET /v1/models``, health checks, ...)."""
@@ -269,8 +306,15 @@ class CaptureApp:
         record["request"] = body
         streamed = bool(body.get("stream"))
         record["stream"] = streamed
+        try:
+            return await self._forward(request, record, dialect, body, streamed)
+        except Exception as exc:  # a bug or a body nobody foresaw: the harness gets an answer, the file a record
+            return self._fail(record, dialect, 502, f"proxy error: {type(exc).__name__}: {exc}", None)
+
+    async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
         chat_body = dialect.to_upstream(body)
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
+        cap_max_tokens(submitted, self.config.max_tokens)
         if streamed and dialect.translated:
             submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
         record["submitted_request"] = submitted
@@ -282,7 +326,11 @@ class CaptureApp:
             headers=_forward_headers(request, dialect.translated),
         )
         try:
-            upstream = await client.send(upstream_request, stream=True)
+            try:
+                upstream = await client.send(upstream_request, stream=True)
+            except httpx.RemoteProtocolError:
+                # A pooled connection the engine closed as it was reused: nothing was processed.
+                upstream = await client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -297,8 +345,9 @@ class CaptureApp:
             )
         try:
             content = await upstream.aread()
+        except httpx.TimeoutException as exc:
+            return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
-            await upstream.aclose()
             return self._fail(record, dialect, 502, f"upstream failed mid-response: {type(exc).__name__}", None)
         finally:
             await upstream.aclose()
@@ -318,12 +367,13 @@ class CaptureApp:
         record["response"] = parsed
         if not isinstance(parsed, dict):
             return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
-        answer = strip_body(orjson.loads(content), added)
-        try:
-            answer = dialect.from_upstream(answer, body)
-        except Exception as exc:  # a body the translation cannot read: still recorded
-            return self._fail(record, dialect, 502, f"cannot translate the upstream answer: {exc!r}", None)
+        answer = dialect.from_upstream(stripped_copy(parsed, added), body)
         self.recorder.finish(record)
+        if dialect.translated and streamed:
+            # The harness asked for a stream but the engine answered in one piece: replay it as events.
+            translator = dialect.stream(body)
+            pieces = translator.feed(_as_one_chunk(parsed)) + translator.close()
+            return Response(b"".join(pieces), media_type="text/event-stream")
         if dialect.translated:
             return JSONResponse(answer)
         return Response(content if not added.anything else orjson.dumps(answer), media_type="application/json")
@@ -368,7 +418,17 @@ class CaptureApp:
                 chunks.append(chunk)
                 if not isinstance(chunk, dict):
                     continue
-                for piece in translator.feed(strip_body(orjson.loads(data), added) if added.anything else chunk):
+                if chunk.get("error") and not chunk.get("choices"):
+                    # The engine reported a failure inside the stream (vLLM does): a failed call.
+                    record["error"] = f"upstream error in stream: {_error_message(chunk)}"
+                    if dialect.translated:
+                        for piece in translator.fail(record["error"]):
+                            yield piece
+                        return
+                # A translated dialect builds new events (the capture fields never reach the
+                # harness); chat chunks go back without what the proxy added.
+                stripped = added.anything and not dialect.translated
+                for piece in translator.feed(stripped_copy(chunk, added) if stripped else chunk):
                     yield piece
             for piece in translator.close():
                 yield piece
@@ -388,6 +448,18 @@ class CaptureApp:
             self.recorder.finish(record)
 
 
+def _as_one_chunk(response: dict) -> dict:
+    """A whole chat completion as the one stream chunk that would have carried it."""
+    choices = []
+    for choice in response.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = dict(choice.get("message") or {})
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta.get("tool_calls") or ())]
+        choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason")})
+    return {**{k: v for k, v in response.items() if k != "choices"}, "choices": choices}
+
+
 def _error_message(parsed: Any) -> str:
     if isinstance(parsed, dict):
         error = parsed.get("error")
@@ -400,14 +472,20 @@ def _error_message(parsed: Any) -> str:
     return str(parsed)[:2000]
 
 
-def create_app(config: CaptureConfig, writer: RecordWriter, default_session: str | None = None) -> Starlette:
+def create_app(
+    config: CaptureConfig,
+    writer: RecordWriter,
+    default_session: str | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> Starlette:
     """The Starlette app; on shutdown, calls still open are recorded and the writer is closed."""
     session = default_session or (writer.path.stem if writer.path is not None else "capture")
-    recorder = Recorder(writer, session)
+    recorder = Recorder(writer, session, on_record=on_record)
     handlers = CaptureApp(config, recorder)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        handlers._client()  # made now, so the first call does not pay for it
         yield
         recorder.abandon_open("the proxy stopped before the call ended")
         await handlers.aclose()
@@ -438,10 +516,19 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_level: str = "warning") -> Path:
-    """Run the proxy until Ctrl-C / SIGTERM; returns the capture file's path."""
+def serve(
+    config: CaptureConfig,
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    log_level: str = "warning",
+    on_start: Callable[[Path], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> RecordWriter:
+    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count."""
     writer = RecordWriter.in_folder(config.out)
-    app = create_app(config, writer)
+    if on_start is not None and writer.path is not None:
+        on_start(writer.path)
+    app = create_app(config, writer, on_record=on_record)
     server = _Server(
         uvicorn.Config(
             app,
@@ -449,6 +536,8 @@ def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_
             port=port,
             log_level=log_level,
             timeout_graceful_shutdown=int(max(1, config.drain_seconds)),
+            # Harness SDKs keep idle connections ~5 s; outlive them so a call never meets a closing one.
+            timeout_keep_alive=75,
             lifespan="on",
             access_log=False,
         )
@@ -458,5 +547,4 @@ def serve(config: CaptureConfig, host: str = "127.0.0.1", port: int = 8100, log_
     finally:
         app.state.recorder.abandon_open("the proxy stopped before the call ended")
         writer.close()
-    assert writer.path is not None
-    return writer.path
+    return writer

@@ -72,3 +72,37 @@ def strip_body(body: Any, added: Added) -> Any:
                 if isinstance(entry, dict) and "top_logprobs" in entry:
                     entry["top_logprobs"] = []
     return body
+
+
+def cap_max_tokens(body: dict, cap: int | None) -> dict:
+    """Lower ``max_tokens`` / ``max_completion_tokens`` to ``cap`` (in place) when they exceed it.
+
+    Claude Code asks for 32,000 tokens; an engine with a small context refuses such a request.
+    The record keeps both values, so the loader reports the change (``sampling_neutralised``).
+    """
+    if cap is None:
+        return body
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > cap:
+            body[key] = cap
+    return body
+
+
+def stripped_copy(body: Any, added: Added) -> Any:
+    """What :func:`strip_body` gives, on a copy of only the parts it changes (``body`` is kept)."""
+    if not isinstance(body, dict) or not added.anything:
+        return body
+    copy = dict(body)
+    choices = body.get("choices")
+    if isinstance(choices, list):
+        copy["choices"] = [dict(c) if isinstance(c, dict) else c for c in choices]
+        if added.top_logprobs and not added.logprobs:
+            for choice in copy["choices"]:
+                logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+                if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+                    choice["logprobs"] = {
+                        **logprobs,
+                        "content": [dict(e) if isinstance(e, dict) else e for e in logprobs["content"]],
+                    }
+    return strip_body(copy, added)

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument("--upstream", required=True, metavar="URL", help="the engine, e.g. http://127.0.0.1:8000")
     command.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for capture files")
     command.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
-    command.add_argument("--port", type=int, default=8100)
+    command.add_argument("--port", type=int, default=8100, help="port to listen on (default: 8100)")
     command.add_argument(
         "--top-logprobs", type=int, default=5, metavar="K", help="alternatives recorded per token (default: 5)"
     )
@@ -42,7 +42,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="also take the session id from this request header (checked first; repeatable)",
     )
-    command.add_argument("--harness", help="harness name stamped on every record (e.g. opencode)")
+    command.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="lower a harness's max_tokens above N to N (Claude Code asks 32000; recorded, and flagged on load)",
+    )
+    command.add_argument("--harness", metavar="NAME", help="harness name stamped on every record (e.g. opencode)")
+    command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
 
 
@@ -52,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be 1 or more")
     if args.top_logprobs < 0:
         raise UsageError("--top-logprobs must be 0 or more")
     if args.out.exists() and not args.out.is_dir():
@@ -65,16 +74,48 @@ def run(args: argparse.Namespace) -> int:
         drain_seconds=args.drain,
         session_headers=tuple(h.lower() for h in args.session_header),
         harness=args.harness,
+        max_tokens=args.max_tokens,
     )
-    print(
-        f"rollout-graph capture: http://{args.host}:{args.port} -> {config.upstream_base}; "
-        f"base URL for a named rollout: http://{args.host}:{args.port}/session/<id>/v1",
-        file=sys.stderr,
-        flush=True,
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        say(f"listening on {args.host}: anyone who can reach it can use the engine through it")
+
+    def started(path: Path) -> None:
+        say(
+            f"http://{args.host}:{args.port} -> {config.upstream_base}, recording to {path}\n"
+            f"  name a rollout with the base URL http://{args.host}:{args.port}/session/<id>/v1; Ctrl-C stops"
+        )
+
+    writer = serve(
+        config,
+        host=args.host,
+        port=args.port,
+        on_start=started,
+        on_record=None if args.quiet else lambda record: say(call_line(record)),
     )
-    path = serve(config, host=args.host, port=args.port)
-    print(f"rollout-graph capture: stopped; records in {path}", file=sys.stderr, flush=True)
-    return 0
+    say(f"stopped; {writer.written} call(s) recorded in {writer.path}")
+    for error in writer.errors[:3]:
+        say(f"write error: {error}")
+    return 0 if not writer.errors else 1
+
+
+def say(message: str) -> None:
+    """One status line on stderr."""
+    print(f"rollout-graph capture: {message}", file=sys.stderr, flush=True)
+
+
+def call_line(record: dict) -> str:
+    """``session call dialect [stream] status seconds [error]`` for one recorded call."""
+    parts = [
+        str(record.get("session_id")),
+        str(record.get("call_id")),
+        str(record.get("dialect")) + (" stream" if record.get("stream") else ""),
+        str(record.get("status", "-")),
+        f"{record.get('latency_s', 0):.2f}s",
+    ]
+    if record.get("error"):
+        parts.append(f"FAILED: {record['error']}")
+    return " · ".join(parts)
 
 
 def _check_port(host: str, port: int) -> None:

@@ -256,8 +256,8 @@ def responses_messages(body: dict, upstream: bool = False) -> list[dict]:
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
             if kind == "function_call":
                 name, arguments = item.get("name", ""), item.get("arguments", "")
-            elif kind == "custom_tool_call":
-                name, arguments = item.get("name", ""), item.get("input", "")
+            elif kind == "custom_tool_call":  # freeform input: a one-field function for the engine
+                name, arguments = item.get("name", ""), {"input": item.get("input", "")}
             else:
                 name, arguments = "local_shell", _dumps(item.get("action", {}))
             call = {
@@ -277,12 +277,37 @@ def responses_messages(body: dict, upstream: bool = False) -> list[dict]:
     return out
 
 
+# A freeform (``custom``) tool, e.g. codex's apply_patch, offered to a chat engine: one string field.
+CUSTOM_TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "the tool's whole input, as free text"}},
+    "required": ["input"],
+}
+
+
+def custom_tool_names(tools: Any) -> set[str]:
+    """Names of the freeform (``custom``) tools of a Responses request."""
+    if not isinstance(tools, list):
+        return set()
+    return {str(t.get("name", "")) for t in tools if isinstance(t, dict) and t.get("type") == "custom"}
+
+
 def responses_tools(tools: Any) -> list[dict] | None:
-    """Responses function tools (flat ``name`` / ``parameters``) as chat tools; built-in tools are left out."""
+    """Responses function tools (flat ``name`` / ``parameters``) as chat tools.
+
+    A freeform ``custom`` tool becomes a function taking one string, ``input``; built-in tools
+    (web search, ...) are left out.
+    """
     if not isinstance(tools, list):
         return None
     out = []
     for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "custom":
+            function = {"name": tool.get("name", ""), "parameters": CUSTOM_TOOL_PARAMETERS}
+            if tool.get("description") is not None:
+                function["description"] = tool["description"]
+            out.append({"type": "function", "function": function})
+            continue
         if not isinstance(tool, dict) or tool.get("type") != "function":
             continue
         function = {"name": tool.get("name", ""), "parameters": tool.get("parameters") or {}}
@@ -305,12 +330,16 @@ def responses_response_message(body: dict) -> dict:
         kind = item.get("type")
         if kind == "message":
             texts.append(block_text(item.get("content"), sep=""))
-        elif kind == "function_call":
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = item.get("arguments", "") if kind == "function_call" else {"input": item.get("input", "")}
             calls.append(
                 {
                     "id": item.get("call_id"),
                     "type": "function",
-                    "function": {"name": item.get("name", ""), "arguments": item.get("arguments", "")},
+                    "function": {
+                        "name": item.get("name", ""),
+                        "arguments": arguments if isinstance(arguments, str) else _dumps(arguments),
+                    },
                 }
             )
         elif kind == "reasoning":

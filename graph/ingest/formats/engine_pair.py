@@ -47,7 +47,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     if not isinstance(request, dict):
         problems.malformed.append(f"request is a {type(request).__name__}, not an object")
         request = {}
-    if record.get("error") is not None:
+    if record.get("error"):
         # A capture record of a failed call (HTTP error, stream cut, proxy stopped): partial
         # output is not a turn the harness used.
         raise RecordError(f"call failed: {str(record['error'])[:200]}")
@@ -95,6 +95,9 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
             _completion_choice(request, response, choice, call, own, shape_suffix)
         record_problems(call, own)
         calls.append(call)
+    if dialect in ("anthropic", "responses"):  # what the harness spoke, translated by the proxy
+        for call in calls:
+            call.shape = f"{call.shape} via {dialect}"
     return calls
 
 
