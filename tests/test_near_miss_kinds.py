@@ -289,3 +289,17 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
     assert "n1 vs n2" not in text
     assert "n1 is no rival of n2 (different prompts): rewritten continuation" in text
     assert "broken replays (the model's turn replayed so that the token prefix broke): 1" in text
+
+
+def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
+    from views.near_miss_view import boundaries_html, summary
+    from views.overview import headline_tiles
+
+    r = build(retokenized_spec(hf), decoder=decoder)
+    miss = r.near_misses[1]
+    page = boundaries_html(r, miss, decoder)
+    assert '<span class="rg-tok">test</span>' in page and '<span class="rg-bar">|</span>' in page
+    assert "pytest</span>" in page and "<script" not in page
+    assert "Fix: replay token ids, not text" in summary(r, miss)
+    tiles = {label: value for label, value, _ in headline_tiles(r)}
+    assert (tiles["retried"], tiles["broken"]) == (0, 1)
