@@ -101,7 +101,7 @@ def render(rollout: Rollout, expanded: bool) -> None:
         st.markdown(GUIDE)
         if examples:
             cols = st.columns(len(examples))
-            for col, example in zip(cols, examples):
+            for col, example in zip(cols, examples, strict=True):
                 col.button(
                     example.label,
                     key=f"tour-{rollout.session_id}-{example.label}",

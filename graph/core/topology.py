@@ -11,6 +11,8 @@ from graph.core.records import Call
 
 @dataclass(slots=True)
 class Topology:
+    """The exact graph's structure, by arrival index (docs/semantics.md: Discarded, Unfinished attempts)."""
+
     parents: list[int | None]
     children: list[list[int]]
     roots: list[int]
@@ -33,6 +35,7 @@ class Topology:
 
 
 def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
+    """Children, roots, leaves, forks, depths, discarded calls and unfinished attempt groups."""
     n = len(calls)
     children: list[list[int]] = [[] for _ in range(n)]
     for child, parent in enumerate(parents):
