@@ -87,6 +87,13 @@ def test_identical_prompt_resend_is_a_retry_even_when_another_sibling_continued(
     assert r.stats["n_discarded_retries"] == 2 and r.stats["n_broken_replays"] == 0
 
 
+def test_an_identical_child_resent_when_none_continued_is_a_retry():
+    parent = SYSTEM + USER + GEN
+    r = build([(SYSTEM + USER, GEN), (parent, [50, 51]), (parent, [52])], finish=["stop", "length", "stop"])
+    assert r.topology.unfinished == [[1, 2]] and r.topology.discarded == {}
+    assert kind_of(r, "n2") == ("n1", RETRY) and 1 not in r.near_misses
+
+
 def test_an_identical_root_resent_when_none_continued_is_a_retry():
     spec = [(SYSTEM + USER + GEN, [50]), (SYSTEM + USER + GEN, [51])]
     r = build(spec)
