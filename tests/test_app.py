@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from graph.resources import SAMPLES
 from tests.apptest import app, html_of, no_errors, pick_call
 from tests.builders import TOOLS, Turn, vllm_chat, write
 
@@ -18,9 +19,10 @@ def test_opens_the_bundled_samples(monkeypatch):
     no_errors(at)
     assert "Rollout fix-config-bug<" in html_of(at)  # the richest rollout opens first
     assert at.query_params["session"] == "fix-config-bug"
-    assert [m.label for m in at.metric][:6] == ["turns", "roots", "forks", "retried", "broken replays", "leaves"]
+    assert [m.label for m in at.metric][:6] == ["turns", "roots", "forks", "retried", "broken", "trainable tokens"]
     assert at.metric[0].value == "25"
-    assert any(d.value.shape[0] == 4 for d in at.dataframe)  # the rollouts table
+    harness_traces = len(list((SAMPLES / "harnesses").glob("*.jsonl.gz")))  # a rollout each
+    assert any(d.value.shape[0] == 4 + harness_traces for d in at.dataframe)  # the rollouts table
     assert at.get("plotly_chart")
 
 

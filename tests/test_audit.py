@@ -141,7 +141,8 @@ def test_corpus_page_audits_the_bundled_samples(monkeypatch):
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120).run()
     at.switch_page("views/screens/corpus.py").run()
     no_errors(at)
-    assert "Corpus audit: 4 rollouts from 3 files" in at.markdown[0].value
-    assert at.dataframe[0].value.shape[0] == 4
+    harnesses = len(list((Path(__file__).resolve().parent.parent / "sample_traces" / "harnesses").glob("*.jsonl.gz")))
+    assert f"Corpus audit: {4 + harnesses} rollouts from {3 + harnesses} files" in at.markdown[0].value
+    assert at.dataframe[0].value.shape[0] == 4 + harnesses
     at.multiselect[2].select("sampling_changed").run()
     assert sorted(at.dataframe[0].value["session_id"]) == ["fix-config-bug", "fix-config-bug.eval", "list-todos"]

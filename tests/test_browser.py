@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import ROOT, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
 from tests.builders import TOOLS, Turn, vllm_chat
 
 
@@ -136,11 +136,15 @@ def test_corpus_row_opens_its_rollout_in_the_explorer(samples_app):
         page.goto(samples_app)
         wait_ready(page)
         page.get_by_text("Corpus audit", exact=True).click()
-        page.wait_for_selector("text=Corpus audit: 4 rollouts from 3 files", timeout=60_000)
+        harnesses = len(list((ROOT / "sample_traces" / "harnesses").glob("*.jsonl.gz")))  # sorted before openenv/
+        page.wait_for_selector(
+            f"text=Corpus audit: {4 + harnesses} rollouts from {3 + harnesses} files", timeout=60_000
+        )
         page.wait_for_timeout(1000)
         screenshot(page, "corpus", docs=True)
         box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
-        page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * 3 + 17)  # the fourth row's checkbox
+        row = 3 + harnesses  # fix-config-bug, after eval/, harnesses/ and openenv/
+        page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * row + 17)  # its row's checkbox
         page.wait_for_selector("text=Rollout fix-config-bug", timeout=60_000)
         assert "session=fix-config-bug" in page.url
         assert "/work/" not in page.inner_text("body")

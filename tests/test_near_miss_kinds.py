@@ -87,6 +87,13 @@ def test_identical_prompt_resend_is_a_retry_even_when_another_sibling_continued(
     assert r.stats["n_discarded_retries"] == 2 and r.stats["n_broken_replays"] == 0
 
 
+def test_an_identical_child_resent_when_none_continued_is_a_retry():
+    parent = SYSTEM + USER + GEN
+    r = build([(SYSTEM + USER, GEN), (parent, [50, 51]), (parent, [52])], finish=["stop", "length", "stop"])
+    assert r.topology.unfinished == [[1, 2]] and r.topology.discarded == {}
+    assert kind_of(r, "n2") == ("n1", RETRY) and 1 not in r.near_misses
+
+
 def test_an_identical_root_resent_when_none_continued_is_a_retry():
     spec = [(SYSTEM + USER + GEN, [50]), (SYSTEM + USER + GEN, [51])]
     r = build(spec)
@@ -289,3 +296,17 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
     assert "n1 vs n2" not in text
     assert "n1 is no rival of n2 (different prompts): rewritten continuation" in text
     assert "broken replays (the model's turn replayed so that the token prefix broke): 1" in text
+
+
+def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
+    from views.near_miss_view import boundaries_html, summary
+    from views.overview import headline_tiles
+
+    r = build(retokenized_spec(hf), decoder=decoder)
+    miss = r.near_misses[1]
+    page = boundaries_html(r, miss, decoder)
+    assert '<span class="rg-tok">test</span>' in page and '<span class="rg-bar">|</span>' in page
+    assert "pytest</span>" in page and "<script" not in page
+    assert "Fix: replay token ids, not text" in summary(r, miss)
+    tiles = {label: value for label, value, _ in headline_tiles(r)}
+    assert (tiles["retried"], tiles["broken"]) == (0, 1)

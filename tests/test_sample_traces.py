@@ -34,7 +34,9 @@ def edges(rollout):
 
 def test_every_sample_loads_cleanly(loaded):
     assert not loaded.skipped
-    assert set(loaded.sessions) == {"fix-config-bug", "fix-config-bug.eval", "fix-config-bug.openenv", "list-todos"}
+    harnesses = {p.name.removesuffix(".jsonl.gz") for p in (SAMPLES / "harnesses").glob("*.jsonl.gz")}
+    expected = {"fix-config-bug", "fix-config-bug.eval", "fix-config-bug.openenv", "list-todos"}
+    assert set(loaded.sessions) == expected | harnesses  # a real-harness trace is one rollout named after it
 
 
 @pytest.mark.parametrize("session", ["fix-config-bug", "list-todos"])

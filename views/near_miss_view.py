@@ -21,7 +21,8 @@ STYLE = (
     ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
     ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
     ".rg-same{color:#64748b}.rg-del{background:#fee2e2;color:#991b1b;text-decoration:line-through}"
-    ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}</style>"
+    ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}"
+    ".rg-tok{background:#fef3c7;color:#78350f;border-radius:2px}</style>"
 )
 
 
@@ -56,8 +57,8 @@ def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
     return (
         STYLE
         + '<div class="rg-nm">'
-        + f"<div><h5>{html.escape(earlier.node_id)}: what the model sampled</h5>{cut(sampled, 'rg-del')}</div>"
-        + f"<div><h5>{html.escape(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-ins')}</div>"
+        + f"<div><h5>{html.escape(earlier.node_id)}: the tokens the model sampled</h5>{cut(sampled, 'rg-tok')}</div>"
+        + f"<div><h5>{html.escape(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-tok')}</div>"
         + "</div>"
     )
 

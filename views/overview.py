@@ -108,10 +108,9 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
         ("roots", s["n_roots"], None),
         ("forks", s["n_forks"], None),
         ("retried", s["n_discarded_retries"], "discarded by the harness: the identical prompt was re-sent (a real retry)"),
-        ("broken replays", s["n_broken_replays"],
+        ("broken", s["n_broken_replays"],
          "the model's own turn replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
-        ("leaves", s["n_leaves"], None),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
         ("FATAL", counts[FATAL], None),
         ("WARN", counts[WARN], None),
@@ -147,12 +146,12 @@ def _jsonl(records: list[dict]) -> bytes:
 
 def downloads(rollout: Rollout) -> None:
     """The open rollout as training rows or trace entries, generated only when clicked."""
-    left, right, drop_col, _ = st.columns([1, 1, 1.2, 1.8])
+    left, right, drop_col = st.columns([1, 1, 3])
     name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rollout.session_id)
     n_unfinished = rollout.stats["n_unfinished"]
-    drop = drop_col.checkbox(
-        f"Leave out {n_unfinished} unfinished attempts", key=f"drop-unfinished-{rollout.session_id}",
-        disabled=not n_unfinished, help="sibling attempts none continued (the harness gave up on them)",
+    drop = n_unfinished > 0 and drop_col.checkbox(
+        f"Leave out the {n_unfinished} unfinished attempts", key=f"drop-unfinished-{rollout.session_id}",
+        help="sibling attempts none of which continued (the harness gave up on them): WARN unfinished_attempts",
     )  # fmt: skip
     left.download_button(
         "⬇ Training rows (JSONL)", data=lambda: _jsonl(export.training_rows(rollout, drop_unfinished=drop)),

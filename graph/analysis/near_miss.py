@@ -380,6 +380,12 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
         )
         found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked)
+    for group in topology.unfinished:  # re-sends nobody continued (qwen-code after a length cut)
+        for node in group[1:]:
+            same = _identical(calls, node, [m for m in group if m < node]) if node not in found else None
+            if same is not None:
+                kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)
+                found[node] = NearMiss(node, same, same, node, calls[node].n_prompt, kept, where, kind)
     return found
 
 

@@ -12,7 +12,7 @@ from graph.core.types import FORK, INNER, LEAF, ROOT, Kind
 
 @dataclass(slots=True)
 class Topology:
-    """Parents, children and what follows from them, indexed by arrival order."""
+    """The exact graph's structure, by arrival index (docs/semantics.md: Discarded, Unfinished attempts)."""
 
     parents: list[int | None]
     children: list[list[int]]
@@ -46,7 +46,7 @@ class Topology:
 
 
 def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
-    """Children, roots, leaves, forks and discarded calls from the parent of every call."""
+    """Children, roots, leaves, forks, depths, discarded calls and unfinished attempt groups."""
     n = len(calls)
     children: list[list[int]] = [[] for _ in range(n)]
     for child, parent in enumerate(parents):

@@ -106,14 +106,24 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}"
             )
         rivals = {d.original for d in diffs} | {d.other for d in diffs}
+        unfinished = {m for group in rollout.topology.unfinished for m in group}
         for child in sorted(rollout.topology.children[fork]):
             miss = rollout.near_misses.get(child)
-            if child not in rivals and miss is not None:
+            if child in rivals:
+                continue
+            if miss is not None:
                 lines.append(
                     f"  {calls[fork].node_id}: {calls[child].node_id} is no rival of {calls[miss.other].node_id} "
                     f"(different prompts): {miss.kind.replace('_', ' ')}"
                 )
-    if len(lines) == 1:
+            else:
+                state = (
+                    "continued" if rollout.topology.children[child]
+                    else "an unfinished attempt (none of its siblings continued)" if child in unfinished
+                    else "a leaf"
+                )  # fmt: skip
+                lines.append(f"  {calls[fork].node_id}: {calls[child].node_id} has a prompt of its own: {state}")
+    if not rollout.topology.forks:
         lines.append("  no forks")
     return lines
 
