@@ -30,7 +30,7 @@ if "ROLLOUT_GRAPH_CACHE" not in os.environ:
 def pytest_collection_modifyitems(config, items):
     """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""
     for item in items:
-        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py"):
+        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py", "test_browser_load.py"):
             item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.slow)
 

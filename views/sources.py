@@ -102,7 +102,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(paths, progress=report, limits=limits)
+        loaded = persistent.load_files(paths, progress=report, limits=limits, background_store=True)
         return _analysed(key, label, loaded, paths)
 
     bar = st.progress(0.0, text="Loading traces…")
