@@ -49,7 +49,7 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> In
     """
     check_paths(paths)
     files = [f for p in paths for f in trace_files(p)]
-    loaded = cache.load_files(files, progress=StderrProgress(), use_cache=cache.enabled(), background_store=True)
+    loaded = cache.load_files(files, progress=StderrProgress(), use_cache=cache.enabled())
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
