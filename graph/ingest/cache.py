@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -165,7 +165,7 @@ def _array(arr: np.ndarray | None) -> tuple[memoryview | None, str | None, list[
         return None, None, None
     if arr.dtype.kind not in "iuf" or arr.dtype.byteorder == ">":
         raise NotCacheable(f"array of dtype {arr.dtype}")
-    return memoryview(np.ascontiguousarray(arr)).cast("B"), arr.dtype.str, list(arr.shape)
+    return memoryview(np.ascontiguousarray(arr)).cast("B")  # type: ignore[arg-type], arr.dtype.str, list(arr.shape)
 
 
 def _issues(issues: list[Finding]) -> bytes:
@@ -227,16 +227,25 @@ def _column(values: list, type_: pa.DataType) -> pa.Array:
     )
 
 
-def encode(result: LoadResult) -> tuple[pa.Table, pa.Table, bytes]:
-    """The load as two Arrow tables (calls, messages) and its metadata. Raises NotCacheable."""
-    calls = [c for s in result.sessions.values() for c in s.calls]
-    columns: dict[str, list] = {name: [] for name in _TEXT_FIELDS + _JSON_FIELDS}
-    columns.update({"line": [], "issues": [], "messages": []})
-    for kind in ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs"):
-        columns[f"{kind}_bytes"], columns[f"{kind}_dtype"], columns[f"{kind}_shape"] = [], [], []
-    columns["top_texts"] = []
-    messages, per_call = _message_table(calls)
-    for call, row in zip(calls, per_call, strict=True):
+_ARRAYS = ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs")
+BATCH_CALLS = 256  # calls encoded at a time: the encoder's extra memory is one batch's arrays
+
+
+def _schema() -> pa.Schema:
+    types: dict[str, pa.DataType] = {name: pa.string() for name in _TEXT_FIELDS}
+    types.update({name: pa.large_binary() for name in _JSON_FIELDS})
+    types.update({"line": pa.int64(), "issues": pa.large_binary(), "messages": pa.list_(pa.int32())})
+    for kind in _ARRAYS:
+        types[f"{kind}_bytes"] = pa.large_binary()
+        types[f"{kind}_dtype"] = pa.string()
+        types[f"{kind}_shape"] = pa.list_(pa.int64())
+    types["top_texts"] = pa.large_binary()
+    return pa.schema(list(types.items()))
+
+
+def _calls_table(calls: list[Call], message_rows: list[list[int] | None], schema: pa.Schema) -> pa.Table:
+    columns: dict[str, list] = {name: [] for name in schema.names}
+    for call, row in zip(calls, message_rows, strict=True):
         for name in _TEXT_FIELDS:
             columns[name].append(getattr(call, name))
         for name in _JSON_FIELDS:
@@ -258,18 +267,21 @@ def encode(result: LoadResult) -> tuple[pa.Table, pa.Table, bytes]:
             columns[f"{kind}_dtype"].append(dtype)
             columns[f"{kind}_shape"].append(shape)
         columns["top_texts"].append(None if top is None else _json(top.texts))
-    types = {name: pa.large_binary() for name in _JSON_FIELDS}
-    types.update({name: pa.string() for name in _TEXT_FIELDS})
-    types.update({"line": pa.int64(), "issues": pa.large_binary(), "messages": pa.list_(pa.int32())})
-    for kind in ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs"):
-        types[f"{kind}_bytes"] = pa.large_binary()
-        types[f"{kind}_dtype"] = pa.string()
-        types[f"{kind}_shape"] = pa.list_(pa.int64())
-    types["top_texts"] = pa.large_binary()
     try:
-        table = pa.table({name: _column(values, types[name]) for name, values in columns.items()})
+        return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in schema], schema=schema)
     except (pa.ArrowException, UnicodeEncodeError) as exc:
         raise NotCacheable(str(exc)) from None
+
+
+def encode(result: LoadResult) -> tuple[pa.Schema, Iterator[pa.Table], pa.Table, bytes]:
+    """The load as Arrow tables and metadata: the calls' schema, their tables (built one batch
+    at a time as the iterator is consumed), the messages table and the metadata JSON.
+
+    Raises:
+        NotCacheable: a value JSON or Arrow cannot carry exactly (also while iterating).
+    """
+    calls = [c for s in result.sessions.values() for c in s.calls]
+    messages, per_call = _message_table(calls)
     message_table = pa.table({"json": pa.array(messages, type=pa.large_binary())})
     meta = {
         "format": FORMAT,
@@ -283,7 +295,13 @@ def encode(result: LoadResult) -> tuple[pa.Table, pa.Table, bytes]:
         meta_blob = orjson.dumps(meta, default=lambda b: b.decode() if isinstance(b, bytes) else None)
     except TypeError as exc:
         raise NotCacheable(str(exc)) from None
-    return table, message_table, meta_blob
+    schema = _schema()
+
+    def tables() -> Iterator[pa.Table]:
+        for i in range(0, len(calls), BATCH_CALLS):
+            yield _calls_table(calls[i : i + BATCH_CALLS], per_call[i : i + BATCH_CALLS], schema)
+
+    return schema, tables(), message_table, meta_blob
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,23 +409,24 @@ def store(key: str, result: LoadResult, folder: Path | None = None) -> bool:
     root = folder or cache_dir()
     entry = _entry(key, root)
     try:
-        table, message_table, meta = encode(result)
-    except NotCacheable:
-        return False
-    try:
+        schema, tables, message_table, meta = encode(result)
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root))
         try:
-            for name, t in (("calls.arrow", table), ("messages.arrow", message_table)):
-                with pa.OSFile(str(tmp / name), "wb") as sink, ipc.new_file(sink, t.schema) as writer:
-                    writer.write_table(t, max_chunksize=1024)
+            with pa.OSFile(str(tmp / "calls.arrow"), "wb") as sink, ipc.new_file(sink, schema) as writer:
+                for table in tables:
+                    writer.write_table(table)
+            with pa.OSFile(str(tmp / "messages.arrow"), "wb") as sink, ipc.new_file(sink, message_table.schema) as w:
+                w.write_table(message_table, max_chunksize=4096)
             (tmp / "meta.json").write_bytes(meta)
             if entry.exists():
                 shutil.rmtree(entry, ignore_errors=True)
             tmp.rename(entry)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    except OSError:
+    except (NotCacheable, OSError):
+        return False
+    except Exception:  # noqa: BLE001 - a cache must never break a load, whatever went wrong
         return False
     _evict(root)
     return True
