@@ -165,7 +165,8 @@ def _array(arr: np.ndarray | None) -> tuple[memoryview | None, str | None, list[
         return None, None, None
     if arr.dtype.kind not in "iuf" or arr.dtype.byteorder == ">":
         raise NotCacheable(f"array of dtype {arr.dtype}")
-    return memoryview(np.ascontiguousarray(arr)).cast("B")  # type: ignore[arg-type], arr.dtype.str, list(arr.shape)
+    view = memoryview(np.ascontiguousarray(arr)).cast("B")  # type: ignore[arg-type]
+    return view, arr.dtype.str, list(arr.shape)
 
 
 def _issues(issues: list[Finding]) -> bytes:
