@@ -162,6 +162,12 @@ def measure(folder: Path, node: int, other: int) -> dict[str, float]:
             page.get_by_role("button", name="▶").first.click()
             page.wait_for_selector("text=/page 2 of/", timeout=60_000)
             out["flip"] = time.perf_counter() - start
+        # the cache entry is written in the background after the first paint: a user reopening
+        # the trace later finds it; wait for it (bounded) rather than kill the server mid-write
+        cache = Path(os.environ["ROLLOUT_GRAPH_CACHE"])
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not any(p.name.startswith("v") for p in cache.glob("*")):
+            time.sleep(0.5)
     # a new server: what a persistent cache of parsed traces saves (nothing, without one)
     with running_app("--", str(folder)) as url:
         out["reopen"], _ = paint(url)
