@@ -309,7 +309,7 @@ def encode(result: LoadResult) -> tuple[pa.Schema, Iterator[pa.Table], pa.Table,
 # Decoding
 
 
-def _np(data: bytes | None, dtype: str | None, shape: list[int] | None) -> np.ndarray | None:
+def _np(data: Any, dtype: str | None, shape: list[int] | None) -> np.ndarray | None:
     if data is None or dtype is None or shape is None:
         return None
     return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy()
@@ -319,28 +319,46 @@ def _loads(blob: bytes | None) -> Any:
     return None if blob is None else orjson.loads(blob)
 
 
-def decode(table: pa.Table, message_table: pa.Table, meta_blob: bytes) -> LoadResult:
-    """The LoadResult that :func:`encode` was given."""
+def _binary_views(column: pa.Array) -> list[np.ndarray | None]:
+    """Each row of a binary column as a view into the column's data (no copy per row)."""
+    _, offsets_buf, data_buf = column.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[column.offset : column.offset + len(column) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    bounds = offsets.tolist()
+    return [data[bounds[i] : bounds[i + 1]] if valid[i] else None for i in range(len(column))]
+
+
+def _rows(batches: Iterable[pa.RecordBatch], messages: list[dict]) -> Iterator[Call]:
+    """The calls of each batch in order; a batch's columns are dropped once its calls are built."""
+    for batch in batches:
+        cols: dict[str, list] = {}
+        for name in batch.schema.names:
+            column = batch.column(name)
+            cols[name] = _binary_views(column) if name.endswith("_bytes") else column.to_pylist()
+        for i in range(batch.num_rows):
+            yield _call(cols, i, messages)
+
+
+def decode(batches: Iterable[pa.RecordBatch], message_table: pa.Table, meta_blob: bytes) -> LoadResult:
+    """The LoadResult that :func:`encode` was given (batches: the calls tables' record batches)."""
     meta = orjson.loads(meta_blob)
     if meta.get("format") != FORMAT:
         raise ValueError(f"cache format {meta.get('format')} is not {FORMAT}")
     messages = [orjson.loads(m) for m in message_table.column("json").to_pylist()]
-    cols = {name: table.column(name).to_pylist() for name in table.column_names}
     result = LoadResult(
         records=meta["records"],
         loaded=meta["loaded"],
         skipped=[Skipped(f, line, reason) for f, line, reason in meta["skipped"]],
         files=list(meta["files"]),
     )
-    row = 0
+    calls = _rows(batches, messages)
     for sid, n_calls, document, node_ids in meta["sessions"]:
         session = SessionInput(sid, document=None if document is None else orjson.loads(document))
         session.node_ids = set(node_ids)
-        for i in range(row, row + n_calls):
-            session.calls.append(_call(cols, i, messages))
-        row += n_calls
+        session.calls = [next(calls) for _ in range(n_calls)]
         result.sessions[sid] = session
-    if row != table.num_rows:
+    if next(calls, None) is not None:
         raise ValueError("cache entry: session sizes do not match the calls table")
     return result
 
@@ -393,11 +411,12 @@ def load(key: str, folder: Path | None = None) -> LoadResult | None:
         return None
     try:
         # Read into memory, not mapped: a file changed under a mapping could kill the process.
-        with pa.OSFile(str(entry / "calls.arrow")) as source:
-            table = ipc.open_file(source).read_all()
         with pa.OSFile(str(entry / "messages.arrow")) as source:
             message_table = ipc.open_file(source).read_all()
-        result = decode(table, message_table, (entry / "meta.json").read_bytes())
+        with pa.OSFile(str(entry / "calls.arrow")) as source:
+            reader = ipc.open_file(source)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            result = decode(batches, message_table, (entry / "meta.json").read_bytes())
     except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
         shutil.rmtree(entry, ignore_errors=True)
         return None
