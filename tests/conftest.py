@@ -35,6 +35,7 @@ BROWSER_FILES = {
     "test_browser_dag.py",
     "test_browser_nav.py",
     "test_browser_signals.py",
+    "test_browser_load.py",
 }
 
 

@@ -8,6 +8,8 @@ read the server's files.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,8 +91,31 @@ def _alive(session_id: str) -> bool:
 
 
 def release_closed_sessions() -> None:
-    """Free the uploads of browser sessions that have ended (called on every page run)."""
+    """Free the uploads of browser sessions that have ended (on every page run, and every
+    :data:`RELEASE_EVERY` seconds from a watcher thread, so an idle server frees them too)."""
     WORKSPACES.release_dead(_alive)
+    _start_watcher()
+
+
+RELEASE_EVERY = 30.0
+_WATCHER: list[threading.Thread] = []
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(RELEASE_EVERY)
+        WORKSPACES.release_dead(_alive)
+
+
+_WATCHER_LOCK = threading.Lock()
+
+
+def _start_watcher() -> None:
+    with _WATCHER_LOCK:
+        if not _WATCHER:
+            thread = threading.Thread(target=_watch, name="rg-release-uploads", daemon=True)
+            _WATCHER.append(thread)
+            thread.start()
 
 
 def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
@@ -103,7 +128,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(paths, progress=report, limits=limits)
+        loaded = persistent.load_files(paths, progress=report, limits=limits, background_store=True)
         return _analysed(key, label, loaded, paths)
 
     bar = st.progress(0.0, text="Loading traces…")

@@ -23,6 +23,7 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,7 +315,7 @@ def load_files_parallel(
     for i, (source, plan) in enumerate(zip(sources, plans, strict=True)):
         result.files.append(source.name)
         for future, size in plan:
-            outcome = future.result()
+            outcome = _outcome(future)
             _merge(result, source.name, outcome, shared_text)
             done_bytes += size
             if progress:
@@ -344,7 +345,7 @@ def load_bytes_parallel(
     done = 0
     for i, ((name, data), future) in enumerate(zip(named, futures, strict=True)):
         result.files.append(name)
-        outcome = future.result()
+        outcome = _outcome(future)
         _merge(result, name, outcome, shared_text)
         if outcome.read_error is not None:
             loading._skip(result, name, 0, outcome.read_error)
@@ -352,6 +353,18 @@ def load_bytes_parallel(
         if progress:
             progress(LoadProgress(done, total, result.records, result.loaded, i + 1, len(named)))
     return result
+
+
+def _outcome(future: Future[_Outcome]) -> _Outcome:
+    """A task's result; a worker that died (killed, out of memory) is that file's read error, and
+    the pool is replaced for the next load."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        shutdown()
+        return _Outcome(
+            read_error="the reading process stopped (killed or out of memory); records after this point were not read"
+        )
 
 
 def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[str, str]) -> None:
