@@ -37,19 +37,30 @@ def title(page) -> str:
     return page.locator(".rg-node-title").first.inner_text()
 
 
-def wait_title(page, node_id: str) -> None:
+def wait_title(page, node_id: str, timeout: float = 90_000) -> None:
     page.wait_for_function(
         "(id) => { const e = document.querySelector('.rg-node-title'); return e && e.innerText.startsWith(id + ' '); }",
         arg=node_id,
-        timeout=90_000,
+        timeout=timeout,
     )
     wait_ready(page)
 
 
 def click_node(page, index: int) -> None:
-    x, y = node_position(page, index)
-    page.mouse.click(x, y)
-    wait_title(page, f"c{index:04d}")
+    """Click the call's drawn position; the detail must show that call. A chart that was just
+    redrawn may take a click before plotly listens again (on a loaded machine): one more try."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in (1, 2):
+        page.wait_for_timeout(500)
+        x, y = node_position(page, index)
+        page.mouse.click(x, y)
+        try:
+            wait_title(page, f"c{index:04d}", timeout=45_000 * attempt)
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
 
 
 def test_first_screen_shows_the_dag_and_a_click_selects_the_node_under_the_pointer(big_app):
