@@ -19,6 +19,7 @@ from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
 HOVER_FINDINGS = 3
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
 LABEL_LIMIT = 150  # call ids are printed beside the nodes up to this many calls
 
 
@@ -54,8 +55,15 @@ def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
 
 
 def dag_figure(
-    rollout: Rollout, highlight: int | None = None, lay: Layout | None = None, near_misses: bool = False
+    rollout: Rollout,
+    highlight: int | None = None,
+    lay: Layout | None = None,
+    near_misses: bool = False,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
 ) -> go.Figure:
+    """``dimmed`` calls are veiled (filtered out); ``highlighted`` ones ringed (search hits, a
+    findings group). Both are drawn as overlay traces after the calls, so trace 1 stays the calls."""
     lay = lay or layout(rollout.topology)
     n = len(rollout.calls)
     roles = rollout.node_roles
@@ -125,6 +133,7 @@ def dag_figure(
                 name="near misses",
             )
         )
+    _overlays(fig, x, y, dimmed, highlighted)
     height = min(900, max(260, 28 * lay.n_lanes + 80))
     fig.update_layout(
         height=height,
@@ -144,6 +153,30 @@ def dag_figure(
         yaxis={"showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False},
     )
     return fig
+
+
+def _overlays(
+    fig: go.Figure, x: np.ndarray, y: np.ndarray, dimmed: frozenset[int], highlighted: frozenset[int]
+) -> None:
+    """A white veil over dimmed calls and a ring around highlighted ones; neither takes hover or
+    clicks (the calls trace underneath does), and neither fades when a call is selected."""
+    for nodes, name, marker in (
+        (dimmed, "dimmed", {"color": "rgba(255,255,255,0.78)", "size": 15, "symbol": "square", "line": {"width": 0}}),
+        (
+            highlighted,
+            "highlighted",
+            {"color": HIGHLIGHT_RING, "size": 21, "symbol": "circle-open", "line": {"width": 2.5}},
+        ),
+    ):
+        if not nodes:
+            continue
+        at = np.array(sorted(nodes), dtype=int)
+        fig.add_trace(
+            go.Scattergl(
+                x=x[at], y=y[at], mode="markers", marker=marker, name=name, hoverinfo="skip", showlegend=False,
+                unselected={"marker": {"opacity": 1}},
+            )
+        )  # fmt: skip
 
 
 _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"

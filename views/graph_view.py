@@ -12,14 +12,31 @@ from views.layout import layout
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _figure(key: str, session_id: str, highlight: int | None, near_misses: bool, _rollout: Rollout) -> go.Figure:
-    """The figure is a pure function of the rollout, the outside highlight and the near-miss toggle."""
-    return dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses)
+def _figure(
+    key: str,
+    session_id: str,
+    highlight: int | None,
+    near_misses: bool,
+    _rollout: Rollout,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+) -> go.Figure:
+    """The figure is a pure function of the rollout, the outside highlight, the near-miss toggle
+    and the dimmed (filtered out) and ringed (search hits, a findings group) calls."""
+    return dag_figure(_rollout, highlight, layout(_rollout.topology), near_misses, dimmed, highlighted)
 
 
-def render(rollout: Rollout, workspace_key: str, near_misses: bool) -> None:
+def render(
+    rollout: Rollout,
+    workspace_key: str,
+    near_misses: bool,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+) -> None:
     st.html(legend_html())
-    figure = _figure(workspace_key, rollout.session_id, state.highlight(rollout), near_misses, rollout)
+    figure = _figure(
+        workspace_key, rollout.session_id, state.highlight(rollout), near_misses, rollout, dimmed, highlighted
+    )
     event = st.plotly_chart(
         figure,
         key=f"dag-{workspace_key}-{rollout.session_id}-{state.highlight(rollout)}",

@@ -26,6 +26,18 @@ CORPUS_UPLOAD = "rg_corpus_upload"
 CORPUS_FILE = "rg_corpus_file"
 CORPUS_TABLE = "rg_corpus_table"
 CORPUS_NOTICE = "rg_corpus_notice"
+# Finding your way (views/find_view.py, views/triage_view.py, views/timeline_view.py, views/inspector.py)
+SEARCH = "rg_search"  # prefix of the search box's widget keys
+FILTER = "rg_filter"  # prefix of the filter widgets' keys
+TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
+
+
+def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:
+    return f"{SEARCH}-{part}-{workspace_key}-{session_id}"
+
+
+def filter_key(workspace_key: str, session_id: str, facet: str) -> str:
+    return f"{FILTER}-{facet}-{workspace_key}-{session_id}"
 
 
 def current_session(session_ids: list[str], default: str) -> str:

@@ -4,7 +4,18 @@ import sys
 
 import streamlit as st
 
-from views import audit_view, graph_view, near_miss_view, node_view, overview, sidebar, state, tour
+from views import (
+    audit_view,
+    find_view,
+    graph_view,
+    near_miss_view,
+    node_view,
+    overview,
+    sidebar,
+    state,
+    tour,
+    triage_view,
+)
 from views.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
@@ -25,11 +36,13 @@ overview.downloads(rollout)
 rewrites = near_miss_view.banner(rollout)
 if rewrites:
     st.warning(rewrites)
-overview.findings_panel(rollout)
+ringed = triage_view.render(rollout)  # a findings group's calls, ringed in the DAG
 rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
 audit_view.render(rollout, rollout_decoder)
 tour.render(rollout, expanded=state.current_node(rollout) is None)
-graph_view.render(rollout, workspace.key, options.near_misses)  # a click in the graph selects a call
+hits = find_view.search_panel(rollout, rollout_decoder, workspace.key)
+dimmed = find_view.filter_panel(rollout, workspace.key)
+graph_view.render(rollout, workspace.key, options.near_misses, dimmed, hits | ringed)  # a click selects a call
 
 node = state.current_node(rollout)
 if node is None:
