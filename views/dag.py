@@ -14,7 +14,20 @@ import plotly.graph_objects as go
 
 from graph.core.rollout import Rollout
 from views.layout import Layout, layout
-from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
+from views.palette import (
+    FORK,
+    INNER,
+    KIND_GLYPHS,
+    KIND_LABELS,
+    LEAF,
+    NEAR_MISS_DRAWN,
+    ROLE_COLORS,
+    ROLE_GLYPHS,
+    ROLE_LABELS,
+    ROLE_LINES,
+    ROOT,
+    role_symbol,
+)
 
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
@@ -106,9 +119,9 @@ def dag_figure(
                 "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
                 "cmin": 0,
                 "cmax": len(ROLE_ORDER) - 1,
-                "symbol": np.array([SYMBOL_CODES[k] for k in kinds]),
+                "symbol": np.array([role_symbol(SYMBOL_CODES[k], r) for k, r in zip(kinds, roles, strict=True)]),
                 "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
-                "line": {"color": "#ffffff", "width": 1},
+                "line": {"color": [ROLE_LINES[r] for r in roles], "width": 1},
             },
             hovertext=[_hover(rollout, i, roles[i], kinds[i]) for i in range(n)],
             hoverinfo="text",
@@ -184,8 +197,8 @@ _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-
 
 def legend_html() -> str:
     roles = "".join(
-        f'<span style="{_ITEM}"><span style="display:inline-block;width:10px;height:10px;border-radius:50%;'
-        f'background:{color}"></span>{html.escape(ROLE_LABELS[role])}</span>'
+        f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
+        f"{ROLE_GLYPHS[role]}</span>{html.escape(ROLE_LABELS[role])}</span>"
         for role, color in ROLE_COLORS.items()
     )
     kinds = "".join(

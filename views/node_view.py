@@ -16,7 +16,7 @@ from graph.core.rollout import Rollout
 from views import near_miss_view, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
-from views.palette import ROLE_COLORS
+from views.palette import ROLE_COLORS, ROLE_TEXT
 from views.tokens import node_strip, origin_strip, sequence_strip
 
 
@@ -77,14 +77,14 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
     )
 
 
-def _badge(text: str, color: str) -> str:
-    return f'<span style="background:{color};color:#fff;border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
+def _badge(text: str, color: str, ink: str = "#fff") -> str:
+    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
 
 
 def header_html(rollout: Rollout, i: int) -> str:
     call = rollout.calls[i]
     role = rollout.node_roles[i]
-    badges = _badge(role, ROLE_COLORS[role]) + _badge(node_kind(rollout, i), "#475569")
+    badges = _badge(role, ROLE_COLORS[role], ROLE_TEXT[role]) + _badge(node_kind(rollout, i), "#475569")
     if not rollout.trainable[i] and call.n_sampled:
         badges += _badge("not trained", "#dc2626")
     fatal = [f for f in rollout.findings_for(i) if f.level == FATAL]

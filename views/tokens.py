@@ -19,18 +19,25 @@ from graph.analysis.decode import Decoder
 from graph.analysis.origin import context_origin
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
-from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
+from views.palette import (
+    CONTEXT_BACKGROUND,
+    LOGPROB_FLOOR,
+    LOGPROB_SCALE,
+    ORIGIN_BACKGROUND,
+    logprob_color,
+    text_color_on,
+)
 
 PAGE_SIZE = 800
 LOOKBEHIND = 4  # tokens decoded before a page so a character split across the page edge is whole
 
 BUCKETS = 32  # logprob colour buckets, one CSS class each, so a token carries only class names
-CONTEXT_STYLE = "background:#eef2f7;color:#334155"
+CONTEXT_STYLE = f"background:{CONTEXT_BACKGROUND};color:#334155"
 UNTRAINED_STYLE = (
     "background:repeating-linear-gradient(135deg,#fee2e2 0 4px,#fecaca 4px 8px);color:#7f1d1d;"
     "outline:1px dashed #dc2626;outline-offset:-1px"
 )
-ORIGIN_STYLE = "background:#ede9fe;color:#4c1d95"  # context the policy sampled earlier
+ORIGIN_STYLE = f"background:{ORIGIN_BACKGROUND};color:#2e1065"  # context the policy sampled earlier
 TOKEN_STYLE = (
     "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
 )
