@@ -30,6 +30,7 @@ CORPUS_NOTICE = "rg_corpus_notice"
 SEARCH = "rg_search"  # prefix of the search box's widget keys
 FILTER = "rg_filter"  # prefix of the filter widgets' keys
 TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
+TIMELINE_OPEN = "rg_timeline_open"  # keep the timeline open after a click in it
 
 
 def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:

@@ -13,6 +13,7 @@ from views import (
     overview,
     sidebar,
     state,
+    timeline_view,
     tour,
     triage_view,
 )
@@ -43,6 +44,7 @@ tour.render(rollout, expanded=state.current_node(rollout) is None)
 hits = find_view.search_panel(rollout, rollout_decoder, workspace.key)
 dimmed = find_view.filter_panel(rollout, workspace.key)
 graph_view.render(rollout, workspace.key, options.near_misses, dimmed, hits | ringed)  # a click selects a call
+timeline_view.render(rollout, workspace.key)  # a click selects a call too
 
 node = state.current_node(rollout)
 if node is None:
