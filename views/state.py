@@ -12,6 +12,7 @@ from graph.core.rollout import Rollout
 SESSION = "rg_session"
 NODE = "rg_node"  # node id of the selected call
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
+URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
 SEEN = "rg_seen"  # last value seen from each selection widget
 PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
 GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
@@ -41,13 +42,23 @@ def filter_key(workspace_key: str, session_id: str, facet: str) -> str:
     return f"{FILTER}-{facet}-{workspace_key}-{session_id}"
 
 
+def _url() -> tuple[str | None, str | None]:
+    return st.query_params.get("session"), st.query_params.get("node")
+
+
 def current_session(session_ids: list[str], default: str) -> str:
+    """The open rollout. The URL wins when it changed since the app last wrote it: a deep link on
+    the first run, or browser Back/Forward (Streamlit reruns with the URL of that history entry)."""
+    url_session, url_node = _url()
     if SESSION not in st.session_state:  # first run: restore a deep link
-        wanted = st.query_params.get("session")
-        st.session_state[SESSION] = wanted if wanted in session_ids else default
-        node = st.query_params.get("node") if wanted == st.session_state[SESSION] else None
+        st.session_state[SESSION] = url_session if url_session in session_ids else default
+        node = url_node if url_session == st.session_state[SESSION] else None
         st.session_state[NODE] = node
         st.session_state[HIGHLIGHT] = node
+    elif (url_session, url_node) != st.session_state.get(URL_SYNCED) and url_session in session_ids:
+        st.session_state[SESSION] = url_session  # Back/Forward: restore that entry's selection
+        st.session_state[NODE] = url_node
+        st.session_state[HIGHLIGHT] = url_node
     elif st.session_state[SESSION] not in session_ids:  # another source was opened
         select_session(default)
     _sync_url()
@@ -104,10 +115,9 @@ def chart_click(rollout: Rollout, points: list) -> None:
 
 
 def _sync_url() -> None:
-    wanted = {"session": st.session_state.get(SESSION), "node": st.session_state.get(NODE)}
-    for key, value in wanted.items():
-        if value is None:
-            if key in st.query_params:
-                del st.query_params[key]
-        elif st.query_params.get(key) != value:
-            st.query_params[key] = value
+    """Write the selection to the URL in one update, so each selection is one history entry."""
+    wanted = {k: v for k, v in (("session", st.session_state.get(SESSION)), ("node", st.session_state.get(NODE))) if v}
+    if wanted != {k: st.query_params.get(k) for k in ("session", "node") if k in st.query_params}:
+        kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in ("session", "node")}
+        st.query_params.from_dict({**kept, **wanted})
+    st.session_state[URL_SYNCED] = (wanted.get("session"), wanted.get("node"))
