@@ -13,7 +13,7 @@ from graph.analysis.decode import Decoder
 from graph.analysis.token_flow import inherited_share
 from graph.core.records import FATAL
 from graph.core.rollout import Rollout
-from views import near_miss_view, token_view
+from views import near_miss_view, relatives, token_view
 from views.chat import chat_html, raw_record
 from views.dag import node_kind
 from views.palette import ROLE_COLORS, ROLE_TEXT
@@ -99,6 +99,7 @@ def header_html(rollout: Rollout, i: int) -> str:
 def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_whitespace: bool) -> None:
     call = rollout.calls[i]
     st.html(header_html(rollout, i))
+    relatives.render(rollout, i)  # parent, children, siblings: one click opens them
     left, right = st.columns([3, 2])
     rows = facts(rollout, i)
     left.dataframe(

@@ -32,6 +32,7 @@ SEARCH = "rg_search"  # prefix of the search box's widget keys
 FILTER = "rg_filter"  # prefix of the filter widgets' keys
 TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
 TIMELINE_OPEN = "rg_timeline_open"  # keep the timeline open after a click in it
+PINNED_STRIP = "rg_pinned_strip"  # the token view whose marked token is pinned in the inspector
 
 
 def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:

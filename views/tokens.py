@@ -242,7 +242,7 @@ def page_html(
         shown = piece.translate(WHITESPACE) if show_whitespace and not special else piece
         tip = html.escape(_tooltip(strip, pos, piece, decoder), quote=True)
         out.append(
-            f'<span class="{_classes(strip, pos, special, pos == mark)}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
+            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
         )
     out.append("</div>")
     return "".join(out)

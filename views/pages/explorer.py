@@ -8,6 +8,7 @@ from views import (
     audit_view,
     find_view,
     graph_view,
+    keyboard,
     near_miss_view,
     node_view,
     overview,
@@ -31,6 +32,8 @@ if not workspace.rollouts:
 session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
 overview.rollouts_table(workspace, session_id)
 rollout = workspace.rollouts[session_id]
+# keys and token clicks first: they move the selection every panel below reads
+keyboard.render(rollout, [state.search_key(workspace.key, session_id)], find_view.SEARCH_BOX_LABEL)
 
 overview.headline(rollout)
 overview.downloads(rollout)
