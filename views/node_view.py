@@ -13,8 +13,8 @@ from graph.analysis.decode import Decoder
 from graph.analysis.token_flow import inherited_share
 from graph.core.records import FATAL
 from graph.core.rollout import Rollout
-from views import near_miss_view, relatives, token_view
-from views.chat import chat_html, raw_record
+from views import near_miss_view, raw_view, relatives, token_view
+from views.chat import chat_html
 from views.dag import node_kind
 from views.palette import ROLE_COLORS, ROLE_TEXT
 from views.tokens import node_strip, origin_strip, sequence_strip
@@ -154,7 +154,7 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
         else:
             st.caption("No findings for this call.")
     with raw:
-        st.json(raw_record(call), expanded=2)
+        raw_view.render(call, workspace_key)  # the record as it stands in the file, derived fields apart
 
 
 def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_whitespace: bool) -> None:

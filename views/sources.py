@@ -32,6 +32,7 @@ class Workspace:
     loaded: LoadResult
     trace_paths: list[Path]
     rollouts: dict[str, Rollout] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)  # by name: the raw record is read back from them
 
     @property
     def default_session(self) -> str:
@@ -81,12 +82,20 @@ def _load(key: str, label: str, sources: list[Source], trace_paths: list[Path], 
             _CACHE.move_to_end(key)
             return _CACHE[key]
     loaded = load_sources(sources, progress)
-    workspace = Workspace(key, label, loaded, trace_paths, {sid: analyse(s) for sid, s in loaded.sessions.items()})
+    rollouts = {sid: analyse(s) for sid, s in loaded.sessions.items()}
+    workspace = Workspace(key, label, loaded, trace_paths, rollouts, {s.name: s for s in sources})
     with _LOCK:
         _CACHE[key] = workspace
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return workspace
+
+
+def source_of(workspace_key: str, name: str) -> Source | None:
+    """The source a loaded record came from, while its workspace is cached."""
+    with _LOCK:
+        workspace = _CACHE.get(workspace_key)
+    return None if workspace is None else workspace.sources.get(name)
 
 
 def load_files(paths: list[Path], label: str) -> Workspace:
