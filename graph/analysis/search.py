@@ -211,9 +211,8 @@ class SearchIndex:
                 raise SearchError("token search needs a decoder")
             built = []
             for i, call in enumerate(self.rollout.calls):
-                if where == SAMPLED:
-                    ids = call.sampled_ids
-                else:
+                ids: np.ndarray | None = call.sampled_ids
+                if where == CONTEXT:
                     ids = call.prompt_ids[self.rollout.context_start(i) :] if call.prompt_ids is not None else None
                 if ids is None or not ids.shape[0]:
                     built.append(("", np.empty(0, dtype=np.int64)))
