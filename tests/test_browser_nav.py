@@ -164,6 +164,17 @@ def test_inspector_shows_the_numbers(samples_app):
             timeout=90_000,
         )
         settled(page)
+        sampled = page.locator(".rg-tokens .rg-t[class*='rg-b']").nth(4)  # a sampled token: its alternatives too
+        position = sampled.get_attribute("data-i")
+        sampled.click()
+        page.wait_for_function(
+            "(p) => { const c = document.querySelector(\"[class*='st-key-rg-inspector'] code\");"
+            " return c && new RegExp('^position +' + p + ' of').test(c.innerText) && c.innerText.includes('top 1'); }",
+            arg=position,
+            timeout=90_000,
+        )
+        settled(page)
+        page.mouse.move(0, 0)
         page.locator("[class*='st-key-rg-inspector']").first.scroll_into_view_if_needed()
         screenshot(page, "inspector", docs=True)
         page.keyboard.press("Escape")  # unpins

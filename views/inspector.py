@@ -16,7 +16,7 @@ from graph.analysis.decode import Decoder
 from views import state
 from views.tokens import TokenStrip
 
-PANEL_HEIGHT = 230
+PANEL_HEIGHT = 290
 
 
 def _rank(strip: TokenStrip, pos: int) -> str:
@@ -76,6 +76,8 @@ def facts_text(rows: list[tuple[str, str]]) -> str:
 def render(strip: TokenStrip, decoder: Decoder, key: str) -> None:
     """The panel for token view ``key``: the pinned token's numbers, or how to pin one."""
     st.session_state[f"{key}-size"] = len(strip)
+    shown = st.session_state.setdefault(state.SHOWN_STRIPS, set())
+    shown.add(key)
     position = st.session_state.get(f"{key}-mark")
     with st.container(height=PANEL_HEIGHT, key=f"rg-inspector-{key}", border=True):
         if not isinstance(position, int) or not 0 <= position < len(strip):
@@ -85,6 +87,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str) -> None:
                 "the jumps above pin too."
             )
             return
-        if st.session_state.get(state.PINNED_STRIP) is None:
+        active = st.session_state.get(state.PINNED_STRIP)
+        if active != key and not (active in shown and isinstance(st.session_state.get(f"{active}-mark"), int)):
             st.session_state[state.PINNED_STRIP] = key  # a jump pinned it: the arrow keys follow it
         st.code(facts_text(token_facts(strip, position, decoder)), language=None)

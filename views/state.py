@@ -33,6 +33,7 @@ FILTER = "rg_filter"  # prefix of the filter widgets' keys
 TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
 TIMELINE_OPEN = "rg_timeline_open"  # keep the timeline open after a click in it
 PINNED_STRIP = "rg_pinned_strip"  # the token view whose marked token is pinned in the inspector
+SHOWN_STRIPS = "rg_shown_strips"  # token views drawn by the current run (the pin must be on one)
 
 
 def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:

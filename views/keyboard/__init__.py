@@ -38,9 +38,10 @@ MOVES = {
 
 
 def pinned() -> tuple[str, int] | None:
-    """The strip key and position of the pinned token, if a token is pinned."""
+    """The strip key and position of the pinned token, if a token is pinned in a token view the
+    page shows (one drawn by the last run)."""
     key = st.session_state.get(state.PINNED_STRIP)
-    if not key:
+    if not key or key not in st.session_state.get(state.SHOWN_STRIPS, ()):
         return None
     position = st.session_state.get(f"{key}-mark")
     return (key, position) if isinstance(position, int) else None
@@ -76,14 +77,16 @@ def handle(event: Any, rollout: Rollout, search_keys: list[str]) -> bool:
     if not isinstance(event, dict) or not state.new_pick("keyboard", event.get("n")):
         return False
     action = event.get("action")
+    if action == "arrow" and event.get("delta") in (-1, 1) and isinstance(event.get("delta"), int):
+        if pinned() is not None:  # the pinned token moves token by token
+            _move_token(event["delta"])
+            return True
+        action = "child" if event["delta"] == 1 else "parent"
     if action in MOVES:
         target = navigation.step(rollout.topology, state.current_node(rollout), MOVES[action])
         if target is None:
             return False
         state.select_node(rollout, target)
-        return True
-    if action == "token" and isinstance(event.get("delta"), int) and event["delta"] in (-1, 1):
-        _move_token(event["delta"])
         return True
     if action == "pin" and isinstance(event.get("strip"), str) and isinstance(event.get("pos"), int):
         key, position = event["strip"], event["pos"]
@@ -108,4 +111,5 @@ def render(rollout: Rollout, search_keys: list[str], search_label: str) -> None:
     """Draw the (invisible) bridge and act on its latest event. Call it before the panels that
     read the selection and before the search box (so Esc can clear it)."""
     handle(st.session_state.get(COMPONENT_KEY), rollout, search_keys)  # the latest event, before drawing
-    _component(pinned=pinned() is not None, search_label=search_label, key=COMPONENT_KEY, default=None)
+    st.session_state[state.SHOWN_STRIPS] = set()  # the token views below add themselves
+    _component(search_label=search_label, key=COMPONENT_KEY, default=None)
