@@ -52,7 +52,7 @@ def test_anthropic_sdk_streams_tool_use_and_text(upstream, tmp_path):
         with pytest.raises(anthropic.BadRequestError, match="fake failure 400"):
             client.messages.create(model="fake-error-400", max_tokens=8, messages=[{"role": "user", "content": "x"}])
     rollout = analyse(load_paths([tmp_path]).sessions["sdk-claude"])
-    assert rollout.link_via[:2] == [None, "tokens"]
+    assert rollout.linked_by[:2] == [None, "tokens"]
 
 
 def test_openai_sdk_responses_stream_function_call_and_text(upstream, tmp_path):
@@ -84,4 +84,4 @@ def test_openai_sdk_responses_stream_function_call_and_text(upstream, tmp_path):
     records = read_records(tmp_path)
     assert [r["dialect"] for r in records] == ["responses", "responses", "responses", "chat"]
     rollout = analyse(load_paths([tmp_path]).sessions["sdk-codex"])
-    assert rollout.link_via[:2] == [None, "tokens"]
+    assert rollout.linked_by[:2] == [None, "tokens"]

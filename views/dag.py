@@ -22,7 +22,10 @@ new options should follow the same rule and take call indices as sets):
 - ``collapse``: draw linear chains as segments (``graph.analysis.chains``);
 - ``expanded``: keys of chains to draw call by call;
 - ``focus``: a call whose subtree (exact descendants and near-miss continuations) is the only part drawn;
-- ``keep``: more calls to keep as nodes (never hidden in a chain), e.g. search hits.
+- ``keep``: more calls to keep as nodes (never hidden in a chain), e.g. search hits;
+- ``dimmed``: calls veiled in white (filtered out by the filters panel);
+- ``highlighted``: calls ringed in red (search hits, a findings group); they are kept as nodes.
+  Both are overlay traces added after the labels, so the numbered traces above keep their numbers.
 
 The figure depends only on these arguments, never on clicks made in the chart itself, so it
 stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
@@ -43,7 +46,20 @@ from graph.analysis.chains import Chain, continuations, linear_chains, pinned_ca
 from graph.analysis.chains import collapse as collapse_chains
 from graph.core.rollout import Rollout
 from views.layout import pack
-from views.palette import FORK, INNER, KIND_GLYPHS, KIND_LABELS, LEAF, NEAR_MISS_DRAWN, ROLE_COLORS, ROLE_LABELS, ROOT
+from views.palette import (
+    FORK,
+    INNER,
+    KIND_GLYPHS,
+    KIND_LABELS,
+    LEAF,
+    NEAR_MISS_DRAWN,
+    ROLE_COLORS,
+    ROLE_GLYPHS,
+    ROLE_LABELS,
+    ROLE_LINES,
+    ROOT,
+    role_symbol,
+)
 
 ROLE_ORDER = list(ROLE_COLORS)
 SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
@@ -58,6 +74,7 @@ MAX_HEIGHT = 480
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -209,9 +226,11 @@ def dag_figure(
     expanded: Collection[int] = (),
     focus: int | None = None,
     keep: Collection[int] = (),
+    dimmed: Collection[int] = (),
+    highlighted: Collection[int] = (),
 ) -> go.Figure:
     """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
-    keep = set(keep) | ({highlight} if highlight is not None else set())
+    keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
     view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
     vis = view.visible
     roles = rollout.node_roles
@@ -332,9 +351,9 @@ def dag_figure(
                 "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
                 "cmin": 0,
                 "cmax": len(ROLE_ORDER) - 1,
-                "symbol": np.array([SYMBOL_CODES[k] for k in kinds]),
+                "symbol": np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)]),
                 "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
-                "line": {"color": "#ffffff", "width": 1},
+                "line": {"color": [ROLE_LINES[roles[v]] for v in vis], "width": 1},
             },
             hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
             hoverinfo="text",
@@ -403,6 +422,7 @@ def dag_figure(
             cliponaxis=False,
         )
     )
+    _overlays(fig, x, y, [pos[v] for v in dimmed if v in pos], [pos[v] for v in highlighted if v in pos])
     annotations = []
     if centre is not None:
         annotations.append(
@@ -444,13 +464,35 @@ def dag_figure(
     return fig
 
 
+def _overlays(fig: go.Figure, x: np.ndarray, y: np.ndarray, dimmed: list[int], highlighted: list[int]) -> None:
+    """A white veil over dimmed calls and a ring around highlighted ones; neither takes hover or
+    clicks (the calls trace underneath does), and neither fades when a call is selected."""
+    for nodes, name, marker in (
+        (dimmed, "dimmed", {"color": "rgba(255,255,255,0.78)", "size": 15, "symbol": "square", "line": {"width": 0}}),
+        (
+            highlighted,
+            "highlighted",
+            {"color": HIGHLIGHT_RING, "size": 21, "symbol": "circle-open", "line": {"width": 2.5}},
+        ),
+    ):
+        if not nodes:
+            continue
+        at = np.array(sorted(nodes), dtype=int)
+        fig.add_trace(
+            go.Scatter(
+                x=x[at], y=y[at], mode="markers", marker=marker, name=name, hoverinfo="skip", showlegend=False,
+                unselected={"marker": {"opacity": 1}},
+            )
+        )  # fmt: skip
+
+
 _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
 
 
 def legend_html() -> str:
     roles = "".join(
-        f'<span style="{_ITEM}"><span style="display:inline-block;width:10px;height:10px;border-radius:50%;'
-        f'background:{color}"></span>{html.escape(ROLE_LABELS[role])}</span>'
+        f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
+        f"{ROLE_GLYPHS[role]}</span>{html.escape(ROLE_LABELS[role])}</span>"
         for role, color in ROLE_COLORS.items()
     )
     kinds = "".join(

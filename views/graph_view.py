@@ -39,10 +39,22 @@ def _figure(
     focus: int | None,
     newest: int | None,
     _rollout: Rollout,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
 ) -> go.Figure:
-    """A pure function of the rollout and the drawing options (never of chart clicks); when
-    following a live trace, the newest call is ringed."""
-    figure = dag_figure(_rollout, highlight, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus)
+    """A pure function of the rollout and the drawing options (never of chart clicks): dimmed
+    (filtered out) and ringed (search hits, a findings group) calls; when following a live trace,
+    the newest call is ringed too."""
+    figure = dag_figure(
+        _rollout,
+        highlight,
+        near_misses=near_misses,
+        collapse=collapse,
+        expanded=expanded,
+        focus=focus,
+        dimmed=dimmed,
+        highlighted=highlighted,
+    )
     return figure if newest is None else mark_newest(figure, newest)
 
 
@@ -50,7 +62,14 @@ def _per_session(name: str, rollout: Rollout, default):
     return st.session_state.setdefault(name, {}).setdefault(rollout.session_id, default)
 
 
-def render(rollout: Rollout, workspace_key: str, near_misses: bool, newest: int | None = None) -> None:
+def render(
+    rollout: Rollout,
+    workspace_key: str,
+    near_misses: bool,
+    newest: int | None = None,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+) -> None:
     expanded: set[int] = _per_session(state.DAG_EXPANDED, rollout, set())
     chart_key = f"dag-{workspace_key}-{rollout.session_id}"
     # a click in the chart first (its state is known before the chart is drawn), so the toolbar,
@@ -99,7 +118,17 @@ def render(rollout: Rollout, workspace_key: str, near_misses: bool, newest: int 
             focus = current
 
     figure = _figure(
-        workspace_key, rollout.session_id, highlight, near_misses, collapse, frozenset(expanded), focus, newest, rollout
+        workspace_key,
+        rollout.session_id,
+        highlight,
+        near_misses,
+        collapse,
+        frozenset(expanded),
+        focus,
+        newest,
+        rollout,
+        frozenset(dimmed),
+        frozenset(highlighted),
     )
     st.plotly_chart(
         figure,

@@ -13,10 +13,10 @@ from graph.analysis.decode import Decoder
 from graph.analysis.token_flow import inherited_share
 from graph.core.records import FATAL
 from graph.core.rollout import Rollout
-from views import near_miss_view, token_view
-from views.chat import chat_html, raw_record
+from views import near_miss_view, raw_view, relatives, token_view
+from views.chat import chat_html
 from views.dag import node_kind
-from views.palette import ROLE_COLORS
+from views.palette import ROLE_COLORS, ROLE_TEXT
 from views.tokens import node_strip, origin_strip, sequence_strip
 
 
@@ -77,14 +77,14 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
     )
 
 
-def _badge(text: str, color: str) -> str:
-    return f'<span style="background:{color};color:#fff;border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
+def _badge(text: str, color: str, ink: str = "#fff") -> str:
+    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
 
 
 def header_html(rollout: Rollout, i: int) -> str:
     call = rollout.calls[i]
     role = rollout.node_roles[i]
-    badges = _badge(role, ROLE_COLORS[role]) + _badge(node_kind(rollout, i), "#475569")
+    badges = _badge(role, ROLE_COLORS[role], ROLE_TEXT[role]) + _badge(node_kind(rollout, i), "#475569")
     if not rollout.trainable[i] and call.n_sampled:
         badges += _badge("not trained", "#dc2626")
     fatal = [f for f in rollout.findings_for(i) if f.level == FATAL]
@@ -99,6 +99,7 @@ def header_html(rollout: Rollout, i: int) -> str:
 def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_whitespace: bool) -> None:
     call = rollout.calls[i]
     st.html(header_html(rollout, i))
+    relatives.render(rollout, i)  # parent, children, siblings: one click opens them
     left, right = st.columns([3, 2])
     rows = facts(rollout, i)
     left.dataframe(
@@ -155,7 +156,7 @@ def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_
         else:
             st.caption("No findings for this call.")
     with raw:
-        st.json(raw_record(call), expanded=2)
+        raw_view.render(call, workspace_key)  # the record as it stands in the file, derived fields apart
 
 
 def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_whitespace: bool) -> None:

@@ -9,7 +9,7 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from graph.core.records import FATAL, INFO, WARN
+from graph.core.records import FATAL, WARN
 from graph.core.rollout import Rollout
 from graph.reports import export
 from views import state
@@ -115,29 +115,6 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
         ("FATAL", counts[FATAL], None),
         ("WARN", counts[WARN], None),
     ]  # fmt: skip
-
-
-def findings_panel(rollout: Rollout) -> None:
-    """Findings grouped by level; selecting a row selects its call."""
-    counts = rollout.finding_counts
-    title = f"Findings: FATAL {counts[FATAL]} · WARN {counts[WARN]} · INFO {counts[INFO]}"
-    with st.expander(title, expanded=counts[FATAL] > 0):
-        if not rollout.findings:
-            st.caption("No findings.")
-            return
-        for level in (FATAL, WARN, INFO):
-            found = [f for f in rollout.findings if f.level == level]
-            if not found:
-                continue
-            st.markdown(f"**{level}** ({len(found)})")
-            frame = pd.DataFrame(
-                [{"code": f.code, "call": f.node_id or "(rollout)", "detail": f.detail} for f in found]
-            )
-            picked = picked_row(frame, f"findings-{rollout.session_id}-{level}", max_height=300)
-            node_id = found[picked].node_id if picked is not None else None
-            if state.new_pick(f"findings-{rollout.session_id}-{level}", node_id):
-                state.select_node(rollout, rollout.index_of(node_id))
-                st.rerun()
 
 
 def _jsonl(records: list[dict]) -> bytes:

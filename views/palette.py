@@ -8,7 +8,27 @@ from graph.analysis.near_miss import COMPACTION, RESUMED, RETOKENIZED, REWRITTEN
 from graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from graph.core.types import FORK, INNER, LEAF, ROOT
 
-ROLE_COLORS = {AGENT: "#2563eb", AUXILIARY: "#d97706", DISCARDED: "#9ca3af"}
+# Role is never colour alone (docs/user-guide.md, Colour): the three colours differ in lightness as
+# well as hue, so they stay apart under protanopia, deuteranopia and tritanopia (a test simulates
+# them), and each role has its own marker variant in the DAG and bar pattern in the timeline.
+ROLE_COLORS = {AGENT: "#1e40af", AUXILIARY: "#d97706", DISCARDED: "#d1d5db"}
+ROLE_LINES = {AGENT: "#ffffff", AUXILIARY: "#451a03", DISCARDED: "#334155"}  # marker outline (draws the dot and x)
+ROLE_TEXT = {AGENT: "#ffffff", AUXILIARY: "#111111", DISCARDED: "#111111"}  # text on the role colour
+ROLE_PATTERNS = {AGENT: "", AUXILIARY: "/", DISCARDED: "x"}  # timeline bars: plain, hatched, cross-hatched
+ROLE_GLYPHS = {AGENT: "●", AUXILIARY: "◉", DISCARDED: "⊗"}  # filled, a centre dot, crossed out
+_CROSSED = {0: 28, 1: 30, 2: 32, 100: 128}  # plotly symbol numbers: circle, square, diamond, circle-open -> "-x"
+
+
+def role_symbol(kind_symbol: int, role: str) -> int:
+    """The plotly symbol number for a call: its kind's shape, then a centre dot for an auxiliary
+    call and a cross for a discarded one, so role does not rest on colour alone."""
+    if role == DISCARDED:
+        return _CROSSED.get(kind_symbol, kind_symbol)
+    if role == AUXILIARY:
+        return kind_symbol + 200  # "-dot" ("circle-open" + 200 is "circle-open-dot")
+    return kind_symbol
+
+
 ROLE_LABELS = {
     AGENT: "agent: on a path that is the agent's work",
     AUXILIARY: "auxiliary: title, summary or other side call",
@@ -22,6 +42,11 @@ KIND_LABELS = {
     LEAF: "leaf: the end of a training sequence",
     INNER: "inner call of a chain",
 }
+
+# Token spans: context (mask 0) vs context the policy sampled earlier (the origin view). Clearly
+# apart in hue and lightness, also under colour-vision deficiency (tested).
+CONTEXT_BACKGROUND = "#eef2f7"
+ORIGIN_BACKGROUND = "#b4a5f5"
 
 # Near-miss links worth a dashed edge in the DAG: history relations, not retries or new conversations.
 NEAR_MISS_DRAWN = (REWRITTEN, RETOKENIZED, COMPACTION, RESUMED)

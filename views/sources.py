@@ -25,6 +25,7 @@ from graph.ingest import cache as persistent
 from graph.ingest.cache import key_for_bytes, key_for_files
 from graph.ingest.loading import trace_files
 from graph.ingest.parallel import LoadProgress, load_bytes_parallel
+from graph.ingest.reading import Source
 from graph.resources import SAMPLES
 from views.workspace_cache import WorkspaceCache, estimate_bytes
 
@@ -38,6 +39,7 @@ class Workspace:
     loaded: LoadResult
     trace_paths: list[Path]
     rollouts: dict[str, Rollout] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)  # by name: the raw record is read back from them
 
     @property
     def default_session(self) -> str:
@@ -69,9 +71,18 @@ def _progress_bar(bar):
 WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
 
 
-def _analysed(key: str, label: str, loaded: LoadResult, trace_paths: list[Path]) -> Workspace:
+def _analysed(
+    key: str, label: str, loaded: LoadResult, trace_paths: list[Path], sources: dict[str, Source]
+) -> Workspace:
     rollouts = {sid: analyse(s, decoder=decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
-    return Workspace(key, label, loaded, trace_paths, rollouts)
+    return Workspace(key, label, loaded, trace_paths, rollouts, sources)
+
+
+def source_of(workspace_key: str, name: str) -> Source | None:
+    """The source a loaded record came from (to read the raw record back), while its workspace
+    is cached."""
+    workspace = WORKSPACES.get(workspace_key)
+    return None if workspace is None else workspace.sources.get(name)
 
 
 def _size(workspace: Workspace) -> int:
@@ -129,7 +140,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
 
     def build(report) -> Workspace:
         loaded = persistent.load_files(paths, progress=report, limits=limits, background_store=True)
-        return _analysed(key, label, loaded, paths)
+        return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
 
     bar = st.progress(0.0, text="Loading traces…")
     try:
@@ -176,7 +187,8 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
     label = f"{len(named)} uploaded file(s)"
 
     def build(report) -> Workspace:
-        return _analysed(key, label, load_bytes_parallel(named, report, limits), [])
+        sources = {name: Source.from_bytes(name, data) for name, data in named}
+        return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
 
     bar = st.progress(0.0, text="Loading uploads…")
     try:

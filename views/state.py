@@ -12,6 +12,7 @@ from graph.core.rollout import Rollout
 SESSION = "rg_session"
 NODE = "rg_node"  # node id of the selected call
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
+URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
 SEEN = "rg_seen"  # last value seen from each selection widget
 PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
 GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
@@ -36,15 +37,40 @@ DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 LIVE_EMPTY = "rg_live_empty"  # the page was drawn before the followed files held any call
+# Finding your way (views/find_view.py, views/triage_view.py, views/timeline_view.py, views/inspector.py)
+SEARCH = "rg_search"  # prefix of the search box's widget keys
+FILTER = "rg_filter"  # prefix of the filter widgets' keys
+TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
+TIMELINE_OPEN = "rg_timeline_open"  # keep the timeline open after a click in it
+PINNED_STRIP = "rg_pinned_strip"  # the token view whose marked token is pinned in the inspector
+SHOWN_STRIPS = "rg_shown_strips"  # token views drawn by the current run (the pin must be on one)
+
+
+def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:
+    return f"{SEARCH}-{part}-{workspace_key}-{session_id}"
+
+
+def filter_key(workspace_key: str, session_id: str, facet: str) -> str:
+    return f"{FILTER}-{facet}-{workspace_key}-{session_id}"
+
+
+def _url() -> tuple[str | None, str | None]:
+    return st.query_params.get("session"), st.query_params.get("node")
 
 
 def current_session(session_ids: list[str], default: str) -> str:
+    """The open rollout. The URL wins when it changed since the app last wrote it: a deep link on
+    the first run, or browser Back/Forward (Streamlit reruns with the URL of that history entry)."""
+    url_session, url_node = _url()
     if SESSION not in st.session_state:  # first run: restore a deep link
-        wanted = st.query_params.get("session")
-        st.session_state[SESSION] = wanted if wanted in session_ids else default
-        node = st.query_params.get("node") if wanted == st.session_state[SESSION] else None
+        st.session_state[SESSION] = url_session if url_session in session_ids else default
+        node = url_node if url_session == st.session_state[SESSION] else None
         st.session_state[NODE] = node
         st.session_state[HIGHLIGHT] = node
+    elif (url_session, url_node) != st.session_state.get(URL_SYNCED) and url_session in session_ids:
+        st.session_state[SESSION] = url_session  # Back/Forward: restore that entry's selection
+        st.session_state[NODE] = url_node
+        st.session_state[HIGHLIGHT] = url_node
     elif st.session_state[SESSION] not in session_ids:  # another source was opened
         select_session(default)
     _sync_url()
@@ -117,10 +143,9 @@ def _custom(point: dict) -> int:
 
 
 def _sync_url() -> None:
-    wanted = {"session": st.session_state.get(SESSION), "node": st.session_state.get(NODE)}
-    for key, value in wanted.items():
-        if value is None:
-            if key in st.query_params:
-                del st.query_params[key]
-        elif st.query_params.get(key) != value:
-            st.query_params[key] = value
+    """Write the selection to the URL in one update, so each selection is one history entry."""
+    wanted = {k: v for k, v in (("session", st.session_state.get(SESSION)), ("node", st.session_state.get(NODE))) if v}
+    if wanted != {k: st.query_params.get(k) for k in ("session", "node") if k in st.query_params}:
+        kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in ("session", "node")}
+        st.query_params.from_dict({**kept, **wanted})
+    st.session_state[URL_SYNCED] = (wanted.get("session"), wanted.get("node"))

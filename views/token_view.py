@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from graph.analysis.decode import Decoder
-from views import state
+from views import inspector, state
 from views.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
 
 
@@ -56,4 +58,6 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     start, stop = page_bounds(strip, st.session_state[page_key])
     cols[5].caption(f"tokens {start:,}–{stop - 1:,} of {n:,} · page {st.session_state[page_key] + 1} of {pages}")
     st.html(legend_html())
-    st.html(page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key]))
+    inspector.render(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
+    page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
+    st.html(f'<div data-strip="{html.escape(key, quote=True)}">{page}</div>')

@@ -19,18 +19,25 @@ from graph.analysis.decode import Decoder, TokenizerDecoder
 from graph.analysis.origin import context_origin, text_origin
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
-from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
+from views.palette import (
+    CONTEXT_BACKGROUND,
+    LOGPROB_FLOOR,
+    LOGPROB_SCALE,
+    ORIGIN_BACKGROUND,
+    logprob_color,
+    text_color_on,
+)
 
 PAGE_SIZE = 800
 LOOKBEHIND = 4  # tokens decoded before a page so a character split across the page edge is whole
 
 BUCKETS = 32  # logprob colour buckets, one CSS class each, so a token carries only class names
-CONTEXT_STYLE = "background:#eef2f7;color:#334155"
+CONTEXT_STYLE = f"background:{CONTEXT_BACKGROUND};color:#334155"
 UNTRAINED_STYLE = (
     "background:repeating-linear-gradient(135deg,#fee2e2 0 4px,#fecaca 4px 8px);color:#7f1d1d;"
     "outline:1px dashed #dc2626;outline-offset:-1px"
 )
-ORIGIN_STYLE = "background:#ede9fe;color:#4c1d95"  # context the policy sampled earlier
+ORIGIN_STYLE = f"background:{ORIGIN_BACKGROUND};color:#2e1065"  # context the policy sampled earlier
 REINSERTED_STYLE = (
     "background:#fef3c7;color:#78350f;outline:1px dashed #d97706;outline-offset:-1px"  # its text, re-inserted
 )
@@ -255,7 +262,7 @@ def page_html(
         shown = piece.translate(WHITESPACE) if show_whitespace and not special else piece
         tip = html.escape(_tooltip(strip, pos, piece, decoder), quote=True)
         out.append(
-            f'<span class="{_classes(strip, pos, special, pos == mark)}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
+            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
         )
     out.append("</div>")
     return "".join(out)

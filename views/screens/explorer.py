@@ -1,16 +1,30 @@
 """The explorer page: choose traces, pick a rollout and a call; views/ renders each panel.
 
-The first screen shows the picture: the headline numbers, then the DAG; everything else (guide,
-findings, other rollouts, audit, downloads) is below it, collapsed unless it matters. Traces given
-on the command line are followed as they grow: the part a new call changes reruns on its own
-(views/live.py).
+The first screen shows the picture: the headline numbers, the search box, then the DAG;
+everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
+collapsed unless it matters. Traces given on the command line are followed as they grow: the part
+a new call changes reruns on its own (views/live.py).
 """
 
 import sys
 
 import streamlit as st
 
-from views import audit_view, graph_view, live, near_miss_view, node_view, overview, sidebar, state, tour
+from views import (
+    audit_view,
+    find_view,
+    graph_view,
+    keyboard,
+    live,
+    near_miss_view,
+    node_view,
+    overview,
+    sidebar,
+    state,
+    timeline_view,
+    tour,
+    triage_view,
+)
 from views.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
@@ -25,6 +39,8 @@ def overview_and_graph(workspace):
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
+    # keys and token clicks first: they move the selection every panel below reads
+    keyboard.render(rollout, [state.search_key(workspace.key, session_id)], find_view.SEARCH_BOX_LABEL)
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
@@ -32,14 +48,20 @@ def overview_and_graph(workspace):
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
         st.warning(rewrites)
-    newest = following.newest_index(rollout) if following else None
-    graph_view.render(rollout, workspace.key, options.near_misses, newest)  # a click in the graph selects a call
+    rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
+    hits = find_view.search_panel(rollout, rollout_decoder, workspace.key)
+    graph_slot = st.container()  # drawn after the panels below that ring or dim its calls
+    dimmed = find_view.filter_panel(rollout, workspace.key)
+    timeline_view.render(rollout, workspace.key)  # a click selects a call too
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
-    overview.findings_panel(rollout)
+    ringed = triage_view.render(rollout)  # a findings group's calls, ringed in the DAG
+    with graph_slot:
+        newest = following.newest_index(rollout) if following else None
+        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     overview.rollouts_table(workspace, session_id)
     if following is None:
-        audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
+        audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
     return rollout
 

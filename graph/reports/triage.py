@@ -1,0 +1,76 @@
+"""Findings triage: one group per (level, code) with a one-line explanation and its calls.
+
+The explanations say what a finding means for training, in one line each; the decisions behind
+them are in docs/semantics.md (Findings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph.core.records import LEVELS, Finding
+from graph.core.rollout import Rollout
+
+EXPLANATIONS = {
+    "no_prompt_ids": "The call carries no prompt token ids, so it cannot be linked or trained by token.",
+    "invalid_token_id": "A token id is not a non-negative integer; the position is kept as -1.",
+    "invalid_logprob": "A logprob is null, not a number or infinite; the call's sampled tokens are not trained.",
+    "positive_logprob": "A logprob is above 0, which no probability can have; the call is not trained.",
+    "logprob_misalign": "The logprobs do not line up one per sampled token; the call is not trained.",
+    "no_logprobs": "Sampled tokens without logprobs cannot be trained with importance weights.",
+    "no_sampled_ids": "The call records no sampled token ids: there is nothing to train on.",
+    "truncated_turn": "Generation stopped at the length limit (finish_reason length): the turn is cut off.",
+    "token_strings": "Logprob tokens are strings, not token_id:N, so ids had to be recovered from text.",
+    "sampling_neutralised": "The engine received different sampling params than the harness asked for.",
+    "sampling_changed": "The sampling distribution (temperature, top_p, ...) changed within the rollout.",
+    "degenerate_rollout": "An agentic rollout with a single call: nothing links, nothing multi-turn to learn.",
+    "per_turn_roots": "Every call is its own root: no call extends another's tokens (re-tokenized history?).",
+    "multiple_roots": "More than one conversation root: subagents, side calls or a broken prefix.",
+    "discarded_turns": "A retry that led nowhere: a sibling with the same parent continued instead.",
+    "masked_has_logprob": "A rollout document gives logprobs to tokens it masks out of training.",
+    "nothing_trainable": "An agent sequence has no trainable token.",
+    "malformed_field": "A field has the wrong type and was ignored.",
+    "duplicate_node_id": "Two records share a call id; the later one was renamed.",
+    "document_disagrees": "The rollout document's edges, roles or counts differ from the analysis.",
+    "history_rewritten": "The harness rewrote its history before replaying it, so prefixes broke into new roots.",
+    "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
+    "unfinished_attempts": "Sibling attempts none of which continued: each becomes a training row unless left out.",
+}
+
+
+def explanation(code: str) -> str:
+    """The one-line explanation of a finding code (a generic line for an unknown code)."""
+    return EXPLANATIONS.get(code, "See the finding's detail.")
+
+
+@dataclass(slots=True)
+class FindingGroup:
+    """Every finding of one level and code in a rollout."""
+
+    level: str
+    code: str
+    findings: list[Finding] = field(default_factory=list)
+    nodes: list[int] = field(default_factory=list)  # arrival indices of the calls named, in order, once each
+
+    @property
+    def explanation(self) -> str:
+        """One line: what this code means."""
+        return explanation(self.code)
+
+
+def finding_groups(rollout: Rollout, most_severe_first: bool = True) -> list[FindingGroup]:
+    """Groups by (level, code), by level (FATAL first unless ``most_severe_first`` is False), then
+    the largest group first, then code."""
+    groups: dict[tuple[str, str], FindingGroup] = {}
+    for f in rollout.findings:
+        group = groups.setdefault((f.level, f.code), FindingGroup(f.level, f.code))
+        group.findings.append(f)
+        if f.node_id is not None:
+            i = rollout.index_of(f.node_id)
+            if i not in group.nodes:
+                group.nodes.append(i)
+    for group in groups.values():
+        group.nodes.sort()
+    rank = {level: k for k, level in enumerate(LEVELS)}
+    sign = 1 if most_severe_first else -1
+    return sorted(groups.values(), key=lambda g: (sign * rank.get(g.level, len(LEVELS)), -len(g.findings), g.code))

@@ -1,0 +1,55 @@
+"""The timeline panel: the Gantt of calls over wall time; a click selects the call (the DAG and
+the call detail follow), and the selected call is outlined on it."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from graph.analysis.timing import Timeline, timeline
+from graph.core.rollout import Rollout
+from views import state
+from views.timeline import clicked_call, timeline_figure
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _timeline(key: str, session_id: str, _rollout: Rollout) -> Timeline | None:
+    return timeline(_rollout)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _figure(key: str, session_id: str, selected: int | None, _rollout: Rollout, _tl: Timeline) -> go.Figure:
+    return timeline_figure(_rollout, _tl, selected)
+
+
+def render(rollout: Rollout, workspace_key: str) -> None:
+    tl = _timeline(workspace_key, rollout.session_id, rollout)
+    with st.expander("Timeline: calls over wall time", expanded=st.session_state.get(state.TIMELINE_OPEN, False)):
+        if tl is None:
+            st.info(
+                "This rollout records no call timing (started_at/ended_at, start_time/end_time, or a start and "
+                "a latency), so there is no timeline to draw."
+            )
+            return
+        n = len(rollout.calls)
+        note = f"{n - len(tl.untimed)} of {n} calls over {tl.duration:.1f} s in {tl.n_lanes} lane(s)"
+        if tl.untimed:
+            note += f"; {len(tl.untimed)} without timing are not drawn"
+        st.caption(
+            note + ". Bars: start to end, by role (agent plain, auxiliary hatched, discarded retries cross-hatched);"
+            " ticks: first token. Click a bar to open its call."
+        )
+        selected = state.current_node(rollout)
+        event = st.plotly_chart(
+            _figure(workspace_key, rollout.session_id, selected, rollout, tl),
+            key=f"timeline-{workspace_key}-{rollout.session_id}-{selected}",
+            on_select="rerun",
+            selection_mode="points",
+            width="stretch",
+            config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
+        )
+        picked = clicked_call(event.selection.points if event else [])
+        if picked is not None and picked != selected and 0 <= picked < n:
+            st.session_state[state.TIMELINE_OPEN] = True
+            state.select_node(rollout, picked)
+            st.rerun()
