@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from graph.cli.common import UsageError, guarded
+from graph.cli.common import UsageError, add_signals, guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--workers", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)"
     )
     command.add_argument("--address", help="with --engine ray: join this Ray cluster instead of starting one")
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -42,10 +43,18 @@ def run(args: argparse.Namespace) -> int:
     files = audit.expand_inputs(args.inputs)
     if not files:
         raise UsageError(f"no trace files in {', '.join(args.inputs)}")
+    signals = tuple(args.signals or ())
+    if signals:
+        from graph.signals.reading import SignalsError
+
+        try:
+            audit.load_signals(signals)
+        except SignalsError as exc:
+            raise UsageError(f"signals: {exc}") from exc
     if args.engine == "ray":
-        rows = audit.run_ray(files, args.workers, args.address, stderr_progress)
+        rows = audit.run_ray(files, args.workers, args.address, stderr_progress, signals, args.mismatch_threshold)
     else:
-        rows = audit.run_local(files, args.workers, stderr_progress)
+        rows = audit.run_local(files, args.workers, stderr_progress, signals, args.mismatch_threshold)
     audit.write_parquet(rows, args.out)
     failed = sum(1 for r in rows if r["error"])
     note = f" ({failed} files could not be read)" if failed else ""

@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from graph.core.records import LoadResult
 from graph.core.rollout import Rollout, analyse
@@ -28,6 +29,7 @@ class Inputs:
 
     loaded: LoadResult
     rollouts: list[Rollout]
+    signals_load: dict[str, Any] | None = None  # the signals join report, with --signals
 
 
 def check_paths(paths: list[str] | list[Path]) -> None:
@@ -37,11 +39,18 @@ def check_paths(paths: list[str] | list[Path]) -> None:
         raise UsageError(f"cannot read {', '.join(missing)}: no such file or directory")
 
 
-def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> Inputs:
-    """Load ``paths`` and analyse the rollouts (only ``session`` when given).
+def load_inputs(
+    paths: list[str] | list[Path],
+    session: str | None = None,
+    signals: list[str] | list[Path] | None = None,
+    threshold: float | None = None,
+) -> Inputs:
+    """Load ``paths`` and analyse the rollouts (only ``session`` when given), joining the
+    ``signals`` files to them when given (docs/signals.md).
 
     Raises:
-        UsageError: a path is missing, nothing could be read, or the session is unknown.
+        UsageError: a path is missing, nothing could be read, the session is unknown, or a
+            signals file cannot be read.
     """
     check_paths(paths)
     loaded = load_paths(paths)
@@ -55,7 +64,49 @@ def load_inputs(paths: list[str] | list[Path], session: str | None = None) -> In
         if not sessions:
             known = ", ".join(list(loaded.sessions)[:10]) or "none"
             raise UsageError(f"no session {session!r} (sessions: {known})")
-    return Inputs(loaded, [analyse(s) for s in sessions])
+    rollouts = [analyse(s) for s in sessions]
+    if not signals:
+        return Inputs(loaded, rollouts)
+    from graph.signals.join import DEFAULT_THRESHOLD, attach_all
+
+    joined, report = attach_all(
+        rollouts, read_signals_files(signals), DEFAULT_THRESHOLD if threshold is None else threshold
+    )
+    return Inputs(loaded, joined, report.as_dict())
+
+
+def read_signals_files(paths: list[str] | list[Path]):
+    """Every row of the given signals files, as one :class:`graph.signals.reading.SignalsFile`.
+
+    Raises:
+        UsageError: a file is missing or holds no readable row.
+    """
+    from graph.signals.reading import SignalsError, SignalsFile, read_signals
+
+    out = SignalsFile()
+    for path in paths:
+        try:
+            out.extend(read_signals(path))
+        except SignalsError as exc:
+            raise UsageError(f"signals: {exc}") from exc
+    return out
+
+
+def add_signals(command: argparse.ArgumentParser) -> None:
+    """``--signals FILE`` (repeatable) and ``--mismatch-threshold NATS``."""
+    command.add_argument(
+        "--signals",
+        action="append",
+        metavar="FILE",
+        help="join a signals file (JSONL or Parquet rows keyed by session_id and leaf_id; docs/signals.md)",
+    )
+    command.add_argument(
+        "--mismatch-threshold",
+        type=float,
+        default=1.0,
+        metavar="NATS",
+        help="WARN logprob_mismatch on a call whose trainer and inference logprobs differ by more (default 1)",
+    )
 
 
 def add_paths(command: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from graph.cli.common import UsageError, add_paths, guarded, load_inputs
+from graph.cli.common import UsageError, add_paths, add_signals, guarded, load_inputs
 from graph.reports import export
 
 
@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --format rows: roles to write (default: all, labelled)",
     )
     command.add_argument("--format", choices=["rows", "trace-entries"], default="rows")
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, args.signals, args.mismatch_threshold)
     records = []
     for rollout in inputs.rollouts:
         records += export.training_rows(rollout, roles) if args.format == "rows" else export.trace_entries(rollout)

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from graph.analysis.decode import decoder_for
-from graph.cli.common import Inputs, UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.cli.common import Inputs, UsageError, add_paths, add_signals, add_tokenizer_options, guarded, load_inputs
 from graph.reports.contract import inspect_json
 from graph.reports.summary import summary_text
 from graph.reports.transcript import default_sequence, sequence_through, transcript
@@ -26,19 +26,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)"
     )
     add_tokenizer_options(command)
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, args.signals, args.mismatch_threshold)
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
-        payload = inspect_json(inputs.loaded, inputs.rollouts, with_tokens=args.tokens)
+        payload = inspect_json(
+            inputs.loaded, inputs.rollouts, with_tokens=args.tokens, signals_load=inputs.signals_load
+        )
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
-        sys.stdout.write(summary_text(inputs.loaded, inputs.rollouts))
+        sys.stdout.write(summary_text(inputs.loaded, inputs.rollouts, inputs.signals_load))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,8 @@ class Rollout:
     link_via: list[str | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     document: dict | None = None
+    # The trainer's side once a signals file is joined (a graph.signals.join.RolloutSignals).
+    signals: Any = None
     _index: dict[str, int] = field(default_factory=dict)
 
     def index_of(self, node_id: str) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from graph.core.rollout import Rollout
+from graph.signals.join import row_columns
 
 
 def rollout_document(rollout: Rollout, include_discarded: bool = True, include_messages: bool = True) -> dict[str, Any]:
@@ -68,25 +69,26 @@ def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
 def training_rows(rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES) -> list[dict[str, Any]]:
     """One labelled row per sequence (every role by default; rows are labelled, never dropped)."""
     rows = []
-    for seq in rollout.sequences:
+    for index, seq in enumerate(rollout.sequences):
         if seq.role not in roles:
             continue
         tokens = rollout.tokens(seq)
-        rows.append(
-            {
-                "session_id": rollout.session_id,
-                "leaf_id": rollout.calls[seq.leaf].node_id,
-                "root_id": rollout.calls[seq.nodes[0]].node_id,
-                "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
-                "role": seq.role,
-                "input_ids": tokens.input_ids.tolist(),
-                "loss_mask": tokens.loss_mask.tolist(),
-                "logprobs": tokens.logprobs.tolist(),
-                "prompt_len": seq.prompt_len,
-                "n_trainable": seq.n_trainable,
-                "findings": _path_findings(rollout, seq),
-            }
-        )
+        row: dict[str, Any] = {
+            "session_id": rollout.session_id,
+            "leaf_id": rollout.calls[seq.leaf].node_id,
+            "root_id": rollout.calls[seq.nodes[0]].node_id,
+            "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
+            "role": seq.role,
+            "input_ids": tokens.input_ids.tolist(),
+            "loss_mask": tokens.loss_mask.tolist(),
+            "logprobs": tokens.logprobs.tolist(),
+            "prompt_len": seq.prompt_len,
+            "n_trainable": seq.n_trainable,
+            "findings": _path_findings(rollout, seq),
+        }
+        if rollout.signals is not None:  # joined with --signals: the trainer's columns too
+            row.update(row_columns(rollout.signals, index))
+        rows.append(row)
     return rows
 
 
