@@ -14,7 +14,7 @@ import importlib
 from graph import __version__
 
 # Verbs in the order `--help` lists them; each names a module of this package.
-VERBS = ("inspect", "explain", "export", "audit", "view")
+VERBS = ("inspect", "explain", "export", "audit", "compare", "view")
 
 
 def parser() -> argparse.ArgumentParser:

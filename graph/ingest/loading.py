@@ -12,6 +12,8 @@ from graph.ingest.reading import Source, read_values
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
 NOT_TRACES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"})
+# Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.
+SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, records so far)
 
@@ -21,7 +23,12 @@ def trace_files(path: str | Path) -> list[Path]:
     p = Path(path)
     if p.is_dir():
         return sorted(
-            f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and f.name not in NOT_TRACES
+            f
+            for f in p.rglob("*")
+            if f.is_file()
+            and f.name.endswith(TRACE_SUFFIXES)
+            and f.name not in NOT_TRACES
+            and not f.name.endswith(SIGNALS_SUFFIXES)
         )
     return [p]
 

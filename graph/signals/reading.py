@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from graph.core.records import Skipped
+from graph.ingest.loading import SIGNALS_SUFFIXES
 from graph.ingest.reading import Source, read_values
 
 ARRAY_COLUMNS = ("trainer_logprobs", "advantages")
@@ -27,7 +28,6 @@ KEY_COLUMNS = ("session_id", "leaf_id")
 ROW_COLUMNS = frozenset(
     {"root_id", "node_ids", "role", "loss_mask", "logprobs", "prompt_len", "n_trainable", "findings"}
 )
-SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
 
 
 class SignalsError(Exception):
