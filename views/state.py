@@ -26,6 +26,14 @@ CORPUS_UPLOAD = "rg_corpus_upload"
 CORPUS_FILE = "rg_corpus_file"
 CORPUS_TABLE = "rg_corpus_table"
 CORPUS_NOTICE = "rg_corpus_notice"
+# Training signals (views/signals_source.py, views/signals_view.py) and the Compare page.
+SIGNALS_UPLOAD = "rg_signals_upload"
+SIGNALS_BUNDLED = "rg_signals_bundled"
+SIGNALS_THRESHOLD = "rg_signals_threshold"
+TOKEN_OVERLAY = "rg_token_overlay"
+GROUP_BY = "rg_group_by"
+COMPARE_A = "rg_compare_a"
+COMPARE_B = "rg_compare_b"
 
 
 def current_session(session_ids: list[str], default: str) -> str:

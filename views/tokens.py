@@ -19,6 +19,7 @@ from graph.analysis.decode import Decoder
 from graph.analysis.origin import context_origin
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
+from views import overlays
 from views.palette import LOGPROB_FLOOR, LOGPROB_SCALE, logprob_color, text_color_on
 
 PAGE_SIZE = 800
@@ -82,6 +83,7 @@ class TokenStrip:
     origin: np.ndarray | None = None  # per position: the call that sampled it earlier, or -1
     origin_logprob: np.ndarray | None = None
     origin_names: list[str] = field(default_factory=list)
+    overlay: overlays.Overlay | None = None  # trainer signals, entropy: views/overlays.py
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -129,7 +131,7 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         tids += [np.full((n_c, width), -1, dtype=np.int64), top_ids]
         tlps += [np.full((n_c, width), np.nan), top_lps]
         offset += n_c + n_s
-    return TokenStrip(
+    strip = TokenStrip(
         ids=np.concatenate(ids) if ids else np.empty(0, np.int64),
         sampled=np.concatenate(sampled) if sampled else np.empty(0, bool),
         trained=np.concatenate(trained) if trained else np.empty(0, bool),
@@ -138,6 +140,8 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         top_logprobs=np.concatenate(tlps) if tlps else np.empty((0, 0)),
         boundaries=boundaries,
     )
+    strip.overlay = overlays.build(rollout, parts)
+    return strip
 
 
 def node_strip(rollout: Rollout, node: int) -> TokenStrip:
@@ -199,6 +203,8 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
     else:
         lines.append(f"sampled · logprob {lp:.4f} · p {math.exp(lp):.4f} · {_rank(strip, pos)}")
         lines.append(state)
+    if strip.overlay is not None:
+        lines += strip.overlay.tooltip_lines(pos)
     alternatives = (
         [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos]) if i >= 0]
         if strip.top_ids.size
@@ -218,6 +224,8 @@ def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
         kind = "rg-u"
     else:
         kind = f"rg-b{logprob_bucket(float(strip.logprobs[pos]))}"
+    if kind.startswith("rg-b") and strip.overlay is not None:  # trained tokens: the chosen overlay
+        kind = strip.overlay.css_class(pos) or kind
     return "rg-t " + kind + (" rg-s" if special else "") + (" rg-m" if marked else "")
 
 
@@ -227,7 +235,7 @@ def page_html(
     """Escaped HTML for tokens ``start:stop``; ``mark`` gets a ring (a jump target)."""
     lead = max(0, start - LOOKBEHIND)
     pieces = decoder.pieces(strip.ids[lead:stop])[start - lead :]
-    out = [STYLESHEET, '<div class="rg-tokens">']
+    out = [STYLESHEET, overlays.STYLESHEET, '<div class="rg-tokens">']
     for pos, piece in zip(range(start, stop), pieces):
         if pos in strip.boundaries:
             out.append(f'<div class="rg-turn">{html.escape(strip.boundaries[pos])}</div>')

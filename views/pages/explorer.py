@@ -4,12 +4,25 @@ import sys
 
 import streamlit as st
 
-from views import audit_view, graph_view, near_miss_view, node_view, overview, sidebar, state, tour
+from views import (
+    audit_view,
+    graph_view,
+    near_miss_view,
+    node_view,
+    overview,
+    sidebar,
+    signals_source,
+    signals_view,
+    state,
+    tour,
+)
 from views.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 if workspace is None:
     st.stop()
+signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
+workspace = signals.workspace
 
 overview.load_report(workspace)
 if not workspace.rollouts:
@@ -26,6 +39,7 @@ rewrites = near_miss_view.banner(rollout)
 if rewrites:
     st.warning(rewrites)
 overview.findings_panel(rollout)
+signals_view.render(rollout, signals)
 rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
 audit_view.render(rollout, rollout_decoder)
 tour.render(rollout, expanded=state.current_node(rollout) is None)
