@@ -20,8 +20,9 @@ def main() -> None:
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
     explorer = st.Page(PAGES / "explorer.py", title="Explorer", icon="🕸️", default=True)
     corpus = st.Page(PAGES / "corpus.py", title="Corpus audit", icon="📊", url_path="corpus")
-    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus}
-    st.navigation([explorer, corpus], position="sidebar").run()
+    compare = st.Page(PAGES / "compare.py", title="Compare", icon="↔️", url_path="compare")
+    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus, "compare": compare}
+    st.navigation([explorer, corpus, compare], position="sidebar").run()
 
 
 if __name__ == "__main__":

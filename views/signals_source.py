@@ -12,6 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from graph.cli.view import SIGNALS_ENV
 from graph.resources import SAMPLES
 from graph.signals.join import DEFAULT_THRESHOLD, JoinReport, attach_all
 from graph.signals.reading import SignalsError, SignalsFile, read_signals_bytes
@@ -19,7 +20,7 @@ from views import overlays, sidebar, state
 from views.sources import Workspace
 
 BUNDLED_SIGNALS = SAMPLES / "signals" / "samples.signals.jsonl"
-ENV = "ROLLOUT_GRAPH_SIGNALS"  # set by `rollout-graph view --signals FILE` (os.pathsep-separated)
+ENV = SIGNALS_ENV  # set by `rollout-graph view --signals FILE` (os.pathsep-separated)
 UPLOAD_TYPES = ["jsonl", "parquet", "gz", "zst"]
 
 
