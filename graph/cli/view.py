@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
 from pathlib import Path
 
 from graph.cli.common import check_paths, guarded

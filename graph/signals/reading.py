@@ -2,8 +2,8 @@
 
 JSONL (optionally gzip or zstd compressed) or Parquet. A row needs ``session_id`` and
 ``leaf_id`` (strings); ``trainer_logprobs`` and ``advantages`` are arrays of numbers (``null``
-allowed: not computed there), ``reward`` a number. Any other scalar column (string, number, bool,
-null) is kept as row metadata; list or object columns other than those are ignored (a row may be
+allowed: not computed there), ``reward`` a number. Any other scalar column (string, number, bool) is
+kept as row metadata (null means not set); list or object columns other than those are ignored (a row may be
 a whole exported training row with the trainer's columns added). ``input_ids``, when present, is
 kept so the join can check it against the row it names.
 """
@@ -134,7 +134,7 @@ def parse_row(value: Any, line: int) -> SignalRow:
             or column in ("reward", "input_ids")
         ):
             continue
-        if _scalar(v):
+        if v is not None and _scalar(v):  # null = not set (Parquet fills absent columns with null)
             row.extra[column] = v
     return row
 
