@@ -20,7 +20,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def pytest_collection_modifyitems(config, items):
     """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""
     for item in items:
-        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py"):
+        if Path(str(item.fspath)).name in ("test_browser.py", "test_space.py", "test_browser_signals.py"):
             item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.slow)
 
