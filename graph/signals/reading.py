@@ -77,20 +77,20 @@ def is_signals_file(name: str) -> bool:
     return name.endswith(SIGNALS_SUFFIXES)
 
 
+_NUMBER_TYPES = frozenset({float, int, type(None)})
+
+
 def _float_array(value: Any, column: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, list | tuple):
         raise ValueError(f"{column} is not a list")
-    out = np.empty(len(value), dtype=np.float64)
+    if set(map(type, value)) <= _NUMBER_TYPES:  # the fast path: numpy turns None into NaN
+        return np.array(value, dtype=np.float64)
     for i, v in enumerate(value):
-        if v is None:
-            out[i] = np.nan
-        elif isinstance(v, bool) or not isinstance(v, int | float):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
             raise ValueError(f"{column}[{i}] is not a number: {v!r}"[:160])
-        else:
-            out[i] = float(v)
-    return out
+    return np.array([np.nan if v is None else float(v) for v in value], dtype=np.float64)
 
 
 def _scalar(value: Any) -> bool:
@@ -151,7 +151,7 @@ def _jsonl(source: Source, out: SignalsFile) -> None:
 
 
 def _parquet(name: str, data: bytes, out: SignalsFile) -> None:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     try:
         table = pq.read_table(io.BytesIO(data))
