@@ -111,3 +111,24 @@ def test_compare_page(app):
         assert "Main sequences, aligned at their first divergence" in body and "reward" in body
         assert "Traceback" not in body
         screenshot(page, "compare", docs=True)
+
+
+def test_a_signals_upload_joins_and_reports_a_misaligned_row(app, tmp_path):
+    upload = tmp_path / "mine.signals.jsonl"
+    upload.write_text(
+        '{"session_id": "list-todos", "leaf_id": "c99", "reward": 1.0}\n'
+        '{"session_id": "list-todos", "leaf_id": "c16", "trainer_logprobs": [-1.0, -2.0]}\nnot json\n'
+    )
+    with browser_page(height=1400) as page:
+        page.goto(f"{app}/?session=list-todos")
+        wait_ready(page)
+        page.get_by_text("Bundled signals (llama-cpp recompute)").click()  # only the upload
+        settle(page)
+        page.locator('[data-testid="stFileUploader"]').filter(has_text="Signals file").locator(
+            'input[type="file"]'
+        ).set_input_files(str(upload))
+        page.wait_for_selector("text=signals_misaligned", timeout=60_000)
+        settle(page)
+        body = page.inner_text("body")
+        assert "trainer_logprobs has 2 values" in body and "'c99'" in body
+        assert "1 unreadable" in body and "Traceback" not in body

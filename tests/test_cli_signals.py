@@ -167,3 +167,8 @@ def test_the_bundled_signals_file_aligns_with_the_samples():
         if s["signals"]["n_tokens"]:
             # a genuine recomputation: small, non-zero differences
             assert 0 < s["signals"]["mean_abs_diff"] < 0.5
+
+
+def test_view_checks_its_signals_file(tmp_path):
+    out = run("view", "--signals", tmp_path / "nope.signals.jsonl")
+    assert out.returncode == 2 and "no such file" in out.stderr

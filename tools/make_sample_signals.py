@@ -5,7 +5,8 @@ The "trainer" is the same SmolLM2-135M-Instruct GGUF that sampled the bundled tr
 row: every row exported from the samples is evaluated in ONE batched forward pass
 (``logits_all=True``) and the logprob of each ``input_ids[i]`` is read from position ``i - 1``,
 after dividing the logits by the sampling temperature of the call that sampled it (as RL trainers
-do; context positions use temperature 1). The inference engine sampled token by token from a
+do; context positions use temperature 1; a row repeated by another sample file is scored once). The
+inference engine sampled token by token from a
 KV cache instead, so the two sides differ only by what a different batch shape does to the
 floating-point arithmetic: real, small, honest differences.
 
@@ -100,10 +101,10 @@ class Trainer:
         """``out[i]`` = log p(ids[i] | ids[:i]) at ``temperatures[i]``; NaN at position 0."""
         self.llm.reset()
         self.llm.eval(ids)
-        scores = np.asarray(self.llm.scores[: len(ids)], dtype=np.float64)
+        scores = self.llm.scores  # (n_ctx, vocab) float32; row i predicts ids[i + 1]
         out = np.full(len(ids), np.nan)
         for i in range(1, len(ids)):
-            logits = scores[i - 1] / temperatures[i]
+            logits = scores[i - 1].astype(np.float64) / temperatures[i]
             logits -= logits.max()
             out[i] = logits[ids[i]] - np.log(np.exp(logits).sum())
         return out
@@ -131,8 +132,10 @@ def main() -> None:
     rewards = {sid: round(sum(c) / len(c), 4) for sid, c in checks.items()}
     with_tokens = [sid for sid, r in rollouts.items() if r.stats["n_trainable_tokens"]]
     baseline = float(np.mean([rewards[sid] for sid in with_tokens]))
+    for sid in rollouts:
+        print(f"  {sid}: reward {rewards[sid]} (checks {checks[sid]})", flush=True)
     trainer = Trainer(gguf_path())
-    cache: dict[tuple, np.ndarray] = {}
+    cache: dict[tuple[int, ...], np.ndarray] = {}
     out_rows = []
     started = time.monotonic()
     for sid, rollout in rollouts.items():
@@ -141,20 +144,22 @@ def main() -> None:
             mask = np.asarray(row["loss_mask"], dtype=bool)
             record: dict = {"session_id": sid, "leaf_id": row["leaf_id"], "reward": rewards[sid]}
             if ids:
-                key = (tuple(ids), tuple(temperatures(rollout, row)))
+                # The same token row is scored once: the OpenEnv document repeats the vLLM rollout's
+                # rows but carries no sampling params, so it takes the temperatures of the first
+                # rollout holding the row (sessions are visited in sorted order: the vLLM one first).
+                key = tuple(ids)
                 if key not in cache:
-                    cache[key] = trainer.logprobs(ids, np.asarray(key[1]))
+                    cache[key] = trainer.logprobs(ids, temperatures(rollout, row))
+                    print(f"  scored {sid} {row['leaf_id']}: {len(ids)} tokens", flush=True)
                 lps = cache[key]
                 record["trainer_logprobs"] = [None if np.isnan(v) else round(float(v), 6) for v in lps]
                 record["advantages"] = [round(rewards[sid] - baseline, 6) if m else 0.0 for m in mask]
             record["checks_passed"] = f"{sum(checks[sid])}/{len(checks[sid])}"
             record["trainer"] = TRAINER
             out_rows.append(record)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in out_rows))
+        OUT.parent.mkdir(parents=True, exist_ok=True)  # written after each rollout: progress survives
+        OUT.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in out_rows))
     print(f"{len(out_rows)} rows ({len(cache)} scored) in {time.monotonic() - started:.0f}s -> {OUT.relative_to(ROOT)}")
-    for sid in rollouts:
-        print(f"  {sid}: reward {rewards[sid]} (checks {checks[sid]})")
 
 
 if __name__ == "__main__":
