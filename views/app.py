@@ -20,8 +20,9 @@ def main() -> None:
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
     explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
-    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus}
-    page = st.navigation([explorer, corpus], position="sidebar")
+    compare = st.Page(SCREENS / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare")
+    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus, "compare": compare}
+    page = st.navigation([explorer, corpus, compare], position="sidebar")
     st.sidebar.markdown("**rollout-graph**")
     page.run()
 

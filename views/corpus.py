@@ -14,8 +14,9 @@ import streamlit as st
 
 from graph.reports import audit
 from graph.resources import SAMPLES
-from views import sidebar, state
+from views import corpus_signals, sidebar, state
 from views.escape import md, plot
+from views.signals_source import BUNDLED_SIGNALS
 from views.sources import bundled_files, files_under, run_heavy
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
@@ -26,7 +27,9 @@ NOTICE = state.CORPUS_NOTICE
 
 @st.cache_data(max_entries=8, show_spinner="Auditing…")
 def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
-    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1)  # off the script thread, bounded
+    signals = (str(BUNDLED_SIGNALS),) if BUNDLED_SIGNALS.exists() else ()  # docs/signals.md
+    # off the script thread, bounded
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals)
     frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
     # shown relative to the app, never as a server path
     frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]
@@ -122,6 +125,7 @@ def render(cli_directories: list[str]) -> None:
     top = int(frame["n_trainable_tokens"].fillna(0).max() or 0)
     trainable = st.slider("Trainable tokens", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
+    shown = corpus_signals.render(frame, shown)
     left, right = st.columns(2)
     if len(shown):
         left.plotly_chart(

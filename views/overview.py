@@ -12,7 +12,7 @@ import streamlit as st
 from graph.core.records import FATAL, WARN
 from graph.core.rollout import Rollout
 from graph.reports import export
-from views import state
+from views import groups_view, state
 from views.escape import md
 from views.sources import Workspace
 
@@ -56,8 +56,12 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
     ids = list(workspace.rollouts)
     if len(ids) < 2:
         return
+    st.markdown("##### Rollouts")
+    by_group = groups_view.group_by_toggle()
+    ids = groups_view.ordered(workspace, ids, by_group)
     rows = []
-    for sid, r in workspace.rollouts.items():
+    for sid in ids:
+        r = workspace.rollouts[sid]
         s, counts = r.stats, r.finding_counts
         rows.append(
             {
@@ -69,11 +73,13 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
                 "trainable tokens": s["n_trainable_tokens"],
                 "FATAL": counts[FATAL],
                 "WARN": counts[WARN],
+                **groups_view.extra_columns(workspace, sid, by_group),
                 "open": "▶" if sid == current else "",
             }
         )
-    st.markdown("##### Rollouts")
-    picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}", max_height=400)
+    picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
+    if by_group:
+        groups_view.panel(workspace)
     if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
         state.select_session(ids[picked])
         st.rerun()

@@ -58,6 +58,16 @@ def _url() -> tuple[str | None, str | None]:
     return st.query_params.get("session"), st.query_params.get("node")
 
 
+# Training signals (views/signals_source.py, views/signals_view.py) and the Compare page.
+SIGNALS_UPLOAD = "rg_signals_upload"
+SIGNALS_BUNDLED = "rg_signals_bundled"
+SIGNALS_THRESHOLD = "rg_signals_threshold"
+TOKEN_OVERLAY = "rg_token_overlay"
+GROUP_BY = "rg_group_by"
+COMPARE_A = "rg_compare_a"
+COMPARE_B = "rg_compare_b"
+
+
 def current_session(session_ids: list[str], default: str) -> str:
     """The open rollout. The URL wins when it changed since the app last wrote it: a deep link on
     the first run, or browser Back/Forward (Streamlit reruns with the URL of that history entry)."""

@@ -7,8 +7,14 @@ import html
 import streamlit as st
 
 from graph.analysis.decode import Decoder
-from views import inspector, state
+from views import inspector, overlays, state
 from views.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
+
+
+def jump_to(key: str, position: int) -> None:
+    """Open the page of ``position`` in the token view ``key`` with a ring on it (before it renders)."""
+    st.session_state[f"{key}-page"] = page_of(position)
+    st.session_state[f"{key}-mark"] = position
 
 
 def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool) -> None:
@@ -57,7 +63,10 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     )
     start, stop = page_bounds(strip, st.session_state[page_key])
     cols[5].caption(f"tokens {start:,}–{stop - 1:,} of {n:,} · page {st.session_state[page_key] + 1} of {pages}")
-    st.html(legend_html())
+    mode = st.session_state.get(state.TOKEN_OVERLAY, overlays.LOGPROB)
+    if strip.overlay is not None:
+        strip.overlay.mode = mode
+    st.html(legend_html() if mode == overlays.LOGPROB else overlays.legend_html(strip.overlay, mode))
     inspector.render(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
     page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
     st.html(f'<div data-strip="{html.escape(key, quote=True)}">{page}</div>')

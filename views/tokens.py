@@ -19,6 +19,7 @@ from graph.analysis.decode import Decoder, TokenizerDecoder
 from graph.analysis.origin import context_origin, text_origin
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
+from views import overlays
 from views.palette import (
     CONTEXT_BACKGROUND,
     LOGPROB_FLOOR,
@@ -94,6 +95,7 @@ class TokenStrip:
     origin_logprob: np.ndarray | None = None
     origin_names: list[str] = field(default_factory=list)
     text_origin: np.ndarray | None = None  # per position: the call whose sampled text the harness re-inserted, or -1
+    overlay: overlays.Overlay | None = None  # trainer signals, entropy: views/overlays.py
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -141,7 +143,7 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         tids += [np.full((n_c, width), -1, dtype=np.int64), top_ids]
         tlps += [np.full((n_c, width), np.nan), top_lps]
         offset += n_c + n_s
-    return TokenStrip(
+    strip = TokenStrip(
         ids=np.concatenate(ids) if ids else np.empty(0, np.int64),
         sampled=np.concatenate(sampled) if sampled else np.empty(0, bool),
         trained=np.concatenate(trained) if trained else np.empty(0, bool),
@@ -150,6 +152,8 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         top_logprobs=np.concatenate(tlps) if tlps else np.empty((0, 0)),
         boundaries=boundaries,
     )
+    strip.overlay = overlays.build(rollout, parts)
+    return strip
 
 
 def node_strip(rollout: Rollout, node: int) -> TokenStrip:
@@ -220,6 +224,8 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
     else:
         lines.append(f"sampled · logprob {lp:.4f} · p {math.exp(lp):.4f} · {_rank(strip, pos)}")
         lines.append(state)
+    if strip.overlay is not None:
+        lines += strip.overlay.tooltip_lines(pos)
     alternatives = (
         [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
         if strip.top_ids.size
@@ -244,6 +250,8 @@ def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
         kind = "rg-u"
     else:
         kind = f"rg-b{logprob_bucket(float(strip.logprobs[pos]))}"
+    if kind.startswith("rg-b") and strip.overlay is not None:  # trained tokens: the chosen overlay
+        kind = strip.overlay.css_class(pos) or kind
     return "rg-t " + kind + (" rg-s" if special else "") + (" rg-m" if marked else "")
 
 
@@ -253,7 +261,7 @@ def page_html(
     """Escaped HTML for tokens ``start:stop``; ``mark`` gets a ring (a jump target)."""
     lead = max(0, start - LOOKBEHIND)
     pieces = decoder.pieces(strip.ids[lead:stop])[start - lead :]
-    out = [STYLESHEET, '<div class="rg-tokens">']
+    out = [STYLESHEET, overlays.STYLESHEET, '<div class="rg-tokens">']
     # strict=False: ``stop`` may run past the end of the strip; the decoded pieces bound the page
     for pos, piece in zip(range(start, stop), pieces, strict=False):
         if pos in strip.boundaries:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from graph.cli.common import OUTPUT_FAILED, UsageError, add_limit_options, fail, guarded, limits_from_args
+from graph.cli.common import OUTPUT_FAILED, UsageError, add_limit_options, add_signals, fail, guarded, limits_from_args
 from graph.reports.output import OutputError
 
 
@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     command.add_argument("--address", help="with --engine ray: join this Ray cluster instead of starting one")
     add_limit_options(command)
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -45,10 +46,20 @@ def run(args: argparse.Namespace) -> int:
     if not files:
         raise UsageError(f"no trace files in {', '.join(args.inputs)}")
     limits = limits_from_args(args)
+    signals = tuple(args.signals or ())
+    if signals:
+        from graph.signals.reading import SignalsError
+
+        try:
+            audit.load_signals(signals)
+        except SignalsError as exc:
+            raise UsageError(f"signals: {exc}") from exc
     if args.engine == "ray":
-        rows = audit.run_ray(files, args.workers, args.address, stderr_progress, limits)
+        rows = audit.run_ray(
+            files, args.workers, args.address, stderr_progress, limits, signals, args.mismatch_threshold
+        )
     else:
-        rows = audit.run_local(files, args.workers, stderr_progress, limits)
+        rows = audit.run_local(files, args.workers, stderr_progress, limits, signals, args.mismatch_threshold)
     try:
         audit.write_parquet(rows, args.out)
     except OutputError as exc:

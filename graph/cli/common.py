@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from graph.analysis.decode import Decoder, decoder_for
 from graph.core.records import LoadResult
@@ -59,6 +60,7 @@ class Inputs:
     loaded: LoadResult
     rollouts: list[Rollout]
     decoders: dict[str, Decoder] = field(default_factory=dict)  # by session id
+    signals_load: dict[str, Any] | None = None  # the signals join report, with --signals
 
     def decoder(self, rollout: Rollout) -> Decoder:
         """The decoder the rollout was analysed with."""
@@ -78,15 +80,17 @@ def load_inputs(
     limits: Limits | None = None,
     tokenizer: Path | None = None,
     hub: bool = False,
+    signals: list[str] | list[Path] | None = None,
+    threshold: float | None = None,
 ) -> Inputs:
     """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given), each
     with the best decoder found for it (``tokenizer`` or the offline resolution order of
     graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
-    replays).
+    replays), joining the ``signals`` files to them when given (docs/signals.md).
 
     Raises:
-        UsageError: a path is missing, nothing could be read, the session is unknown, or the
-            tokenizer path holds no tokenizer.
+        UsageError: a path is missing, nothing could be read, the session is unknown, the
+            tokenizer path holds no tokenizer, or a signals file cannot be read.
     """
     check_paths(paths)
     files: list[Path] = []
@@ -119,7 +123,14 @@ def load_inputs(
                 raise UsageError(str(exc)) from exc
         decoders[s.session_id] = by_model[model]
         rollouts.append(analyse(s, decoder=by_model[model]))
-    return Inputs(loaded, rollouts, decoders)
+    if not signals:
+        return Inputs(loaded, rollouts, decoders)
+    from graph.signals.join import DEFAULT_THRESHOLD, attach_all
+
+    joined, report = attach_all(
+        rollouts, read_signals_files(signals), DEFAULT_THRESHOLD if threshold is None else threshold
+    )
+    return Inputs(loaded, joined, decoders, report.as_dict())
 
 
 class StderrProgress:
@@ -147,6 +158,40 @@ class _CacheDir(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         os.environ[cache.ENV_DIR] = "off" if option_string == "--no-cache" else str(values)
         setattr(namespace, self.dest, values)
+
+
+def read_signals_files(paths: list[str] | list[Path]):
+    """Every row of the given signals files, as one :class:`graph.signals.reading.SignalsFile`.
+
+    Raises:
+        UsageError: a file is missing or holds no readable row.
+    """
+    from graph.signals.reading import SignalsError, SignalsFile, read_signals
+
+    out = SignalsFile()
+    for path in paths:
+        try:
+            out.extend(read_signals(path))
+        except SignalsError as exc:
+            raise UsageError(f"signals: {exc}") from exc
+    return out
+
+
+def add_signals(command: argparse.ArgumentParser) -> None:
+    """``--signals FILE`` (repeatable) and ``--mismatch-threshold NATS``."""
+    command.add_argument(
+        "--signals",
+        action="append",
+        metavar="FILE",
+        help="join a signals file (JSONL or Parquet rows keyed by session_id and leaf_id; docs/signals.md)",
+    )
+    command.add_argument(
+        "--mismatch-threshold",
+        type=float,
+        default=1.0,
+        metavar="NATS",
+        help="WARN logprob_mismatch on a call whose trainer and inference logprobs differ by more (default 1)",
+    )
 
 
 def add_paths(command: argparse.ArgumentParser) -> None:

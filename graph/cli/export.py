@@ -6,7 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from graph.cli.common import OUTPUT_FAILED, UsageError, add_paths, fail, guarded, limits_from_args, load_inputs
+from graph.cli.common import (
+    OUTPUT_FAILED,
+    UsageError,
+    add_paths,
+    add_signals,
+    fail,
+    guarded,
+    limits_from_args,
+    load_inputs,
+)
 from graph.reports import export
 
 
@@ -31,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="leave out sibling attempts none continued (the unfinished_attempts finding)",
     )
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -40,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
+    inputs = load_inputs(
+        args.paths, args.session, limits_from_args(args), signals=args.signals, threshold=args.mismatch_threshold
+    )
     if args.format == "graphml":
         from graph.reports.graphml import write_graphml
 
@@ -60,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     try:
-        written = export.write_records(records, args.out, kind=args.format)
+        # joined signals add columns: let the Parquet schema follow the rows
+        written = export.write_records(records, args.out, kind=None if args.signals else args.format)
     except export.OutputError as exc:
         return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
     print(f"{written.records:,} {args.format} -> {args.out}", file=sys.stderr)

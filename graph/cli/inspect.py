@@ -10,6 +10,7 @@ import orjson
 from graph.cli.common import (
     Inputs,
     add_paths,
+    add_signals,
     add_tokenizer_options,
     guarded,
     limits_from_args,
@@ -32,19 +33,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)"
     )
     add_tokenizer_options(command)
+    add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
+    inputs = load_inputs(
+        args.paths,
+        args.session,
+        limits_from_args(args),
+        args.tokenizer,
+        args.hub,
+        signals=args.signals,
+        threshold=args.mismatch_threshold,
+    )
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
-        payload = inspect_json(inputs.loaded, inputs.rollouts, with_tokens=args.tokens)
+        payload = inspect_json(
+            inputs.loaded, inputs.rollouts, with_tokens=args.tokens, signals_load=inputs.signals_load
+        )
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
-        write_text(summary_text(inputs.loaded, inputs.rollouts))
+        write_text(summary_text(inputs.loaded, inputs.rollouts, inputs.signals_load))
     return 0
 
 

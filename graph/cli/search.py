@@ -10,7 +10,7 @@ import orjson
 
 from graph.analysis.decode import decoder_for
 from graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search
-from graph.cli.common import UsageError, add_paths, add_tokenizer_options, guarded, load_inputs
+from graph.cli.common import UsageError, add_paths, add_tokenizer_options, guarded, limits_from_args, load_inputs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         query = Query.compile(args.text, regex=args.regex, ignore_case=args.ignore_case)
     except SearchError as exc:
         raise UsageError(str(exc)) from exc
-    inputs = load_inputs(args.paths, args.session)
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
     all_hits: list[Hit] = []
     firsts: list[Hit] = []
     out: list[str] = []

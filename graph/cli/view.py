@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from graph.cli.common import check_paths, guarded
 from graph.ingest.limits import PUBLIC_ENV
 from graph.resources import app_script
+
+SIGNALS_ENV = "ROLLOUT_GRAPH_SIGNALS"  # the signals files `view --signals` passes to the app
 
 # The app's settings, passed as flags so they hold from any working folder (an installed wheel has
 # no .streamlit/config.toml beside it). Traces are untrusted: never show a traceback in the page.
@@ -47,6 +50,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--public", action="store_true", help="serve a public deployment (Hugging Face Space): see docs/deploy.md"
     )
+    command.add_argument(
+        "--signals",
+        action="append",
+        metavar="FILE",
+        help="join this signals file to the command-line traces (docs/signals.md); the app also takes uploads",
+    )
     command.set_defaults(run=guarded(run))
 
 
@@ -68,6 +77,10 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Become the Streamlit server (no child left behind when this process is stopped)."""
     check_paths(args.paths)
+    if args.signals:
+        check_paths(args.signals)
+        # read by views/signals_source.py; an environment variable, so trace paths stay positional
+        os.environ[SIGNALS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in args.signals)
     command = streamlit_command(args)
     if args.public:  # the app reads traces under the public limits (docs/limits.md)
         os.environ[PUBLIC_ENV] = "1"

@@ -26,6 +26,11 @@ def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence
             seq.role = AGENT if seq.n_trainable else AUXILIARY
 
 
+def main_sequence(sequences: list[Sequence]) -> Sequence:
+    """The row a reader (and the app) opens first: the agent row with the most trainable tokens."""
+    return max(sequences, key=lambda s: (s.role == AGENT, s.n_trainable, s.n_turns))
+
+
 def node_roles(n_calls: int, topology: Topology, sequences: list[Sequence]) -> list[str]:
     """A role per call: discarded if it is, else agent if any agent sequence runs through it,
     else auxiliary."""

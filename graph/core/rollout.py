@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class Rollout:
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
     document: dict | None = None
+    # The trainer's side once a signals file is joined (a graph.signals.join.RolloutSignals).
+    signals: Any = None
     _index: dict[str, int] = field(default_factory=dict)
 
     def index_of(self, node_id: str) -> int:

@@ -15,6 +15,8 @@ from graph.ingest.reading import RawValue, Source, read_values
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
 NOT_TRACES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"})
+# Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.
+SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, records so far)
 
@@ -42,7 +44,7 @@ def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
     found = []
     for folder, _dirs, names in os.walk(p, onerror=failed):
         for name in names:
-            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES:
+            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES and not name.endswith(SIGNALS_SUFFIXES):
                 f = Path(folder, name)
                 try:
                     mode = f.stat().st_mode

@@ -7,6 +7,7 @@ the same rows.
 
 from __future__ import annotations
 
+import functools
 import glob
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -23,13 +24,19 @@ from graph.core.rollout import Rollout, analyse
 from graph.ingest.limits import Limits
 from graph.ingest.loading import load_paths, walk_traces
 from graph.reports.output import atomic_path
+from graph.signals.join import DEFAULT_THRESHOLD, attach_all
+from graph.signals.reading import SignalsFile, read_signals
 
 COLUMNS = (
     "source_file", "session_id", "n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences",
     "rows_agent", "rows_auxiliary", "rows_discarded", "n_trainable_tokens", "n_context_tokens",
     "discarded_sampled_tokens", "n_fatal", "n_warn", "n_info", "finding_codes",
     "mean_trainable_logprob", "min_trainable_logprob", "models", "harness", "error",
+    # with --signals (docs/signals.md); null without a signals file or a joined row
+    "reward", "signals_rows", "signals_tokens", "mean_abs_diff", "max_abs_diff", "kl_k3", "ratio_outside_share",
+    "n_mismatch_calls",
 )  # fmt: skip
+SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") :]
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
@@ -81,6 +88,24 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "models": sorted({c.model for c in rollout.calls if c.model}),
         "harness": next((c.harness for c in rollout.calls if c.harness), None),
         "error": None,
+        **signal_figures(rollout),
+    }
+
+
+def signal_figures(rollout: Rollout) -> dict[str, Any]:
+    """The audit's signals columns for one rollout (all ``None`` when no signals were joined)."""
+    if rollout.signals is None:
+        return dict.fromkeys(SIGNAL_COLUMNS)
+    s = rollout.signals.summary()
+    return {
+        "reward": s["reward"],
+        "signals_rows": s["n_rows"],
+        "signals_tokens": s["n_tokens"],
+        "mean_abs_diff": s["mean_abs_diff"],
+        "max_abs_diff": s["max_abs_diff"],
+        "kl_k3": s["kl_k3"],
+        "ratio_outside_share": s["ratio_outside_share"],
+        "n_mismatch_calls": s["n_mismatch_calls"],
     }
 
 
@@ -91,14 +116,37 @@ def error_row(source: str, error: str) -> dict[str, Any]:
     return row
 
 
-def audit_file(path: str, limits: Limits | None = None) -> list[dict[str, Any]]:
-    """Every rollout in one file as a row; never raises."""
+@functools.lru_cache(maxsize=2)
+def _signals(paths: tuple[str, ...]) -> SignalsFile:
+    """Read once per process (a forked worker inherits the parent's copy)."""
+    out = SignalsFile()
+    for path in paths:
+        out.extend(read_signals(path))
+    return out
+
+
+def load_signals(paths: list[str] | tuple[str, ...]) -> SignalsFile:
+    """The signals files an audit joins, read once per process.
+
+    Raises:
+        graph.signals.reading.SignalsError: a file cannot be read.
+    """
+    return _signals(tuple(str(p) for p in paths))
+
+
+def audit_file(
+    path: str, limits: Limits | None = None, signals: tuple[str, ...] = (), threshold: float = DEFAULT_THRESHOLD
+) -> list[dict[str, Any]]:
+    """Every rollout in one file as a row, joined with the ``signals`` files when given; never raises."""
     try:
         loaded = load_paths([path], limits=limits)
         if loaded.nothing_readable:
             reason = loaded.skipped[0].reason if loaded.skipped else "no records"
             return [error_row(path, reason)]
-        rows = [audit_row(analyse(session), path) for session in loaded.sessions.values()]
+        rollouts = [analyse(session) for session in loaded.sessions.values()]
+        if signals:
+            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold)
+        rows = [audit_row(rollout, path) for rollout in rollouts]
         return rows or [error_row(path, f"no rollouts ({len(loaded.skipped)} records skipped)")]
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop a corpus audit
         return [error_row(path, f"{type(exc).__name__}: {exc}")]
@@ -108,7 +156,12 @@ Progress = Callable[[int, int, int], None]  # files done, files total, rows so f
 
 
 def run_local(
-    files: list[Path], workers: int, progress: Progress | None = None, limits: Limits | None = None
+    files: list[Path],
+    workers: int,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+    signals: tuple[str, ...] = (),
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> list[dict]:
     """Worker processes; each holds one file at a time, so memory is bounded by ``workers``.
 
@@ -117,13 +170,15 @@ def run_local(
     """
     names = [str(f) for f in files]
     rows: list[dict] = []
+    if signals:
+        load_signals(signals)  # read (and fail) once here; forked workers inherit it
     if workers <= 1 or len(names) <= 1:
-        results: Iterator[list[dict]] = (audit_file(name, limits) for name in names)
+        results: Iterator[list[dict]] = (audit_file(name, limits, signals, threshold) for name in names)
         return _collect(results, len(names), rows, progress)
-    return _SurvivingPool(names, workers, limits, progress).run()
+    return _SurvivingPool(names, workers, limits, progress, signals, threshold).run()
 
 
-def _worker(conn: Connection, limits: Limits | None) -> None:
+def _worker(conn: Connection, limits: Limits | None, signals: tuple[str, ...], threshold: float) -> None:
     """Audit the files sent over ``conn`` one at a time until told to stop (None) or orphaned."""
     while True:
         try:
@@ -132,7 +187,7 @@ def _worker(conn: Connection, limits: Limits | None) -> None:
             return
         if name is None:
             return
-        conn.send(audit_file(name, limits))
+        conn.send(audit_file(name, limits, signals, threshold))
 
 
 @dataclass(slots=True)
@@ -145,7 +200,15 @@ class _Slot:
 class _SurvivingPool:
     """One pipe per worker, so the parent always knows which file a dead worker was reading."""
 
-    def __init__(self, names: list[str], workers: int, limits: Limits | None, progress: Progress | None) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        workers: int,
+        limits: Limits | None,
+        progress: Progress | None,
+        signals: tuple[str, ...] = (),
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> None:
         import multiprocessing
 
         # fork: a spawned or forkserver worker re-runs the parent's __main__ (an app script, a test
@@ -153,6 +216,7 @@ class _SurvivingPool:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         self.context: Any = multiprocessing.get_context(method)
         self.names, self.limits, self.progress = names, limits, progress
+        self.signals, self.threshold = signals, threshold
         self.workers = min(workers, len(names))
         self.ordered: list[list[dict] | None] = [None] * len(names)
         self.done = self.total_rows = 0
@@ -160,7 +224,9 @@ class _SurvivingPool:
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
         # typeshed declares Process only on the concrete contexts, not on the BaseContext get_context returns
-        process = self.context.Process(target=_worker, args=(child, self.limits), daemon=True)
+        process = self.context.Process(
+            target=_worker, args=(child, self.limits, self.signals, self.threshold), daemon=True
+        )
         process.start()
         child.close()
         return _Slot(process, parent)
@@ -233,6 +299,8 @@ def run_ray(
     address: str | None = None,
     progress: Progress | None = None,
     limits: Limits | None = None,
+    signals: tuple[str, ...] = (),
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> list[dict]:
     """One Ray task per file; ``address`` joins an existing cluster (the files must be readable there)."""
     try:
@@ -249,7 +317,7 @@ def run_ray(
         ray.init(**options)
     try:
         task = ray.remote(audit_file)
-        pending = {task.remote(str(f), limits): i for i, f in enumerate(files)}
+        pending = {task.remote(str(f), limits, signals, threshold): i for i, f in enumerate(files)}
         ordered: list[list[dict] | None] = [None] * len(files)
         done = total_rows = 0
         while pending:
@@ -291,6 +359,9 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("finding_codes", pa.list_(pa.string())),
             ("mean_trainable_logprob", pa.float64()), ("min_trainable_logprob", pa.float64()),
             ("models", pa.list_(pa.string())), ("harness", pa.string()), ("error", pa.string()),
+            ("reward", pa.float64()), ("signals_rows", pa.int64()), ("signals_tokens", pa.int64()),
+            ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()), ("kl_k3", pa.float64()),
+            ("ratio_outside_share", pa.float64()), ("n_mismatch_calls", pa.int64()),
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)

@@ -37,6 +37,8 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
     miss = rollout.near_misses.get(i)
     if miss is not None:
         out["near_miss"] = near_miss_json(rollout.calls, miss)
+    if rollout.signals is not None and i in rollout.signals.calls:
+        out["signals"] = rollout.signals.calls[i].as_dict()
     return out
 
 
@@ -68,11 +70,19 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
         "sequences": sequences,
         "findings": [f.as_dict() for f in rollout.findings],
     }
+    if rollout.signals is not None:
+        out["signals"] = rollout.signals.as_dict(rollout)
     if rollout.document is not None:
         out["document"] = {k: v for k, v in rollout.document.items() if k not in ("findings",)}
     return out
 
 
-def inspect_json(loaded: LoadResult, rollouts: list[Rollout], with_tokens: bool) -> dict[str, Any]:
-    """The whole ``inspect --json`` document: the load report and every session."""
-    return {"load": loaded.report(), "sessions": [session_json(r, with_tokens) for r in rollouts]}
+def inspect_json(
+    loaded: LoadResult, rollouts: list[Rollout], with_tokens: bool, signals_load: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole ``inspect --json`` object; ``signals_load`` is the signals file's join report."""
+    out: dict[str, Any] = {"load": loaded.report()}
+    if signals_load is not None:
+        out["signals_load"] = signals_load
+    out["sessions"] = [session_json(r, with_tokens) for r in rollouts]
+    return out

@@ -11,6 +11,7 @@ import orjson
 
 from graph.core.rollout import Rollout
 from graph.reports.output import OutputError, atomic_path
+from graph.signals.join import row_columns
 
 __all__ = ["OutputError", "Written", "iter_trace_entries", "iter_training_rows", "write_records"]
 
@@ -82,11 +83,11 @@ def iter_training_rows(
     by default; rows are labelled, never dropped unless ``drop_unfinished`` leaves out the rows
     that end in an unfinished attempt."""
     unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
-    for seq in rollout.sequences:
+    for index, seq in enumerate(rollout.sequences):
         if seq.role not in roles or seq.leaf in unfinished:
             continue
         tokens = rollout.tokens(seq)
-        yield {
+        row: dict[str, Any] = {
             "session_id": rollout.session_id,
             "leaf_id": rollout.calls[seq.leaf].node_id,
             "root_id": rollout.calls[seq.nodes[0]].node_id,
@@ -99,6 +100,9 @@ def iter_training_rows(
             "n_trainable": seq.n_trainable,
             "findings": _path_findings(rollout, seq),
         }
+        if rollout.signals is not None:  # joined with --signals: the trainer's columns too
+            row.update(row_columns(rollout.signals, index))
+        yield row
 
 
 def training_rows(

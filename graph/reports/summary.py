@@ -36,7 +36,7 @@ def rollout_lines(rollout: Rollout) -> list[str]:
     for level in LEVELS:
         codes = ", ".join(f"{code} x{n}" for code, n in top_codes(rollout.findings, level))
         findings.append(f"{level} {counts[level]}" + (f" ({codes})" if codes else ""))
-    return [
+    lines = [
         f"session {rollout.session_id}  [{shapes}]",
         f"  turns {s['n_turns']} · roots {s['n_roots']} · forks {s['n_forks']} · discarded {s['n_discarded']}"
         f" · leaves {s['n_leaves']}",
@@ -46,11 +46,52 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         f" · context tokens {s['n_context_tokens']:,}",
         "  findings: " + " · ".join(findings),
     ]
+    if rollout.signals is not None:
+        lines.append("  signals: " + signals_text(rollout.signals.summary()))
+    return lines
 
 
-def summary_text(loaded: LoadResult, rollouts: list[Rollout]) -> str:
-    """The ``inspect`` text report: load summary, then each rollout."""
+def _num(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def signals_text(s: dict) -> str:
+    """One line of a rollout's trainer-vs-inference figures (docs/signals.md)."""
+    if not s["n_rows"]:
+        return "no rows in the signals file" + (f" ({s['n_rows_ignored']} ignored)" if s["n_rows_ignored"] else "")
+    parts = [f"reward {_num(s['reward'], '.3g')}", f"rows {s['n_rows']}"]
+    if s["n_rows_ignored"]:
+        parts.append(f"ignored {s['n_rows_ignored']}")
+    if s["n_tokens"]:
+        parts += [
+            f"compared {s['n_tokens']:,} tokens",
+            f"mean |Δ| {_num(s['mean_abs_diff'], '.3g')}",
+            f"max |Δ| {_num(s['max_abs_diff'], '.3g')}",
+            f"KL k3 {_num(s['kl_k3'], '.2g')}",
+            f"ratio outside [0.8, 1.2] {_num(s['ratio_outside_share'], '.1%')}",
+        ]
+    if s["n_mismatch_calls"]:
+        parts.append(f"{s['n_mismatch_calls']} calls over {s['threshold']:g} nat")
+    return " · ".join(parts)
+
+
+def signals_load_lines(report: dict) -> list[str]:
+    """The signals file's load report: rows read, skipped (file, line, reason), unmatched."""
+    lines = [f"signals: {len(report['files'])} file(s), {report['rows']} rows, {len(report['skipped'])} skipped"]
+    for s in report["skipped"][:MAX_SKIPPED_SHOWN]:
+        lines.append(f"  skipped {s['file']}:{s['line']}: {s['reason']}")
+    if report["n_unmatched_rows"]:
+        names = ", ".join(report["unmatched_sessions"][:5])
+        more = "" if len(report["unmatched_sessions"]) <= 5 else ", ..."
+        lines.append(f"  {report['n_unmatched_rows']} rows for sessions not loaded ({names}{more})")
+    return lines
+
+
+def summary_text(loaded: LoadResult, rollouts: list[Rollout], signals_load: dict | None = None) -> str:
+    """The whole readable ``inspect`` report."""
     lines = load_lines(loaded)
+    if signals_load is not None:
+        lines += signals_load_lines(signals_load)
     for rollout in rollouts:
         lines.append("")
         lines.extend(rollout_lines(rollout))

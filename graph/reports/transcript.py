@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from graph.analysis.decode import Decoder
-from graph.core.roles import AGENT
+from graph.core.roles import main_sequence
 from graph.core.rollout import Rollout
 from graph.core.sequences import Sequence
 
 
 def default_sequence(rollout: Rollout) -> Sequence:
     """The sequence a reader wants first: the agent row with the most trainable tokens."""
-    return max(rollout.sequences, key=lambda s: (s.role == AGENT, s.n_trainable, s.n_turns))
+    return main_sequence(rollout.sequences)
 
 
 def sequence_through(rollout: Rollout, node_id: str) -> Sequence:

@@ -20,6 +20,8 @@ from views import (
     node_view,
     overview,
     sidebar,
+    signals_source,
+    signals_view,
     state,
     timeline_view,
     tour,
@@ -33,6 +35,8 @@ following = options.live  # command-line traces are followed as they grow (views
 
 def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
+    signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
+    workspace = signals.workspace
     if not workspace.rollouts:
         overview.load_report(workspace)
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
@@ -56,6 +60,7 @@ def overview_and_graph(workspace):
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     ringed = triage_view.render(rollout)  # a findings group's calls, ringed in the DAG
+    signals_view.render(rollout, signals)
     with graph_slot:
         newest = following.newest_index(rollout) if following else None
         graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)

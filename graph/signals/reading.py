@@ -1,0 +1,195 @@
+"""Signals files -> :class:`SignalRow` records, with a report of every row that could not be read.
+
+JSONL (optionally gzip or zstd compressed) or Parquet. A row needs ``session_id`` and
+``leaf_id`` (strings); ``trainer_logprobs`` and ``advantages`` are arrays of numbers (``null``
+allowed: not computed there), ``reward`` a number. Any other scalar column (string, number, bool) is
+kept as row metadata (null means not set); list or object columns other than those are ignored (a row may be
+a whole exported training row with the trainer's columns added). ``input_ids``, when present, is
+kept so the join can check it against the row it names.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graph.core.records import Skipped
+from graph.ingest.loading import SIGNALS_SUFFIXES
+from graph.ingest.reading import Source, read_values
+
+ARRAY_COLUMNS = ("trainer_logprobs", "advantages")
+KEY_COLUMNS = ("session_id", "leaf_id")
+# Columns of an exported training row that are not metadata (they describe the row itself).
+ROW_COLUMNS = frozenset(
+    {"root_id", "node_ids", "role", "loss_mask", "logprobs", "prompt_len", "n_trainable", "findings"}
+)
+
+
+class SignalsError(Exception):
+    """A signals file that cannot be read at all (missing, not JSONL or Parquet, no rows)."""
+
+
+@dataclass(slots=True)
+class SignalRow:
+    """The trainer's side of one training row."""
+
+    session_id: str
+    leaf_id: str
+    line: int
+    trainer_logprobs: np.ndarray | None = None  # float64, NaN = not computed at that position
+    advantages: np.ndarray | None = None
+    reward: float | None = None
+    input_ids: np.ndarray | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(session_id, leaf_id)``: the training row this row describes."""
+        return (self.session_id, self.leaf_id)
+
+
+@dataclass(slots=True)
+class SignalsFile:
+    """Every readable row of one or more signals files, and why the others were skipped."""
+
+    names: list[str] = field(default_factory=list)
+    rows: list[SignalRow] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def extend(self, other: SignalsFile) -> None:
+        """Add another file's rows (signals from several files are joined together)."""
+        self.names += other.names
+        self.rows += other.rows
+        self.skipped += other.skipped
+
+    def report(self) -> dict[str, Any]:
+        """The load report, as ``inspect --json`` prints it under ``signals_load``."""
+        return {"files": list(self.names), "rows": len(self.rows), "skipped": [s.as_dict() for s in self.skipped]}
+
+
+def is_signals_file(name: str) -> bool:
+    """True for a name ending in ``.signals.jsonl`` (or ``.parquet``, ``.jsonl.gz``, ``.jsonl.zst``)."""
+    return name.endswith(SIGNALS_SUFFIXES)
+
+
+_NUMBER_TYPES = frozenset({float, int, type(None)})
+
+
+def _float_array(value: Any, column: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{column} is not a list")
+    if set(map(type, value)) <= _NUMBER_TYPES:  # the fast path: numpy turns None into NaN
+        return np.array(value, dtype=np.float64)
+    for i, v in enumerate(value):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ValueError(f"{column}[{i}] is not a number: {v!r}"[:160])
+    return np.array([np.nan if v is None else float(v) for v in value], dtype=np.float64)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def parse_row(value: Any, line: int) -> SignalRow:
+    """One JSON object -> a :class:`SignalRow`.
+
+    Raises:
+        ValueError: the row lacks its keys or a column has the wrong type (the message says which).
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"not an object but {type(value).__name__}")
+    keys = []
+    for column in KEY_COLUMNS:
+        v = value.get(column)
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"no {column} (a non-empty string)")
+        keys.append(v)
+    row = SignalRow(keys[0], keys[1], line)
+    for column in ARRAY_COLUMNS:
+        if value.get(column) is not None:
+            setattr(row, column, _float_array(value[column], column))
+    reward = value.get("reward")
+    if reward is not None:
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
+            raise ValueError(f"reward is not a finite number: {reward!r}"[:160])
+        row.reward = float(reward)
+    ids = value.get("input_ids")
+    if ids is not None:
+        try:
+            row.input_ids = np.asarray(ids, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError("input_ids is not a list of integers") from exc
+    for column, v in value.items():
+        if (
+            column in KEY_COLUMNS
+            or column in ARRAY_COLUMNS
+            or column in ROW_COLUMNS
+            or column in ("reward", "input_ids")
+        ):
+            continue
+        if v is not None and _scalar(v):  # null = not set (Parquet fills absent columns with null)
+            row.extra[column] = v
+    return row
+
+
+def _jsonl(source: Source, out: SignalsFile) -> None:
+    for raw in read_values(source):
+        if raw.error is not None:
+            out.skipped.append(Skipped(source.name, raw.line, raw.error))
+            continue
+        try:
+            out.rows.append(parse_row(raw.value, raw.line))
+        except ValueError as exc:
+            out.skipped.append(Skipped(source.name, raw.line, str(exc)))
+
+
+def _parquet(name: str, data: bytes, out: SignalsFile) -> None:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a corrupt file
+        raise SignalsError(f"{name}: not a readable Parquet file: {exc}") from exc
+    for i, value in enumerate(table.to_pylist(), start=1):
+        try:
+            out.rows.append(parse_row(value, i))
+        except ValueError as exc:
+            out.skipped.append(Skipped(name, i, str(exc)))
+
+
+def read_signals_bytes(name: str, data: bytes) -> SignalsFile:
+    """Read one signals file held in memory (an upload); Parquet by name or magic bytes.
+
+    Raises:
+        SignalsError: nothing in it could be read as a signals row.
+    """
+    out = SignalsFile(names=[name])
+    if name.endswith(".parquet") or data[:4] == b"PAR1":
+        _parquet(name, data, out)
+    else:
+        _jsonl(Source.from_bytes(name, data), out)
+    if not out.rows:
+        reason = f"{out.skipped[0].reason} (line {out.skipped[0].line})" if out.skipped else "no rows"
+        raise SignalsError(f"{name}: no signals rows: {reason}")
+    return out
+
+
+def read_signals(path: str | Path) -> SignalsFile:
+    """Read one signals file from disk.
+
+    Raises:
+        SignalsError: the file is missing, unreadable, or holds no readable row.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SignalsError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    return read_signals_bytes(str(p), data)

@@ -1,0 +1,140 @@
+"""The real app with the bundled training signals: the token-colour switch, the signals panel's
+scatter opening a token, GRPO groups in the rollouts table, and the Compare page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import browser_page, require_chromium, running_app, screenshot, wait_ready
+
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+@pytest.fixture(scope="module")
+def app():
+    require_chromium()
+    with running_app() as url:
+        yield url
+
+
+def settle(page) -> None:
+    page.wait_for_timeout(400)
+    page.wait_for_function(IDLE, timeout=60_000)
+
+
+def classes(page) -> list[str]:
+    return page.eval_on_selector_all(".rg-tokens .rg-t", "els => els.map(e => e.className)")
+
+
+def test_overlay_switch_recolours_the_tokens(app):
+    with browser_page(height=1600) as page:
+        page.goto(f"{app}/?session=fix-config-bug&node=c04")
+        wait_ready(page)
+        page.wait_for_selector("text=arrival #", timeout=30_000)
+        assert any(" rg-b" in c for c in classes(page))  # logprob colours first
+        page.get_by_text("Trainer − inference", exact=True).click()
+        page.wait_for_function("() => document.querySelector('.rg-tokens .rg-t[class*=\"rg-d\"]')", timeout=30_000)
+        settle(page)
+        assert not any(" rg-b" in c for c in classes(page))
+        assert "trainer − inference logprob" in page.inner_text("body")
+        title = page.locator('.rg-tokens .rg-t[class*="rg-d"]').first.get_attribute("title")
+        assert "inference logprob" in title and "trainer logprob" in title and "ratio" in title
+        page.mouse.move(0, 0)
+        page.locator(".rg-tokens").first.scroll_into_view_if_needed()
+        screenshot(page, "signals-overlay", docs=True)
+        page.get_by_text("Entropy (lower bound)", exact=True).click()
+        page.wait_for_function("() => document.querySelector('.rg-tokens .rg-t[class*=\"rg-e\"]')", timeout=30_000)
+        settle(page)
+        assert "lower bound" in page.inner_text("body")
+        page.get_by_text("Inference logprob", exact=True).click()
+        page.wait_for_function("() => document.querySelector('.rg-tokens .rg-t[class*=\"rg-b\"]')", timeout=30_000)
+        settle(page)
+        page.wait_for_function(
+            "() => !Array.from(document.querySelectorAll('.rg-tokens .rg-t')).some(e => /rg-e\\d/.test(e.className))",
+            timeout=30_000,
+        )
+
+
+SCATTER_JS = """const scatter = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(g => g._fullData && g._fullData.some(t => t.name === 'outliers') && g.offsetParent !== null);"""
+
+
+def test_signals_panel_and_a_scatter_outlier_opens_its_token(app):
+    with browser_page(height=1800) as page:
+        page.goto(f"{app}/?session=fix-config-bug")
+        wait_ready(page)
+        if not page.get_by_text("compared tokens").first.is_visible():  # collapsed unless something is wrong
+            page.get_by_text("Training signals: reward", exact=False).first.click()
+        page.wait_for_function(SCATTER_JS + "() => !!scatter()", timeout=30_000)
+        settle(page)
+        body = page.inner_text("body")
+        assert "compared tokens" in body and "KL k3" in body
+        page.locator(".js-plotly-plot").filter(has=page.locator(".scatterlayer")).last.scroll_into_view_if_needed()
+        x, y = page.evaluate(
+            SCATTER_JS
+            + """() => {
+                const gd = scatter();
+                const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+                const t = gd._fullData.find(t => t.name === 'outliers');
+                const box = gd.getBoundingClientRect();
+                return [box.left + xa._offset + xa.l2p(t.x[0]), box.top + ya._offset + ya.l2p(t.y[0])];
+            }"""
+        )
+        page.mouse.click(x, y)
+        page.wait_for_selector("text=arrival #", timeout=30_000)
+        page.wait_for_selector(".rg-tokens .rg-m", timeout=30_000)  # the token, ringed
+        assert "node=" in page.url
+
+
+def test_rollouts_grouped_by_first_prompt(app):
+    with browser_page(height=1400) as page:
+        page.goto(app)
+        wait_ready(page)
+        page.get_by_text("Group by first agent prompt (GRPO groups)").click()
+        page.wait_for_selector("text=main sequences shared", timeout=30_000)
+        settle(page)
+        assert "Groups: rollouts with the same first agent prompt" in page.inner_text("body")
+
+
+def test_compare_page(app):
+    with browser_page(height=2400) as page:
+        page.goto(app)
+        wait_ready(page)
+        page.get_by_text("Compare", exact=True).click()
+        page.wait_for_selector("text=Compare two rollouts", timeout=60_000)
+        settle(page)
+        # the default pair is one group: the vllm rollout and its rollout-document twin
+        assert "The same first agent prompt" in page.inner_text("body")
+        page.locator('[data-testid="stSelectbox"]').filter(has_text="Rollout B").click()
+        page.get_by_role("option", name="list-todos").click()
+        page.wait_for_selector("text=Different first agent prompts", timeout=60_000)
+        settle(page)
+        assert page.locator(".rg-cmp-diff").count() >= 5  # differing stats, findings and signals rows
+        assert page.locator(".rg-cmp-a .rg-m").count() == 1 and page.locator(".rg-cmp-b .rg-m").count() == 1
+        assert page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length") >= 2  # both DAGs
+        body = page.inner_text("body")
+        assert "Main sequences, aligned at their first divergence" in body and "reward" in body
+        assert "Traceback" not in body
+        screenshot(page, "compare", docs=True)
+
+
+def test_a_signals_upload_joins_and_reports_a_misaligned_row(app, tmp_path):
+    upload = tmp_path / "mine.signals.jsonl"
+    upload.write_text(
+        '{"session_id": "list-todos", "leaf_id": "c99", "reward": 1.0}\n'
+        '{"session_id": "list-todos", "leaf_id": "c16", "trainer_logprobs": [-1.0, -2.0]}\nnot json\n'
+    )
+    with browser_page(height=1400) as page:
+        page.goto(f"{app}/?session=list-todos")
+        wait_ready(page)
+        page.get_by_text("Bundled signals (llama-cpp recompute)").click()  # only the upload
+        settle(page)
+        page.locator('[data-testid="stFileUploader"]').filter(has_text="Signals file").locator(
+            'input[type="file"]'
+        ).set_input_files(str(upload))
+        page.wait_for_selector("text=1 unreadable", timeout=60_000)  # the signals panel opens: rows were ignored
+        settle(page)
+        body = page.inner_text("body")
+        assert "Findings: FATAL 2" in body  # the short row and the row naming no leaf
+        assert "no usable row for this rollout" in body and "Traceback" not in body
+        assert page.locator("text=signals_misaligned").count() >= 1  # in the findings table
