@@ -27,6 +27,7 @@ CORPUS_FILE = "rg_corpus_file"
 CORPUS_TABLE = "rg_corpus_table"
 CORPUS_NOTICE = "rg_corpus_notice"
 # Training signals (views/signals_source.py, views/signals_view.py) and the Compare page.
+SIGNALS_ADD = "rg_signals_add"
 SIGNALS_UPLOAD = "rg_signals_upload"
 SIGNALS_BUNDLED = "rg_signals_bundled"
 SIGNALS_THRESHOLD = "rg_signals_threshold"
