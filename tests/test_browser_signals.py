@@ -129,6 +129,8 @@ def test_a_signals_upload_joins_and_reports_a_misaligned_row(app, tmp_path):
         wait_ready(page)
         page.get_by_text("Bundled signals (llama-cpp recompute)").click()  # only the upload
         settle(page)
+        page.get_by_text("Add a signals file").click()
+        page.wait_for_selector("text=Signals file (JSONL or Parquet)", timeout=30_000)
         page.locator('[data-testid="stFileUploader"]').filter(has_text="Signals file").locator(
             'input[type="file"]'
         ).set_input_files(str(upload))

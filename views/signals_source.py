@@ -58,12 +58,14 @@ def _chosen(kind: str) -> list[tuple[str, bytes]]:
             files.append((BUNDLED_SIGNALS.name, BUNDLED_SIGNALS.read_bytes()))
     if kind == sidebar.COMMAND_LINE:
         files += [(p.name, p.read_bytes()) for p in command_line_files() if p.is_file()]
-    upload = st.sidebar.file_uploader(
-        "Signals file (JSONL or Parquet)",
-        type=UPLOAD_TYPES,
-        key=state.SIGNALS_UPLOAD,
-        help="Rows keyed by session_id and leaf_id with trainer_logprobs, advantages, reward (docs/signals.md).",
-    )
+    upload = None
+    if st.sidebar.toggle("Add a signals file", key=state.SIGNALS_ADD, help="Upload a signals file to join."):
+        upload = st.sidebar.file_uploader(
+            "Signals file (JSONL or Parquet)",
+            type=UPLOAD_TYPES,
+            key=state.SIGNALS_UPLOAD,
+            help="Rows keyed by session_id and leaf_id with trainer_logprobs, advantages, reward (docs/signals.md).",
+        )
     if upload is not None:
         files.append((upload.name, upload.getvalue()))
     return files

@@ -59,6 +59,7 @@ def _url() -> tuple[str | None, str | None]:
 
 
 # Training signals (views/signals_source.py, views/signals_view.py) and the Compare page.
+SIGNALS_ADD = "rg_signals_add"
 SIGNALS_UPLOAD = "rg_signals_upload"
 SIGNALS_BUNDLED = "rg_signals_bundled"
 SIGNALS_THRESHOLD = "rg_signals_threshold"
