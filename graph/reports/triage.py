@@ -34,6 +34,8 @@ EXPLANATIONS = {
     "document_disagrees": "The rollout document's edges, roles or counts differ from the analysis.",
     "history_rewritten": "The harness rewrote its history before replaying it, so prefixes broke into new roots.",
     "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
+    "logprob_mismatch": "The trainer's logprob for a sampled token differs from the engine's by more than the threshold.",
+    "signals_misaligned": "A signals row does not match the training row it names; its signals were ignored.",
     "unfinished_attempts": "Sibling attempts none of which continued: each becomes a training row unless left out.",
 }
 
