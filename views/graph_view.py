@@ -19,12 +19,16 @@ from views.live import mark_newest
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
 # the figure itself is centred on the call. Runs in the component's same-origin iframe.
+# The page below the chart may still be growing when the first attempt runs, so it looks again.
 SCROLL_JS = """<script>
-setTimeout(() => {
+function bringDag() {
   const charts = Array.from(window.parent.document.querySelectorAll('.js-plotly-plot'));
   const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
-  if (dag) dag.scrollIntoView({block: 'center', behavior: 'instant'});
-}, 400);
+  if (!dag) return;
+  const box = dag.getBoundingClientRect(), view = window.parent.innerHeight;
+  if (box.top < 0 || box.bottom > view) dag.scrollIntoView({block: 'center', behavior: 'instant'});
+}
+[400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
 </script>"""
 
 
@@ -139,8 +143,6 @@ def render(
         config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
     )
     st.html(legend_html())
-    if st.session_state.pop(state.SCROLL_TO_DAG, False):
-        components.html(SCROLL_JS, height=0)
     ids = rollout.node_ids
     picker = f"picker-{workspace_key}-{rollout.session_id}-{current}"
     st.selectbox(
@@ -178,3 +180,10 @@ def _subtree_cached(key: str, session_id: str, focus: int, _rollout: Rollout) ->
 
 def _subtree(key: str, rollout: Rollout, focus: int) -> frozenset[int]:
     return _subtree_cached(key, rollout.session_id, focus, rollout)
+
+
+def bring_into_view() -> None:
+    """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
+    live view's periodic rerun cannot remove the script before it runs)."""
+    if st.session_state.pop(state.SCROLL_TO_DAG, False):
+        components.html(SCROLL_JS, height=0)

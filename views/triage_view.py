@@ -32,6 +32,16 @@ def ringed_group(rollout: Rollout) -> tuple[str, str] | None:
     return chosen if chosen and chosen[0] == rollout.session_id else None
 
 
+def ringed_calls(rollout: Rollout) -> frozenset[int]:
+    """The calls of the ringed findings group (empty when none is): known before the panel is drawn,
+    so the DAG above it can ring them."""
+    ringed = ringed_group(rollout)
+    for group in finding_groups(rollout):
+        if ringed == (rollout.session_id, f"{group.level}:{group.code}"):
+            return frozenset(group.nodes)
+    return frozenset()
+
+
 def _group(rollout: Rollout, group: FindingGroup, ringed: tuple[str, str] | None) -> None:
     count = len(group.findings)
     title = (

@@ -31,12 +31,17 @@ from views.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/live.py)
+drawn: dict = {}  # what the overview drew with: the workspace (signals joined) and its widget key
 
 
 def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
     signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
     workspace = signals.workspace
+    # one key for every widget of a call (search hits open the same token view the call detail draws);
+    # a live workspace's key changes with every new call, the live source's does not
+    view_key = following.key if following else workspace.key
+    drawn.update(workspace=workspace, key=view_key)
     if not workspace.rollouts:
         overview.load_report(workspace)
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
@@ -44,7 +49,7 @@ def overview_and_graph(workspace):
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
     # keys and token clicks first: they move the selection every panel below reads
-    keyboard.render(rollout, [state.search_key(workspace.key, session_id)], find_view.SEARCH_BOX_LABEL)
+    keyboard.render(rollout, [state.search_key(view_key, session_id)], find_view.SEARCH_BOX_LABEL)
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
@@ -53,17 +58,16 @@ def overview_and_graph(workspace):
     if rewrites:
         st.warning(rewrites)
     rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
-    hits = find_view.search_panel(rollout, rollout_decoder, workspace.key)
-    graph_slot = st.container()  # drawn after the panels below that ring or dim its calls
-    dimmed = find_view.filter_panel(rollout, workspace.key)
-    timeline_view.render(rollout, workspace.key)  # a click selects a call too
+    hits = find_view.search_panel(rollout, rollout_decoder, view_key)
+    dimmed = find_view.filter_panel(rollout, view_key)
+    ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
+    newest = following.newest_index(rollout) if following else None
+    graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
+    timeline_view.render(rollout, view_key)  # a click selects a call too
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
-    ringed = triage_view.render(rollout)  # a findings group's calls, ringed in the DAG
+    triage_view.render(rollout)
     signals_view.render(rollout, signals)
-    with graph_slot:
-        newest = following.newest_index(rollout) if following else None
-        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     overview.rollouts_table(workspace, session_id)
     if following is None:
         audit_view.render(rollout, rollout_decoder)
@@ -82,12 +86,12 @@ else:
     rollout = None
 if rollout is None:
     st.stop()
+graph_view.bring_into_view()
 
 node = state.current_node(rollout)
 if node is None:
     st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
 else:
-    # a live workspace's key changes with every new call; the call's widgets keep theirs
-    key = following.key if following else workspace.key
+    workspace = drawn.get("workspace", workspace)
     rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
-    node_view.render(rollout, node, rollout_decoder, key, options.show_whitespace)
+    node_view.render(rollout, node, rollout_decoder, drawn.get("key", workspace.key), options.show_whitespace)
