@@ -38,9 +38,9 @@ def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
     signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
     workspace = signals.workspace
-    # one key for every widget of a call (search hits open the same token view the call detail draws);
-    # a live workspace's key changes with every new call, the live source's does not
-    view_key = following.key if following else workspace.key
+    # the panels' widget keys follow the workspace drawn (signals joined): a search hit opens the token
+    # view the call detail below draws with the same key
+    view_key = workspace.key
     drawn.update(workspace=workspace, key=view_key)
     if not workspace.rollouts:
         overview.load_report(workspace)
@@ -93,5 +93,7 @@ if node is None:
     st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
 else:
     workspace = drawn.get("workspace", workspace)
+    # a live workspace's key changes with every new call; the call's widgets keep the live source's
+    key = following.key if following else drawn.get("key", workspace.key)
     rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
-    node_view.render(rollout, node, rollout_decoder, drawn.get("key", workspace.key), options.show_whitespace)
+    node_view.render(rollout, node, rollout_decoder, key, options.show_whitespace)
