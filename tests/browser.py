@@ -143,3 +143,8 @@ def screenshot(page, name: str, docs: bool = False) -> Path:
     path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def wait_url(page, fragment: str, timeout: float = 15_000) -> None:
+    """Wait until the page's URL holds ``fragment`` (the app writes it a moment after it draws)."""
+    page.wait_for_function(f"() => location.href.includes({fragment!r})", timeout=timeout)

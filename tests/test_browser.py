@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ROOT, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import (
+    ROOT,
+    browser_page,
+    node_position,
+    require_chromium,
+    running_app,
+    screenshot,
+    wait_ready,
+    wait_url,
+)
 from tests.builders import TOOLS, Turn, vllm_chat
 
 
@@ -32,7 +41,7 @@ def test_click_a_node_in_the_dag_shows_its_detail(samples_app):
         page.mouse.click(x, y)
         page.wait_for_selector("text=arrival #6", timeout=30_000)
         assert "c07" in header_text(page)
-        assert "node=c07" in page.url
+        wait_url(page, "node=c07")
         page.wait_for_selector(".rg-tokens .rg-t")
         page.mouse.move(0, 0)
         page.locator(".rg-tokens").first.scroll_into_view_if_needed()
@@ -146,5 +155,5 @@ def test_corpus_row_opens_its_rollout_in_the_explorer(samples_app):
         row = 3 + harnesses  # fix-config-bug, after eval/, harnesses/ and openenv/
         page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * row + 17)  # its row's checkbox
         page.wait_for_selector("text=Rollout fix-config-bug", timeout=60_000)
-        assert "session=fix-config-bug" in page.url
+        wait_url(page, "session=fix-config-bug")
         assert "/work/" not in page.inner_text("body")

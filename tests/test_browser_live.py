@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import DAG_JS, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import (
+    DAG_JS,
+    browser_page,
+    node_position,
+    require_chromium,
+    running_app,
+    screenshot,
+    wait_ready,
+    wait_url,
+)
 from tests.builders import Turn, jsonl, vllm_chat
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
@@ -92,7 +101,7 @@ def test_follow_newest_selects_each_new_call_and_pause_stops(capture):
         append(folder / "run.jsonl", lines[4])  # list-todos c04
         wait_status(page, "5 calls")
         page.wait_for_function(f"() => ({title})().includes('c04')", timeout=20_000)
-        assert "node=c04" in page.url
+        wait_url(page, "node=c04")
         page.get_by_text("Pause following").click()
         wait_status(page, "Paused")
         append(folder / "run.jsonl", b"".join(lines[5:8]))  # ... list-todos c05
@@ -138,4 +147,4 @@ def test_clicks_in_the_dag_still_select_after_new_calls(capture):
         page.mouse.click(x, y)
         page.mouse.move(0, 0)
         page.wait_for_function(f"() => ({title})().includes('c12')", timeout=20_000)
-        assert "node=c12" in page.url
+        wait_url(page, "node=c12")

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import DAG_JS, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import (
+    DAG_JS,
+    browser_page,
+    node_position,
+    require_chromium,
+    running_app,
+    screenshot,
+    wait_ready,
+    wait_url,
+)
 
 SESSION = "fix-config-bug"
 
@@ -68,7 +77,7 @@ def test_search_hit_opens_the_call_at_the_token(samples_app):
         screenshot(page, "search", docs=True)
         target.click()
         wait_call(page, "c01")
-        assert "node=c01" in page.url
+        wait_url(page, "node=c01")
         marked = page.locator(".rg-tokens .rg-m")
         marked.wait_for(timeout=90_000)
         assert "KeyError" in marked.first.inner_text()
@@ -107,7 +116,7 @@ def test_back_returns_to_the_previous_call(samples_app):
             wait_call(page, node_id)
         page.go_back()
         wait_call(page, "c05")
-        assert "node=c05" in page.url
+        wait_url(page, "node=c05")
         page.go_forward()
         wait_call(page, "c07")
 
@@ -136,7 +145,7 @@ def test_timeline_click_selects_the_call(samples_app):
         )
         page.mouse.click(*point)
         wait_call(page, "c07")
-        assert "node=c07" in page.url
+        wait_url(page, "node=c07")
         # the DAG follows: c07 is the highlighted call there
         selected = page.evaluate(
             "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => g._fullData || [])"

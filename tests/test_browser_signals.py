@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import browser_page, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import browser_page, require_chromium, running_app, screenshot, wait_ready, wait_url
 
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
@@ -83,7 +83,7 @@ def test_signals_panel_and_a_scatter_outlier_opens_its_token(app):
         page.mouse.click(x, y)
         page.wait_for_selector("text=arrival #", timeout=30_000)
         page.wait_for_selector(".rg-tokens .rg-m", timeout=30_000)  # the token, ringed
-        assert "node=" in page.url
+        wait_url(page, "node=")
 
 
 def test_rollouts_grouped_by_first_prompt(app):
