@@ -144,6 +144,9 @@ def render(
     )
     st.html(legend_html())
     ids = rollout.node_ids
+    # The picker is drawn for one selection (its key holds it) and told which in its callback: while
+    # a live source ticks, the browser can send a picker's value after the selection moved on (the
+    # tick left before the new selection arrived); that value is stale, not a choice.
     picker = f"picker-{workspace_key}-{rollout.session_id}-{current}"
     st.selectbox(
         "Call",
@@ -153,13 +156,13 @@ def render(
         placeholder="Click a node in the graph, or pick a call",
         key=picker,
         on_change=_picked,  # before the next run: that run draws the chart with the call chosen
-        args=(rollout, picker),
+        args=(rollout, picker, current),
     )
 
 
-def _picked(rollout: Rollout, picker: str) -> None:
+def _picked(rollout: Rollout, picker: str, drawn_for: int | None) -> None:
     value = st.session_state.get(picker)
-    if value is not None:
+    if value is not None and state.current_node(rollout) == drawn_for:
         state.select_node(rollout, value)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from graph.core.rollout import Rollout
 
@@ -78,7 +79,11 @@ def current_session(session_ids: list[str], default: str) -> str:
         node = url_node if url_session == st.session_state[SESSION] else None
         st.session_state[NODE] = node
         st.session_state[HIGHLIGHT] = node
-    elif (url_session, url_node) != st.session_state.get(URL_SYNCED) and url_session in session_ids:
+    elif (
+        _history_navigation()
+        and (url_session, url_node) != st.session_state.get(URL_SYNCED)
+        and url_session in session_ids
+    ):
         st.session_state[SESSION] = url_session  # Back/Forward: restore that entry's selection
         st.session_state[NODE] = url_node
         st.session_state[HIGHLIGHT] = url_node
@@ -86,6 +91,15 @@ def current_session(session_ids: list[str], default: str) -> str:
         select_session(default)
     _sync_url()
     return st.session_state[SESSION]
+
+
+def _history_navigation() -> bool:
+    """True when the browser's Back/Forward started this run. Streamlit flags those runs; an ordinary
+    rerun can carry a URL older than the app's last write (a live tick sent before the browser applied
+    it, coalesced with the click's rerun), and taking that for a navigation would undo the click.
+    Without the flag (older Streamlit) any URL the app did not write counts as a navigation."""
+    ctx = get_script_run_ctx()
+    return ctx is None or bool(getattr(ctx, "is_history_navigation", True))
 
 
 def select_session(sid: str) -> None:
