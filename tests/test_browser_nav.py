@@ -143,8 +143,17 @@ def test_timeline_click_selects_the_call(samples_app):
               return [b.left + xa._offset + xa.l2p(t.base[k] + t.x[k] / 2), b.top + ya._offset + ya.l2p(t.y[k])];
             }"""
         )
-        page.mouse.click(*point)
-        wait_call(page, "c07")
+        # a chart that has just appeared can miss a click before plotly listens (about 1 run in 6 here):
+        # the call must open after at most one more click at the same place
+        for attempt in range(2):
+            page.mouse.click(*point)
+            try:
+                page.wait_for_selector(".rg-node-title:has-text('c07 ')", timeout=20_000 * (attempt + 1))
+                break
+            except Exception:
+                if attempt:
+                    raise
+        settled(page)
         wait_url(page, "node=c07")
         # the DAG follows: c07 is the highlighted call there
         selected = page.evaluate(
