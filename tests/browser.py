@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -65,9 +66,10 @@ def running_app(*args: str, via_cli: bool = False):
             *args,
         ]
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc = subprocess.Popen(
-        full, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
+    # the server's output goes to a file: a pipe nobody reads fills up (64 KB of progress lines or
+    # warnings) and then blocks the server's next write, which hangs the page being served
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(full, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -78,8 +80,9 @@ def running_app(*args: str, via_cli: bool = False):
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
                     raise RuntimeError(
-                        f"the app did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}"
+                        f"the app did not start: {log.read().decode(errors='replace')[-2000:]}"
                     ) from None
                 time.sleep(0.3)
         yield url
@@ -91,6 +94,7 @@ def running_app(*args: str, via_cli: bool = False):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
-import streamlit.components.v1 as components
 
 from graph.analysis.chains import continuations
 from graph.core.rollout import Rollout
@@ -189,4 +188,4 @@ def bring_into_view() -> None:
     """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
     live view's periodic rerun cannot remove the script before it runs)."""
     if st.session_state.pop(state.SCROLL_TO_DAG, False):
-        components.html(SCROLL_JS, height=0)
+        st.iframe(SCROLL_JS, height="content")  # our own script, never trace text
