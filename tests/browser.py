@@ -8,8 +8,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
