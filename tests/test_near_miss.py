@@ -231,3 +231,32 @@ def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
     assert at.warning and "rewrites its history" in at.warning[0].value
     assert any(e.label.startswith("Near miss: rewritten continuation of n1") for e in at.expander)
     assert 'class="rg-ins"' in html_of(at)
+
+
+def test_a_child_that_arrived_before_its_root_is_not_what_the_root_nearly_continued():
+    """Concurrent calls reach the trace out of order: the child (extending the root exactly) was
+    written first. The root shares its whole prompt with that child's, yet it is the child's parent,
+    not a continuation of it; the DAG, laying near misses out as continuations, must not loop."""
+    from views.dag import dag_figure
+
+    first = SYSTEM + USER + GEN
+    second = SYSTEM + [11, 12] + GEN  # another conversation, the same system prompt
+    spec = [
+        (first, [20, 21, END]),
+        (second + [30, 31, END, NL] + TOOL + [40] + GEN, [50, END]),  # the child, first in the file
+        (second, [30, 31, END]),  # its parent, written after it
+    ]
+    r = rollout(spec)
+    assert r.topology.parents[1] == 2
+    assert 2 not in r.near_misses or r.near_misses[2].earlier != 1
+    for near_misses in (True, False):
+        figure = dag_figure(r, near_misses=near_misses, collapse=True)
+        assert sorted(figure.data[1].customdata) == [0, 1, 2]
+
+
+def test_layout_parents_lose_only_the_edge_that_closes_a_cycle():
+    from views.dag import _acyclic
+
+    assert _acyclic({1: 2, 2: 3, 3: 1, 4: 1, 5: None}) == {1: 2, 2: 3, 3: None, 4: 1, 5: None}
+    assert _acyclic({1: None, 2: 1, 3: 2}) == {1: None, 2: 1, 3: 2}
+    assert _acyclic({7: 7}) == {7: None}

@@ -157,25 +157,46 @@ def dag_view(
     """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
     topo, n = rollout.topology, len(rollout.calls)
     keep = set(keep) | ({focus} if focus is not None else set())
+    continued = continuations(rollout) if near_misses else {}
+    # a root is drawn as the continuation of the call it nearly continued: that call stays a node
+    keep |= set(continued.values())
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
         view = collapse_chains(n, topo.parents, chains, expanded)
         visible, drawn, via, folded = view.visible, view.drawn_parent, view.via, view.chains
     else:
         visible, drawn, via, folded = list(range(n)), dict(enumerate(topo.parents)), {}, []
-    continued = continuations(rollout) if near_misses else {}
     if focus is not None:
         inside = subtree(rollout, focus, near_misses)
         visible = [v for v in visible if v in inside]
         folded = [c for c in folded if c.before in inside and c.after in inside]
         via = {v: c for v, c in via.items() if v in inside and c.before in inside}
         continued = {r: e for r, e in continued.items() if r in inside and e in inside}
-    layout_parent = {v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible}
+    layout_parent = _acyclic({v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible})
     if focus is not None:
         layout_parent[focus] = None
     length = {v: CHAIN_LENGTH for v in via}
     placed = pack(visible, layout_parent, length)
     return DagView(visible, drawn, via, folded, continued, placed.x, placed.y, placed.n_lanes)
+
+
+def _acyclic(parent: dict[int, int | None]) -> dict[int, int | None]:
+    """``parent`` with every cycle cut (the edge that closes it is dropped). Exact parents never
+    form one, but near-miss links drawn as edges join trees whose calls arrived out of order."""
+    out = dict(parent)
+    done: set[int] = set()
+    for start in parent:
+        path: list[int] = []
+        on_path: set[int] = set()
+        v: int | None = start
+        while v is not None and v in out and v not in done and v not in on_path:
+            path.append(v)
+            on_path.add(v)
+            v = out[v]
+        if v is not None and v in on_path:
+            out[path[-1]] = None
+        done.update(path)
+    return out
 
 
 class _Boxes:

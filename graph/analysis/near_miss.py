@@ -282,8 +282,9 @@ class _Ends:
         return cls([k for k, _ in pairs], [i for _, i in pairs], wide)
 
 
-def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int] | None:
-    """The call the node nearly continued: among the calls that arrived before it, except those with
+def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int]) -> tuple[int, int] | None:
+    """The call the node (a root) nearly continued: among the calls that arrived before it, except
+    its own descendants (a child that arrived before its parent extends it exactly) and those with
     an identical prompt (retries, matched first), the one whose end ids share the longest prefix
     with the node's prompt (on a tie, the first found). Walking away from the prompt's sorted
     position the shared prefix only shrinks, so each direction stops at the first candidate that
@@ -297,7 +298,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends) -> tuple[int, int
             c = ends.nodes[j]
             j += step
             candidate = calls[c]
-            if c >= node or np.array_equal(_prompt(candidate), prompt):
+            if c >= node or root_of[c] == node or np.array_equal(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
@@ -353,7 +354,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     ends = _Ends.of(calls, tokened, limit) if pending else None
     for node in pending:
         assert ends is not None  # built whenever something is pending
-        best = _best_candidate(calls, node, ends)
+        best = _best_candidate(calls, node, ends, topology.root_of)
         if best is not None:
             shared, candidate = best
             kind, where, kept, checked = classify(
