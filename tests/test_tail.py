@@ -21,7 +21,7 @@ from graph.ingest.loading import load_paths
 from graph.live.events import EventLog, event_text
 from graph.live.reading import FileFollower
 from graph.live.trace import LiveTrace
-from tests.builders import Turn, jsonl, vllm_chat
+from tests.builders import Turn, assert_same_load, jsonl, vllm_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,6 +168,67 @@ def test_a_rewritten_history_root_is_explained(tmp_path):
     assert root["parent_id"] is None
     assert root["near_miss"]["kind"] == "rewritten_continuation"
     assert "new root · history rewritten: a's reply cut at token 5 (2 of 4 sampled tokens kept)" in event_text(root)
+
+
+def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their_end(tmp_path, monkeypatch):
+    """The first look reads the leading plain files like ``inspect`` (every core, the persistent
+    cache); a compressed file and what follows it are read line by line on top. The state equals a
+    batch load at every step, and lines appended later are numbered from where the files ended."""
+    import graph.live.trace as live_trace
+
+    monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
+    batch_read = []
+    real = live_trace.LiveTrace._read_leading_files
+
+    def spy(self, update):
+        before = len(update.added)
+        real(self, update)
+        batch_read.append(len(update.added) - before)
+
+    monkeypatch.setattr(live_trace.LiveTrace, "_read_leading_files", spy)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(line(C2) + b"\n" + line(C0) + b"{broken\n" + line(C1))  # c2 before its parent
+    (folder / "b.jsonl").write_bytes(jsonl([vllm_chat(Turn("x0", [50, 51], [52])), {"not": "a call"}]))
+    (folder / "c.jsonl.gz").write_bytes(gzip.compress(line(C1B)))
+    (folder / "d.jsonl").write_bytes(line(C3))
+    trace = LiveTrace([folder])
+    trace.poll()
+    assert batch_read == [3 + 1]  # a.jsonl and b.jsonl; c.jsonl.gz and d.jsonl line by line
+    assert_same_load(trace.snapshot(), load_paths([folder]))
+    assert {(sid, c.node_id): p for sid in trace.session_ids for c, p in _parents(trace.rollout(sid))} == (
+        inspect_parents(folder)
+    )
+    # appended later: new calls link like a batch load of the grown files; a bad line gets its number
+    append(folder / "a.jsonl", b"[1, 2\n" + line(Turn("c4", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13], [14])))
+    update = trace.poll()
+    assert [c.node_id for c in update.added] == ["c4"]
+    assert [(s.line, s.file) for s in update.skipped] == [(6, str(folder / "a.jsonl"))]
+    assert_same_load(trace.snapshot(), load_paths([folder]))
+    assert {(sid, c.node_id): p for sid in trace.session_ids for c, p in _parents(trace.rollout(sid))} == (
+        inspect_parents(folder)
+    )
+    assert batch_read == [4]  # only the first look
+
+
+def test_a_file_whose_last_line_is_unfinished_is_followed_line_by_line(tmp_path, monkeypatch):
+    import graph.live.trace as live_trace
+
+    monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + line(C1)[:-10])
+    trace = LiveTrace([path])
+    update = trace.poll()
+    assert [c.node_id for c in update.added] == ["c0"] and trace.pending_bytes()
+    append(path, line(C1)[-10:])
+    assert [c.node_id for c in trace.poll().added] == ["c1"]
+    assert_same_load(trace.snapshot(), load_paths([path]))
+
+
+def _parents(rollout):
+    for i, call in enumerate(rollout.calls):
+        parent = rollout.topology.parents[i]
+        yield call, None if parent is None else rollout.calls[parent].node_id
 
 
 # -- the command ------------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 A :class:`LiveSource` wraps one :class:`graph.live.trace.LiveTrace` (only appended bytes are
 parsed, calls are linked incrementally, only changed rollouts are re-analysed) and is shared by
 every browser session of the server. The part of the explorer that a new call changes (load
-report, rollouts, headline, findings, the DAG) runs in an ``st.fragment`` that reruns every
-``TICK_SECONDS`` on its own, so new calls appear without a click and without rerunning the page;
-the call detail below reruns only when the selection changes (a click, or "follow newest").
+report, rollouts, headline, findings, the DAG) is drawn again only when something was appended: a
+small ``st.fragment`` polls every ``TICK_SECONDS`` on its own and reruns the page when the
+snapshot changed, so new calls appear without a click and an idle page costs nothing to keep open.
 """
 
 from __future__ import annotations
@@ -165,38 +165,41 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
 
 
 def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tuple[Workspace, Rollout | None]:
-    """Run ``body`` (the part of the page a new call changes) in a fragment that reruns every
-    ``TICK_SECONDS`` while not paused; returns what the full run drew with."""
+    """Draw the page with the followed traces as they are now, and watch them: a small fragment
+    reruns every ``TICK_SECONDS`` (unless paused), polls the files and, only when something was
+    appended, reruns the page. A tick with nothing new costs a look at the files' sizes, whatever
+    the rollout's size; the page itself (the DAG, the call detail) is drawn only when it changed."""
     paused = bool(st.session_state.get(state.LIVE_PAUSED, False))
     follow_newest = bool(st.session_state.get(state.LIVE_FOLLOW_NEWEST, False))
-    drawn: dict[str, tuple[Workspace, Rollout | None]] = {}
+    shown: dict[str, Workspace] = {}
 
     @st.fragment(run_every=None if paused else TICK_SECONDS)
-    def panel() -> None:
+    def watch() -> None:
         workspace = live.workspace(poll=not paused)
-        if st.session_state.get(state.LIVE_GENERATION) != workspace.key:
-            # the figure is rebuilt: let it draw the selected call as selected
-            st.session_state[state.LIVE_GENERATION] = workspace.key
-            st.session_state[state.HIGHLIGHT] = st.session_state.get(state.NODE)
         st.html(status_html(live, workspace, paused))
-        selected = st.session_state.get(state.NODE)
-        rollout = body(workspace)
-        first_run = "result" not in drawn  # the page's own run, not a rerun of this fragment
-        drawn["result"] = (workspace, rollout)
-        if first_run:
-            st.session_state[state.LIVE_EMPTY] = rollout is None
-        elif rollout is not None and st.session_state.get(state.LIVE_EMPTY):
-            st.session_state[state.LIVE_EMPTY] = False
-            st.rerun()  # the first calls: draw the rest of the page (file picker, audit, call detail)
-        if rollout is not None and follow_newest:
-            newest = live.newest_index(rollout)
-            seen = st.session_state.setdefault(state.LIVE_FOLLOWED, {})
-            if newest is not None and seen.get(rollout.session_id) != rollout.calls[newest].node_id:
-                seen[rollout.session_id] = rollout.calls[newest].node_id
-                state.select_node(rollout, newest)
-                st.rerun()
-        if st.session_state.get(state.NODE) != selected:
-            st.rerun()  # a click in the DAG: the call detail below must follow
+        if "page" not in shown:  # the page's own run: it draws this snapshot
+            shown["page"] = workspace
+        elif workspace.key != st.session_state.get(state.LIVE_GENERATION):
+            st.rerun()  # new calls: draw the page again
 
-    panel()
-    return drawn["result"]
+    watch()
+    workspace = shown["page"]
+    if st.session_state.get(state.LIVE_GENERATION) != workspace.key:
+        # the figure is rebuilt: let it draw the selected call as selected
+        st.session_state[state.LIVE_GENERATION] = workspace.key
+        st.session_state[state.HIGHLIGHT] = st.session_state.get(state.NODE)
+        if follow_newest:
+            _select_newest(live, workspace)
+    return workspace, body(workspace)
+
+
+def _select_newest(live: LiveSource, workspace: Workspace) -> None:
+    """ "Follow the newest call": select the newest call of the open rollout once, when it arrives."""
+    rollout = workspace.rollouts.get(st.session_state.get(state.SESSION) or "")
+    if rollout is None:
+        return
+    newest = live.newest_index(rollout)
+    seen = st.session_state.setdefault(state.LIVE_FOLLOWED, {})
+    if newest is not None and seen.get(rollout.session_id) != rollout.calls[newest].node_id:
+        seen[rollout.session_id] = rollout.calls[newest].node_id
+        state.select_node(rollout, newest)

@@ -37,7 +37,6 @@ DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
 DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
-LIVE_EMPTY = "rg_live_empty"  # the page was drawn before the followed files held any call
 # Finding your way (views/find_view.py, views/triage_view.py, views/timeline_view.py, views/inspector.py)
 SEARCH = "rg_search"  # prefix of the search box's widget keys
 FILTER = "rg_filter"  # prefix of the filter widgets' keys

@@ -59,6 +59,15 @@ class FileFollower:
         self._seen_content = False
         self._glued = False  # a pending line was taken; its newline may still come
 
+    def adopt(self, size: int, identity: tuple[int, int]) -> None:
+        """The first ``size`` bytes (whole lines) were loaded by the batch reader: follow from there.
+        Their lines are counted when something is appended (to number the new records' lines)."""
+        self._restart()
+        self.offset = size
+        self.identity = identity
+        self._seen_content = True
+        self.line = -1
+
     def read(self) -> FileRead:
         """Parse what was appended since the last call (everything, the first time)."""
         try:
@@ -79,6 +88,8 @@ class FileFollower:
         if self.whole is not None:
             return out
         if stat.st_size > self.offset:
+            if self.line < 0:
+                self.line = count_lines(self.path, self.offset)
             with open(self.path, "rb") as stream:
                 stream.seek(self.offset)
                 if self.offset == 0:
@@ -141,3 +152,44 @@ class FileFollower:
         self.pending = b""
         self._glued = True
         out.values.append(value)
+
+
+def count_lines(path: str | Path, upto: int) -> int:
+    """Newlines in the first ``upto`` bytes of the file."""
+    lines = 0
+    with open(path, "rb") as stream:
+        while upto > 0:
+            data = stream.read(min(CHUNK, upto))
+            if not data:
+                break
+            upto -= len(data)
+            lines += data.count(b"\n")
+    return lines
+
+
+def whole_lines(path: str | Path) -> tuple[int, tuple[int, int], int] | None:
+    """``(size, identity, mtime)`` when reading the file as it is now with the batch reader equals
+    following it line by line: a plain (not compressed) JSON-lines file whose last line is complete
+    and whose first line is a JSON value on its own (not the start of a pretty-printed document).
+    None otherwise (the follower reads it)."""
+    try:
+        stat = os.stat(path)
+        if stat.st_size == 0:
+            return None
+        with open(path, "rb") as stream:
+            if stream.read(4).startswith(_MAGIC):
+                return None
+            stream.seek(stat.st_size - 1)
+            if stream.read(1) != b"\n":
+                return None
+            stream.seek(0)
+            first = b""
+            while not first.strip():
+                first = stream.readline(64 << 20)
+                if not first:
+                    return None
+            if not first.endswith(b"\n") or _parsed(1, first.rstrip(b"\n"), IdArrayCutter()).error:
+                return None
+    except OSError:
+        return None
+    return stat.st_size, (stat.st_dev, stat.st_ino), stat.st_mtime_ns
