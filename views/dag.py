@@ -157,9 +157,7 @@ def dag_view(
     """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
     topo, n = rollout.topology, len(rollout.calls)
     keep = set(keep) | ({focus} if focus is not None else set())
-    continued = continuations(rollout) if near_misses else {}
-    # a root is drawn as the continuation of the call it nearly continued: that call stays a node
-    keep |= set(continued.values())
+    continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
         view = collapse_chains(n, topo.parents, chains, expanded)

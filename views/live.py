@@ -188,8 +188,8 @@ def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tup
         # the figure is rebuilt: let it draw the selected call as selected
         st.session_state[state.LIVE_GENERATION] = workspace.key
         st.session_state[state.HIGHLIGHT] = st.session_state.get(state.NODE)
-        if follow_newest:
-            _select_newest(live, workspace)
+    if follow_newest:
+        _select_newest(live, workspace)
     return workspace, body(workspace)
 
 
