@@ -1,0 +1,80 @@
+"""The explorer's first screen on one trace folder given on the command line, step by step:
+cold first paint (new server, empty parsed-trace cache), a chart click to the call's detail, a
+deep link opened by a second visitor, then the same on a second new server that finds the
+persistent cache (reopen). Prints each step as it is measured.
+
+``python benchmarks/bench_paint.py FOLDER`` (e.g. a folder holding the 5,000-call trace written
+by ``synthetic.py``). One headless Chromium page at 1440x900; the cache goes to a temporary
+folder, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.browser import DAG_JS, browser_page, node_position, running_app, wait_ready  # noqa: E402
+
+IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+def session(folder: str, label: str) -> None:
+    with running_app("--", folder) as url:
+        with browser_page(width=1440, height=900) as page:
+            pushed = [0]
+            page.on("websocket", lambda ws: ws.on("framereceived", lambda p: pushed.__setitem__(0, pushed[0] + len(p))))
+            start = time.perf_counter()
+            page.goto(url)
+            wait_ready(page, timeout=600_000)
+            print(
+                f"{label}: first paint {time.perf_counter() - start:.1f} s, pushed {pushed[0] / 1e6:.2f} MB", flush=True
+            )
+            page.wait_for_timeout(1000)
+            shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
+            node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
+            for attempt in range(3):  # a chart that has just appeared can miss a click
+                x, y = node_position(page, node)
+                start = time.perf_counter()
+                page.mouse.click(x, y)
+                try:
+                    page.wait_for_selector(".rg-node-title", timeout=30_000)
+                    break
+                except Exception:
+                    if attempt == 2:
+                        raise
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            print(f"{label}: chart click {time.perf_counter() - start:.2f} s", flush=True)
+            page.wait_for_function("() => location.search.includes('node=')", timeout=30_000)
+            deep = page.url
+        with browser_page(width=1440, height=900) as page:
+            start = time.perf_counter()
+            page.goto(deep)
+            page.wait_for_selector(".rg-node-title", timeout=300_000)
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            print(f"{label}: deep link (second visitor) {time.perf_counter() - start:.2f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("folder")
+    args = parser.parse_args()
+    cache = tempfile.mkdtemp(prefix="rollout-graph-bench-cache-")
+    os.environ["ROLLOUT_GRAPH_CACHE"] = cache
+    try:
+        session(args.folder, "cold")
+        time.sleep(20)  # the cache entry is written in the background after the first paint
+        session(args.folder, "reopen")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
