@@ -24,6 +24,7 @@ import streamlit as st
 from graph.core.rollout import Rollout
 from graph.live.trace import LiveTrace
 from views import state
+from views.dag import MARKS_AXIS
 from views.sources import Workspace
 
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
@@ -159,6 +160,7 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
             hoverinfo="skip",
             showlegend=False,
             name="newest",
+            xaxis=MARKS_AXIS,  # with the other markers, over the lines and out of the overview
         )
     )
     return fig
