@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import generate  # noqa: E402
 
-from tests.browser import DAG_JS, browser_page, node_position, running_app, wait_ready  # noqa: E402
+from tests.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
 
 # Contexts compacted at 8k tokens (the generator's smallest files: compaction summaries are long).
 DEFAULT_SIZES = "200x64000,1000x8000,5000x8000"
@@ -127,16 +127,7 @@ def measure(folder: Path, node: int, other: int) -> dict[str, float]:
             shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
             node = min(shown, key=lambda c: (abs(c - node), c))
             page.wait_for_timeout(500)
-            for attempt in range(3):  # a chart that has just appeared can miss a click: time the one that lands
-                x, y = node_position(page, node)
-                start = time.perf_counter()
-                page.mouse.click(x, y)
-                try:
-                    page.wait_for_selector(".rg-node-title", timeout=30_000 * (attempt + 1))
-                    break
-                except Exception:
-                    if attempt == 2:
-                        raise
+            start = click_until(page, lambda: node_position(page, node), ".rg-node-title", 3, 30_000)
             page.wait_for_function(IDLE_JS, timeout=120_000)
             out["click"] = time.perf_counter() - start
             clicked = _title_text(page)

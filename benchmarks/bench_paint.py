@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.browser import DAG_JS, browser_page, node_position, running_app, wait_ready  # noqa: E402
+from tests.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
 
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
@@ -40,16 +40,7 @@ def session(folder: str, label: str) -> None:
             page.wait_for_timeout(1000)
             shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
             node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
-            for attempt in range(3):  # a chart that has just appeared can miss a click
-                x, y = node_position(page, node)
-                start = time.perf_counter()
-                page.mouse.click(x, y)
-                try:
-                    page.wait_for_selector(".rg-node-title", timeout=30_000)
-                    break
-                except Exception:
-                    if attempt == 2:
-                        raise
+            start = click_until(page, lambda: node_position(page, node), ".rg-node-title", 3, 30_000)
             page.wait_for_function(IDLE_JS, timeout=120_000)
             print(f"{label}: chart click {time.perf_counter() - start:.2f} s", flush=True)
             page.wait_for_function("() => location.search.includes('node=')", timeout=30_000)

@@ -149,6 +149,25 @@ def screenshot(page, name: str, docs: bool = False) -> Path:
     return path
 
 
+def click_until(page, point, selector: str, attempts: int = 2, timeout: float = 20_000) -> float:
+    """Click at ``point()`` (page coordinates, asked again before each try) until ``selector`` is
+    shown: a chart that has just appeared can miss a click before plotly listens. Each try waits
+    longer than the one before. Returns ``time.perf_counter()`` at the click that landed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(attempts):
+        x, y = point()
+        start = time.perf_counter()
+        page.mouse.click(x, y)
+        try:
+            page.wait_for_selector(selector, timeout=timeout * (attempt + 1))
+            return start
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+    raise ValueError("attempts must be at least 1")
+
+
 def wait_url(page, fragment: str, timeout: float = 15_000) -> None:
     """Wait until the page's URL holds ``fragment`` (the app writes it a moment after it draws)."""
     page.wait_for_function(f"() => location.href.includes({fragment!r})", timeout=timeout)

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import DAG_JS, browser_page, node_position, require_chromium, running_app, screenshot, wait_ready
+from tests.browser import (
+    DAG_JS,
+    browser_page,
+    node_position,
+    require_chromium,
+    running_app,
+    screenshot,
+    wait_ready,
+    wait_url,
+)
 from tests.builders import agent_records, rewriting_records, write
 
 
@@ -79,8 +88,7 @@ def test_first_screen_shows_the_dag_and_a_click_selects_the_node_under_the_point
         for index in (fork, retry, kept, fork, kept):
             click_node(page, index)
             assert title(page).startswith(f"c{index:04d}"), (index, title(page))
-            # the URL is written by the same run, a moment after the title is drawn
-            page.wait_for_function(f"() => location.search.includes('node=c{index:04d}')", timeout=15_000)
+            wait_url(page, f"node=c{index:04d}")  # written by the same run, a moment after the title
 
 
 def test_a_chain_expands_on_click_and_collapses_again(big_app):

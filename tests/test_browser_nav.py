@@ -9,6 +9,7 @@ import pytest
 from tests.browser import (
     DAG_JS,
     browser_page,
+    click_until,
     node_position,
     require_chromium,
     running_app,
@@ -143,16 +144,8 @@ def test_timeline_click_selects_the_call(samples_app):
               return [b.left + xa._offset + xa.l2p(t.base[k] + t.x[k] / 2), b.top + ya._offset + ya.l2p(t.y[k])];
             }"""
         )
-        # a chart that has just appeared can miss a click before plotly listens (about 1 run in 6 here):
-        # the call must open after at most one more click at the same place
-        for attempt in range(2):
-            page.mouse.click(*point)
-            try:
-                page.wait_for_selector(".rg-node-title:has-text('c07 ')", timeout=20_000 * (attempt + 1))
-                break
-            except Exception:
-                if attempt:
-                    raise
+        # a chart that has just appeared can miss a click (about 1 run in 6 here): at most one more
+        click_until(page, lambda: point, ".rg-node-title:has-text('c07 ')")
         settled(page)
         wait_url(page, "node=c07")
         # the DAG follows: c07 is the highlighted call there

@@ -65,9 +65,8 @@ class _Session:
 class LiveTrace:
     """The followed paths' current content, loaded and linked; :meth:`poll` reads what is new."""
 
-    def __init__(self, paths: list[str] | list[Path], progress: Any = None) -> None:
+    def __init__(self, paths: list[str] | list[Path]) -> None:
         self.paths = [Path(p) for p in paths]
-        self.progress = progress  # called with graph.ingest.parallel.LoadProgress during a batch read
         self.loaded = LoadResult()
         self.polls = 0
         self.pending: dict[str, int] = {}  # file -> bytes of an unfinished last line
@@ -135,7 +134,7 @@ class LiveTrace:
             return
         from graph.ingest.cache import load_files
 
-        result = load_files([f.path for _, _, f, _ in lead], progress=self.progress, background_store=True)
+        result = load_files([f.path for _, _, f, _ in lead], background_store=True)
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {
             n for _, n, _, _ in lead
         }:
