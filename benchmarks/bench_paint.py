@@ -26,7 +26,7 @@ from tests.browser import DAG_JS, browser_page, click_until, node_position, runn
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
-def session(folder: str, label: str) -> None:
+def session(folder: str, label: str, cache: str) -> None:
     with running_app("--", folder) as url:
         with browser_page(width=1440, height=900) as page:
             pushed = [0]
@@ -51,6 +51,11 @@ def session(folder: str, label: str) -> None:
             page.wait_for_selector(".rg-node-title", timeout=300_000)
             page.wait_for_function(IDLE_JS, timeout=120_000)
             print(f"{label}: deep link (second visitor) {time.perf_counter() - start:.2f} s", flush=True)
+        # the cache entry is written in the background a few seconds after the trace was read: wait
+        # for it (bounded) before this server stops
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not list(Path(cache).glob("*/meta.json")):
+            time.sleep(0.5)
 
 
 def main() -> None:
@@ -60,9 +65,8 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="rollout-graph-bench-cache-")
     os.environ["ROLLOUT_GRAPH_CACHE"] = cache
     try:
-        session(args.folder, "cold")
-        time.sleep(20)  # the cache entry is written in the background after the first paint
-        session(args.folder, "reopen")
+        session(args.folder, "cold", cache)
+        session(args.folder, "reopen", cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -76,7 +76,16 @@ class Writer:
         self.tokens += prompt.shape[0] + sampled.shape[0]
 
 
-def _chain(w: Writer, system_tokens: int, first_user: int, steps: int, max_context: int, tools: bool, retry_every: int):
+def _chain(
+    w: Writer,
+    system_tokens: int,
+    first_user: int,
+    steps: int,
+    max_context: int,
+    tools: bool,
+    retry_every: int,
+    summary_tokens: int = 1500,
+):
     """A conversation: returns when ``steps`` calls were made."""
     context = w.tokens_of(system_tokens + first_user)
     messages = [{"role": "system", "content": w.text(system_tokens)}, {"role": "user", "content": w.text(first_user)}]
@@ -93,7 +102,7 @@ def _chain(w: Writer, system_tokens: int, first_user: int, steps: int, max_conte
         context = np.concatenate([context, sampled, tool_output])
         if context.shape[0] > max_context:
             # Compaction: ask for a summary, then restart from system + summary (a new root).
-            summary = w.tokens_of(1500)
+            summary = w.tokens_of(summary_tokens)
             w.call(
                 np.concatenate([context, w.tokens_of(60)]),
                 messages + [{"role": "user", "content": "summarize"}],
@@ -105,13 +114,17 @@ def _chain(w: Writer, system_tokens: int, first_user: int, steps: int, max_conte
             messages = [{"role": "system", "content": w.text(system_tokens)}, {"role": "user", "content": w.text(1500)}]
 
 
-def generate(calls: int, seed: int = 0, session: str = "synthetic", max_context: int = 64_000) -> Writer:
+def generate(
+    calls: int, seed: int = 0, session: str = "synthetic", max_context: int = 64_000, summary_tokens: int = 1500
+) -> Writer:
+    """``calls`` records; compaction summaries of ``summary_tokens`` sampled tokens (with their top-5
+    logprobs they are most of the bytes when contexts are compacted often)."""
     w = Writer(np.random.default_rng(seed), session)
     w.call(w.tokens_of(200), [{"role": "user", "content": "title this"}], w.tokens_of(12), tools=False, finish="stop")
     while len(w.records) < calls:
-        _chain(w, 1500, 300, min(150, calls - len(w.records)), max_context, tools=True, retry_every=25)
+        _chain(w, 1500, 300, min(150, calls - len(w.records)), max_context, True, 25, summary_tokens)
         if len(w.records) < calls:
-            _chain(w, 800, 200, min(6, calls - len(w.records)), max_context, tools=True, retry_every=0)  # subagent
+            _chain(w, 800, 200, min(6, calls - len(w.records)), max_context, True, 0, summary_tokens)  # subagent
     del w.records[calls:]
     # Concurrent calls arrive out of order: shuffle within windows of four.
     for start in range(0, len(w.records), 4):

@@ -125,7 +125,7 @@ DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-p
 def node_position(page, node_index: int, trace: int = 1) -> tuple[float, float]:
     """Page coordinates of a call's marker in the DAG, from plotly's own axes. The point whose
     ``customdata`` is the call's arrival index (with chains collapsed, point k is not call k);
-    with ``trace=4``, the handle of the collapsed chain whose key is ``node_index``."""
+    with ``trace=views.dag.CHAINS``, the handle of the collapsed chain whose key is ``node_index``."""
     return page.evaluate(
         DAG_JS
         + """([i, t]) => {

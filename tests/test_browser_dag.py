@@ -18,6 +18,7 @@ from tests.browser import (
     wait_url,
 )
 from tests.builders import agent_records, rewriting_records, write
+from views.dag import CALLS, CHAINS
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +38,8 @@ def open_page(page, url: str, query: str) -> None:
     page.wait_for_timeout(500)
 
 
-def drawn(page, trace: int = 1) -> list[int]:
-    """Call indices (or chain keys, trace 4) drawn in the DAG."""
+def drawn(page, trace: int = CALLS) -> list[int]:
+    """Call indices (or chain keys, trace ``CHAINS``) in the DAG's figure."""
     return page.evaluate(DAG_JS + "(t) => Array.from(dag()._fullData[t].customdata || [])", trace)
 
 
@@ -91,13 +92,45 @@ def test_first_screen_shows_the_dag_and_a_click_selects_the_node_under_the_point
             wait_url(page, f"node=c{index:04d}")  # written by the same run, a moment after the title
 
 
+def test_only_the_calls_in_view_are_drawn_and_a_pan_draws_the_others(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-5000")
+        nodes = drawn(page)
+        in_dom = page.evaluate(DAG_JS + "() => dag().querySelectorAll('.point').length")
+        assert 0 < in_dom < len(nodes) // 3, (in_dom, len(nodes))  # the view's markers, not the rollout's
+        far = nodes[-1]  # the last call: far outside the first view
+        page.evaluate(
+            DAG_JS
+            + """(i) => {
+                const gd = dag(), t = gd._fullData[1], k = Array.from(t.customdata).indexOf(i);
+                const xr = gd._fullLayout.xaxis.range, yr = gd._fullLayout.yaxis.range;
+                const w = xr[1] - xr[0], h = yr[1] - yr[0];
+                return Plotly.relayout(gd, {'xaxis.range': [t.x[k] - w / 2, t.x[k] + w / 2],
+                                            'yaxis.range': [t.y[k] - h / 2, t.y[k] + h / 2]});
+            }""",
+            far,
+        )
+        page.wait_for_timeout(500)
+        x, y = node_position(page, far)
+        hit = page.evaluate(
+            DAG_JS
+            + """([x, y]) => Array.from(dag().querySelectorAll('.point')).some(p => {
+                const b = p.getBoundingClientRect();
+                return Math.abs(b.x + b.width / 2 - x) < 3 && Math.abs(b.y + b.height / 2 - y) < 3;
+            })""",
+            [x, y],
+        )
+        assert hit  # drawn now, where the call is
+        click_node(page, far)
+
+
 def test_a_chain_expands_on_click_and_collapses_again(big_app):
     with browser_page(width=1440, height=900) as page:
         open_page(page, big_app, "session=agent-5000")
         before = drawn(page)
-        chain = drawn(page, 4)[0]
+        chain = drawn(page, CHAINS)[0]
         assert chain not in before
-        x, y = node_position(page, chain, trace=4)
+        x, y = node_position(page, chain, trace=CHAINS)
         page.mouse.click(x, y)
         page.wait_for_function(
             DAG_JS + "(c) => { const g = dag(); return !!g && Array.from(g._fullData[1].customdata).includes(c); }",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -230,6 +231,18 @@ def test_cached_load_equals_fresh_load(tmp_path, which):
     # arrays are the process's own (writable), not views of a file that could change
     call: Call = next(c for s in cached.sessions.values() for c in s.calls if c.prompt_ids is not None)
     assert call.prompt_ids is not None and call.prompt_ids.flags.writeable
+
+
+def test_a_delayed_background_store_writes_the_entry_later(tmp_path):
+    files = [_messy_trace(tmp_path / "m.jsonl", 30)]
+    folder = tmp_path / "cache"
+    fresh = cache.load_files(files, folder=folder, workers=1, background_store=True, store_delay=1.0)
+    assert not folder.exists() or not any(folder.iterdir())  # nothing written yet: the caller goes on first
+    deadline = time.monotonic() + 60
+    while cache.load(cache.key_for_files(files), folder) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert_same_load(cache.load_files(files, folder=folder, workers=1), fresh)
+    assert len(list(folder.iterdir())) == 1
 
 
 def test_corrupt_entry_is_ignored_and_rebuilt(tmp_path):

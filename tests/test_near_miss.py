@@ -193,7 +193,7 @@ def per_turn_roots_rollout():
 
 def test_views_banner_break_and_dashed_edges():
     from graph.analysis.decode import TraceTextDecoder
-    from views.dag import CALLS, NEAR_MISSES, dag_figure
+    from views.dag import CALLS, dag_figure, line_segments
     from views.near_miss_view import banner, break_html, summary
 
     r = per_turn_roots_rollout()
@@ -210,13 +210,13 @@ def test_views_banner_break_and_dashed_edges():
     assert "&lt;stop&gt;" in page and "&lt;/tool&gt;" in page and "<stop>" not in page
     assert 'class="rg-del">&lt;stop&gt;' in page and 'class="rg-ins">&lt;/tool&gt;' in page
     figure = dag_figure(r, near_misses=True)
-    dashed = figure.data[NEAR_MISSES]
-    assert dashed.line.dash == "dash" and dashed.visible
-    assert len([v for v in dashed.x if v is None]) == 3  # three dashed links
+    dashed = next(shape for shape in figure.layout.shapes if shape.name == "near misses")
+    assert dashed.line.dash == "dash"
+    assert line_segments(figure, "near misses") == [((0, 0), (1, 0)), ((1, 0), (2, 0)), ((2, 0), (3, 0))]
     # laid out as one line of continuations, not a column of unrelated roots
     assert len(set(figure.data[CALLS].y)) == 1 and list(figure.data[CALLS].x) == [0, 1, 2, 3]
     plain = dag_figure(r)
-    assert not plain.data[NEAR_MISSES].visible and list(plain.data[CALLS].x) == [0, 0, 0, 0]
+    assert not line_segments(plain, "near misses") and list(plain.data[CALLS].x) == [0, 0, 0, 0]
 
 
 def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):

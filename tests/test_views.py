@@ -6,13 +6,12 @@ from __future__ import annotations
 import html
 import json
 
-import numpy as np
 import pytest
 
 from graph.analysis.decode import TraceTextDecoder
 from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 from views.chat import chat_html, pretty_arguments
-from views.dag import dag_figure, legend_html
+from views.dag import dag_figure, legend_html, line_segments
 from views.layout import layout
 from views.palette import KIND_LABELS, ROLE_LABELS
 from views.tokens import PAGE_SIZE, node_strip, page_bounds, page_html, sequence_strip
@@ -76,7 +75,7 @@ def test_dag_figure_changes_only_with_an_outside_highlight():
     assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
     boxed = [a for a in lit.layout.annotations if a.bordercolor]
     assert [a.text for a in boxed] == ["<b>n1</b>"] and not [a for a in plain.layout.annotations if a.bordercolor]
-    assert int(np.isnan(np.asarray(plain.data[0].x, dtype=float)).sum()) == 1  # one edge, one line trace
+    assert line_segments(plain, "edges") == [((0, 0), (1, 0))]  # one edge: one segment of one path
 
 
 def _label_boxes(figure):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from views import state
@@ -18,6 +19,7 @@ SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit
 def main() -> None:
     """Configure the page and run the page the visitor chose."""
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
+    _warm_charts()
     explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     compare = st.Page(SCREENS / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare")
@@ -26,6 +28,18 @@ def main() -> None:
     st.sidebar.markdown("**rollout-graph**")
     page.run()
 
+
+def _warm_charts() -> None:
+    """An empty, hidden chart first thing on every page. The browser loads Streamlit's chart code
+    (several MB of JavaScript, about 0.7 s to fetch, parse and compile on a 2-core machine) when the
+    first chart element arrives; sent before the trace is read, that happens while the server works
+    instead of after the DAG arrives (docs/performance.md). Same element every run: nothing redraws."""
+    with st.container(key="rg-warm-charts"):
+        st.plotly_chart(_EMPTY, config={"staticPlot": True}, key="rg-warm-plot")
+    st.html("<style>.st-key-rg-warm-charts{display:none}</style>")
+
+
+_EMPTY = go.Figure(layout={"height": 10})
 
 if __name__ == "__main__":
     main()

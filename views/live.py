@@ -25,7 +25,7 @@ from graph.core.rollout import Rollout
 from graph.live.trace import LiveTrace
 from views import state
 from views.dag import MARKS_AXIS
-from views.sources import Workspace
+from views.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
 MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
@@ -40,7 +40,7 @@ class LiveSource:
         self.label = label
         digest = hashlib.sha256("\n".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:12]
         self.key = f"live-{digest}"
-        self.trace = LiveTrace(paths)
+        self.trace = LiveTrace(paths, store_delay=CACHE_STORE_DELAY_SECONDS)
         self.generation = 0
         self.last_poll = 0.0
         self.last_change = time.time()

@@ -29,6 +29,10 @@ from graph.ingest.reading import Source
 from graph.resources import SAMPLES
 from views.workspace_cache import WorkspaceCache, estimate_bytes
 
+# A trace read for the first time is cached on disk (graph/ingest/cache.py) this long after it was
+# read: writing the entry right away took CPU from the first screen (docs/performance.md).
+CACHE_STORE_DELAY_SECONDS = 5.0
+
 
 @dataclass
 class Workspace:
@@ -139,7 +143,9 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(paths, progress=report, limits=limits, background_store=True)
+        loaded = persistent.load_files(
+            paths, progress=report, limits=limits, background_store=True, store_delay=CACHE_STORE_DELAY_SECONDS
+        )
         return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
 
     bar = st.progress(0.0, text="Loading traces…")

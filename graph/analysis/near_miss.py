@@ -307,6 +307,13 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int
     return best
 
 
+def _fingerprint(ids: np.ndarray) -> tuple[int, int]:
+    """(length, hash of the first, middle and last 16 ids): equal prompts have equal prints."""
+    n, mid = len(ids), len(ids) // 2
+    sample = np.concatenate([ids[:16], ids[max(0, mid - 8) : mid + 8], ids[-16:]]).astype(np.int64, copy=False)
+    return n, hash(sample.tobytes())
+
+
 def _identical(calls: list[Call], node: int, others: list[int]) -> int | None:
     """The first of ``others`` whose prompt ids equal the node's."""
     prompt = prompt_of(calls[node])
@@ -332,17 +339,19 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     found: dict[int, NearMiss] = {}
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
-    by_length: dict[int, list[int]] = {}
+    # calls by prompt length and a sample of their ids: an identical prompt is looked for only
+    # among these (a harness that compacts into same-sized summaries makes every root the same length)
+    by_print: dict[tuple[int, int], list[int]] = {}
     for i, call in enumerate(calls):
         if call.prompt_ids is not None and call.n_prompt:
-            by_length.setdefault(call.n_prompt, []).append(i)
+            by_print.setdefault(_fingerprint(call.prompt_ids), []).append(i)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
     pending = []
     for node in explained:
         # an identical earlier prompt that no call continued (a discarded one is explained by the
         # discard rule, from its side)
-        earlier = [i for i in by_length[calls[node].n_prompt] if i < node and discarded.get(i) != node]
+        earlier = [i for i in by_print[_fingerprint(prompt_of(calls[node]))] if i < node and discarded.get(i) != node]
         same = _identical(calls, node, earlier)
         if same is not None:
             kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)

@@ -486,6 +486,7 @@ def load_files(
     use_cache: bool = True,
     folder: Path | None = None,
     background_store: bool = False,
+    store_delay: float = 0.0,
 ) -> LoadResult:
     """These trace files, from the cache when they were read before, else parsed on every core
     (:func:`graph.ingest.parallel.load_files_parallel`) and cached.
@@ -493,6 +494,9 @@ def load_files(
     ``background_store`` writes the new cache entry in a thread of its own, so the caller can go
     on (analyse, draw) meanwhile; the thread is not a daemon, so a process ends only once the
     entry is complete (an interrupted write leaves no entry: it is renamed into place at the end).
+    With ``store_delay`` (seconds) the write starts that much later, so it does not compete with
+    the caller's next steps for the CPU (the app draws its first screen meanwhile); a process that
+    ends before then writes no entry.
     """
     from graph.ingest.parallel import load_files_parallel
 
@@ -508,7 +512,13 @@ def load_files(
             return cached
     result = load_files_parallel(files, progress, workers, limits)
     if key is not None and background_store:
-        threading.Thread(target=store, args=(key, result, folder), name="rg-cache-store").start()
+        writer = threading.Thread(target=store, args=(key, result, folder), name="rg-cache-store")
+        if store_delay > 0:  # a daemon timer: waiting never holds a process that wants to end
+            timer = threading.Timer(store_delay, writer.start)
+            timer.daemon, timer.name = True, "rg-cache-store-timer"
+            timer.start()
+        else:
+            writer.start()
     elif key is not None:
         store(key, result, folder)
     return result

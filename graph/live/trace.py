@@ -65,8 +65,11 @@ class _Session:
 class LiveTrace:
     """The followed paths' current content, loaded and linked; :meth:`poll` reads what is new."""
 
-    def __init__(self, paths: list[str] | list[Path]) -> None:
+    def __init__(self, paths: list[str] | list[Path], store_delay: float = 0.0) -> None:
+        """``store_delay``: when the first look reads the files with the batch loader, how long to
+        wait before writing the persistent cache entry (``graph.ingest.cache.load_files``)."""
         self.paths = [Path(p) for p in paths]
+        self.store_delay = store_delay
         self.loaded = LoadResult()
         self.polls = 0
         self.pending: dict[str, int] = {}  # file -> bytes of an unfinished last line
@@ -134,7 +137,7 @@ class LiveTrace:
             return
         from graph.ingest.cache import load_files
 
-        result = load_files([f.path for _, _, f, _ in lead], background_store=True)
+        result = load_files([f.path for _, _, f, _ in lead], background_store=True, store_delay=self.store_delay)
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {
             n for _, n, _, _ in lead
         }:
