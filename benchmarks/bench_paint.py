@@ -1,7 +1,8 @@
 """The explorer's first screen on one trace folder given on the command line, step by step:
 cold first paint (new server, empty parsed-trace cache), a chart click to the call's detail, a
-deep link opened by a second visitor, then the same on a second new server that finds the
-persistent cache (reopen). Prints each step as it is measured.
+deep link opened by a second visitor (in a new browser, and in a browser that has the app's
+scripts cached), then the same on a second new server that finds the persistent cache (reopen).
+Prints each step as it is measured.
 
 ``python benchmarks/bench_paint.py FOLDER`` (e.g. a folder holding the 5,000-call trace written
 by ``synthetic.py``). One headless Chromium page at 1440x900; the cache goes to a temporary
@@ -21,36 +22,57 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
+from tests.browser import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DAG_JS,
+    click_until,
+    node_position,
+    running_app,
+    wait_ready,
+)
 
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+VIEW = {"width": 1440, "height": 900}
 
 
 def session(folder: str, label: str, cache: str) -> None:
-    with running_app("--", folder) as url:
-        with browser_page(width=1440, height=900) as page:
-            pushed = [0]
-            page.on("websocket", lambda ws: ws.on("framereceived", lambda p: pushed.__setitem__(0, pushed[0] + len(p))))
-            start = time.perf_counter()
-            page.goto(url)
-            wait_ready(page, timeout=600_000)
-            print(
-                f"{label}: first paint {time.perf_counter() - start:.1f} s, pushed {pushed[0] / 1e6:.2f} MB", flush=True
-            )
-            page.wait_for_timeout(1000)
-            shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
-            node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
-            start = click_until(page, lambda: node_position(page, node), ".rg-node-title", 3, 30_000)
-            page.wait_for_function(IDLE_JS, timeout=120_000)
-            print(f"{label}: chart click {time.perf_counter() - start:.2f} s", flush=True)
-            page.wait_for_function("() => location.search.includes('node=')", timeout=30_000)
-            deep = page.url
-        with browser_page(width=1440, height=900) as page:
+    from playwright.sync_api import sync_playwright
+
+    with running_app("--", folder) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        first = browser.new_context(viewport=VIEW)  # the first visitor (browser cache empty)
+        page = first.new_page()
+        pushed = [0]
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda p: pushed.__setitem__(0, pushed[0] + len(p))))
+        start = time.perf_counter()
+        page.goto(url)
+        wait_ready(page, timeout=600_000)
+        print(f"{label}: first paint {time.perf_counter() - start:.1f} s, pushed {pushed[0] / 1e6:.2f} MB", flush=True)
+        page.wait_for_timeout(1000)
+        shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
+        node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
+        start = click_until(page, lambda: node_position(page, node), ".rg-node-title", 3, 30_000)
+        page.wait_for_function(IDLE_JS, timeout=120_000)
+        print(f"{label}: chart click {time.perf_counter() - start:.2f} s", flush=True)
+        page.wait_for_function("() => location.search.includes('node=')", timeout=30_000)
+        deep = page.url
+        page.close()
+        # a deep link opened by a second visitor: in a new browser (nothing cached), then in a tab of
+        # the first visitor's browser (the app's scripts cached, as for anyone who used it before)
+        for who, context in (("new browser", browser.new_context(viewport=VIEW)), ("cached scripts", first)):
+            page = context.new_page()
             start = time.perf_counter()
             page.goto(deep)
             page.wait_for_selector(".rg-node-title", timeout=300_000)
+            detail = time.perf_counter() - start
             page.wait_for_function(IDLE_JS, timeout=120_000)
-            print(f"{label}: deep link (second visitor) {time.perf_counter() - start:.2f} s", flush=True)
+            print(
+                f"{label}: deep link ({who}) call detail {detail:.2f} s, idle {time.perf_counter() - start:.2f} s",
+                flush=True,
+            )
+            page.close()
+        browser.close()
         # the cache entry is written in the background a few seconds after the trace was read: wait
         # for it (bounded) before this server stops
         deadline = time.monotonic() + 300

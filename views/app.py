@@ -6,12 +6,13 @@ Run by ``rollout-graph view`` (this file, found with importlib.resources) and by
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from views import state
+from views import live, state
 
 SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit would treat that as old-style pages
 
@@ -20,6 +21,8 @@ def main() -> None:
     """Configure the page and run the page the visitor chose."""
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
     _warm_charts()
+    if sys.argv[1:]:  # command-line traces: start reading them now, while the page's modules load
+        live.prefetch(sys.argv[1:])
     explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     compare = st.Page(SCREENS / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare")

@@ -48,6 +48,7 @@ class LiveSource:
         self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
         self._lock = threading.Lock()
         self._workspace: Workspace | None = None
+        self.prefetched = False
 
     def workspace(self, poll: bool = True) -> Workspace:
         """The current snapshot; reads what is new first unless paused (or read just now)."""
@@ -97,6 +98,26 @@ def source(paths: list[Path], label: str) -> LiveSource:
                 _SOURCES.popitem(last=False)
         _SOURCES.move_to_end(key)
         return found
+
+
+def prefetch(paths: list[str]) -> None:
+    """Start the first read of the command-line traces (all their files, as the sidebar opens them
+    by default) on a thread of its own, once per server: it then runs while the first page run
+    imports the panels and draws the sidebar, and that run's first look waits for it instead of
+    starting it (docs/performance.md)."""
+    found = source([Path(p) for p in paths], "command-line traces")
+    with _SOURCES_LOCK:
+        if found.prefetched:
+            return
+        found.prefetched = True
+    threading.Thread(target=_first_read, args=(found,), name="rg-first-read", daemon=True).start()
+
+
+def _first_read(found: LiveSource) -> None:
+    try:
+        found.workspace()
+    except Exception:  # noqa: BLE001 - the page's own first look reads again and reports it
+        found.prefetched = False
 
 
 def sidebar_controls() -> tuple[bool, bool]:

@@ -22,6 +22,10 @@ BASE_FLAGS = [
     "--theme.base", "light",
     "--theme.primaryColor", "#2563eb",
     "--server.maxUploadSize", "200",
+    # no watching of the app's source files: on every page run Streamlit otherwise resolves the path
+    # of every loaded module on the server's event loop (0.3 s with numpy, pandas, pyarrow, plotly
+    # loaded), delaying every answer; edits to the app's code then need a restart
+    "--server.fileWatcherType", "none",
 ]  # fmt: skip
 
 # A public deployment (a Hugging Face Space): listen on every interface, let uploads work inside

@@ -56,10 +56,27 @@ class Update:
 
 
 class _Session:
+    """One session's calls: an incremental linker, and the calls the batch loader read first
+    (``seed``), which join the linker only when something needs it (a call appended, a file
+    dropped): until then the rollout is linked in one batch, which is faster and equal."""
+
     def __init__(self) -> None:
-        self.linker = IncrementalLinker()
+        self._linker = IncrementalLinker()
+        self.seed: list[tuple[Call, Any]] = []
         self.version = 0
         self.rollout: tuple[int, Rollout] | None = None
+
+    @property
+    def linker(self) -> IncrementalLinker:
+        if self.seed:
+            seed, self.seed = self.seed, []
+            for call, key in seed:
+                self._linker.add(call, key=key)
+        return self._linker
+
+    @linker.setter
+    def linker(self, value: IncrementalLinker) -> None:
+        self._linker, self.seed = value, []
 
 
 class LiveTrace:
@@ -113,7 +130,7 @@ class LiveTrace:
                     self.newest[call.session_id] = call.node_id
                 update.added.extend(calls)
         for sid in update.sessions:
-            if sid in self.loaded.sessions:
+            if sid in self.loaded.sessions and not self._sessions[sid].seed:  # seeded calls are in order
                 self.loaded.sessions[sid].calls = self._sessions[sid].linker.links()[0]
         return update
 
@@ -154,7 +171,7 @@ class LiveTrace:
                 k = seen.get((call.source, call.line), 0)
                 seen[(call.source, call.line)] = k + 1
                 arg, parts = position[call.source]
-                session.linker.add(call, key=(arg, parts, call.line, k))
+                session.seed.append((call, (arg, parts, call.line, k)))
             session.version += 1
             update.sessions.add(sid)
             update.added.extend(inputs.calls)
@@ -225,8 +242,11 @@ class LiveTrace:
         """The session analysed with its incremental links (cached until it changes)."""
         session = self._sessions[sid]
         if session.rollout is None or session.rollout[0] != session.version:
-            calls, links = session.linker.links()
             inputs = self.loaded.sessions[sid]
+            if session.seed:  # only what the batch loader read: linked in one batch
+                calls, links = [call for call, _ in session.seed], None
+            else:
+                calls, links = session.linker.links()
             snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids))
             session.rollout = (session.version, analyse(snapshot, links=links))
         return session.rollout[1]
