@@ -215,6 +215,28 @@ def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their
     assert batch_read == [4]  # only the first look
 
 
+def test_calls_read_by_the_batch_loader_are_linked_incrementally_only_once_a_call_is_appended(tmp_path, monkeypatch):
+    import graph.live.trace as live_trace
+
+    monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C2) + line(C0) + line(C1B))  # c2 before its parent c1, which comes later
+    trace = LiveTrace([path])
+    trace.poll()
+    (session,) = trace._sessions.values()
+    assert len(session.seed) == 3  # not linked one by one yet: the first look links in one batch
+    assert {c.node_id: p for c, p in _parents(trace.rollout(*trace.session_ids))} == {
+        node: parent for (_, node), parent in inspect_parents(path).items()
+    }
+    append(path, line(C1) + line(C3))  # c1 adopts c2; c3 is a near miss of c1's reply
+    assert [c.node_id for c in trace.poll().added] == ["c1", "c3"]
+    assert not session.seed  # the appended calls needed the incremental linker: seeded first
+    assert {c.node_id: p for c, p in _parents(trace.rollout(*trace.session_ids))} == {
+        node: parent for (_, node), parent in inspect_parents(path).items()
+    }
+    assert_same_load(trace.snapshot(), load_paths([path]))
+
+
 def test_a_file_whose_last_line_is_unfinished_is_followed_line_by_line(tmp_path, monkeypatch):
     import graph.live.trace as live_trace
 
