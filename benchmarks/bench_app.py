@@ -28,13 +28,15 @@ from synthetic import generate  # noqa: E402
 
 from tests.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
 
-# Contexts compacted at 8k tokens (the generator's smallest files: compaction summaries are long).
-DEFAULT_SIZES = "200x64000,1000x8000,5000x8000"
+# CALLSxMAX_CONTEXT[xSUMMARY_TOKENS]: 200 calls with 64k contexts; 1,000 calls compacted at 8k
+# tokens; 5,000 calls compacted at 4.5k tokens into 300-token summaries: 630 MB, the size of the
+# issue's example (with the generator's default 1,500-token summaries 5,000 calls are 946 MB).
+DEFAULT_SIZES = "200x64000,1000x8000,5000x4500x300"
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
-def write(folder: Path, calls: int, max_context: int) -> int:
-    w = generate(calls, seed=3, max_context=max_context)
+def write(folder: Path, calls: int, max_context: int, summary_tokens: int = 1500) -> int:
+    w = generate(calls, seed=3, max_context=max_context, summary_tokens=summary_tokens)
     folder.mkdir(parents=True)
     (folder / "trace.jsonl").write_bytes(b"\n".join(w.records) + b"\n")
     return w.tokens
@@ -196,17 +198,19 @@ COLUMNS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT,... (default %(default)s)")
+    parser.add_argument(
+        "--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT[xSUMMARY_TOKENS],... (default %(default)s)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ROLLOUT_GRAPH_CACHE"] = str(Path(tmp) / "cache")
         print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
         print("|---" * (len(COLUMNS) + 1) + "|")
         for size in args.sizes.split(","):
-            calls, _, context = size.partition("x")
-            n, max_context = int(calls), int(context or 8000)
-            folder = Path(tmp) / f"c{n}x{max_context}"
-            tokens = write(folder, n, max_context)
+            calls, context, summary = (size.split("x") + ["8000", "1500"])[:3]
+            n, max_context = int(calls), int(context)
+            folder = Path(tmp) / f"c{n}x{max_context}x{summary}"
+            tokens = write(folder, n, max_context, int(summary))
             mb = (folder / "trace.jsonl").stat().st_size / 1e6
             results = [measure(folder, node=min(n - 2, 30), other=min(n - 1, 60)) for _ in range(args.runs)]
             cells = []
