@@ -94,19 +94,28 @@ def _pick(page, label: str) -> float:
     return start
 
 
-def _finding(page) -> float | None:
-    """Open the findings panel and select its first row; None when the trace has no findings table."""
-    expander = page.locator('[data-testid="stExpander"]').filter(has_text="Findings:").first
-    if not expander.count():
+def _finding(page, current: str) -> float | None:
+    """Open the findings panel and its first group, and click its first finding about another call
+    than ``current``; None when the rollout has no findings panel."""
+    outer = page.locator('[data-testid="stExpander"]').filter(has_text="Findings:").first
+    if not outer.count():
         return None
-    grid = expander.locator('[data-testid="stDataFrame"]').first
-    if not grid.is_visible():
-        expander.locator("summary").first.click()
-    grid.wait_for(timeout=60_000)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
+    group = outer.locator('[data-testid="stExpander"]').first
+    if not group.is_visible():
+        outer.locator("summary").first.click()
+    group.wait_for(timeout=60_000)
+    group.locator("summary").first.click()
+    button = (
+        group.get_by_role("button")
+        .filter(has_not_text="Ring its")
+        .filter(has_not_text="Clear the rings")
+        .filter(has_not_text=f"{current}:")
+        .first
+    )
+    button.wait_for(timeout=60_000)
+    button.scroll_into_view_if_needed()
     start = time.perf_counter()
-    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell
+    button.click()
     return start
 
 
@@ -148,7 +157,7 @@ def measure(folder: Path, node: int, other: int) -> dict[str, float]:
                 print(f"  picker: not measured ({type(exc).__name__})", file=sys.stderr)
             try:
                 before = _title_text(page)
-                start = _finding(page)
+                start = _finding(page, before)
                 if start is not None:
                     page.wait_for_function(
                         "(old) => { const t = document.querySelector('.rg-node-title');"
@@ -207,8 +216,9 @@ def main() -> None:
         print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
         print("|---" * (len(COLUMNS) + 1) + "|")
         for size in args.sizes.split(","):
-            calls, context, summary = (size.split("x") + ["8000", "1500"])[:3]
-            n, max_context = int(calls), int(context)
+            parts = size.split("x")
+            n, max_context = int(parts[0]), int(parts[1]) if len(parts) > 1 else 8000
+            summary = parts[2] if len(parts) > 2 else "1500"
             folder = Path(tmp) / f"c{n}x{max_context}x{summary}"
             tokens = write(folder, n, max_context, int(summary))
             mb = (folder / "trace.jsonl").stat().st_size / 1e6

@@ -41,7 +41,7 @@ SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn on
 SEARCH = "rg_search"  # prefix of the search box's widget keys
 FILTER = "rg_filter"  # prefix of the filter widgets' keys
 TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
-TIMELINE_OPEN = "rg_timeline_open"  # keep the timeline open after a click in it
+TIMELINE_OPEN = "rg_timeline_open"  # the timeline expander's own state: open or not
 PINNED_STRIP = "rg_pinned_strip"  # the token view whose marked token is pinned in the inspector
 SHOWN_STRIPS = "rg_shown_strips"  # token views drawn by the current run (the pin must be on one)
 

@@ -23,8 +23,13 @@ def _figure(key: str, session_id: str, selected: int | None, _rollout: Rollout, 
 
 
 def render(rollout: Rollout, workspace_key: str) -> None:
-    tl = _timeline(workspace_key, rollout.session_id, rollout)
-    with st.expander("Timeline: calls over wall time", expanded=st.session_state.get(state.TIMELINE_OPEN, False)):
+    """The timeline in an expander whose body runs only while it is open (a chart of thousands of
+    bars is neither built nor sent while collapsed); it stays open across reruns once opened."""
+    panel = st.expander("Timeline: calls over wall time", key=state.TIMELINE_OPEN, on_change="rerun")
+    with panel:
+        if not panel.open:
+            return
+        tl = _timeline(workspace_key, rollout.session_id, rollout)
         if tl is None:
             st.info(
                 "This rollout records no call timing (started_at/ended_at, start_time/end_time, or a start and "
@@ -50,6 +55,5 @@ def render(rollout: Rollout, workspace_key: str) -> None:
         )
         picked = clicked_call(event.selection.points if event else [])
         if picked is not None and picked != selected and 0 <= picked < n:
-            st.session_state[state.TIMELINE_OPEN] = True
             state.select_node(rollout, picked)
             st.rerun()
