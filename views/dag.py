@@ -4,7 +4,8 @@
 focus=None, keep=())`` draws:
 
 - trace 0 ``overview``: an outline of the drawn calls (the top and bottom lane in use at each
-  depth), the picture in the overview under the chart (plotly's range slider);
+  depth), the picture in the overview under the chart (plotly's range slider); empty when the
+  whole rollout fits the default view (no overview);
 - trace 1 ``calls``: one marker per drawn call, ``customdata`` = the call's arrival index (with
   chains collapsed, point ``k`` is not call ``k``: read ``customdata``);
 - trace 2 ``chains``: a clickable handle in the middle of each thick edge, ``customdata`` = the
@@ -255,7 +256,7 @@ def _outline(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
     order = np.argsort(cols, kind="stable")
     cols, ys = cols[order], y[order]
     starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
-    top, bottom = np.maximum.reduceat(ys, starts) + 0.45, np.minimum.reduceat(ys, starts) - 0.45
+    top, bottom = np.maximum.reduceat(ys, starts) + 0.35, np.minimum.reduceat(ys, starts) - 0.35
     at = cols[starts]
     # a flat step around each depth (no slanted band between two lanes of neighbouring depths)
     sx = np.column_stack([at - 0.24, at + 0.24]).ravel()
@@ -412,7 +413,7 @@ def dag_figure(
 
     role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
     fig = go.Figure()
-    ox, oy = _outline(x, y)
+    ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
     fig.add_trace(
         go.Scatter(
             x=ox, y=oy, mode="lines", fill="toself", fillcolor=OUTLINE_FILL, line={"width": 0}, hoverinfo="skip",
