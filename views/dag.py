@@ -412,16 +412,19 @@ def dag_figure(
             labels.append((mx[k], my[k], text, side, "#64748b"))
 
     role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
-    fig = go.Figure()
+    # built without plotly's per-property validation (our own values; 0.25 s -> ~0.05 s at 5,000 calls)
+    fig = go.Figure(_validate=False)
     ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
     fig.add_trace(
         go.Scatter(
+            _validate=False,
             x=ox, y=oy, mode="lines", fill="toself", fillcolor=OUTLINE_FILL, line={"width": 0}, hoverinfo="skip",
             showlegend=False, name="overview",
         )
     )  # fmt: skip
     fig.add_trace(
         go.Scatter(
+            _validate=False,
             x=x,
             y=y,
             mode="markers+text",
@@ -465,6 +468,7 @@ def dag_figure(
     ids = rollout.node_ids
     fig.add_trace(
         go.Scatter(
+            _validate=False,
             x=mx,
             y=my,
             mode="markers",
@@ -482,6 +486,7 @@ def dag_figure(
     )
     fig.add_trace(
         go.Scatter(
+            _validate=False,
             x=[lb[0] for lb in labels],
             y=[lb[1] for lb in labels],
             text=[lb[2] for lb in labels],
@@ -569,6 +574,7 @@ def _overlays(fig: go.Figure, x: np.ndarray, y: np.ndarray, dimmed: list[int], h
         at = np.array(sorted(nodes), dtype=int)
         fig.add_trace(
             go.Scatter(
+            _validate=False,
                 x=x[at], y=y[at], mode="markers", marker=marker, name=name, hoverinfo="skip", showlegend=False,
                 unselected={"marker": {"opacity": 1}},
             )
