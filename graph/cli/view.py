@@ -26,6 +26,9 @@ BASE_FLAGS = [
     # of every loaded module on the server's event loop (0.3 s with numpy, pandas, pyarrow, plotly
     # loaded), delaying every answer; edits to the app's code then need a restart
     "--server.fileWatcherType", "none",
+    # no full garbage collection after every page run: with a big trace loaded (millions of objects)
+    # it held the interpreter 0.2 to 0.8 s after each run, while the page's last messages waited
+    "--runner.postScriptGC", "false",
 ]  # fmt: skip
 
 # A public deployment (a Hugging Face Space): listen on every interface, let uploads work inside
