@@ -111,9 +111,15 @@ def browser_page(width: int = 1500, height: int = 1100):
 
 
 def wait_ready(page, timeout: float = 60_000) -> None:
-    """Until the script has finished running and the DAG is drawn."""
+    """Until the script has finished running, the DAG is drawn and every element is (no skeleton
+    left while an element's code loads: the chart's code is loaded first, so the DAG can be drawn
+    before the widgets above it)."""
     page.wait_for_function(DAG_JS + "() => !!dag()", timeout=timeout)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
+        timeout=timeout,
+    )
 
 
 # The DAG among the page's plotly charts: the one whose second trace holds the calls.
