@@ -37,9 +37,12 @@ def _warm_charts() -> None:
     (several MB of JavaScript, about 0.7 s to fetch, parse and compile on a 2-core machine) when the
     first chart element arrives; sent before the trace is read, that happens while the server works
     instead of after the DAG arrives (docs/performance.md). Same element every run: nothing redraws."""
-    with st.container(key="rg-warm-charts"):
+    with st.container(key="rg-warm-charts"):  # hidden by the style inside it: no gap on the page
+        st.html(
+            "<style>.st-key-rg-warm-charts,"
+            " [data-testid='stLayoutWrapper']:has(> .st-key-rg-warm-charts){display:none}</style>"
+        )
         st.plotly_chart(_EMPTY, config={"staticPlot": True}, key="rg-warm-plot")
-    st.html("<style>.st-key-rg-warm-charts{display:none}</style>")
 
 
 _EMPTY = go.Figure(layout={"height": 10})
