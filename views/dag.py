@@ -258,7 +258,7 @@ def _outline(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
     starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
     top, bottom = np.maximum.reduceat(ys, starts) + 0.35, np.minimum.reduceat(ys, starts) - 0.35
     at = cols[starts]
-    # a flat step around each depth (no slanted band between two lanes of neighbouring depths)
+    # a flat step around each depth; neighbouring depths are joined by a slant
     sx = np.column_stack([at - 0.24, at + 0.24]).ravel()
     top, bottom = np.repeat(top, 2), np.repeat(bottom, 2)
     return np.r_[sx, sx[::-1], sx[:1]].tolist(), np.r_[top, bottom[::-1], top[:1]].tolist()

@@ -27,6 +27,7 @@ from views import state
 from views.dag import MARKS_AXIS
 from views.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
+COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
 MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
 NEWEST_COLOR = "#dc2626"
@@ -105,7 +106,7 @@ def prefetch(paths: list[str]) -> None:
     by default) on a thread of its own, once per server: it then runs while the first page run
     imports the panels and draws the sidebar, and that run's first look waits for it instead of
     starting it (docs/performance.md)."""
-    found = source([Path(p) for p in paths], "command-line traces")
+    found = source([Path(p) for p in paths], COMMAND_LINE_LABEL)
     with _SOURCES_LOCK:
         if found.prefetched:
             return

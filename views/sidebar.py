@@ -57,7 +57,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         picked = _pick_files(files, None, state.CLI_FILE) if files else files
         live.sidebar_controls()
         paths = [Path(p) for p in cli_directories] if picked == files else picked
-        following = live.source(paths, "command-line traces")
+        following = live.source(paths, live.COMMAND_LINE_LABEL)
     else:
         uploads = st.sidebar.file_uploader(
             "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS

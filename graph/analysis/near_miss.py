@@ -341,17 +341,17 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
     # calls by prompt length and a sample of their ids: an identical prompt is looked for only
     # among these (a harness that compacts into same-sized summaries makes every root the same length)
+    prints = {i: _fingerprint(c.prompt_ids) for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_prompt}
     by_print: dict[tuple[int, int], list[int]] = {}
-    for i, call in enumerate(calls):
-        if call.prompt_ids is not None and call.n_prompt:
-            by_print.setdefault(_fingerprint(call.prompt_ids), []).append(i)
+    for i, fingerprint in prints.items():
+        by_print.setdefault(fingerprint, []).append(i)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
     pending = []
     for node in explained:
         # an identical earlier prompt that no call continued (a discarded one is explained by the
         # discard rule, from its side)
-        earlier = [i for i in by_print[_fingerprint(prompt_of(calls[node]))] if i < node and discarded.get(i) != node]
+        earlier = [i for i in by_print[prints[node]] if i < node and discarded.get(i) != node]
         same = _identical(calls, node, earlier)
         if same is not None:
             kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)
