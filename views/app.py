@@ -9,6 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# Imported (to the end) before this run draws any chart: plotly looks pandas up in sys.modules when
+# it serialises a figure, and the first page runs of several visitors run at once, one of them
+# possibly halfway through importing pandas (plotly then fails on the half-made module).
+import pandas  # noqa: F401
 import plotly.graph_objects as go
 import streamlit as st
 
