@@ -24,9 +24,8 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, node_position, running_app  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, READY_JS, node_position, running_app  # noqa: E402
 
-READY_JS = DAG_JS + "() => !!dag() && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 ANSWERED_JS = (
     "() => !!document.querySelector('.rg-node-title') && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 )

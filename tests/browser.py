@@ -110,22 +110,22 @@ def browser_page(width: int = 1500, height: int = 1100):
             browser.close()
 
 
-def wait_ready(page, timeout: float = 60_000) -> None:
-    """Until the script has finished running, the DAG is drawn and every element is (no skeleton
-    left while an element's code loads: the chart's code is loaded first, so the DAG can be drawn
-    before the widgets above it)."""
-    page.wait_for_function(DAG_JS + "() => !!dag()", timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
-        timeout=timeout,
-    )
-
-
 # The DAG among the page's plotly charts: the one whose second trace holds the calls.
 DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls' && g.offsetParent !== null);
 """
+# The page is ready: the script has finished running, the DAG is drawn and every element is (no
+# skeleton left while an element's code loads: the chart's code is loaded first, so the DAG can be
+# drawn before the widgets above it, and shown elements can be hidden again while one loads).
+READY_JS = (
+    DAG_JS + "() => !!dag() && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+    " && !document.querySelector('[data-testid=\"stSkeleton\"]')"
+)
+
+
+def wait_ready(page, timeout: float = 60_000) -> None:
+    """Until the page is ready (``READY_JS``)."""
+    page.wait_for_function(READY_JS, timeout=timeout)
 
 
 def node_position(page, node_index: int, trace: int = 1) -> tuple[float, float]:
