@@ -3,6 +3,6 @@
 Wiring only; the pages live in views/screens/ and the panels in views/.
 """
 
-from views.app import main
+from rollout_graph.ui.app import main
 
 main()

@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import generate  # noqa: E402
 
-from graph.reports import audit  # noqa: E402
+from rollout_graph.reports import audit  # noqa: E402
 
 PER_FILE = 10
 

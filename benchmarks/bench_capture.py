@@ -32,8 +32,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from graph.core.rollout import analyse  # noqa: E402
-from graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.pipeline import analyse  # noqa: E402
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
 ``python benchmarks/bench_dag.py [--calls 1000 5000]`` builds a harness-shaped rollout (long agent
 chains with retries, compactions, subagents: tests/builders.py ``agent_records``), then times
-``views.dag.dag_figure`` and measures its JSON, with linear chains collapsed (the default) and
+``rollout_graph.ui.builders.dag.dag_figure`` and measures its JSON, with linear chains collapsed (the default) and
 with every call drawn (``collapse=False``). Prints one line per case.
 """
 
@@ -17,8 +17,8 @@ import plotly.io as pio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rollout_graph.ui.builders.dag import dag_figure  # noqa: E402
 from tests.builders import agent_records, rollout_of  # noqa: E402
-from views.dag import dag_figure  # noqa: E402
 
 
 def measure(rollout, repeat: int = 3, **options) -> tuple[float, int, int]:

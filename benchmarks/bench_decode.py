@@ -11,7 +11,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder  # noqa: E402
+from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder  # noqa: E402
 
 
 def main() -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.synthetic import write_trace  # noqa: E402
-from graph.analysis.decode import decoder_for  # noqa: E402
-from graph.analysis.search import MESSAGE, RESPONSE, Query, SearchIndex, search  # noqa: E402
-from graph.core.rollout import analyse  # noqa: E402
-from graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.analysis.decode import decoder_for  # noqa: E402
+from rollout_graph.analysis.search import MESSAGE, RESPONSE, Query, SearchIndex, search  # noqa: E402
+from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.pipeline import analyse  # noqa: E402
 
 
 def timed(fn) -> tuple[float, object]:

@@ -33,11 +33,11 @@ def peak_rss_bytes() -> int:
 def main() -> int:
     args = sys.argv[1:]
     if args and args[0] == "--naive":
-        import graph.core.linking
+        import rollout_graph.core.linking
 
-        graph.core.linking.token_parents = naive_token_parents
+        rollout_graph.core.linking.token_parents = naive_token_parents
         args = args[1:]
-    from graph.cli import main as cli
+    from rollout_graph.cli import main as cli
 
     code = cli(args)
     sys.stdout.flush()

@@ -1,5 +1,5 @@
 """``python -m graph``: run the rollout-graph command line."""
 
-from graph.cli import main
+from rollout_graph.cli import main
 
 raise SystemExit(main())

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from graph.core.records import LoadResult
-from graph.core.rollout import Rollout, analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.core.records import LoadResult
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 
 
 class Rollouts(dict[str, Rollout]):
     """Rollouts by session id, in load order, with the load report of the files they came from.
 
     Attributes:
-        report: the :class:`~graph.core.records.LoadResult`: files read, records, loaded and
+        report: the :class:`~rollout_graph.core.records.LoadResult`: files read, records, loaded and
             skipped (each skip names its file, line and reason); ``records == loaded + skipped``.
     """
 
@@ -32,16 +34,20 @@ class Rollouts(dict[str, Rollout]):
         )
 
 
-def load(*paths: str | Path, progress: Callable[[int, int, int], None] | None = None) -> Rollouts:
+def load(
+    *paths: str | Path, progress: Callable[[int, int, int], None] | None = None, limits: Limits | None = None
+) -> Rollouts:
     """Load trace files or folders and analyse every rollout in them.
 
     Args:
         *paths: trace files (``.jsonl``, ``.json``, ``.ndjson``, optionally ``.gz`` / ``.zst``)
             or folders, read recursively.
         progress: called as ``progress(files_done, files_total, records_so_far)`` while loading.
+        limits: the resource limits of the read (:class:`rollout_graph.Limits`; the defaults without,
+            docs/limits.md): a record over a limit is skipped and named in the report.
 
     Returns:
-        A mapping from session id to :class:`~graph.core.rollout.Rollout`, in load order, with
+        A mapping from session id to :class:`~rollout_graph.core.rollout.Rollout`, in load order, with
         the load report on ``.report``. Bad records never stop a load: they are skipped and
         named in the report.
 
@@ -51,5 +57,5 @@ def load(*paths: str | Path, progress: Callable[[int, int, int], None] | None = 
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
-    loaded = load_paths(paths, progress)
+    loaded = load_paths(paths, progress, limits)
     return Rollouts(loaded, {sid: analyse(session) for sid, session in loaded.sessions.items()})

@@ -1,23 +1,38 @@
-"""Files that ship inside the package: the bundled sample traces and the app's entry script.
+"""Files that ship inside the package, and the names the command line and the app share.
 
-Found with :mod:`importlib.resources`, so they resolve the same from a checkout, an editable
-install and a wheel, whatever the working folder.
+Found with :mod:`importlib.resources` and the package's entry points, so they resolve the same
+from a checkout, an editable install and a wheel, whatever the working folder. The library never
+names its UI package: ``rollout-graph view`` finds the app through the ``rollout_graph.apps``
+entry point the distribution declares (pyproject.toml).
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from importlib.resources import files
+from importlib.util import find_spec
 from pathlib import Path
+
+SIGNALS_ENV = "ROLLOUT_GRAPH_SIGNALS"  # the signals files `view --signals` passes to the app (os.pathsep-separated)
+APPS_GROUP = "rollout_graph.apps"
 
 
 def samples_dir() -> Path:
     """The bundled ``sample_traces`` folder (traces and the tokenizer they need)."""
-    return Path(str(files("sample_traces")))
+    return Path(str(files("rollout_graph.samples")))
 
 
-def app_script() -> Path:
-    """The Streamlit script that ``rollout-graph view`` runs."""
-    return Path(str(files("views") / "app.py"))
+def app_script(name: str = "explorer") -> Path:
+    """The Streamlit script that ``rollout-graph view`` runs (the ``rollout_graph.apps`` entry point).
+
+    Raises:
+        LookupError: the app is not installed (no such entry point, or its module is missing).
+    """
+    found = [ep for ep in entry_points(group=APPS_GROUP) if ep.name == name]
+    spec = find_spec(found[0].value) if found else None
+    if spec is None or spec.origin is None:
+        raise LookupError(f"the {name!r} app is not installed (entry point group {APPS_GROUP!r})")
+    return Path(spec.origin)
 
 
 SAMPLES = samples_dir()

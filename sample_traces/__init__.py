@@ -1,1 +1,1 @@
-"""Bundled sample traces and the tokenizer they need (package data; see graph.resources)."""
+"""Bundled sample traces and the tokenizer they need (package data; see rollout_graph.resources)."""

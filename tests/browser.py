@@ -131,7 +131,7 @@ def wait_ready(page, timeout: float = 60_000) -> None:
 def node_position(page, node_index: int, trace: int = 1) -> tuple[float, float]:
     """Page coordinates of a call's marker in the DAG, from plotly's own axes. The point whose
     ``customdata`` is the call's arrival index (with chains collapsed, point k is not call k);
-    with ``trace=views.dag.CHAINS``, the handle of the collapsed chain whose key is ``node_index``."""
+    with ``trace=rollout_graph.ui.builders.dag.CHAINS``, the handle of the collapsed chain whose key is ``node_index``."""
     return page.evaluate(
         DAG_JS
         + """([i, t]) => {

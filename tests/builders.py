@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 from hypothesis import strategies as st
 
-from graph.core.records import Call, SessionInput
-from graph.core.rollout import Rollout, analyse
-from graph.ingest.loading import load_sources
-from graph.ingest.reading import Source
+from rollout_graph.core.records import Call, SessionInput
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.loading import load_sources
+from rollout_graph.ingest.reading import Source
+from rollout_graph.pipeline import analyse
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from graph.capture.server import CaptureConfig, create_app
-from graph.capture.writer import RecordWriter
+from rollout_graph.capture.server import CaptureConfig, create_app
+from rollout_graph.capture.writer import RecordWriter
 from tests.fake_upstream import serve_in_thread
 
 

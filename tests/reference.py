@@ -4,7 +4,7 @@ graph/linking.py must agree with it exactly. The benchmarks reuse it as the naiv
 
 from __future__ import annotations
 
-from graph.core.messages import canonical, strip_leading_system
+from rollout_graph.core.messages import canonical, strip_leading_system
 
 
 def _end(prompt, sampled):

@@ -12,11 +12,11 @@ import networkx as nx
 import pytest
 from hypothesis import given, settings
 
-import graph
-from graph.core.records import SessionInput
-from graph.core.rollout import analyse
-from graph.reports.contract import session_json
-from graph.resources import SAMPLES
+import rollout_graph as rg
+from rollout_graph.core.records import SessionInput
+from rollout_graph.pipeline import analyse
+from rollout_graph.reports.contract import session_json
+from rollout_graph.resources import SAMPLES
 from tests.builders import calls_from_tokens, examples, harness_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def test_every_python_api_example_prints_what_the_doc_says(monkeypatch, tmp_path
     assert (tmp_path / "fix-config-bug.graphml").stat().st_size > 0
 
 
-def assert_agrees_with_contract(rollout: graph.Rollout) -> None:
+def assert_agrees_with_contract(rollout: rg.Rollout) -> None:
     contract = session_json(rollout, with_tokens=False)
     nodes = {n["node_id"]: n for n in contract["nodes"]}
     g = rollout.to_networkx()
@@ -92,7 +92,7 @@ def assert_agrees_with_contract(rollout: graph.Rollout) -> None:
 
 @pytest.mark.parametrize("path", ["vllm", "openenv", "eval"])
 def test_graph_and_frames_agree_with_the_contract_on_the_samples(path):
-    rollouts = graph.load(SAMPLES / path)
+    rollouts = rg.load(SAMPLES / path)
     assert rollouts and rollouts.report.records == rollouts.report.loaded + len(rollouts.report.skipped)
     for rollout in rollouts.values():
         assert_agrees_with_contract(rollout)
@@ -105,7 +105,7 @@ def test_graph_and_frames_agree_with_the_contract_on_generated_rollouts(spec):
 
 
 def test_near_miss_edges_carry_their_kind():
-    rollout = graph.load(SAMPLES / "vllm")["fix-config-bug"]
+    rollout = rg.load(SAMPLES / "vllm")["fix-config-bug"]
     g = rollout.to_networkx(near_misses=True)
     extra = [(u, v, d) for u, v, d in g.edges(data=True) if d["linked_by"] == "near_miss"]
     assert extra and all(d["kind"] for _, _, d in extra)
@@ -113,20 +113,20 @@ def test_near_miss_edges_carry_their_kind():
 
 
 def test_reprs_are_short_and_load_rejects_missing_paths(tmp_path):
-    rollouts = graph.load(SAMPLES / "vllm")
+    rollouts = rg.load(SAMPLES / "vllm")
     assert len(repr(rollouts)) < 200 and all(len(repr(r)) < 200 for r in rollouts.values())
     assert len(repr(rollouts["fix-config-bug"].calls[0])) < 2000
     with pytest.raises(FileNotFoundError):
-        graph.load(tmp_path / "missing.jsonl")
+        rg.load(tmp_path / "missing.jsonl")
 
 
 def test_export_graphml_round_trips_through_networkx(tmp_path):
-    from graph.cli import main
+    from rollout_graph.cli import main
 
     out = tmp_path / "rollouts.graphml"
     assert main(["export", str(SAMPLES / "vllm"), "--format", "graphml", "--out", str(out)]) == 0
     g = nx.read_graphml(out)
-    rollouts = graph.load(SAMPLES / "vllm")
+    rollouts = rg.load(SAMPLES / "vllm")
     assert g.number_of_nodes() == sum(len(r.calls) for r in rollouts.values())
     assert g.nodes["fix-config-bug/c04"]["session_id"] == "fix-config-bug"
     exact = sum(r.to_networkx().number_of_edges() for r in rollouts.values())

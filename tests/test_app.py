@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from graph.resources import SAMPLES
+from rollout_graph.resources import SAMPLES
 from tests.apptest import app, html_of, no_errors, pick_call
 from tests.builders import TOOLS, Turn, vllm_chat, write
 

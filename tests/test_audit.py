@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
-from graph.reports import audit
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
+from rollout_graph.reports import audit
 from tests.builders import TOOLS, Turn, jsonl, vllm_chat, write
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -112,7 +112,7 @@ def test_cli_without_inputs_exits_2(tmp_path):
 def test_filters_are_pure_and_combine(corpus):
     import pandas as pd
 
-    from views.corpus import filter_rows
+    from rollout_graph.ui.panels.corpus import filter_rows
 
     frame = pd.DataFrame(audit.run_local(audit.expand_inputs([str(corpus)]), workers=1), columns=list(audit.COLUMNS))
     everything = (0, 10**9)

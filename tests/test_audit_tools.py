@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from graph.analysis.breaks import REASONS, prefix_breaks
-from graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
-from graph.analysis.forks import fork_diffs
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SUBAGENT
-from graph.analysis.origin import HARNESS, context_origin
-from graph.analysis.retokenize import retokenize
-from graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.analysis.breaks import REASONS, prefix_breaks
+from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
+from rollout_graph.analysis.forks import fork_diffs
+from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SUBAGENT
+from rollout_graph.analysis.origin import HARNESS, context_origin
+from rollout_graph.analysis.retokenize import retokenize
+from rollout_graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 from tests.builders import TOOLS, Turn, rollout_of, rollout_of_tokens, vllm_chat
 
 TOKENIZER = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
@@ -144,8 +144,8 @@ def test_origin_view_in_the_app(monkeypatch):
 
 
 def test_fork_children_side_by_side_escaped():
-    from graph.analysis.decode import TraceTextDecoder
-    from views.near_miss_view import fork_html
+    from rollout_graph.analysis.decode import TraceTextDecoder
+    from rollout_graph.ui.panels.near_miss import fork_html
 
     r = retry_rollout()
     page = fork_html(r, 0, TraceTextDecoder({5: "<a>", 6: "six", 7: "seven"})).split("</style>", 1)[1]

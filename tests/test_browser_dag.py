@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from rollout_graph.ui.builders.dag import CALLS, CHAINS
 from tests.browser import (
     DAG_JS,
     browser_page,
@@ -18,7 +19,6 @@ from tests.browser import (
     wait_url,
 )
 from tests.builders import agent_records, rewriting_records, write
-from views.dag import CALLS, CHAINS
 
 
 @pytest.fixture(scope="module")

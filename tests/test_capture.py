@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import Added, add_capture_fields, strip_body, stripped_copy
-from graph.capture.writer import RecordWriter, new_capture_path
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
+from rollout_graph.capture.tokens import Added, add_capture_fields, strip_body, stripped_copy
+from rollout_graph.capture.writer import RecordWriter, new_capture_path
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 from tests.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
 from tests.fake_upstream import free_socket, render, running_upstream, tokenize
 
@@ -331,20 +331,20 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_sig
 
 
 def test_capture_cli_rejects_bad_options(capsys):
-    from graph.cli import main
+    from rollout_graph.cli import main
 
     assert main(["capture", "--upstream", "localhost:8000", "--out", "x"]) == 2
     assert "not an http(s) URL" in capsys.readouterr().err
 
 
 def test_capture_file_name_in_cli_help():
-    from graph.cli import parser
+    from rollout_graph.cli import parser
 
     assert "capture" in parser().format_help()
 
 
 def test_out_must_be_a_folder(tmp_path: Path, capsys):
-    from graph.cli import main
+    from rollout_graph.cli import main
 
     file = tmp_path / "f"
     file.write_text("")
@@ -353,7 +353,7 @@ def test_out_must_be_a_folder(tmp_path: Path, capsys):
 
 
 def test_a_port_in_use_is_one_line_and_no_file(tmp_path: Path, capsys):
-    from graph.cli import main
+    from rollout_graph.cli import main
 
     sock = free_socket()
     sock.listen()

@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 from tests.builders import rollout_of
 from tests.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.fake_upstream import END, TOOL_CALL, render, running_upstream
@@ -402,9 +402,9 @@ def test_loader_reads_dialect_bodies_without_token_ids():
 
 
 def test_message_fallback_and_chat_view_read_raw_blocks():
-    from graph.core.dialects import anthropic_messages
-    from graph.core.messages import canonical
-    from views.chat import message_html
+    from rollout_graph.core.dialects import anthropic_messages
+    from rollout_graph.core.messages import canonical
+    from rollout_graph.ui.builders.chat import message_html
 
     raw = {
         "role": "assistant",
@@ -518,7 +518,7 @@ def test_codex_freeform_tools_round_trip(upstream, tmp_path, stream):
 
 
 def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeypatch):
-    from graph.capture import server
+    from rollout_graph.capture import server
 
     def broken(response, request):
         raise KeyError("choices")
@@ -534,7 +534,7 @@ def test_a_translation_failure_is_a_502_and_recorded(upstream, tmp_path, monkeyp
 
 
 def test_anthropic_prefill_continues_the_final_message():
-    from graph.capture.anthropic import to_chat
+    from rollout_graph.capture.anthropic import to_chat
 
     chat = to_chat(
         {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]}

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 from tests.capture_helpers import read_records, running_proxy
 from tests.fake_upstream import running_upstream
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from graph.analysis.chains import collapse, linear_chains, pinned_calls, restore_parents, structural_pins
+from rollout_graph.analysis.chains import collapse, linear_chains, pinned_calls, restore_parents, structural_pins
 from tests.builders import rollout_of_tokens
 
 

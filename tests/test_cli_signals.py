@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
-from graph.signals.reading import read_signals
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
+from rollout_graph.signals.reading import read_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 VLLM = ROOT / "sample_traces" / "vllm"

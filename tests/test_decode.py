@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from graph.analysis import decode
-from graph.analysis.decode import (
+from rollout_graph.analysis import decode
+from rollout_graph.analysis.decode import (
     BESIDE_TRACE,
     BUNDLED,
     HF_CACHE,

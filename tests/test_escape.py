@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from graph.cli.common import terminal_safe
-from views.escape import html_text, md, plot
+from rollout_graph.cli.common import terminal_safe
+from rollout_graph.ui.builders.escape import html_text, md, plot
 
 HOSTILE = "![x](https://evil.test/p.png) [docs](https://evil.test) <img src=x> **b** :red[x] # h\nnext"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
-from graph.reports import export
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
+from rollout_graph.reports import export
 
 VLLM = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from graph.core.records import Call
-from graph.ingest import cache, id_arrays, parallel, typed
-from graph.ingest.loading import load_paths, load_sources
-from graph.ingest.reading import Source
-from graph.resources import SAMPLES
+from rollout_graph.core.records import Call
+from rollout_graph.ingest import cache, id_arrays, parallel, typed
+from rollout_graph.ingest.loading import load_paths, load_sources
+from rollout_graph.ingest.reading import Source
+from rollout_graph.resources import SAMPLES
 from tests.builders import Turn, assert_same_load, vllm_chat, write
 
 # ------------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def test_least_recently_used_entries_leave_a_full_cache(tmp_path, monkeypatch):
 
 
 def test_cli_reads_the_same_with_and_without_cache(tmp_path, capsys):
-    from graph.cli import main
+    from rollout_graph.cli import main
 
     trace = _messy_trace(tmp_path / "m.jsonl", 40)
     outputs = []
@@ -329,7 +329,7 @@ def test_cli_reads_the_same_with_and_without_cache(tmp_path, capsys):
 
 
 def test_stderr_progress_names_bytes_and_calls(capsys, monkeypatch):
-    from graph.cli.common import StderrProgress
+    from rollout_graph.cli.common import StderrProgress
 
     show = StderrProgress(every=0)
     show(parallel.LoadProgress(50_000_000, 100_000_000, 300, 300, 0, 1))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.analysis.filters import ROOT, CallFilter, facet_values, matching
-from graph.core.records import FATAL, INFO, WARN
-from graph.reports.triage import EXPLANATIONS, explanation, finding_groups
+from rollout_graph.analysis.filters import ROOT, CallFilter, facet_values, matching
+from rollout_graph.core.records import FATAL, INFO, WARN
+from rollout_graph.reports.triage import EXPLANATIONS, explanation, finding_groups
+from rollout_graph.ui.builders.dag import dag_figure
 from tests.builders import TOOLS, Turn, rollout_of, vllm_chat
-from views.dag import dag_figure
 
 TURNS = [
     Turn("c0", [1, 2, 3], [4, 5], logprobs=[-0.25, -1.5], tools=TOOLS),

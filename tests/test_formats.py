@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import zstandard
 
-from graph.ingest.loading import load_paths
-from graph.reports import export
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.reports import export
 from tests.builders import (
     ROLLOUT,
     SHAPES,
@@ -126,7 +126,7 @@ def test_rollout_document_rebuilds_the_same_graph(tmp_path):
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(doc, indent=2))
     loaded = load_paths([path])
-    from graph.core.rollout import analyse
+    from rollout_graph.pipeline import analyse
 
     rollout = analyse(loaded.sessions["s1"])
     assert graph_signature(rollout) == graph_signature(rollout_of([vllm_chat(t) for t in ROLLOUT]))

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from graph.resources import SAMPLES
+from rollout_graph.resources import SAMPLES
 
 ROOT = SAMPLES.parent
 GOLDEN = ROOT / "tests" / "golden" / "harness_samples.json"
@@ -34,7 +34,7 @@ def test_harness_samples_match_the_golden_file():
 
 @pytest.mark.skipif(not TRACES, reason="no bundled harness traces")
 def test_harness_samples_load_cleanly_and_carry_tokens():
-    from graph.ingest.loading import load_paths
+    from rollout_graph.ingest.loading import load_paths
 
     for path in TRACES:
         loaded = load_paths([path])

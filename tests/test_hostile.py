@@ -21,7 +21,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from graph.cli import main
+from rollout_graph.cli import main
 from tests.hostile import Case, cases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def _limited_run(args: list[str]) -> tuple[subprocess.CompletedProcess, int]:
     code = (
         "import resource, sys\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))\n"
-        "from graph.cli import main\n"
+        "from rollout_graph.cli import main\n"
         "rc = main(sys.argv[1:])\n"
         # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec (the forked test runner's size).
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
@@ -158,7 +158,7 @@ def test_unreadable_file_and_folder_are_reported(tmp_path, capsys):
 
 def test_a_file_truncated_while_read_does_not_kill_the_reader(tmp_path):
     """What log rotation does: the file shrinks under the reader (a memory map would SIGBUS)."""
-    from graph.ingest.reading import Source, read_values
+    from rollout_graph.ingest.reading import Source, read_values
     from tests.builders import jsonl
     from tests.hostile import good
 
@@ -229,7 +229,7 @@ def test_export_and_audit_are_atomic_on_a_read_only_folder(tmp_path, capsys):
 
 
 def test_a_failed_export_leaves_no_file_and_keeps_the_old_one(tmp_path, monkeypatch, capsys):
-    from graph.reports import export
+    from rollout_graph.reports import export
 
     cases_by_name = {c.name: c for c in CASES}
     trace = tmp_path / "t.jsonl"
@@ -264,8 +264,8 @@ def test_resource_module_is_available():
 
 
 def test_document_parent_cycles_self_parents_and_dangling_parents_become_findings():
-    from graph.core.records import SessionInput
-    from graph.core.rollout import analyse
+    from rollout_graph.core.records import SessionInput
+    from rollout_graph.pipeline import analyse
     from tests.builders import calls_from_tokens
 
     calls = calls_from_tokens([([1, 2], [3]), ([1, 2, 3, 4], [5]), ([9], [8]), ([7], [6]), ([5], [4])])

@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.reading import Source, read_values
 from tests.builders import examples
 
 plain_ids = st.lists(st.integers(0, 2**31 - 1), max_size=80)

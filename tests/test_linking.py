@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.core.linking import prefix_hashes, token_parents
+from rollout_graph.core.linking import prefix_hashes, token_parents
 from tests.builders import Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 
 
@@ -71,8 +71,8 @@ def test_retried_first_call_is_a_duplicate_prompt_root():
 
 def test_roots_without_token_ids_never_group():
     calls = calls_from_tokens([(None, []), (None, [])])
-    from graph.core.records import SessionInput
-    from graph.core.rollout import analyse
+    from rollout_graph.core.records import SessionInput
+    from rollout_graph.pipeline import analyse
 
     r = analyse(SessionInput("s", calls))
     assert r.topology.roots == [0, 1]
@@ -86,7 +86,7 @@ def test_calls_without_prompt_ids_are_never_token_parents():
 
 
 def test_hash_collisions_never_decide(monkeypatch):
-    import graph.core.linking as linking
+    import rollout_graph.core.linking as linking
 
     # Every prefix hash collides: the exact token check must still refuse the link.
     monkeypatch.setattr(linking, "prefix_hashes", lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64))

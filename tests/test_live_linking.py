@@ -1,13 +1,13 @@
 """Incremental linking (graph/live/linking.py) equals batch linking at every step, for every
-arrival order: against graph.core.linking.link and the naive tests/reference.py."""
+arrival order: against rollout_graph.core.linking.link and the naive tests/reference.py."""
 
 from __future__ import annotations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from graph.core.linking import MESSAGES, TOKENS, link
-from graph.live.linking import IncrementalLinker
+from rollout_graph.core.linking import MESSAGES, TOKENS, link
+from rollout_graph.live.linking import IncrementalLinker
 from tests.builders import calls_from_tokens, harness_traces, message_traces
 from tests.reference import reference_message_parents, reference_token_parents
 

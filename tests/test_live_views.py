@@ -3,11 +3,11 @@ live source that extends its workspace as the file grows."""
 
 from __future__ import annotations
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
+from rollout_graph.ui.builders.dag import dag_figure
+from rollout_graph.ui.state.live import LiveSource, mark_newest, status_html
 from tests.builders import Turn, jsonl, vllm_chat
-from views.dag import dag_figure
-from views.live import LiveSource, mark_newest, status_html
 
 
 def grow(path, *turns):

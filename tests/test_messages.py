@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph.core.linking import message_parents
-from graph.core.messages import canonical
+from rollout_graph.core.linking import message_parents
+from rollout_graph.core.messages import canonical
 from tests.builders import Turn, examples, message_only, rollout_of
 from tests.reference import reference_message_parents
 

@@ -8,11 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from graph.analysis.decode import TraceTextDecoder, trace_token_texts
-from graph.analysis.navigation import CHILD, NEXT, NEXT_SIBLING, PARENT, PREVIOUS, PREVIOUS_SIBLING, siblings, step
+from rollout_graph.analysis.decode import TraceTextDecoder, trace_token_texts
+from rollout_graph.analysis.navigation import (
+    CHILD,
+    NEXT,
+    NEXT_SIBLING,
+    PARENT,
+    PREVIOUS,
+    PREVIOUS_SIBLING,
+    siblings,
+    step,
+)
+from rollout_graph.ui.builders.tokens import node_strip, origin_strip
+from rollout_graph.ui.panels.inspector import facts_text, token_facts
 from tests.builders import rollout_of_tokens
-from views.inspector import facts_text, token_facts
-from views.tokens import node_strip, origin_strip
 
 # n0 -> {n1 (retry), n2 -> n3}; n4 a second root
 SPEC = [([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3], [5]), ([1, 2, 3, 5, 6], [7]), ([9], [8])]

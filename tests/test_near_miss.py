@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, SIDE_CALL, SUBAGENT
-from graph.core.records import SessionInput
-from graph.core.rollout import analyse
+from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, REWRITTEN, SIDE_CALL, SUBAGENT
+from rollout_graph.core.records import SessionInput
+from rollout_graph.pipeline import analyse
 from tests.builders import calls_from_tokens, write
 
 SYSTEM = list(range(100, 140))  # 40 tokens of system prompt
@@ -135,7 +135,7 @@ def test_near_misses_never_change_the_exact_graph():
 
 @pytest.fixture(scope="module")
 def samples():
-    from graph.ingest.loading import load_paths
+    from rollout_graph.ingest.loading import load_paths
 
     return analyse(
         load_paths([Path(__file__).resolve().parent.parent / "sample_traces" / "vllm"]).sessions["fix-config-bug"]
@@ -192,9 +192,9 @@ def per_turn_roots_rollout():
 
 
 def test_views_banner_break_and_dashed_edges():
-    from graph.analysis.decode import TraceTextDecoder
-    from views.dag import CALLS, dag_figure, line_segments
-    from views.near_miss_view import banner, break_html, summary
+    from rollout_graph.analysis.decode import TraceTextDecoder
+    from rollout_graph.ui.builders.dag import CALLS, dag_figure, line_segments
+    from rollout_graph.ui.panels.near_miss import banner, break_html, summary
 
     r = per_turn_roots_rollout()
     assert r.topology.roots == [0, 1, 2, 3]
@@ -237,7 +237,7 @@ def test_a_child_that_arrived_before_its_root_is_not_what_the_root_nearly_contin
     """Concurrent calls reach the trace out of order: the child (extending the root exactly) was
     written first. The root shares its whole prompt with that child's, yet it is the child's parent,
     not a continuation of it; the DAG, laying near misses out as continuations, must not loop."""
-    from views.dag import dag_figure
+    from rollout_graph.ui.builders.dag import dag_figure
 
     first = SYSTEM + USER + GEN
     second = SYSTEM + [11, 12] + GEN  # another conversation, the same system prompt
@@ -255,7 +255,7 @@ def test_a_child_that_arrived_before_its_root_is_not_what_the_root_nearly_contin
 
 
 def test_layout_parents_lose_only_the_edge_that_closes_a_cycle():
-    from views.dag import _acyclic
+    from rollout_graph.ui.builders.dag import _acyclic
 
     assert _acyclic({1: 2, 2: 3, 3: 1, 4: 1, 5: None}) == {1: 2, 2: 3, 3: None, 4: 1, 5: None}
     assert _acyclic({1: None, 2: 1, 3: 2}) == {1: None, 2: 1, 3: 2}

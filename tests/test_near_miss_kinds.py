@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from graph.analysis.breaks import REASONS, fix_for, prefix_breaks, token_boundaries
-from graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
-from graph.analysis.near_miss import (
+from rollout_graph.analysis.breaks import REASONS, fix_for, prefix_breaks, token_boundaries
+from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
+from rollout_graph.analysis.near_miss import (
     COMPACTION,
     NEW_CONVERSATION,
     RESUMED,
@@ -25,11 +25,11 @@ from graph.analysis.near_miss import (
     SIDE_CALL,
     SUBAGENT,
 )
-from graph.analysis.origin import HARNESS, text_origin
-from graph.core.records import SessionInput
-from graph.core.rollout import analyse
-from graph.reports import export
-from graph.reports.explain import explain_text, origin_lines
+from rollout_graph.analysis.origin import HARNESS, text_origin
+from rollout_graph.core.records import SessionInput
+from rollout_graph.pipeline import analyse
+from rollout_graph.reports import export
+from rollout_graph.reports.explain import explain_text, origin_lines
 from tests.builders import calls_from_tokens
 
 TOKENIZER = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
@@ -290,7 +290,7 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
     spec = [(SYSTEM + USER, GEN), (parent, [50, 51, 99]), (parent + [50, 51, 98], [END]), (replay, [70])]
     r = build(spec)
     assert r.topology.forks == [0]
-    from graph.analysis.decode import TraceTextDecoder
+    from rollout_graph.analysis.decode import TraceTextDecoder
 
     text = explain_text(r, TraceTextDecoder({}))
     assert "n1 vs n2" not in text
@@ -299,8 +299,8 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
 
 
 def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
-    from views.near_miss_view import boundaries_html, summary
-    from views.overview import headline_tiles
+    from rollout_graph.ui.panels.near_miss import boundaries_html, summary
+    from rollout_graph.ui.panels.overview import headline_tiles
 
     r = build(retokenized_spec(hf), decoder=decoder)
     miss = r.near_misses[1]

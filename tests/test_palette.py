@@ -13,9 +13,15 @@ import itertools
 import numpy as np
 import pytest
 
-from graph.core.roles import ROLES
-from views.dag import SYMBOL_CODES
-from views.palette import CONTEXT_BACKGROUND, ORIGIN_BACKGROUND, ROLE_COLORS, ROLE_PATTERNS, role_symbol
+from rollout_graph.core.roles import ROLES
+from rollout_graph.ui.builders.dag import SYMBOL_CODES
+from rollout_graph.ui.builders.palette import (
+    CONTEXT_BACKGROUND,
+    ORIGIN_BACKGROUND,
+    ROLE_COLORS,
+    ROLE_PATTERNS,
+    role_symbol,
+)
 
 MACHADO = {
     "normal": np.eye(3),

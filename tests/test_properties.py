@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from graph.core.linking import token_parents
-from graph.core.records import SessionInput
-from graph.core.rollout import analyse
+from rollout_graph.core.linking import token_parents
+from rollout_graph.core.records import SessionInput
+from rollout_graph.pipeline import analyse
 from tests.builders import calls_from_tokens, examples, harness_traces
 from tests.reference import reference_token_parents
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from graph.ingest.loading import load_sources
-from graph.ingest.raw import read_record
-from graph.ingest.reading import Source
+from rollout_graph.ingest.loading import load_sources
+from rollout_graph.ingest.raw import read_record
+from rollout_graph.ingest.reading import Source
 from tests.builders import Turn, vllm_chat
 
 LINES = [

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph.analysis.decode import BUNDLED, decoder_for
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
+from rollout_graph.analysis.decode import BUNDLED, decoder_for
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.pipeline import analyse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from graph.analysis.decode import TraceTextDecoder, trace_token_texts
-from graph.analysis.search import (
+from rollout_graph.analysis.decode import TraceTextDecoder, trace_token_texts
+from rollout_graph.analysis.search import (
     CONTEXT,
     MESSAGE,
     RESPONSE,

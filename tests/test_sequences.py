@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.core.records import SessionInput
-from graph.core.rollout import analyse
+from rollout_graph.core.records import SessionInput
+from rollout_graph.pipeline import analyse
 from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
 
 

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from graph.analysis.entropy import entropy_lower_bound
-from graph.analysis.groups import common_prefix, group_key, rollout_groups
-from graph.core.records import TopK
-from graph.reports.compare import compare
-from graph.reports.contract import session_json
-from graph.reports.export import training_rows
-from graph.signals.join import attach, attach_all, join_rollout, mismatch_metrics
-from graph.signals.reading import SignalsError, SignalsFile, parse_row, read_signals_bytes
+from rollout_graph.analysis.entropy import entropy_lower_bound
+from rollout_graph.analysis.groups import common_prefix, group_key, rollout_groups
+from rollout_graph.core.records import TopK
+from rollout_graph.reports.compare import compare
+from rollout_graph.reports.contract import session_json
+from rollout_graph.reports.export import training_rows
+from rollout_graph.signals.join import attach, attach_all, join_rollout, mismatch_metrics
+from rollout_graph.signals.reading import SignalsError, SignalsFile, parse_row, read_signals_bytes
 from tests.builders import Turn, rollout_of, vllm_chat
 
 # c0: prompt [1 2 3] samples [4 5]; c1 continues it (prompt [1..6]) and samples [7].

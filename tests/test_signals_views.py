@@ -8,16 +8,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from graph.analysis.decode import TraceTextDecoder
-from graph.reports.compare import compare
-from graph.signals.join import attach, join_rollout
-from graph.signals.reading import parse_row
+from rollout_graph.analysis.decode import TraceTextDecoder
+from rollout_graph.reports.compare import compare
+from rollout_graph.signals.join import attach, join_rollout
+from rollout_graph.signals.reading import parse_row
+from rollout_graph.ui.builders import overlays
+from rollout_graph.ui.builders.tokens import node_strip, page_html, sequence_strip
+from rollout_graph.ui.panels.compare import findings_html, signals_html, stats_html
+from rollout_graph.ui.panels.corpus_signals import filter_signals, sort_rows
+from rollout_graph.ui.panels.signals import outliers, points, scatter_figure
 from tests.builders import Turn, rollout_of, vllm_chat
-from views import overlays
-from views.compare_view import findings_html, signals_html, stats_html
-from views.corpus_signals import filter_signals, sort_rows
-from views.signals_view import outliers, points, scatter_figure
-from views.tokens import node_strip, page_html, sequence_strip
 
 CHAIN = [Turn("c0", [1, 2, 3], [4, 5], [-0.5, -1.0]), Turn("c1", [1, 2, 3, 4, 5, 6], [7], [-0.2])]
 TRAINER = [None, 0.0, 0.0, -0.4, -1.5, 0.0, -0.2]  # d = +0.1, -0.5, 0.0 at the trained positions

@@ -49,9 +49,9 @@ def test_space_entry_command_serves_the_samples_and_takes_uploads(tmp_path):
 
 
 def test_first_run_guide_reaches_each_interesting_call():
-    from graph.core.rollout import analyse
-    from graph.ingest.loading import load_paths
-    from views.tour import interesting_calls
+    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.pipeline import analyse
+    from rollout_graph.ui.panels.tour import interesting_calls
 
     rollout = analyse(load_paths([ROOT / "sample_traces" / "vllm"]).sessions["fix-config-bug"])
     found = {e.label: rollout.calls[e.node].node_id for e in interesting_calls(rollout)}

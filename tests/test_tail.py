@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from graph.core.rollout import analyse
-from graph.ingest.loading import load_paths
-from graph.live.events import EventLog, event_text
-from graph.live.reading import FileFollower
-from graph.live.trace import LiveTrace
+from rollout_graph.ingest.loading import load_paths
+from rollout_graph.live.events import EventLog, event_text
+from rollout_graph.live.reading import FileFollower
+from rollout_graph.live.trace import LiveTrace
+from rollout_graph.pipeline import analyse
 from tests.builders import Turn, assert_same_load, jsonl, vllm_chat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +174,7 @@ def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their
     """The first look reads the leading plain files like ``inspect`` (every core, the persistent
     cache); a compressed file and what follows it are read line by line on top. The state equals a
     batch load at every step, and lines appended later are numbered from where the files ended."""
-    import graph.live.trace as live_trace
+    import rollout_graph.live.trace as live_trace
 
     monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
     batch_read = []
@@ -216,7 +216,7 @@ def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their
 
 
 def test_calls_read_by_the_batch_loader_are_linked_incrementally_only_once_a_call_is_appended(tmp_path, monkeypatch):
-    import graph.live.trace as live_trace
+    import rollout_graph.live.trace as live_trace
 
     monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
     path = tmp_path / "t.jsonl"
@@ -238,7 +238,7 @@ def test_calls_read_by_the_batch_loader_are_linked_incrementally_only_once_a_cal
 
 
 def test_a_file_whose_last_line_is_unfinished_is_followed_line_by_line(tmp_path, monkeypatch):
-    import graph.live.trace as live_trace
+    import rollout_graph.live.trace as live_trace
 
     monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)
     path = tmp_path / "t.jsonl"

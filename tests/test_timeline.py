@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graph.analysis.timing import call_span, seconds, timeline
+from rollout_graph.analysis.timing import call_span, seconds, timeline
+from rollout_graph.ui.builders.palette import ROLE_PATTERNS
+from rollout_graph.ui.builders.timeline import SELECTED_LINE, TTFT_NAME, clicked_call, timeline_figure
 from tests.builders import TOOLS, Turn, rollout_of, vllm_chat
-from views.palette import ROLE_PATTERNS
-from views.timeline import SELECTED_LINE, TTFT_NAME, clicked_call, timeline_figure
 
 T0 = 1_764_500_000.0
 

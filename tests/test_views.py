@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from graph.analysis.decode import TraceTextDecoder
+from rollout_graph.analysis.decode import TraceTextDecoder
+from rollout_graph.ui.builders.chat import chat_html, pretty_arguments
+from rollout_graph.ui.builders.dag import dag_figure, legend_html, line_segments
+from rollout_graph.ui.builders.layout import layout
+from rollout_graph.ui.builders.palette import KIND_LABELS, ROLE_LABELS
+from rollout_graph.ui.builders.tokens import PAGE_SIZE, node_strip, page_bounds, page_html, sequence_strip
 from tests.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat
-from views.chat import chat_html, pretty_arguments
-from views.dag import dag_figure, legend_html, line_segments
-from views.layout import layout
-from views.palette import KIND_LABELS, ROLE_LABELS
-from views.tokens import PAGE_SIZE, node_strip, page_bounds, page_html, sequence_strip
 
 
 def test_a_chain_is_a_straight_line():
@@ -79,8 +79,8 @@ def test_dag_figure_changes_only_with_an_outside_highlight():
 
 
 def _label_boxes(figure):
-    """Approximate px boxes of the visible labels in the default view (same geometry as views/dag.py)."""
-    from views.dag import CHAR_PX, LABELS, PLOT_WIDTH
+    """Approximate px boxes of the visible labels in the default view (same geometry as views/builders/dag.py)."""
+    from rollout_graph.ui.builders.dag import CHAR_PX, LABELS, PLOT_WIDTH
 
     xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (figure.layout.height - 120) / (yr[1] - yr[0])
@@ -100,9 +100,9 @@ def _label_boxes(figure):
 
 @pytest.fixture(scope="module")
 def samples():
-    from graph.core.rollout import analyse
-    from graph.ingest.loading import load_paths
-    from graph.resources import SAMPLES
+    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.pipeline import analyse
+    from rollout_graph.resources import SAMPLES
 
     return {sid: analyse(session) for sid, session in load_paths([SAMPLES]).sessions.items()}
 
@@ -120,7 +120,7 @@ def test_labels_never_overlap_on_the_samples(samples):
 
 
 def test_collapsed_chains_are_drawn_as_clickable_segments():
-    from views.dag import CALLS, CHAINS, LABELS
+    from rollout_graph.ui.builders.dag import CALLS, CHAINS, LABELS
 
     spec = [(list(range(k)), [k]) for k in range(1, 11)]  # one conversation of 10 calls
     r = rollout_of_tokens(spec)
@@ -185,7 +185,7 @@ def test_whitespace_is_visible_and_special_tokens_marked():
 def test_pages_keep_multibyte_characters_whole_at_the_edge():
     from tokenizers import Tokenizer
 
-    from graph.analysis.decode import SAMPLES, TokenizerDecoder
+    from rollout_graph.analysis.decode import SAMPLES, TokenizerDecoder
 
     path = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
     ids = Tokenizer.from_file(str(path)).encode("ab 🚀🚀🚀").ids
@@ -227,8 +227,8 @@ def test_empty_spans_render(n):
     r = rollout_of_tokens([([1] * n, [])]) if n else None
     if r is None:
         calls = calls_from_tokens([(None, [])])
-        from graph.core.records import SessionInput
-        from graph.core.rollout import analyse
+        from rollout_graph.core.records import SessionInput
+        from rollout_graph.pipeline import analyse
 
         r = analyse(SessionInput("s", calls))
     strip = node_strip(r, 0)

@@ -1,5 +1,5 @@
 """The server's shared trace cache: bounded in bytes, one build per key, uploads freed with their
-session, builds off the caller's thread (views/workspace_cache.py)."""
+session, builds off the caller's thread (views/state/workspace_cache.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from graph.ingest.loading import load_sources
-from graph.ingest.reading import Source
+from rollout_graph.ingest.loading import load_sources
+from rollout_graph.ingest.reading import Source
+from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
 from tests.builders import Turn, jsonl, vllm_chat
-from views.workspace_cache import WorkspaceCache, estimate_bytes
 
 
 def test_two_visitors_asking_at_once_share_one_build():

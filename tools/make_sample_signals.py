@@ -46,9 +46,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from make_sample_traces import gguf_path, parse_tool_call, run_tool  # noqa: E402
 
-from graph.core.rollout import Rollout, analyse  # noqa: E402
-from graph.ingest.loading import load_paths  # noqa: E402
-from graph.reports.export import training_rows  # noqa: E402
+from rollout_graph.core.rollout import Rollout  # noqa: E402
+from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.pipeline import analyse  # noqa: E402
+from rollout_graph.reports.export import training_rows  # noqa: E402
 
 OUT = ROOT / "sample_traces" / "signals" / "samples.signals.jsonl"
 TRAINER = "llama-cpp batched recompute (SmolLM2-135M-Instruct Q4_1)"

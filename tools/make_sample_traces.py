@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from extract_tokenizer import write as write_tokenizer  # noqa: E402
 
-from graph.core.rollout import analyse  # noqa: E402
-from graph.reports.export import rollout_document  # noqa: E402
+from rollout_graph.pipeline import analyse  # noqa: E402
+from rollout_graph.reports.export import rollout_document  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OUT = ROOT / "sample_traces"
@@ -369,8 +369,8 @@ def parents(records: list[dict], session: str) -> list[str | None]:
 
 
 def load_records(records: list[dict]):
-    from graph.ingest.loading import load_sources
-    from graph.ingest.reading import Source
+    from rollout_graph.ingest.loading import load_sources
+    from rollout_graph.ingest.reading import Source
 
     return load_sources([Source.from_bytes("mem.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())])
 

@@ -237,9 +237,9 @@ def write_trace(name: str, records: list[str]) -> Path:
 
 def golden() -> dict:
     """Per bundled harness trace: calls, structure, near-miss kinds and finding codes."""
-    from graph.analysis.decode import decoder_for
-    from graph.core.rollout import analyse
-    from graph.ingest.loading import load_paths
+    from rollout_graph.analysis.decode import decoder_for
+    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.pipeline import analyse
 
     out = {}
     for path in sorted(OUT.glob("*.jsonl.gz")):

@@ -16,7 +16,8 @@ import pandas  # noqa: F401
 import plotly.graph_objects as go
 import streamlit as st
 
-from views import live, state
+from rollout_graph.ui import state
+from rollout_graph.ui.state import live
 
 SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit would treat that as old-style pages
 

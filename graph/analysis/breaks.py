@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.analysis.decode import Decoder
-from graph.analysis.near_miss import (
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
     NEW_CONVERSATION,
@@ -24,7 +24,7 @@ from graph.analysis.near_miss import (
     end_ids,
     prompt_of,
 )
-from graph.core.rollout import Rollout
+from rollout_graph.core.rollout import Rollout
 
 REASONS = {
     RETRY: "discarded by the harness: the identical prompt re-sent (a real retry)",

@@ -18,10 +18,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from graph.analysis.near_miss import COMPACTION, REWRITTEN
+from rollout_graph.analysis.near_miss import COMPACTION, REWRITTEN
 
 if TYPE_CHECKING:
-    from graph.core.rollout import Rollout
+    from rollout_graph.core.rollout import Rollout
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.core.records import Call
-from graph.resources import SAMPLES
+from rollout_graph.core.records import Call
+from rollout_graph.resources import SAMPLES
 
 TOKENIZER_FILE = "tokenizer.json"
 

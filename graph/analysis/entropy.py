@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.core.records import TopK
+from rollout_graph.core.records import TopK
 
 
 def entropy_lower_bound(top_k: TopK | None, n_sampled: int) -> np.ndarray:

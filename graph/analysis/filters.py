@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph.core.rollout import Rollout
+from rollout_graph.core.rollout import Rollout
 
 ROOT = "root (not linked)"
 NONE = "none"  # a finish reason or model that was not recorded

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph.core.rollout import Rollout
+from rollout_graph.core.rollout import Rollout
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from graph.core.messages import canonical
-from graph.core.roles import AGENT, main_sequence
-from graph.core.rollout import Rollout
+from rollout_graph.core.messages import canonical
+from rollout_graph.core.roles import AGENT, main_sequence
+from rollout_graph.core.rollout import Rollout
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:

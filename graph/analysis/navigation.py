@@ -6,7 +6,7 @@ other. A move that has nowhere to go returns None (the selection stays).
 
 from __future__ import annotations
 
-from graph.core.topology import Topology
+from rollout_graph.core.topology import Topology
 
 NEXT, PREVIOUS, PARENT, CHILD, NEXT_SIBLING, PREVIOUS_SIBLING = (
     "next",

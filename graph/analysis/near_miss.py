@@ -40,42 +40,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph.analysis.decode import Decoder, TokenizerDecoder
-from graph.core.records import EMPTY_IDS, WARN, Call, Finding
+from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.core.records import EMPTY_IDS, WARN, Call, Finding, NearMiss
+from rollout_graph.core.types import (
+    BROKEN_REPLAYS,
+    COMPACTION,
+    NEAR_MISS_KINDS,
+    NEW_CONVERSATION,
+    NEW_CONVERSATIONS,
+    RESUMED,
+    RETOKENIZED,
+    RETRY,
+    REWRITTEN,
+    SIDE_CALL,
+    SUBAGENT,
+)
 
-RETRY = "retry"
-RETOKENIZED = "retokenized"
-REWRITTEN = "rewritten_continuation"
-RESUMED = "resumed"
-COMPACTION = "compaction"
-SUBAGENT = "subagent"
-SIDE_CALL = "side_call"
-NEW_CONVERSATION = "new_conversation"
-KINDS = (RETRY, RETOKENIZED, REWRITTEN, COMPACTION, RESUMED, NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
-# A replay of the model's own turn that broke the token prefix: the harness should have continued it.
-BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)
-# A conversation of its own: nothing was meant to continue.
-NEW_CONVERSATIONS = (NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
+__all__ = [
+    "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "RESUMED", "RETOKENIZED",
+    "RETRY", "REWRITTEN", "SIDE_CALL", "SUBAGENT", "NearMiss", "near_misses", "rewrite_finding",
+]  # fmt: skip
+
+KINDS = NEAR_MISS_KINDS
 
 NEAR_IDENTICAL = 0.98
 SHARED_SYSTEM_TOKENS = 32
 HISTORY_KEPT = 0.5
 RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
-
-
-@dataclass(frozen=True, slots=True)
-class NearMiss:
-    """One explained break: ``later``'s prompt against ``earlier``'s end ids."""
-
-    node: int  # the call this explains (a root after the first, or a discarded call)
-    other: int  # the call it is compared with: the candidate it nearly continued, or a sibling
-    earlier: int  # whose end ids are compared ...
-    later: int  # ... with whose prompt ids
-    common_prefix: int
-    kept: float  # share of the earlier call's sampled tokens kept before the break
-    where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
-    kind: str
-    text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
 
 
 def _prompt(call: Call) -> np.ndarray:

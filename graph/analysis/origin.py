@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.analysis.decode import Decoder
-from graph.analysis.near_miss import prompt_of
-from graph.core.rollout import Rollout
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.near_miss import prompt_of
+from rollout_graph.core.rollout import Rollout
 
 HARNESS = -1
 

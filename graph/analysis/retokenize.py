@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from graph.analysis.decode import TokenizerDecoder
-from graph.core.rollout import Rollout
+from rollout_graph.analysis.decode import TokenizerDecoder
+from rollout_graph.core.rollout import Rollout
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from graph.analysis.decode import Decoder
-from graph.core.rollout import Rollout
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.core.rollout import Rollout
 
 MESSAGE = "message"
 RESPONSE = "response"

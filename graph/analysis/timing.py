@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.rollout import Rollout
+from rollout_graph.core.rollout import Rollout
 
 START_KEYS = ("started_at", "start_time", "timestamp")
 END_KEYS = ("ended_at", "end_time")

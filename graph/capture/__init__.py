@@ -6,9 +6,9 @@ Responses (codex); every call goes upstream as chat completions (or completions)
 and logprobs switched on, comes back to the harness in its own dialect without the fields it did
 not ask for, and becomes one JSONL record (docs/formats.md, "Capture records").
 
-Modules: :mod:`~graph.capture.sessions` (which rollout a call belongs to),
-:mod:`~graph.capture.tokens` (what token capture adds and strips),
-:mod:`~graph.capture.anthropic` and :mod:`~graph.capture.responses` (dialect translation),
-:mod:`~graph.capture.writer` (the single JSONL writer) and :mod:`~graph.capture.server`
+Modules: :mod:`~rollout_graph.capture.sessions` (which rollout a call belongs to),
+:mod:`~rollout_graph.capture.tokens` (what token capture adds and strips),
+:mod:`~rollout_graph.capture.anthropic` and :mod:`~rollout_graph.capture.responses` (dialect translation),
+:mod:`~rollout_graph.capture.writer` (the single JSONL writer) and :mod:`~rollout_graph.capture.server`
 (the Starlette app and the uvicorn runner).
 """

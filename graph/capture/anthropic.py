@@ -2,7 +2,7 @@
 
 Requests: ``system`` (string or text blocks) and ``system``-role entries become system messages,
 ``tool_use`` / ``tool_result`` blocks become ``tool_calls`` / ``tool`` messages
-(:func:`graph.core.dialects.anthropic_messages`), ``stop_sequences`` becomes ``stop``, tool
+(:func:`rollout_graph.core.dialects.anthropic_messages`), ``stop_sequences`` becomes ``stop``, tool
 definitions and ``tool_choice`` are mapped. Responses: a chat completion becomes a ``message``
 with ``text`` / ``tool_use`` / ``thinking`` blocks; a chat stream becomes the Messages SSE event
 sequence (``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``, ``message_delta``,
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from graph.core.dialects import anthropic_messages, anthropic_tools, obj
+from rollout_graph.core.dialects import anthropic_messages, anthropic_tools, obj
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 _PASSED = ("model", "max_tokens", "temperature", "top_p", "top_k", "stream")

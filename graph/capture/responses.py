@@ -2,7 +2,7 @@
 
 Requests: ``instructions`` and ``developer`` / ``system`` messages become system messages,
 ``input`` items become chat messages (``function_call`` -> the assistant's ``tool_calls``,
-``function_call_output`` -> ``tool`` messages; :func:`graph.core.dialects.responses_messages`),
+``function_call_output`` -> ``tool`` messages; :func:`rollout_graph.core.dialects.responses_messages`),
 ``max_output_tokens`` becomes ``max_tokens``, function tools are flattened back into chat tools.
 Responses: a chat completion becomes a ``response`` object with ``message`` / ``function_call`` /
 ``reasoning`` output items; a chat stream becomes the Responses event sequence
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from graph.core.dialects import custom_tool_names, obj, responses_messages, responses_tools
+from rollout_graph.core.dialects import custom_tool_names, obj, responses_messages, responses_tools
 
 _PASSED = ("model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "user")
 

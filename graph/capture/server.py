@@ -32,9 +32,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from graph.capture import anthropic, responses
-from graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
-from graph.capture.tokens import (
+from rollout_graph.capture import anthropic, responses
+from rollout_graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
+from rollout_graph.capture.tokens import (
     CHAT_PATH,
     COMPLETIONS_PATH,
     Added,
@@ -42,7 +42,7 @@ from graph.capture.tokens import (
     cap_max_tokens,
     stripped_copy,
 )
-from graph.capture.writer import RecordWriter
+from rollout_graph.capture.writer import RecordWriter
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"

@@ -2,7 +2,7 @@
 
 Each verb lives in its own module with two functions: ``add_parser(subparsers)`` declares its
 arguments and ``run(args) -> int`` carries it out. Only this package prints progress or exits;
-the library raises. Inputs are loaded and validated by :mod:`graph.cli.common` for every verb, so
+the library raises. Inputs are loaded and validated by :mod:`rollout_graph.cli.common` for every verb, so
 a missing path or an unknown session gives the same message and exit code 2 everywhere.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from graph import __version__
+from rollout_graph import __version__
 
 # Verbs in the order `--help` lists them; each names a module of this package.
 VERBS = ("inspect", "explain", "search", "export", "audit", "compare", "tail", "view", "capture")
@@ -25,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"rollout-graph {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     for verb in VERBS:
-        importlib.import_module(f"graph.cli.{verb}").add_parser(sub)
+        importlib.import_module(f"rollout_graph.cli.{verb}").add_parser(sub)
     return top
 
 

@@ -7,8 +7,16 @@ import os
 import sys
 from pathlib import Path
 
-from graph.cli.common import OUTPUT_FAILED, UsageError, add_limit_options, add_signals, fail, guarded, limits_from_args
-from graph.reports.output import OutputError
+from rollout_graph.cli.common import (
+    OUTPUT_FAILED,
+    UsageError,
+    add_limit_options,
+    add_signals,
+    fail,
+    guarded,
+    limits_from_args,
+)
+from rollout_graph.reports.output import OutputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +48,7 @@ def stderr_progress(done: int, total: int, rows: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit every input file and write the rows."""
-    from graph.reports import audit
+    from rollout_graph.reports import audit
 
     files = audit.expand_inputs(args.inputs)
     if not files:
@@ -48,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from_args(args)
     signals = tuple(args.signals or ())
     if signals:
-        from graph.signals.reading import SignalsError
+        from rollout_graph.signals.reading import SignalsError
 
         try:
             audit.load_signals(signals)

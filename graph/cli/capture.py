@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from graph.cli.common import UsageError, guarded
+from rollout_graph.cli.common import UsageError, guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C / SIGTERM, then report what was written."""
-    from graph.capture.server import CaptureConfig, serve
+    from rollout_graph.capture.server import CaptureConfig, serve
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from graph.analysis.decode import Decoder, decoder_for
-from graph.core.records import LoadResult
-from graph.core.rollout import Rollout, analyse
-from graph.ingest import cache
-from graph.ingest.limits import Limits, parse_size
-from graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
-from graph.ingest.parallel import PARALLEL_MIN_BYTES, LoadProgress
+from rollout_graph.analysis.decode import Decoder, decoder_for
+from rollout_graph.core.records import LoadResult
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest import cache
+from rollout_graph.ingest.limits import Limits, parse_size
+from rollout_graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
+from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES, LoadProgress
+from rollout_graph.pipeline import analyse
 
 USAGE = 2  # a path cannot be read, an unknown session or role, a bad option
 OUTPUT_FAILED = 3  # the output file cannot be written (disk full, read-only folder)
@@ -125,7 +126,7 @@ def load_inputs(
         rollouts.append(analyse(s, decoder=by_model[model]))
     if not signals:
         return Inputs(loaded, rollouts, decoders)
-    from graph.signals.join import DEFAULT_THRESHOLD, attach_all
+    from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
 
     joined, report = attach_all(
         rollouts, read_signals_files(signals), DEFAULT_THRESHOLD if threshold is None else threshold
@@ -161,12 +162,12 @@ class _CacheDir(argparse.Action):
 
 
 def read_signals_files(paths: list[str] | list[Path]):
-    """Every row of the given signals files, as one :class:`graph.signals.reading.SignalsFile`.
+    """Every row of the given signals files, as one :class:`rollout_graph.signals.reading.SignalsFile`.
 
     Raises:
         UsageError: a file is missing or holds no readable row.
     """
-    from graph.signals.reading import SignalsError, SignalsFile, read_signals
+    from rollout_graph.signals.reading import SignalsError, SignalsFile, read_signals
 
     out = SignalsFile()
     for path in paths:

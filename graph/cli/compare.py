@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from graph.cli.common import UsageError, add_signals, guarded, load_inputs
+from rollout_graph.cli.common import UsageError, add_signals, guarded, load_inputs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def _pick(path: str, session: str | None, signals: list[str], threshold: float):
 
 def run(args: argparse.Namespace) -> int:
     """Print the comparison of A and B."""
-    from graph.reports.compare import compare, compare_lines
+    from rollout_graph.reports.compare import compare, compare_lines
 
     shared = args.signals or []
     a = _pick(args.a, args.session_a, shared + (args.signals_a or []), args.mismatch_threshold)

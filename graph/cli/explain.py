@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from graph.cli.common import (
+from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_tokenizer_options,
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the audit explanations for each selected rollout."""
-    from graph.reports.explain import explain_text, origin_lines
+    from rollout_graph.reports.explain import explain_text, origin_lines
 
     inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
     if args.origin is not None and not any(args.origin in r.node_ids for r in inputs.rollouts):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from graph.cli.common import (
+from rollout_graph.cli.common import (
     OUTPUT_FAILED,
     UsageError,
     add_paths,
@@ -16,7 +16,7 @@ from graph.cli.common import (
     limits_from_args,
     load_inputs,
 )
-from graph.reports import export
+from rollout_graph.reports import export
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         args.paths, args.session, limits_from_args(args), signals=args.signals, threshold=args.mismatch_threshold
     )
     if args.format == "graphml":
-        from graph.reports.graphml import write_graphml
+        from rollout_graph.reports.graphml import write_graphml
 
         try:
             nodes = write_graphml(inputs.rollouts, args.out)

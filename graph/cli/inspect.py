@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from graph.cli.common import (
+from rollout_graph.cli.common import (
     Inputs,
     add_paths,
     add_signals,
@@ -17,9 +17,9 @@ from graph.cli.common import (
     load_inputs,
     write_text,
 )
-from graph.reports.contract import inspect_json
-from graph.reports.summary import summary_text
-from graph.reports.transcript import default_sequence, sequence_through, transcript
+from rollout_graph.reports.contract import inspect_json
+from rollout_graph.reports.summary import summary_text
+from rollout_graph.reports.transcript import default_sequence, sequence_through, transcript
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import orjson
 
-from graph.analysis.decode import decoder_for
-from graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search
-from graph.cli.common import UsageError, add_paths, add_tokenizer_options, guarded, limits_from_args, load_inputs
+from rollout_graph.analysis.decode import decoder_for
+from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search
+from rollout_graph.cli.common import (
+    UsageError,
+    add_paths,
+    add_tokenizer_options,
+    guarded,
+    limits_from_args,
+    load_inputs,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

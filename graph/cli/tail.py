@@ -8,9 +8,9 @@ import time
 
 import orjson
 
-from graph.cli.common import add_paths, check_paths, guarded
-from graph.live.events import EventLog, event_text
-from graph.live.trace import LiveTrace
+from rollout_graph.cli.common import add_paths, check_paths, guarded
+from rollout_graph.live.events import EventLog, event_text
+from rollout_graph.live.trace import LiveTrace
 
 POLL_SECONDS = 0.5
 

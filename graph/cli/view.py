@@ -7,11 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from graph.cli.common import check_paths, guarded
-from graph.ingest.limits import PUBLIC_ENV
-from graph.resources import app_script
-
-SIGNALS_ENV = "ROLLOUT_GRAPH_SIGNALS"  # the signals files `view --signals` passes to the app
+from rollout_graph.cli.common import check_paths, guarded
+from rollout_graph.ingest.limits import PUBLIC_ENV
+from rollout_graph.resources import SIGNALS_ENV, app_script
 
 # The app's settings, passed as flags so they hold from any working folder (an installed wheel has
 # no .streamlit/config.toml beside it). Traces are untrusted: never show a traceback in the page.
@@ -86,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     check_paths(args.paths)
     if args.signals:
         check_paths(args.signals)
-        # read by views/signals_source.py; an environment variable, so trace paths stay positional
+        # read by views/state/signals.py; an environment variable, so trace paths stay positional
         os.environ[SIGNALS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in args.signals)
     command = streamlit_command(args)
     if args.public:  # the app reads traces under the public limits (docs/limits.md)

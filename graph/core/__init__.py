@@ -1,2 +1,2 @@
 """The core model: records, exact-prefix linking, topology, sequences, roles and findings, and the
-analysed :class:`~graph.core.rollout.Rollout` (rules in docs/semantics.md)."""
+analysed :class:`~rollout_graph.core.rollout.Rollout` (rules in docs/semantics.md)."""

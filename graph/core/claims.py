@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.core.records import WARN, Call, Finding
-from graph.core.sequences import Sequence
+from rollout_graph.core.records import WARN, Call, Finding
+from rollout_graph.core.sequences import Sequence
 
 
 def claimed_parents(calls: list[Call], fallback: list[int | None]) -> list[int | None]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
-from graph.core.roles import AGENT
-from graph.core.sequences import Sequence
-from graph.core.topology import Topology
+from rollout_graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
+from rollout_graph.core.roles import AGENT
+from rollout_graph.core.sequences import Sequence
+from rollout_graph.core.topology import Topology
 
 # Keys that change the distribution tokens are sampled from; length limits and seeds do not.
 DISTRIBUTION_KEYS = (

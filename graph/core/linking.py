@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph.core.messages import Turn, canonical, strip_leading_system
-from graph.core.records import Call
+from rollout_graph.core.messages import Turn, canonical, strip_leading_system
+from rollout_graph.core.records import Call
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _powers = np.ones(1, dtype=np.uint64)

@@ -42,7 +42,7 @@ def _tool_calls(message: dict) -> tuple:
     calls = message.get("tool_calls")
     content = message.get("content")
     if not isinstance(calls, list) and isinstance(content, list):
-        # Anthropic ``tool_use`` blocks left inside the content (graph.core.dialects reads them).
+        # Anthropic ``tool_use`` blocks left inside the content (rollout_graph.core.dialects reads them).
         calls = [
             {"function": {"name": b.get("name", ""), "arguments": b.get("input")}}
             for b in content

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from rollout_graph.core.types import NearMissKind
+
 FATAL = "FATAL"
 WARN = "WARN"
 INFO = "INFO"
@@ -167,3 +169,18 @@ class LoadResult:
             "files": list(self.files),
             "pending": [p.as_dict() for p in self.pending],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class NearMiss:
+    """One explained break: ``later``'s prompt against ``earlier``'s end ids."""
+
+    node: int  # the call this explains (a root after the first, or a discarded call)
+    other: int  # the call it is compared with: the candidate it nearly continued, or a sibling
+    earlier: int  # whose end ids are compared ...
+    later: int  # ... with whose prompt ids
+    common_prefix: int
+    kept: float  # share of the earlier call's sampled tokens kept before the break
+    where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
+    kind: NearMissKind
+    text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)

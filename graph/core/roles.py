@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graph.core.records import Call
-from graph.core.sequences import Sequence
-from graph.core.topology import Topology
+from rollout_graph.core.records import Call
+from rollout_graph.core.sequences import Sequence
+from rollout_graph.core.topology import Topology
 
 AGENT = "agent"
 AUXILIARY = "auxiliary"

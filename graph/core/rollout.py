@@ -8,16 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graph.analysis.decode import Decoder, TokenizerDecoder
-from graph.analysis.near_miss import BROKEN_REPLAYS, RETRY, NearMiss, near_misses, rewrite_finding
-from graph.core import claims
-from graph.core.findings import count_by_level, is_trainable, rollout_findings, turn_findings
-from graph.core.linking import Links, link
-from graph.core.records import Call, Finding, SessionInput
-from graph.core.roles import assign_roles, node_roles
-from graph.core.sequences import Sequence, SequenceTokens, build_sequences, context_start, sequence_tokens
-from graph.core.topology import Topology, build_topology
-from graph.core.types import Kind
+from rollout_graph.core.findings import count_by_level
+from rollout_graph.core.records import Call, Finding, NearMiss
+from rollout_graph.core.roles import node_roles
+from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, sequence_tokens
+from rollout_graph.core.topology import Topology
+from rollout_graph.core.types import BROKEN_REPLAYS, RETRY, Kind
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -29,7 +25,8 @@ class Rollout:
     """One analysed rollout (a session): its calls, links, topology, sequences and findings.
 
     Calls are indexed by arrival order everywhere (``calls[i]``, ``topology.parents[i]``...).
-    Build one with :func:`graph.load` (or :func:`analyse` on a loaded session).
+    Build one with :func:`rollout_graph.load` (or :func:`rollout_graph.analyse` on a loaded session);
+    the class holds data, the analyses compute it (rollout_graph.pipeline).
 
     Attributes:
         session_id: the rollout's id (``session_id`` in the records, or the file name).
@@ -55,7 +52,7 @@ class Rollout:
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
     document: dict | None = None
-    # The trainer's side once a signals file is joined (a graph.signals.join.RolloutSignals).
+    # The trainer's side once a signals file is joined (a rollout_graph.signals.join.RolloutSignals).
     signals: Any = None
     _index: dict[str, int] = field(default_factory=dict)
 
@@ -250,55 +247,3 @@ def _timestamp(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
-    """Link, structure and grade one loaded session.
-
-    Args:
-        session: the calls of one rollout as the loader read them.
-        links: its calls' links when already known (incremental linking in graph/live keeps
-            them up to date); by default they are computed here.
-        decoder: a tokenizer lets the near-miss analysis tell a re-tokenized replay
-            (graph/analysis/near_miss.py); without one those breaks stay
-            ``rewritten_continuation``.
-
-    Returns:
-        The analysed :class:`Rollout`.
-    """
-    calls = session.calls
-    links = link(calls) if links is None else links
-    parents = links.parents
-    claim_findings: list[Finding] = []
-    if session.document is not None:
-        parents, claim_findings = claims.validated_parents(calls, links.parents)
-    topology = build_topology(calls, parents)
-    per_node = turn_findings(calls)
-    trainable = np.array([is_trainable(c, f) for c, f in zip(calls, per_node, strict=True)], dtype=bool)
-    sequences = build_sequences(calls, topology, trainable)
-    assign_roles(calls, topology, sequences)
-    findings = [f for node in per_node for f in node]
-    findings += rollout_findings(calls, topology, sequences, session.document)
-    misses = near_misses(calls, topology, decoder)
-    rewritten = rewrite_finding(calls, misses, topology.discarded)
-    if rewritten is not None:
-        findings.append(rewritten)
-    findings += claim_findings
-    if session.document is not None:
-        findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
-    via = [
-        "document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v
-        for c, p, v in zip(calls, parents, links.linked_by, strict=True)
-    ]
-    return Rollout(
-        session_id=session.session_id,
-        calls=calls,
-        topology=topology,
-        sequences=sequences,
-        findings=findings,
-        trainable=trainable,
-        linked_by=via,
-        near_misses=misses,
-        tokenizer=decoder.label if isinstance(decoder, TokenizerDecoder) else None,
-        document=session.document,
-    )

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph.core.records import Call
-from graph.core.topology import Topology
+from rollout_graph.core.records import Call
+from rollout_graph.core.topology import Topology
 
 
 @dataclass(slots=True)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph.core.records import Call
-from graph.core.types import FORK, INNER, LEAF, ROOT, Kind
+from rollout_graph.core.records import Call
+from rollout_graph.core.types import FORK, INNER, LEAF, ROOT, Kind
 
 
 @dataclass(slots=True)

@@ -5,6 +5,8 @@
 - ``Role``: what a training sequence (and a call on it) is for.
 - ``Kind``: where a call sits in the graph.
 - ``LinkedBy``: what linked a call to its parent.
+- ``NearMissKind``: why a root after the first, or a discarded call, did not continue the call it
+  nearly continued (rollout_graph.analysis.near_miss decides it).
 """
 
 from __future__ import annotations
@@ -21,3 +23,37 @@ FORK: Kind = "fork"
 LEAF: Kind = "leaf"
 INNER: Kind = "inner"
 KINDS: tuple[Kind, ...] = (ROOT, FORK, LEAF, INNER)
+
+# Near-miss kinds, in the order they are decided (docs/semantics.md).
+NearMissKind = Literal[
+    "retry",
+    "retokenized",
+    "rewritten_continuation",
+    "resumed",
+    "compaction",
+    "subagent",
+    "side_call",
+    "new_conversation",
+]
+RETRY: NearMissKind = "retry"
+RETOKENIZED: NearMissKind = "retokenized"
+REWRITTEN: NearMissKind = "rewritten_continuation"
+RESUMED: NearMissKind = "resumed"
+COMPACTION: NearMissKind = "compaction"
+SUBAGENT: NearMissKind = "subagent"
+SIDE_CALL: NearMissKind = "side_call"
+NEW_CONVERSATION: NearMissKind = "new_conversation"
+NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
+    RETRY,
+    RETOKENIZED,
+    REWRITTEN,
+    COMPACTION,
+    RESUMED,
+    NEW_CONVERSATION,
+    SUBAGENT,
+    SIDE_CALL,
+)
+# A replay of the model's own turn that broke the token prefix: the harness should have continued it.
+BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)
+# A conversation of its own: nothing was meant to continue.
+NEW_CONVERSATIONS = (NEW_CONVERSATION, SUBAGENT, SIDE_CALL)

@@ -34,7 +34,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
+from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
 
 FORMAT = 1
 DEFAULT_MAX_BYTES = 8 << 30
@@ -489,7 +489,7 @@ def load_files(
     store_delay: float = 0.0,
 ) -> LoadResult:
     """These trace files, from the cache when they were read before, else parsed on every core
-    (:func:`graph.ingest.parallel.load_files_parallel`) and cached.
+    (:func:`rollout_graph.ingest.parallel.load_files_parallel`) and cached.
 
     ``background_store`` writes the new cache entry in a thread of its own, so the caller can go
     on (analyse, draw) meanwhile; the thread is not a daemon, so a process ends only once the
@@ -498,7 +498,7 @@ def load_files(
     the caller's next steps for the CPU (the app draws its first screen meanwhile); a process that
     ends before then writes no entry.
     """
-    from graph.ingest.parallel import load_files_parallel
+    from rollout_graph.ingest.parallel import load_files_parallel
 
     key = None
     if use_cache and enabled():

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from graph.ingest.limits import LimitExceeded
-from graph.ingest.typed import cut_logprobs
+from rollout_graph.ingest.limits import LimitExceeded
+from rollout_graph.ingest.typed import cut_logprobs
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
 # for their common tail finds both.
@@ -79,7 +79,7 @@ class IdArrayCutter:
     def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
 
-        Chat logprob entries are cut first (:func:`graph.ingest.typed.cut_logprobs`): their
+        Chat logprob entries are cut first (:func:`rollout_graph.ingest.typed.cut_logprobs`): their
         markers map to decoded columns rather than arrays.
 
         Raises:

@@ -7,10 +7,10 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
-from graph.ingest.formats import RecordError, parse_value
-from graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
-from graph.ingest.reading import RawValue, Source, read_values
+from rollout_graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
+from rollout_graph.ingest.formats import RecordError, parse_value
+from rollout_graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
+from rollout_graph.ingest.reading import RawValue, Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
@@ -161,7 +161,7 @@ def add_value(
     """Add what one JSON value holds to ``result``: its calls, or the reason it was skipped.
 
     Returns the calls added (after duplicate node ids were renamed). ``shared_text`` keeps one
-    copy of each message text across every value of a load; ``graph.live`` calls this per line.
+    copy of each message text across every value of a load; ``rollout_graph.live`` calls this per line.
     Never raises on bad input: an untrusted record must never stop a load.
     """
     if raw.error is not None:

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.core.records import LoadResult
-from graph.ingest import loading
-from graph.ingest.formats import Parsed, RecordError, parse_value
-from graph.ingest.reading import RawValue, Source, parse_json, read_values
+from rollout_graph.core.records import LoadResult
+from rollout_graph.ingest import loading
+from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
+from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
 PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
@@ -254,7 +254,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     with _POOL_LOCK:
         if _POOL is None:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["graph.ingest.parallel"])
+            context.set_forkserver_preload(["rollout_graph.ingest.parallel"])
             with _hidden_main():
                 pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
                 warm = [pool.submit(_ready) for _ in range(workers)]  # each submit starts a worker
@@ -280,7 +280,7 @@ def load_files_parallel(
     workers: int | None = None,
     limits: Any = None,
 ) -> LoadResult:
-    """Like :func:`graph.ingest.loading.load_sources` on these files, big ones parsed on every core.
+    """Like :func:`rollout_graph.ingest.loading.load_sources` on these files, big ones parsed on every core.
 
     The result is the same as the sequential loader's, in the same order.
     """
@@ -368,7 +368,7 @@ def _outcome(future: Future[_Outcome]) -> _Outcome:
 
 
 def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[str, str]) -> None:
-    """The parent side of :func:`graph.ingest.loading._load_source`, in file order."""
+    """The parent side of :func:`rollout_graph.ingest.loading._load_source`, in file order."""
     for line, error, parsed in outcome.events:
         if error is not None:
             loading._skip(result, name, line, error)

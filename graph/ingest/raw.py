@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from graph.ingest.limits import Limits
-from graph.ingest.reading import Source, StreamBreak, _chunks, parse_json
+from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.reading import Source, StreamBreak, _chunks, parse_json
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,8 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from graph.ingest.id_arrays import IdArrayCutter, restore
-from graph.ingest.limits import LimitExceeded, Limits, human
+from rollout_graph.ingest.id_arrays import IdArrayCutter, restore
+from rollout_graph.ingest.limits import LimitExceeded, Limits, human
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

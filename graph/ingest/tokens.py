@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph.core.records import TopK
-from graph.ingest import limits
+from rollout_graph.core.records import TopK
+from rollout_graph.ingest import limits
 
 INVALID_ID = -1
 _INT32_MAX = np.iinfo(np.int32).max

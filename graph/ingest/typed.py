@@ -5,7 +5,7 @@ object per sampled token, each holding k more objects. Parsed as generic JSON th
 of short-lived dicts, read back column by column. Here a msgspec decoder first skims the line
 for the byte span of each choice's ``content`` array (skipping everything else), decodes that span
 into typed structs, and cuts it out of the line before the ordinary parser sees it; the cut is
-replaced by a marker string that :func:`graph.ingest.id_arrays.restore` swaps for the decoded
+replaced by a marker string that :func:`rollout_graph.ingest.id_arrays.restore` swaps for the decoded
 columns (:class:`LogprobColumns`).
 
 Only engine pairs (``request`` + ``response``, and none of the keys that make a record a rollout

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from graph.analysis.near_miss import COMPACTION, RETRY, REWRITTEN, NearMiss, near_miss_json
-from graph.core.rollout import Rollout
-from graph.live.trace import NEW, REMOVED, LiveTrace, Update
+from rollout_graph.analysis.near_miss import COMPACTION, RETRY, REWRITTEN, NearMiss, near_miss_json
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.live.trace import NEW, REMOVED, LiveTrace, Update
 
 CALL = "call"
 ADOPTED = "adopted"

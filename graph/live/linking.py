@@ -1,7 +1,7 @@
 """Incremental linking: each new call finds its parent among the calls already there, and late
 parents adopt the calls they are closer to (SPEC 3.1-3.3, docs/semantics.md).
 
-The result equals batch linking (:func:`graph.core.linking.link`) of the same calls in their
+The result equals batch linking (:func:`rollout_graph.core.linking.link`) of the same calls in their
 *order key* order, whatever order they arrive in: a call's token parent is the call, among all,
 whose end ids are the longest prefix of its prompt (ties to the smallest key), so each arrival
 only has to (1) find the best parent among the calls present and (2) take over the children for
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.linking import MESSAGES, TOKENS, Links, end_is_prefix, prefix_hashes
-from graph.core.messages import Turn, canonical, strip_leading_system
-from graph.core.records import Call
+from rollout_graph.core.linking import MESSAGES, TOKENS, Links, end_is_prefix, prefix_hashes
+from rollout_graph.core.messages import Turn, canonical, strip_leading_system
+from rollout_graph.core.records import Call
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ class IncrementalLinker:
 
     def links(self) -> tuple[list[Call], Links]:
         """The calls in key order and their links, indexed like that list: what
-        :func:`graph.core.linking.link` returns for it."""
+        :func:`rollout_graph.core.linking.link` returns for it."""
         position = {node: p for p, node in enumerate(self._order)}
         parents: list[int | None] = []
         via: list[str | None] = []

@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graph.ingest.id_arrays import IdArrayCutter
-from graph.ingest.reading import RawValue, Source, _parsed, read_values
+from rollout_graph.ingest.id_arrays import IdArrayCutter
+from rollout_graph.ingest.reading import RawValue, Source, _parsed, read_values
 
 CHUNK = 32 << 20  # bytes read at a time from a large file
 _MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")  # gzip, zstd

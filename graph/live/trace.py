@@ -3,7 +3,7 @@ offset, calls linked incrementally, rollouts re-analysed only where something ch
 
 The state after each :meth:`LiveTrace.poll` equals what a batch load of the same bytes gives
 (``inspect``): the same records, skipped lines, sessions and parents, because each line goes
-through the batch per-line parser and loader (:func:`graph.ingest.loading.add_value`) and the
+through the batch per-line parser and loader (:func:`rollout_graph.ingest.loading.add_value`) and the
 incremental linker equals batch linking in batch order: files in the order the paths were given
 (a folder's files sorted), lines in file order. Only a last line still being written differs: it
 waits (pending) instead of being a bad record.
@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.core.records import Call, LoadResult, SessionInput, Skipped
-from graph.core.rollout import Rollout, analyse
-from graph.ingest.loading import add_value, rollout_name, trace_files
-from graph.live.linking import IncrementalLinker
-from graph.live.reading import FileFollower, whole_lines
+from rollout_graph.core.records import Call, LoadResult, SessionInput, Skipped
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.loading import add_value, rollout_name, trace_files
+from rollout_graph.live.linking import IncrementalLinker
+from rollout_graph.live.reading import FileFollower, whole_lines
+from rollout_graph.pipeline import analyse
 
 # The first look at files this big in total reads them like ``inspect`` does (on every core, from
 # the persistent cache when they were read before) instead of line by line; they are followed from
@@ -84,7 +85,7 @@ class LiveTrace:
 
     def __init__(self, paths: list[str] | list[Path], store_delay: float = 0.0) -> None:
         """``store_delay``: when the first look reads the files with the batch loader, how long to
-        wait before writing the persistent cache entry (``graph.ingest.cache.load_files``)."""
+        wait before writing the persistent cache entry (``rollout_graph.ingest.cache.load_files``)."""
         self.paths = [Path(p) for p in paths]
         self.store_delay = store_delay
         self.loaded = LoadResult()
@@ -152,7 +153,7 @@ class LiveTrace:
             lead.append((arg, name, follower, found))
         if not lead or sum(found[0] for *_, found in lead) < BATCH_MIN_BYTES:
             return
-        from graph.ingest.cache import load_files
+        from rollout_graph.ingest.cache import load_files
 
         result = load_files([f.path for _, _, f, _ in lead], background_store=True, store_delay=self.store_delay)
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.records import FATAL, INFO, WARN
-from graph.core.roles import AGENT, AUXILIARY, DISCARDED
-from graph.core.rollout import Rollout, analyse
-from graph.ingest.limits import Limits
-from graph.ingest.loading import load_paths, walk_traces
-from graph.reports.output import atomic_path
-from graph.signals.join import DEFAULT_THRESHOLD, attach_all
-from graph.signals.reading import SignalsFile, read_signals
+from rollout_graph.core.records import FATAL, INFO, WARN
+from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.loading import load_paths, walk_traces
+from rollout_graph.pipeline import analyse
+from rollout_graph.reports.output import atomic_path
+from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
+from rollout_graph.signals.reading import SignalsFile, read_signals
 
 COLUMNS = (
     "source_file", "session_id", "n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences",
@@ -129,7 +130,7 @@ def load_signals(paths: list[str] | tuple[str, ...]) -> SignalsFile:
     """The signals files an audit joins, read once per process.
 
     Raises:
-        graph.signals.reading.SignalsError: a file cannot be read.
+        rollout_graph.signals.reading.SignalsError: a file cannot be read.
     """
     return _signals(tuple(str(p) for p in paths))
 

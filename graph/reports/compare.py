@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from graph.analysis.groups import common_prefix, group_key
-from graph.core.roles import main_sequence
-from graph.core.rollout import Rollout
-from graph.core.sequences import Sequence, SequenceTokens
-from graph.reports.summary import signals_text
+from rollout_graph.analysis.groups import common_prefix, group_key
+from rollout_graph.core.roles import main_sequence
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.sequences import Sequence, SequenceTokens
+from rollout_graph.reports.summary import signals_text
 
 
 def _call_at(rollout: Rollout, seq: Sequence, tokens: SequenceTokens, position: int) -> str | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.analysis.near_miss import near_miss_json
-from graph.core.records import LoadResult
-from graph.core.rollout import Rollout
+from rollout_graph.analysis.near_miss import near_miss_json
+from rollout_graph.core.records import LoadResult
+from rollout_graph.core.rollout import Rollout
 
 
 def node_json(rollout: Rollout, i: int) -> dict[str, Any]:

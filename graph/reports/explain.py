@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graph.analysis.breaks import broken_replays, fix_for, prefix_breaks, reason_for, token_boundaries
-from graph.analysis.decode import Decoder, TokenizerDecoder
-from graph.analysis.forks import fork_diffs
-from graph.analysis.near_miss import RETOKENIZED, RETRY, NearMiss, end_ids
-from graph.analysis.origin import HARNESS, context_origin, text_origin
-from graph.analysis.retokenize import retokenize
-from graph.analysis.token_flow import lowest_tokens, token_flows
-from graph.core.rollout import Rollout
+from rollout_graph.analysis.breaks import broken_replays, fix_for, prefix_breaks, reason_for, token_boundaries
+from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.analysis.forks import fork_diffs
+from rollout_graph.analysis.near_miss import RETOKENIZED, RETRY, NearMiss, end_ids
+from rollout_graph.analysis.origin import HARNESS, context_origin, text_origin
+from rollout_graph.analysis.retokenize import retokenize
+from rollout_graph.analysis.token_flow import lowest_tokens, token_flows
+from rollout_graph.core.rollout import Rollout
 
 CONTEXT_TOKENS = 6
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from graph.core.rollout import Rollout
-from graph.reports.output import OutputError, atomic_path
-from graph.signals.join import row_columns
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.reports.output import OutputError, atomic_path
+from rollout_graph.signals.join import row_columns
 
 __all__ = ["OutputError", "Written", "iter_trace_entries", "iter_training_rows", "write_records"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from graph.core.rollout import Rollout
+from rollout_graph.core.rollout import Rollout
 
 
 def rollouts_graph(rollouts: list[Rollout], near_misses: bool = True) -> nx.DiGraph:

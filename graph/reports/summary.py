@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graph.core.findings import top_codes
-from graph.core.records import LEVELS, LoadResult
-from graph.core.rollout import Rollout
+from rollout_graph.core.findings import top_codes
+from rollout_graph.core.records import LEVELS, LoadResult
+from rollout_graph.core.rollout import Rollout
 
 MAX_SKIPPED_SHOWN = 10
 

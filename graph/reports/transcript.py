@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from graph.analysis.decode import Decoder
-from graph.core.roles import main_sequence
-from graph.core.rollout import Rollout
-from graph.core.sequences import Sequence
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.core.roles import main_sequence
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.sequences import Sequence
 
 
 def default_sequence(rollout: Rollout) -> Sequence:

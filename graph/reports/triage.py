@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph.core.records import LEVELS, Finding
-from graph.core.rollout import Rollout
+from rollout_graph.core.records import LEVELS, Finding
+from rollout_graph.core.rollout import Rollout
 
 EXPLANATIONS = {
     "no_prompt_ids": "The call carries no prompt token ids, so it cannot be linked or trained by token.",

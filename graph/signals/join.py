@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.records import FATAL, WARN, Finding
-from graph.core.roles import main_sequence
-from graph.core.rollout import Rollout
-from graph.signals.reading import SignalRow, SignalsFile
+from rollout_graph.core.records import FATAL, WARN, Finding
+from rollout_graph.core.roles import main_sequence
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.signals.reading import SignalRow, SignalsFile
 
 DEFAULT_THRESHOLD = 1.0  # nats: a call whose sampled tokens differ by more is a logprob_mismatch
 RATIO_BAND = (0.8, 1.2)  # importance ratios outside this band are counted

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.records import Skipped
-from graph.ingest.loading import SIGNALS_SUFFIXES
-from graph.ingest.reading import Source, read_values
+from rollout_graph.core.records import Skipped
+from rollout_graph.ingest.loading import SIGNALS_SUFFIXES
+from rollout_graph.ingest.reading import Source, read_values
 
 ARRAY_COLUMNS = ("trainer_logprobs", "advantages")
 KEY_COLUMNS = ("session_id", "leaf_id")

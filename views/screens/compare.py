@@ -1,10 +1,12 @@
-"""The Compare page: two rollouts side by side (views/compare_view.py)."""
+"""The Compare page: two rollouts side by side (views/panels/compare.py)."""
 
 import sys
 
 import streamlit as st
 
-from views import compare_view, sidebar, signals_source
+from rollout_graph.ui.panels import compare as compare_view
+from rollout_graph.ui.panels import sidebar
+from rollout_graph.ui.state import signals as signals_source
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 if workspace is None:

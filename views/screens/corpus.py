@@ -2,6 +2,6 @@
 
 import sys
 
-from views import corpus
+from rollout_graph.ui.panels import corpus
 
 corpus.render(cli_directories=sys.argv[1:])

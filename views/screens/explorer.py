@@ -3,34 +3,29 @@
 The first screen shows the picture: the headline numbers, the search box, then the DAG;
 everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
 collapsed unless it matters. Traces given on the command line are followed as they grow: the part
-a new call changes reruns on its own (views/live.py).
+a new call changes reruns on its own (views/state/live.py).
 """
 
 import sys
 
 import streamlit as st
 
-from views import (
-    audit_view,
-    find_view,
-    graph_view,
-    keyboard,
-    live,
-    near_miss_view,
-    node_view,
-    overview,
-    sidebar,
-    signals_source,
-    signals_view,
-    state,
-    timeline_view,
-    tour,
-    triage_view,
-)
-from views.sources import decoder
+from rollout_graph.ui import state
+from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import find as find_view
+from rollout_graph.ui.panels import graph as graph_view
+from rollout_graph.ui.panels import keyboard, overview, sidebar, tour
+from rollout_graph.ui.panels import near_miss as near_miss_view
+from rollout_graph.ui.panels import node as node_view
+from rollout_graph.ui.panels import signals as signals_view
+from rollout_graph.ui.panels import timeline as timeline_view
+from rollout_graph.ui.panels import triage as triage_view
+from rollout_graph.ui.state import live
+from rollout_graph.ui.state import signals as signals_source
+from rollout_graph.ui.state.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
-following = options.live  # command-line traces are followed as they grow (views/live.py)
+following = options.live  # command-line traces are followed as they grow (views/state/live.py)
 drawn: dict = {}  # what the overview drew with: the workspace (signals joined) and its widget key
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from graph.core.records import Call
-from graph.ingest.formats import engine_pair, rollout_document, trace_entry
-from graph.ingest.formats.fields import RecordError, describe_keys, new_call, record_problems
-from graph.ingest.reading import RawValue
-from graph.ingest.tokens import Problems
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.formats import engine_pair, rollout_document, trace_entry
+from rollout_graph.ingest.formats.fields import RecordError, describe_keys, new_call, record_problems
+from rollout_graph.ingest.reading import RawValue
+from rollout_graph.ingest.tokens import Problems
 
 
 @dataclass(slots=True)

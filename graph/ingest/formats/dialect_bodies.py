@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from graph.core.dialects import ANTHROPIC_STOP, anthropic_response_message, obj, responses_response_message
-from graph.ingest.formats.streaming import _chunk_bodies
+from rollout_graph.core.dialects import ANTHROPIC_STOP, anthropic_response_message, obj, responses_response_message
+from rollout_graph.ingest.formats.streaming import _chunk_bodies
 
 _RESPONSE_DONE = ("response.completed", "response.incomplete", "response.failed")
 

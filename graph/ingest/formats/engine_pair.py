@@ -8,10 +8,10 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from graph.core.dialects import chat_messages, chat_sampling, chat_tools
-from graph.core.records import WARN, Call, TopK
-from graph.ingest.formats.dialect_bodies import as_chat_response
-from graph.ingest.formats.fields import (
+from rollout_graph.core.dialects import chat_messages, chat_sampling, chat_tools
+from rollout_graph.core.records import WARN, Call, TopK
+from rollout_graph.ingest.formats.dialect_bodies import as_chat_response
+from rollout_graph.ingest.formats.fields import (
     RecordError,
     as_dict,
     describe_keys,
@@ -20,9 +20,9 @@ from graph.ingest.formats.fields import (
     sampling_params,
     tool_list,
 )
-from graph.ingest.formats.streaming import reassemble
-from graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top_k
-from graph.ingest.typed import LogprobColumns
+from rollout_graph.ingest.formats.streaming import reassemble
+from rollout_graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top_k
+from rollout_graph.ingest.typed import LogprobColumns
 
 
 def is_engine_pair(record: dict) -> bool:

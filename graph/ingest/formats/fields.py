@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.core.records import FATAL, WARN, Call, Finding
-from graph.ingest.tokens import Problems
+from rollout_graph.core.records import FATAL, WARN, Call, Finding
+from rollout_graph.ingest.tokens import Problems
 
 
 class RecordError(ValueError):

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from graph.core.records import Call
-from graph.ingest.formats.fields import (
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.formats.fields import (
     as_dict,
     message_list,
     new_call,
@@ -23,7 +23,7 @@ from graph.ingest.formats.fields import (
     session_id_of,
     tool_list,
 )
-from graph.ingest.tokens import Problems, logprobs, token_ids
+from rollout_graph.ingest.tokens import Problems, logprobs, token_ids
 
 DOCUMENT_KEYS = (
     "role",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.ingest import limits
-from graph.ingest.reading import parse_json
+from rollout_graph.ingest import limits
+from rollout_graph.ingest.reading import parse_json
 
 
 def _chunk_bodies(chunks: list) -> list[dict]:

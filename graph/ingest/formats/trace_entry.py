@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graph.core.records import Call
-from graph.ingest.formats.fields import as_dict, message_list, sampling_params, tool_list
-from graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.formats.fields import as_dict, message_list, sampling_params, tool_list
+from rollout_graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids
 
 TOKEN_KEYS = ("prompt_token_ids", "completion_token_ids", "per_token_logps", "completion_tokens")
 

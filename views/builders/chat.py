@@ -1,0 +1,124 @@
+"""A call's request messages, tool manifest and response as an escaped chat transcript (pure)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from rollout_graph.core.records import Call
+
+ROLE_COLORS = {
+    "system": "#64748b",
+    "developer": "#64748b",
+    "user": "#0f766e",
+    "assistant": "#2563eb",
+    "tool": "#9333ea",
+}
+MAX_CHARS = 20_000  # per message; the raw JSON tab has everything
+
+STYLESHEET = (
+    "<style>"
+    ".rg-chat{font:13px system-ui,sans-serif;color:#0f172a}"
+    ".rg-msg{border:1px solid #e2e8f0;border-left-width:4px;border-radius:6px;padding:6px 10px;margin:6px 0;background:#fff}"
+    ".rg-msg.rg-resp{background:#f8fafc}"
+    ".rg-role{font:600 11px system-ui,sans-serif;text-transform:uppercase;letter-spacing:.04em;margin-bottom:3px}"
+    ".rg-body{white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}"
+    ".rg-call{margin-top:6px;border-top:1px dashed #cbd5e1;padding-top:4px}"
+    ".rg-note{color:#64748b;font-size:11px}"
+    "</style>"
+)
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
+                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
+            elif isinstance(part, dict) and part.get("type") == "tool_result":
+                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {_text(part.get('content'))}")
+            else:
+                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
+        return "\n".join(parts)
+    return json.dumps(content, indent=2, ensure_ascii=False)
+
+
+def pretty_arguments(arguments: Any) -> str:
+    """Tool-call arguments pretty-printed when they are JSON; kept as sent when they are not."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments + "\n(not valid JSON)"
+    return json.dumps(arguments, indent=2, ensure_ascii=False)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_CHARS:
+        return html.escape(text)
+    return (
+        html.escape(text[:MAX_CHARS])
+        + f'<span class="rg-note">\n… {len(text) - MAX_CHARS:,} more characters (see raw JSON)</span>'
+    )
+
+
+def message_html(message: dict, response: bool = False) -> str:
+    role = str(message.get("role") or "assistant")
+    color = ROLE_COLORS.get(role, "#334155")
+    body = _clip(_text(message.get("content")))
+    extra = ""
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = html.escape(str(fn.get("name", "?")))
+        extra += (
+            f'<div class="rg-call"><span class="rg-role" style="color:{color}">tool call · {name}</span>'
+            f'<div class="rg-body">{html.escape(pretty_arguments(fn.get("arguments")))}</div></div>'
+        )
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        extra = f'<div class="rg-note">reasoning</div><div class="rg-body">{_clip(reasoning)}</div>' + extra
+    label = html.escape(role) + (" · response" if response else "")
+    return (
+        f'<div class="rg-msg{" rg-resp" if response else ""}" style="border-left-color:{color}">'
+        f'<div class="rg-role" style="color:{color}">{label}</div><div class="rg-body">{body or "<span class=rg-note>(empty)</span>"}</div>{extra}</div>'
+    )
+
+
+def chat_html(call: Call) -> str:
+    parts = [STYLESHEET, '<div class="rg-chat">']
+    if call.request_messages is None:
+        parts.append('<div class="rg-note">This record carries no request messages.</div>')
+    for message in call.request_messages or ():
+        parts.append(message_html(message))
+    if call.response_message is not None:
+        parts.append(message_html(call.response_message, response=True))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def raw_record(call: Call) -> dict[str, Any]:
+    """What the record said, without the token arrays (those are in the token views)."""
+    return {
+        "node_id": call.node_id,
+        "source": f"{Path(call.source).name}:{call.line}",  # never a server path
+        "shape": call.shape,
+        "model": call.model,
+        "request": {"messages": call.request_messages, "tools": call.tools, **call.requested_params},
+        "submitted_params": call.submitted_params,
+        "response_message": call.response_message,
+        "finish_reason": call.finish_reason,
+        "usage": call.usage,
+        "timing": call.timing,
+        "harness": call.harness,
+        "document_claims": call.claims or None,
+    }

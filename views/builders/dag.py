@@ -1,0 +1,610 @@
+"""The rollout DAG as a plotly figure (pure), and its legend as HTML (pure).
+
+``dag_figure(rollout, highlight=None, *, near_misses=False, collapse=True, expanded=(),
+focus=None, keep=())`` draws:
+
+- trace 0 ``overview``: an outline of the drawn calls (the top and bottom lane in use at each
+  depth), the picture in the overview under the chart (plotly's range slider); empty when the
+  whole rollout fits the default view (no overview);
+- trace 1 ``calls``: one marker per drawn call, ``customdata`` = the call's arrival index (with
+  chains collapsed, point ``k`` is not call ``k``: read ``customdata``);
+- trace 2 ``chains``: a clickable handle in the middle of each thick edge, ``customdata`` = the
+  chain's key (see graph/analysis/chains.py);
+- trace 3 ``labels``: call ids and each chain's call count and token growth, placed without overlap;
+- layout shapes ``edges`` (exact token-prefix links between drawn calls, thin and solid),
+  ``chain lines`` (each collapsed linear chain as one thick edge) and ``near misses`` (dashed amber
+  links to the call a root nearly continued: history rewritten, compacted; only with
+  ``near_misses=True``, and such roots are then laid out as continuations of that call instead of
+  as separate trees). Each is one SVG path for the whole rollout; ``line_segments`` reads them.
+
+Markers and labels sit on ``xaxis2``, overlaid on ``xaxis`` and matching it (same range, pan and
+zoom), so the range slider of ``xaxis`` draws only the outline (``SKELETON``). Only the markers
+and labels inside the current view are drawn (``marker.maxdisplayed``, see ``_cull``); plotly
+draws the others when a pan or zoom brings them into view.
+
+Keyword arguments (all optional, neutral defaults, so callers keep working as options are added;
+new options should follow the same rule and take call indices as sets):
+
+- ``highlight``: a call chosen outside the chart (deep link, finding, picker, tour): selected,
+  labelled with an arrow, and the view is centred on it;
+- ``collapse``: draw linear chains as segments (``rollout_graph.analysis.chains``);
+- ``expanded``: keys of chains to draw call by call;
+- ``focus``: a call whose subtree (exact descendants and near-miss continuations) is the only part drawn;
+- ``keep``: more calls to keep as nodes (never hidden in a chain), e.g. search hits;
+- ``dimmed``: calls veiled in white (filtered out by the filters panel);
+- ``highlighted``: calls ringed in red (search hits, a findings group); they are kept as nodes.
+  Both are overlay traces added after the labels, so the numbered traces above keep their numbers.
+
+The figure depends only on these arguments, never on clicks made in the chart itself, so it
+stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
+without overlap for the default view (a call's id is left out where it would collide; hover shows
+every id; the selected call is always labelled).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
+from rollout_graph.analysis.chains import collapse as collapse_chains
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui.builders.layout import pack
+from rollout_graph.ui.builders.palette import (
+    FORK,
+    INNER,
+    KIND_GLYPHS,
+    KIND_LABELS,
+    LEAF,
+    NEAR_MISS_DRAWN,
+    ROLE_COLORS,
+    ROLE_GLYPHS,
+    ROLE_LABELS,
+    ROLE_LINES,
+    ROOT,
+    role_symbol,
+)
+
+ROLE_ORDER = list(ROLE_COLORS)
+SYMBOL_CODES = {ROOT: 2, FORK: 1, LEAF: 0, INNER: 100}  # plotly symbol numbers: diamond, square, circle, circle-open
+HOVER_FINDINGS = 3
+OVERVIEW, CALLS, CHAINS, LABELS = range(4)  # trace numbers (curve_number in a selection)
+CHAIN_LENGTH = 3.0  # a collapsed chain is drawn this many steps long
+# Geometry of the default view, used to place labels without overlap and to choose the window.
+PLOT_WIDTH = 1000  # px, a typical chart width in the wide layout
+UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
+LANE_PX = 24  # px per lane
+MAX_HEIGHT = 480
+MIN_HEIGHT = 240
+CHAR_PX = 6.0  # width of one label character at font size 10
+LABEL_CHARS = 14
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
+SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
+
+
+def node_kind(rollout: Rollout, i: int) -> str:
+    """Where call ``i`` sits in the graph (decided in graph/, drawn here)."""
+    return rollout.topology.kind(i)
+
+
+def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
+    call = rollout.calls[i]
+    lines = [
+        f"<b>{html.escape(call.node_id)}</b> · {role} · {kind}",
+        f"arrival #{i} · prompt {call.n_prompt:,} · sampled {call.n_sampled:,} tokens",
+        f"finish: {html.escape(str(call.finish_reason))}",
+    ]
+    if call.logprobs_aligned and call.n_sampled:
+        lines.append(f"mean logprob {float(np.nanmean(call.sampled_logprobs)):.3f}")
+    kept = rollout.topology.discarded.get(i)
+    if kept is not None:
+        lines.append(f"discarded: {html.escape(rollout.calls[kept].node_id)} continued")
+    findings = rollout.findings_for(i)
+    for f in findings[:HOVER_FINDINGS]:
+        lines.append(f"{f.level} {html.escape(f.code)}")
+    if len(findings) > HOVER_FINDINGS:
+        lines.append(f"… {len(findings) - HOVER_FINDINGS} more findings")
+    return "<br>".join(lines)
+
+
+def _short(n: int) -> str:
+    sign = "+" if n >= 0 else "−"
+    n = abs(n)
+    return f"{sign}{n:,}" if n < 10_000 else f"{sign}{n / 1000:.0f}k" if n < 1_000_000 else f"{sign}{n / 1e6:.1f}M"
+
+
+def chain_label(chain: Chain) -> str:
+    """``37 calls<br>+12k tok``: how many calls a collapsed chain holds and how much its prompt grows."""
+    n = len(chain.calls)
+    return f"{n} call{'s' if n != 1 else ''}<br>{_short(chain.token_growth)} tok"
+
+
+def _label(node_id: str) -> str:
+    return html.escape(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
+
+
+@dataclass(frozen=True, slots=True)
+class DagView:
+    """What the figure draws: drawn calls with positions, drawn parents, collapsed chains."""
+
+    visible: list[int]
+    drawn_parent: dict[int, int | None]
+    via: dict[int, Chain]
+    chains: list[Chain]
+    continued: dict[int, int]  # root -> the call it nearly continued (laid out after it)
+    x: dict[int, float]
+    y: dict[int, int]
+    n_lanes: int
+
+
+def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
+    """``node`` and everything below it: exact descendants, and near-miss continuations."""
+    import networkx as nx
+
+    graph = rollout.to_networkx()
+    if near_misses:
+        ids = rollout.node_ids
+        graph.add_edges_from((ids[e], ids[r]) for r, e in continuations(rollout).items())
+    names = nx.descendants(graph, rollout.calls[node].node_id) | {rollout.calls[node].node_id}
+    return {rollout.index_of(name) for name in names}
+
+
+def dag_view(
+    rollout: Rollout,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+) -> DagView:
+    """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
+    topo, n = rollout.topology, len(rollout.calls)
+    keep = set(keep) | ({focus} if focus is not None else set())
+    continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
+    if collapse:
+        chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
+        view = collapse_chains(n, topo.parents, chains, expanded)
+        visible, drawn, via, folded = view.visible, view.drawn_parent, view.via, view.chains
+    else:
+        visible, drawn, via, folded = list(range(n)), dict(enumerate(topo.parents)), {}, []
+    if focus is not None:
+        inside = subtree(rollout, focus, near_misses)
+        visible = [v for v in visible if v in inside]
+        folded = [c for c in folded if c.before in inside and c.after in inside]
+        via = {v: c for v, c in via.items() if v in inside and c.before in inside}
+        continued = {r: e for r, e in continued.items() if r in inside and e in inside}
+    layout_parent = _acyclic({v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible})
+    if focus is not None:
+        layout_parent[focus] = None
+    length = {v: CHAIN_LENGTH for v in via}
+    placed = pack(visible, layout_parent, length)
+    return DagView(visible, drawn, via, folded, continued, placed.x, placed.y, placed.n_lanes)
+
+
+def _acyclic(parent: dict[int, int | None]) -> dict[int, int | None]:
+    """``parent`` with every cycle cut (the edge that closes it is dropped). Exact parents never
+    form one, but near-miss links drawn as edges join trees whose calls arrived out of order."""
+    out = dict(parent)
+    done: set[int] = set()
+    for start in parent:
+        path: list[int] = []
+        on_path: set[int] = set()
+        v: int | None = start
+        while v is not None and v in out and v not in done and v not in on_path:
+            path.append(v)
+            on_path.add(v)
+            v = out[v]
+        if v is not None and v in on_path:
+            out[path[-1]] = None
+        done.update(path)
+    return out
+
+
+# The overview under the chart (plotly's range slider) draws every trace of its axis again. Only the
+# rollout's outline is on that axis; markers and labels are on an overlaid axis that matches it, so
+# they are drawn once. Lines (edges, chain lines, near-miss links) are layout shapes, one SVG path
+# each for the whole rollout, instead of a trace whose every segment is its own path
+# (docs/performance.md).
+SKELETON = ("overview",)
+MARKS_AXIS = "x2"
+OUTLINE_FILL = "rgba(148,163,184,0.11)"
+EDGE_LINE = {"color": "#cbd5e1", "width": 1.2}
+CHAIN_LINE = {"color": "#94a3b8", "width": 6}
+NEAR_MISS_LINE = {"color": "#d97706", "width": 1.8, "dash": "dash"}
+
+
+def _lines(name: str, xs: np.ndarray, ys: np.ndarray, line: dict, opacity: float = 1.0) -> dict | None:
+    """Segments (one row of ``xs``/``ys`` each: start, end) as one path shape in data coordinates,
+    between the grid and the traces; None when there are none."""
+    if len(xs) == 0:
+        return None
+    moves = (
+        f"M{a:.4g},{b:.4g}L{c:.4g},{d:.4g}" for (a, c), (b, d) in zip(np.round(xs, 3), np.round(ys, 3), strict=True)
+    )
+    return {
+        "type": "path", "path": "".join(moves), "xref": "x", "yref": "y", "layer": "between", "line": line,
+        "opacity": opacity, "fillcolor": "rgba(0,0,0,0)", "name": name,
+    }  # fmt: skip
+
+
+def line_segments(figure: go.Figure, name: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """The segments of the figure's line shape ``name`` ("edges", "chain lines", "near misses"):
+    ((x0, y0), (x1, y1)) each; none when the figure draws no such line."""
+    shape = next((sh for sh in figure.layout.shapes if sh.name == name), None)
+    if shape is None:
+        return []
+    out = []
+    for move in shape.path.split("M")[1:]:
+        start, end = move.split("L")
+        a, b = (float(v) for v in start.split(","))
+        c, d = (float(v) for v in end.split(","))
+        out.append(((a, b), (c, d)))
+    return out
+
+
+def _outline(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
+    """The overview's picture: a polygon around the drawn calls, from the top lane to the bottom
+    lane in use at each depth (one SVG path, whatever the rollout's size)."""
+    if len(x) == 0:
+        return [], []
+    cols = np.round(x * 2) / 2
+    order = np.argsort(cols, kind="stable")
+    cols, ys = cols[order], y[order]
+    starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
+    top, bottom = np.maximum.reduceat(ys, starts) + 0.35, np.minimum.reduceat(ys, starts) - 0.35
+    at = cols[starts]
+    # a flat step around each depth; neighbouring depths are joined by a slant
+    sx = np.column_stack([at - 0.24, at + 0.24]).ravel()
+    top, bottom = np.repeat(top, 2), np.repeat(bottom, 2)
+    return np.r_[sx, sx[::-1], sx[:1]].tolist(), np.r_[top, bottom[::-1], top[:1]].tolist()
+
+
+class _Boxes:
+    """Axis-aligned boxes in px, on a grid, to place labels without overlap."""
+
+    CELL = 48.0
+
+    def __init__(self) -> None:
+        self.grid: dict[tuple[int, int], list[tuple[float, float, float, float]]] = {}
+
+    def _cells(self, box: tuple[float, float, float, float]):
+        x0, y0, x1, y1 = box
+        for gx in range(int(x0 // self.CELL), int(x1 // self.CELL) + 1):
+            for gy in range(int(y0 // self.CELL), int(y1 // self.CELL) + 1):
+                yield gx, gy
+
+    def fits(self, box: tuple[float, float, float, float]) -> bool:
+        x0, y0, x1, y1 = box
+        for cell in self._cells(box):
+            for a0, b0, a1, b1 in self.grid.get(cell, ()):
+                if x0 < a1 and a0 < x1 and y0 < b1 and b0 < y1:
+                    return False
+        return True
+
+    def add(self, box: tuple[float, float, float, float]) -> None:
+        for cell in self._cells(box):
+            self.grid.setdefault(cell, []).append(box)
+
+
+def _window(lo: float, hi: float, span: float, centre: float | None, top: bool = False) -> list[float]:
+    """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given,
+    else at the start (at the end with ``top``)."""
+    if hi - lo <= span:
+        return [lo, hi] if centre is None else [min(lo, centre - span / 2), max(hi, centre + span / 2)]
+    if centre is None:
+        start = hi - span if top else lo
+    else:
+        start = min(max(lo, centre - span / 2), hi - span)
+    return [start, start + span]
+
+
+def dag_figure(
+    rollout: Rollout,
+    highlight: int | None = None,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+    dimmed: Collection[int] = (),
+    highlighted: Collection[int] = (),
+) -> go.Figure:
+    """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
+    keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
+    view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
+    vis = view.visible
+    roles = rollout.node_roles
+    kinds = [node_kind(rollout, i) for i in vis]
+    x = np.array([view.x[v] for v in vis], dtype=float)
+    y = -np.array([view.y[v] for v in vis], dtype=float)
+    pos = {v: k for k, v in enumerate(vis)}
+    max_x = float(x.max()) if len(x) else 0.0
+
+    # default view: everything if it is readable, else a window (the range slider shows the rest)
+    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, LANE_PX * view.n_lanes + 120)))
+    plot_h = height - 120
+    lanes_shown = max(3.0, plot_h / LANE_PX)
+    steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
+    centre = pos.get(highlight) if highlight is not None else None
+    xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
+    yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
+    # the range slider is the overview, shown when the default view does not hold everything
+    overview = (xr[1] - xr[0]) < max_x + 1.2 or (yr[1] - yr[0]) < view.n_lanes + 0.4
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
+
+    # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
+    direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
+    par = np.array([pos[view.drawn_parent[v]] for v in direct], dtype=int)
+    kid = np.array([pos[v] for v in direct], dtype=int)
+
+    # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
+    drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
+    cx0 = np.array([x[pos[c.before]] for c in drawn_chains])
+    cx1 = np.array([x[pos[c.after]] for c in drawn_chains])
+    cy0 = np.array([y[pos[c.before]] for c in drawn_chains])
+    cy1 = np.array([y[pos[c.after]] for c in drawn_chains])
+    trim = 0.22
+    lx0, lx1 = cx0 + trim, cx1 - trim
+    ly0, ly1 = cy0 + (cy1 - cy0) * trim / CHAIN_LENGTH, cy1
+    mx, my = (cx0 + cx1) / 2, (cy0 + cy1) / 2
+
+    # labels, most important first, each only where it does not overlap a marker or a label
+    boxes = _Boxes()
+
+    def px(xv: float, yv: float) -> tuple[float, float]:
+        return (xv - xr[0]) * sx, (yr[1] - yv) * sy
+
+    for k in range(len(vis)):
+        cxp, cyp = px(x[k], y[k])
+        boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
+    for k in range(len(drawn_chains)):
+        cxp, cyp = px(mx[k], my[k])
+        boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
+    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+        cxp, cyp = px(x[centre], y[centre])
+        w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
+        boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
+    rank = {ROOT: 1, FORK: 2, LEAF: 4, INNER: 5}
+    order = sorted(
+        range(len(vis)),
+        key=lambda k: (vis[k] != highlight, 3 if rollout.findings_for(vis[k]) else rank[kinds[k]], vis[k]),
+    )
+    texts = [_label(rollout.calls[v].node_id) for v in vis]
+
+    def place(xv: float, yv: float, text: str, sides: tuple[str, ...] = SIDES) -> str | None:
+        cxp, cyp = px(xv, yv)
+        lines = text.split("<br>")
+        w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
+        h = 13 * len(lines)
+        for side in sides:
+            box = {
+                "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
+                "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
+                "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
+            }[side]
+            if boxes.fits(box):
+                boxes.add(box)
+                return side
+        return None
+
+    # labels are one text-only trace (validated as arrays: fast); the calls trace carries every
+    # other id in text that plotly shows only for the call selected by a click
+    labels: list[tuple[float, float, str, str, str]] = []
+    hidden_ids = list(texts)  # shown by plotly for a selected call; empty where a label is drawn already
+    for k in order:
+        if vis[k] == highlight:
+            hidden_ids[k] = ""  # labelled by its own boxed annotation
+            continue
+        side = place(x[k], y[k], texts[k])
+        if side is not None:
+            labels.append((x[k], y[k], texts[k], side, "#475569"))
+            hidden_ids[k] = ""
+    for k, chain in enumerate(drawn_chains):
+        text = chain_label(chain)
+        side = place(mx[k], my[k], text, ("bottom center", "top center"))
+        if side is not None:
+            labels.append((mx[k], my[k], text, side, "#64748b"))
+
+    role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
+    traces: list[go.Scatter] = []
+    ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
+    traces.append(
+        go.Scatter(
+            _validate=False,
+            x=ox, y=oy, mode="lines", fill="toself", fillcolor=OUTLINE_FILL, line={"width": 0}, hoverinfo="skip",
+            showlegend=False, name="overview",
+        )
+    )  # fmt: skip
+    traces.append(
+        go.Scatter(
+            _validate=False,
+            x=x,
+            y=y,
+            mode="markers+text",
+            text=hidden_ids,
+            textposition="top center",
+            textfont={"size": 12, "color": "#0f172a"},  # shown only for a selected call (see unselected)
+            name="calls",
+            customdata=np.array(vis, dtype=np.int32),
+            marker={
+                "color": role_codes,
+                "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
+                "cmin": 0,
+                "cmax": len(ROLE_ORDER) - 1,
+                "symbol": np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)]),
+                "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
+                "line": {"color": [ROLE_LINES[roles[v]] for v in vis], "width": 1},
+            },
+            hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
+            hoverinfo="text",
+            # An (empty) selection from the start: every call is "unselected" (id hidden, full
+            # opacity) until one is clicked or chosen, whose id then shows. No `selected` style:
+            # with one, Streamlit receives no click selection from an SVG scatter.
+            selectedpoints=[] if centre is None else [centre],
+            unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
+            cliponaxis=False,
+            showlegend=False,
+        )
+    )
+    links = [
+        (m.earlier, m.later)
+        for m in rollout.near_misses.values()
+        if near_misses and m.kind in NEAR_MISS_DRAWN and m.earlier in pos and m.later in pos
+    ]
+    nx = np.array([[x[pos[e]], x[pos[r]]] for e, r in links]).reshape(-1, 2)
+    ny = np.array([[y[pos[e]], y[pos[r]]] for e, r in links]).reshape(-1, 2)
+    shapes = [
+        _lines("edges", np.column_stack([x[par], x[kid]]), np.column_stack([y[par], y[kid]]), EDGE_LINE),
+        _lines("chain lines", np.column_stack([lx0, lx1]), np.column_stack([ly0, ly1]), CHAIN_LINE, opacity=0.75),
+        _lines("near misses", nx, ny, NEAR_MISS_LINE),
+    ]
+    ids = rollout.node_ids
+    traces.append(
+        go.Scatter(
+            _validate=False,
+            x=mx,
+            y=my,
+            mode="markers",
+            marker={"symbol": "line-ns", "size": 12, "color": "#475569", "line": {"width": 2, "color": "#475569"}},
+            customdata=np.array([c.key for c in drawn_chains], dtype=np.int32),
+            hovertext=[
+                f"<b>{len(c.calls)} calls collapsed</b>: {html.escape(ids[c.calls[0]])} … {html.escape(ids[c.calls[-1]])}"
+                f"<br>the prompt grows by {c.token_growth:,} tokens<br>click to expand"
+                for c in drawn_chains
+            ],
+            hoverinfo="text",
+            name="chains",
+            showlegend=False,
+        )
+    )
+    traces.append(
+        go.Scatter(
+            _validate=False,
+            x=[lb[0] for lb in labels],
+            y=[lb[1] for lb in labels],
+            text=[lb[2] for lb in labels],
+            textposition=[lb[3] for lb in labels],
+            textfont={"size": 10, "color": [lb[4] for lb in labels]},
+            mode="markers+text",
+            marker={"size": 14, "opacity": 0},  # invisible: sets how far plotly puts the text from the point (7 px)
+            hoverinfo="skip",
+            name="labels",
+            showlegend=False,
+            cliponaxis=False,
+        )
+    )
+    _overlays(traces, x, y, [pos[v] for v in dimmed if v in pos], [pos[v] for v in highlighted if v in pos])
+    for trace in traces:
+        if trace.name not in SKELETON:
+            trace.xaxis = MARKS_AXIS
+            trace.marker.maxdisplayed = _cull(trace)
+    annotations = []
+    if centre is not None:
+        annotations.append(
+            {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
+             "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,
+             "font": {"size": 12, "color": "#0f172a"}}
+        )  # fmt: skip
+    # built without plotly's per-property validation (our own values; at 5,000 calls validating the
+    # arrays took most of the figure's 0.25 s)
+    fig = go.Figure(data=traces, _validate=False)
+    fig.update_layout(
+        annotations=annotations,
+        shapes=[shape for shape in shapes if shape is not None],
+        height=height,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        dragmode="pan",
+        clickmode="event+select",
+        hovermode="closest",
+        hoverdistance=12,
+        uirevision=f"{rollout.session_id}:{highlight}:{focus}",
+        xaxis={
+            "range": xr,
+            "showticklabels": False,
+            "gridcolor": "#f1f5f9",
+            "zeroline": False,
+            "title": {
+                "text": "depth → (a thick edge is a collapsed chain of calls)",
+                "font": {"size": 11},
+                "standoff": 2,
+            },
+            "rangeslider": {
+                "visible": overview,
+                "thickness": 0.09,
+                "bgcolor": "#f8fafc",
+                "bordercolor": "#e2e8f0",
+                "borderwidth": 1,
+                "yaxis": {"rangemode": "auto"},  # the whole rollout's outline, whatever the lanes in view
+            },
+        },
+        yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
+        xaxis2={"overlaying": "x", "matches": "x", "visible": False},
+    )
+    return fig
+
+
+def _cull(trace: go.Scatter) -> int:
+    """``marker.maxdisplayed`` for a marker trace: as many as it has points. Plotly then draws
+    only the markers (and their text) inside the current view and draws them again after each pan
+    or zoom, instead of an SVG element for every point of the rollout; with that many allowed, none
+    in view is ever left out. At 5,000 calls the default view shows about 80 of 2,400 nodes, and
+    the chart draws in about 0.15 s instead of 1.3 s (docs/performance.md)."""
+    return max(1, len(trace.x) if trace.x is not None else 0)
+
+
+def _overlays(
+    traces: list[go.Scatter], x: np.ndarray, y: np.ndarray, dimmed: list[int], highlighted: list[int]
+) -> None:
+    """A white veil over dimmed calls and a ring around highlighted ones; neither takes hover or
+    clicks (the calls trace underneath does), and neither fades when a call is selected."""
+    for nodes, name, marker in (
+        (dimmed, "dimmed", {"color": "rgba(255,255,255,0.78)", "size": 15, "symbol": "square", "line": {"width": 0}}),
+        (
+            highlighted,
+            "highlighted",
+            {"color": HIGHLIGHT_RING, "size": 21, "symbol": "circle-open", "line": {"width": 2.5}},
+        ),
+    ):
+        if not nodes:
+            continue
+        at = np.array(sorted(nodes), dtype=int)
+        traces.append(
+            go.Scatter(
+            _validate=False,
+                x=x[at], y=y[at], mode="markers", marker=marker, name=name, hoverinfo="skip", showlegend=False,
+                unselected={"marker": {"opacity": 1}},
+            )
+        )  # fmt: skip
+
+
+_ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
+
+
+def legend_html() -> str:
+    roles = "".join(
+        f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
+        f"{ROLE_GLYPHS[role]}</span>{html.escape(ROLE_LABELS[role])}</span>"
+        for role, color in ROLE_COLORS.items()
+    )
+    kinds = "".join(
+        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
+        for k in (ROOT, FORK, LEAF, INNER)
+    )
+    edges = (
+        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>exact token prefix</span>'
+        f'<span style="{_ITEM}"><span style="display:inline-block;width:22px;height:5px;background:#94a3b8;border-radius:2px"></span>'
+        "a chain of calls collapsed (click its handle to expand)</span>"
+        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+    )
+    return (
+        f'<div style="font-size:12px;color:#334155;line-height:1.7"><div>{roles}</div><div>{kinds}</div>'
+        f"<div>{edges}</div></div>"
+    )

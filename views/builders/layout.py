@@ -1,0 +1,162 @@
+"""DAG layout, computed in Python (pure geometry: it never decides what a call is).
+
+Roots on the left, depth to the right, one lane per branch. A chain is a straight line; the
+first child of a node (the one with the largest subtree, so the main line stays straight)
+continues its parent's lane, and each other child's branch goes to the first lane below its
+parent that is free over the branch's whole horizontal extent (lanes are packed: a retry that
+ends at once shares a lane with the retries after it). Roots are taken in arrival order: the
+first at the left of lane 0, each later one (a subagent, a side call) in the column of the call
+that arrived just before it, in the first free lane below that call, so side conversations sit
+under the point of the main line where they happened.
+
+``pack`` lays out any forest given as a parent map over the drawn nodes, with an edge length
+per node (a collapsed chain is a longer edge); ``layout`` is the uncollapsed exact graph.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rollout_graph.core.topology import Topology
+
+GAP = 0.5  # horizontal room kept between two branches sharing a lane
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    x: list[int]  # depth
+    y: list[int]  # lane (0 at the top)
+    n_lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Positions of the drawn nodes (by call index) and the number of lanes used."""
+
+    x: dict[int, float]
+    y: dict[int, int]
+    n_lanes: int
+
+
+class _Lanes:
+    """Occupied horizontal intervals per lane (non-overlapping, sorted by start)."""
+
+    def __init__(self) -> None:
+        self.starts: list[list[float]] = []
+        self.ends: list[list[float]] = []
+
+    def free(self, lane: int, a: float, b: float) -> bool:
+        if lane >= len(self.starts):
+            return True
+        starts, ends = self.starts[lane], self.ends[lane]
+        k = bisect.bisect_left(starts, a)
+        if k < len(starts) and starts[k] <= b + GAP:
+            return False
+        return not (k > 0 and ends[k - 1] + GAP >= a)
+
+    def take(self, lane: int, a: float, b: float) -> None:
+        while lane >= len(self.starts):
+            self.starts.append([])
+            self.ends.append([])
+        k = bisect.bisect_left(self.starts[lane], a)
+        self.starts[lane].insert(k, a)
+        self.ends[lane].insert(k, b)
+
+
+def pack(
+    nodes: Sequence[int], parent_of: Mapping[int, int | None], length: Mapping[int, float] | None = None
+) -> Placement:
+    """Lay out a forest.
+
+    Args:
+        nodes: the drawn nodes; roots are taken in this order.
+        parent_of: each node's drawn parent (``None`` or a node not drawn: a root).
+        length: horizontal length of each node's incoming edge (default 1).
+
+    Returns:
+        The :class:`Placement`.
+    """
+    drawn = set(nodes)
+    length = length or {}
+    children: dict[int, list[int]] = {v: [] for v in nodes}
+    roots = []
+    for v in nodes:
+        p = parent_of.get(v)
+        if p is None or p not in drawn:
+            roots.append(v)
+        else:
+            children[p].append(v)
+    # subtree sizes, children before parents
+    order: list[int] = []
+    stack = list(roots)
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        stack.extend(children[v])
+    size = dict.fromkeys(nodes, 1)
+    for v in reversed(order):
+        for c in children[v]:
+            size[v] += size[c]
+    for v in nodes:
+        children[v].sort(key=lambda k: (-size[k], k))
+    x: dict[int, float] = {}
+    y: dict[int, int] = {}
+    lanes = _Lanes()
+    placed: list[int] = []  # sorted call indices (arrival order) already placed
+    bottom = 0
+    for n_root, root in enumerate(roots):
+        if n_root == 0:
+            x[root], pending = 0.0, [(root, -1, 0.0)]
+        else:
+            # a later root starts where the call that arrived just before it was drawn, below it
+            k = bisect.bisect_left(placed, root)
+            anchor = placed[k - 1] if k else placed[0]
+            x[root] = x[anchor]
+            pending = [(root, y[anchor], x[root])]
+        while pending:
+            first, parent_lane, hang_x = pending.pop()
+            # the branch: first node, then main children all the way down
+            branch = [first]
+            while children[branch[-1]]:
+                nxt = children[branch[-1]][0]
+                x[nxt] = x[branch[-1]] + float(length.get(nxt, 1))
+                branch.append(nxt)
+            lane = parent_lane + 1
+            while not lanes.free(lane, hang_x, x[branch[-1]]):
+                lane += 1
+            lanes.take(lane, hang_x, x[branch[-1]])
+            bottom = max(bottom, lane)
+            later = []
+            for v in branch:
+                y[v] = lane
+                bisect.insort(placed, v)
+                for c in children[v][1:]:
+                    x[c] = x[v] + float(length.get(c, 1))
+                    later.append((c, lane, x[v]))
+            # nearest side branches first (a stack: push in reverse)
+            pending.extend(reversed(later))
+    return Placement(x, y, bottom + 1 if nodes else 0)
+
+
+def subtree_sizes(topology: Topology) -> list[int]:
+    sizes = [1] * len(topology.parents)
+    order = []
+    stack = list(topology.roots)
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(topology.children[node])
+    for node in reversed(order):
+        parent = topology.parents[node]
+        if parent is not None:
+            sizes[parent] += sizes[node]
+    return sizes
+
+
+def layout(topology: Topology) -> Layout:
+    """The exact graph, every call drawn, one unit per edge."""
+    n = len(topology.parents)
+    placed = pack(range(n), dict(enumerate(topology.parents)))
+    return Layout([int(placed.x[i]) for i in range(n)], [placed.y[i] for i in range(n)], placed.n_lanes)

@@ -1,0 +1,199 @@
+"""Token-view overlays (pure): colour sampled tokens by trainer-vs-inference difference, importance
+ratio, advantage or the entropy lower bound instead of the inference logprob (docs/signals.md).
+
+A :class:`Overlay` carries per-position arrays for a token strip; ``views/builders/tokens.py`` asks it for
+a CSS class and extra tooltip lines per token. Diverging quantities use ColorBrewer RdBu (safe for
+the common colour-vision deficiencies): blue where the trainer finds the token more likely than
+the engine did (d > 0, ratio > 1, positive advantage), red where less; entropy uses viridis.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from plotly.colors import sample_colorscale
+
+from rollout_graph.analysis.entropy import entropy_lower_bound
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.signals.join import RATIO_BAND
+from rollout_graph.ui.builders.palette import text_color_on
+
+LOGPROB = "logprob"
+DIFF = "diff"
+RATIO = "ratio"
+ADVANTAGE = "advantage"
+ENTROPY = "entropy"
+MODES = {
+    LOGPROB: "Inference logprob",
+    DIFF: "Trainer − inference",
+    RATIO: "Importance ratio",
+    ADVANTAGE: "Advantage",
+    ENTROPY: "Entropy (lower bound)",
+}
+
+DIVERGING = "RdBu"  # red (negative) -> white -> blue (positive)
+SEQUENTIAL = "viridis"
+BUCKETS = 21  # odd: the middle bucket is zero
+DIFF_FLOOR, DIFF_RANGE = 0.01, 2.0  # |d| below 0.01 nat is near white; 2 nats and more saturate
+RATIO_RANGE = 0.5  # ratios from 0.5 to 1.5, clamped
+ENTROPY_RANGE = 4.0  # nats
+NONE_STYLE = "background:#f8fafc;color:#94a3b8;outline:1px dotted #cbd5e1;outline-offset:-1px"
+
+
+def _diverging(t: float) -> str:
+    """``t`` in [-1, 1] -> an RdBu colour (red negative, blue positive)."""
+    return sample_colorscale(DIVERGING, [(t + 1) / 2])[0]
+
+
+def _stylesheet() -> str:
+    rules = [f".rg-n{{{NONE_STYLE}}}", ".rg-x{box-shadow:0 0 0 1.5px #111 inset}"]
+    for b in range(BUCKETS):
+        bg = _diverging(2 * b / (BUCKETS - 1) - 1)
+        rules.append(f".rg-d{b}{{background:{bg};color:{text_color_on(bg)}}}")
+        eg = sample_colorscale(SEQUENTIAL, [b / (BUCKETS - 1)])[0]
+        rules.append(f".rg-e{b}{{background:{eg};color:{text_color_on(eg)}}}")
+    return "<style>" + "".join(rules) + "</style>"
+
+
+STYLESHEET = _stylesheet()
+
+
+def diff_position(d: float) -> float:
+    """A signed log scale: 0.01 nat is faint, 0.1 clear, 2 nats saturated. Returns [-1, 1]."""
+    scaled = math.log1p(abs(d) / DIFF_FLOOR) / math.log1p(DIFF_RANGE / DIFF_FLOOR)
+    return math.copysign(min(1.0, scaled), d)
+
+
+def _bucket(t: float) -> int:
+    return int(round((max(-1.0, min(1.0, t)) + 1) / 2 * (BUCKETS - 1)))
+
+
+@dataclass
+class Overlay:
+    """Per-position trainer logprobs, advantages and entropy bounds for one token strip (NaN = none)."""
+
+    inference: np.ndarray
+    trainer: np.ndarray
+    advantages: np.ndarray
+    entropy: np.ndarray
+    mode: str = LOGPROB
+
+    @property
+    def advantage_range(self) -> float:
+        """The colour scale's half-width for advantages: the largest |advantage| here (at least 0.1)."""
+        finite = np.abs(self.advantages[np.isfinite(self.advantages)])
+        return max(0.1, float(finite.max())) if finite.size else 1.0
+
+    def available(self, mode: str) -> bool:
+        """Whether any token of the strip has a value for ``mode``."""
+        values = {DIFF: self.trainer, RATIO: self.trainer, ADVANTAGE: self.advantages, ENTROPY: self.entropy}
+        return mode == LOGPROB or bool(np.isfinite(values[mode]).any())
+
+    def css_class(self, pos: int) -> str | None:
+        """The token's colour class under the current mode (``None``: keep the logprob colouring)."""
+        if self.mode == LOGPROB:
+            return None
+        if self.mode in (DIFF, RATIO):
+            trainer, inference = self.trainer[pos], self.inference[pos]
+            if not (math.isfinite(trainer) and math.isfinite(inference)):
+                return "rg-n"
+            d = trainer - inference
+            if self.mode == DIFF:
+                return f"rg-d{_bucket(diff_position(d))}"
+            ratio = math.exp(d)
+            outside = " rg-x" if not RATIO_BAND[0] <= ratio <= RATIO_BAND[1] else ""
+            return f"rg-d{_bucket((ratio - 1) / RATIO_RANGE)}{outside}"
+        if self.mode == ADVANTAGE:
+            a = self.advantages[pos]
+            return "rg-n" if not math.isfinite(a) else f"rg-d{_bucket(a / self.advantage_range)}"
+        h = self.entropy[pos]
+        return "rg-n" if not math.isfinite(h) else f"rg-e{_bucket(2 * min(h, ENTROPY_RANGE) / ENTROPY_RANGE - 1)}"
+
+    def tooltip_lines(self, pos: int) -> list[str]:
+        """Both logprobs, the difference and ratio, the advantage and the entropy bound, where known."""
+        lines = []
+        trainer, inference = self.trainer[pos], self.inference[pos]
+        if math.isfinite(trainer):
+            line = f"trainer logprob {trainer:.4f}"
+            if math.isfinite(inference):
+                line = f"inference logprob {inference:.4f} · {line}"
+                d = trainer - inference
+                line += f" · Δ {d:+.4f} · ratio {math.exp(d):.4f}"
+            lines.append(line)
+        if math.isfinite(self.advantages[pos]):
+            lines.append(f"advantage {self.advantages[pos]:+.4f}")
+        if math.isfinite(self.entropy[pos]):
+            lines.append(f"entropy ≥ {self.entropy[pos]:.3f} nats (from the recorded top-k)")
+        return lines
+
+
+def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
+    """The overlay arrays for a strip made of ``parts`` ((node, context start) per call, as in tokens.py)."""
+    inference, trainer, advantages, entropy = [], [], [], []
+    signals = rollout.signals
+    for k, start in parts:
+        call = rollout.calls[k]
+        n_c = call.n_prompt - start if call.prompt_ids is not None else 0
+        n_s = call.n_sampled
+        pad = np.full(n_c, np.nan)
+        own = call.sampled_logprobs.astype(np.float64) if call.logprobs_aligned else np.full(n_s, np.nan)
+        found = signals.calls.get(k) if signals is not None else None
+        inference += [pad, own]
+        trainer += [pad, found.trainer if found is not None else np.full(n_s, np.nan)]
+        adv = found.advantages if found is not None and found.advantages is not None else np.full(n_s, np.nan)
+        advantages += [pad, adv]
+        entropy += [pad, entropy_lower_bound(call.top_k, n_s)]
+
+    def joined(arrays: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(arrays) if arrays else np.empty(0)
+
+    return Overlay(joined(inference), joined(trainer), joined(advantages), joined(entropy))
+
+
+def _gradient(colours: list[str]) -> str:
+    return (
+        '<span style="display:inline-block;width:150px;height:11px;vertical-align:middle;border-radius:2px;'
+        f'background:linear-gradient(90deg,{",".join(colours)})"></span>'
+    )
+
+
+def legend_html(overlay: Overlay | None, mode: str) -> str:
+    """The legend for a non-logprob mode (and a note when this strip has no values for it)."""
+    small = '<span style="font-size:11px">{}</span>'
+    diverging = _gradient([_diverging(t) for t in np.linspace(-1, 1, 9)])
+    if mode == DIFF:
+        scale = (
+            f"trainer − inference logprob {small.format('−2')} {diverging} {small.format('+2 nats')} "
+            '<span style="color:#64748b">(signed log scale: ±0.01 faint, ±0.1 clear; red = the trainer finds the '
+            "token less likely than the engine did)</span>"
+        )
+    elif mode == RATIO:
+        scale = (
+            f"importance ratio exp(Δ) {small.format('0.5')} {diverging} {small.format('1.5')} "
+            f'<span style="color:#64748b">(black ring: outside [{RATIO_BAND[0]}, {RATIO_BAND[1]}])</span>'
+        )
+    elif mode == ADVANTAGE:
+        r = overlay.advantage_range if overlay is not None else 1.0
+        scale = f"advantage {small.format(f'−{r:.3g}')} {diverging} {small.format(f'+{r:.3g}')}"
+    else:
+        sequential = _gradient([sample_colorscale(SEQUENTIAL, [t])[0] for t in np.linspace(0, 1, 9)])
+        scale = (
+            f"entropy lower bound {small.format('0')} {sequential} {small.format(f'≥{ENTROPY_RANGE:g} nats')} "
+            '<span style="color:#64748b">(from the recorded top-k alternatives only: the true entropy is at least '
+            "this, possibly much more)</span>"
+        )
+    missing = ""
+    if overlay is not None and not overlay.available(mode):
+        why = (
+            "no recorded top-k alternatives" if mode == ENTROPY else "no signals for these tokens: load a signals file"
+        )
+        missing = f'<span style="color:#b45309;font-weight:600">{html.escape(why)}</span>'
+    return (
+        '<div style="font:12px system-ui,sans-serif;color:#334155;display:flex;flex-wrap:wrap;gap:14px;align-items:center">'
+        f"<span>{scale}</span>"
+        f'<span><span style="padding:1px 4px;border-radius:3px;{NONE_STYLE}">sampled</span> no value here</span>'
+        f"{missing}</div>"
+    )

@@ -1,0 +1,159 @@
+"""The corpus page: an audit table (from `rollout-graph audit`), filters, distributions, and a row
+that opens its rollout in the explorer when that file is one the app may read."""
+
+from __future__ import annotations
+
+import io
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+import pyarrow.parquet as pq
+import streamlit as st
+
+from rollout_graph.reports import audit
+from rollout_graph.resources import SAMPLES
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md, plot
+from rollout_graph.ui.panels import corpus_signals, sidebar
+from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
+from rollout_graph.ui.state.sources import bundled_files, files_under, run_heavy
+
+BUNDLED_AUDIT = "Bundled samples (audited now)"
+UPLOADED = "Upload an audit Parquet"
+FOLDERS = "Parquet files in the command-line folders"
+NOTICE = state.CORPUS_NOTICE
+
+
+@st.cache_data(max_entries=8, show_spinner="Auditing…")
+def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
+    signals = (str(BUNDLED_SIGNALS),) if BUNDLED_SIGNALS.exists() else ()  # docs/signals.md
+    # off the script thread, bounded
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals)
+    frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
+    # shown relative to the app, never as a server path
+    frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]
+    return frame
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _read_parquet(data: bytes) -> pd.DataFrame:
+    return pq.read_table(io.BytesIO(data)).to_pandas()
+
+
+def _table(cli_directories: list[str]) -> pd.DataFrame | None:
+    kinds = [BUNDLED_AUDIT, UPLOADED] + ([FOLDERS] if cli_directories else [])
+    kind = st.sidebar.radio("Audit table", kinds, key=state.CORPUS_SOURCE)
+    if kind == BUNDLED_AUDIT:
+        return _audit_bundled(tuple(str(p) for p in bundled_files()))
+    if kind == UPLOADED:
+        upload = st.sidebar.file_uploader("audit.parquet", type=["parquet"], key=state.CORPUS_UPLOAD)
+        if upload is None:
+            st.info("Write one with `rollout-graph audit INPUT ... --out audit.parquet`, then drop it in the sidebar.")
+            return None
+        return _read_parquet(upload.getvalue())
+    found = sorted({p for d in cli_directories for p in Path(d).rglob("*.parquet")}) if cli_directories else []
+    if not found:
+        st.info("No `.parquet` files under the command-line folders.")
+        return None
+    choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key=state.CORPUS_FILE)
+    return _read_parquet(choice.read_bytes())
+
+
+def filter_rows(
+    frame: pd.DataFrame, harnesses, models, codes, discards_only: bool, trainable: tuple[int, int]
+) -> pd.DataFrame:
+    """The rows matching every filter (an empty selection filters nothing); pure."""
+    keep = pd.Series(True, index=frame.index)
+    if harnesses:
+        keep &= frame["harness"].isin(harnesses)
+    if models:
+        keep &= frame["models"].apply(lambda ms: any(m in models for m in (ms if ms is not None else ())))
+    if codes:
+        keep &= frame["finding_codes"].apply(lambda cs: any(c in codes for c in (cs if cs is not None else ())))
+    if discards_only:
+        keep &= frame["n_discarded"].fillna(0) > 0
+    tokens = frame["n_trainable_tokens"].fillna(0)
+    keep &= (tokens >= trainable[0]) & (tokens <= trainable[1])
+    return frame[keep]
+
+
+def _values(series: pd.Series) -> list[str]:
+    return sorted({v for items in series.dropna() for v in (items if not isinstance(items, str) else [items])})
+
+
+def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
+    """The table's selection callback (it runs before the page, so it may switch pages and sources).
+
+    Only files the app may read anyway (bundled samples, command-line folders) can be opened."""
+    rows = st.session_state[state.CORPUS_TABLE].selection.rows
+    if not rows:
+        return
+    row = shown.iloc[rows[0]]
+    if isinstance(row["error"], str):
+        st.session_state[NOTICE] = f"{row['source_file']} could not be read: {row['error']}"
+        return
+    path = Path(str(row["source_file"]))
+    target = (path if path.is_absolute() else SAMPLES.parent / path).resolve()
+    bundled = {p.resolve(): p for p in bundled_files()}
+    cli = {p.resolve(): p for p in files_under(cli_directories)} if cli_directories else {}
+    if target in bundled:
+        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = sidebar.BUNDLED, bundled[target]
+    elif target in cli:
+        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = sidebar.COMMAND_LINE, cli[target]
+    else:
+        st.session_state[NOTICE] = (
+            f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
+        )
+        return
+    state.select_session(str(row["session_id"]))
+    st.session_state[state.GOTO_EXPLORER] = True
+
+
+def render(cli_directories: list[str]) -> None:
+    if st.session_state.pop(state.GOTO_EXPLORER, False):
+        st.switch_page(st.session_state[state.PAGES]["explorer"]) if state.PAGES in st.session_state else None
+    frame = _table(cli_directories)
+    if frame is None:
+        return
+    st.markdown(f"##### Corpus audit: {len(frame):,} rollouts from {frame['source_file'].nunique():,} files")
+    cols = st.columns(4)
+    harnesses = cols[0].multiselect("Harness", _values(frame["harness"]))
+    models = cols[1].multiselect("Model", _values(frame["models"]))
+    codes = cols[2].multiselect("Finding code", _values(frame["finding_codes"]))
+    discards_only = cols[3].checkbox("Only rollouts with discards")
+    top = int(frame["n_trainable_tokens"].fillna(0).max() or 0)
+    trainable = st.slider("Trainable tokens", 0, max(top, 1), (0, max(top, 1)))
+    shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
+    shown = corpus_signals.render(frame, shown)
+    left, right = st.columns(2)
+    if len(shown):
+        left.plotly_chart(
+            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens per rollout", height=280),
+            width="stretch",
+        )
+        counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
+        if len(counts):
+            right.plotly_chart(
+                px.bar(
+                    x=[plot(code, 40) for code in counts.index],
+                    y=counts.values,
+                    labels={"x": "finding", "y": "rollouts"},
+                    title="Findings",
+                    height=280,
+                ),
+                width="stretch",
+            )
+    errors = int(shown["error"].notna().sum())
+    st.caption(
+        f"{len(shown):,} rollouts match"
+        + (f" · {errors} unreadable files" if errors else "")
+        + " · click a column to sort, a row to open it"
+    )
+    if NOTICE in st.session_state:
+        st.warning(md(st.session_state.pop(NOTICE)))
+    st.dataframe(
+        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
+        on_select=partial(_open_picked, shown, cli_directories),
+    )  # fmt: skip

@@ -1,0 +1,180 @@
+"""Find calls: a search box over the open rollout (hits by call, a hit opens the call at the
+token) and filters that dim the calls that do not match. Both feed the DAG: search hits are
+ringed, filtered-out calls veiled. The matching itself is graph/analysis (search, filters)."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from rollout_graph.analysis import filters
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search, strip_position
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md_escape
+from rollout_graph.ui.builders.tokens import page_of
+
+MAX_HITS_SHOWN = 40
+SEARCH_BOX_LABEL = "Search this rollout"
+# Hits read as a list, left-aligned and dense, not as centred buttons.
+HITS_STYLE = (
+    "<style>.st-key-rg-search-hits button{justify-content:flex-start;text-align:left;min-height:0;"
+    "padding:3px 8px;border-radius:4px;width:100%}.st-key-rg-search-hits button>div{justify-content:flex-start;width:100%}.st-key-rg-search-hits button:hover,.st-key-rg-search-hits "
+    "button:focus-visible{background:#eff6ff}.st-key-rg-search-hits [data-testid=stVerticalBlock]{gap:0}"
+    ".st-key-rg-search-hits button p{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;"
+    "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}</style>"
+)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _index(key: str, session_id: str, _rollout: Rollout, _decoder: Decoder) -> SearchIndex:
+    """One index per open rollout, reused by every search (and every visitor) of it."""
+    return SearchIndex(_rollout, _decoder)
+
+
+def token_view_key(workspace_key: str, rollout: Rollout, index: int) -> str:
+    """The key views/panels/node.py gives a call's token view (context span, then sampled span)."""
+    return f"tok-{workspace_key}-{rollout.session_id}-{rollout.calls[index].node_id}"
+
+
+def open_hit(rollout: Rollout, workspace_key: str, hit: Hit) -> None:
+    """Select the hit's call and, for a token hit, turn its token view to the token and ring it."""
+    state.select_node(rollout, hit.index)
+    position = strip_position(rollout, hit)
+    if position is not None:
+        key = token_view_key(workspace_key, rollout, hit.index)
+        st.session_state[f"{key}-page"] = page_of(position)
+        st.session_state[f"{key}-mark"] = position
+
+
+def best_hit(hits: list[Hit]) -> Hit:
+    """The hit a click on its call opens: a token position when there is one (the token view can
+    ring it), else the first."""
+    return next((h for h in hits if h.token_index is not None), hits[0])
+
+
+def describe(hit: Hit) -> str:
+    """Where a hit is, in words: ``message 3 (tool)``, ``sampled token 12``, ``response``."""
+    if hit.message_index is not None:
+        place = f"message {hit.message_index} ({hit.role})"
+    elif hit.token_index is not None:
+        place = f"{hit.where} token {hit.token_index}"
+    else:
+        place = hit.where
+    return place + (f" ×{hit.count}" if hit.count > 1 else "")
+
+
+def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> frozenset[int]:
+    """The search box and its hits; returns the calls to ring in the DAG."""
+    sid = rollout.session_id
+    box, regex_col, case_col = st.columns([6, 1, 1.3], vertical_alignment="bottom")
+    text = box.text_input(
+        SEARCH_BOX_LABEL,
+        key=state.search_key(workspace_key, sid),
+        placeholder="Text in messages, tool results, responses or decoded tokens ( / focuses, Esc clears )",
+    )
+    regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
+    ignore_case = case_col.toggle("Ignore case", key=state.search_key(workspace_key, sid, "case"))
+    if not text:
+        return frozenset()
+    try:
+        query = Query.compile(text, regex=regex, ignore_case=ignore_case)
+    except SearchError as exc:
+        st.error(str(exc))
+        return frozenset()
+    hits = search(_index(workspace_key, sid, rollout, decoder), query)
+    calls = sorted({h.index for h in hits})
+    if not hits:
+        st.caption(f"No call holds {md_escape(repr(text))}.")
+        return frozenset()
+    first = first_entered(hits)
+    lead = f"**{len(hits)}** hit(s) in **{len(calls)}** call(s), ringed in the graph."
+    if first is not None:
+        lead += (
+            f" First entered the context at **{md_escape(rollout.calls[first.index].node_id)}**"
+            f" (message {first.message_index}, {md_escape(first.role or '')})."
+        )
+    st.markdown(lead)
+    by_call: dict[int, list[Hit]] = {}
+    for hit in hits:
+        by_call.setdefault(hit.index, []).append(hit)
+    st.html(HITS_STYLE)
+    with st.container(height=min(300, 34 * min(len(by_call), MAX_HITS_SHOWN) + 20), key="rg-search-hits"):
+        for i, found in list(by_call.items())[:MAX_HITS_SHOWN]:
+            target = best_hit(found)
+            places = ", ".join(describe(h) for h in found)
+            st.button(
+                md_escape(f"{found[0].node_id} · #{i} · {places} — {target.snippet}"),
+                key=state.search_key(workspace_key, sid, f"hit-{i}"),
+                on_click=open_hit,
+                args=(rollout, workspace_key, target),
+                width="stretch",
+                type="tertiary",
+                help="Open this call" + (" at the token" if target.token_index is not None else ""),
+            )
+    if len(by_call) > MAX_HITS_SHOWN:
+        st.caption(f"First {MAX_HITS_SHOWN} calls shown; `rollout-graph search` lists them all.")
+    return frozenset(calls)
+
+
+def _label(counts, value: str) -> str:
+    return f"{value} ({counts[value]})"
+
+
+def filter_panel(rollout: Rollout, workspace_key: str) -> frozenset[int]:
+    """Facets over the calls; returns the calls that do not match (the DAG dims them)."""
+    values = filters.facet_values(rollout)
+    sid = rollout.session_id
+
+    def pick(column, label: str, facet: str) -> frozenset[str]:
+        counts = values[facet]
+        chosen = column.multiselect(
+            label,
+            sorted(counts),
+            format_func=lambda v: _label(counts, v),
+            key=state.filter_key(workspace_key, sid, facet),
+            placeholder="any",
+        )
+        return frozenset(chosen)
+
+    with st.expander("Filter calls", expanded=bool(st.session_state.get(state.filter_key(workspace_key, sid, "open")))):
+        top = st.columns(3)
+        roles = pick(top[0], "Role", "roles")
+        levels = pick(top[1], "Finding level", "levels")
+        codes = pick(top[2], "Finding code", "codes")
+        bottom = st.columns(3)
+        finish = pick(bottom[0], "Finish reason", "finish_reasons")
+        linked = pick(bottom[1], "Linked by", "linked_by")
+        models = pick(bottom[2], "Model", "models")
+        low_col, value_col = st.columns([1, 2], vertical_alignment="bottom")
+        low = low_col.toggle("Has a token with logprob below", key=state.filter_key(workspace_key, sid, "low"))
+        threshold = value_col.slider(
+            "logprob threshold",
+            min_value=-20.0,
+            max_value=0.0,
+            value=-5.0,
+            step=0.25,
+            key=state.filter_key(workspace_key, sid, "threshold"),
+            label_visibility="collapsed",
+            disabled=not low,
+        )
+        wanted = filters.CallFilter(
+            roles=roles,
+            levels=levels,
+            codes=codes,
+            finish_reasons=finish,
+            linked_by=linked,
+            models=models,
+            logprob_below=float(threshold) if low and threshold is not None and not math.isnan(threshold) else None,
+        )
+        keep = filters.matching(rollout, wanted)
+        n = len(rollout.calls)
+        if wanted.active:
+            st.markdown(f"**{int(keep.sum())} of {n} calls match**; the others are dimmed in the graph.")
+        else:
+            st.caption(f"No filter: all {n} calls shown. Values show how many calls have each.")
+    if wanted.active:
+        st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
+    return frozenset(int(i) for i in (~keep).nonzero()[0])

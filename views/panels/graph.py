@@ -1,0 +1,191 @@
+"""The DAG panel: the figure, its legend, the click handling, chains, focus and a call picker.
+
+The chart keeps one widget key per rollout; its figure is cached on what it draws (chains
+expanded, focus, near-miss toggle, the call chosen outside the chart), never on chart clicks,
+so a click in the chart does not rebuild it.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from rollout_graph.analysis.chains import continuations
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
+from rollout_graph.ui.state.live import mark_newest
+
+# Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
+# the figure itself is centred on the call. Runs in the component's same-origin iframe.
+# The page below the chart may still be growing when the first attempt runs, so it looks again.
+SCROLL_JS = """<script>
+function bringDag() {
+  const charts = Array.from(window.parent.document.querySelectorAll('.js-plotly-plot'));
+  const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
+  if (!dag) return;
+  const box = dag.getBoundingClientRect(), view = window.parent.innerHeight;
+  if (box.top < 0 || box.bottom > view) dag.scrollIntoView({block: 'center', behavior: 'instant'});
+}
+[400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
+</script>"""
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _figure(
+    key: str,
+    session_id: str,
+    highlight: int | None,
+    near_misses: bool,
+    collapse: bool,
+    expanded: frozenset[int],
+    focus: int | None,
+    newest: int | None,
+    _rollout: Rollout,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+) -> go.Figure:
+    """A pure function of the rollout and the drawing options (never of chart clicks): dimmed
+    (filtered out) and ringed (search hits, a findings group) calls; when following a live trace,
+    the newest call is ringed too."""
+    figure = dag_figure(
+        _rollout,
+        highlight,
+        near_misses=near_misses,
+        collapse=collapse,
+        expanded=expanded,
+        focus=focus,
+        dimmed=dimmed,
+        highlighted=highlighted,
+    )
+    return figure if newest is None else mark_newest(figure, newest)
+
+
+def _per_session(name: str, rollout: Rollout, default):
+    return st.session_state.setdefault(name, {}).setdefault(rollout.session_id, default)
+
+
+def render(
+    rollout: Rollout,
+    workspace_key: str,
+    near_misses: bool,
+    newest: int | None = None,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+) -> None:
+    expanded: set[int] = _per_session(state.DAG_EXPANDED, rollout, set())
+    chart_key = f"dag-{workspace_key}-{rollout.session_id}"
+    # a click in the chart first (its state is known before the chart is drawn), so the toolbar,
+    # the picker and the figure of this run agree with it
+    clicked = st.session_state.get(chart_key)
+    points = clicked["selection"]["points"] if clicked and clicked.get("selection") else []
+    chain = state.chart_click(rollout, points, CALLS, CHAINS)
+    if chain is not None:
+        expanded.add(chain)
+    focus_ids: dict = st.session_state.setdefault(state.DAG_FOCUS, {})
+    highlight = state.highlight(rollout)
+    current = state.current_node(rollout)
+    focus = None
+    if focus_ids.get(rollout.session_id) is not None:
+        focus = rollout.index_of(focus_ids[rollout.session_id])
+    # a call chosen from outside is always drawn (dag_figure keeps it a node); a focus it is outside of ends
+    if highlight is not None and focus is not None and highlight not in _subtree(workspace_key, rollout, focus):
+        focus_ids[rollout.session_id] = focus = None
+
+    left, middle, right = st.columns([2, 2, 3], vertical_alignment="center")
+    collapse = left.toggle(
+        "Collapse linear chains", value=True, key=state.DAG_COLLAPSE,
+        help="Runs of calls with one parent and one child are drawn as one thick edge. Roots, forks, leaves, "
+        "retries, calls with findings and the selected call always stay nodes.",
+    )  # fmt: skip
+    if middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded):
+        expanded.clear()
+        if current is not None and current != highlight:
+            state.select_node(rollout, current)  # the selected call stays a node
+            highlight = current
+    if focus is not None:
+        if right.button(
+            f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
+            key=f"dag-unfocus-{rollout.session_id}",
+        ):
+            focus_ids[rollout.session_id] = focus = None
+    else:
+        has_subtree = current is not None and (
+            bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
+        )
+        name = rollout.calls[current].node_id if current is not None else "the selected call"
+        if right.button(
+            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+        ):
+            focus_ids[rollout.session_id] = rollout.calls[current].node_id
+            focus = current
+
+    figure = _figure(
+        workspace_key,
+        rollout.session_id,
+        highlight,
+        near_misses,
+        collapse,
+        frozenset(expanded),
+        focus,
+        newest,
+        rollout,
+        frozenset(dimmed),
+        frozenset(highlighted),
+    )
+    st.plotly_chart(
+        figure,
+        key=chart_key,
+        on_select="rerun",
+        selection_mode="points",
+        width="stretch",
+        config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
+    )
+    st.html(legend_html())
+    ids = rollout.node_ids
+    # The picker is drawn for one selection (its key holds it) and told which in its callback: while
+    # a live source ticks, the browser can send a picker's value after the selection moved on (the
+    # tick left before the new selection arrived); that value is stale, not a choice.
+    picker = f"picker-{workspace_key}-{rollout.session_id}-{current}"
+    st.selectbox(
+        "Call",
+        options=range(len(ids)),
+        index=current,
+        format_func=lambda i: f"{ids[i]} · #{i} · {rollout.node_roles[i]}",
+        placeholder="Click a node in the graph, or pick a call",
+        key=picker,
+        on_change=_picked,  # before the next run: that run draws the chart with the call chosen
+        args=(rollout, picker, current),
+    )
+
+
+def _picked(rollout: Rollout, picker: str, drawn_for: int | None) -> None:
+    value = st.session_state.get(picker)
+    if value is not None and state.current_node(rollout) == drawn_for:
+        state.select_node(rollout, value)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _continued_cached(key: str, session_id: str, _rollout: Rollout) -> frozenset[int]:
+    return frozenset(continuations(_rollout).values())
+
+
+def _continued(key: str, rollout: Rollout) -> frozenset[int]:
+    """Calls a later root nearly continued (so they have a subtree to focus on)."""
+    return _continued_cached(key, rollout.session_id, rollout)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _subtree_cached(key: str, session_id: str, focus: int, _rollout: Rollout) -> frozenset[int]:
+    return frozenset(subtree(_rollout, focus))
+
+
+def _subtree(key: str, rollout: Rollout, focus: int) -> frozenset[int]:
+    return _subtree_cached(key, rollout.session_id, focus, rollout)
+
+
+def bring_into_view() -> None:
+    """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
+    live view's periodic rerun cannot remove the script before it runs)."""
+    if st.session_state.pop(state.SCROLL_TO_DAG, False):
+        st.iframe(SCROLL_JS, height="content")  # our own script, never trace text

@@ -1,0 +1,93 @@
+"""The pinned token inspector: every number of one token in a panel, as copyable text.
+
+A click on a token (or a jump: first sampled token, lowest logprob, a search hit) pins it; the
+left/right arrow keys move it token by token (views/panels/keyboard); Esc unpins. The panel has a fixed
+height, so pinning never shifts the tokens under the pointer. ``token_facts`` is pure.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import streamlit as st
+
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.tokens import TokenStrip
+
+PANEL_HEIGHT = 290
+
+
+def _rank(strip: TokenStrip, pos: int) -> str:
+    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0, dtype=np.int64)
+    known = row[row >= 0]
+    if not known.size:
+        return "unknown (no alternatives recorded)"
+    hits = np.flatnonzero(row == strip.ids[pos])
+    return f"{int(hits[0]) + 1} of {known.size} recorded" if hits.size else f"not among the {known.size} recorded"
+
+
+def token_facts(strip: TokenStrip, pos: int, decoder: Decoder) -> list[tuple[str, str]]:
+    """(label, value) rows for the token at ``pos``: id, text, logprob, probability, rank, the
+    recorded alternatives, loss mask, and where a context token came from (origin view)."""
+    token_id = int(strip.ids[pos])
+    text = decoder.pieces(strip.ids[max(0, pos - 4) : pos + 1])[-1]
+    rows = [("position", f"{pos:,} of {len(strip):,}"), ("id", str(token_id)), ("text", repr(text))]
+    if not strip.sampled[pos]:
+        rows.append(("span", "context: conditioned on, not trained"))
+        rows.append(("loss mask", "0"))
+        if strip.origin is not None:
+            source = int(strip.origin[pos])
+            if source < 0:
+                rows.append(("origin", "inserted by the harness (tool output, user text, template glue)"))
+            else:
+                lp = float(strip.origin_logprob[pos]) if strip.origin_logprob is not None else math.nan
+                at = "" if math.isnan(lp) else f" at logprob {lp:.4f} (p {math.exp(lp):.4f})"
+                rows.append(("origin", f"sampled earlier by the policy in {strip.origin_names[source]}{at}"))
+        return rows
+    lp = float(strip.logprobs[pos])
+    rows.append(("span", "sampled"))
+    if math.isnan(lp):
+        rows.append(("logprob", "not recorded (or invalid)"))
+    else:
+        rows += [("logprob", f"{lp:.6f}"), ("probability", f"{math.exp(lp):.6f}")]
+    rows.append(("rank", _rank(strip, pos)))
+    rows.append(("loss mask", "1 (trained)" if strip.trained[pos] else "0 (sampled but NOT trained)"))
+    alternatives = (
+        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
+        if strip.top_ids.size
+        else []
+    )
+    if alternatives:
+        texts = decoder.pieces([i for i, _ in alternatives])
+        for k, ((i, a), t) in enumerate(zip(alternatives, texts, strict=True), start=1):
+            chosen = "  <- sampled" if i == token_id else ""
+            rows.append((f"top {k}", f"{t!r} id {i} logprob {a:.4f} p {math.exp(a):.4f}{chosen}"))
+    return rows
+
+
+def facts_text(rows: list[tuple[str, str]]) -> str:
+    """The rows as aligned plain text (what the copy button copies)."""
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def render(strip: TokenStrip, decoder: Decoder, key: str) -> None:
+    """The panel for token view ``key``: the pinned token's numbers, or how to pin one."""
+    st.session_state[f"{key}-size"] = len(strip)
+    shown = st.session_state.setdefault(state.SHOWN_STRIPS, set())
+    shown.add(key)
+    position = st.session_state.get(f"{key}-mark")
+    with st.container(height=PANEL_HEIGHT, key=f"rg-inspector-{key}", border=True):
+        if not isinstance(position, int) or not 0 <= position < len(strip):
+            st.caption(
+                "**Token inspector.** Click a token to pin its numbers here (id, text, logprob, probability, rank, "
+                "alternatives, loss mask, origin). Then ← / → move token by token and Esc unpins; "
+                "the jumps above pin too."
+            )
+            return
+        active = st.session_state.get(state.PINNED_STRIP)
+        if active != key and not (active in shown and isinstance(st.session_state.get(f"{active}-mark"), int)):
+            st.session_state[state.PINNED_STRIP] = key  # a jump pinned it: the arrow keys follow it
+        st.code(facts_text(token_facts(strip, position, decoder)), language=None)

@@ -1,0 +1,115 @@
+"""Keyboard navigation and token pinning for the explorer.
+
+Streamlit has no key bindings, so a small static custom component (``frontend/index.html``, no
+build step: ``components.declare_component`` on a local folder) listens on the app's document and
+sends one event per key press or token click: ``{"action": ..., "n": nonce}``. Keys: j/k next or
+previous call in arrival order; h/l or the left/right arrows parent and first child; [ and ]
+previous and next sibling; / focuses the search box; Esc unpins the token, else clears the
+search. While a token is pinned the left/right arrows move it token by token instead. Keys typed
+into a text field are left alone (except Esc). A click on a token pins it in the inspector.
+
+Events come from the browser, so every field is checked before use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+from rollout_graph.analysis import navigation
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.tokens import page_of
+
+_component = components.declare_component("rg_keyboard", path=str(Path(__file__).parent / "frontend"))
+
+COMPONENT_KEY = "rg-keyboard"
+MOVES = {
+    "next": navigation.NEXT,
+    "previous": navigation.PREVIOUS,
+    "parent": navigation.PARENT,
+    "child": navigation.CHILD,
+    "next_sibling": navigation.NEXT_SIBLING,
+    "previous_sibling": navigation.PREVIOUS_SIBLING,
+}
+
+
+def pinned() -> tuple[str, int] | None:
+    """The strip key and position of the pinned token, if a token is pinned in a token view the
+    page shows (one drawn by the last run)."""
+    key = st.session_state.get(state.PINNED_STRIP)
+    if not key or key not in st.session_state.get(state.SHOWN_STRIPS, ()):
+        return None
+    position = st.session_state.get(f"{key}-mark")
+    return (key, position) if isinstance(position, int) else None
+
+
+def pin(key: str, position: int) -> None:
+    """Pin (and ring) the token at ``position`` of the token view ``key``, turning to its page."""
+    st.session_state[state.PINNED_STRIP] = key
+    st.session_state[f"{key}-mark"] = position
+    st.session_state[f"{key}-page"] = page_of(position)
+
+
+def unpin() -> None:
+    """Drop the pinned token (its ring goes too)."""
+    key = st.session_state.get(state.PINNED_STRIP)
+    if key:
+        st.session_state[f"{key}-mark"] = None
+    st.session_state[state.PINNED_STRIP] = None
+
+
+def _move_token(delta: int) -> None:
+    current = pinned()
+    if current is None:
+        return
+    key, position = current
+    size = st.session_state.get(f"{key}-size")
+    upper = size - 1 if isinstance(size, int) else position + max(delta, 0)
+    pin(key, min(max(0, position + delta), upper))
+
+
+def handle(event: Any, rollout: Rollout, search_keys: list[str]) -> bool:
+    """Carry out one event; True when the selection or view changed (the caller reruns)."""
+    if not isinstance(event, dict) or not state.new_pick("keyboard", event.get("n")):
+        return False
+    action = event.get("action")
+    if action == "arrow" and event.get("delta") in (-1, 1) and isinstance(event.get("delta"), int):
+        if pinned() is not None:  # the pinned token moves token by token
+            _move_token(event["delta"])
+            return True
+        action = "child" if event["delta"] == 1 else "parent"
+    if action in MOVES:
+        target = navigation.step(rollout.topology, state.current_node(rollout), MOVES[action])
+        if target is None:
+            return False
+        state.select_node(rollout, target)
+        return True
+    if action == "pin" and isinstance(event.get("strip"), str) and isinstance(event.get("pos"), int):
+        key, position = event["strip"], event["pos"]
+        if f"{key}-page" in st.session_state and position >= 0:  # a token view this session has drawn
+            pin(key, position)
+            return True
+        return False
+    if action == "escape":
+        if pinned() is not None:
+            unpin()
+            return True
+        cleared = False
+        for key in search_keys:
+            if st.session_state.get(key):
+                st.session_state[key] = ""
+                cleared = True
+        return cleared
+    return False
+
+
+def render(rollout: Rollout, search_keys: list[str], search_label: str) -> None:
+    """Draw the (invisible) bridge and act on its latest event. Call it before the panels that
+    read the selection and before the search box (so Esc can clear it)."""
+    handle(st.session_state.get(COMPONENT_KEY), rollout, search_keys)  # the latest event, before drawing
+    st.session_state[state.SHOWN_STRIPS] = set()  # the token views below add themselves
+    _component(search_label=search_label, key=COMPONENT_KEY, default=None)

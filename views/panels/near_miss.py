@@ -1,0 +1,145 @@
+"""Near-miss views (pure builders + one render): the break side by side, and the rollout banner."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import streamlit as st
+
+from rollout_graph.analysis.breaks import fix_for, reason_for, token_boundaries
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.forks import fork_diffs
+from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, NearMiss
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui.builders.escape import md
+
+BEFORE = 8  # shared tokens shown before the break
+AFTER = 24  # differing tokens shown after it
+STYLE = (
+    "<style>.rg-nm{display:grid;grid-template-columns:1fr 1fr;gap:10px;font:12.5px ui-monospace,Menlo,monospace}"
+    ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
+    ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
+    ".rg-same{color:#64748b}.rg-del{background:#fee2e2;color:#991b1b;text-decoration:line-through}"
+    ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}"
+    ".rg-tok{background:#fef3c7;color:#78350f;border-radius:2px}</style>"
+)
+
+
+def _end_ids(call) -> np.ndarray:
+    return np.concatenate([call.prompt_ids, call.sampled_ids])
+
+
+def summary(rollout: Rollout, miss: NearMiss) -> str:
+    calls = rollout.calls
+    earlier, later = calls[miss.earlier], calls[miss.later]
+    where = {"prompt": "inside its prompt", "sampled": "inside its sampled span", "after": "after its end"}[miss.where]
+    kept = (
+        f", after {miss.kept:.0%} of its {earlier.n_sampled:,} sampled tokens were kept"
+        if miss.where != "prompt"
+        else ""
+    )
+    fix = fix_for(rollout, miss)
+    return (
+        f"{later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of {earlier.node_id}; "
+        f"the break falls {where}{kept}. {reason_for(miss)}." + (f" Fix: {fix}." if fix else "")
+    )
+
+
+def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
+    """A re-tokenized replay: the same text cut into tokens two ways, side by side (escaped)."""
+    sampled, replayed = token_boundaries(rollout, miss, decoder)
+
+    def cut(pieces: list[str], cls: str) -> str:
+        return '<span class="rg-bar">|</span>'.join(f'<span class="{cls}">{html.escape(p)}</span>' for p in pieces)
+
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    return (
+        STYLE
+        + '<div class="rg-nm">'
+        + f"<div><h5>{html.escape(earlier.node_id)}: the tokens the model sampled</h5>{cut(sampled, 'rg-tok')}</div>"
+        + f"<div><h5>{html.escape(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-tok')}</div>"
+        + "</div>"
+    )
+
+
+def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
+    """What the harness removed (left: the earlier call's end ids) and inserted (right: the later
+    prompt), around the first differing token; everything from the trace escaped."""
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    at, lead = miss.common_prefix, max(0, miss.common_prefix - BEFORE)
+
+    def side(ids, title: str, cls: str) -> str:
+        pieces = decoder.pieces(ids[lead : at + AFTER])
+        shared = html.escape("".join(pieces[: at - lead]))
+        changed = html.escape("".join(pieces[at - lead :])) or "(nothing)"
+        return f'<div><h5>{html.escape(title)}</h5><span class="rg-same">…{shared}</span><span class="{cls}">{changed}</span></div>'
+
+    return (
+        STYLE
+        + '<div class="rg-nm">'
+        + side(_end_ids(earlier), f"{earlier.node_id}: what the model's context and output were", "rg-del")
+        + side(later.prompt_ids, f"{later.node_id}: what the harness sent next", "rg-ins")
+        + "</div>"
+    )
+
+
+def banner(rollout: Rollout) -> str | None:
+    """A rollout-level warning when history rewrites explain most of the roots."""
+    roots = [m for i, m in rollout.near_misses.items() if i == m.later]
+    rewritten = [m for m in roots if m.kind in BROKEN_REPLAYS]
+    if not rewritten or len(rewritten) * 2 < len(roots):
+        return None
+    return (
+        f"This harness rewrites its history: {len(rewritten)} of {rollout.stats['n_roots']} roots are broken replays of the model's own turn. "
+        "The model's own turns come back edited, so the exact token graph splits them into new roots and "
+        "their tokens are trained as separate rows, or not at all."
+    )
+
+
+def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
+    miss = rollout.near_misses.get(node)
+    if miss is None:
+        return
+    with st.expander(
+        f"Near miss: {miss.kind.replace('_', ' ')} of {md(rollout.calls[miss.other].node_id, 80)}",
+        expanded=miss.kind in BROKEN_REPLAYS,
+    ):
+        st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
+        if miss.kind == RETOKENIZED:
+            st.html(boundaries_html(rollout, miss, decoder))
+        st.html(break_html(rollout, miss, decoder))
+
+
+def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> str:
+    """A fork's children side by side: each sampled span decoded, from the first token where it
+    differs from the earliest child struck/green, with the logprob there and which one continued."""
+    calls = rollout.calls
+    diffs = fork_diffs(rollout, fork)[: limit - 1]
+    first = sorted(rollout.topology.children[fork])[0]
+    columns = [(first, None)] + [(d.other, d) for d in diffs]
+    cells = []
+    # the earliest child is cut where the first other child departs from it
+    first_divergence = diffs[0].divergence if diffs else None
+    for node, d in columns:
+        call = calls[node]
+        divergence = first_divergence if d is None else d.divergence
+        cut = call.n_sampled if divergence is None else divergence
+        pieces = decoder.pieces(call.sampled_ids[: cut + 40])
+        same, changed = "".join(pieces[:cut]), "".join(pieces[cut:])
+        state = (
+            "continued"
+            if rollout.topology.children[node]
+            else ("discarded" if node in rollout.topology.discarded else "leaf")
+        )
+        note = ""
+        if d is not None and d.divergence is not None:
+            top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
+            note = f" · diverges at token {d.divergence}: logprob {d.other_logprob} vs {d.original_logprob}; {top} the original's top-k"
+        cls = "rg-ins" if d is not None else "rg-del"
+        cells.append(
+            f"<div><h5>{html.escape(call.node_id)} · {state}{html.escape(note)}</h5>"
+            f'<span class="rg-same">{html.escape(same)}</span><span class="{cls}">{html.escape(changed)}</span></div>'
+        )
+    grid = f'<div class="rg-nm" style="grid-template-columns:repeat({len(cells)},1fr)">' + "".join(cells) + "</div>"
+    return STYLE + grid

@@ -1,0 +1,202 @@
+"""Everything about one call: what it is, its tokens, its messages, its training row, its findings."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.token_flow import inherited_share
+from rollout_graph.core.records import FATAL
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui.builders.chat import chat_html
+from rollout_graph.ui.builders.dag import node_kind
+from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
+from rollout_graph.ui.builders.tokens import node_strip, origin_strip, sequence_strip
+from rollout_graph.ui.panels import near_miss as near_miss_view
+from rollout_graph.ui.panels import raw as raw_view
+from rollout_graph.ui.panels import relatives
+from rollout_graph.ui.panels import tokens as token_view
+
+
+def _when(value) -> str:
+    if isinstance(value, (int, float)) and value > 1e9:
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return str(value)
+
+
+def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
+    """The call's identity and provenance as (label, value) rows."""
+    call, topo = rollout.calls[i], rollout.topology
+    parent = topo.parents[i]
+    kept = topo.discarded.get(i)
+    rows = [
+        ("parent", "none (a root)" if parent is None else rollout.calls[parent].node_id),
+        ("root", rollout.calls[topo.root_of[i]].node_id),
+        ("children", ", ".join(rollout.calls[c].node_id for c in topo.children[i]) or "none (a leaf)"),
+        ("linked by", rollout.linked_by[i] or "nothing: a root"),
+        ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
+        (
+            "tokens",
+            f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
+            f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}",
+        ),
+        ("trained", "yes" if rollout.trainable[i] else "no" + (" (no sampled tokens)" if not call.n_sampled else "")),
+        ("finish reason", str(call.finish_reason)),
+        ("model", str(call.model)),
+        ("shape", f"{call.shape} · {Path(call.source).name}:{call.line}"),
+    ]
+    if call.harness:
+        rows.append(("harness", call.harness))
+    rows += [(key, _when(value)) for key, value in call.timing.items()]
+    if call.usage:
+        rows.append(("usage", ", ".join(f"{k} {v}" for k, v in call.usage.items() if not isinstance(v, dict))))
+    return rows
+
+
+def _param(params: dict, key: str) -> str:
+    return repr(params[key]) if key in params else "—"
+
+
+def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
+    call = rollout.calls[i]
+    submitted = call.submitted_params or {}
+    keys = list(dict.fromkeys([*call.requested_params, *submitted]))
+    if not keys:
+        return None
+    return pd.DataFrame(
+        [
+            {
+                "param": k,
+                "requested": _param(call.requested_params, k),
+                "submitted": _param(submitted, k) if call.submitted_params is not None else "not recorded",
+            }
+            for k in keys
+        ]
+    )
+
+
+def _badge(text: str, color: str, ink: str = "#fff") -> str:
+    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
+
+
+def header_html(rollout: Rollout, i: int) -> str:
+    call = rollout.calls[i]
+    role = rollout.node_roles[i]
+    badges = _badge(role, ROLE_COLORS[role], ROLE_TEXT[role]) + _badge(node_kind(rollout, i), "#475569")
+    if not rollout.trainable[i] and call.n_sampled:
+        badges += _badge("not trained", "#dc2626")
+    fatal = [f for f in rollout.findings_for(i) if f.level == FATAL]
+    if fatal:
+        badges += _badge(f"{len(fatal)} FATAL", "#991b1b")
+    return (
+        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
+        f'<span style="font-weight:400;font-size:13px;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
+    )
+
+
+def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_whitespace: bool) -> None:
+    call = rollout.calls[i]
+    st.html(header_html(rollout, i))
+    relatives.render(rollout, i)  # parent, children, siblings: one click opens them
+    left, right = st.columns([3, 2])
+    rows = facts(rollout, i)
+    left.dataframe(
+        pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows)
+    )
+    params = params_table(rollout, i)
+    if params is not None:
+        right.caption("Sampling params: requested by the harness vs submitted to the engine")
+        right.dataframe(params, hide_index=True, width="stretch")
+    right.html(
+        f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>'
+    )
+    near_miss_view.render(rollout, i, decoder)
+    if len(rollout.topology.children[i]) > 1:
+        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side", expanded=True):
+            st.html(near_miss_view.fork_html(rollout, i, decoder))
+    key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
+    tokens, messages, sequence, findings, raw = st.tabs(
+        ["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"]
+    )
+    with tokens:
+        by_origin = st.toggle(
+            "Whole prompt, coloured by origin",
+            key=f"origin-{key}",
+            help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); amber: text the "
+            "policy sampled earlier, re-inserted by the harness (a summary, a subagent's answer); grey: inserted by the harness.",
+        )
+        if by_origin:
+            st.caption(
+                "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
+                "re-inserted, grey ones inserted by the harness; then the sampled span."
+            )
+            token_view.render(origin_strip(rollout, i, decoder), decoder, f"org-{key}", show_whitespace)
+        else:
+            st.caption(
+                "The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span."
+            )
+            token_view.render(node_strip(rollout, i), decoder, f"tok-{key}", show_whitespace)
+    with messages:
+        if call.tools:
+            with st.expander(f"Tool manifest ({len(call.tools)} tools)"):
+                st.json(call.tools, expanded=False)
+        st.html(chat_html(call))
+    with sequence:
+        sequence_panel(rollout, i, decoder, key, show_whitespace)
+    with findings:
+        found = rollout.findings_for(i)
+        if found:
+            st.dataframe(
+                pd.DataFrame([{"level": f.level, "code": f.code, "detail": f.detail} for f in found]),
+                hide_index=True,
+                width="stretch",
+            )
+        else:
+            st.caption("No findings for this call.")
+    with raw:
+        raw_view.render(call, workspace_key)  # the record as it stands in the file, derived fields apart
+
+
+def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_whitespace: bool) -> None:
+    # the agent row with the most trainable tokens first
+    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
+    if not through:
+        st.caption("No sequence runs through this call.")
+        return
+    names = [rollout.calls[s.leaf].node_id for s in through]
+    pick = 0
+    if len(through) > 1:
+        pick = st.selectbox(
+            f"{len(through)} training rows run through this call; leaf",
+            range(len(through)),
+            format_func=lambda k: f"{names[k]} · {through[k].role} · {through[k].n_trainable:,} trainable",
+            key=f"seq-{key}",
+        )
+    seq = through[pick]
+    c = st.columns(5)
+    c[0].metric("role", seq.role)
+    c[1].metric("turns", seq.n_turns)
+    c[2].metric("trainable tokens", f"{seq.n_trainable:,}")
+    c[3].metric("context tokens", f"{seq.n_context:,}")
+    c[4].metric("prompt_len", f"{seq.prompt_len:,}")
+    turns = []
+    for k in seq.nodes:
+        n_context = rollout.calls[k].n_prompt - rollout.context_start(k)
+        turns.append(
+            {
+                "call": rollout.calls[k].node_id,
+                "context (mask 0)": n_context,
+                "sampled": rollout.calls[k].n_sampled,
+                "trained": bool(rollout.trainable[k]),
+            }
+        )
+    st.dataframe(pd.DataFrame(turns), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(turns)))
+    st.caption(
+        "The whole training row, turn by turn: context tokens neutral (mask 0), trained tokens coloured by logprob."
+    )
+    token_view.render(sequence_strip(rollout, seq), decoder, f"seq-{key}-{names[pick]}", show_whitespace)

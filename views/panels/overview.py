@@ -1,0 +1,149 @@
+"""The overview: load report, rollouts table, the open rollout's headline numbers and findings."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import streamlit as st
+
+from rollout_graph.core.records import FATAL, WARN
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.reports import export
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md
+from rollout_graph.ui.panels import groups as groups_view
+from rollout_graph.ui.state.sources import Workspace
+
+MAX_SKIPPED_ROWS = 1000
+
+
+def load_report(workspace: Workspace) -> None:
+    loaded = workspace.loaded
+    skipped = loaded.skipped
+    if not skipped:
+        st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
+        return
+    st.warning(
+        f"{md(workspace.label, 120)}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
+        f"**{len(skipped):,} skipped**: every other record loaded normally."
+    )
+    with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):
+        rows = [{"file": Path(s.file).name, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        if len(skipped) > MAX_SKIPPED_ROWS:
+            st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
+
+
+def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
+    """A table whose rows can be selected; the selected row's position, if any."""
+    event = st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+        height=min(max_height, 38 + 35 * len(frame)),
+    )
+    rows = event.selection.rows
+    return rows[0] if rows else None
+
+
+def rollouts_table(workspace: Workspace, current: str) -> None:
+    """One row per session; selecting a row opens it."""
+    ids = list(workspace.rollouts)
+    if len(ids) < 2:
+        return
+    st.markdown("##### Rollouts")
+    by_group = groups_view.group_by_toggle()
+    ids = groups_view.ordered(workspace, ids, by_group)
+    rows = []
+    for sid in ids:
+        r = workspace.rollouts[sid]
+        s, counts = r.stats, r.finding_counts
+        rows.append(
+            {
+                "session": sid,
+                "turns": s["n_turns"],
+                "roots": s["n_roots"],
+                "forks": s["n_forks"],
+                "discarded": s["n_discarded"],
+                "trainable tokens": s["n_trainable_tokens"],
+                "FATAL": counts[FATAL],
+                "WARN": counts[WARN],
+                **groups_view.extra_columns(workspace, sid, by_group),
+                "open": "▶" if sid == current else "",
+            }
+        )
+    picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
+    if by_group:
+        groups_view.panel(workspace)
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
+        state.select_session(ids[picked])
+        st.rerun()
+
+
+def compact(n: int) -> str:
+    """1,234 / 12.3k / 1.89M: numbers that fit a metric tile."""
+    if n < 10_000:
+        return f"{n:,}"
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
+def headline(rollout: Rollout) -> None:
+    shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
+    st.html(
+        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
+        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
+    )
+    tiles = headline_tiles(rollout)
+    for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):
+        col.metric(label, value, help=why)
+
+
+def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
+    """(label, value, help) per headline tile: retries the harness made are counted apart from
+    replays of the model's own turn that broke the token prefix (pure)."""
+    s, counts = rollout.stats, rollout.finding_counts
+    return [
+        ("turns", s["n_turns"], None),
+        ("roots", s["n_roots"], None),
+        ("forks", s["n_forks"], None),
+        ("retried", s["n_discarded_retries"], "discarded by the harness: the identical prompt was re-sent (a real retry)"),
+        ("broken", s["n_broken_replays"],
+         "the model's own turn replayed so that the token prefix broke (edited or re-tokenized): "
+         "a new root or a call that only looks discarded"),
+        ("trainable tokens", compact(s["n_trainable_tokens"]), None),
+        ("FATAL", counts[FATAL], None),
+        ("WARN", counts[WARN], None),
+    ]  # fmt: skip
+
+
+def _jsonl(records: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def downloads(rollout: Rollout) -> None:
+    """The open rollout as training rows or trace entries, generated only when clicked."""
+    left, right, drop_col = st.columns([1, 1, 3])
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rollout.session_id)
+    n_unfinished = rollout.stats["n_unfinished"]
+    drop = n_unfinished > 0 and drop_col.checkbox(
+        f"Leave out the {n_unfinished} unfinished attempts", key=f"drop-unfinished-{rollout.session_id}",
+        help="sibling attempts none of which continued (the harness gave up on them): WARN unfinished_attempts",
+    )  # fmt: skip
+    left.download_button(
+        "⬇ Training rows (JSONL)", data=lambda: _jsonl(export.training_rows(rollout, drop_unfinished=drop)),
+        file_name=f"{name}.rows.jsonl", mime="application/jsonl", on_click="ignore",
+        help="one labelled row per sequence, every role", width="stretch",
+    )  # fmt: skip
+    right.download_button(
+        "⬇ Trace entries (JSONL)", data=lambda: _jsonl(export.trace_entries(rollout, drop_unfinished=drop)),
+        file_name=f"{name}.trace-entries.jsonl", mime="application/jsonl", on_click="ignore",
+        help="TRL/OpenEnv TraceEntry records for the agent's calls", width="stretch",
+    )  # fmt: skip

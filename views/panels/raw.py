@@ -1,0 +1,47 @@
+"""The Raw JSON tab: the record exactly as it stands in its file (read back by file and line),
+and, separately, the fields the loader derived from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.raw import read_record
+from rollout_graph.ui.builders.chat import raw_record
+from rollout_graph.ui.state.sources import source_of
+
+MAX_SHOWN = 200_000  # characters drawn; the download has the whole record
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _read(workspace_key: str, name: str, line: int) -> tuple[str, bool, str] | str:
+    source = source_of(workspace_key, name)
+    if source is None:
+        return "The traces were unloaded since this call was opened; reopen the source to read its record."
+    try:
+        record = read_record(source, line)
+    except (LookupError, OSError) as exc:
+        return f"Cannot read the record back: {exc}"
+    return record.text, record.exact, record.where
+
+
+def render(call: Call, workspace_key: str) -> None:
+    name = Path(call.source).name  # never a server path
+    found = _read(workspace_key, call.source, call.line)
+    if isinstance(found, str):
+        st.warning(found)
+    else:
+        text, exact, where = found
+        how = "exactly as it stands in the file" if exact else "re-serialised (not byte for byte)"
+        st.caption(f"The record from **{name}**, {where}: {how}. {len(text):,} characters.")
+        shown = text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN]
+        st.code(shown, language="json", wrap_lines=True, height=420)
+        if len(text) > MAX_SHOWN:
+            st.caption(f"First {MAX_SHOWN:,} characters shown; the download has all of it.")
+        st.download_button(
+            "⬇ This record", data=text, file_name=f"{call.node_id}.json", mime="application/json", on_click="ignore"
+        )
+    with st.expander("Derived fields: what the loader read from the record"):
+        st.json(raw_record(call), expanded=2)

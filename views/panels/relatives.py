@@ -1,0 +1,44 @@
+"""The call's parent, children and siblings as buttons: one click (or Tab and Enter) opens them.
+The keys j/k, h/l and [ ] do the same from anywhere (views/panels/keyboard)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from rollout_graph.analysis.navigation import siblings
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md_escape
+
+MAX_BUTTONS = 12
+
+
+def _open(rollout: Rollout, index: int) -> None:
+    state.select_node(rollout, index)
+
+
+def render(rollout: Rollout, i: int) -> None:
+    topo = rollout.topology
+    parent = topo.parents[i]
+    others = [s for s in siblings(topo, i) if s != i]
+    groups = [
+        ("↑ parent (h)", [] if parent is None else [parent], "none: a root"),
+        ("↓ children (l)", topo.children[i], "none: a leaf"),
+        ("↔ siblings ([ ])", others, "none"),
+    ]
+    with st.container(key="rg-relatives", horizontal=True, vertical_alignment="center", gap="small"):
+        for label, members, empty in groups:
+            st.caption(label)
+            if not members:
+                st.caption(empty)
+            for m in members[:MAX_BUTTONS]:
+                st.button(
+                    md_escape(rollout.calls[m].node_id),
+                    key=f"rel-{rollout.session_id}-{i}-{label[0]}-{m}",
+                    on_click=_open,
+                    args=(rollout, m),
+                    type="secondary",
+                    help=f"Open {rollout.calls[m].node_id} (arrival #{m})",
+                )
+            if len(members) > MAX_BUTTONS:
+                st.caption(f"+{len(members) - MAX_BUTTONS} more")

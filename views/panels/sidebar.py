@@ -1,0 +1,92 @@
+"""The sidebar: which traces to open, and display options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from rollout_graph.resources import SAMPLES
+from rollout_graph.ui import state
+from rollout_graph.ui.state import live
+from rollout_graph.ui.state.sources import (
+    UploadTooLarge,
+    Workspace,
+    bundled_files,
+    files_under,
+    load_files,
+    load_uploads,
+)
+
+BUNDLED = "Bundled samples"
+UPLOAD = "Upload"
+COMMAND_LINE = "Command-line folders"
+ALL = "all files"
+UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
+
+
+@dataclass(frozen=True)
+class Options:
+    show_whitespace: bool
+    near_misses: bool
+    live: live.LiveSource | None = None  # the command-line traces, followed as they grow
+
+
+def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
+    def name(p: Path | str) -> str:
+        if p == ALL:
+            return f"{ALL} ({len(files)})"
+        try:
+            return str(p.relative_to(root)) if root else p.name
+        except ValueError:
+            return p.name
+
+    choice = st.sidebar.selectbox("File", [ALL, *files], format_func=name, key=key)
+    return files if choice == ALL else [choice]
+
+
+def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
+    st.sidebar.caption(
+        "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
+    )
+    kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
+    kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
+    workspace = None
+    following = None
+    if kind == BUNDLED:
+        files = bundled_files()
+        if files:
+            workspace = load_files(_pick_files(files, SAMPLES, state.BUNDLED_FILE), "bundled samples")
+        else:
+            st.sidebar.warning("No bundled sample traces found.")
+    elif kind == COMMAND_LINE:  # followed live: new calls and new files appear as they are written
+        files = files_under(cli_directories)
+        picked = _pick_files(files, None, state.CLI_FILE) if files else files
+        live.sidebar_controls()
+        paths = [Path(p) for p in cli_directories] if picked == files else picked
+        following = live.source(paths, live.COMMAND_LINE_LABEL)
+    else:
+        uploads = st.sidebar.file_uploader(
+            "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS
+        )
+        if uploads:
+            try:
+                workspace = load_uploads(uploads)
+            except UploadTooLarge as exc:
+                st.error(str(exc))
+        else:
+            st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
+    st.sidebar.divider()
+    options = Options(
+        live=following,
+        show_whitespace=st.sidebar.toggle("Show whitespace in token views", value=True, key=state.SHOW_WHITESPACE),
+        near_misses=st.sidebar.toggle(
+            "Show near-miss links in the graph",
+            value=True,
+            key=state.NEAR_MISSES,
+            help="Dashed: a call that nearly continued another (history rewritten or compacted). "
+            "They never change the exact graph, its sequences or exports.",
+        ),
+    )
+    return workspace, options

@@ -1,0 +1,113 @@
+"""The first-run guide: what the shapes mean, and one click to each kind of interesting call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RESUMED, RETRY, SIDE_CALL, SUBAGENT
+from rollout_graph.core.roles import AGENT
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md
+
+
+@dataclass(frozen=True)
+class Example:
+    label: str
+    node: int
+    why: str
+
+
+def interesting_calls(rollout: Rollout) -> list[Example]:
+    """One example of each structure worth seeing, as the near-miss classifier
+    (graph/analysis/near_miss.py) names them; this view decides nothing itself (pure)."""
+    topo, calls = rollout.topology, rollout.calls
+    kinds = {node: miss.kind for node, miss in rollout.near_misses.items()}
+    found: list[Example] = []
+
+    def first(label: str, nodes, why) -> None:
+        node = next(iter(nodes), None)
+        if node is not None:
+            found.append(Example(label, node, why(node)))
+
+    def of_kind(*wanted: str, roots: bool | None = None):
+        return (
+            n for n in sorted(kinds)
+            if kinds[n] in wanted and (roots is None or (topo.parents[n] is None) == roots)
+        )  # fmt: skip
+
+    def other(n: int) -> str:
+        return calls[rollout.near_misses[n].other].node_id
+
+    first(
+        "a retry",
+        (d for d in of_kind(RETRY, roots=False) if d in topo.discarded),
+        lambda d: (
+            f"{calls[d].node_id} was discarded by the harness: the same prompt was re-sent and {other(d)} continued"
+        ),
+    )
+    first(
+        "a resampled first call",
+        (d for d in of_kind(RETRY, roots=True) if d in topo.discarded),
+        lambda d: f"{calls[d].node_id} has the same prompt as {other(d)}, which continued",
+    )
+    first(
+        "a broken replay",
+        of_kind(*BROKEN_REPLAYS),
+        lambda n: (
+            f"{calls[n].node_id}: {kinds[n].replace('_', ' ')} of {other(n)}: the harness replayed the model's "
+            "turn so that the token prefix broke"
+        ),
+    )
+    first(
+        "a subagent",
+        of_kind(SUBAGENT),
+        lambda r: f"{calls[r].node_id} starts a conversation of its own (its own system prompt or tools)",
+    )
+    first(
+        "a side call",
+        of_kind(SIDE_CALL),
+        lambda r: f"{calls[r].node_id} is a single call of its own (a title, a summary, ...)",
+    )
+    first(
+        "a compaction or resume",
+        of_kind(COMPACTION, RESUMED),
+        lambda r: (
+            f"{calls[r].node_id}: {kinds[r]} of {other(r)}: the conversation goes on with a history that is "
+            "not a token prefix"
+        ),
+    )
+    truncated = [i for i, c in enumerate(calls) if c.finish_reason == "length"]
+    first(
+        "a truncated turn",
+        sorted(truncated, key=lambda i: rollout.node_roles[i] != AGENT),
+        lambda i: f"{calls[i].node_id} stopped at max tokens",
+    )
+    return found
+
+
+GUIDE = (
+    "Every node is one model call. Calls are linked by exact token prefix: a **root** (◆) starts a new "
+    "conversation, a **fork** (■) was continued by more than one call, a **leaf** (●) ends a training "
+    "sequence (one row per leaf), and a **discarded** call (grey) is a retry that led nowhere while a sibling "
+    "continued. Blue calls are the agent's work, amber ones auxiliary (titles, summaries, side calls)."
+)
+
+
+def render(rollout: Rollout, expanded: bool) -> None:
+    examples = interesting_calls(rollout)
+    with st.expander("New here? What you are looking at, and where to click", expanded=expanded):
+        st.markdown(GUIDE)
+        if examples:
+            cols = st.columns(len(examples))
+            for col, example in zip(cols, examples, strict=True):
+                col.button(
+                    md(example.label),
+                    key=f"tour-{rollout.session_id}-{example.label}",
+                    help=md(example.why, 300),
+                    on_click=state.select_node,
+                    args=(rollout, example.node),
+                    width="stretch",
+                )

@@ -1,0 +1,175 @@
+"""The selected rollout and call, kept in session state and mirrored in the URL (`session`,
+`node`) so a link in a bug report opens the same view."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from rollout_graph.core.rollout import Rollout
+
+# Every session-state key the app uses is named here (widget keys that depend on the rollout or
+# call are built by the functions at the end of this block).
+SESSION = "rg_session"
+NODE = "rg_node"  # node id of the selected call
+HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
+URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
+SEEN = "rg_seen"  # last value seen from each selection widget
+PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
+GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
+SOURCE = "rg_source"  # sidebar: which kind of source
+BUNDLED_FILE = "rg_bundled_file"
+CLI_FILE = "rg_cli_file"
+UPLOADS = "rg_uploads"
+SHOW_WHITESPACE = "rg_ws"
+NEAR_MISSES = "rg_near"
+CORPUS_SOURCE = "rg_corpus_source"
+CORPUS_UPLOAD = "rg_corpus_upload"
+CORPUS_FILE = "rg_corpus_file"
+CORPUS_TABLE = "rg_corpus_table"
+CORPUS_NOTICE = "rg_corpus_notice"
+LIVE_PAUSED = "rg_live_paused"  # sidebar: stop following the command-line traces
+LIVE_FOLLOW_NEWEST = "rg_live_newest"  # sidebar: select each new call as it arrives
+LIVE_FOLLOWED = "rg_live_followed"  # session id -> newest call already selected by "follow newest"
+LIVE_GENERATION = "rg_live_generation"  # the live snapshot last drawn
+DAG_EXPANDED = "rg_dag_expanded"  # {session id: keys of chains drawn call by call}
+DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
+DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
+SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
+SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
+# Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
+SEARCH = "rg_search"  # prefix of the search box's widget keys
+FILTER = "rg_filter"  # prefix of the filter widgets' keys
+TRIAGE_GROUP = "rg_triage_group"  # the findings group (level, code) whose calls are ringed
+TIMELINE_OPEN = "rg_timeline_open"  # the timeline expander's own state: open or not
+PINNED_STRIP = "rg_pinned_strip"  # the token view whose marked token is pinned in the inspector
+SHOWN_STRIPS = "rg_shown_strips"  # token views drawn by the current run (the pin must be on one)
+
+
+def search_key(workspace_key: str, session_id: str, part: str = "text") -> str:
+    return f"{SEARCH}-{part}-{workspace_key}-{session_id}"
+
+
+def filter_key(workspace_key: str, session_id: str, facet: str) -> str:
+    return f"{FILTER}-{facet}-{workspace_key}-{session_id}"
+
+
+def _url() -> tuple[str | None, str | None]:
+    return st.query_params.get("session"), st.query_params.get("node")
+
+
+# Training signals (views/state/signals.py, views/panels/signals.py) and the Compare page.
+SIGNALS_ADD = "rg_signals_add"
+SIGNALS_UPLOAD = "rg_signals_upload"
+SIGNALS_BUNDLED = "rg_signals_bundled"
+SIGNALS_THRESHOLD = "rg_signals_threshold"
+TOKEN_OVERLAY = "rg_token_overlay"
+GROUP_BY = "rg_group_by"
+COMPARE_A = "rg_compare_a"
+COMPARE_B = "rg_compare_b"
+
+
+def current_session(session_ids: list[str], default: str) -> str:
+    """The open rollout. The URL wins when it changed since the app last wrote it: a deep link on
+    the first run, or browser Back/Forward (Streamlit reruns with the URL of that history entry)."""
+    url_session, url_node = _url()
+    if SESSION not in st.session_state:  # first run: restore a deep link
+        st.session_state[SESSION] = url_session if url_session in session_ids else default
+        node = url_node if url_session == st.session_state[SESSION] else None
+        st.session_state[NODE] = node
+        st.session_state[HIGHLIGHT] = node
+    elif (
+        _history_navigation()
+        and (url_session, url_node) != st.session_state.get(URL_SYNCED)
+        and url_session in session_ids
+    ):
+        st.session_state[SESSION] = url_session  # Back/Forward: restore that entry's selection
+        st.session_state[NODE] = url_node
+        st.session_state[HIGHLIGHT] = url_node
+    elif st.session_state[SESSION] not in session_ids:  # another source was opened
+        select_session(default)
+    _sync_url()
+    return st.session_state[SESSION]
+
+
+def _history_navigation() -> bool:
+    """True when the browser's Back/Forward started this run. Streamlit flags those runs; an ordinary
+    rerun can carry a URL older than the app's last write (a live tick sent before the browser applied
+    it, coalesced with the click's rerun), and taking that for a navigation would undo the click.
+    Without the flag (older Streamlit) any URL the app did not write counts as a navigation."""
+    ctx = get_script_run_ctx()
+    return ctx is None or bool(getattr(ctx, "is_history_navigation", True))
+
+
+def select_session(sid: str) -> None:
+    if st.session_state.get(SESSION) != sid:
+        st.session_state[SESSION] = sid
+        st.session_state[NODE] = None
+        st.session_state[HIGHLIGHT] = None
+        _sync_url()
+
+
+def _index(rollout: Rollout, key: str) -> int | None:
+    """The arrival index of the call whose id is stored under ``key``, if it is in this rollout."""
+    node_id = st.session_state.get(key)
+    try:
+        return None if node_id is None else rollout.index_of(node_id)
+    except KeyError:
+        return None
+
+
+def current_node(rollout: Rollout) -> int | None:
+    return _index(rollout, NODE)
+
+
+def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
+    st.session_state[NODE] = rollout.calls[index].node_id
+    if not from_chart:
+        st.session_state[HIGHLIGHT] = st.session_state[NODE]
+        st.session_state[SCROLL_TO_DAG] = True
+    _sync_url()
+
+
+def highlight(rollout: Rollout) -> int | None:
+    return _index(rollout, HIGHLIGHT)
+
+
+def new_pick(widget: str, value) -> bool:
+    """True once per change of a selection widget's value (widgets keep their selection across
+    reruns; only a change is a new choice by the user)."""
+    seen = st.session_state.setdefault(SEEN, {})
+    if seen.get(widget) == value:
+        return False
+    seen[widget] = value
+    return value is not None
+
+
+def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_curve: int | None = None) -> int | None:
+    """Select the call clicked in the DAG (its arrival index is the point's ``customdata``).
+
+    Returns:
+        The key of a collapsed chain whose handle was clicked (the caller expands it), or None.
+    """
+    nodes = [p for p in points if p.get("curve_number") == calls_curve]
+    index = _custom(nodes[0]) if nodes else None
+    if new_pick(f"dag-{rollout.session_id}", index):
+        select_node(rollout, index, from_chart=True)
+    chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
+    chain = _custom(chains[0]) if chains else None
+    return chain if new_pick(f"dag-chain-{rollout.session_id}", chain) else None
+
+
+def _custom(point: dict) -> int:
+    data = point.get("customdata")
+    if isinstance(data, list):
+        data = data[0] if data else None
+    return int(data) if data is not None else int(point["point_index"])
+
+
+def _sync_url() -> None:
+    """Write the selection to the URL in one update, so each selection is one history entry."""
+    wanted = {k: v for k, v in (("session", st.session_state.get(SESSION)), ("node", st.session_state.get(NODE))) if v}
+    if wanted != {k: st.query_params.get(k) for k in ("session", "node") if k in st.query_params}:
+        kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in ("session", "node")}
+        st.query_params.from_dict({**kept, **wanted})
+    st.session_state[URL_SYNCED] = (wanted.get("session"), wanted.get("node"))

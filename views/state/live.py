@@ -1,0 +1,229 @@
+"""Following the command-line traces while they grow.
+
+A :class:`LiveSource` wraps one :class:`rollout_graph.live.trace.LiveTrace` (only appended bytes are
+parsed, calls are linked incrementally, only changed rollouts are re-analysed) and is shared by
+every browser session of the server. The part of the explorer that a new call changes (load
+report, rollouts, headline, findings, the DAG) is drawn again only when something was appended: a
+small ``st.fragment`` polls every ``TICK_SECONDS`` on its own and reruns the page when the
+snapshot changed, so new calls appear without a click and an idle page costs nothing to keep open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.live.trace import LiveTrace
+from rollout_graph.ui import state
+from rollout_graph.ui.builders.dag import MARKS_AXIS
+from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
+
+COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
+TICK_SECONDS = 1.0  # how often the live panel looks for new calls
+MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
+NEWEST_COLOR = "#dc2626"
+
+
+class LiveSource:
+    """One followed set of paths; :meth:`workspace` returns an immutable snapshot of it."""
+
+    def __init__(self, paths: list[Path], label: str) -> None:
+        self.paths = paths
+        self.label = label
+        digest = hashlib.sha256("\n".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:12]
+        self.key = f"live-{digest}"
+        self.trace = LiveTrace(paths, store_delay=CACHE_STORE_DELAY_SECONDS)
+        self.generation = 0
+        self.last_poll = 0.0
+        self.last_change = time.time()
+        self.newest: dict[str, str] = {}
+        self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
+        self._lock = threading.Lock()
+        self._workspace: Workspace | None = None
+        self.prefetched = False
+
+    def workspace(self, poll: bool = True) -> Workspace:
+        """The current snapshot; reads what is new first unless paused (or read just now)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._workspace is None or (poll and now - self.last_poll >= MIN_POLL_SECONDS):
+                self.last_poll = now
+                update = self.trace.poll()
+                self.pending = self.trace.pending_bytes()
+                if update.changed or self._workspace is None:
+                    self._snapshot()
+                    if update.added:
+                        self.last_change = time.time()
+            assert self._workspace is not None
+            return self._workspace
+
+    def _snapshot(self) -> None:
+        self.generation += 1
+        rollouts = {sid: self.trace.rollout(sid) for sid in self.trace.session_ids}
+        loaded = self.trace.snapshot()
+        files = [Path(f) for f in loaded.files]
+        self._workspace = Workspace(f"{self.key}-g{self.generation}", self.label, loaded, files, rollouts)
+        self.newest = dict(self.trace.newest)
+
+    def newest_index(self, rollout: Rollout) -> int | None:
+        """The arrival index of the call read last in this rollout."""
+        node_id = self.newest.get(rollout.session_id)
+        try:
+            return None if node_id is None else rollout.index_of(node_id)
+        except KeyError:
+            return None
+
+
+_SOURCES: OrderedDict[tuple[str, ...], LiveSource] = OrderedDict()
+_SOURCES_SIZE = 4
+_SOURCES_LOCK = threading.Lock()
+
+
+def source(paths: list[Path], label: str) -> LiveSource:
+    """The server-wide live source for these paths (created on first use)."""
+    key = tuple(str(p) for p in paths)
+    with _SOURCES_LOCK:
+        found = _SOURCES.get(key)
+        if found is None:
+            found = _SOURCES[key] = LiveSource(paths, label)
+            while len(_SOURCES) > _SOURCES_SIZE:
+                _SOURCES.popitem(last=False)
+        _SOURCES.move_to_end(key)
+        return found
+
+
+def prefetch(paths: list[str]) -> None:
+    """Start the first read of the command-line traces (all their files, as the sidebar opens them
+    by default) on a thread of its own, once per server: it then runs while the first page run
+    imports the panels and draws the sidebar, and that run's first look waits for it instead of
+    starting it (docs/performance.md)."""
+    found = source([Path(p) for p in paths], COMMAND_LINE_LABEL)
+    with _SOURCES_LOCK:
+        if found.prefetched:
+            return
+        found.prefetched = True
+    threading.Thread(target=_first_read, args=(found,), name="rg-first-read", daemon=True).start()
+
+
+def _first_read(found: LiveSource) -> None:
+    try:
+        found.workspace()
+    except Exception:  # noqa: BLE001 - the page's own first look reads again and reports it
+        found.prefetched = False
+
+
+def sidebar_controls() -> tuple[bool, bool]:
+    """(paused, follow newest), from the sidebar toggles."""
+    paused = st.sidebar.toggle(
+        "Pause following",
+        key=state.LIVE_PAUSED,
+        help="The files given on the command line are followed: new calls appear within about two seconds. "
+        "Pause to stop reading them; resuming reads only what was appended meanwhile.",
+    )
+    newest = st.sidebar.toggle(
+        "Follow the newest call",
+        key=state.LIVE_FOLLOW_NEWEST,
+        help="Select each new call of the open rollout as it arrives.",
+    )
+    return paused, newest
+
+
+def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float | None = None) -> str:
+    """The live status line (pure): following or paused, files, calls, the newest call and when it came."""
+    now = time.time() if now is None else now
+    calls = sum(len(r.calls) for r in workspace.rollouts.values())
+    pending = live.pending
+    dot = "#94a3b8" if paused else "#16a34a"
+    what = "Paused" if paused else "Following"
+    parts = [
+        f"{len(workspace.loaded.files)} file(s)",
+        f"{calls:,} call{'' if calls == 1 else 's'}",
+        f"last new call {max(0.0, now - live.last_change):.0f} s ago",
+    ]
+    if pending:
+        parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
+    text = " · ".join(html.escape(p) for p in parts)
+    return (
+        f'<div class="rg-live" style="font-size:13px;color:#334155;margin:2px 0 6px">'
+        f'<span style="display:inline-block;width:9px;height:9px;border-radius:50%;background:{dot};'
+        f'margin-right:6px"></span><b>{what}</b> {text}</div>'
+    )
+
+
+def mark_newest(fig: go.Figure, index: int) -> go.Figure:
+    """Ring the newest call in the DAG figure (pure): a marker drawn over point ``index`` of the
+    trace named ``calls``, which takes no hover or clicks."""
+    nodes = next((t for t in fig.data if t.name == "calls"), None)
+    if nodes is None or nodes.x is None:
+        return fig
+    # with chains collapsed, point k is not call k: the trace's customdata holds each point's call
+    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
+    if index not in drawn:
+        return fig
+    k = drawn.index(index)
+    fig.add_trace(
+        go.Scattergl(
+            x=[nodes.x[k]],
+            y=[nodes.y[k]],
+            mode="markers+text",
+            text=["newest"],
+            textposition="bottom center",
+            textfont={"size": 10, "color": NEWEST_COLOR},
+            marker={"size": 19, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
+            hoverinfo="skip",
+            showlegend=False,
+            name="newest",
+            xaxis=MARKS_AXIS,  # with the other markers, over the lines and out of the overview
+        )
+    )
+    return fig
+
+
+def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tuple[Workspace, Rollout | None]:
+    """Draw the page with the followed traces as they are now, and watch them: a small fragment
+    reruns every ``TICK_SECONDS`` (unless paused), polls the files and, only when something was
+    appended, reruns the page. A tick with nothing new costs a look at the files' sizes, whatever
+    the rollout's size; the page itself (the DAG, the call detail) is drawn only when it changed."""
+    paused = bool(st.session_state.get(state.LIVE_PAUSED, False))
+    follow_newest = bool(st.session_state.get(state.LIVE_FOLLOW_NEWEST, False))
+    shown: dict[str, Workspace] = {}
+
+    @st.fragment(run_every=None if paused else TICK_SECONDS)
+    def watch() -> None:
+        workspace = live.workspace(poll=not paused)
+        st.html(status_html(live, workspace, paused))
+        if "page" not in shown:  # the page's own run: it draws this snapshot
+            shown["page"] = workspace
+        elif workspace.key != st.session_state.get(state.LIVE_GENERATION):
+            st.rerun()  # new calls: draw the page again
+
+    watch()
+    workspace = shown["page"]
+    if st.session_state.get(state.LIVE_GENERATION) != workspace.key:
+        # the figure is rebuilt: let it draw the selected call as selected
+        st.session_state[state.LIVE_GENERATION] = workspace.key
+        st.session_state[state.HIGHLIGHT] = st.session_state.get(state.NODE)
+    if follow_newest:
+        _select_newest(live, workspace)
+    return workspace, body(workspace)
+
+
+def _select_newest(live: LiveSource, workspace: Workspace) -> None:
+    """ "Follow the newest call": select the newest call of the open rollout once, when it arrives."""
+    rollout = workspace.rollouts.get(st.session_state.get(state.SESSION) or "")
+    if rollout is None:
+        return
+    newest = live.newest_index(rollout)
+    seen = st.session_state.setdefault(state.LIVE_FOLLOWED, {})
+    if newest is not None and seen.get(rollout.session_id) != rollout.calls[newest].node_id:
+        seen[rollout.session_id] = rollout.calls[newest].node_id
+        state.select_node(rollout, newest)

@@ -1,0 +1,215 @@
+"""Where traces come from in the app, and the cached load of them.
+
+Only three kinds of source exist: the bundled samples, uploads, and files under the directories
+given on the command line. A visitor can never type a server path: a public deployment must not
+read the server's files.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from rollout_graph.analysis.decode import Decoder, decoder_for
+from rollout_graph.core.records import LoadResult
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest import cache as persistent
+from rollout_graph.ingest.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.loading import trace_files
+from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
+from rollout_graph.ingest.reading import Source
+from rollout_graph.pipeline import analyse
+from rollout_graph.resources import SAMPLES
+from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
+
+# A trace read for the first time is cached on disk (graph/ingest/cache.py) this long after it was
+# read: writing the entry right away took CPU from the first screen (docs/performance.md).
+CACHE_STORE_DELAY_SECONDS = 5.0
+
+
+@dataclass
+class Workspace:
+    """Everything loaded from one choice of source: the load report and the analysed rollouts."""
+
+    key: str
+    label: str
+    loaded: LoadResult
+    trace_paths: list[Path]
+    rollouts: dict[str, Rollout] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)  # by name: the raw record is read back from them
+
+    @property
+    def default_session(self) -> str:
+        """The rollout to open first: the one with the most trainable tokens (shortest id on a tie)."""
+        return min(self.rollouts, key=lambda sid: (-self.rollouts[sid].stats["n_trainable_tokens"], len(sid), sid))
+
+
+def bundled_files() -> list[Path]:
+    return trace_files(SAMPLES)
+
+
+def files_under(directories: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for directory in directories:
+        files.extend(trace_files(directory))
+    return files
+
+
+def _progress_bar(bar):
+    def report(progress: LoadProgress) -> None:
+        bar.progress(
+            min(progress.bytes_done / max(progress.bytes_total, 1), 1.0), text=f"Loading: {progress.describe()}"
+        )
+
+    return report
+
+
+# One per server process: shared by every browser session (views/state/workspace_cache.py).
+WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
+
+
+def _analysed(
+    key: str, label: str, loaded: LoadResult, trace_paths: list[Path], sources: dict[str, Source]
+) -> Workspace:
+    rollouts = {sid: analyse(s, decoder=decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
+    return Workspace(key, label, loaded, trace_paths, rollouts, sources)
+
+
+def source_of(workspace_key: str, name: str) -> Source | None:
+    """The source a loaded record came from (to read the raw record back), while its workspace
+    is cached."""
+    workspace = WORKSPACES.get(workspace_key)
+    return None if workspace is None else workspace.sources.get(name)
+
+
+def _size(workspace: Workspace) -> int:
+    return estimate_bytes(workspace.loaded)
+
+
+def _session_id() -> str | None:
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
+
+
+def _alive(session_id: str) -> bool:
+    try:
+        return bool(runtime.get_instance().is_active_session(session_id))
+    except Exception:  # noqa: BLE001 - no runtime (bare mode): keep everything
+        return True
+
+
+def release_closed_sessions() -> None:
+    """Free the uploads of browser sessions that have ended (on every page run, and every
+    :data:`RELEASE_EVERY` seconds from a watcher thread, so an idle server frees them too)."""
+    WORKSPACES.release_dead(_alive)
+    _start_watcher()
+
+
+RELEASE_EVERY = 30.0
+_WATCHER: list[threading.Thread] = []
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(RELEASE_EVERY)
+        WORKSPACES.release_dead(_alive)
+
+
+_WATCHER_LOCK = threading.Lock()
+
+
+def _start_watcher() -> None:
+    with _WATCHER_LOCK:
+        if not _WATCHER:
+            thread = threading.Thread(target=_watch, name="rg-release-uploads", daemon=True)
+            _WATCHER.append(thread)
+            thread.start()
+
+
+def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
+    """Files from the server's disk: cached in memory by (path, size, mtime), parsed on every
+    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/cache.py)."""
+    release_closed_sessions()
+    key = "files:" + key_for_files(paths, limits)
+    cached = WORKSPACES.get(key)
+    if cached is not None:
+        return cached
+
+    def build(report) -> Workspace:
+        loaded = persistent.load_files(
+            paths, progress=report, limits=limits, background_store=True, store_delay=CACHE_STORE_DELAY_SECONDS
+        )
+        return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
+
+    bar = st.progress(0.0, text="Loading traces…")
+    try:
+        return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar))
+    finally:
+        bar.empty()
+
+
+def upload_limits() -> tuple[int, int]:
+    """(per file, per visitor) upload caps in bytes: the server's ``maxUploadSize`` per file,
+    ``ROLLOUT_GRAPH_UPLOAD_TOTAL_MB`` (default twice the per-file cap) in total per visitor."""
+    per_file = int(st.get_option("server.maxUploadSize")) * 1_000_000
+    try:
+        total = int(float(os.environ["ROLLOUT_GRAPH_UPLOAD_TOTAL_MB"]) * 1e6)
+    except (KeyError, ValueError):
+        total = 2 * per_file
+    return per_file, total
+
+
+class UploadTooLarge(ValueError):
+    """A visitor's uploads add up to more than the per-visitor cap."""
+
+
+def load_uploads(uploads, limits: Any = None) -> Workspace:
+    """Uploads: parsed in a worker process, shared while the uploading session lives, freed after.
+
+    Raises:
+        UploadTooLarge: the uploads add up to more than the per-visitor cap.
+    """
+    release_closed_sessions()
+    per_file, total_cap = upload_limits()
+    total = sum(upload.size for upload in uploads)
+    if total > total_cap:
+        raise UploadTooLarge(
+            f"These uploads add up to {total / 1e6:,.0f} MB; at most {total_cap / 1e6:,.0f} MB per visitor. "
+            "Remove some files (or run `rollout-graph view` locally on them)."
+        )
+    named = [(upload.name, upload.getvalue()) for upload in uploads]
+    key = "uploads:" + key_for_bytes(named, limits)
+    owner = _session_id()
+    cached = WORKSPACES.get(key, owner)
+    if cached is not None:
+        return cached
+    label = f"{len(named)} uploaded file(s)"
+
+    def build(report) -> Workspace:
+        sources = {name: Source.from_bytes(name, data) for name, data in named}
+        return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
+
+    bar = st.progress(0.0, text="Loading uploads…")
+    try:
+        return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar), owner=owner)
+    finally:
+        bar.empty()
+
+
+def run_heavy(fn, *args):
+    """Heavy work (an audit) in the server's bounded worker pool; this page waits, others run."""
+    return WORKSPACES.submit(fn, *args).result()
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def decoder(key: str, session_id: str, _rollout: Rollout, _trace_paths: list[Path]) -> Decoder:
+    """Offline only: the app never downloads a tokenizer."""
+    return decoder_for(_rollout.calls, _trace_paths)
