@@ -30,18 +30,20 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
+
+if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
+    from concurrent.futures import ProcessPoolExecutor
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
 PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
@@ -164,7 +166,7 @@ class _RangeReader(io.RawIOBase):
 def _range_source(task: _Task) -> Source:
     if task.data is not None:
         return Source.from_bytes(task.name, task.data)
-    return Source(task.name, lambda: _RangeReader(task.path, task.start, task.end))
+    return Source(task.name, lambda: cast(IO[bytes], _RangeReader(task.path, task.start, task.end)))
 
 
 def _read_kwargs(limits: Any) -> dict[str, Any]:
@@ -347,6 +349,8 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ProcessPoolExecutor
+
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["rollout_graph.ingest.parallel"])
             with _hidden_main():
@@ -453,6 +457,8 @@ def load_bytes_parallel(
 def _outcome(future: Future[_Outcome]) -> _Outcome:
     """A task's result; a worker that died (killed, out of memory) is that file's read error, and
     the pool is replaced for the next load."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return future.result()
     except BrokenProcessPool:
