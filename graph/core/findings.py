@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from rollout_graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
 from rollout_graph.core.roles import AGENT
@@ -55,7 +56,7 @@ def _derived(call: Call, token_trace: bool) -> list[Finding]:
     return out
 
 
-def _param_changes(requested: dict, submitted: dict | None) -> list[str]:
+def _param_changes(requested: dict[str, Any], submitted: dict[str, Any] | None) -> list[str]:
     if submitted is None:
         return []
     return [
@@ -93,7 +94,7 @@ def _sampling_change(calls: list[Call]) -> Finding | None:
 
 
 def rollout_findings(
-    calls: list[Call], topology: Topology, sequences: list[Sequence], document: dict | None
+    calls: list[Call], topology: Topology, sequences: list[Sequence], document: dict[str, Any] | None
 ) -> list[Finding]:
     """Findings about the rollout as a whole rather than one call (e.g. a single call, nothing linked)."""
     out: list[Finding] = []

@@ -18,6 +18,7 @@ Message fallback (3.3) is arrival-dependent by definition: it looks only at earl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def _end_hash(call: Call) -> np.uint64:
     with np.errstate(over="ignore"):
         head = prefix_hashes(call.prompt_ids)[-1]
         tail = (call.sampled_ids.astype(np.uint64) + np.uint64(1)) * _powers_upto(call.n_end)[call.n_prompt :]
-        return head + tail.sum(dtype=np.uint64)
+        return np.uint64(head + tail.sum(dtype=np.uint64))
 
 
 def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
@@ -139,7 +140,7 @@ def message_parents(calls: list[Call]) -> dict[int, int]:
     if not needing:
         return parents
     # stripped end turns -> [(full end length, arrival index)] of earlier calls
-    by_prefix: dict[tuple, list[tuple[int, int]]] = {}
+    by_prefix: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
     for i, call in enumerate(calls[: needing[-1] + 1]):
         if call.prompt_ids is None and call.request_messages is not None:
             request = [canonical(m) for m in call.request_messages]

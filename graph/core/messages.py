@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-Turn = tuple  # (role, text, ((tool name, canonical arguments), ...))
+# (role, text, ((tool name, canonical arguments), ...))
+ToolCalls = tuple[tuple[str, str], ...]
+Turn = tuple[str, str, ToolCalls]
 
 
 def _text(content: Any) -> str:
@@ -34,11 +36,11 @@ def canonical_arguments(arguments: Any) -> str:
         try:
             arguments = json.loads(arguments)
         except ValueError:
-            return "raw:" + arguments.strip()
+            return "raw:" + str(arguments).strip()
     return "json:" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _tool_calls(message: dict) -> tuple:
+def _tool_calls(message: dict[str, Any]) -> ToolCalls:
     calls = message.get("tool_calls")
     content = message.get("content")
     if not isinstance(calls, list) and isinstance(content, list):
@@ -50,7 +52,7 @@ def _tool_calls(message: dict) -> tuple:
         ]
     if not isinstance(calls, list):
         return ()
-    out = []
+    out: list[tuple[str, str]] = []
     for call in calls:
         if not isinstance(call, dict):
             continue
@@ -59,7 +61,7 @@ def _tool_calls(message: dict) -> tuple:
     return tuple(out)
 
 
-def canonical(message: dict, default_role: str | None = None) -> Turn:
+def canonical(message: dict[str, Any], default_role: str | None = None) -> Turn:
     """A message reduced to what linking compares: role, text content and tool calls."""
     role = message.get("role") or default_role
     return (str(role), _text(message.get("content")), _tool_calls(message))

@@ -68,9 +68,9 @@ class Call:
     sampled_logprobs: np.ndarray | None = None
     top_k: TopK | None = None
     token_texts: list[str] | None = None
-    request_messages: list[dict] | None = None
-    response_message: dict | None = None
-    tools: list | None = None
+    request_messages: list[dict[str, Any]] | None = None
+    response_message: dict[str, Any] | None = None
+    tools: list[Any] | None = None
     requested_params: dict[str, Any] = field(default_factory=dict)
     submitted_params: dict[str, Any] | None = None
     model: str | None = None

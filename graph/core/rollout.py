@@ -51,7 +51,7 @@ class Rollout:
     linked_by: list[str | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
-    document: dict | None = None
+    document: dict[str, Any] | None = None
     # The trainer's side once a signals file is joined (a rollout_graph.signals.join.RolloutSignals).
     signals: Any = None
     _index: dict[str, int] = field(default_factory=dict)

@@ -88,7 +88,7 @@ def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
     )
 
 
-def sibling_groups(calls: list[Call], children, roots: list[int], forks: list[int]) -> list[list[int]]:
+def sibling_groups(calls: list[Call], children: list[list[int]], roots: list[int], forks: list[int]) -> list[list[int]]:
     """Children of each fork, and roots with identical non-empty prompt ids (a retried first call)."""
     groups = [children[f] for f in forks]
     by_prompt: dict[bytes, list[int]] = {}

@@ -78,7 +78,7 @@ def message_html(message: dict, response: bool = False) -> str:
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        fn = call["function"] if isinstance(call.get("function"), dict) else call
         name = html.escape(str(fn.get("name", "?")))
         extra += (
             f'<div class="rg-call"><span class="rg-role" style="color:{color}">tool call · {name}</span>'

@@ -53,6 +53,7 @@ import plotly.graph_objects as go
 from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.chains import collapse as collapse_chains
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Kind
 from rollout_graph.ui.builders.layout import pack
 from rollout_graph.ui.builders.palette import (
     FORK,
@@ -86,7 +87,7 @@ HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
-def node_kind(rollout: Rollout, i: int) -> str:
+def node_kind(rollout: Rollout, i: int) -> Kind:
     """Where call ``i`` sits in the graph (decided in graph/, drawn here)."""
     return rollout.topology.kind(i)
 
@@ -98,7 +99,7 @@ def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
         f"arrival #{i} · prompt {call.n_prompt:,} · sampled {call.n_sampled:,} tokens",
         f"finish: {html.escape(str(call.finish_reason))}",
     ]
-    if call.logprobs_aligned and call.n_sampled:
+    if call.logprobs_aligned and call.n_sampled and call.sampled_logprobs is not None:
         lines.append(f"mean logprob {float(np.nanmean(call.sampled_logprobs)):.3f}")
     kept = rollout.topology.discarded.get(i)
     if kept is not None:
@@ -340,7 +341,7 @@ def dag_figure(
 
     # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
     direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
-    par = np.array([pos[view.drawn_parent[v]] for v in direct], dtype=int)
+    par = np.array([pos[p] for v in direct if (p := view.drawn_parent[v]) is not None], dtype=int)
     kid = np.array([pos[v] for v in direct], dtype=int)
 
     # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
@@ -366,7 +367,7 @@ def dag_figure(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
-    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
         cxp, cyp = px(x[centre], y[centre])
         w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
         boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
@@ -505,7 +506,7 @@ def dag_figure(
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
     annotations = []
-    if centre is not None:
+    if centre is not None and highlight is not None:
         annotations.append(
             {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
              "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,

@@ -139,7 +139,11 @@ def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
         n_c = call.n_prompt - start if call.prompt_ids is not None else 0
         n_s = call.n_sampled
         pad = np.full(n_c, np.nan)
-        own = call.sampled_logprobs.astype(np.float64) if call.logprobs_aligned else np.full(n_s, np.nan)
+        own = (
+            call.sampled_logprobs.astype(np.float64)
+            if call.logprobs_aligned and call.sampled_logprobs is not None
+            else np.full(n_s, np.nan)
+        )
         found = signals.calls.get(k) if signals is not None else None
         inference += [pad, own]
         trainer += [pad, found.trainer if found is not None else np.full(n_s, np.nan)]

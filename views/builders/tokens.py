@@ -122,9 +122,7 @@ def _top_arrays(call, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) -> TokenStrip:
     """``parts``: (node, context start) for each node whose context and sampled spans follow."""
-    width = max(
-        (rollout.calls[k].top_k.ids.shape[1] for k, _ in parts if rollout.calls[k].top_k is not None), default=0
-    )
+    width = max((top_k.ids.shape[1] for k, _ in parts if (top_k := rollout.calls[k].top_k) is not None), default=0)
     ids, sampled, trained, lps, tids, tlps = [], [], [], [], [], []
     boundaries: dict[int, str] = {}
     offset = 0
@@ -137,7 +135,11 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         ids += [context.astype(np.int64), call.sampled_ids.astype(np.int64)]
         sampled += [np.zeros(n_c, bool), np.ones(n_s, bool)]
         trained += [np.zeros(n_c, bool), np.full(n_s, bool(rollout.trainable[k]))]
-        own = call.sampled_logprobs if call.logprobs_aligned else np.full(n_s, np.nan)
+        own = (
+            call.sampled_logprobs
+            if call.logprobs_aligned and call.sampled_logprobs is not None
+            else np.full(n_s, np.nan)
+        )
         lps += [np.full(n_c, np.nan), own.astype(np.float64)]
         top_ids, top_lps = _top_arrays(call, width)
         tids += [np.full((n_c, width), -1, dtype=np.int64), top_ids]
@@ -213,7 +215,7 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
             elif source < 0:
                 lines.append("inserted by the harness (tool output, user text, template glue)")
             else:
-                lp = strip.origin_logprob[pos]
+                lp = strip.origin_logprob[pos] if strip.origin_logprob is not None else math.nan
                 at = "" if math.isnan(lp) else f" at logprob {lp:.4f}"
                 lines.append(f"sampled earlier by the policy: {strip.origin_names[source]}{at}")
         return "\n".join(lines)

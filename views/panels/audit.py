@@ -58,7 +58,7 @@ def logprob_histogram(rollout: Rollout) -> go.Figure:
 
 
 def _select(rollout: Rollout, node: int | None, widget: str) -> None:
-    if state.new_pick(widget, node):
+    if state.new_pick(widget, node) and node is not None:
         state.select_node(rollout, node)
         st.rerun()
 

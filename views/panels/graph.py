@@ -114,8 +114,11 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
-        if right.button(
-            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+        if (
+            right.button(
+                f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+            )
+            and current is not None
         ):
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current

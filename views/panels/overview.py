@@ -81,7 +81,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
     picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
     if by_group:
         groups_view.panel(workspace)
-    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()
 

@@ -54,7 +54,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         placeholder=f"token index 0…{n - 1:,}",
         label_visibility="collapsed",
     )
-    if state.new_pick(f"{key}-index", index):
+    if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))
     page = st.session_state[page_key]
     cols[3].button(
