@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Role
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,9 @@ def inherited_share(rollout: Rollout, node: int) -> float:
     return rollout.context_start(node) / n if n else 0.0
 
 
-def logprobs_by_role(rollout: Rollout) -> dict[str, np.ndarray]:
+def logprobs_by_role(rollout: Rollout) -> dict[Role, np.ndarray]:
     """Valid sampled logprobs grouped by the call's role (agent, auxiliary, discarded)."""
-    groups: dict[str, list[np.ndarray]] = {}
+    groups: dict[Role, list[np.ndarray]] = {}
     for k, call in enumerate(rollout.calls):
         if call.logprobs_aligned and call.n_sampled:
             assert call.sampled_logprobs is not None, "aligned logprobs are never None"

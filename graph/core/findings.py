@@ -9,6 +9,7 @@ from rollout_graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
+from rollout_graph.core.types import Level
 
 # Keys that change the distribution tokens are sampled from; length limits and seeds do not.
 DISTRIBUTION_KEYS = (
@@ -31,7 +32,7 @@ def turn_findings(calls: list[Call]) -> list[list[Finding]]:
 def _derived(call: Call, token_trace: bool) -> list[Finding]:
     out: list[Finding] = []
 
-    def add(level: str, code: str, detail: str) -> None:
+    def add(level: Level, code: str, detail: str) -> None:
         out.append(Finding(level, code, detail, node_id=call.node_id))
 
     if token_trace and call.prompt_ids is None:

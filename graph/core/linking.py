@@ -24,12 +24,13 @@ import numpy as np
 
 from rollout_graph.core.messages import Turn, canonical, strip_leading_system
 from rollout_graph.core.records import Call
+from rollout_graph.core.types import BY_MESSAGES, BY_TOKENS, LinkedBy
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _powers = np.ones(1, dtype=np.uint64)
 
-TOKENS = "tokens"
-MESSAGES = "messages"
+TOKENS: LinkedBy = BY_TOKENS
+MESSAGES: LinkedBy = BY_MESSAGES
 
 
 def _powers_upto(n: int) -> np.ndarray:
@@ -77,13 +78,13 @@ class Links:
     """``parents[i]`` is the arrival index of call i's parent (None for a root)."""
 
     parents: list[int | None]
-    linked_by: list[str | None]  # TOKENS, MESSAGES or None (root)
+    linked_by: list[LinkedBy | None]  # TOKENS, MESSAGES or None (root)
 
 
 def link(calls: list[Call]) -> Links:
     """Parents of every call and how each link was found: by tokens, else by messages."""
     parents = token_parents(calls)
-    linked_by: list[str | None] = [TOKENS if p is not None else None for p in parents]
+    linked_by: list[LinkedBy | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():
         parents[i] = parent
         linked_by[i] = MESSAGES
