@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
 from rollout_graph.core.records import Call
+from rollout_graph.escape import html_text
 
 ROLE_COLORS = {
     "system": "#64748b",
@@ -63,9 +63,9 @@ def pretty_arguments(arguments: Any) -> str:
 
 def _clip(text: str) -> str:
     if len(text) <= MAX_CHARS:
-        return html.escape(text)
+        return html_text(text)
     return (
-        html.escape(text[:MAX_CHARS])
+        html_text(text[:MAX_CHARS])
         + f'<span class="rg-note">\n… {len(text) - MAX_CHARS:,} more characters (see raw JSON)</span>'
     )
 
@@ -79,15 +79,15 @@ def message_html(message: dict, response: bool = False) -> str:
         if not isinstance(call, dict):
             continue
         fn = call["function"] if isinstance(call.get("function"), dict) else call
-        name = html.escape(str(fn.get("name", "?")))
+        name = html_text(str(fn.get("name", "?")))
         extra += (
             f'<div class="rg-call"><span class="rg-role" style="color:{color}">tool call · {name}</span>'
-            f'<div class="rg-body">{html.escape(pretty_arguments(fn.get("arguments")))}</div></div>'
+            f'<div class="rg-body">{html_text(pretty_arguments(fn.get("arguments")))}</div></div>'
         )
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         extra = f'<div class="rg-note">reasoning</div><div class="rg-body">{_clip(reasoning)}</div>' + extra
-    label = html.escape(role) + (" · response" if response else "")
+    label = html_text(role) + (" · response" if response else "")
     return (
         f'<div class="rg-msg{" rg-resp" if response else ""}" style="border-left-color:{color}">'
         f'<div class="rg-role" style="color:{color}">{label}</div><div class="rg-body">{body or "<span class=rg-note>(empty)</span>"}</div>{extra}</div>'

@@ -9,7 +9,6 @@ probability, rank among the recorded alternatives and the alternatives themselve
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
 from rollout_graph.analysis.origin import context_origin, text_origin
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
+from rollout_graph.escape import html_text
 from rollout_graph.ui.builders import overlays
 from rollout_graph.ui.builders.palette import (
     CONTEXT_BACKGROUND,
@@ -267,12 +267,12 @@ def page_html(
     # strict=False: ``stop`` may run past the end of the strip; the decoded pieces bound the page
     for pos, piece in zip(range(start, stop), pieces, strict=False):
         if pos in strip.boundaries:
-            out.append(f'<div class="rg-turn">{html.escape(strip.boundaries[pos])}</div>')
+            out.append(f'<div class="rg-turn">{html_text(strip.boundaries[pos])}</div>')
         special = decoder.is_special(int(strip.ids[pos]))
         shown = piece.translate(WHITESPACE) if show_whitespace and not special else piece
-        tip = html.escape(_tooltip(strip, pos, piece, decoder), quote=True)
+        tip = html_text(_tooltip(strip, pos, piece, decoder))
         out.append(
-            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
+            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html_text(shown) or "&#8203;"}</span>'
         )
     out.append("</div>")
     return "".join(out)
@@ -286,7 +286,7 @@ def legend_html() -> str:
         f'<span>sampled, logprob <span style="font-size:11px">{LOGPROB_FLOOR:g}</span> '
         f'<span style="display:inline-block;width:150px;height:11px;vertical-align:middle;border-radius:2px;'
         f'background:linear-gradient(90deg,{gradient})"></span> <span style="font-size:11px">0</span> '
-        f'<span style="color:#64748b">({html.escape(LOGPROB_SCALE)}; darker = less likely)</span></span>'
+        f'<span style="color:#64748b">({html_text(LOGPROB_SCALE)}; darker = less likely)</span></span>'
         f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">sampled</span> not trained (no valid logprob or a FATAL finding)</span>'
         f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">context</span> sampled earlier by the policy (origin view)</span>'
         f'<span><span style="{TOKEN_STYLE};{REINSERTED_STYLE}">context</span> policy text re-inserted by the harness</span>'
