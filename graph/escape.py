@@ -1,6 +1,6 @@
 """The one escaper: trace text made safe for a page, a Markdown label or a plotly label (pure).
 
-Traces are untrusted. The app (``rollout_graph.ui``) and the HTML bundle both use this module, and
+Traces are untrusted. The Streamlit app and the HTML bundle both use this module, and
 nothing else escapes trace text. Streamlit renders Markdown in far more places than
 ``st.markdown``: expander, tab, button and widget labels, ``help=`` tooltips, captions, alerts,
 progress text. A node id like ``![x](https://attacker/pixel.png)`` would make every viewer's

@@ -11,6 +11,14 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Role
 
 
+def token_rank(alternatives: np.ndarray, token_id: int) -> tuple[int | None, int]:
+    """Where ``token_id`` ranks among one position's recorded alternatives (top-k ids, -1 where
+    absent): ``(rank from 1, or None when it is not among them; how many were recorded)``."""
+    known = alternatives[alternatives >= 0]
+    hits = np.flatnonzero(alternatives == token_id)
+    return (int(hits[0]) + 1 if hits.size and known.size else None), int(known.size)
+
+
 @dataclass(frozen=True)
 class Flow:
     """Token counts for a set of calls (a whole rollout, or one root's tree)."""

@@ -73,3 +73,37 @@ def strip_leading_system(turns: list[Turn]) -> list[Turn]:
     while start < len(turns) and turns[start][0] in ("system", "developer"):
         start += 1
     return turns[start:]
+
+
+def display_text(content: Any) -> str:
+    """A message's content as a reader sees it: text parts joined by newlines, tool-use and
+    tool-result blocks labelled, other parts named by their type, anything else as JSON (the app's
+    chat transcript; linking compares :func:`canonical` instead)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
+                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
+            elif isinstance(part, dict) and part.get("type") == "tool_result":
+                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {display_text(part.get('content'))}")
+            else:
+                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
+        return "\n".join(parts)
+    return json.dumps(content, indent=2, ensure_ascii=False)
+
+
+def pretty_arguments(arguments: Any) -> str:
+    """Tool-call arguments pretty-printed when they are JSON; kept as sent when they are not."""
+    if isinstance(arguments, str):
+        text: str = arguments
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            return text + "\n(not valid JSON)"
+    return json.dumps(arguments, indent=2, ensure_ascii=False)

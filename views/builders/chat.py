@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from rollout_graph.core.messages import display_text as _text
+from rollout_graph.core.messages import pretty_arguments
 from rollout_graph.core.records import Call
 from rollout_graph.escape import html_text
 
@@ -29,36 +30,6 @@ STYLESHEET = (
     ".rg-note{color:#64748b;font-size:11px}"
     "</style>"
 )
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
-                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
-            elif isinstance(part, dict) and part.get("type") == "tool_result":
-                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {_text(part.get('content'))}")
-            else:
-                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
-        return "\n".join(parts)
-    return json.dumps(content, indent=2, ensure_ascii=False)
-
-
-def pretty_arguments(arguments: Any) -> str:
-    """Tool-call arguments pretty-printed when they are JSON; kept as sent when they are not."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return arguments + "\n(not valid JSON)"
-    return json.dumps(arguments, indent=2, ensure_ascii=False)
 
 
 def _clip(text: str) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
 from rollout_graph.analysis.origin import context_origin, text_origin
+from rollout_graph.analysis.token_flow import token_rank
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.escape import html_text
@@ -190,13 +191,18 @@ def page_of(position: int, page_size: int = PAGE_SIZE) -> int:
     return position // page_size
 
 
+def rank_of(strip: TokenStrip, pos: int) -> tuple[int | None, int]:
+    """The token's rank among its recorded alternatives, and how many were recorded (see
+    rollout_graph.analysis.token_flow.token_rank)."""
+    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0, dtype=np.int64)
+    return token_rank(row, int(strip.ids[pos]))
+
+
 def _rank(strip: TokenStrip, pos: int) -> str:
-    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0)
-    known = row[row >= 0]
-    if not known.size:
+    rank, known = rank_of(strip, pos)
+    if not known:
         return "rank unknown"
-    hits = np.flatnonzero(row == strip.ids[pos])
-    return f"rank {int(hits[0]) + 1} of {known.size} recorded" if hits.size else f"not in the top {known.size}"
+    return f"rank {rank} of {known} recorded" if rank is not None else f"not in the top {known}"
 
 
 def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
