@@ -54,6 +54,7 @@ from rollout_graph.core.types import (
     REWRITTEN,
     SIDE_CALL,
     SUBAGENT,
+    NearMissKind,
 )
 
 __all__ = [
@@ -202,7 +203,7 @@ def classify(
     decoder: Decoder | None = None,
     continued: bool = False,
     main: bool = False,
-) -> tuple[str, str, float, bool]:
+) -> tuple[NearMissKind, str, float, bool]:
     """(kind, where, kept, text_checked) for ``later``'s prompt against ``earlier``'s end ids;
     ``continued``: the later call has children of its own; ``main``: it is the root of the
     rollout's main conversation."""
@@ -225,7 +226,7 @@ def classify(
     return _context_kind(earlier, later, shared, continued, main), where, kept, checked
 
 
-def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> str:
+def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> NearMissKind:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call."""
     systems = system_text(earlier), system_text(later)

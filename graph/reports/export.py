@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import AGENT, DISCARDED, FATAL, ROLES
 from rollout_graph.reports.output import OutputError, atomic_path
 from rollout_graph.signals.join import row_columns
 
@@ -35,7 +36,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
         turns.append(turn)
     sequences = []
     for seq in rollout.sequences:
-        if seq.role == "discarded" and not include_discarded:
+        if seq.role == DISCARDED and not include_discarded:
             continue
         tokens = rollout.tokens(seq)
         sequences.append(
@@ -49,7 +50,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
                 "logprobs": tokens.logprobs.tolist(),
             }
         )
-    fatal = [f.as_dict() for f in rollout.findings if f.level == "FATAL"]
+    fatal = [f.as_dict() for f in rollout.findings if f.level == FATAL]
     return {
         "session_id": rollout.session_id,
         "capture_level": "tokens",
@@ -62,7 +63,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
     }
 
 
-ALL_ROLES = ("agent", "auxiliary", "discarded")
+ALL_ROLES = ROLES
 
 
 def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
@@ -123,7 +124,7 @@ def iter_trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> Itera
     """:func:`trace_entries`, built one at a time (streamed exports)."""
     unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for i, call in enumerate(rollout.calls):
-        if rollout.node_roles[i] != "agent" or call.prompt_ids is None or i in unfinished:
+        if rollout.node_roles[i] != AGENT or call.prompt_ids is None or i in unfinished:
             continue
         parent = rollout.topology.parents[i]
         trained = bool(rollout.trainable[i])

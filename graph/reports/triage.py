@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from rollout_graph.core.records import LEVELS, Finding
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Level
 
 EXPLANATIONS = {
     "no_prompt_ids": "The call carries no prompt token ids, so it cannot be linked or trained by token.",
@@ -49,7 +50,7 @@ def explanation(code: str) -> str:
 class FindingGroup:
     """Every finding of one level and code in a rollout."""
 
-    level: str
+    level: Level
     code: str
     findings: list[Finding] = field(default_factory=list)
     nodes: list[int] = field(default_factory=list)  # arrival indices of the calls named, in order, once each

@@ -12,10 +12,10 @@ import plotly.express as px
 import pyarrow.parquet as pq
 import streamlit as st
 
+from rollout_graph.escape import md, plot
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md, plot
 from rollout_graph.ui.panels import corpus_signals, sidebar
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
 from rollout_graph.ui.state.sources import bundled_files, files_under, run_heavy

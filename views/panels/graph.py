@@ -12,6 +12,7 @@ import streamlit as st
 
 from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
 from rollout_graph.ui.state.live import mark_newest
@@ -105,7 +106,7 @@ def render(
             highlight = current
     if focus is not None:
         if right.button(
-            f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
+            f"Show the whole rollout (focused on {md(rollout.calls[focus].node_id)})",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -114,8 +115,11 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
-        if right.button(
-            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+        if (
+            right.button(
+                f"Focus on the subtree of {md(name)}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+            )
+            and current is not None
         ):
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current

@@ -35,7 +35,7 @@ class Options:
 
 def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     def name(p: Path | str) -> str:
-        if p == ALL:
+        if isinstance(p, str):  # ALL
             return f"{ALL} ({len(files)})"
         try:
             return str(p.relative_to(root)) if root else p.name
@@ -43,7 +43,7 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
             return p.name
 
     choice = st.sidebar.selectbox("File", [ALL, *files], format_func=name, key=key)
-    return files if choice == ALL else [choice]
+    return [choice] if isinstance(choice, Path) else files
 
 
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:

@@ -88,6 +88,7 @@ if node is None:
     st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
 else:
     workspace = drawn.get("workspace", workspace)
+    assert workspace is not None  # a rollout was drawn from it
     # a live workspace's key changes with every new call; the call's widgets keep the live source's
     key = following.key if following else drawn.get("key", workspace.key)
     rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)

@@ -11,7 +11,6 @@ snapshot changed, so new calls appear without a click and an idle page costs not
 from __future__ import annotations
 
 import hashlib
-import html
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +21,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS
@@ -151,7 +151,7 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     ]
     if pending:
         parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
-    text = " · ".join(html.escape(p) for p in parts)
+    text = " · ".join(html_text(p) for p in parts)
     return (
         f'<div class="rg-live" style="font-size:13px;color:#334155;margin:2px 0 6px">'
         f'<span style="display:inline-block;width:9px;height:9px;border-radius:50%;background:{dot};'
