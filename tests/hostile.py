@@ -168,6 +168,28 @@ def _document_with_cycle() -> dict:
     }
 
 
+def _raw_surrogates(where: str) -> bytes:
+    """A record with a surrogate written as raw UTF-8 bytes (ED A0 80): orjson refuses the line."""
+    record = good("bad", [1, 2, 3, 7], [8])
+    if where == "session":
+        record["session_id"] = "s1"
+        text = json.dumps(record).replace('"s1"', '"s1SURR"', 1)
+    elif where == "key":
+        record["request"]["metadata"] = {"kSURR": 1}
+        text = json.dumps(record)
+    else:
+        record["request"]["messages"][0]["content"] = "hello SURR world"
+        text = json.dumps(record)
+    return text.encode().replace(b"SURR", b"\xed\xa0\x80x\xed\xbf\xbf")
+
+
+def _long_line_with_nan(size: int) -> bytes:
+    """One record orjson rejects (a NaN) carrying ``size`` bytes of text: the stdlib path's cost."""
+    record = good("bad", [1, 2, 3, 7], [8])
+    record["request"]["messages"][0]["content"] = "x" * size
+    return json.dumps(record).replace("-0.5", "NaN").encode()
+
+
 def cases() -> list[Case]:
     """Every hostile case."""
     big = 2**70
@@ -201,6 +223,9 @@ def cases() -> list[Case]:
         Case("lone_surrogate_session",
              _around(json.dumps(good("bad", [1, 2, 3, 7], [8])).replace('"s1"', '"s\\ud800x"')),
              loads=NEIGHBOURS),
+        Case("raw_surrogate_bytes_in_content", _around(_raw_surrogates("content")), loads=(*NEIGHBOURS, "bad")),
+        Case("raw_surrogate_bytes_in_key", _around(_raw_surrogates("key")), loads=(*NEIGHBOURS, "bad")),
+        Case("raw_surrogate_bytes_in_session", _around(_raw_surrogates("session")), loads=NEIGHBOURS),
         Case("control_characters_in_ids",
              _around(_bad(_set("session_id", "s\x1b]0;owned\x07"))), loads=NEIGHBOURS),
         Case("stream_tool_index_string", _around(_stream(_tool_delta("0"))), loads=(*NEIGHBOURS, "bad"),
@@ -258,6 +283,9 @@ def cases() -> list[Case]:
         Case("zstd_over_max_file_bytes", _write_bytes(lambda: _zstd(jsonl([BEFORE]) + b"\x00" * (64 << 20))),
              suffix=".jsonl.zst", loads=("before",), skipped="max_file_bytes",
              flags=["--max-file-bytes", "16M", "--max-line-bytes", "1M"], bomb=True),
+        Case("long_line_with_nan", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + _long_line_with_nan(48 << 20) + b"\n"
+                                                             + jsonl([AFTER]))),
+             suffix=".jsonl.gz", loads=(*NEIGHBOURS, "bad"), bomb=True),
         Case("gzip_blank_lines_bomb", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"\n" * (128 << 20) + jsonl([AFTER]))),
              suffix=".jsonl.gz", bomb=True),
     ]  # fmt: skip

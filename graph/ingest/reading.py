@@ -296,20 +296,44 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
 
 
 def _depth(raw: bytes) -> int:
-    """Deepest bracket nesting outside strings (numpy; only for lines the stdlib must parse)."""
-    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', raw)
+    """Deepest bracket nesting outside strings: linear time, bounded memory, no regex.
+
+    Only lines the stdlib must parse come here. The line is scanned in blocks with numpy; the
+    state carried from one block to the next is three numbers (the depth, whether a string is
+    open, how many backslashes end the block), so temporaries stay a small multiple of the block
+    size whatever the line's length. A quote opens or closes a string unless an odd run of
+    backslashes precedes it.
+    """
     depth = deepest = 0
-    block = 1 << 22  # numpy temporaries stay small whatever the line's length
-    for at in range(0, len(text), block):
-        arr = np.frombuffer(text, dtype=np.uint8, count=min(block, len(text) - at), offset=at)
-        steps = ((arr == 0x5B) | (arr == 0x7B)).astype(np.int32) - ((arr == 0x5D) | (arr == 0x7D))
-        running = np.cumsum(steps, dtype=np.int64) + depth
+    in_string = 0  # 1 while a string is open at the block boundary
+    trailing = 0  # backslashes that end the previous block
+    block = 1 << 20
+    for at in range(0, len(raw), block):
+        arr = np.frombuffer(raw, dtype=np.uint8, count=min(block, len(raw) - at), offset=at)
+        n = arr.shape[0]
+        backslash = arr == 0x5C
+        positions = np.arange(n, dtype=np.int64)
+        # Index of the last non-backslash byte at or before each position (-1 - trailing before it).
+        last_plain = np.where(backslash, np.int64(-1 - trailing), positions)
+        np.maximum.accumulate(last_plain, out=last_plain)
+        run_before = np.empty(n, dtype=np.int64)  # backslashes right before each byte
+        run_before[0] = trailing
+        run_before[1:] = positions[:-1] - last_plain[:-1]
+        quote = (arr == 0x22) & (run_before % 2 == 0)
+        opened = (np.cumsum(quote, dtype=np.int64) + in_string) % 2  # odd: inside a string
+        outside = opened == 0
+        opens = ((arr == 0x5B) | (arr == 0x7B)) & outside
+        closes = ((arr == 0x5D) | (arr == 0x7D)) & outside
+        running = np.cumsum(opens.astype(np.int64) - closes, dtype=np.int64) + depth
         deepest = max(deepest, int(running.max()))
         depth = int(running[-1])
+        in_string = int(opened[-1])
+        trailing = int(n - 1 - last_plain[-1]) if backslash[-1] else 0
     return deepest
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")  # a surrogate written as raw UTF-8 (CESU-8)
 
 
 def _clean_surrogates(value: Any) -> Any:
@@ -345,7 +369,10 @@ def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
             value = json.loads(raw)
         except RecursionError:
             raise LimitExceeded(f"JSON nested too deep (limit max_depth {depth})") from None
-        return _clean_surrogates(value) if _SURROGATE_ESCAPE.search(raw) else value
+        # The stdlib decodes bytes with surrogatepass: raw surrogate bytes (ED A0 80 ...) and
+        # \\ud800 escapes both become lone surrogates, which no encoder downstream accepts.
+        dirty = _SURROGATE_ESCAPE.search(raw) or _SURROGATE_BYTES.search(raw)
+        return _clean_surrogates(value) if dirty else value
 
 
 def parse_line(line: int, raw: bytes, cutter: IdArrayCutter, limits: Limits | None = None) -> RawValue:
