@@ -190,6 +190,20 @@ def _long_line_with_nan(size: int) -> bytes:
     return json.dumps(record).replace("-0.5", "NaN").encode()
 
 
+def long_document(turns: int, per_turn: int = 2, session: str = "doc") -> dict:
+    """A rollout document whose ``turns`` all grow one sequence: each prompt is the whole history."""
+    ids = list(range(1, turns * per_turn + 1))
+    out = []
+    for i in range(turns):
+        out.append({"node_id": f"t{i}", "n_prompt": i * per_turn + 1, "n_sampled": per_turn - 1})
+    return {
+        "session_id": session,
+        "turns": out,
+        "sequences": [{"node_ids": [f"t{i}" for i in range(turns)], "input_ids": ids,
+                       "loss_mask": [1] * len(ids), "logprobs": [0.0] * len(ids)}],
+    }  # fmt: skip
+
+
 def cases() -> list[Case]:
     """Every hostile case."""
     big = 2**70
@@ -274,7 +288,14 @@ def cases() -> list[Case]:
         Case("corrupt_zstd", _write_bytes(_corrupt_zstd), suffix=".jsonl.zst", loads=("before",), skipped="zstd"),
         Case("document_parent_cycle", lambda p: p.write_bytes(jsonl([BEFORE, _document_with_cycle(), AFTER])),
              loads=(*NEIGHBOURS, "a", "b", "c"), finding="document_invalid_parent"),
+        Case("document_over_max_expanded_ids", lambda p: p.write_bytes(jsonl([BEFORE, long_document(400), AFTER])),
+             skipped="max_expanded_ids", flags=["--max-expanded-ids", "100K"]),
         # Bombs: written small, limits lowered to prove each one holds.
+        Case("document_20000_turns", _write_bytes(lambda: _gzip(jsonl([BEFORE, long_document(20_000), AFTER]))),
+             suffix=".jsonl.gz", skipped="max_expanded_ids", bomb=True),
+        Case("document_6000_turns_loads_as_views",
+             _write_bytes(lambda: _gzip(jsonl([BEFORE, long_document(6000), AFTER]))),
+             suffix=".jsonl.gz", loads=(*NEIGHBOURS, "t0", "t5999"), bomb=True),
         Case("gzip_zeros_bomb", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"0" * (64 << 20) + b"\n" + jsonl([AFTER]))),
              suffix=".jsonl.gz", skipped="longer than", flags=["--max-line-bytes", "1M"], bomb=True),
         Case("gzip_over_max_file_bytes", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"\x00" * (64 << 20))),
