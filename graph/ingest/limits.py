@@ -37,7 +37,7 @@ class Limits:
     max_ids: int = 64 * MB  # token ids in one array (64M ids)
     max_tool_index: int = 1024  # a stream chunk's tool_calls[].index
     max_expanded_ids: int = 64 * MB  # ids a rollout document's turns expand to (sum of n_prompt + n_sampled)
-    max_parquet_rows: int = 16 * MB  # rows read from one Parquet file (signals, corpus uploads)
+    max_parquet_rows: int = 4 * MB  # rows read from one Parquet file (signals, corpus uploads)
     max_parquet_bytes: int = 2 * GB  # uncompressed bytes one Parquet file declares in its footer
     max_memory_bytes: int | None = None  # resident memory of the process while loading
 
@@ -66,7 +66,7 @@ PUBLIC = Limits(
     max_ids=4 * MB,
     max_tool_index=128,
     max_expanded_ids=8 * MB,
-    max_parquet_rows=1 * MB,
+    max_parquet_rows=256 << 10,
     max_parquet_bytes=256 * MB,
     max_memory_bytes=None,
 )

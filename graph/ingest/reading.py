@@ -512,3 +512,70 @@ def _document_or_lines(
         yield from _line_values(line, cutter, limits)
     for line in rest:
         yield from _line_values(line, cutter, limits)
+
+
+# --- Parquet, bounded from its footer ---------------------------------------------------------
+
+
+def read_parquet_bounded(name: str, data: bytes, limits: Limits | None = None):
+    """A Parquet file held in memory -> a ``pyarrow.Table``, refusing it early if it is too big.
+
+    Before any page is decoded, the footer's row count and each column chunk's declared size are
+    checked: the rows against :attr:`Limits.max_parquet_rows`, and the decoded size (for each
+    column chunk the larger of its uncompressed bytes and 8 bytes per value, so a run-length
+    encoded bomb of zeros counts what it decodes to) against :attr:`Limits.max_parquet_bytes`.
+    The table is then read one batch at a time with the same two counts kept on what really
+    decodes, so a footer that lies stops at the limit too. Never ``read_table()`` unbounded.
+
+    Raises:
+        LimitExceeded: over a limit (the message names the file, the limit and its flag).
+        ValueError: not a readable Parquet file (the message says why).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    limits = limits or Limits()
+    try:
+        file = pq.ParquetFile(io.BytesIO(data))
+        meta = file.metadata
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a corrupt footer
+        raise ValueError(f"{name}: not a readable Parquet file: {_short(exc)}") from None
+    rows = meta.num_rows
+    if rows > limits.max_parquet_rows:
+        raise LimitExceeded(
+            f"{name}: {rows:,} rows (limit max_parquet_rows {limits.max_parquet_rows:,}, "
+            "ROLLOUT_GRAPH_MAX_PARQUET_ROWS); the file is not read"
+        )
+    declared = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            declared += max(column.total_uncompressed_size, 8 * column.num_values)
+    if declared > limits.max_parquet_bytes:
+        raise LimitExceeded(
+            f"{name}: decodes to about {human(declared)} (limit max_parquet_bytes "
+            f"{human(limits.max_parquet_bytes)}, ROLLOUT_GRAPH_MAX_PARQUET_BYTES); the file is not read"
+        )
+    batches = []
+    seen_rows = seen_bytes = 0
+    try:
+        for batch in file.iter_batches(batch_size=65536):
+            seen_rows += batch.num_rows
+            seen_bytes += batch.nbytes
+            if seen_rows > limits.max_parquet_rows or seen_bytes > limits.max_parquet_bytes:
+                raise LimitExceeded(
+                    f"{name}: holds more than its footer says (limits max_parquet_rows "
+                    f"{limits.max_parquet_rows:,}, max_parquet_bytes {human(limits.max_parquet_bytes)}); "
+                    "the file is not read"
+                )
+            batches.append(batch)
+    except LimitExceeded:
+        raise
+    except MemoryError:
+        raise LimitExceeded(f"{name}: out of memory while decoding; the file is not read") from None
+    except Exception as exc:  # noqa: BLE001 - ArrowMemoryError, ArrowInvalid, OSError for corrupt pages
+        if "memory" in type(exc).__name__.lower() or "alloc" in str(exc).lower():
+            raise LimitExceeded(f"{name}: out of memory while decoding ({_short(exc)}); the file is not read") from None
+        raise ValueError(f"{name}: not a readable Parquet file: {_short(exc)}") from None
+    return pa.Table.from_batches(batches, schema=file.schema_arrow)
