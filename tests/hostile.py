@@ -145,6 +145,17 @@ def _truncated(compress: Callable[[bytes], bytes]) -> Callable[[], bytes]:
     return data
 
 
+def _pzstd_like() -> bytes:
+    """What ``pzstd`` writes: a skippable frame (its index) before each zstd frame."""
+    import struct
+
+    def skippable(payload: bytes) -> bytes:
+        return struct.pack("<II", 0x184D2A50, len(payload)) + payload
+
+    first, second = _good_lines(500), jsonl([AFTER])
+    return skippable(b"\x00\x00\x10\x00") + _zstd(first) + skippable(b"\x01\x00\x00\x00") + _zstd(second)
+
+
 def _corrupt_zstd() -> bytes:
     data = bytearray(_zstd(_good_lines(2000)))
     data[len(data) // 2 : len(data) // 2 + 64] = b"\x00" * 64
@@ -285,6 +296,8 @@ def cases() -> list[Case]:
              skipped="truncated"),
         Case("truncated_zstd", _write_bytes(_truncated(_zstd)), suffix=".jsonl.zst", loads=("before", "g0"),
              skipped="truncated"),
+        Case("zstd_skippable_frame_first", _write_bytes(_pzstd_like), suffix=".jsonl.zst",
+             loads=(*NEIGHBOURS, "g0", "g499")),
         Case("corrupt_zstd", _write_bytes(_corrupt_zstd), suffix=".jsonl.zst", loads=("before",), skipped="zstd"),
         Case("document_parent_cycle", lambda p: p.write_bytes(jsonl([BEFORE, _document_with_cycle(), AFTER])),
              loads=(*NEIGHBOURS, "a", "b", "c"), finding="document_invalid_parent"),

@@ -33,6 +33,7 @@ from rollout_graph.ingest.limits import LimitExceeded, Limits, human
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_SKIPPABLE = b"\x2a\x4d\x18"  # bytes 1-3 of a skippable frame (0x184D2A5?): pzstd writes one first
 _CHUNK = 8 << 20  # bytes handed to the line splitter at a time
 _ORJSON_DEPTH = 1024  # orjson refuses deeper documents whatever the limit says
 
@@ -198,7 +199,7 @@ def _chunks(stream: IO[bytes], limits: Limits) -> Iterator[bytes]:
         head += more
     if head.startswith(_GZIP_MAGIC):
         chunks = _gzip_chunks(stream, head)
-    elif head.startswith(_ZSTD_MAGIC):
+    elif head.startswith(_ZSTD_MAGIC) or (len(head) == 4 and head[0] & 0xF0 == 0x50 and head[1:] == _ZSTD_SKIPPABLE):
         chunks = _zstd_chunks(stream, head)
     else:
         chunks = _plain_chunks(stream, head)
