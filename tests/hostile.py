@@ -106,6 +106,11 @@ def _choices_int(chunks: list) -> None:
     chunks.insert(1, {"object": "chat.completion.chunk", "choices": 7})
 
 
+def _cut_stream(chunks: list) -> None:
+    """The stream stops before its finish chunk and its [DONE]."""
+    del chunks[-2:]
+
+
 def _deep(n: int) -> str:
     return '{"request": {}, "response": ' + "[" * n + "]" * n + "}"
 
@@ -262,6 +267,8 @@ def cases() -> list[Case]:
         Case("stream_tool_name_int", _around(_stream(_tool_delta(0, name=5))), loads=(*NEIGHBOURS, "bad"),
              finding="malformed_field"),
         Case("stream_choices_int", _around(_stream(_choices_int)), loads=(*NEIGHBOURS, "bad"),
+             finding="malformed_field"),
+        Case("stream_without_finish_or_done", _around(_stream(_cut_stream)), loads=(*NEIGHBOURS, "bad"),
              finding="malformed_field"),
         Case("completions_top_logprobs_int",
              _around(_bad(_set("response.choices.0.logprobs.top_logprobs", 3),
