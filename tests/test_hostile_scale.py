@@ -191,3 +191,51 @@ def test_the_corpus_page_refuses_a_parquet_bomb_by_name(tmp_path, monkeypatch):
     no_errors(at)
     errors = [e.value for e in at.error]
     assert any("max" in e and "parquet" in e and "rows" in e for e in errors), errors
+
+
+# --- audit rows say what was skipped ------------------------------------------------------------
+
+
+def _failed(call_id: str, session: str) -> dict:
+    return {
+        "call_id": call_id,
+        "session_id": session,
+        "request": {"model": "m", "messages": [{"role": "user", "content": "x"}]},
+        "response": {"error": {"message": "boom"}},
+        "error": "upstream HTTP 500",
+    }
+
+
+def test_audit_rows_count_failed_calls_and_keep_sessions_made_only_of_failures(tmp_path):
+    from rollout_graph.reports import audit
+
+    records = [{**good(f"ok{i}", [1, 2], [3 + i]), "session_id": "mixed"} for i in range(5)]
+    records += [_failed(f"f{i}", "mixed") for i in range(300)]
+    records += [_failed(f"g{i}", "only-failures") for i in range(28)]
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(jsonl(records) + b"{not json\n")
+    rows = {r["session_id"]: r for r in audit.audit_file(str(path))}
+    assert set(rows) == {"mixed", "only-failures"}
+    assert rows["mixed"]["error"] is None and rows["mixed"]["n_failed_calls"] == 300
+    assert rows["only-failures"]["n_failed_calls"] == 28 and "all 28" in rows["only-failures"]["error"]
+    for row in rows.values():
+        assert row["file_skipped_records"] == 329
+        assert row["file_skip_reasons"][0] == "328 x call failed: upstream HTTP 500"
+        assert any(r.startswith("1 x not JSON") for r in row["file_skip_reasons"])
+    out = tmp_path / "audit.parquet"
+    audit.write_parquet(list(rows.values()), out)
+    assert pq.read_table(out).column("file_skipped_records").to_pylist() == [329, 329]
+
+
+def test_an_audit_row_names_a_memory_error(tmp_path, monkeypatch):
+    from rollout_graph.reports import audit
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(jsonl([BEFORE, AFTER]))
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(audit, "analyse", exhausted)
+    [row] = audit.audit_file(str(path))
+    assert "MemoryError" in row["error"]

@@ -297,18 +297,27 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
 
 
 def _depth(raw: bytes) -> int:
-    """Deepest bracket nesting outside strings: linear time, bounded memory, no regex.
+    """Deepest bracket nesting outside strings: linear time, bounded memory, no regex."""
+    return _scan(raw, ())[0]
 
-    Only lines the stdlib must parse come here. The line is scanned in blocks with numpy; the
-    state carried from one block to the next is three numbers (the depth, whether a string is
-    open, how many backslashes end the block), so temporaries stay a small multiple of the block
-    size whatever the line's length. A quote opens or closes a string unless an odd run of
-    backslashes precedes it.
+
+def _scan(raw: bytes, probes: tuple[int, ...] | list[int]) -> tuple[int, list[tuple[int, bool]]]:
+    """The deepest nesting outside strings, and for each probe position (ascending) the nesting
+    depth there and whether a real quote opening a string stands there.
+
+    Only lines the stdlib must parse (or rare checks) come here. The line is scanned in blocks
+    with numpy; the state carried from one block to the next is three numbers (the depth, whether
+    a string is open, how many backslashes end the block), so temporaries stay a small multiple of
+    the block size whatever the line's length. A quote opens or closes a string unless an odd run
+    of backslashes precedes it.
     """
     depth = deepest = 0
     in_string = 0  # 1 while a string is open at the block boundary
     trailing = 0  # backslashes that end the previous block
     block = 1 << 20
+    at_probe: list[tuple[int, bool]] = []
+    wanted = np.asarray(probes, dtype=np.int64)
+    next_probe = 0
     for at in range(0, len(raw), block):
         arr = np.frombuffer(raw, dtype=np.uint8, count=min(block, len(raw) - at), offset=at)
         n = arr.shape[0]
@@ -327,10 +336,15 @@ def _depth(raw: bytes) -> int:
         closes = ((arr == 0x5D) | (arr == 0x7D)) & outside
         running = np.cumsum(opens.astype(np.int64) - closes, dtype=np.int64) + depth
         deepest = max(deepest, int(running.max()))
+        upto = int(np.searchsorted(wanted, at + n, side="left"))
+        if upto > next_probe:
+            k = wanted[next_probe:upto] - at
+            at_probe += zip(running[k].tolist(), (quote[k] & (opened[k] == 1)).tolist(), strict=True)
+            next_probe = upto
         depth = int(running[-1])
         in_string = int(opened[-1])
         trailing = int(n - 1 - last_plain[-1]) if backslash[-1] else 0
-    return deepest
+    return deepest, at_probe
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -376,14 +390,49 @@ def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
         return _clean_surrogates(value) if dirty else value
 
 
+_IDENTITY_KEYS = (b'"session_id"', b'"call_id"', b'"node_id"')  # top-level keys that place a record
+_KEY_AFTER = re.compile(rb"[ \t\r\n]*:")
+
+
+def _duplicate_identity_key(raw: bytes) -> str | None:
+    """A top-level key placing the record (session or call id) that the object holds twice.
+
+    JSON parsers keep the last silently, which would move the record to another session. The
+    bytes are searched first (a memchr); only a line where such a key occurs twice is scanned for
+    where each occurrence is (inside a string, nested, or a key of the top-level object).
+    """
+    for key in _IDENTITY_KEYS:
+        if raw.count(key) < 2:
+            continue
+        spots = []
+        at = raw.find(key)
+        while at >= 0:
+            if _KEY_AFTER.match(raw, at + len(key)):
+                spots.append(at)
+            at = raw.find(key, at + 1)
+        if len(spots) < 2:
+            continue
+        top = sum(1 for depth, opens in _scan(raw, spots)[1] if depth == 1 and opens)
+        if top > 1:
+            return key.decode().strip('"')
+    return None
+
+
 def parse_line(line: int, raw: bytes, cutter: IdArrayCutter, limits: Limits | None = None) -> RawValue:
-    """One JSONL line -> a value, or an error value naming why it is not one. Never raises."""
+    """One JSONL line -> a value, or an error value naming why it is not one. Never raises.
+
+    A line whose object holds ``session_id``, ``call_id`` or ``node_id`` twice is skipped (which
+    one counts is ambiguous, and a parser keeping the last would silently move the record).
+    """
     limits = limits or Limits()
     try:
         cut, arrays = cutter.cut(raw, limits.max_ids)
         value = parse_json(cut, limits.max_depth)
         if arrays:
             restore(value, arrays)
+        duplicate = _duplicate_identity_key(cut) if isinstance(value, dict) else None
+        if duplicate is not None:
+            return RawValue(line, error=f"duplicate key {duplicate!r} in one object: which value counts is ambiguous")
     except LimitExceeded as exc:
         return RawValue(line, error=f"over a limit: {_short(exc)}")
     except (ValueError, UnicodeDecodeError, OverflowError) as exc:
