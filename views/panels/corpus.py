@@ -3,16 +3,16 @@ that opens its rollout in the explorer when that file is one the app may read.""
 
 from __future__ import annotations
 
-import io
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
-import pyarrow.parquet as pq
 import streamlit as st
 
 from rollout_graph.escape import md, plot
+from rollout_graph.ingest import limits
+from rollout_graph.ingest.reading import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
@@ -38,8 +38,17 @@ def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read_parquet(data: bytes) -> pd.DataFrame:
-    return pq.read_table(io.BytesIO(data)).to_pandas()
+def _read_parquet_cached(data: bytes) -> pd.DataFrame:
+    # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
+    return read_parquet_bounded("the audit table", data, limits.for_app()).to_pandas()
+
+
+def _read_parquet(data: bytes) -> pd.DataFrame | None:
+    try:
+        return _read_parquet_cached(data)
+    except ValueError as exc:  # LimitExceeded too: a named refusal, never an unbounded read
+        st.error(md(exc))
+        return None
 
 
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
