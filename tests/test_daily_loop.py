@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.resources import SAMPLES
-from tests.apptest import app, html_of, no_errors
+from tests.apptest import app, no_errors
 
 VLLM = SAMPLES / "vllm"
 
@@ -37,3 +37,32 @@ def test_raw_json_reads_the_record_back_on_command_line_traces(monkeypatch):
     text = raw_record_shown(at)
     assert "agent-rollouts.jsonl" in "\n".join(c.value for c in at.caption)
     assert text.startswith("{")
+
+
+def run_cli(*args: str, cwd: Path | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize(("name", "starts"), [("g.graphml", b"<?xml"), ("r.jsonl", b'{"'), ("r.parquet", b"PAR1")])
+def test_export_out_extension_picks_the_format(tmp_path, name, starts):
+    out = tmp_path / name
+    done = run_cli("export", str(VLLM), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes().startswith(starts)
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows", "graph.gml"])
+def test_export_refuses_an_unknown_extension(tmp_path, name):
+    done = run_cli("export", str(VLLM), "--out", str(tmp_path / name))
+    assert done.returncode == 2
+    assert f"{name}: unknown output extension" in done.stderr and ".graphml" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / name).exists()
+
+
+def test_export_refuses_a_format_the_extension_contradicts(tmp_path):
+    done = run_cli("export", str(VLLM), "--out", str(tmp_path / "rows.jsonl"), "--format", "graphml")
+    assert done.returncode == 2 and "GraphML needs an --out ending in .graphml" in done.stderr
