@@ -47,11 +47,12 @@ def test_deep_link_restores_the_selection(monkeypatch):
     assert "Rollout list-todos<" in html_of(at) and ">c05 <span" in html_of(at)
 
 
-def test_unknown_deep_link_falls_back_quietly(monkeypatch):
+def test_unknown_deep_link_keeps_the_url_and_says_so(monkeypatch):
     at = app(monkeypatch, session="nope", node="zzz")
     no_errors(at)
-    assert at.query_params["session"] == "fix-config-bug"
-    assert "node" not in at.query_params
+    assert at.query_params["session"] == "nope" and at.query_params["node"] == "zzz"  # the link is kept
+    assert any("no rollout 'nope' in these traces" in w.value.replace("\\", "") for w in at.warning)
+    assert "Rollout fix-config-bug<" in html_of(at)  # the rest of the page opens normally
 
 
 def long_trace(tmp_path: Path) -> Path:

@@ -8,15 +8,20 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.resources import SAMPLES
-from tests.apptest import app, no_errors
+from tests.apptest import app, html_of, no_errors, pick_call
 
 VLLM = SAMPLES / "vllm"
+
+
+def warnings(at) -> list[str]:
+    """The page's warnings as a user reads them (Markdown escapes dropped)."""
+    return [w.value.replace("\\", "") for w in at.warning]
 
 
 def raw_record_shown(at) -> str:
     """The Raw JSON tab's text: the record read back from its file (not a warning)."""
     captions = [c.value for c in at.caption if c.value.startswith("The record from")]
-    assert captions, [w.value for w in at.warning]
+    assert captions, [w.value for w in warnings(at)]
     return "\n".join(c.value for c in at.code)
 
 
@@ -25,7 +30,7 @@ def test_raw_json_reads_the_record_back_on_the_bundled_samples(monkeypatch):
     no_errors(at)
     text = raw_record_shown(at)
     assert '"prompt_token_ids"' in text or '"prompt_ids"' in text or "{" in text
-    assert not any("unloaded" in w.value for w in at.warning)
+    assert not any("unloaded" in w for w in warnings(at))
 
 
 def test_raw_json_reads_the_record_back_on_command_line_traces(monkeypatch):
@@ -66,3 +71,30 @@ def test_export_refuses_an_unknown_extension(tmp_path, name):
 def test_export_refuses_a_format_the_extension_contradicts(tmp_path):
     done = run_cli("export", str(VLLM), "--out", str(tmp_path / "rows.jsonl"), "--format", "graphml")
     assert done.returncode == 2 and "GraphML needs an --out ending in .graphml" in done.stderr
+
+
+def test_a_link_to_an_unknown_call_keeps_the_url_and_says_so(monkeypatch):
+    at = app(monkeypatch, session="fix-config-bug", node="c99")
+    no_errors(at)
+    assert at.query_params["node"] == "c99"
+    assert any("No call 'c99' in rollout fix-config-bug" in w for w in warnings(at))
+    assert "Rollout fix-config-bug<" in html_of(at) and at.get("plotly_chart")
+
+
+def test_choosing_a_call_after_an_unknown_link_writes_the_url_again(monkeypatch):
+    at = app(monkeypatch, session="nope")
+    assert at.query_params["session"] == "nope"
+    at = pick_call(at, "c07")
+    no_errors(at)
+    assert at.query_params["session"] == "fix-config-bug" and at.query_params["node"] == "c07"
+    assert not any("no rollout 'nope'" in w for w in warnings(at))
+
+
+def test_a_link_to_an_uploaded_trace_asks_for_the_file(monkeypatch):
+    at = app(monkeypatch, source="upload", session="my-run", node="c13")
+    no_errors(at)
+    assert any(
+        "This link points to an uploaded trace: drop the same file in the sidebar to open c13" in w
+        for w in warnings(at)
+    )
+    assert at.query_params["session"] == "my-run" and at.query_params["node"] == "c13"

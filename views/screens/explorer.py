@@ -12,6 +12,7 @@ import sys
 import streamlit as st
 
 from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
@@ -60,6 +61,23 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
 
 
+def link_notice(workspace, rollout) -> None:
+    """A link that names what these traces lack says so (its URL is kept); the page opens normally."""
+    missed = state.link_missed()
+    if missed:
+        wanted = f"call {md(missed[1])} of rollout {md(missed[0])}" if missed[1] else f"rollout {md(missed[0])}"
+        st.warning(
+            f"This link points to {wanted}: no rollout '{md(missed[0])}' in these traces ({md(workspace.label)}). "
+            f"Showing {md(rollout.session_id)} instead; the link is kept until you choose a call or rollout."
+        )
+    absent = state.missing_call(rollout)
+    if absent is not None:
+        st.warning(
+            f"No call '{md(absent)}' in rollout {md(rollout.session_id)}: nothing is selected "
+            "(the link is kept). Pick a call in the graph or the picker."
+        )
+
+
 def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
     signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
@@ -74,6 +92,7 @@ def overview_and_graph(workspace):
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
+    link_notice(workspace, rollout)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, session_id)], find_view.SEARCH_BOX_LABEL)
 
