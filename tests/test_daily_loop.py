@@ -3,6 +3,7 @@ page on command-line traces, honest links, and one vocabulary in what the app an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,62 @@ def test_a_link_to_an_uploaded_trace_asks_for_the_file(monkeypatch):
         for w in warnings(at)
     )
     assert at.query_params["session"] == "my-run" and at.query_params["node"] == "c13"
+
+
+# Words the glossary retired (docs/semantics.md, Glossary). Finding codes keep their names
+# (truncated_turn, discarded_turns): they are matched as whole identifiers and left out first.
+RETIRED = re.compile(r"\bturns?\b|\bretried\b|\bresampled\b|a retry that led nowhere|model's (own )?turn", re.I)
+CODES = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")  # snake_case identifiers: finding codes, JSON keys
+
+
+def retired_words(text: str) -> list[str]:
+    return sorted({m.group(0) for m in RETIRED.finditer(CODES.sub("", text))})
+
+
+def visible_text(at) -> str:
+    """Everything the page shows as text: Markdown, HTML, labels, captions, tiles, tabs, expanders."""
+    parts = [html_of(at)]
+    for kind in ("markdown", "caption", "info", "warning", "success", "error"):
+        parts += [e.value for e in at.get(kind)]
+    parts += [m.label for m in at.metric] + [t.label for t in at.tabs] + [e.label for e in at.expander]
+    parts += [w.label for w in (*at.button, *at.toggle, *at.selectbox, *at.radio, *at.checkbox)]
+    parts += [str(w.help or "") for w in (*at.button, *at.toggle)]
+    parts += [o for s in at.selectbox for o in s.options]
+    text = "\n".join(parts)
+    return re.sub(r"<style>.*?</style>|class=\"[^\"]*\"", "", text, flags=re.S)
+
+
+@pytest.mark.parametrize("node", [None, "c01", "c07", "c19"])
+def test_the_app_uses_no_retired_word(monkeypatch, node):
+    at = app(monkeypatch, session="fix-config-bug", **({"node": node} if node else {}))
+    no_errors(at)
+    text = visible_text(at)
+    assert "calls" in text
+    assert retired_words(text) == [], text[:0]
+
+
+def test_the_command_line_uses_no_retired_word():
+    outputs = []
+    for args in (
+        ["inspect", str(SAMPLES)],
+        ["explain", str(SAMPLES), "--session", "fix-config-bug"],
+        ["explain", str(SAMPLES / "harnesses")],
+        ["search", "config", str(SAMPLES)],
+        ["compare", str(SAMPLES), str(SAMPLES), "--session-a", "fix-config-bug", "--session-b", "list-todos"],
+        ["--help"],
+        ["export", "--help"],
+    ):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    text = "\n".join(outputs)
+    assert "calls 25" in text
+    assert retired_words(text) == []
+
+
+def test_the_summary_lists_every_finding_code_most_severe_first():
+    done = run_cli("inspect", str(SAMPLES), "--session", "fix-config-bug")
+    findings = next(line for line in done.stdout.splitlines() if "findings:" in line)
+    assert findings.index("FATAL") < findings.index("WARN") < findings.index("INFO")
+    for code in ("truncated_turn", "discarded_turns", "unfinished_attempts", "sampling_changed", "multiple_roots"):
+        assert code in findings

@@ -26,8 +26,13 @@ class Sequence:
     role: str = ""
 
     @property
-    def n_turns(self) -> int:
+    def n_calls(self) -> int:
         """Number of calls on the path."""
+        return len(self.nodes)
+
+    @property
+    def n_turns(self) -> int:
+        """Deprecated alias of :attr:`n_calls`."""
         return len(self.nodes)
 
 
