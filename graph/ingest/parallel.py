@@ -35,7 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
@@ -164,7 +164,7 @@ class _RangeReader(io.RawIOBase):
 def _range_source(task: _Task) -> Source:
     if task.data is not None:
         return Source.from_bytes(task.name, task.data)
-    return Source(task.name, lambda: _RangeReader(task.path, task.start, task.end))
+    return Source(task.name, lambda: cast(IO[bytes], _RangeReader(task.path, task.start, task.end)))
 
 
 def _read_kwargs(limits: Any) -> dict[str, Any]:
