@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+CORRECTIONS_ENV = "ROLLOUT_GRAPH_CORRECTIONS"  # ``view --correction``: the app's initial choice (labels, ";")
 LOG_BOUND = 20.0  # log ratios are bounded to [-20, 20] before exp (verl rollout_corr "safety bound")
 
 TOKEN, SEQUENCE = "token", "sequence"
@@ -238,17 +239,17 @@ def apply(correction: Correction, d: np.ndarray) -> RowResult:
     ratio = float(bounded_exp(log_ratio))
     if kind.action == CLIP:
         cap = correction.param("cap")
-        hit = ratio > cap
-        w = min(ratio, cap)
-        lost = ratio - w
+        row_hit = ratio > cap
+        row_w = min(ratio, cap)
+        row_lost = ratio - row_w
     else:
-        hit = ratio < correction.param("low") or ratio > correction.param("high")
-        w = 0.0 if hit else ratio
-        lost = ratio if hit else 0.0
-        masked[compared] = hit
-    weights[compared] = w
-    affected[compared] = hit
-    return RowResult(weights, affected, masked, n, ratio, float(lost))
+        row_hit = ratio < correction.param("low") or ratio > correction.param("high")
+        row_w = 0.0 if row_hit else ratio
+        row_lost = ratio if row_hit else 0.0
+        masked[compared] = row_hit
+    weights[compared] = row_w
+    affected[compared] = row_hit
+    return RowResult(weights, affected, masked, n, ratio, float(row_lost))
 
 
 @dataclass(slots=True)

@@ -160,9 +160,11 @@ def _listed(values: np.ndarray | None) -> list[float | None] | None:
 def row_columns(signals: RolloutSignals, sequence: int) -> dict[str, Any]:
     """The columns ``export --signals`` adds to a training row (all ``None`` when not joined).
 
-    With corrections chosen (``--correction``), ``correction_weights`` maps each correction's label
-    to one weight per position of the row: the weight the correction gives that token (0 where it
-    masks), ``null`` where nothing was compared (loss-mask-0 positions, no trainer logprob).
+    With corrections chosen (``--correction``), ``correction_labels`` lists their labels and
+    ``correction_weights`` holds, in the same order, one weight per position of the row: the weight
+    the correction gives that token (0 where it masks), ``null`` where nothing was compared
+    (loss-mask-0 positions, no trainer logprob); the whole list is ``null`` for a row without a
+    joined signals row. Lists of lists, so Parquet keeps them as lists.
     """
     joined = signals.rows.get(sequence)
     out: dict[str, Any]
@@ -178,10 +180,11 @@ def row_columns(signals: RolloutSignals, sequence: int) -> dict[str, Any]:
         }
     if signals.corrections is not None:
         results = signals.corrections.rows
-        out["correction_weights"] = {
-            c.label: None if sequence not in results[c.label] else _listed(results[c.label][sequence].weights)
-            for c in signals.corrections.corrections
-        }
+        chosen = signals.corrections.corrections
+        out["correction_labels"] = [c.label for c in chosen]
+        out["correction_weights"] = [
+            None if sequence not in results[c.label] else _listed(results[c.label][sequence].weights) for c in chosen
+        ]
     return out
 
 
