@@ -13,6 +13,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_signals,
+    chosen_corrections,
     fail,
     guarded,
     limits_from_args,
@@ -72,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
     inputs = load_inputs(
-        args.paths, args.session, limits_from_args(args), signals=args.signals, threshold=args.mismatch_threshold
+        args.paths,
+        args.session,
+        limits_from_args(args),
+        signals=args.signals,
+        threshold=args.mismatch_threshold,
+        corrections=chosen_corrections(args),
     )
     if args.format == "graphml":
         from rollout_graph.reports.graphml import write_graphml
