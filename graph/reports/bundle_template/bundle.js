@@ -193,9 +193,10 @@
     let maxX = 0;
     for (const v of L.visible) maxX = Math.max(maxX, L.x.get(v));
     const labels = L.visible.length <= 120;
-    const width = PAD * 2 + maxX * DX + (labels ? 60 : 20), height = PAD * 2 + Math.max(0, L.rows - 1) * DY;
+    const left = labels ? 58 : PAD;
+    const width = left + PAD + maxX * DX + (labels ? 60 : 20), height = PAD * 2 + Math.max(0, L.rows - 1) * DY;
     const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "dag-svg", role: "img" });
-    const px = (v) => PAD + L.x.get(v) * DX, py = (v) => PAD + L.y.get(v) * DY;
+    const px = (v) => left + L.x.get(v) * DX, py = (v) => PAD + L.y.get(v) * DY;
     const curve = (a, b) => {
       const x1 = px(a), y1 = py(a), x2 = px(b), y2 = py(b), m = (x1 + x2) / 2;
       return `M${x1},${y1} C${m},${y1} ${m},${y2} ${x2},${y2}`;
