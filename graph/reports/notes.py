@@ -71,7 +71,8 @@ def _note_lines(text: str, count: int) -> list[int | None]:
     if match is None:
         return [None] * count
     decoder = json.JSONDecoder()
-    pos, lines = match.end(), []
+    pos = match.end()
+    lines: list[int | None] = []
     for _ in range(count):
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1

@@ -14,7 +14,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
-from rollout_graph.ui.panels import keyboard, overview, sidebar, tour
+from rollout_graph.ui.panels import keyboard, notes, overview, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import signals as signals_view
@@ -67,6 +67,7 @@ def overview_and_graph(workspace):
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
+    share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
 
@@ -92,3 +93,4 @@ else:
     key = following.key if following else drawn.get("key", workspace.key)
     rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
     node_view.render(rollout, node, rollout_decoder, key, options.show_whitespace)
+    notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
