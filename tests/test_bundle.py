@@ -198,3 +198,15 @@ def test_library_bundle_of_several_rollouts():
     assert [s["session_id"] for s in data["sessions"]] == [r.session_id for r in rollouts]
     assert data["open"]["session"] == rollouts[0].session_id
     assert bundle_html(rollouts, decoders).startswith("<!doctype html>")
+
+
+def test_a_big_rollout_embeds_the_notable_calls_that_fit(tmp_path):
+    from rollout_graph.reports.bundle import _detail_cost, _notable
+
+    rollout = analyse(load_paths([VLLM]).sessions["fix-config-bug"])
+    _, page = bundle(tmp_path, str(VLLM), "--session", "fix-config-bug", "--max-detail", "60000")
+    session = page_data(page)["sessions"][0]
+    detailed = {int(k) for k in session["details"]}
+    assert detailed and detailed <= set(_notable(rollout)) and len(detailed) < len(rollout.calls)
+    assert sum(_detail_cost(rollout, i) for i in detailed) <= 60_000
+    assert session["left_out"]["n"] == len(rollout.calls) - len(detailed)

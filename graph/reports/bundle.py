@@ -14,7 +14,9 @@ allows exactly its own script (by hash) and no request at all: even a payload th
 markup could not run or fetch anything.
 
 Big rollouts keep the DAG and every call's summary, and the token detail of only the calls asked
-for (``--node``, ``--calls``); the page says what it left out and the command that adds it.
+for (``--calls``; or ``--node`` and, within the size budget, the calls worth a look first: near-miss
+ends, calls with FATAL or WARN findings, forks, discarded calls); the page says what it left out
+and the command that adds it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ except ImportError:  # pragma: no cover - until it lands: the same function
 
 __all__ = ["BundleOptions", "bundle_data", "bundle_html", "left_out", "page_html", "script_json"]
 
-DETAIL_BUDGET = 2_000_000  # estimated bytes of token detail embedded when no call is chosen
+DETAIL_BUDGET = 1_500_000  # estimated bytes of token detail embedded when no call is chosen
 MAX_MESSAGE_CHARS = 20_000  # per message (the app's chat view cuts at the same length)
 BREAK_BEFORE = 8  # shared tokens shown before a break
 BREAK_AFTER = 24  # differing tokens shown after it
@@ -288,6 +290,17 @@ def _call_summary(rollout: Rollout, i: int) -> dict[str, Any]:
     }
 
 
+def _notable(rollout: Rollout) -> list[int]:
+    """Calls whose detail a big rollout's bundle embeds first, in arrival order: near-miss ends,
+    calls with a FATAL or WARN finding, forks and discarded calls."""
+    topo = rollout.topology
+    found = {i for m in rollout.near_misses.values() for i in (m.earlier, m.later)}
+    found.update(i for i in range(len(rollout.calls)) if any(f.level != "INFO" for f in rollout.findings_for(i)))
+    found.update(topo.forks)
+    found.update(topo.discarded)
+    return sorted(found)
+
+
 def _chosen(rollout: Rollout, options: BundleOptions) -> set[int]:
     """Calls of this rollout whose token detail is embedded."""
     index = {c.node_id: i for i, c in enumerate(rollout.calls)}
@@ -376,12 +389,20 @@ def bundle_data(
     rollouts: Sequence[Rollout], decoders: Sequence[Decoder], options: BundleOptions | None = None
 ) -> dict[str, Any]:
     """The JSON the page draws: every rollout's summary, DAG and rows, and the token detail of the
-    calls chosen (every call when they all fit ``options.budget`` and none was named)."""
+    calls chosen: the calls named (``options.calls`` and ``options.node``) when ``options.calls``
+    names any; else every call when they all fit ``options.budget``, or ``options.node`` and then
+    the notable calls (near-miss ends, FATAL/WARN findings, forks, discarded) while they fit."""
     options = options or BundleOptions()
     chosen = [_chosen(r, options) for r in rollouts]
     named = bool(options.calls) or any(chosen)
-    total = sum(_detail_cost(r, i) for r in rollouts for i in range(len(r.calls)))
-    everything = not options.calls and total <= options.budget
+    costs = [[_detail_cost(r, i) for i in range(len(r.calls))] for r in rollouts]
+    everything = not options.calls and sum(map(sum, costs)) <= options.budget
+    if not everything and not options.calls:  # too big: the calls worth a look first, within the budget
+        spent = sum(costs[k][i] for k, asked in enumerate(chosen) for i in asked)
+        for k, i in sorted(((k, i) for k, r in enumerate(rollouts) for i in _notable(r)), key=lambda ki: ki[1]):
+            if i not in chosen[k] and spent + costs[k][i] <= options.budget:
+                chosen[k].add(i)
+                spent += costs[k][i]
     sessions = []
     open_at: dict[str, Any] | None = None
     for rollout, decoder, asked in zip(rollouts, decoders, chosen, strict=True):
