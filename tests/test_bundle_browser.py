@@ -138,9 +138,8 @@ def test_docs_screenshot(tmp_path):
     with offline_page(1440, 900) as page:
         page.goto(out.as_uri())
         page.wait_for_selector(READY)
-        page.locator("#detail").scroll_into_view_if_needed()
-        page.evaluate("() => window.scrollTo(0, document.querySelector('#dag').offsetTop - 12)")
         page.locator("#detail .tokens span.t:not(.c)").nth(5).click()
+        page.evaluate("() => window.scrollTo(0, document.querySelector('.split').offsetTop - 6)")
         page.wait_for_timeout(200)
         path = screenshot_viewport(page, "bundle")
         assert path.stat().st_size > 10_000

@@ -9,7 +9,7 @@
   const ROLE_INK = { agent: "#fff", auxiliary: "#111", discarded: "#111" };
   const DRAWN_MISSES = new Set(["rewritten_continuation", "retokenized", "compaction", "resumed"]);
   const PAGE = 3000; // tokens drawn at once; a button draws the next page
-  const DX = 64, DY = 34, PAD = 26;
+  const DX = 58, DY = 34, PAD = 26;
   const state = { s: 0, node: null, row: null, expanded: new Set(), ws: true, pinned: null };
 
   function el(tag, attrs, ...children) {
@@ -556,7 +556,8 @@
     const app = document.getElementById("app");
     document.title = S().session_id + " · rollout-graph";
     for (const name of ["dag", "detail", "leftOut", "rows"]) slots[name] = el("div", {});
-    app.replaceChildren(header(), metrics(), slots.leftOut, findingsSection(), notesSection() || "", slots.dag, slots.detail, slots.rows);
+    const split = el("div", { class: "split" }, slots.dag, slots.detail);
+    app.replaceChildren(header(), metrics(), slots.leftOut, findingsSection(), notesSection() || "", split, slots.rows);
     drawDag();
     drawDetail();
     drawRows();
