@@ -137,7 +137,7 @@ def test_mask_notes_zero_the_call_sampled_tokens(tmp_path, rollout):
     assert sum(export_rows(tmp_path, "--notes", str(path))["c25"]["loss_mask"]) == 0
 
 
-def test_drop_noted_spares_only_keep_notes(tmp_path):
+def test_drop_noted_spares_only_keep_notes(tmp_path, capsys):
     path = write(
         tmp_path,
         notes_io.make_note(SESSION, "looked fine", "keep", leaf="c24"),
@@ -146,8 +146,10 @@ def test_drop_noted_spares_only_keep_notes(tmp_path):
     everything = export_rows(tmp_path)
     noted = export_rows(tmp_path, "--notes", str(path))
     assert set(noted) == set(everything) and noted["c24"]["notes"][0]["action"] == "keep"
+    assert "0 row(s) left out, 1 masked" in capsys.readouterr().err
     dropped = export_rows(tmp_path, "--notes", str(path), "--drop-noted")
     assert set(dropped) == set(everything) - {"c25"}
+    assert f"notes from {path}: 1 row(s) left out, 0 masked" in capsys.readouterr().err
 
 
 def test_notes_for_unknown_calls_warn_and_do_nothing(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rollout_graph.cli.common import (
@@ -69,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)
         return 0
     noted = _notes(args, inputs.rollouts)
+    tally: Counter[str] = Counter()
     records = (
         record
         for rollout in inputs.rollouts
         for record in (
-            notes.apply_notes(rollout, export.iter_training_rows(rollout, roles, args.drop_unfinished), *noted)
+            notes.apply_notes(rollout, export.iter_training_rows(rollout, roles, args.drop_unfinished), *noted, tally)
             if args.format == "rows"
             else export.iter_trace_entries(rollout, args.drop_unfinished)
         )
@@ -84,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
     except export.OutputError as exc:
         return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
     print(f"{written.records:,} {args.format} -> {args.out}", file=sys.stderr)
+    if args.notes is not None:
+        print(
+            f"rollout-graph: notes from {args.notes}: {tally['dropped']:,} row(s) left out, {tally['masked']:,} masked",
+            file=sys.stderr,
+        )
     if written.failed:
         print(
             f"rollout-graph: {written.failed} records could not be written ({written.first_failure})", file=sys.stderr

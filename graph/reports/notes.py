@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,15 +220,21 @@ def _offsets(rollout: Rollout, nodes: list[int]) -> dict[int, tuple[int, int]]:
 
 
 def apply_notes(
-    rollout: Rollout, rows: Iterable[dict[str, Any]], notes: Sequence[dict[str, Any]], drop_noted: bool = False
+    rollout: Rollout,
+    rows: Iterable[dict[str, Any]],
+    notes: Sequence[dict[str, Any]],
+    drop_noted: bool = False,
+    tally: Counter[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Training rows (``export.iter_training_rows``) with the notes' actions applied.
 
     A ``drop`` note leaves out the rows it touches; a ``mask`` note sets the loss mask and
     logprobs to 0 over its call's sampled tokens (or the whole row) and lowers ``n_trainable``;
     ``drop_noted`` leaves out every row any note but a ``keep`` touches. Rows a note touches get
-    a ``notes`` list (text, action, author, target).
+    a ``notes`` list (text, action, author, target). ``tally`` counts the rows ``dropped`` and
+    ``masked``.
     """
+    tally = Counter() if tally is None else tally
     mine = [n for n in notes if n.get("session") == rollout.session_id]
     if not mine:
         yield from rows
@@ -241,6 +248,7 @@ def apply_notes(
             yield row
             continue
         if any(n["action"] == "drop" or (drop_noted and n["action"] != "keep") for n in touching):
+            tally["dropped"] += 1
             continue
         masks = [n for n in touching if n["action"] == "mask"]
         if masks and seq is not None:
@@ -255,6 +263,7 @@ def apply_notes(
                     mask[start:stop] = [0] * (stop - start)
                     logprobs[start:stop] = [0.0] * (stop - start)
             row = {**row, "loss_mask": mask, "logprobs": logprobs, "n_trainable": int(sum(mask))}
+            tally["masked"] += 1
         row = {
             **row,
             "notes": [
