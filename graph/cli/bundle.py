@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--calls",
         metavar="ID,...",
         help="embed the token detail of only these calls (default: every call when the file stays small, "
-        "else only --node)",
+        "else --node and then the calls worth a look first, near misses, findings, forks, while they fit)",
     )
     command.add_argument(
         "--notes",
