@@ -150,3 +150,20 @@ def screenshot_viewport(page, name: str) -> Path:
     path = screenshot(page, name, docs=True)
     page.screenshot(path=str(path), full_page=False)
     return path
+
+
+def test_several_rollouts_in_one_file_and_a_picker(tmp_path):
+    require_chromium()
+    out = write_bundle(tmp_path, str(VLLM))
+    with offline_page() as page:
+        page.goto(out.as_uri())
+        page.wait_for_selector(READY)
+        first = page.inner_text("h1")
+        page.select_option("select[aria-label='rollout']", label="list-todos")
+        assert page.inner_text("h1") == "Rollout list-todos" != first
+        assert page.inner_text(".metric .value >> nth=0") == "18"
+        page.click("g.node[data-id='c05']")
+        assert page.evaluate("() => location.hash") == "#session=list-todos&node=c05"
+        page.reload()
+        page.wait_for_selector(READY)
+        assert page.inner_text("h1") == "Rollout list-todos" and page.inner_text("#detail .call-id") == "c05"

@@ -410,6 +410,9 @@ def bundle_data(
         sessions.append(_rollout_data(rollout, decoder, options, detailed))
         if open_at is None and options.node is not None and options.node in {c.node_id for c in rollout.calls}:
             open_at = {"session": rollout.session_id, "node": rollout.index_of(options.node)}
+    if open_at is None and rollouts:  # the rollout the app opens first: the most trainable tokens
+        first = min(rollouts, key=lambda r: (-r.stats["n_trainable_tokens"], len(r.session_id), r.session_id))
+        open_at = {"session": first.session_id, "node": None}
     return {
         "format": "rollout-graph-bundle",
         "version": 1,
