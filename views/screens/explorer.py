@@ -16,7 +16,7 @@ from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
-from rollout_graph.ui.panels import keyboard, overview, relatives, sidebar, tour
+from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
@@ -120,6 +120,7 @@ def overview_and_graph(workspace):
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
+    share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
 
@@ -147,3 +148,4 @@ with drawn.get("detail") or st.container():
         key = following.key if following else drawn.get("key", workspace.key)
         rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
         call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
+        notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
