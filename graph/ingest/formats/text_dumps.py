@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fidelity import TEXT, step_of
+from rollout_graph.ingest.formats.fidelity import TEXT, step_from_path, step_of
 from rollout_graph.ingest.formats.fields import RecordError, new_call
 
 VERL = "verl rollout dump"
@@ -72,11 +72,13 @@ def parse(record: dict, kind: str, source: str, line: int, default_session: str)
     """One text call for a dump row; its score (verl, SkyRL) or reward columns (TRL) as signals."""
     prompt_key, output_key, score_key = _KEYS[kind]
     step = step_of(record)
+    if step is None:
+        step = step_from_path(source)
     rid = record.get("request_id", record.get("uid", record.get("index")))
     where = f"step_{step}" if step is not None else default_session
     session = f"{where}/{rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else line}"
-    if kind == SKYRL:
-        session = f"{default_session}/{line}"
+    if kind == SKYRL:  # one file per data source in each step's folder
+        session = f"{where}/{default_session}/{line}"
     call = new_call({"session_id": session, "node_id": "c0"}, source, line, kind, session)
     if not isinstance(record.get(output_key), (str, list)):
         raise RecordError(f"{kind}: {output_key} is not text")
