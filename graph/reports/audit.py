@@ -21,6 +21,7 @@ import numpy as np
 from rollout_graph.core.records import FATAL, INFO, WARN
 from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.loading import load_paths, walk_traces
 from rollout_graph.pipeline import analyse
@@ -36,8 +37,10 @@ COLUMNS = (
     # with --signals (docs/signals.md); null without a signals file or a joined row
     "reward", "signals_rows", "signals_tokens", "mean_abs_diff", "max_abs_diff", "kl_k3", "ratio_outside_share",
     "n_mismatch_calls",
+    # the run view (graph/reports/run.py): training step, fidelity grade and source format (docs/formats.md)
+    "step", "fidelity", "source_format", "n_broken_replays", "n_sampled_tokens",
 )  # fmt: skip
-SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") :]
+SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") : COLUMNS.index("step")]
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
@@ -90,6 +93,11 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "harness": next((c.harness for c in rollout.calls if c.harness), None),
         "error": None,
         **signal_figures(rollout),
+        "step": rollout_step(rollout.calls),
+        "fidelity": rollout_grade(rollout.calls),
+        "source_format": rollout_format(rollout.calls),
+        "n_broken_replays": s["n_broken_replays"],
+        "n_sampled_tokens": s["n_sampled_tokens"],
     }
 
 
@@ -363,6 +371,8 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("reward", pa.float64()), ("signals_rows", pa.int64()), ("signals_tokens", pa.int64()),
             ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()), ("kl_k3", pa.float64()),
             ("ratio_outside_share", pa.float64()), ("n_mismatch_calls", pa.int64()),
+            ("step", pa.int64()), ("fidelity", pa.string()), ("source_format", pa.string()),
+            ("n_broken_replays", pa.int64()), ("n_sampled_tokens", pa.int64()),
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)
