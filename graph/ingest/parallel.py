@@ -485,16 +485,48 @@ def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[s
             result.sessions[parsed.calls[0].session_id].document = parsed.document
 
 
+class _CountedReads:
+    """A source's stream that adds the bytes read from it to a counter (progress in bytes)."""
+
+    def __init__(self, stream: IO[bytes], counter: list[int]) -> None:
+        self._stream = stream
+        self._counter = counter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._counter[0] += len(data)
+        return data
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> _CountedReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _counted(source: Source, counter: list[int]) -> Source:
+    def opened() -> IO[bytes]:
+        counter[0] = 0
+        return cast(IO[bytes], _CountedReads(source.open(), counter))
+
+    return Source(source.name, opened)
+
+
 def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[int], limits: Any) -> LoadResult:
     total = sum(sizes)
+    counter = [0]  # bytes read so far from the file being read
 
     def report(done: int, files: int, records: int) -> None:
         if progress:
-            read = sum(sizes[:done])
+            read = sum(sizes[:done]) + (min(counter[0], sizes[done]) if done < len(sizes) else 0)
             progress(LoadProgress(read, total, records, records, done, files))
 
     kwargs = _read_kwargs(limits)
-    return loading.load_sources(sources, report, **kwargs)
+    counted = [_counted(source, counter) for source in sources] if progress else sources
+    return loading.load_sources(counted, report, **kwargs)
 
 
 def load_paths_parallel(
