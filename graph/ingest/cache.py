@@ -507,7 +507,7 @@ def load_files(
     background_store: bool = False,
     store_delay: float = 0.0,
 ) -> LoadResult:
-    """These trace files, from the cache when they were read before, else parsed on every core
+    """These trace files, from the cache when they were read before, else parsed (on several cores where that wins)
     (:func:`rollout_graph.ingest.parallel.load_files_parallel`) and cached.
 
     ``background_store`` writes the new cache entry in a thread of its own, so the caller can go
