@@ -24,6 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VLLM = ROOT / "sample_traces" / "vllm"
 DATA = re.compile(r'<script type="application/json" id="rollout-data">(.*?)</script>', re.S)
 PAYLOADS = ["<img src=x onerror=window.__pwned=1>", "</script><script>window.__pwned=1</script>", "a\u2028b\u2029c<!--"]
+MORE = {  # more places a trace puts text (tests/test_browser.py feeds the app the same kinds)
+    "message": '<iframe srcdoc="<script>parent.__pwned=1</script>"></iframe>[click](javascript:alert(1))',
+    "argument": '<svg onload="window.__pwned=1">',
+    "tool": "bash<script>window.__pwned=1</script>",
+    "note": '<b onmouseover="window.__pwned=1">hover me</b>',
+}
 
 
 def page_data(page: str) -> dict:
@@ -103,14 +109,25 @@ def hostile_rollout(tmp_path: Path) -> Path:
         [1, 2, 3],
         [7, 8],
         session=PAYLOADS[1],
-        messages=[{"role": "user", "content": PAYLOADS[1]}],
+        messages=[{"role": "user", "content": PAYLOADS[1]}, {"role": "user", "content": MORE["message"]}],
         reply=PAYLOADS[0],
+        tools=[{"type": "function", "function": {"name": MORE["tool"], "parameters": {"type": "object"}}}],
     )
     record = vllm_chat(turn, token_text=True)
     record["response"]["model"] = PAYLOADS[1]
-    record["response"]["choices"][0]["logprobs"]["content"][0]["token"] = PAYLOADS[1]
+    choice = record["response"]["choices"][0]
+    choice["logprobs"]["content"][0]["token"] = PAYLOADS[1]
+    choice["message"]["tool_calls"] = [
+        {
+            "id": "t",
+            "type": "function",
+            "function": {"name": MORE["tool"], "arguments": json.dumps({"cmd": MORE["argument"]})},
+        }
+    ]
     path = tmp_path / "hostile.jsonl"
     path.write_bytes(jsonl([record]))
+    note = notes_io.make_note(PAYLOADS[1], MORE["note"], "drop", node=PAYLOADS[0], author=PAYLOADS[0])
+    notes_io.write_notes(tmp_path / notes_io.SIDECAR, [note])
     return path
 
 
@@ -118,9 +135,9 @@ def test_hostile_text_stays_inside_the_data(tmp_path):
     trace = hostile_rollout(tmp_path)
     _, page = bundle(tmp_path, str(trace))
     shell = outside_data(page)
-    for payload in PAYLOADS[:2]:
+    for payload in [*PAYLOADS[:2], *MORE.values()]:
         assert payload not in page
-    assert "onerror" not in shell and "<script>window" not in shell
+    assert "onerror" not in shell and "<script>window" not in shell and "srcdoc" not in shell
     data = page_data(page)
     (session,) = data["sessions"]
     assert session["session_id"] == PAYLOADS[1] and session["calls"][0]["id"] == PAYLOADS[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 from rollout_graph.cli import main
 from rollout_graph.reports import notes as notes_io
 from tests.browser import browser_page, require_chromium, screenshot
-from tests.test_bundle import PAYLOADS, VLLM, hostile_rollout
+from tests.test_bundle import MORE, PAYLOADS, VLLM, hostile_rollout
 
 READY = "body[data-ready='1']"
 
@@ -121,13 +121,15 @@ def test_hostile_trace_never_runs_in_the_bundle(tmp_path):
             span.click()
         page.get_by_role("tab", name="Messages").click()
         page.locator("summary").first.click()  # the findings list, with the call's id in it
+        page.locator(".note-text").first.hover()  # the sidecar's note, beside its call
         body = page.inner_text("body")
         screenshot(page, "bundle-hostile")
         assert page.evaluate("() => window.__pwned") is None
-        assert page.locator("img, iframe, script:not([id='rollout-data']):not(:last-of-type)").count() == 0
+        assert page.locator("img, iframe, svg:not(.dag-svg), b, a").count() == 0
         assert page.locator("script").count() == 2
-        for payload in PAYLOADS[:2]:
+        for payload in [*PAYLOADS[:2], MORE["message"], MORE["note"]]:
             assert payload in body, payload  # shown literally
+        assert '"cmd": "<svg onload=' in body and MORE["tool"] in body  # the tool call, as text
         assert PAYLOADS[1] in page.title()
 
 

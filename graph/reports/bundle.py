@@ -143,11 +143,24 @@ def _cut(text: str) -> str:
     return text[:MAX_MESSAGE_CHARS] + f"\n… ({len(text) - MAX_MESSAGE_CHARS:,} more characters left out)"
 
 
+def _readable_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    try:
+        arguments = orjson.loads(function["arguments"])
+    except orjson.JSONDecodeError:
+        return call
+    return {**call, "function": {**function, "arguments": arguments}}
+
+
 def _message(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         return {"role": "?", "text": _cut(_content_text(message))}
     out: dict[str, Any] = {"role": str(message.get("role", "?")), "text": _cut(_content_text(message.get("content")))}
     extra = {k: v for k, v in message.items() if k not in ("role", "content") and v is not None}
+    if isinstance(extra.get("tool_calls"), list):  # arguments shown as the JSON they hold, as the app does
+        extra["tool_calls"] = [_readable_call(c) for c in extra["tool_calls"]]
     if extra:
         out["extra"] = _cut(orjson.dumps(extra, default=str, option=orjson.OPT_INDENT_2).decode())
     return out
