@@ -227,3 +227,17 @@ def test_a_big_rollout_embeds_the_notable_calls_that_fit(tmp_path):
     assert detailed and detailed <= set(_notable(rollout)) and len(detailed) < len(rollout.calls)
     assert sum(_detail_cost(rollout, i) for i in detailed) <= 60_000
     assert session["left_out"]["n"] == len(rollout.calls) - len(detailed)
+
+
+def test_controls_are_shown_as_the_app_shows_them(tmp_path):
+    from rollout_graph.escape import visible
+
+    sneaky = "c1\u202eexe.txt\x1b[2J"
+    record = vllm_chat(Turn(sneaky, [1, 2, 3], [7, 8], messages=[{"role": "user", "content": "a\u2066b\x00"}]))
+    trace = tmp_path / "sneaky.jsonl"
+    trace.write_bytes(jsonl([record]))
+    _, page = bundle(tmp_path, str(trace))
+    (session,) = page_data(page)["sessions"]
+    assert session["calls"][0]["id"] == visible(sneaky) == "c1\\u202eexe.txt\\x1b[2J"
+    assert session["details"]["0"]["messages"]["request"][0]["text"] == "a\\u2066b\\x00"
+    assert "\u202e" not in page and "\x1b" not in page

@@ -43,16 +43,7 @@ from rollout_graph.analysis.near_miss import RETOKENIZED, end_ids, near_miss_jso
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, Call, NearMiss
 from rollout_graph.core.rollout import Rollout
-
-try:  # the one escaper (moving to the library as rollout_graph.escape)
-    from rollout_graph.escape import html_text  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - until it lands: the same function
-    import html as _html
-
-    def html_text(text: object) -> str:
-        """``text`` for an HTML fragment (``html.escape``, quotes included)."""
-        return _html.escape(str(text))
-
+from rollout_graph.escape import html_text, visible
 
 __all__ = ["BundleOptions", "bundle_data", "bundle_html", "left_out", "page_html", "script_json"]
 
@@ -401,7 +392,8 @@ def _rollout_data(rollout: Rollout, decoder: Decoder, options: BundleOptions, de
 def bundle_data(
     rollouts: Sequence[Rollout], decoders: Sequence[Decoder], options: BundleOptions | None = None
 ) -> dict[str, Any]:
-    """The JSON the page draws: every rollout's summary, DAG and rows, and the token detail of the
+    """The JSON the page draws (every string as rollout_graph.escape.visible shows it): every
+    rollout's summary, DAG and rows, and the token detail of the
     calls chosen: the calls named (``options.calls`` and ``options.node``) when ``options.calls``
     names any; else every call when they all fit ``options.budget``, or ``options.node`` and then
     the notable calls (near-miss ends, FATAL/WARN findings, forks, discarded) while they fit."""
@@ -426,20 +418,34 @@ def bundle_data(
     if open_at is None and rollouts:  # the rollout the app opens first: the most trainable tokens
         first = min(rollouts, key=lambda r: (-r.stats["n_trainable_tokens"], len(r.session_id), r.session_id))
         open_at = {"session": first.session_id, "node": None}
-    return {
-        "format": "rollout-graph-bundle",
-        "version": 1,
-        "generator": f"rollout-graph {__version__}",
-        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "title": options.title or ", ".join(r.session_id for r in rollouts),
-        "open": open_at,
-        "everything": everything,
-        "named": named,
-        "budget": options.budget,
-        "logprob_floor": LOGPROB_FLOOR,
-        "buckets": BUCKETS,
-        "sessions": sessions,
-    }
+    return _visible(
+        {
+            "format": "rollout-graph-bundle",
+            "version": 1,
+            "generator": f"rollout-graph {__version__}",
+            "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "title": options.title or ", ".join(r.session_id for r in rollouts),
+            "open": open_at,
+            "everything": everything,
+            "named": named,
+            "budget": options.budget,
+            "logprob_floor": LOGPROB_FLOOR,
+            "buckets": BUCKETS,
+            "sessions": sessions,
+        }
+    )
+
+
+def _visible(value: Any) -> Any:
+    """Every string in ``value`` as the app shows it: controls and bidi controls as escapes
+    (rollout_graph.escape.visible), so the page's textContent shows what the app shows."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {k: _visible(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_visible(v) for v in value]
+    return value
 
 
 def script_json(data: Any) -> str:

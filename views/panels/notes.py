@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text, md
 from rollout_graph.reports import notes as notes_io
-from rollout_graph.ui.builders.escape import html_text, md
 from rollout_graph.ui.state import notes as notes_state
 from rollout_graph.ui.state.sources import Workspace
 
