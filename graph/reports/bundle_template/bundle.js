@@ -237,7 +237,7 @@
       if (c.discarded) g.append(svg("path", { d: "M-4,-4L4,4M4,-4L-4,4", class: "cross" }));
       if (labels) {
         const t = svg("text", { x: 0, y: -11, class: "label" });
-        t.textContent = c.id.length > 16 ? c.id.slice(0, 15) + "…" : c.id;
+        t.textContent = c.id.length > 8 ? "…" + c.id.slice(-7) : c.id; // ids often share a prefix; the tooltip has it whole
         g.append(t);
       }
       g.addEventListener("click", () => select(v));
@@ -521,7 +521,7 @@
     const shownRow = el("div", { id: "row-tokens" });
     const pick = (r) => { state.row = r.leaf; drawRows(); };
     const box = el("section", { class: "training", id: "rows" }, el("h2", { text: `Training rows (${s.rows.length})` }),
-      el("p", { class: "muted", text: "One row per leaf: the path from its root, as `rollout-graph export` writes it. Click a leaf for its tokens." }),
+      el("p", { class: "muted", text: "One row per leaf: the path from its root, as rollout-graph export writes it. Click a leaf for its tokens." }),
       rowsTable(s.rows, pick), shownRow);
     const r = s.rows.find((x) => x.leaf === state.row);
     if (r) shownRow.append(rowTokens(r));
