@@ -191,6 +191,10 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     assert main(["bundle", str(VLLM), "--notes", str(bad), "--out", str(tmp_path / "x.html")]) == 2
     assert f"{bad}:2: a note names exactly one of" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+    (tmp_path / "file").write_text("")
+    assert main(["bundle", str(VLLM), "--out", str(tmp_path / "file" / "x.html")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("rollout-graph: cannot write") and "nothing written" in err
 
 
 def test_notes_beside_the_traces_are_shown(tmp_path):

@@ -80,6 +80,17 @@ def test_bundle_opens_offline_and_a_click_shows_the_call_tokens(tmp_path):
         assert page.evaluate("() => location.hash") == "#session=fix-config-bug&node=c05"
         page.get_by_role("tab", name="Messages").click()
         assert "ASSISTANT" in page.inner_text("#detail .chat").upper()
+        # the keys walk the graph: left to the parent, right to the first child, down to the next sibling
+        page.keyboard.press("ArrowLeft")
+        assert page.inner_text("#detail .call-id") == "c04"
+        page.keyboard.press("ArrowRight")
+        assert page.inner_text("#detail .call-id") == "c05"
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowDown")
+        assert page.inner_text("#detail .call-id") == "c07"
+        page.keyboard.press("Escape")
+        assert "Click a call in the graph" in page.inner_text("#detail")
+        page.click("g.node[data-id='c05']")
         # a collapsed chain draws its calls on a click
         before = page.locator("g.node").count()
         page.click("text.chain-label")
