@@ -43,7 +43,7 @@ from rollout_graph.analysis.near_miss import RETOKENIZED, end_ids, near_miss_jso
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, Call, NearMiss
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.escape import html_text, visible
+from rollout_graph.escape import html_text, visible  # the one escaper, shared with the app
 
 __all__ = ["BundleOptions", "bundle_data", "bundle_html", "left_out", "page_html", "script_json"]
 
