@@ -48,6 +48,7 @@ from rollout_graph.escape import html_text, visible  # the one escaper, shared w
 __all__ = ["BundleOptions", "bundle_data", "bundle_html", "left_out", "page_html", "script_json"]
 
 DETAIL_BUDGET = 1_500_000  # estimated bytes of token detail embedded when no call is chosen
+DETAIL_OVERHEAD = 300  # bytes of a call's detail beyond its tokens and text (keys, empty lists)
 MAX_MESSAGE_CHARS = 20_000  # per message (the app's chat view cuts at the same length)
 BREAK_BEFORE = 8  # shared tokens shown before a break
 BREAK_AFTER = 24  # differing tokens shown after it
@@ -203,7 +204,7 @@ def _detail_cost(rollout: Rollout, i: int) -> int:
     k = 0 if call.top_k is None else call.top_k.ids.shape[1]
     context = call.n_prompt - rollout.context_start(i)
     text = sum(len(_content_text(m.get("content"))) for m in (call.request_messages or []) if isinstance(m, dict))
-    return context * 16 + call.n_sampled * (30 + 28 * k) + min(text, MAX_MESSAGE_CHARS * 50)
+    return DETAIL_OVERHEAD + context * 16 + call.n_sampled * (30 + 28 * k) + min(text, MAX_MESSAGE_CHARS * 50)
 
 
 def _near_miss(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> dict[str, Any]:
