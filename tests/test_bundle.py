@@ -245,3 +245,13 @@ def test_controls_are_shown_as_the_app_shows_them(tmp_path):
     assert session["calls"][0]["id"] == visible(sneaky) == "c1\\u202eexe.txt\\x1b[2J"
     assert session["details"]["0"]["messages"]["request"][0]["text"] == "a\\u2066b\\x00"
     assert "\u202e" not in page and "\x1b" not in page
+
+
+def test_the_page_script_never_builds_markup_from_text():
+    from importlib import resources
+
+    script = resources.files("rollout_graph.reports").joinpath("bundle_template", "bundle.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "fetch(",
+                 "XMLHttpRequest", "import(", ".src", "href"):  # fmt: skip
+        assert sink not in script, sink
+    assert "JSON.parse" in script and "textContent" in script
