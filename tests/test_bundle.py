@@ -255,3 +255,20 @@ def test_the_page_script_never_builds_markup_from_text():
                  "XMLHttpRequest", "import(", ".src", "href"):  # fmt: skip
         assert sink not in script, sink
     assert "JSON.parse" in script and "textContent" in script
+
+
+def test_content_nested_deeper_than_the_encoder_allows_is_named_not_a_traceback(tmp_path, capsys):
+    deep: object = "bottom"
+    for _ in range(300):
+        deep = [deep]
+    record = vllm_chat(
+        Turn("deep", [1, 2, 3], [7, 8], messages=[{"role": "user", "content": [{"type": "x", "v": deep}]}])
+    )
+    trace = tmp_path / "deep.jsonl"
+    trace.write_bytes(jsonl([record]))
+    _, page = bundle(tmp_path, str(trace))
+    (session,) = page_data(page)["sessions"]
+    assert [c["id"] for c in session["calls"]] == ["deep"]
+    text = session["details"]["0"]["messages"]["request"][0]["text"]
+    assert text.startswith("(not shown: ") and "Recursion limit" in text
+    assert "Traceback" not in capsys.readouterr().err

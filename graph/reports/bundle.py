@@ -68,7 +68,7 @@ class BundleOptions:
     Attributes:
         node: the call the page opens at (its token detail is always embedded).
         calls: calls whose token detail is embedded; empty: every call when the rollouts fit
-            ``budget``, else only ``node``.
+            ``budget``, else ``node`` and then the notable calls that fit (:func:`bundle_data`).
         budget: estimated bytes of token detail embedded when ``calls`` is empty.
         paths: the trace paths as the user gave them, for the command the page prints to add
             the calls it left out.
@@ -113,6 +113,14 @@ def _specials(decoder: Decoder, ids: np.ndarray) -> list[int]:
     return [k for k, t in enumerate(ids.tolist()) if decoder.is_special(int(t))]
 
 
+def _json_text(value: Any, indent: bool = False) -> str:
+    """``value`` as JSON text, or a note saying why not (nested deeper than the encoder allows)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        return f"(not shown: {type(exc).__name__}: {str(exc)[:120]})"
+
+
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
@@ -124,9 +132,9 @@ def _content_text(content: Any) -> str:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             else:
-                parts.append(orjson.dumps(part, default=str).decode())
+                parts.append(_json_text(part))
         return "\n".join(parts)
-    return orjson.dumps(content, default=str).decode()
+    return _json_text(content)
 
 
 def _cut(text: str) -> str:
@@ -154,7 +162,7 @@ def _message(message: Any) -> dict[str, Any]:
     if isinstance(extra.get("tool_calls"), list):  # arguments shown as the JSON they hold, as the app does
         extra["tool_calls"] = [_readable_call(c) for c in extra["tool_calls"]]
     if extra:
-        out["extra"] = _cut(orjson.dumps(extra, default=str, option=orjson.OPT_INDENT_2).decode())
+        out["extra"] = _cut(_json_text(extra, indent=True))
     return out
 
 
