@@ -12,7 +12,7 @@ from rollout_graph.ingest.formats import RecordError, parse_value
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
 from rollout_graph.ingest.reading import RawValue, Source, read_values
 
-TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
+TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst", ".parquet", ".pkl", ".pickle", ".pt", ".pth")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
 NOTES_FILE = "rollout-graph-notes.json"  # the notes sidecar beside traces (rollout_graph.reports.notes)
 NOT_TRACES = frozenset(
