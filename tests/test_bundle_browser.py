@@ -180,3 +180,30 @@ def test_several_rollouts_in_one_file_and_a_picker(tmp_path):
         page.reload()
         page.wait_for_selector(READY)
         assert page.inner_text("h1") == "Rollout list-todos" and page.inner_text("#detail .call-id") == "c05"
+
+
+def test_every_hostile_corpus_case_opens_and_draws(tmp_path):
+    """Each readable case of tests/hostile.py, bundled and opened offline: its first calls clicked
+    (the bad record sits between two good ones), tokens and messages drawn, no script error,
+    nothing run, nothing fetched."""
+    require_chromium()
+    from tests.hostile import cases
+
+    pages = []
+    for case in cases():
+        if case.bomb:
+            continue
+        path = tmp_path / f"{case.name}{case.suffix}"
+        case.write(path)
+        out = tmp_path / f"{case.name}.html"
+        if main(["bundle", str(path), "--out", str(out), *case.flags]) == 0:
+            pages.append(out)
+    assert len(pages) >= 20
+    with offline_page() as page:
+        for out in pages:
+            page.goto(out.as_uri())
+            page.wait_for_selector(READY)
+            for k in range(min(8, page.locator("g.node").count())):  # the corpus's bad records sit early
+                page.locator("g.node").nth(k).click()
+                page.get_by_role("tab", name="Messages").click()
+            assert page.evaluate("() => window.__pwned") is None, out.name
