@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -207,6 +208,7 @@ def main() -> int:
     finally:
         print(f"proxy exit code on SIGINT: {stop(proxy)}")
         stop(engine)
+        shutil.rmtree(out, ignore_errors=True)
 
     # Concurrency: a fresh engine with chunk delays, a fresh proxy and capture folder.
     out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
@@ -236,6 +238,7 @@ def main() -> int:
         code = stop(proxy)
         stop(engine)
     loaded = load_paths([out])
+    shutil.rmtree(out, ignore_errors=True)
     # Every call is recorded: the conversations' and the loaded-latency calls (warm-up included).
     expected = args.sessions * args.turns + (args.concurrent * (3 + args.concurrent_calls) if args.concurrent else 0)
     chains = sum(
