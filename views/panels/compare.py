@@ -118,7 +118,7 @@ def _pick(label: str, ids: list[str], key: str, default: str) -> str:
 
 def _default_b(workspace: Workspace, a: str) -> str:
     """Another rollout, preferring one with the same first agent prompt."""
-    from rollout_graph.ui.panels.groups import groups
+    from rollout_graph.ui.state.groups import groups
 
     for group in groups(workspace):
         if a in group.members and len(group.members) > 1:

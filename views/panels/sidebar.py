@@ -11,6 +11,9 @@ from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state.sources import (
+    BUNDLED,
+    COMMAND_LINE,
+    UPLOAD,
     UploadTooLarge,
     Workspace,
     bundled_files,
@@ -19,9 +22,6 @@ from rollout_graph.ui.state.sources import (
     load_uploads,
 )
 
-BUNDLED = "Bundled samples"
-UPLOAD = "Upload"
-COMMAND_LINE = "Command-line folders"
 ALL = "all files"
 UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
 

@@ -14,6 +14,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
+from rollout_graph.ui.panels import groups as groups_view
 from rollout_graph.ui.panels import keyboard, overview, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
@@ -64,6 +65,7 @@ def overview_and_graph(workspace):
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
     overview.rollouts_table(workspace, session_id)
+    groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
