@@ -21,6 +21,8 @@ from tests.browser import (
 )
 from tests.builders import Turn, jsonl, vllm_chat
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
 STATUS = "() => (document.querySelector('.rg-live') || {}).innerText || ''"
 
