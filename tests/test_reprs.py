@@ -48,7 +48,8 @@ def test_reprs_of_a_big_rollout_are_short(tmp_path):
     top_k = next(c.top_k for c in rollout.calls if c.top_k is not None)
     assert isinstance(top_k, TopK)
     _check(top_k, "positions", "alternatives")
-    _check(rg.Limits())
+    _check(rg.Limits(), "defaults")
+    _check(rg.Limits(max_depth=5, max_file_bytes=1 << 20), "max_depth=5", "max_file_bytes=1 MB")
     _check(Source.from_path(path), "big.jsonl")
 
 

@@ -50,7 +50,7 @@ def _derived(call: Call, token_trace: bool) -> list[Finding]:
     elif token_trace:
         add(WARN, "no_sampled_ids", "the call sampled nothing")
     if call.finish_reason == "length":
-        add(WARN, "truncated_turn", "finish_reason is length: the turn was cut at max tokens")
+        add(WARN, "truncated_turn", "finish_reason is length: the call's reply was cut at max tokens")
     changed = _param_changes(call.requested_params, call.submitted_params)
     if changed:
         add(WARN, "sampling_neutralised", "requested vs submitted: " + ", ".join(changed))
@@ -179,6 +179,6 @@ def count_by_level(findings: list[Finding]) -> dict[str, int]:
     return {level: counts.get(level, 0) for level in LEVELS}
 
 
-def top_codes(findings: list[Finding], level: str, limit: int = 3) -> list[tuple[str, int]]:
-    """The most frequent finding codes at ``level``, with their counts."""
+def top_codes(findings: list[Finding], level: str, limit: int | None = 3) -> list[tuple[str, int]]:
+    """The most frequent finding codes at ``level``, with their counts (every code with ``limit=None``)."""
     return Counter(f.code for f in findings if f.level == level).most_common(limit)

@@ -96,7 +96,8 @@ class Rollout:
     def stats(self) -> dict[str, int]:
         """Counts of calls, roots, forks, discarded calls, leaves and trainable tokens."""
         return {
-            "n_turns": len(self.calls),
+            "n_calls": len(self.calls),
+            "n_turns": len(self.calls),  # deprecated alias of n_calls (docs/cli.md, the JSON contract)
             "n_roots": len(self.topology.roots),
             "n_leaves": len(self.topology.leaves),
             "n_forks": len(self.topology.forks),

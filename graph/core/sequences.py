@@ -27,8 +27,13 @@ class Sequence:
     role: Role = AUXILIARY  # every sequence gets its role from rollout_graph.core.roles.assign_roles
 
     @property
-    def n_turns(self) -> int:
+    def n_calls(self) -> int:
         """Number of calls on the path."""
+        return len(self.nodes)
+
+    @property
+    def n_turns(self) -> int:
+        """Deprecated alias of :attr:`n_calls`."""
         return len(self.nodes)
 
     def __repr__(self) -> str:

@@ -18,6 +18,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence, SequenceTokens
 from rollout_graph.core.types import LEVELS
 from rollout_graph.reports.summary import signals_text
+from rollout_graph.signals.corrections import text_lines
 
 
 def _call_at(rollout: Rollout, seq: Sequence, tokens: SequenceTokens, position: int) -> str | None:
@@ -123,6 +124,7 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
     for name, s in (("A", a), ("B", b)):
         if "signals" in s:
             lines.append(f"signals {name}: {signals_text(s['signals'])}")
+            lines += [f"  correction {name} {t}" for t in text_lines(s["signals"].get("corrections") or [])]
     lines.append("")
     same = (
         "the same first agent prompt" if result["differences"]["same_first_prompt"] else "different first agent prompts"

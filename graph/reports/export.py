@@ -200,6 +200,25 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
     return {k: orjson.dumps(v).decode() if isinstance(v, dict) else v for k, v in record.items()}
 
 
+# What `export --out NAME.ext` writes, by the file name's extension (anything else is refused).
+OUT_FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".graphml": "graphml"}
+
+
+def out_format(out: str | Path) -> str:
+    """The output format named by ``out``'s extension: ``jsonl``, ``parquet`` or ``graphml``.
+
+    Raises:
+        ValueError: an extension that names none of them (the message lists the known ones).
+    """
+    suffix = Path(out).suffix.lower()
+    if suffix not in OUT_FORMATS:
+        known = ", ".join(OUT_FORMATS)
+        raise ValueError(
+            f"{Path(out).name}: unknown output extension {suffix or '(none)'!r}; the extension picks the format: {known}"
+        )
+    return OUT_FORMATS[suffix]
+
+
 def write_records(records: Iterable[dict[str, Any]], out: str | Path, kind: str | None = None) -> Written:
     """Stream records to JSONL, or Parquet when the file name ends in .parquet, atomically.
 
@@ -214,7 +233,7 @@ def write_records(records: Iterable[dict[str, Any]], out: str | Path, kind: str 
     out = Path(out)
     written = Written()
     with atomic_path(out) as tmp:
-        if out.suffix == ".parquet":
+        if out.suffix.lower() == ".parquet":
             _write_parquet(records, tmp, _schema(kind), written)
         else:
             with open(tmp, "wb", buffering=1 << 20) as f:

@@ -77,14 +77,15 @@ HOVER_FINDINGS = 3
 OVERVIEW, CALLS, CHAINS, LABELS = range(4)  # trace numbers (curve_number in a selection)
 CHAIN_LENGTH = 3.0  # a collapsed chain is drawn this many steps long
 # Geometry of the default view, used to place labels without overlap and to choose the window.
-PLOT_WIDTH = 1000  # px, a typical chart width in the wide layout
+PLOT_WIDTH = 640  # px, a typical chart width: the DAG's pane of the split view at 1440 px
 UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
 LANE_PX = 24  # px per lane
 MAX_HEIGHT = 480
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
-HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
+SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -296,8 +297,8 @@ class _Boxes:
 def _window(lo: float, hi: float, span: float, centre: float | None, top: bool = False) -> list[float]:
     """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given,
     else at the start (at the end with ``top``)."""
-    if hi - lo <= span:
-        return [lo, hi] if centre is None else [min(lo, centre - span / 2), max(hi, centre + span / 2)]
+    if hi - lo <= span:  # it all fits: a small rollout fills the window, wherever the selection is
+        return [lo, hi]
     if centre is None:
         start = hi - span if top else lo
     else:
@@ -431,7 +432,7 @@ def dag_figure(
             mode="markers+text",
             text=hidden_ids,
             textposition="top center",
-            textfont={"size": 12, "color": "#0f172a"},  # shown only for a selected call (see unselected)
+            textfont={"size": 12, "color": "rgba(0,0,0,0)"},  # never shown: the selection ring labels the call
             name="calls",
             customdata=np.array(vis, dtype=np.int32),
             marker={
@@ -481,6 +482,7 @@ def dag_figure(
                 for c in drawn_chains
             ],
             hoverinfo="text",
+            unselected={"marker": {"opacity": 1}},
             name="chains",
             showlegend=False,
         )
@@ -496,6 +498,8 @@ def dag_figure(
             mode="markers+text",
             marker={"size": 14, "opacity": 0},  # invisible: sets how far plotly puts the text from the point (7 px)
             hoverinfo="skip",
+            # a click selects a point of the calls trace; plotly would fade every other trace's points
+            unselected={"marker": {"opacity": 0}, "textfont": {"color": "#475569"}},
             name="labels",
             showlegend=False,
             cliponaxis=False,
@@ -506,13 +510,11 @@ def dag_figure(
         if trace.name not in SKELETON:
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
-    annotations = []
-    if centre is not None and highlight is not None:
-        annotations.append(
-            {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
-             "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,
-             "font": {"size": 12, "color": "#0f172a"}}
-        )  # fmt: skip
+    annotations = (
+        []
+        if centre is None or highlight is None
+        else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
+    )
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -550,6 +552,39 @@ def dag_figure(
         yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
         xaxis2={"overlaying": "x", "matches": "x", "visible": False},
     )
+    return fig
+
+
+def _selected_label(x: float, y: float, node_id: str) -> dict:
+    return {
+        "x": x, "y": y, "xref": "x", "yref": "y", "text": f"<b>{_label(node_id)}</b>", "showarrow": True,
+        "arrowhead": 0, "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": SELECTED_RING, "borderwidth": 1,
+        "font": {"size": 12, "color": SELECTED_RING}, "name": "selected",
+    }  # fmt: skip
+
+
+def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
+    """Ring the selected call ``index`` (arrival index) and box its id above it, in place. A call
+    chosen outside the chart is already boxed by :func:`dag_figure`; a click in the chart is ringed
+    here without moving the view (the figure's ``uirevision`` is unchanged, so plotly keeps its
+    zoom and pan). Nothing else changes: no other call fades."""
+    nodes = next((t for t in fig.data if t.name == "calls"), None)
+    if nodes is None or nodes.x is None:
+        return fig
+    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
+    if index not in drawn:
+        return fig
+    k = drawn.index(index)
+    x, y = float(nodes.x[k]), float(nodes.y[k])
+    fig.add_trace(
+        go.Scatter(
+            x=[x], y=[y], mode="markers", hoverinfo="skip", showlegend=False, name="selected", xaxis=MARKS_AXIS,
+            marker={"size": 23, "symbol": "circle-open", "color": SELECTED_RING, "line": {"width": 3}},
+            unselected={"marker": {"opacity": 1}},
+        )
+    )  # fmt: skip
+    if not any(getattr(a, "name", None) == "selected" for a in fig.layout.annotations):
+        fig.add_annotation(_selected_label(x, y, node_id))
     return fig
 
 

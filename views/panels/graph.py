@@ -14,7 +14,7 @@ from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
@@ -45,10 +45,12 @@ def _figure(
     _rollout: Rollout,
     dimmed: frozenset[int] = frozenset(),
     highlighted: frozenset[int] = frozenset(),
+    selected: int | None = None,
 ) -> go.Figure:
-    """A pure function of the rollout and the drawing options (never of chart clicks): dimmed
-    (filtered out) and ringed (search hits, a findings group) calls; when following a live trace,
-    the newest call is ringed too."""
+    """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
+    (search hits, a findings group) calls; when following a live trace, the newest call is ringed
+    too; the selected call (however it was chosen) ringed and labelled. The view (its range and
+    ``uirevision``) depends only on the call chosen outside the chart, so a click keeps it in place."""
     figure = dag_figure(
         _rollout,
         highlight,
@@ -59,7 +61,9 @@ def _figure(
         dimmed=dimmed,
         highlighted=highlighted,
     )
-    return figure if newest is None else mark_newest(figure, newest)
+    if newest is not None:
+        figure = mark_newest(figure, newest)
+    return figure if selected is None else mark_selected(figure, selected, _rollout.calls[selected].node_id)
 
 
 def _per_session(name: str, rollout: Rollout, default):
@@ -136,6 +140,7 @@ def render(
         rollout,
         frozenset(dimmed),
         frozenset(highlighted),
+        current,
     )
     st.plotly_chart(
         figure,

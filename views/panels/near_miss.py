@@ -89,10 +89,31 @@ def banner(rollout: Rollout) -> str | None:
     if not rewritten or len(rewritten) * 2 < len(roots):
         return None
     return (
-        f"This harness rewrites its history: {len(rewritten)} of {rollout.stats['n_roots']} roots are broken replays of the model's own turn. "
-        "The model's own turns come back edited, so the exact token graph splits them into new roots and "
+        f"This harness rewrites its history: {len(rewritten)} of {rollout.stats['n_roots']} roots are broken replays of the model's own reply. "
+        "The model's own replies come back edited, so the exact token graph splits them into new roots and "
         "their tokens are trained as separate rows, or not at all."
     )
+
+
+# How each kind of near miss reads, from the LATER call's side (docs/semantics.md, Glossary).
+PHRASES = {
+    "retry": "{later} retries {earlier} (the same prompt, sent again)",
+    "retokenized": "{later} re-tokenizes {earlier}'s reply (a broken replay)",
+    "rewritten_continuation": "{later} rewrites {earlier}'s reply (a broken replay)",
+    "compaction": "{later} compacts the history of {earlier}",
+    "resumed": "{later} resumes {earlier}",
+    "new_conversation": "{later} starts a new conversation after {earlier}",
+    "subagent": "{later} starts a subagent from {earlier}",
+    "side_call": "{later} is a side call beside {earlier}",
+}
+
+
+def headline(rollout: Rollout, miss: NearMiss) -> str:
+    """The near miss in words, worded from the later call's side: "c14 re-tokenizes c12's reply"
+    (plain text; escape it for Markdown or HTML)."""
+    later, earlier = rollout.calls[miss.later].node_id, rollout.calls[miss.earlier].node_id
+    phrase = PHRASES.get(miss.kind, "{later} nearly continues {earlier} (" + miss.kind.replace("_", " ") + ")")
+    return phrase.format(later=later, earlier=earlier)
 
 
 def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
@@ -100,7 +121,7 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
     if miss is None:
         return
     with st.expander(
-        f"Near miss: {miss.kind.replace('_', ' ')} of {md(rollout.calls[miss.other].node_id, 80)}",
+        f"Near miss: {md(headline(rollout, miss), 160)}",
         expanded=miss.kind in BROKEN_REPLAYS,
     ):
         st.html(f'<div style="font-size:13px;color:#334155">{html_text(summary(rollout, miss))}</div>')

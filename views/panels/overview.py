@@ -91,15 +91,15 @@ def headline(rollout: Rollout) -> None:
 
 def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
     """(label, value, help) per headline tile: retries the harness made are counted apart from
-    replays of the model's own turn that broke the token prefix (pure)."""
+    replays of the model's own reply that broke the token prefix (pure)."""
     s, counts = rollout.stats, rollout.finding_counts
     return [
-        ("turns", s["n_turns"], None),
+        ("calls", s["n_calls"], None),
         ("roots", s["n_roots"], None),
         ("forks", s["n_forks"], None),
-        ("retried", s["n_discarded_retries"], "discarded by the harness: the identical prompt was re-sent (a real retry)"),
-        ("broken", s["n_broken_replays"],
-         "the model's own turn replayed so that the token prefix broke (edited or re-tokenized): "
+        ("retries", s["n_discarded_retries"], "discarded calls the harness re-sent with the same prompt"),
+        ("broken replays", s["n_broken_replays"],
+         "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
         ("FATAL", counts[FATAL], None),

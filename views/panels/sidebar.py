@@ -7,6 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from rollout_graph.escape import md
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
 from rollout_graph.ui.state import live
@@ -51,7 +52,15 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
     )
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
+    from_link = st.query_params.get("source") == "upload"
+    if from_link and state.SOURCE not in st.session_state:  # a link to an uploaded trace
+        st.session_state[state.SOURCE] = UPLOAD
     kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
+    if (kind == UPLOAD) != from_link:  # links to an uploaded trace say so (source=upload)
+        if kind == UPLOAD:
+            st.query_params["source"] = "upload"
+        else:
+            del st.query_params["source"]
     workspace = None
     following = None
     if kind == BUNDLED:
@@ -75,6 +84,12 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
                 workspace = load_uploads(uploads)
             except UploadTooLarge as exc:
                 st.error(str(exc))
+        elif from_link and st.query_params.get("session"):
+            wanted = st.query_params.get("node") or st.query_params.get("session")
+            st.warning(
+                f"This link points to an uploaded trace: drop the same file in the sidebar to open {md(wanted)} "
+                f"(rollout {md(st.query_params.get('session'))})."
+            )
         else:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()
