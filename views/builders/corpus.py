@@ -1,10 +1,10 @@
-"""The corpus page's training-signals filters and sort: reward and trainer-vs-inference mismatch
-(columns an audit has when it was run with ``--signals``; docs/signals.md)."""
+"""The corpus page's training-signals filters and sort, pure: reward and trainer-vs-inference
+mismatch (columns an audit has when it was run with ``--signals``; docs/signals.md). The widgets
+are in views/panels/corpus.py."""
 
 from __future__ import annotations
 
 import pandas as pd
-import streamlit as st
 
 SORTS = {
     "file order": None,
@@ -42,20 +42,3 @@ def sort_rows(frame: pd.DataFrame, choice: str) -> pd.DataFrame:
         return frame
     column, ascending = how
     return frame.sort_values(column, ascending=ascending, na_position="last", kind="stable")
-
-
-def render(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
-    """The filter and sort widgets (only for an audit with signals); returns the rows to show."""
-    if not has_signals(frame):
-        return shown
-    cols = st.columns([2, 1.4, 1.2, 1.6])
-    rewards = frame["reward"].dropna()
-    reward = None
-    if len(rewards) and rewards.min() < rewards.max():
-        low, high = float(rewards.min()), float(rewards.max())
-        picked = cols[0].slider("Reward", low, high, (low, high))
-        reward = None if picked == (low, high) else picked
-    min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
-    mismatch_only = cols[2].checkbox("Only logprob mismatches")
-    order = cols[3].selectbox("Sort by", list(SORTS))
-    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
