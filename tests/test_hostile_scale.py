@@ -239,3 +239,73 @@ def test_an_audit_row_names_a_memory_error(tmp_path, monkeypatch):
     monkeypatch.setattr(audit, "analyse", exhausted)
     [row] = audit.audit_file(str(path))
     assert "MemoryError" in row["error"]
+
+
+# --- exports: keys, modes, leftovers; the cache after an in-place rewrite -------------------------
+
+
+def test_graphml_keys_never_collide_across_sessions():
+    from rollout_graph.reports.graphml import node_key
+
+    assert node_key("a/b", "c") != node_key("a", "b/c")
+    assert node_key("a%2Fb", "c") != node_key("a/b", "c")
+    assert node_key("s1", "n1") == "s1/n1"
+
+
+def test_graphml_of_colliding_names_keeps_every_node(tmp_path, capsys):
+    import networkx as nx
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(
+        jsonl([{**good("b/c", [1, 2], [3]), "session_id": "a"}, {**good("c", [5, 6], [7]), "session_id": "a/b"}])
+    )
+    out = tmp_path / "g.graphml"
+    assert main(["export", str(trace), "--out", str(out), "--format", "graphml"]) == 0
+    graph = nx.read_graphml(out)
+    assert graph.number_of_nodes() == 2
+
+
+def test_exports_get_the_umask_mode_and_clean_what_a_killed_run_left(tmp_path):
+    import os
+
+    from rollout_graph.reports.output import atomic_path
+
+    out = tmp_path / "rows.jsonl"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / f".rows.jsonl.{int(dead.stdout)}.abc123.partial"
+    leftover.write_text("half")
+    old_unnamed = tmp_path / ".rows.jsonl.xyz.tmp"
+    old_unnamed.write_text("half")
+    os.utime(old_unnamed, (1, 1))
+    mine = tmp_path / f".rows.jsonl.{os.getpid()}.zzz.partial"  # a run still going: kept
+    mine.write_text("in progress")
+    other = tmp_path / ".other.jsonl.1.partial"
+    other.write_text("not ours")
+    previous = os.umask(0o027)
+    try:
+        with atomic_path(out) as tmp:
+            tmp.write_text("rows\n")
+    finally:
+        os.umask(previous)
+    assert out.read_text() == "rows\n" and (out.stat().st_mode & 0o777) == 0o640
+    assert not leftover.exists() and not old_unnamed.exists() and mine.exists() and other.exists()
+
+
+def test_the_cache_sees_an_in_place_rewrite_that_keeps_size_and_mtime(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
+    trace = tmp_path / "t.jsonl"
+    first = jsonl([good("before", [1, 2, 3], [4, 5])])
+    trace.write_bytes(first)
+    stamp = trace.stat()
+    assert main(["inspect", str(trace), "--json"]) == 0
+    ids = {n["node_id"] for s in orjson.loads(capsys.readouterr().out)["sessions"] for n in s["nodes"]}
+    second = jsonl([good("beforX", [1, 2, 3], [4, 5])])
+    assert len(second) == len(first)
+    with open(trace, "r+b") as f:  # in place: same inode, same size, mtime put back
+        f.write(second)
+    os.utime(trace, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert main(["inspect", str(trace), "--json"]) == 0
+    again = {n["node_id"] for s in orjson.loads(capsys.readouterr().out)["sessions"] for n in s["nodes"]}
+    assert ids == {"before"} and again == {"beforX"}
