@@ -1,4 +1,6 @@
-"""``rollout-graph export``: training rows or trace entries as JSONL or Parquet."""
+"""``rollout-graph export``: training rows or trace entries as JSONL or Parquet, or the graph as
+GraphML. The extension of ``--out`` picks the file format (.jsonl, .parquet, .graphml); an unknown
+one is refused before anything is read."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_signals,
+    chosen_corrections,
     fail,
     guarded,
     limits_from_args,
@@ -21,9 +24,16 @@ from rollout_graph.reports import export
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``export``."""
-    command = sub.add_parser("export", help="write training rows (or trace entries) as JSONL or Parquet")
+    command = sub.add_parser(
+        "export", help="write training rows (or trace entries) as JSONL or Parquet, or the graph as GraphML"
+    )
     add_paths(command)
-    command.add_argument("--out", type=Path, required=True, help="rows.jsonl or rows.parquet")
+    command.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="rows.jsonl, rows.parquet or graph.graphml: the extension picks the format",
+    )
     command.add_argument(
         "--roles",
         default="agent,auxiliary,discarded",
@@ -32,8 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--format",
         choices=["rows", "trace-entries", "graphml"],
-        default="rows",
-        help="training rows (default), TRL/OpenEnv trace entries, or the graph as GraphML (Gephi, yEd)",
+        default=None,
+        help="training rows (default), TRL/OpenEnv trace entries, or the graph as GraphML (Gephi, yEd; "
+        "the default for an --out ending in .graphml)",
     )
     command.add_argument(
         "--drop-unfinished",
@@ -46,12 +57,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the selected rollouts' rows to ``--out``."""
+    try:
+        written_as = export.out_format(args.out)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format is None:
+        args.format = "graphml" if written_as == "graphml" else "rows"
+    if (args.format == "graphml") != (written_as == "graphml"):
+        raise UsageError(
+            f"--format {args.format} cannot be written to {args.out.name}: "
+            + ("GraphML needs an --out ending in .graphml" if args.format == "graphml" else "use .jsonl or .parquet")
+        )
     roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
     inputs = load_inputs(
-        args.paths, args.session, limits_from_args(args), signals=args.signals, threshold=args.mismatch_threshold
+        args.paths,
+        args.session,
+        limits_from_args(args),
+        signals=args.signals,
+        threshold=args.mismatch_threshold,
+        corrections=chosen_corrections(args),
     )
     if args.format == "graphml":
         from rollout_graph.reports.graphml import write_graphml

@@ -28,6 +28,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from rollout_graph.core.records import short
 from rollout_graph.ingest.id_arrays import IdArrayCutter, restore
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human
 
@@ -68,7 +69,7 @@ def _open_regular(path: Path) -> IO[bytes]:
         raise
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Source:
     """A named byte stream: a file on disk or an upload held in memory."""
 
@@ -85,6 +86,9 @@ class Source:
     def from_bytes(cls, name: str, data: bytes) -> Source:
         """Bytes already in memory (an upload)."""
         return cls(name, lambda: io.BytesIO(data))
+
+    def __repr__(self) -> str:
+        return f"Source({short(self.name, 80)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.loading import load_paths, rollout_name, walk_traces
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
+from rollout_graph.signals.corrections import audit_columns, parse_corrections
 from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
 from rollout_graph.signals.reading import SignalsFile, read_signals
 
@@ -37,6 +38,9 @@ COLUMNS = (
     # with --signals (docs/signals.md); null without a signals file or a joined row
     "reward", "signals_rows", "signals_tokens", "mean_abs_diff", "max_abs_diff", "kl_k3", "ratio_outside_share",
     "n_mismatch_calls",
+    # with --signals: the k1/k2 estimators, the ESS of the token ratios, the worst tokens, and with
+    # --correction what each correction does (docs/corrections.md)
+    "kl_k1", "kl_k2", "ratio_ess", "worst_abs_diff", "worst_tokens", "corrections",
     # what the load skipped: this session's failed calls, and the file's skipped records with their reasons
     "n_failed_calls", "file_skipped_records", "file_skip_reasons",
 )  # fmt: skip
@@ -114,6 +118,7 @@ def signal_figures(rollout: Rollout) -> dict[str, Any]:
         "kl_k3": s["kl_k3"],
         "ratio_outside_share": s["ratio_outside_share"],
         "n_mismatch_calls": s["n_mismatch_calls"],
+        **audit_columns(s),
     }
 
 
@@ -167,9 +172,14 @@ def skip_summary(skipped: list[Skipped], limit: int = REASONS_KEPT) -> list[str]
 
 
 def audit_file(
-    path: str, limits: Limits | None = None, signals: tuple[str, ...] = (), threshold: float = DEFAULT_THRESHOLD
+    path: str,
+    limits: Limits | None = None,
+    signals: tuple[str, ...] = (),
+    threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Every rollout in one file as a row, joined with the ``signals`` files when given; never raises.
+    """Every rollout in one file as a row, joined with the ``signals`` files when given (with the
+    ``corrections``, given as specs); never raises.
 
     Every row also says what the load skipped: ``n_failed_calls`` (this session's failed calls,
     which are skipped records), ``file_skipped_records`` and ``file_skip_reasons`` (the file's).
@@ -189,7 +199,7 @@ def audit_file(
             return [{**error_row(path, reason), **file_figures}]
         rollouts = [analyse(session) for session in loaded.sessions.values()]
         if signals:
-            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold)
+            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold, parse_corrections(corrections))
         rows = [
             {**audit_row(rollout, path), "n_failed_calls": failed.get(rollout.session_id, 0), **file_figures}
             for rollout in rollouts
@@ -218,6 +228,7 @@ def run_local(
     limits: Limits | None = None,
     signals: tuple[str, ...] = (),
     threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict]:
     """Worker processes; each holds one file at a time, so memory is bounded by ``workers``.
 
@@ -229,12 +240,18 @@ def run_local(
     if signals:
         load_signals(signals)  # read (and fail) once here; forked workers inherit it
     if workers <= 1 or len(names) <= 1:
-        results: Iterator[list[dict]] = (audit_file(name, limits, signals, threshold) for name in names)
+        results: Iterator[list[dict]] = (audit_file(name, limits, signals, threshold, corrections) for name in names)
         return _collect(results, len(names), rows, progress)
-    return _SurvivingPool(names, workers, limits, progress, signals, threshold).run()
+    return _SurvivingPool(names, workers, limits, progress, signals, threshold, corrections).run()
 
 
-def _worker(conn: Connection, limits: Limits | None, signals: tuple[str, ...], threshold: float) -> None:
+def _worker(
+    conn: Connection,
+    limits: Limits | None,
+    signals: tuple[str, ...],
+    threshold: float,
+    corrections: tuple[str, ...] = (),
+) -> None:
     """Audit the files sent over ``conn`` one at a time until told to stop (None) or orphaned."""
     while True:
         try:
@@ -243,7 +260,7 @@ def _worker(conn: Connection, limits: Limits | None, signals: tuple[str, ...], t
             return
         if name is None:
             return
-        conn.send(audit_file(name, limits, signals, threshold))
+        conn.send(audit_file(name, limits, signals, threshold, corrections))
 
 
 @dataclass(slots=True)
@@ -264,6 +281,7 @@ class _SurvivingPool:
         progress: Progress | None,
         signals: tuple[str, ...] = (),
         threshold: float = DEFAULT_THRESHOLD,
+        corrections: tuple[str, ...] = (),
     ) -> None:
         import multiprocessing
 
@@ -272,7 +290,7 @@ class _SurvivingPool:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         self.context: Any = multiprocessing.get_context(method)
         self.names, self.limits, self.progress = names, limits, progress
-        self.signals, self.threshold = signals, threshold
+        self.signals, self.threshold, self.corrections = signals, threshold, corrections
         self.workers = min(workers, len(names))
         self.ordered: list[list[dict] | None] = [None] * len(names)
         self.done = self.total_rows = 0
@@ -281,7 +299,7 @@ class _SurvivingPool:
         parent, child = self.context.Pipe()
         # typeshed declares Process only on the concrete contexts, not on the BaseContext get_context returns
         process = self.context.Process(
-            target=_worker, args=(child, self.limits, self.signals, self.threshold), daemon=True
+            target=_worker, args=(child, self.limits, self.signals, self.threshold, self.corrections), daemon=True
         )
         process.start()
         child.close()
@@ -357,6 +375,7 @@ def run_ray(
     limits: Limits | None = None,
     signals: tuple[str, ...] = (),
     threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict]:
     """One Ray task per file; ``address`` joins an existing cluster (the files must be readable there)."""
     try:
@@ -373,7 +392,7 @@ def run_ray(
         ray.init(**options)
     try:
         task = ray.remote(audit_file)
-        pending = {task.remote(str(f), limits, signals, threshold): i for i, f in enumerate(files)}
+        pending = {task.remote(str(f), limits, signals, threshold, corrections): i for i, f in enumerate(files)}
         ordered: list[list[dict] | None] = [None] * len(files)
         done = total_rows = 0
         while pending:
@@ -408,6 +427,18 @@ def write_parquet(rows: list[dict], out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    WORST_TYPE = pa.list_(
+        pa.struct(
+            [("leaf_id", pa.string()), ("position", pa.int64()), ("node_id", pa.string()), ("d", pa.float64()),
+             ("inference_logprob", pa.float64()), ("trainer_logprob", pa.float64())]
+        )
+    )  # fmt: skip
+    CORRECTIONS_TYPE = pa.list_(
+        pa.struct(
+            [("label", pa.string()), ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()),
+             ("share_tokens", pa.float64()), ("weight_lost", pa.float64()), ("ess", pa.float64())]
+        )
+    )  # fmt: skip
     schema = pa.schema(
         [
             ("source_file", pa.string()), ("session_id", pa.string()),
@@ -418,6 +449,8 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("reward", pa.float64()), ("signals_rows", pa.int64()), ("signals_tokens", pa.int64()),
             ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()), ("kl_k3", pa.float64()),
             ("ratio_outside_share", pa.float64()), ("n_mismatch_calls", pa.int64()),
+            ("kl_k1", pa.float64()), ("kl_k2", pa.float64()), ("ratio_ess", pa.float64()),
+            ("worst_abs_diff", pa.float64()), ("worst_tokens", WORST_TYPE), ("corrections", CORRECTIONS_TYPE),
             ("n_failed_calls", pa.int64()), ("file_skipped_records", pa.int64()),
             ("file_skip_reasons", pa.list_(pa.string())),
         ]
