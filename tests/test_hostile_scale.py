@@ -7,6 +7,7 @@ space is capped with ``resource.setrlimit(RLIMIT_AS)``, reporting their peak res
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -309,3 +310,48 @@ def test_the_cache_sees_an_in_place_rewrite_that_keeps_size_and_mtime(tmp_path, 
     assert main(["inspect", str(trace), "--json"]) == 0
     again = {n["node_id"] for s in orjson.loads(capsys.readouterr().out)["sessions"] for n in s["nodes"]}
     assert ids == {"before"} and again == {"beforX"}
+
+
+# --- a million small sessions: refused early, pointing at audit -----------------------------------
+
+
+def _one_call_sessions(path: Path, n: int, compress: bool = False) -> Path:
+    """``n`` one-call sessions (about 360 bytes each), written on the fly."""
+    record = orjson.dumps({**good("CALLID", [1, 2, 3], [4]), "session_id": "SESSID"})
+    with gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb") as f:
+        for start in range(0, n, 10_000):
+            block = (
+                record.replace(b"CALLID", b"c%d" % i).replace(b"SESSID", b"s%d" % i)
+                for i in range(start, min(n, start + 10_000))
+            )
+            f.write(b"\n".join(block) + b"\n")
+    return path
+
+
+def test_a_file_of_more_rollouts_than_max_sessions_is_refused_early_pointing_at_audit(tmp_path, capsys):
+    path = _one_call_sessions(tmp_path / "many.jsonl", 5000)
+    assert main(["inspect", str(path), "--json", "--max-sessions", "1000"]) == 0
+    load = orjson.loads(capsys.readouterr().out)["load"]
+    assert load["records"] == load["loaded"] + len(load["skipped"]) and load["loaded"] < 1000
+    reason = load["skipped"][-1]["reason"]
+    assert "max_sessions" in reason and "--max-sessions" in reason and "rollout-graph audit" in reason
+    assert "projected" in reason
+
+
+def test_a_compressed_file_is_stopped_at_the_real_count(tmp_path, capsys):
+    path = _one_call_sessions(tmp_path / "many.jsonl.gz", 1500, compress=True)
+    assert main(["inspect", str(path), "--json", "--max-sessions", "1000"]) == 0
+    load = orjson.loads(capsys.readouterr().out)["load"]
+    assert 1000 <= load["loaded"] <= 1200 and "max_sessions" in load["skipped"][-1]["reason"]
+    assert main(["inspect", str(path), "--json", "--max-sessions", "2000"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["load"]["loaded"] == 1500
+
+
+@pytest.mark.slow
+def test_a_million_one_call_sessions_are_refused_early_under_a_2_gb_cap(tmp_path):
+    path = _one_call_sessions(tmp_path / "million.jsonl", 1_000_000)
+    done, peak = capped_run(["inspect", str(path), "--json"], 2 << 30, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    load = orjson.loads(done.stdout)["load"]
+    assert "max_sessions" in load["skipped"][-1]["reason"] and load["loaded"] < 1000
+    assert peak < 400 << 20, f"peak {peak >> 20} MB"
