@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
@@ -172,12 +173,20 @@ class SessionBudget:
 
 def _projected_lines(name: str) -> int | None:
     """Lines in a plain file, estimated from its size and its first megabyte; None if unknown."""
-    try:
-        size = os.stat(name).st_size
-        with open(name, "rb") as f:
-            head = f.read(1 << 20)
+    try:  # opened non-blocking and checked with fstat: a FIFO must never block here
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        size = info.st_size
+        head = os.read(fd, 1 << 20)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd" or not head:
         return None  # compressed: the real count is checked instead
     newlines = head.count(b"\n")
