@@ -355,3 +355,57 @@ def test_a_million_one_call_sessions_are_refused_early_under_a_2_gb_cap(tmp_path
     load = orjson.loads(done.stdout)["load"]
     assert "max_sessions" in load["skipped"][-1]["reason"] and load["loaded"] < 1000
     assert peak < 400 << 20, f"peak {peak >> 20} MB"
+
+
+# --- the scale corpus under caps (slow): wide forks, many retries, long documents, near-cap lines ---
+
+
+def _wide_fork(path: Path, n: int) -> Path:
+    prompt = list(range(1, 33))
+    records = [good("root", prompt, [100, 101])]
+    records += [good(f"k{i}", [*prompt, 100, 101, 200 + i], [7]) for i in range(n)]
+    path.write_bytes(jsonl(records))
+    return path
+
+
+def _many_retries(path: Path, n: int) -> Path:
+    prompt = list(range(1, 33))
+    records = [good("root", prompt, [100, 101])]
+    records += [good(f"r{i}", [*prompt, 100, 101, 300], [8 + i % 7]) for i in range(n)]
+    path.write_bytes(jsonl(records))
+    return path
+
+
+def _near_cap_lines(path: Path, n: int, size: int) -> Path:
+    """``n`` records each just under ``size`` bytes (text padding), then one just over."""
+    lines = []
+    for i in range(n + 1):
+        record = good(f"c{i}", [1, 2, 3], [4 + i])
+        record["session_id"] = "s1"
+        base = len(orjson.dumps(record))
+        pad = size - base - (1 if i < n else -64)
+        record["request"]["messages"][0]["content"] = "y" * pad
+        lines.append(orjson.dumps(record))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+SCALE = [
+    ("wide_fork_2000", lambda p: _wide_fork(p, 2000), [], 2000),
+    ("many_retries_2000", lambda p: _many_retries(p, 2000), [], 2000),
+    ("near_cap_lines", lambda p: _near_cap_lines(p, 6, 4 << 20), ["--max-line-bytes", "4M"], 6),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "write", "flags", "calls"), SCALE, ids=[s[0] for s in SCALE])
+def test_the_scale_corpus_loads_under_a_cap(name, write, flags, calls, tmp_path):
+    path = write(tmp_path / f"{name}.jsonl")
+    done, peak = capped_run(["inspect", str(path), "--json", *flags], 3 << 30, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    load = orjson.loads(done.stdout)["load"]
+    assert load["records"] == load["loaded"] + len(load["skipped"])
+    assert load["loaded"] >= calls
+    if name == "near_cap_lines":
+        assert len(load["skipped"]) == 1 and "max_line_bytes" in load["skipped"][0]["reason"]
+    assert peak < 1 << 30, f"{name}: peak {peak >> 20} MB"
