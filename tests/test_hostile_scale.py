@@ -409,3 +409,16 @@ def test_the_scale_corpus_loads_under_a_cap(name, write, flags, calls, tmp_path)
     if name == "near_cap_lines":
         assert len(load["skipped"]) == 1 and "max_line_bytes" in load["skipped"][0]["reason"]
     assert peak < 1 << 30, f"{name}: peak {peak >> 20} MB"
+
+
+def test_the_app_draws_the_dag_of_a_trace_with_surrogate_bytes(tmp_path, monkeypatch):
+    from tests.apptest import app, no_errors
+
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    _surrogate_file(folder / "odd.jsonl", "session")
+    _surrogate_file(folder / "content.jsonl", "content")
+    at = app(monkeypatch, folder, session="s1\ufffdx\ufffd")
+    no_errors(at)
+    assert at.get("plotly_chart"), "no DAG drawn"
+    assert not [e.value for e in at.error]
