@@ -62,7 +62,7 @@ def _alive(pid: int) -> bool:
 
 def clean_stale(out: Path) -> list[Path]:
     """Remove temporary files a killed run left beside ``out``; returns the paths removed."""
-    removed = []
+    removed: list[Path] = []
     pattern = re.compile(rf"\.{re.escape(out.name)}\.(?:(\d+)\.)?[^/]*\.(?:partial|tmp)\Z")
     try:
         entries = list(out.parent.iterdir())
