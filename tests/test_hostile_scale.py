@@ -422,3 +422,19 @@ def test_the_app_draws_the_dag_of_a_trace_with_surrogate_bytes(tmp_path, monkeyp
     no_errors(at)
     assert at.get("plotly_chart"), "no DAG drawn"
     assert not [e.value for e in at.error]
+
+
+def test_the_parallel_reader_leaves_a_load_that_may_pass_max_sessions_to_the_sequential_one(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES, load_files_parallel
+
+    record = good("CALLID", [1, 2, 3], [4])
+    record["request"]["messages"][0]["content"] = "z" * 10_000  # big enough for the pool
+    template = orjson.dumps({**record, "session_id": "SESSID"})
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(
+        b"\n".join(template.replace(b"CALLID", b"c%d" % i).replace(b"SESSID", b"s%d" % i) for i in range(3000)) + b"\n"
+    )
+    assert path.stat().st_size > PARALLEL_MIN_BYTES
+    loaded = load_files_parallel([path], workers=2, limits=Limits(max_sessions=1000))
+    assert loaded.loaded < 1000 and "max_sessions" in loaded.skipped[-1].reason

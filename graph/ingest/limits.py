@@ -171,6 +171,27 @@ class SessionBudget:
         )
 
 
+def may_exceed_sessions(names: list[str], limits: Limits) -> bool:
+    """Whether files could bring a load over ``max_sessions`` (lines bound rollouts from above).
+
+    The parallel reader merges what its workers parsed, so it cannot stop a file early: a load
+    this returns True for is read sequentially, where :class:`SessionBudget` is checked. A plain
+    file counts its projected lines; a compressed one (unknown) its size over 40 bytes.
+    """
+    total = 0
+    for name in names:
+        lines = _projected_lines(name)
+        if lines is None:
+            try:
+                lines = os.stat(name).st_size // 40
+            except OSError:
+                lines = 0
+        total += lines
+        if total > limits.max_sessions:
+            return True
+    return False
+
+
 def _projected_lines(name: str) -> int | None:
     """Lines in a plain file, estimated from its size and its first megabyte; None if unknown."""
     try:  # opened non-blocking and checked with fstat: a FIFO must never block here

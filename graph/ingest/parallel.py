@@ -40,7 +40,7 @@ from typing import IO, Any, cast
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
-from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
@@ -388,7 +388,9 @@ def load_files_parallel(
     total = sum(sizes)
     workers = planned_workers(total, limits) if workers is None else workers
     memory_capped = limits is not None and limits.max_memory_bytes is not None
-    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped:
+    # max_sessions is checked where records are read (issue 28): a load that may pass it is sequential.
+    many = workers >= 2 and may_exceed_sessions([str(f) for f in files], limits or Limits())
+    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped or many:
         return _sequential(sources, progress, sizes, limits)
     pool = _pool(workers)
     plans: list[list[tuple[Future[_Outcome], int]]] = []
