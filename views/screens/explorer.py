@@ -14,9 +14,10 @@ import streamlit as st
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
-from rollout_graph.ui.panels import keyboard, overview, relatives, sidebar, tour
+from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
@@ -98,6 +99,7 @@ def overview_and_graph(workspace):
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
+    fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
     overview.load_report(workspace)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
@@ -120,6 +122,7 @@ def overview_and_graph(workspace):
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
+    share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
 
@@ -147,3 +150,4 @@ with drawn.get("detail") or st.container():
         key = following.key if following else drawn.get("key", workspace.key)
         rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
         call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
+        notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
