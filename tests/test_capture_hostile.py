@@ -402,3 +402,21 @@ def test_a_recorded_count_equals_the_parseable_lines(upstream, tmp_path):
             http.post(f"{proxy}/v1/chat/completions", json={"model": "m", "messages": []})
     files = list(Path(tmp_path).glob("*.jsonl"))
     assert len(read_records(tmp_path)) == 4 and len(files) == 1
+
+
+def test_a_responses_client_gets_response_failed_when_the_upstream_really_fails(upstream, tmp_path):
+    url, fake = upstream
+    fake.chunks = [_chunk("a"), {"error": {"message": "engine died"}}]
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/responses", json={"model": "m", "input": "x", "stream": True})
+    events = sse_events(r.text)
+    assert events[-1][0] == "response.failed" and "engine died" in json.dumps(events[-1][1])
+
+
+def test_an_odd_chunk_keeps_a_responses_stream_whole(upstream, tmp_path):
+    url, _ = upstream
+    with running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/responses", json={"model": "m", "input": "x", "stream": True})
+    names = [name for name, _ in sse_events(r.text)]
+    assert names[-1] == "response.completed", names
+    assert "error" not in read_records(tmp_path)[0]
