@@ -420,3 +420,32 @@ def test_an_odd_chunk_keeps_a_responses_stream_whole(upstream, tmp_path):
     names = [name for name, _ in sse_events(r.text)]
     assert names[-1] == "response.completed", names
     assert "error" not in read_records(tmp_path)[0]
+
+
+def test_an_upstream_cut_is_logged_in_one_line_not_a_traceback(tmp_path):
+    from tests.fake_upstream import running_upstream
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    logger = logging.getLogger("uvicorn.error")
+    handler = Keep()
+    with running_upstream() as (url, _), running_proxy(url, tmp_path) as proxy:
+        logger.addHandler(handler)  # after the servers configured their logging (dictConfig drops handlers)
+        try:
+            body = {"model": "fake-cut", "messages": [{"role": "user", "content": "x"}], "stream": True}
+            with pytest.raises(httpx.HTTPError):
+                http.post(f"{proxy}/v1/chat/completions", json=body).raise_for_status()
+            time.sleep(0.3)
+        finally:
+            logger.removeHandler(handler)
+    proxy_records = [
+        r for r in seen if "fake upstream" not in str(r.exc_info)
+    ]  # the fake engine's own cut is its affair
+    cut = [r for r in proxy_records if "stream cut" in r.getMessage()]
+    assert cut, [r.getMessage() for r in seen]
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in proxy_records), [r.getMessage() for r in seen]
+    assert "upstream stream cut" in read_records(tmp_path)[0]["error"]
