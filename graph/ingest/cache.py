@@ -135,12 +135,16 @@ def _code_fingerprint() -> str:
 
 
 def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
-    """The cache key of a load of these files (path, size and modification time of each)."""
+    """The cache key of a load of these files (path, size, modification and change times, inode).
+
+    The change time (``st_ctime_ns``) moves on every write even when a rewrite restores the size
+    and the modification time (``touch -r``), and a file replaced by another gets a new inode.
+    """
     parts = [f"format {FORMAT}", _code_fingerprint(), f"limits {limits!r}"]
     for f in files:
         p = Path(f)
         stat = p.stat()
-        parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}")
+        parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ctime_ns}\0{stat.st_ino}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
 

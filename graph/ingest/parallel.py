@@ -39,7 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
-from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
@@ -392,7 +392,9 @@ def load_files_parallel(
     total = sum(sizes)
     workers = planned_workers(total, limits) if workers is None else workers
     memory_capped = limits is not None and limits.max_memory_bytes is not None
-    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped:
+    # max_sessions is checked where records are read (issue 28): a load that may pass it is sequential.
+    many = workers >= 2 and may_exceed_sessions([str(f) for f in files], limits or Limits())
+    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped or many:
         return _sequential(sources, progress, sizes, limits)
     pool = _pool(workers)
     plans: list[list[tuple[Future[_Outcome], int]]] = []

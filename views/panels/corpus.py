@@ -46,14 +46,14 @@ def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFr
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read_parquet_cached(data: bytes) -> pd.DataFrame:
+def _read_parquet_cached(data: bytes, name: str) -> pd.DataFrame:
     # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
-    return read_parquet_bounded("the audit table", data, limits.for_app()).to_pandas()
+    return read_parquet_bounded(name, data, limits.for_app()).to_pandas()
 
 
-def _read_parquet(data: bytes) -> pd.DataFrame | None:
+def _read_parquet(data: bytes, name: str) -> pd.DataFrame | None:
     try:
-        return _read_parquet_cached(data)
+        return _read_parquet_cached(data, name)
     except ValueError as exc:  # LimitExceeded too: a named refusal, never an unbounded read
         st.error(md(exc))
         return None
@@ -77,13 +77,13 @@ def _table(cli_directories: list[str]) -> pd.DataFrame | None:
         if upload is None:
             st.info("Write one with `rollout-graph audit INPUT ... --out audit.parquet`, then drop it in the sidebar.")
             return None
-        return _read_parquet(upload.getvalue())
+        return _read_parquet(upload.getvalue(), upload.name)
     found = sorted({p for d in cli_directories for p in Path(d).rglob("*.parquet")}) if cli_directories else []
     if not found:
         st.info("No `.parquet` files under the command-line folders.")
         return None
     choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key=state.CORPUS_FILE)
-    return _read_parquet(choice.read_bytes())
+    return _read_parquet(choice.read_bytes(), choice.name)
 
 
 def filter_rows(
