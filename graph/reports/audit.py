@@ -380,8 +380,10 @@ def write_parquet(rows: list[dict], out: Path) -> None:
     )  # fmt: skip
     CORRECTIONS_TYPE = pa.list_(
         pa.struct(
-            [("label", pa.string()), ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()),
-             ("share_tokens", pa.float64()), ("weight_lost", pa.float64()), ("ess", pa.float64())]
+            [("label", pa.string()), ("n_tokens", pa.int64()), ("n_sequences", pa.int64()),
+             ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()), ("share_tokens", pa.float64()),
+             ("weight_lost", pa.float64()), ("ess", pa.float64()), ("sum_weights", pa.float64()),
+             ("sum_weights_squared", pa.float64())]
         )
     )  # fmt: skip
     schema = pa.schema(

@@ -312,3 +312,25 @@ def worst_frame(worst: list[dict]) -> pd.DataFrame:
             for w in worst
         ]
     )  # fmt: skip
+
+
+def audit_comparison(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """The corrections side by side over a whole audit (its ``corrections`` column, combined
+    exactly: docs/corrections.md); ``None`` when the audit was run without ``--correction``."""
+    from rollout_graph.signals.corrections import combine
+
+    if "corrections" not in frame:
+        return None
+    entries = [list(e) for e in frame["corrections"] if e is not None and len(e)]
+    if not entries:
+        return None
+    return pd.DataFrame(
+        [
+            {
+                "correction": t["label"], "tokens affected": t["tokens_affected"], "of tokens": t["n_tokens"],
+                "share": t["share_tokens"], "rows affected": t["sequences_affected"], "of rows": t["n_sequences"],
+                "weight lost": t["weight_lost"], "ESS": t["ess"],
+            }
+            for t in combine(entries)
+        ]
+    )  # fmt: skip

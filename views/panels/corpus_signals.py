@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from rollout_graph.ui.builders import mismatch
+
 SORTS = {
     "file order": None,
     "max |Δ| (largest first)": ("max_abs_diff", False),
@@ -60,4 +62,8 @@ def render(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
     mismatch_only = cols[2].checkbox("Only logprob mismatches")
     order = cols[3].selectbox("Sort by", list(SORTS))
+    combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
+    if combined is not None:
+        st.caption("Off-policy corrections over the rollouts of this audit, side by side")
+        st.dataframe(combined, hide_index=True, width="stretch")
     return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
