@@ -345,3 +345,15 @@ def test_the_builders_flag_each_calls_tokens_and_draw_the_bands():
     assert "token_mask:low=0.8,high=1.25: masks this token" in overlay.tooltip_lines(4)
     overlay.show_corrections([])
     assert overlay.mark_class(4) == "" and overlays.marks_legend(overlay) == ""
+
+
+def test_the_app_starts_with_view_corrections_or_four_common_ones(monkeypatch):
+    from rollout_graph.signals.corrections import CORRECTIONS_ENV
+    from rollout_graph.ui.panels import corrections as panel
+
+    monkeypatch.delenv(CORRECTIONS_ENV, raising=False)
+    assert panel.starting_labels() == [
+        "token_tis:cap=2", "token_mask:low=0.5,high=5", "seq_mask:low=0,high=3", "geo_mask:low=0.999,high=1.001",
+    ]  # fmt: skip
+    monkeypatch.setenv(CORRECTIONS_ENV, "token_tis:cap=3;nonsense;seq_tis")
+    assert panel.starting_labels() == ["token_tis:cap=3", "seq_tis:cap=2"]
