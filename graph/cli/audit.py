@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from_args(args)
     signals = tuple(args.signals or ())
     corrections = tuple(c.label for c in chosen_corrections(args))
-    if corrections and not signals:
-        raise UsageError("--correction needs trainer logprobs: give a signals file with --signals")
     if signals:
         from rollout_graph.signals.reading import SignalsError
 

@@ -12,7 +12,7 @@ from rollout_graph.ingest.formats import RecordError, parse_value
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
 from rollout_graph.ingest.reading import RawValue, Source, read_values
 
-TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst")
+TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst", ".parquet", ".pkl", ".pickle", ".pt", ".pth")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
 NOT_TRACES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"})
 # Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.

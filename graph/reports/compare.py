@@ -16,6 +16,7 @@ from rollout_graph.analysis.groups import common_prefix, group_key
 from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence, SequenceTokens
+from rollout_graph.core.types import LEVELS
 from rollout_graph.reports.summary import signals_text
 from rollout_graph.signals.corrections import text_lines
 
@@ -111,7 +112,7 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
     for key in a["stats"]:
         mark = "  *" if key in result["differences"]["stats"] else ""
         lines.append(f"{key:{width}}  {a['stats'][key]:>10,}  {b['stats'][key]:>10,}{mark}")
-    for level in ("FATAL", "WARN", "INFO"):
+    for level in LEVELS:
         mark = "  *" if a["finding_counts"][level] != b["finding_counts"][level] else ""
         lines.append(f"{level:{width}}  {a['finding_counts'][level]:>10,}  {b['finding_counts'][level]:>10,}{mark}")
     if result["differences"]["finding_codes"]:

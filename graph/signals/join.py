@@ -399,6 +399,21 @@ def attach(rollout: Rollout, signals: RolloutSignals) -> Rollout:
     return dataclasses.replace(rollout, findings=[*rollout.findings, *signals.findings], signals=signals)
 
 
+def with_corrections(rollouts: list[Rollout], corrections: list[Correction] | tuple[Correction, ...]) -> list[Rollout]:
+    """The rollouts whose signals came from their own trace (prime-rl, NeMo-RL, verifiers ...: the
+    embedded trainer columns) with the ``corrections`` applied; rollouts without signals unchanged."""
+    if not corrections:
+        return rollouts
+    out = []
+    for r in rollouts:
+        if r.signals is not None:
+            signals = dataclasses.replace(r.signals)
+            signals.corrections = signals.evaluate(list(corrections))
+            r = dataclasses.replace(r, signals=signals)
+        out.append(r)
+    return out
+
+
 def attach_all(
     rollouts: list[Rollout],
     signals: SignalsFile,

@@ -8,7 +8,6 @@ of a training row, NaN where not compared), so it works on whatever produced the
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +16,7 @@ import plotly.graph_objects as go
 
 from rollout_graph.analysis.entropy import entropy_lower_bound
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import plot
 from rollout_graph.signals.corrections import CLIP, LOG_BOUND, TOKEN, Correction, Evaluation
 
 NONE, CLIPPED, MASKED = 0, 1, 2
@@ -83,7 +83,7 @@ def _band_shapes(fig: go.Figure, corrections: list[Correction], level: str, floo
     for i, c in enumerate(corrections):
         if (c.kind.level == TOKEN) != (level == TOKEN):
             continue
-        label = {"text": html.escape(c.label), "font": {"size": 10, "color": colour(i)}}
+        label = {"text": plot(c.label), "font": {"size": 10, "color": colour(i)}}
         if c.kind.action == CLIP:
             x = c.param("cap")
             fig.add_vline(x=x, line={"color": colour(i), "width": 2, "dash": "dash"})
@@ -155,7 +155,7 @@ def row_ratio_figure(rollout: Rollout, corrections: list[Correction]) -> go.Figu
     for values, name, symbol in ((big_r, "R = exp(Σ Δ)", "circle"), (big_g, "G = exp(mean Δ)", "diamond")):
         fig.add_trace(
             go.Scatter(
-                x=values, y=[html.escape(n) for n in names], mode="markers", name=name,
+                x=values, y=[plot(n) for n in names], mode="markers", name=name,
                 marker={"symbol": symbol, "size": 9, "color": "#334155" if symbol == "circle" else "#94a3b8"},
                 hovertemplate="row %{y}<br>" + name.split(" ")[0] + " %{x:.5g}<extra></extra>",
             )
@@ -165,7 +165,7 @@ def row_ratio_figure(rollout: Rollout, corrections: list[Correction]) -> go.Figu
     fig.add_vline(x=1.0, line={"color": "#0f172a", "width": 1, "dash": "dot"})
     fig = _layout(fig, "Row ratios: sequence R and geometric G (log axis)", "ratio", "row (leaf)", True)
     fig.update_xaxes(range=[lo, hi])
-    fig.update_yaxes(tickmode="array", tickvals=[html.escape(n) for n in names])
+    fig.update_yaxes(tickmode="array", tickvals=[plot(n) for n in names])
     fig.update_layout(height=max(320, 60 + 22 * len(names)), margin={"t": 34 + 14 * len(corrections)})
     return fig
 

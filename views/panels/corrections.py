@@ -5,12 +5,12 @@ correction clips or masks (docs/corrections.md)."""
 
 from __future__ import annotations
 
-import html
 import os
 
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
 from rollout_graph.signals.corrections import (
     CORRECTIONS_ENV,
     KINDS,
@@ -126,6 +126,6 @@ def render(rollout: Rollout, joined: Joined) -> None:
         if worst:
             st.html(
                 '<div style="font:12px system-ui;color:#64748b">'
-                f"The {len(worst)} tokens with the largest |Δ| in {html.escape(rollout.session_id)}</div>"
+                f"The {len(worst)} tokens with the largest |Δ| in {html_text(rollout.session_id)}</div>"
             )
             st.dataframe(mismatch.worst_frame(worst), hide_index=True, width="stretch")
