@@ -82,6 +82,10 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# four common corrections with their defaults: the app's first choice and the bundled corpus audit's
+COMMON = ("token_tis:cap=2", "token_mask:low=0.5,high=5", "seq_mask:low=0,high=3", "geo_mask:low=0.999,high=1.001")
+
+
 class CorrectionError(ValueError):
     """A ``--correction`` spec that names an unknown correction or parameter, or a bad value."""
 

@@ -15,6 +15,8 @@ from rollout_graph.ingest import limits
 from rollout_graph.ingest.reading import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
+from rollout_graph.signals.corrections import COMMON
+from rollout_graph.signals.join import DEFAULT_THRESHOLD
 from rollout_graph.ui import state
 from rollout_graph.ui.panels import corpus_signals, sidebar
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
@@ -31,7 +33,8 @@ NOTICE = state.CORPUS_NOTICE
 def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
     signals = (str(BUNDLED_SIGNALS),) if BUNDLED_SIGNALS.exists() else ()  # docs/signals.md
     # off the script thread, bounded
-    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals)
+    corrections = COMMON if signals else ()  # docs/corrections.md: the Corpus page compares them
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals, DEFAULT_THRESHOLD, corrections)
     frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
     # shown relative to the app, never as a server path
     frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]

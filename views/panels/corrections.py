@@ -12,6 +12,7 @@ import streamlit as st
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 from rollout_graph.signals.corrections import (
+    COMMON,
     CORRECTIONS_ENV,
     KINDS,
     CorrectionError,
@@ -26,7 +27,6 @@ EXTRA = "rg-corrections-extra"  # labels the user added by spec
 SPEC = "rg-corrections-spec"  # the spec text box
 SPEC_ERROR = "rg-corrections-spec-error"
 OPEN = "rg-corrections-open"  # the expander, open or not (kept across reruns)
-STARTING = ("token_tis", "token_mask", "seq_mask", "geo_mask")
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
@@ -38,7 +38,7 @@ def starting_labels() -> list[str]:
             labels.append(parse_correction(text).label) if text.strip() else None
         except CorrectionError:
             continue
-    return labels or [default(n).label for n in STARTING]
+    return labels or list(COMMON)
 
 
 def _add_spec() -> None:
