@@ -92,9 +92,15 @@ def test_histogram_bands_and_the_overlay_toggles(app):
         title = page.locator('[data-strip^="tok-"] .rg-km').first.get_attribute("title") if want else ""
         assert not want or "token_mask:low=0.8,high=1.25: masks this token" in title
         page.locator('[data-strip^="tok-"] .rg-km').first.scroll_into_view_if_needed()
-        screenshot(page, "corrections-marks")
+        screenshot(page, "corrections-marks", docs=True)
         page.get_by_text(PANEL, exact=True).scroll_into_view_if_needed()
         screenshot(page, "corrections-panel")
+        page.evaluate(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g._fullLayout.title"
+            " && /Token importance ratio/.test(g._fullLayout.title.text)).scrollIntoView({block: 'center'})"
+        )
+        page.wait_for_timeout(500)
+        screenshot(page, "corrections-figures", docs=True)
         page.locator("[data-testid='stButtonGroup'] button", has_text="token_mask:low=0.8,high=1.25").click()
         page.wait_for_function("() => !document.querySelector('.rg-tokens .rg-km')", timeout=30_000)
         settle(page)

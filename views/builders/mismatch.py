@@ -166,7 +166,7 @@ def row_ratio_figure(rollout: Rollout, corrections: list[Correction]) -> go.Figu
     fig = _layout(fig, "Row ratios: sequence R and geometric G (log axis)", "ratio", "row (leaf)", True)
     fig.update_xaxes(range=[lo, hi])
     fig.update_yaxes(tickmode="array", tickvals=[plot(n) for n in names])
-    fig.update_layout(height=max(320, 60 + 22 * len(names)), margin={"t": 34 + 14 * len(corrections)})
+    fig.update_layout(height=max(360, 90 + 28 * len(names)), margin={"t": 34 + 14 * len(corrections)})
     return fig
 
 
