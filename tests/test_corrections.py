@@ -325,6 +325,8 @@ def test_the_builders_flag_each_calls_tokens_and_draw_the_bands():
     # G = exp(-0.4 / 3) = 0.875: the whole row is masked, c1's token too
     assert mismatch.call_flags(rollout, ev, 1)["geo_mask:low=0.99,high=1.01"].tolist() == [mismatch.MASKED]
     assert mismatch.call_shares(rollout, ev, "token_mask:low=0.8,high=1.25") == {0: 0.5, 1: 0.0}
+    colours = mismatch.share_colours({0: 0.5, 1: 0.0, 2: 1.0})
+    assert set(colours) == {0, 1, 2} and len({colours[0], colours[1], colours[2]}) == 3
     table = mismatch.comparison_frame(ev)
     assert table["tokens affected"].tolist() == [1, 1, 3] and table["rows affected"].tolist() == [1, 1, 1]
     pairs = mismatch.disagreement_frame(ev)

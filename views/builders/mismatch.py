@@ -334,3 +334,14 @@ def audit_comparison(frame: pd.DataFrame) -> pd.DataFrame | None:
             for t in combine(entries)
         ]
     )  # fmt: skip
+
+
+SHARE_SCALE = "YlOrRd"  # 0: pale, 1: dark red (sequential, readable in greyscale)
+
+
+def share_colours(shares: dict[int, float]) -> dict[int, str]:
+    """A fill colour per call from :func:`call_shares` (0 pale yellow .. 1 dark red), for a DAG
+    colour mode "share of tokens a correction touches"; calls without compared tokens get none."""
+    from plotly.colors import sample_colorscale
+
+    return {k: sample_colorscale(SHARE_SCALE, [min(1.0, max(0.0, v))])[0] for k, v in shares.items()}
