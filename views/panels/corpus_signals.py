@@ -65,5 +65,5 @@ def render(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
     if combined is not None:
         st.caption("Off-policy corrections over the rollouts of this audit, side by side")
-        st.dataframe(combined, hide_index=True, width="stretch")
+        st.table(combined.set_index("correction"))  # a static table: the audit's own table stays the first dataframe
     return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
