@@ -62,7 +62,10 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     mode = st.session_state.get(state.TOKEN_OVERLAY, overlays.LOGPROB)
     if strip.overlay is not None:
         strip.overlay.mode = mode
+        strip.overlay.show_corrections(st.session_state.get(overlays.CORRECTION_MARKS) or [])
     st.html(legend_html() if mode == overlays.LOGPROB else overlays.legend_html(strip.overlay, mode))
+    if strip.overlay is not None and strip.overlay.marks:
+        st.html(overlays.marks_legend(strip.overlay))
     inspector(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
     page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
     st.html(f'<div data-strip="{html_text(key)}">{page}</div>')

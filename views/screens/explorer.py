@@ -14,6 +14,7 @@ import streamlit as st
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import corrections as corrections_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
@@ -119,6 +120,7 @@ def overview_and_graph(workspace):
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
+    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
     overview.rollouts_table(workspace, session_id)
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
