@@ -862,7 +862,8 @@ def describe(calls: list[Call], miss: NearMiss) -> str:
     earlier, later, at = e.node_id, l_.node_id, miss.common_prefix
     kept = max(0, min(e.n_sampled, at - e.n_prompt))
     if miss.kind == RETRY:
-        text = f"{later} re-sends {earlier}'s prompt"
+        first, second = sorted((miss.earlier, miss.later))  # the one that arrived later re-sent it
+        text = f"{calls[second].node_id} re-sends {calls[first].node_id}'s prompt"
         if miss.node == miss.earlier:
             text += f"; {earlier} is discarded"
     elif miss.kind == RETOKENIZED:
