@@ -112,7 +112,7 @@ class Rollout:
             ),
             "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
             # unfinished attempts the harness did not continue in text either (a replay chain is one conversation)
-            "n_unfinished": sum(1 for g in self.topology.unfinished for m in g if m not in self._replayed),
+            "n_unfinished": sum(len(g) for g in self._unfinished_left),
             "n_retokenized": sum(1 for m in self.near_misses.values() if m.kind == RETOKENIZED),
         }
 
@@ -120,6 +120,12 @@ class Rollout:
     def _replayed(self) -> set[int]:
         """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``)."""
         return {end for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS for end in (m.earlier, m.later)}
+
+    @cached_property
+    def _unfinished_left(self) -> list[list[int]]:
+        """Unfinished attempt groups without the calls a broken replay explains (2+ left)."""
+        left = ([m for m in g if m not in self._replayed] for g in self.topology.unfinished)
+        return [g for g in left if len(g) > 1]
 
     @property
     def finding_counts(self) -> dict[str, int]:

@@ -161,8 +161,10 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                     f"(different prompts): {describe(calls, miss)}"
                 )
             else:
+                first = child == min(rollout.topology.children[fork])
                 state = (
-                    "continued" if rollout.topology.children[child]
+                    "the first branch, continued" if first and rollout.topology.children[child]
+                    else "continued" if rollout.topology.children[child]
                     else "an unfinished attempt (none of its siblings continued)" if child in unfinished
                     else "a leaf"
                 )  # fmt: skip
