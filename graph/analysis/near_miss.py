@@ -63,6 +63,7 @@ from rollout_graph.core.types import (
     SIDE_CALL,
     SUBAGENT,
     UNKNOWN,
+    NearMissKind,
 )
 
 __all__ = [
@@ -219,7 +220,7 @@ def classify(
     decoder: Decoder | None = None,
     continued: bool = False,
     main: bool = False,
-) -> tuple[str, str, float, bool]:
+) -> tuple[NearMissKind, str, float, bool]:
     """(kind, where, kept, text_checked) for ``later``'s prompt against ``earlier``'s end ids;
     ``continued``: the later call has children of its own; ``main``: it is the root of the
     rollout's main conversation. :func:`classify_with_evidence` also says what the kind was read from."""
@@ -234,7 +235,7 @@ def classify_with_evidence(
     decoder: Decoder | None = None,
     continued: bool = False,
     main: bool = False,
-) -> tuple[str, str, float, bool, str]:
+) -> tuple[NearMissKind, str, float, bool, str]:
     """:func:`classify`, and the evidence in words."""
     p_e, n_e, n_l = earlier.n_prompt, earlier.n_end, later.n_prompt
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
@@ -322,7 +323,7 @@ def _dropped_words(dropped: list[str]) -> str:
     return f"dropped {len(dropped)} turn{'s' * (len(dropped) != 1)} ({named}{more})"
 
 
-def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[str, str]:
+def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call (or unknown when there is too little to tell), with the evidence in words."""
     systems = system_text(earlier), system_text(later)
@@ -463,7 +464,7 @@ def replay_alignment(earlier: Call, later: Call, shared: int) -> Alignment:
 
 def _replay_kind(
     earlier: Call, later: Call, shared: int, replayed: dict, decoder: Decoder | None
-) -> tuple[str, bool, str]:
+) -> tuple[NearMissKind, bool, str]:
     """A replay of ``earlier``'s reply found from the text: retokenized or rewritten, and why."""
     reply = earlier.response_message or {}
     name = earlier.node_id
