@@ -791,8 +791,8 @@ def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: di
     return Finding(
         WARN,
         "history_rewritten",
-        f"{len(rewritten)} calls replayed a rewritten assistant turn ({roots} became new roots, "
-        f"{len(rewritten) - roots} made the original turn look like a discarded retry); "
+        f"{len(rewritten)} broken replays: calls replayed a rewritten reply of the model ({roots} became new "
+        f"roots, {len(rewritten) - roots} made the original call look discarded); "
         f"{lost:,} sampled tokens are left only in discarded rows",
         node_id=calls[rewritten[0].node].node_id,
     )
