@@ -62,7 +62,7 @@ def test_discarded_continuer_direction_is_a_retokenized_replay_of_the_continued_
     assert (miss.kind, miss.earlier, miss.later, miss.where) == (RETOKENIZED, b, c, "sampled")
     assert miss.common_prefix == r.calls[b].n_prompt  # the first sampled id already differs
     assert describe(r.calls, miss).startswith("broken replay (re-tokenized): C re-tokenizes B's reply")
-    assert "(2 of 3 sampled tokens change ids)" in describe(r.calls, miss)
+    assert "(2 of 3 sampled tokens change ids; ids 30|31 became 33)" in describe(r.calls, miss)
     details = replay_details(r, miss)
     assert details.sampled == [30, 31] and details.replayed == [33]
     assert r.stats["n_discarded_retries"] == 0 and r.stats["n_retokenized"] == 1

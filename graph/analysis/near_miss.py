@@ -870,8 +870,15 @@ def describe(calls: list[Call], miss: NearMiss) -> str:
     elif miss.kind == RETOKENIZED:
         text = f"{later} re-tokenizes {earlier}'s reply: the same text, other ids from token {at:,}"
         if miss.where == "sampled":
-            changed = replay_alignment(e, l_, at).changed
-            text += f" ({changed:,} of {e.n_sampled:,} sampled tokens change ids)"
+            found = replay_alignment(e, l_, at)
+            text += f" ({found.changed:,} of {e.n_sampled:,} sampled tokens change ids"
+            if found.segments:
+                a, b, c, d = found.segments[0]
+                ids = prompt_of(l_)
+                sampled = "|".join(str(t) for t in e.sampled_ids[a : max(b, a + 1)][:8].tolist())
+                replayed = "|".join(str(t) for t in ids[c : max(d, c + 1)][:8].tolist())
+                text += f"; ids {sampled} became {replayed}"
+            text += ")"
     elif miss.kind == REWRITTEN:
         text = (
             f"{later} replays {earlier}'s reply cut at token {at:,}"
