@@ -801,7 +801,7 @@ def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: di
 def retokenized_finding(calls: list[Call], found: dict[int, NearMiss]) -> Finding | None:
     """``retokenized_replay``: the harness replayed the model's text and the engine tokenized it
     again with other ids (train/inference skew). WARN; FATAL when a replay changes the ids of more
-    than ``RETOKENIZED_FATAL_SHARE`` of the reply's sampled tokens from the break on."""
+    than ``RETOKENIZED_FATAL_SHARE`` of the reply's sampled tokens."""
     misses = sorted((m for m in found.values() if m.kind == RETOKENIZED), key=lambda m: m.later)
     if not misses:
         return None
@@ -809,7 +809,7 @@ def retokenized_finding(calls: list[Call], found: dict[int, NearMiss]) -> Findin
     worst = 0.0
     for m in misses:
         earlier = calls[m.earlier]
-        n = earlier.n_end - m.common_prefix
+        n = earlier.n_sampled
         c = replay_alignment(earlier, calls[m.later], m.common_prefix).changed if m.where == "sampled" else 0
         changed, total = changed + c, total + n
         worst = max(worst, c / n if n else 0.0)
