@@ -84,6 +84,7 @@ def test_replay_chain_is_one_conversation_not_unfinished_attempts():
     assert r.stats["n_unfinished"] == 0
     text = explain_text(r, TraceTextDecoder({}))
     assert "X1 -> X2 -> X3: one conversation" in text
+    assert "sampled ids [30, 31] vs replayed ids [33] (no tokenizer" in text  # both cuttings, as ids
     assert "unfinished attempt" not in text.split("forks and retries")[1].split("least likely")[0]
 
 
