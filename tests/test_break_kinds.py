@@ -89,3 +89,16 @@ def test_a_subagent_with_its_own_prompt_and_tools():
     ]
     r = build(spec, [[SYS, TASK], [SYS, TASK], sub, sub])
     assert r.near_misses[2].kind == SUBAGENT and "its own system prompt" in r.near_misses[2].evidence
+
+
+def test_a_resume_that_drops_only_user_turns_is_resumed_without_a_gap():
+    """Claude Code's --continue right away: every reply kept, its 'Output token limit hit' turns gone."""
+    a1, a2 = "Looking at the loader.", "The timeout key is never set."
+    first = [SYS, TASK, {"role": "assistant", "content": a1}, LIMIT]
+    resumed = [SYS, TASK, {"role": "assistant", "content": a1}, {"role": "assistant", "content": a2}]
+    spec = [(SYSTEM + [7] + GEN, [50]), (SYSTEM + [7] + GEN + [50, 8, 9] + GEN, [51]), (SYSTEM + [7] + GEN + [50, 10] + GEN, [52]),
+            (SYSTEM + [7] + GEN + [50, 10] + GEN + [52, 11] + GEN, [53])]  # fmt: skip
+    messages = [[SYS, TASK], first, resumed, [*resumed, {"role": "user", "content": "go on"}]]
+    r = build(spec, messages, {0: a1, 1: a2})
+    miss = r.near_misses[1]
+    assert miss.kind == RESUMED and "only the harness's user turns dropped" in miss.evidence

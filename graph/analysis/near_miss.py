@@ -40,7 +40,6 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
 from __future__ import annotations
 
 import bisect
-import difflib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -79,7 +78,7 @@ SHARED_SYSTEM_TOKENS = 32
 HISTORY_KEPT = 0.5
 RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
 STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
-SIMILAR_SYSTEM = 0.6  # difflib ratio at or above which two system texts are one prompt re-rendered
+SIMILAR_SYSTEM = 0.5  # share of word 3-grams (Jaccard) at or above which two system texts are one prompt re-rendered
 SYSTEM_COMPARED = 4000  # characters of each system text compared
 PASTED_MIN_CHARS = 24  # a message this long found inside a user message was pasted there
 RESUME_GAP = 60.0  # seconds between two calls that mark a new invocation of the harness
@@ -265,8 +264,18 @@ def _similar(a: str, b: str) -> bool:
         return True
     if not a or not b:
         return False
-    head_a, head_b = a[:SYSTEM_COMPARED], b[:SYSTEM_COMPARED]
-    return difflib.SequenceMatcher(None, head_a, head_b, autojunk=False).ratio() >= SIMILAR_SYSTEM
+    grams_a, grams_b = _shingles(a[:SYSTEM_COMPARED]), _shingles(b[:SYSTEM_COMPARED])
+    if not grams_a or not grams_b:
+        return False
+    return len(grams_a & grams_b) / len(grams_a | grams_b) >= SIMILAR_SYSTEM
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
+    distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them."""
+    words = text.split()
+    n = 3 if len(words) >= 20 else 1
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def _pasted(earlier: Call, later: Call) -> int:
@@ -350,7 +359,8 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
         return SIDE_CALL, what + "; a single call without tools"
     shares = _shares_history(earlier, later)
     gap = _gap(earlier, later)
-    dropped = _dropped_words(_dropped(earlier, later))
+    lost = _dropped(earlier, later)
+    dropped = _dropped_words(lost)
     signs = []
     if not same_system:
         signs.append("the system prompt re-rendered")
@@ -358,6 +368,8 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
         signs.append("the tool set changed")
     if gap is not None and gap >= RESUME_GAP:
         signs.append(f"{gap:,.0f} s after {earlier.node_id} ended")
+    if lost and all(key.startswith("user\0") for key in lost):
+        signs.append("every reply kept, only the harness's user turns dropped")
     if shares and signs:
         return RESUMED, "; ".join(["the same conversation re-sent", *signs, *([dropped] if dropped else [])])
     if same_system and same_tools and shared > 0:
