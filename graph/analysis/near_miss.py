@@ -346,7 +346,7 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
         return UNKNOWN, f"only {shared:,} ids shared and no messages recorded"
     same_system = systems[0] == systems[1]
     same_tools = tool_names(earlier) == tool_names(later)
-    pasted = _pasted(earlier, later)
+    pasted = 0 if same_system else _pasted(earlier, later)  # a history pasted into a prompt of another job
     if not _similar(systems[0], systems[1]) or (pasted and not same_system):
         # a prompt written for another job: a subagent, a side agent (the history pasted in), a title
         if main:
