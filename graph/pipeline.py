@@ -20,6 +20,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import build_sequences
 from rollout_graph.core.topology import build_topology
 from rollout_graph.core.types import BY_DOCUMENT
+from rollout_graph.signals.embedded import attach_embedded
 
 
 def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
@@ -61,7 +62,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         BY_DOCUMENT if session.document is not None and c.claims.get("in_sequences") and p is not None else v
         for c, p, v in zip(calls, parents, links.linked_by, strict=True)
     ]
-    return Rollout(
+    rollout = Rollout(
         session_id=session.session_id,
         calls=calls,
         topology=topology,
@@ -73,6 +74,8 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         tokenizer=decoder.label if isinstance(decoder, TokenizerDecoder) else None,
         document=session.document,
     )
+    # Trainer columns an RL framework wrote beside the tokens join as signals (rollout_graph.signals.embedded).
+    return attach_embedded(rollout)
 
 
 def _unfinished_not_replayed(findings: list[Finding], calls, topology, replays: set[int]) -> list[Finding]:

@@ -395,6 +395,8 @@ def load_files_parallel(
     for source, size in zip(sources, sizes, strict=True):
         default_session = loading.rollout_name(source.name)
         try:
+            if source.name.lower().endswith((".parquet", ".pkl", ".pickle", ".pt", ".pth")):
+                raise ValueError("not JSON lines: read whole (rollout_graph.ingest.formats.binary_files)")
             ranges = split_ranges(source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
         except (OSError, ValueError):
             ranges = [(0, -1, 1)]

@@ -480,6 +480,11 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
         OSError: the source cannot be opened (missing, unreadable, not a regular file).
     """
     limits = limits or Limits()
+    from rollout_graph.ingest.formats import binary_files  # Parquet rows; pickles refused (docs/formats.md)
+
+    if binary_files.is_binary(source.name):
+        yield from binary_files.values(source, limits)
+        return
     cutter = IdArrayCutter()
     with source.open() as stream:
         seen = _Counter()

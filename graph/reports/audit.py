@@ -22,6 +22,7 @@ from rollout_graph.core.records import FATAL, INFO, WARN, Skipped
 from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.engine_pair import FAILED_SESSION
+from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.loading import load_paths, rollout_name, walk_traces
 from rollout_graph.pipeline import analyse
@@ -43,6 +44,8 @@ COLUMNS = (
     "kl_k1", "kl_k2", "ratio_ess", "worst_abs_diff", "worst_tokens", "corrections",
     # what the load skipped: this session's failed calls, and the file's skipped records with their reasons
     "n_failed_calls", "file_skipped_records", "file_skip_reasons",
+    # the run view (graph/reports/run.py): training step, fidelity grade and source format (docs/formats.md)
+    "step", "fidelity", "source_format", "n_broken_replays", "n_sampled_tokens",
 )  # fmt: skip
 SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") : COLUMNS.index("n_failed_calls")]
 REASONS_KEPT = 8  # distinct skip reasons listed per file (the most frequent first)
@@ -101,6 +104,11 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "n_failed_calls": 0,  # audit_file fills these three from the load of the whole file
         "file_skipped_records": None,
         "file_skip_reasons": None,
+        "step": rollout_step(rollout.calls),
+        "fidelity": rollout_grade(rollout.calls),
+        "source_format": rollout_format(rollout.calls),
+        "n_broken_replays": s["n_broken_replays"],
+        "n_sampled_tokens": s["n_sampled_tokens"],
     }
 
 
@@ -453,6 +461,8 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("worst_abs_diff", pa.float64()), ("worst_tokens", WORST_TYPE), ("corrections", CORRECTIONS_TYPE),
             ("n_failed_calls", pa.int64()), ("file_skipped_records", pa.int64()),
             ("file_skip_reasons", pa.list_(pa.string())),
+            ("step", pa.int64()), ("fidelity", pa.string()), ("source_format", pa.string()),
+            ("n_broken_replays", pa.int64()), ("n_sampled_tokens", pa.int64()),
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)

@@ -14,6 +14,7 @@ import streamlit as st
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
 from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
@@ -98,6 +99,7 @@ def overview_and_graph(workspace):
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
+    fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
     overview.load_report(workspace)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
