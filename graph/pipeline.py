@@ -14,11 +14,11 @@ from rollout_graph.analysis.near_miss import near_misses, replayed, retokenized_
 from rollout_graph.core import claims
 from rollout_graph.core.findings import is_trainable, rollout_findings, turn_findings
 from rollout_graph.core.linking import Links, link
-from rollout_graph.core.records import Finding, SessionInput
+from rollout_graph.core.records import Call, Finding, SessionInput
 from rollout_graph.core.roles import assign_roles
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import build_sequences
-from rollout_graph.core.topology import build_topology
+from rollout_graph.core.topology import Topology, build_topology
 from rollout_graph.core.types import BY_DOCUMENT
 from rollout_graph.signals.embedded import attach_embedded
 
@@ -78,7 +78,9 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     return attach_embedded(rollout)
 
 
-def _unfinished_not_replayed(findings: list[Finding], calls, topology, replays: set[int]) -> list[Finding]:
+def _unfinished_not_replayed(
+    findings: list[Finding], calls: list[Call], topology: Topology, replays: set[int]
+) -> list[Finding]:
     """An unfinished-attempt group whose members the harness replayed in text (a chain of broken
     replays: graph/analysis/near_miss.py) is one conversation, not attempts it gave up on: the
     finding names only the members no replay explains (none left: no finding). The graph's
