@@ -437,6 +437,9 @@ class CaptureApp:
 
     async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
         chat_body = dialect.to_upstream(body)
+        notes = chat_body.pop(responses.TRANSLATION, None)  # what a translation changed of the harness's offer
+        if notes:
+            record["translation"] = notes
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
         cap_max_tokens(submitted, self.config.max_tokens)
         if streamed and dialect.translated:

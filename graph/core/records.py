@@ -227,3 +227,4 @@ class NearMiss:
     where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
     kind: NearMissKind
     text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
+    evidence: str = ""  # what the kind was read from, in words (docs/semantics.md, "Why a call broke")
