@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from rollout_graph.reports.run import rollout_rows, run_summary, step_rollouts
+from rollout_graph.reports.run import run_table, step_rollouts
 from rollout_graph.ui.builders.escape import md, plot
 from rollout_graph.ui.state.sources import run_heavy
 
@@ -32,9 +32,8 @@ ROLLOUT_COLUMNS = (
 def _summary(paths: tuple[str, ...], stamp: tuple) -> tuple[pd.DataFrame, dict]:
     """The per-rollout table and the run summary (``stamp`` changes when a file does). A resource, not
     data: 128,000 rows are not copied on every rerun; nothing here mutates them."""
-    rows, from_cache = run_heavy(rollout_rows, list(paths))
-    frame = pd.DataFrame(rows)
-    return frame, run_summary(rows, from_cache)
+    table, summary = run_heavy(run_table, list(paths))
+    return table.to_pandas(), summary
 
 
 def _stamp(paths: list[str]) -> tuple:
