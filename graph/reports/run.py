@@ -106,7 +106,7 @@ def run_table(
     return pa.Table.from_pylist([{c: r.get(c) for c in audit.COLUMNS} for r in rows]), summary
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[Any]) -> float | None:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return sum(finite) / len(finite) if finite else None
 
