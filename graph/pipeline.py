@@ -19,6 +19,7 @@ from rollout_graph.core.roles import assign_roles
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import build_sequences
 from rollout_graph.core.topology import build_topology
+from rollout_graph.core.types import BY_DOCUMENT
 from rollout_graph.signals.embedded import attach_embedded
 
 
@@ -57,7 +58,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     if session.document is not None:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
     via = [
-        "document" if session.document is not None and c.claims.get("in_sequences") and p is not None else v
+        BY_DOCUMENT if session.document is not None and c.claims.get("in_sequences") and p is not None else v
         for c, p, v in zip(calls, parents, links.linked_by, strict=True)
     ]
     rollout = Rollout(

@@ -19,7 +19,14 @@ def test_opens_the_bundled_samples(monkeypatch):
     no_errors(at)
     assert "Rollout fix-config-bug<" in html_of(at)  # the richest rollout opens first
     assert at.query_params["session"] == "fix-config-bug"
-    assert [m.label for m in at.metric][:6] == ["turns", "roots", "forks", "retried", "broken", "trainable tokens"]
+    assert [m.label for m in at.metric][:6] == [
+        "calls",
+        "roots",
+        "forks",
+        "retries",
+        "broken replays",
+        "trainable tokens",
+    ]
     assert at.metric[0].value == "25"
     harness_traces = len(list((SAMPLES / "harnesses").glob("*.jsonl.gz")))  # a rollout each
     assert any(d.value.shape[0] == 4 + harness_traces for d in at.dataframe)  # the rollouts table
@@ -47,11 +54,12 @@ def test_deep_link_restores_the_selection(monkeypatch):
     assert "Rollout list-todos<" in html_of(at) and ">c05 <span" in html_of(at)
 
 
-def test_unknown_deep_link_falls_back_quietly(monkeypatch):
+def test_unknown_deep_link_keeps_the_url_and_says_so(monkeypatch):
     at = app(monkeypatch, session="nope", node="zzz")
     no_errors(at)
-    assert at.query_params["session"] == "fix-config-bug"
-    assert "node" not in at.query_params
+    assert at.query_params["session"] == "nope" and at.query_params["node"] == "zzz"  # the link is kept
+    assert any("no rollout 'nope' in these traces" in w.value.replace("\\", "") for w in at.warning)
+    assert "Rollout fix-config-bug<" in html_of(at)  # the rest of the page opens normally
 
 
 def long_trace(tmp_path: Path) -> Path:

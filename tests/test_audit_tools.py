@@ -116,7 +116,7 @@ def test_explain_command(samples):
     for heading in ("where the tokens went", "why it split", "forks and retries", "least likely sampled tokens"):
         assert heading in out.stdout
     assert f"c19: {REASONS[COMPACTION]}; nearly continued c01" in out.stdout
-    assert "discarded by the harness (identical prompt re-sent, a real retry): 6" in out.stdout
+    assert "retries (discarded calls the harness re-sent with the same prompt): 6" in out.stdout
     assert "retokenization: every prompt survives decode -> encode" in out.stdout
     origin = run("--origin", "c11").stdout
     assert origin.startswith("origin of c11's prompt (682 tokens): 384 sampled earlier by the policy (c03 ")

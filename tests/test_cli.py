@@ -65,7 +65,7 @@ def test_readable_summary(tmp_path):
     assert out.returncode == 0
     assert "6 records, 5 loaded, 1 skipped" in out.stdout
     assert "trace.jsonl:6: not JSON" in out.stdout
-    assert "turns 5 · roots 2 · forks 1 · discarded 1 · leaves 3" in out.stdout
+    assert "calls 5 · roots 2 · forks 1 · discarded 1 · leaves 3" in out.stdout
     assert "WARN" in out.stdout and "discarded_turns" in out.stdout
 
 

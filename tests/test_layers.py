@@ -111,8 +111,7 @@ def test_pure_builders_never_import_streamlit_panels_or_state():
 KNOWN_PANEL_IMPORTS = {
     ("views/panels/audit.py", "overview"), ("views/panels/compare.py", "groups"),
     ("views/panels/corpus.py", "corpus_signals"), ("views/panels/corpus.py", "sidebar"),
-    ("views/panels/node.py", "near_miss"), ("views/panels/node.py", "raw"), ("views/panels/node.py", "relatives"),
-    ("views/panels/node.py", "tokens"), ("views/panels/overview.py", "groups"), ("views/panels/signals.py", "tokens"),
+    ("views/panels/overview.py", "groups"), ("views/panels/signals.py", "tokens"),
     ("views/panels/tokens.py", "inspector"), ("views/state/signals.py", "sidebar"),
 }  # fmt: skip
 

@@ -43,7 +43,8 @@ def test_stop_string_tail_makes_each_step_a_root_and_is_a_rewritten_continuation
     assert miss_of(r, "n1") == ("n0", REWRITTEN, "sampled", 0.8, len(first) + 4)
     finding = next(f for f in r.findings if f.code == "history_rewritten")
     assert (
-        finding.level == "WARN" and "1 calls replayed a rewritten assistant turn (1 became new roots" in finding.detail
+        finding.level == "WARN"
+        and "1 broken replays: calls replayed a rewritten reply of the model (1 became new roots" in finding.detail
     )
 
 
@@ -65,10 +66,7 @@ def test_rewrite_that_makes_the_original_look_like_a_discarded_retry():
     assert r.topology.discarded == {1: 2}
     assert miss_of(r, "n1") == ("n2", REWRITTEN, "sampled", 0.8, len(parent) + 4)
     detail = next(f.detail for f in r.findings if f.code == "history_rewritten")
-    assert (
-        "1 made the original turn look like a discarded retry); 5 sampled tokens are left only in discarded rows"
-        in detail
-    )
+    assert "1 made the original call look discarded); 5 sampled tokens are left only in discarded rows" in detail
 
 
 def test_reasoning_dropped_from_history():
@@ -199,7 +197,7 @@ def test_views_banner_break_and_dashed_edges():
     r = per_turn_roots_rollout()
     assert r.topology.roots == [0, 1, 2, 3]
     assert banner(r).startswith(
-        "This harness rewrites its history: 3 of 4 roots are broken replays of the model's own turn."
+        "This harness rewrites its history: 3 of 4 roots are broken replays of the model's own reply."
     )
     miss = r.near_misses[1]
     assert (
@@ -229,7 +227,7 @@ def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
     at = app(monkeypatch, tmp_path, session="s1", node="n2")
     no_errors(at)
     assert at.warning and "rewrites its history" in at.warning[0].value
-    assert any(e.label.startswith("Near miss: rewritten continuation of n1") for e in at.expander)
+    assert any(e.label.startswith("Near miss: n2 rewrites n1") for e in at.expander)
     assert 'class="rg-ins"' in html_of(at)
 
 

@@ -295,7 +295,7 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
     text = explain_text(r, TraceTextDecoder({}))
     assert "n1 vs n2" not in text
     assert "n1 is no rival of n2 (different prompts): rewritten continuation" in text
-    assert "broken replays (the model's turn replayed so that the token prefix broke): 1" in text
+    assert "broken replays (the model's own reply replayed so that the token prefix broke): 1" in text
 
 
 def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
@@ -309,4 +309,4 @@ def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
     assert "pytest</span>" in page and "<script" not in page
     assert "Fix: replay token ids, not text" in summary(r, miss)
     tiles = {label: value for label, value, _ in headline_tiles(r)}
-    assert (tiles["retried"], tiles["broken"]) == (0, 1)
+    assert (tiles["retries"], tiles["broken replays"]) == (0, 1)

@@ -124,7 +124,7 @@ def test_decode_transcript_from_the_command_line():
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    assert "sequence to c09 (auxiliary, 2 turns" in out.stdout
+    assert "sequence to c09 (auxiliary, 2 calls" in out.stdout
     assert "decoded with" in out.stdout and "(bundled sample_traces)" in out.stdout
     assert "You are a careful code reviewer" in out.stdout
     assert "── c08 · sampled ·" in out.stdout

@@ -57,9 +57,9 @@ def test_first_run_guide_reaches_each_interesting_call():
     found = {e.label: rollout.calls[e.node].node_id for e in interesting_calls(rollout)}
     assert found == {
         "a retry": "c06",
-        "a resampled first call": "c01",
+        "a retry of the first call": "c01",
         "a subagent": "c08",
         "a side call": "c02",
         "a compaction or resume": "c19",
-        "a truncated turn": "c03",
+        "a truncated call": "c03",
     }

@@ -27,7 +27,7 @@ from rollout_graph.analysis.near_miss import (
 from rollout_graph.core.rollout import Rollout
 
 REASONS = {
-    RETRY: "discarded by the harness: the identical prompt re-sent (a real retry)",
+    RETRY: "a retry: discarded, the harness re-sent the same prompt",
     RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
     REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
@@ -66,7 +66,7 @@ def fix_for(rollout: Rollout, miss: NearMiss) -> str | None:
         return "keep the stop string: replay the sampled text with its stop sequence (or replay token ids)"
     if miss.where == "sampled" and removed <= STOP_TAIL:
         return "replay the last sampled tokens as they were (no closing tag or whitespace merged into them)"
-    return "replay the assistant turn exactly as sampled (keep reasoning, do not re-serialise tool calls)"
+    return "replay the model's reply exactly as sampled (keep reasoning, do not re-serialise tool calls)"
 
 
 def reason_for(miss: NearMiss) -> str:

@@ -54,6 +54,7 @@ from rollout_graph.core.types import (
     REWRITTEN,
     SIDE_CALL,
     SUBAGENT,
+    NearMissKind,
 )
 
 __all__ = [
@@ -202,7 +203,7 @@ def classify(
     decoder: Decoder | None = None,
     continued: bool = False,
     main: bool = False,
-) -> tuple[str, str, float, bool]:
+) -> tuple[NearMissKind, str, float, bool]:
     """(kind, where, kept, text_checked) for ``later``'s prompt against ``earlier``'s end ids;
     ``continued``: the later call has children of its own; ``main``: it is the root of the
     rollout's main conversation."""
@@ -225,7 +226,7 @@ def classify(
     return _context_kind(earlier, later, shared, continued, main), where, kept, checked
 
 
-def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> str:
+def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> NearMissKind:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call."""
     systems = system_text(earlier), system_text(later)
@@ -404,8 +405,8 @@ def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: di
     return Finding(
         WARN,
         "history_rewritten",
-        f"{len(rewritten)} calls replayed a rewritten assistant turn{how} ({roots} became new roots, "
-        f"{len(rewritten) - roots} made the original turn look like a discarded retry); "
+        f"{len(rewritten)} broken replays: calls replayed a rewritten reply of the model{how} ({roots} became new "
+        f"roots, {len(rewritten) - roots} made the original call look discarded); "
         f"{lost:,} sampled tokens are left only in discarded rows",
         node_id=calls[rewritten[0].node].node_id,
     )

@@ -12,6 +12,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_limit_options,
     add_signals,
+    chosen_corrections,
     fail,
     guarded,
     limits_from_args,
@@ -55,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no trace files in {', '.join(args.inputs)}")
     limits = limits_from_args(args)
     signals = tuple(args.signals or ())
+    corrections = tuple(c.label for c in chosen_corrections(args))
+    if corrections and not signals:
+        raise UsageError("--correction needs trainer logprobs: give a signals file with --signals")
     if signals:
         from rollout_graph.signals.reading import SignalsError
 
@@ -64,10 +68,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"signals: {exc}") from exc
     if args.engine == "ray":
         rows = audit.run_ray(
-            files, args.workers, args.address, stderr_progress, limits, signals, args.mismatch_threshold
+            files, args.workers, args.address, stderr_progress, limits, signals, args.mismatch_threshold, corrections
         )
     else:
-        rows = audit.run_local(files, args.workers, stderr_progress, limits, signals, args.mismatch_threshold)
+        rows = audit.run_local(
+            files, args.workers, stderr_progress, limits, signals, args.mismatch_threshold, corrections
+        )
     try:
         audit.write_parquet(rows, args.out)
     except OutputError as exc:

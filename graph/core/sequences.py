@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.records import Call, node_path
 from rollout_graph.core.topology import Topology
+from rollout_graph.core.types import AUXILIARY, Role
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Sequence:
     """A training sequence: the path from a root to a leaf, with its role."""
 
@@ -23,15 +24,26 @@ class Sequence:
     prompt_len: int
     n_trainable: int
     n_context: int
-    role: str = ""
+    role: Role = AUXILIARY  # every sequence gets its role from rollout_graph.core.roles.assign_roles
 
     @property
-    def n_turns(self) -> int:
+    def n_calls(self) -> int:
         """Number of calls on the path."""
         return len(self.nodes)
 
+    @property
+    def n_turns(self) -> int:
+        """Deprecated alias of :attr:`n_calls`."""
+        return len(self.nodes)
 
-@dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (
+            f"Sequence({self.role} row {node_path(self.nodes)} ({len(self.nodes)} call{'s' if len(self.nodes) != 1 else ''}): "
+            f"{self.n_trainable} trainable + {self.n_context} context tokens)"
+        )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class SequenceTokens:
     """The arrays a trainer consumes for one sequence."""
 
@@ -39,6 +51,12 @@ class SequenceTokens:
     loss_mask: np.ndarray  # int8, 1 = trained
     logprobs: np.ndarray  # float64, 0.0 wherever the mask is 0
     turn_starts: np.ndarray  # offset where each node's context span begins
+
+    def __repr__(self) -> str:
+        return (
+            f"SequenceTokens({self.input_ids.shape[0]} tokens, {int(self.loss_mask.sum())} trained, "
+            f"{self.turn_starts.shape[0]} calls)"
+        )
 
 
 def context_start(calls: list[Call], topology: Topology, node: int) -> int:

@@ -18,6 +18,21 @@ Role = Literal["agent", "auxiliary", "discarded"]
 Kind = Literal["root", "fork", "leaf", "inner"]
 LinkedBy = Literal["tokens", "messages", "document"]
 
+# Each constant is defined here once; the modules that use them import them from here.
+FATAL: Level = "FATAL"
+WARN: Level = "WARN"
+INFO: Level = "INFO"
+LEVELS: tuple[Level, ...] = (FATAL, WARN, INFO)
+
+AGENT: Role = "agent"
+AUXILIARY: Role = "auxiliary"
+DISCARDED: Role = "discarded"
+ROLES: tuple[Role, ...] = (AGENT, AUXILIARY, DISCARDED)
+
+BY_TOKENS: LinkedBy = "tokens"
+BY_MESSAGES: LinkedBy = "messages"
+BY_DOCUMENT: LinkedBy = "document"
+
 ROOT: Kind = "root"
 FORK: Kind = "fork"
 LEAF: Kind = "leaf"

@@ -36,6 +36,9 @@ class Limits:
     max_depth: int = 512  # JSON nesting (orjson stops at 1024 whatever this says)
     max_ids: int = 64 * MB  # token ids in one array (64M ids)
     max_tool_index: int = 1024  # a stream chunk's tool_calls[].index
+    max_expanded_ids: int = 64 * MB  # ids a rollout document's turns expand to (sum of n_prompt + n_sampled)
+    max_parquet_rows: int = 4 * MB  # rows read from one Parquet file (signals, corpus uploads)
+    max_parquet_bytes: int = 2 * GB  # uncompressed bytes one Parquet file declares in its footer
     max_memory_bytes: int | None = None  # resident memory of the process while loading
 
     @classmethod
@@ -62,6 +65,9 @@ PUBLIC = Limits(
     max_depth=128,
     max_ids=4 * MB,
     max_tool_index=128,
+    max_expanded_ids=8 * MB,
+    max_parquet_rows=256 << 10,
+    max_parquet_bytes=256 * MB,
     max_memory_bytes=None,
 )
 

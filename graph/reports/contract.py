@@ -53,7 +53,8 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
             "role": seq.role,
             "prompt_len": seq.prompt_len,
             "n_trainable": seq.n_trainable,
-            "n_turns": seq.n_turns,
+            "n_calls": seq.n_calls,
+            "n_turns": seq.n_calls,  # deprecated alias of n_calls
             "n_context": seq.n_context,
             "input_ids": [],
             "loss_mask": [],

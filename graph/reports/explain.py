@@ -17,14 +17,14 @@ CONTEXT_TOKENS = 6
 
 
 def _flows(rollout: Rollout) -> list[str]:
-    head = f"  {'scope':<18}{'calls':>6}{'sampled':>9}{'trained':>9}{'discarded':>11}{'untrained':>11}{'context':>9}{'inherited':>11}"
+    head = f"  {'scope':<18}{'calls':>6}{'sampled':>9}{'trainable':>10}{'discarded':>11}{'untrainable':>12}{'context':>9}{'inherited':>11}"
     rows = [
-        f"  {f.label[:18]:<18}{f.n_calls:>6}{f.sampled:>9,}{f.sampled_trained:>9,}{f.sampled_discarded:>11,}"
-        f"{f.sampled_untrainable:>11,}{f.context:>9,}{f.inherited:>11,}"
+        f"  {f.label[:18]:<18}{f.n_calls:>6}{f.sampled:>9,}{f.sampled_trained:>10,}{f.sampled_discarded:>11,}"
+        f"{f.sampled_untrainable:>12,}{f.context:>9,}{f.inherited:>11,}"
         for f in token_flows(rollout)
     ]
     return [
-        "where the tokens went (sampled: trained / in discarded calls / never trained; prompt: added / inherited)",
+        "where the tokens went (sampled: trainable / discarded tokens / never trainable; prompt: context / inherited)",
         head,
         *rows,
     ]
@@ -34,9 +34,9 @@ def _counts(rollout: Rollout) -> list[str]:
     s = rollout.stats
     other = s["n_discarded"] - s["n_discarded_retries"]
     return [
-        "discarded and broken",
-        f"  discarded by the harness (identical prompt re-sent, a real retry): {s['n_discarded_retries']}",
-        f"  broken replays (the model's turn replayed so that the token prefix broke): {s['n_broken_replays']}"
+        "discarded calls and broken replays",
+        f"  retries (discarded calls the harness re-sent with the same prompt): {s['n_discarded_retries']}",
+        f"  broken replays (the model's own reply replayed so that the token prefix broke): {s['n_broken_replays']}"
         + (f" ({other} of them left a discarded call)" if other else ""),
         f"  unfinished attempts (sibling attempts none continued): {s['n_unfinished']}",
     ]

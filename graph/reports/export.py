@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import AGENT, DISCARDED, FATAL, ROLES
 from rollout_graph.reports.output import OutputError, atomic_path
 from rollout_graph.signals.join import row_columns
 
@@ -35,7 +36,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
         turns.append(turn)
     sequences = []
     for seq in rollout.sequences:
-        if seq.role == "discarded" and not include_discarded:
+        if seq.role == DISCARDED and not include_discarded:
             continue
         tokens = rollout.tokens(seq)
         sequences.append(
@@ -49,7 +50,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
                 "logprobs": tokens.logprobs.tolist(),
             }
         )
-    fatal = [f.as_dict() for f in rollout.findings if f.level == "FATAL"]
+    fatal = [f.as_dict() for f in rollout.findings if f.level == FATAL]
     return {
         "session_id": rollout.session_id,
         "capture_level": "tokens",
@@ -62,7 +63,7 @@ def rollout_document(rollout: Rollout, include_discarded: bool = True, include_m
     }
 
 
-ALL_ROLES = ("agent", "auxiliary", "discarded")
+ALL_ROLES = ROLES
 
 
 def _path_findings(rollout: Rollout, seq) -> list[dict[str, Any]]:
@@ -123,7 +124,7 @@ def iter_trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> Itera
     """:func:`trace_entries`, built one at a time (streamed exports)."""
     unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
     for i, call in enumerate(rollout.calls):
-        if rollout.node_roles[i] != "agent" or call.prompt_ids is None or i in unfinished:
+        if rollout.node_roles[i] != AGENT or call.prompt_ids is None or i in unfinished:
             continue
         parent = rollout.topology.parents[i]
         trained = bool(rollout.trainable[i])
@@ -199,6 +200,25 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
     return {k: orjson.dumps(v).decode() if isinstance(v, dict) else v for k, v in record.items()}
 
 
+# What `export --out NAME.ext` writes, by the file name's extension (anything else is refused).
+OUT_FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".graphml": "graphml"}
+
+
+def out_format(out: str | Path) -> str:
+    """The output format named by ``out``'s extension: ``jsonl``, ``parquet`` or ``graphml``.
+
+    Raises:
+        ValueError: an extension that names none of them (the message lists the known ones).
+    """
+    suffix = Path(out).suffix.lower()
+    if suffix not in OUT_FORMATS:
+        known = ", ".join(OUT_FORMATS)
+        raise ValueError(
+            f"{Path(out).name}: unknown output extension {suffix or '(none)'!r}; the extension picks the format: {known}"
+        )
+    return OUT_FORMATS[suffix]
+
+
 def write_records(records: Iterable[dict[str, Any]], out: str | Path, kind: str | None = None) -> Written:
     """Stream records to JSONL, or Parquet when the file name ends in .parquet, atomically.
 
@@ -213,7 +233,7 @@ def write_records(records: Iterable[dict[str, Any]], out: str | Path, kind: str 
     out = Path(out)
     written = Written()
     with atomic_path(out) as tmp:
-        if out.suffix == ".parquet":
+        if out.suffix.lower() == ".parquet":
             _write_parquet(records, tmp, _schema(kind), written)
         else:
             with open(tmp, "wb", buffering=1 << 20) as f:

@@ -8,6 +8,7 @@ from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.fidelity import fidelity_json, fidelity_text
+from rollout_graph.signals.corrections import text_lines
 
 MAX_SKIPPED_SHOWN = 10
 
@@ -35,13 +36,14 @@ def rollout_lines(rollout: Rollout) -> list[str]:
     findings = []
     counts = rollout.finding_counts
     for level in LEVELS:
-        codes = ", ".join(f"{code} x{n}" for code, n in top_codes(rollout.findings, level))
+        # every code, most frequent first (levels go most severe first): none is hidden
+        codes = ", ".join(f"{code} x{n}" for code, n in top_codes(rollout.findings, level, limit=None))
         findings.append(f"{level} {counts[level]}" + (f" ({codes})" if codes else ""))
     lines = [
         f"session {rollout.session_id}  [{shapes}]",
-        f"  turns {s['n_turns']} · roots {s['n_roots']} · forks {s['n_forks']} · discarded {s['n_discarded']}"
+        f"  calls {s['n_calls']} · roots {s['n_roots']} · forks {s['n_forks']} · discarded {s['n_discarded']}"
         f" · leaves {s['n_leaves']}",
-        f"  discarded by the harness (real retries) {s['n_discarded_retries']}"
+        f"  retries (discarded, the same prompt re-sent) {s['n_discarded_retries']}"
         f" · broken replays {s['n_broken_replays']} · unfinished attempts {s['n_unfinished']}",
         f"  sequences {s['n_sequences']} ({role_text}) · trainable tokens {s['n_trainable_tokens']:,}"
         f" · context tokens {s['n_context_tokens']:,}",
@@ -50,6 +52,7 @@ def rollout_lines(rollout: Rollout) -> list[str]:
     lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))
     if rollout.signals is not None:
         lines.append("  signals: " + signals_text(rollout.signals.summary()))
+        lines += ["  correction " + line for line in text_lines(rollout.signals.summary().get("corrections") or [])]
     return lines
 
 

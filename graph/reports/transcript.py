@@ -27,7 +27,7 @@ def transcript(rollout: Rollout, seq: Sequence, decoder: Decoder) -> str:
     """A sequence as readable text: each call's own context and sampled tokens, decoded, with what is trained."""
     leaf = rollout.calls[seq.leaf]
     lines = [
-        f"session {rollout.session_id} · sequence to {leaf.node_id} ({seq.role}, {seq.n_turns} turns, "
+        f"session {rollout.session_id} · sequence to {leaf.node_id} ({seq.role}, {seq.n_calls} calls, "
         f"{seq.n_trainable:,} trainable tokens)",
         f"decoded with {decoder.label}",
     ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from rollout_graph.core.records import LEVELS, Finding
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Level
 
 EXPLANATIONS = {
     "no_prompt_ids": "The call carries no prompt token ids, so it cannot be linked or trained by token.",
@@ -19,20 +20,20 @@ EXPLANATIONS = {
     "logprob_misalign": "The logprobs do not line up one per sampled token; the call is not trained.",
     "no_logprobs": "Sampled tokens without logprobs cannot be trained with importance weights.",
     "no_sampled_ids": "The call records no sampled token ids: there is nothing to train on.",
-    "truncated_turn": "Generation stopped at the length limit (finish_reason length): the turn is cut off.",
+    "truncated_turn": "Generation stopped at the length limit (finish_reason length): the call's reply is cut off.",
     "token_strings": "Logprob tokens are strings, not token_id:N, so ids had to be recovered from text.",
     "sampling_neutralised": "The engine received different sampling params than the harness asked for.",
     "sampling_changed": "The sampling distribution (temperature, top_p, ...) changed within the rollout.",
     "degenerate_rollout": "An agentic rollout with a single call: nothing links, nothing multi-turn to learn.",
     "per_turn_roots": "Every call is its own root: no call extends another's tokens (re-tokenized history?).",
     "multiple_roots": "More than one conversation root: subagents, side calls or a broken prefix.",
-    "discarded_turns": "A retry that led nowhere: a sibling with the same parent continued instead.",
+    "discarded_turns": "Discarded calls: a sibling continued instead (a retry only if the same prompt was re-sent).",
     "masked_has_logprob": "A rollout document gives logprobs to tokens it masks out of training.",
     "nothing_trainable": "An agent sequence has no trainable token.",
     "malformed_field": "A field has the wrong type and was ignored.",
     "duplicate_node_id": "Two records share a call id; the later one was renamed.",
     "document_disagrees": "The rollout document's edges, roles or counts differ from the analysis.",
-    "history_rewritten": "The harness rewrote its history before replaying it, so prefixes broke into new roots.",
+    "history_rewritten": "Broken replays: the harness rewrote the model's own replies, so prefixes broke into new roots.",
     "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
     "logprob_mismatch": "The trainer's logprob for a sampled token differs from the engine's by more than the threshold.",
     "signals_misaligned": "A signals row does not match the training row it names; its signals were ignored.",
@@ -49,7 +50,7 @@ def explanation(code: str) -> str:
 class FindingGroup:
     """Every finding of one level and code in a rollout."""
 
-    level: str
+    level: Level
     code: str
     findings: list[Finding] = field(default_factory=list)
     nodes: list[int] = field(default_factory=list)  # arrival indices of the calls named, in order, once each

@@ -53,6 +53,8 @@ import plotly.graph_objects as go
 from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.chains import collapse as collapse_chains
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Kind
+from rollout_graph.escape import html_text, plot
 from rollout_graph.ui.builders.layout import pack
 from rollout_graph.ui.builders.palette import (
     FORK,
@@ -75,18 +77,19 @@ HOVER_FINDINGS = 3
 OVERVIEW, CALLS, CHAINS, LABELS = range(4)  # trace numbers (curve_number in a selection)
 CHAIN_LENGTH = 3.0  # a collapsed chain is drawn this many steps long
 # Geometry of the default view, used to place labels without overlap and to choose the window.
-PLOT_WIDTH = 1000  # px, a typical chart width in the wide layout
+PLOT_WIDTH = 640  # px, a typical chart width: the DAG's pane of the split view at 1440 px
 UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
 LANE_PX = 24  # px per lane
 MAX_HEIGHT = 480
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
-HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
+SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
-def node_kind(rollout: Rollout, i: int) -> str:
+def node_kind(rollout: Rollout, i: int) -> Kind:
     """Where call ``i`` sits in the graph (decided in graph/, drawn here)."""
     return rollout.topology.kind(i)
 
@@ -94,18 +97,18 @@ def node_kind(rollout: Rollout, i: int) -> str:
 def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
     call = rollout.calls[i]
     lines = [
-        f"<b>{html.escape(call.node_id)}</b> · {role} · {kind}",
+        f"<b>{plot(call.node_id)}</b> · {role} · {kind}",
         f"arrival #{i} · prompt {call.n_prompt:,} · sampled {call.n_sampled:,} tokens",
-        f"finish: {html.escape(str(call.finish_reason))}",
+        f"finish: {plot(str(call.finish_reason))}",
     ]
-    if call.logprobs_aligned and call.n_sampled:
+    if call.logprobs_aligned and call.n_sampled and call.sampled_logprobs is not None:
         lines.append(f"mean logprob {float(np.nanmean(call.sampled_logprobs)):.3f}")
     kept = rollout.topology.discarded.get(i)
     if kept is not None:
-        lines.append(f"discarded: {html.escape(rollout.calls[kept].node_id)} continued")
+        lines.append(f"discarded: {plot(rollout.calls[kept].node_id)} continued")
     findings = rollout.findings_for(i)
     for f in findings[:HOVER_FINDINGS]:
-        lines.append(f"{f.level} {html.escape(f.code)}")
+        lines.append(f"{f.level} {plot(f.code)}")
     if len(findings) > HOVER_FINDINGS:
         lines.append(f"… {len(findings) - HOVER_FINDINGS} more findings")
     return "<br>".join(lines)
@@ -124,7 +127,7 @@ def chain_label(chain: Chain) -> str:
 
 
 def _label(node_id: str) -> str:
-    return html.escape(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
+    return plot(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +297,8 @@ class _Boxes:
 def _window(lo: float, hi: float, span: float, centre: float | None, top: bool = False) -> list[float]:
     """A range of width ``span`` inside [lo, hi] (all of it if it fits), around ``centre`` if given,
     else at the start (at the end with ``top``)."""
-    if hi - lo <= span:
-        return [lo, hi] if centre is None else [min(lo, centre - span / 2), max(hi, centre + span / 2)]
+    if hi - lo <= span:  # it all fits: a small rollout fills the window, wherever the selection is
+        return [lo, hi]
     if centre is None:
         start = hi - span if top else lo
     else:
@@ -340,7 +343,7 @@ def dag_figure(
 
     # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
     direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
-    par = np.array([pos[view.drawn_parent[v]] for v in direct], dtype=int)
+    par = np.array([pos[p] for v in direct if (p := view.drawn_parent[v]) is not None], dtype=int)
     kid = np.array([pos[v] for v in direct], dtype=int)
 
     # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
@@ -366,7 +369,7 @@ def dag_figure(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
-    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
         cxp, cyp = px(x[centre], y[centre])
         w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
         boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
@@ -429,7 +432,7 @@ def dag_figure(
             mode="markers+text",
             text=hidden_ids,
             textposition="top center",
-            textfont={"size": 12, "color": "#0f172a"},  # shown only for a selected call (see unselected)
+            textfont={"size": 12, "color": "rgba(0,0,0,0)"},  # never shown: the selection ring labels the call
             name="calls",
             customdata=np.array(vis, dtype=np.int32),
             marker={
@@ -474,11 +477,12 @@ def dag_figure(
             marker={"symbol": "line-ns", "size": 12, "color": "#475569", "line": {"width": 2, "color": "#475569"}},
             customdata=np.array([c.key for c in drawn_chains], dtype=np.int32),
             hovertext=[
-                f"<b>{len(c.calls)} calls collapsed</b>: {html.escape(ids[c.calls[0]])} … {html.escape(ids[c.calls[-1]])}"
+                f"<b>{len(c.calls)} calls collapsed</b>: {plot(ids[c.calls[0]])} … {plot(ids[c.calls[-1]])}"
                 f"<br>the prompt grows by {c.token_growth:,} tokens<br>click to expand"
                 for c in drawn_chains
             ],
             hoverinfo="text",
+            unselected={"marker": {"opacity": 1}},
             name="chains",
             showlegend=False,
         )
@@ -494,6 +498,8 @@ def dag_figure(
             mode="markers+text",
             marker={"size": 14, "opacity": 0},  # invisible: sets how far plotly puts the text from the point (7 px)
             hoverinfo="skip",
+            # a click selects a point of the calls trace; plotly would fade every other trace's points
+            unselected={"marker": {"opacity": 0}, "textfont": {"color": "#475569"}},
             name="labels",
             showlegend=False,
             cliponaxis=False,
@@ -504,13 +510,11 @@ def dag_figure(
         if trace.name not in SKELETON:
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
-    annotations = []
-    if centre is not None:
-        annotations.append(
-            {"x": x[centre], "y": y[centre], "text": f"<b>{_label(ids[highlight])}</b>", "showarrow": True, "arrowhead": 0,
-             "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": "#0f172a", "borderwidth": 1,
-             "font": {"size": 12, "color": "#0f172a"}}
-        )  # fmt: skip
+    annotations = (
+        []
+        if centre is None or highlight is None
+        else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
+    )
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -548,6 +552,39 @@ def dag_figure(
         yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
         xaxis2={"overlaying": "x", "matches": "x", "visible": False},
     )
+    return fig
+
+
+def _selected_label(x: float, y: float, node_id: str) -> dict:
+    return {
+        "x": x, "y": y, "xref": "x", "yref": "y", "text": f"<b>{_label(node_id)}</b>", "showarrow": True,
+        "arrowhead": 0, "ax": 0, "ay": -30, "bgcolor": "#ffffff", "bordercolor": SELECTED_RING, "borderwidth": 1,
+        "font": {"size": 12, "color": SELECTED_RING}, "name": "selected",
+    }  # fmt: skip
+
+
+def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
+    """Ring the selected call ``index`` (arrival index) and box its id above it, in place. A call
+    chosen outside the chart is already boxed by :func:`dag_figure`; a click in the chart is ringed
+    here without moving the view (the figure's ``uirevision`` is unchanged, so plotly keeps its
+    zoom and pan). Nothing else changes: no other call fades."""
+    nodes = next((t for t in fig.data if t.name == "calls"), None)
+    if nodes is None or nodes.x is None:
+        return fig
+    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
+    if index not in drawn:
+        return fig
+    k = drawn.index(index)
+    x, y = float(nodes.x[k]), float(nodes.y[k])
+    fig.add_trace(
+        go.Scatter(
+            x=[x], y=[y], mode="markers", hoverinfo="skip", showlegend=False, name="selected", xaxis=MARKS_AXIS,
+            marker={"size": 23, "symbol": "circle-open", "color": SELECTED_RING, "line": {"width": 3}},
+            unselected={"marker": {"opacity": 1}},
+        )
+    )  # fmt: skip
+    if not any(getattr(a, "name", None) == "selected" for a in fig.layout.annotations):
+        fig.add_annotation(_selected_label(x, y, node_id))
     return fig
 
 
@@ -591,11 +628,11 @@ _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-
 def legend_html() -> str:
     roles = "".join(
         f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
-        f"{ROLE_GLYPHS[role]}</span>{html.escape(ROLE_LABELS[role])}</span>"
+        f"{ROLE_GLYPHS[role]}</span>{html_text(ROLE_LABELS[role])}</span>"
         for role, color in ROLE_COLORS.items()
     )
     kinds = "".join(
-        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
+        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html_text(KIND_LABELS[k])}</span>'
         for k in (ROOT, FORK, LEAF, INNER)
     )
     edges = (

@@ -9,7 +9,6 @@ the engine did (d > 0, ratio > 1, positive advantage), red where less; entropy u
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from plotly.colors import sample_colorscale
 
 from rollout_graph.analysis.entropy import entropy_lower_bound
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
 from rollout_graph.signals.join import RATIO_BAND
 from rollout_graph.ui.builders.palette import text_color_on
 
@@ -139,7 +139,11 @@ def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
         n_c = call.n_prompt - start if call.prompt_ids is not None else 0
         n_s = call.n_sampled
         pad = np.full(n_c, np.nan)
-        own = call.sampled_logprobs.astype(np.float64) if call.logprobs_aligned else np.full(n_s, np.nan)
+        own = (
+            call.sampled_logprobs.astype(np.float64)
+            if call.logprobs_aligned and call.sampled_logprobs is not None
+            else np.full(n_s, np.nan)
+        )
         found = signals.calls.get(k) if signals is not None else None
         inference += [pad, own]
         trainer += [pad, found.trainer if found is not None else np.full(n_s, np.nan)]
@@ -190,7 +194,7 @@ def legend_html(overlay: Overlay | None, mode: str) -> str:
         why = (
             "no recorded top-k alternatives" if mode == ENTROPY else "no signals for these tokens: load a signals file"
         )
-        missing = f'<span style="color:#b45309;font-weight:600">{html.escape(why)}</span>'
+        missing = f'<span style="color:#b45309;font-weight:600">{html_text(why)}</span>'
     return (
         '<div style="font:12px system-ui,sans-serif;color:#334155;display:flex;flex-wrap:wrap;gap:14px;align-items:center">'
         f"<span>{scale}</span>"

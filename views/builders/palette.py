@@ -32,7 +32,7 @@ def role_symbol(kind_symbol: int, role: str) -> int:
 ROLE_LABELS = {
     AGENT: "agent: on a path that is the agent's work",
     AUXILIARY: "auxiliary: title, summary or other side call",
-    DISCARDED: "discarded: a retry that led nowhere",
+    DISCARDED: "discarded: no row continues it as trained (a sibling did)",
 }
 
 KIND_GLYPHS = {ROOT: "◆", FORK: "■", LEAF: "●", INNER: "○"}

@@ -3,24 +3,25 @@ that opens its rollout in the explorer when that file is one the app may read.""
 
 from __future__ import annotations
 
-import io
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
-import pyarrow.parquet as pq
 import streamlit as st
 
+from rollout_graph.escape import md, plot
+from rollout_graph.ingest import limits
+from rollout_graph.ingest.reading import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md, plot
 from rollout_graph.ui.panels import corpus_signals, sidebar
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
 from rollout_graph.ui.state.sources import bundled_files, files_under, run_heavy
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
+COMMAND_LINE_AUDIT = "Command-line traces (audited now)"
 UPLOADED = "Upload an audit Parquet"
 FOLDERS = "Parquet files in the command-line folders"
 NOTICE = state.CORPUS_NOTICE
@@ -37,14 +38,38 @@ def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
+@st.cache_data(max_entries=8, show_spinner="Auditing the command-line traces…")
+def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFrame:
+    """The trace files under the folders given to ``rollout-graph view`` (re-audited when one changes)."""
+    rows = run_heavy(audit.run_local, [Path(p).resolve() for p in paths], 1, None, None, ())
+    return pd.DataFrame(rows, columns=list(audit.COLUMNS))
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read_parquet(data: bytes) -> pd.DataFrame:
-    return pq.read_table(io.BytesIO(data)).to_pandas()
+def _read_parquet_cached(data: bytes) -> pd.DataFrame:
+    # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
+    return read_parquet_bounded("the audit table", data, limits.for_app()).to_pandas()
+
+
+def _read_parquet(data: bytes) -> pd.DataFrame | None:
+    try:
+        return _read_parquet_cached(data)
+    except ValueError as exc:  # LimitExceeded too: a named refusal, never an unbounded read
+        st.error(md(exc))
+        return None
 
 
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
-    kinds = [BUNDLED_AUDIT, UPLOADED] + ([FOLDERS] if cli_directories else [])
+    # traces given on the command line come first: the page opens on them
+    kinds = ([COMMAND_LINE_AUDIT] if cli_directories else []) + [BUNDLED_AUDIT, UPLOADED]
+    kinds += [FOLDERS] if cli_directories else []
     kind = st.sidebar.radio("Audit table", kinds, key=state.CORPUS_SOURCE)
+    if kind == COMMAND_LINE_AUDIT:
+        files = files_under(cli_directories)
+        if not files:
+            st.info("No trace files under the command-line folders.")
+            return None
+        return _audit_files(tuple(str(p) for p in files), tuple(p.stat().st_mtime for p in files))
     if kind == BUNDLED_AUDIT:
         return _audit_bundled(tuple(str(p) for p in bundled_files()))
     if kind == UPLOADED:

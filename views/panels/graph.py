@@ -12,8 +12,9 @@ import streamlit as st
 
 from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, subtree
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
@@ -44,10 +45,12 @@ def _figure(
     _rollout: Rollout,
     dimmed: frozenset[int] = frozenset(),
     highlighted: frozenset[int] = frozenset(),
+    selected: int | None = None,
 ) -> go.Figure:
-    """A pure function of the rollout and the drawing options (never of chart clicks): dimmed
-    (filtered out) and ringed (search hits, a findings group) calls; when following a live trace,
-    the newest call is ringed too."""
+    """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
+    (search hits, a findings group) calls; when following a live trace, the newest call is ringed
+    too; the selected call (however it was chosen) ringed and labelled. The view (its range and
+    ``uirevision``) depends only on the call chosen outside the chart, so a click keeps it in place."""
     figure = dag_figure(
         _rollout,
         highlight,
@@ -58,7 +61,9 @@ def _figure(
         dimmed=dimmed,
         highlighted=highlighted,
     )
-    return figure if newest is None else mark_newest(figure, newest)
+    if newest is not None:
+        figure = mark_newest(figure, newest)
+    return figure if selected is None else mark_selected(figure, selected, _rollout.calls[selected].node_id)
 
 
 def _per_session(name: str, rollout: Rollout, default):
@@ -105,7 +110,7 @@ def render(
             highlight = current
     if focus is not None:
         if right.button(
-            f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
+            f"Show the whole rollout (focused on {md(rollout.calls[focus].node_id)})",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -114,8 +119,11 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
-        if right.button(
-            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+        if (
+            right.button(
+                f"Focus on the subtree of {md(name)}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+            )
+            and current is not None
         ):
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
@@ -132,6 +140,7 @@ def render(
         rollout,
         frozenset(dimmed),
         frozenset(highlighted),
+        current,
     )
     st.plotly_chart(
         figure,

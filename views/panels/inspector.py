@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import streamlit as st
 
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.tokens import TokenStrip
+from rollout_graph.ui.builders.tokens import TokenStrip, rank_of
 
 PANEL_HEIGHT = 290
 
 
 def _rank(strip: TokenStrip, pos: int) -> str:
-    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0, dtype=np.int64)
-    known = row[row >= 0]
-    if not known.size:
+    rank, known = rank_of(strip, pos)
+    if not known:
         return "unknown (no alternatives recorded)"
-    hits = np.flatnonzero(row == strip.ids[pos])
-    return f"{int(hits[0]) + 1} of {known.size} recorded" if hits.size else f"not among the {known.size} recorded"
+    return f"{rank} of {known} recorded" if rank is not None else f"not among the {known} recorded"
 
 
 def token_facts(strip: TokenStrip, pos: int, decoder: Decoder) -> list[tuple[str, str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,14 +12,11 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.token_flow import inherited_share
 from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
-from rollout_graph.ui.builders.tokens import node_strip, origin_strip, sequence_strip
-from rollout_graph.ui.panels import near_miss as near_miss_view
-from rollout_graph.ui.panels import raw as raw_view
-from rollout_graph.ui.panels import relatives
-from rollout_graph.ui.panels import tokens as token_view
+from rollout_graph.ui.builders.tokens import TokenStrip, node_strip, origin_strip, sequence_strip
 
 
 def _when(value) -> str:
@@ -81,7 +77,7 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
 
 
 def _badge(text: str, color: str, ink: str = "#fff") -> str:
-    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
+    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html_text(text)}</span>'
 
 
 def header_html(rollout: Rollout, i: int) -> str:
@@ -94,80 +90,85 @@ def header_html(rollout: Rollout, i: int) -> str:
     if fatal:
         badges += _badge(f"{len(fatal)} FATAL", "#991b1b")
     return (
-        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
+        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html_text(call.node_id)} '
         f'<span style="font-weight:400;font-size:13px;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
     )
 
 
-def render(rollout: Rollout, i: int, decoder: Decoder, workspace_key: str, show_whitespace: bool) -> None:
-    call = rollout.calls[i]
-    st.html(header_html(rollout, i))
-    relatives.render(rollout, i)  # parent, children, siblings: one click opens them
-    left, right = st.columns([3, 2])
+def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
+    """The call's identity and provenance, and its sampling params (the Facts tab)."""
     rows = facts(rollout, i)
-    left.dataframe(
+    st.dataframe(
         pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows)
     )
     params = params_table(rollout, i)
     if params is not None:
-        right.caption("Sampling params: requested by the harness vs submitted to the engine")
-        right.dataframe(params, hide_index=True, width="stretch")
-    right.html(
-        f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>'
+        st.caption("Sampling params: requested by the harness vs submitted to the engine")
+        st.dataframe(params, hide_index=True, width="stretch")
+    st.html(f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html_text(decoder.label)}</div>')
+
+
+TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
+
+
+def tab_labels(rollout: Rollout, i: int) -> list[str]:
+    return [f"Findings ({len(rollout.findings_for(i))})" if t == "Findings" else t for t in TAB_NAMES]
+
+
+def widget_key(workspace_key: str, rollout: Rollout, i: int) -> str:
+    """The prefix of this call's widget keys (the token view's key is ``tok-`` + it)."""
+    return f"{workspace_key}-{rollout.session_id}-{rollout.calls[i].node_id}"
+
+
+def tokens_choice(rollout: Rollout, i: int, decoder: Decoder, key: str) -> tuple[TokenStrip, str]:
+    """The Tokens tab's switch and caption; returns (the strip to draw, its widget key)."""
+    by_origin = st.toggle(
+        "Whole prompt, coloured by origin",
+        key=f"origin-{key}",
+        help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); amber: text the "
+        "policy sampled earlier, re-inserted by the harness (a summary, a subagent's answer); grey: inserted by the harness.",
     )
-    near_miss_view.render(rollout, i, decoder)
-    if len(rollout.topology.children[i]) > 1:
-        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side", expanded=True):
-            st.html(near_miss_view.fork_html(rollout, i, decoder))
-    key = f"{workspace_key}-{rollout.session_id}-{call.node_id}"
-    tokens, messages, sequence, findings, raw = st.tabs(
-        ["Tokens", "Messages", "Sequence", f"Findings ({len(rollout.findings_for(i))})", "Raw JSON"]
-    )
-    with tokens:
-        by_origin = st.toggle(
-            "Whole prompt, coloured by origin",
-            key=f"origin-{key}",
-            help="Purple: tokens the policy sampled earlier (hover for which call and its logprob then); amber: text the "
-            "policy sampled earlier, re-inserted by the harness (a summary, a subagent's answer); grey: inserted by the harness.",
+    if by_origin:
+        st.caption(
+            "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
+            "re-inserted, grey ones inserted by the harness; then the sampled span."
         )
-        if by_origin:
-            st.caption(
-                "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
-                "re-inserted, grey ones inserted by the harness; then the sampled span."
-            )
-            token_view.render(origin_strip(rollout, i, decoder), decoder, f"org-{key}", show_whitespace)
-        else:
-            st.caption(
-                "The context span (what the harness added since the parent's end: tool output, user text, template glue) then the sampled span."
-            )
-            token_view.render(node_strip(rollout, i), decoder, f"tok-{key}", show_whitespace)
-    with messages:
-        if call.tools:
-            with st.expander(f"Tool manifest ({len(call.tools)} tools)"):
-                st.json(call.tools, expanded=False)
-        st.html(chat_html(call))
-    with sequence:
-        sequence_panel(rollout, i, decoder, key, show_whitespace)
-    with findings:
-        found = rollout.findings_for(i)
-        if found:
-            st.dataframe(
-                pd.DataFrame([{"level": f.level, "code": f.code, "detail": f.detail} for f in found]),
-                hide_index=True,
-                width="stretch",
-            )
-        else:
-            st.caption("No findings for this call.")
-    with raw:
-        raw_view.render(call, workspace_key)  # the record as it stands in the file, derived fields apart
+        return origin_strip(rollout, i, decoder), f"org-{key}"
+    st.caption(
+        "The context span (what the harness added since the parent's end: tool output, user text, template glue) "
+        "then the sampled span."
+    )
+    return node_strip(rollout, i), f"tok-{key}"
 
 
-def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_whitespace: bool) -> None:
+def messages_panel(rollout: Rollout, i: int) -> None:
+    call = rollout.calls[i]
+    if call.tools:
+        with st.expander(f"Tool manifest ({len(call.tools)} tools)"):
+            st.json(call.tools, expanded=False)
+    st.html(chat_html(call))
+
+
+def findings_panel(rollout: Rollout, i: int) -> None:
+    found = rollout.findings_for(i)
+    if found:
+        st.dataframe(
+            pd.DataFrame([{"level": f.level, "code": f.code, "detail": f.detail} for f in found]),
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption("No findings for this call.")
+
+
+def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str] | None:
+    """The Sequence tab above its token view: the training row chosen, its numbers, its calls.
+    Returns (the row's strip, its widget key), or None when no row runs through the call."""
     # the agent row with the most trainable tokens first
     through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
     if not through:
         st.caption("No sequence runs through this call.")
-        return
+        return None
     names = [rollout.calls[s.leaf].node_id for s in through]
     pick = 0
     if len(through) > 1:
@@ -180,23 +181,23 @@ def sequence_panel(rollout: Rollout, i: int, decoder: Decoder, key: str, show_wh
     seq = through[pick]
     c = st.columns(5)
     c[0].metric("role", seq.role)
-    c[1].metric("turns", seq.n_turns)
+    c[1].metric("calls", seq.n_turns)
     c[2].metric("trainable tokens", f"{seq.n_trainable:,}")
     c[3].metric("context tokens", f"{seq.n_context:,}")
     c[4].metric("prompt_len", f"{seq.prompt_len:,}")
-    turns = []
+    rows = []
     for k in seq.nodes:
         n_context = rollout.calls[k].n_prompt - rollout.context_start(k)
-        turns.append(
+        rows.append(
             {
                 "call": rollout.calls[k].node_id,
-                "context (mask 0)": n_context,
+                "context tokens (mask 0)": n_context,
                 "sampled": rollout.calls[k].n_sampled,
-                "trained": bool(rollout.trainable[k]),
+                "trainable": bool(rollout.trainable[k]),
             }
         )
-    st.dataframe(pd.DataFrame(turns), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(turns)))
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rows)))
     st.caption(
-        "The whole training row, turn by turn: context tokens neutral (mask 0), trained tokens coloured by logprob."
+        "The whole training row, call by call: context tokens neutral (mask 0), trainable tokens coloured by logprob."
     )
-    token_view.render(sequence_strip(rollout, seq), decoder, f"seq-{key}-{names[pick]}", show_whitespace)
+    return sequence_strip(rollout, seq), f"seq-{key}-{names[pick]}"

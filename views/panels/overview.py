@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import orjson
@@ -11,9 +10,9 @@ import streamlit as st
 
 from rollout_graph.core.records import FATAL, WARN
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text, md
 from rollout_graph.reports import export
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import groups as groups_view
 from rollout_graph.ui.state.sources import Workspace
 
@@ -81,7 +80,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
     picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
     if by_group:
         groups_view.panel(workspace)
-    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()
 
@@ -98,8 +97,8 @@ def compact(n: int) -> str:
 def headline(rollout: Rollout) -> None:
     shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
     st.html(
-        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
-        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
+        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html_text(rollout.session_id)}'
+        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html_text(shapes)}</span></div>'
     )
     tiles = headline_tiles(rollout)
     for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):
@@ -108,15 +107,15 @@ def headline(rollout: Rollout) -> None:
 
 def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
     """(label, value, help) per headline tile: retries the harness made are counted apart from
-    replays of the model's own turn that broke the token prefix (pure)."""
+    replays of the model's own reply that broke the token prefix (pure)."""
     s, counts = rollout.stats, rollout.finding_counts
     return [
-        ("turns", s["n_turns"], None),
+        ("calls", s["n_calls"], None),
         ("roots", s["n_roots"], None),
         ("forks", s["n_forks"], None),
-        ("retried", s["n_discarded_retries"], "discarded by the harness: the identical prompt was re-sent (a real retry)"),
-        ("broken", s["n_broken_replays"],
-         "the model's own turn replayed so that the token prefix broke (edited or re-tokenized): "
+        ("retries", s["n_discarded_retries"], "discarded calls the harness re-sent with the same prompt"),
+        ("broken replays", s["n_broken_replays"],
+         "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
         ("FATAL", counts[FATAL], None),

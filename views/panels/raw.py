@@ -8,34 +8,38 @@ from pathlib import Path
 import streamlit as st
 
 from rollout_graph.core.records import Call
+from rollout_graph.escape import md
 from rollout_graph.ingest.raw import read_record
+from rollout_graph.ingest.reading import Source
 from rollout_graph.ui.builders.chat import raw_record
-from rollout_graph.ui.state.sources import source_of
 
 MAX_SHOWN = 200_000  # characters drawn; the download has the whole record
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _read(workspace_key: str, name: str, line: int) -> tuple[str, bool, str] | str:
-    source = source_of(workspace_key, name)
-    if source is None:
-        return "The traces were unloaded since this call was opened; reopen the source to read its record."
+def _read(workspace_key: str, name: str, line: int, _source: Source) -> tuple[str, bool, str] | str:
     try:
-        record = read_record(source, line)
+        record = read_record(_source, line)
     except (LookupError, OSError) as exc:
         return f"Cannot read the record back: {exc}"
     return record.text, record.exact, record.where
 
 
-def render(call: Call, workspace_key: str) -> None:
+def render(call: Call, workspace_key: str, sources: dict[str, Source]) -> None:
+    """``sources``: the drawn workspace's sources by name (a file's path or an upload's name)."""
     name = Path(call.source).name  # never a server path
-    found = _read(workspace_key, call.source, call.line)
+    source = sources.get(call.source)
+    found = (
+        _read(workspace_key, call.source, call.line, source)
+        if source is not None
+        else f"{name} is not among the files this page read; reopen the source to read its record."
+    )
     if isinstance(found, str):
         st.warning(found)
     else:
         text, exact, where = found
         how = "exactly as it stands in the file" if exact else "re-serialised (not byte for byte)"
-        st.caption(f"The record from **{name}**, {where}: {how}. {len(text):,} characters.")
+        st.caption(f"The record from **{md(name)}**, {md(where)}: {how}. {len(text):,} characters.")
         shown = text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN]
         st.code(shown, language="json", wrap_lines=True, height=420)
         if len(text) > MAX_SHOWN:

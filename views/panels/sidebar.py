@@ -9,6 +9,7 @@ import streamlit as st
 
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state.sources import (
     UploadTooLarge,
@@ -35,7 +36,7 @@ class Options:
 
 def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     def name(p: Path | str) -> str:
-        if p == ALL:
+        if isinstance(p, str):  # ALL
             return f"{ALL} ({len(files)})"
         try:
             return str(p.relative_to(root)) if root else p.name
@@ -43,7 +44,7 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
             return p.name
 
     choice = st.sidebar.selectbox("File", [ALL, *files], format_func=name, key=key)
-    return files if choice == ALL else [choice]
+    return [choice] if isinstance(choice, Path) else files
 
 
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
@@ -51,7 +52,15 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
     )
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
+    from_link = st.query_params.get("source") == "upload"
+    if from_link and state.SOURCE not in st.session_state:  # a link to an uploaded trace
+        st.session_state[state.SOURCE] = UPLOAD
     kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
+    if (kind == UPLOAD) != from_link:  # links to an uploaded trace say so (source=upload)
+        if kind == UPLOAD:
+            st.query_params["source"] = "upload"
+        else:
+            del st.query_params["source"]
     workspace = None
     following = None
     if kind == BUNDLED:
@@ -75,6 +84,12 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
                 workspace = load_uploads(uploads)
             except UploadTooLarge as exc:
                 st.error(str(exc))
+        elif from_link and st.query_params.get("session"):
+            wanted = st.query_params.get("node") or st.query_params.get("session")
+            st.warning(
+                f"This link points to an uploaded trace: drop the same file in the sidebar to open {md(wanted)} "
+                f"(rollout {md(st.query_params.get('session'))})."
+            )
         else:
             st.info("Drop `.jsonl`, `.json`, `.gz` or `.zst` trace files in the sidebar to open them.")
     st.sidebar.divider()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import html
-
 import streamlit as st
 
 from rollout_graph.analysis.decode import Decoder
+from rollout_graph.escape import html_text
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import overlays
 from rollout_graph.ui.builders.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
@@ -54,7 +53,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         placeholder=f"token index 0…{n - 1:,}",
         label_visibility="collapsed",
     )
-    if state.new_pick(f"{key}-index", index):
+    if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))
     page = st.session_state[page_key]
     cols[3].button(
@@ -71,4 +70,4 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     st.html(legend_html() if mode == overlays.LOGPROB else overlays.legend_html(strip.overlay, mode))
     inspector.render(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
     page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
-    st.html(f'<div data-strip="{html.escape(key, quote=True)}">{page}</div>')
+    st.html(f'<div data-strip="{html_text(key)}">{page}</div>')

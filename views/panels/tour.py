@@ -9,8 +9,8 @@ import streamlit as st
 from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RESUMED, RETRY, SIDE_CALL, SUBAGENT
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
         ),
     )
     first(
-        "a resampled first call",
+        "a retry of the first call",
         (d for d in of_kind(RETRY, roots=True) if d in topo.discarded),
         lambda d: f"{calls[d].node_id} has the same prompt as {other(d)}, which continued",
     )
@@ -57,8 +57,8 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
         "a broken replay",
         of_kind(*BROKEN_REPLAYS),
         lambda n: (
-            f"{calls[n].node_id}: {kinds[n].replace('_', ' ')} of {other(n)}: the harness replayed the model's "
-            "turn so that the token prefix broke"
+            f"{calls[n].node_id} {'re-tokenizes' if kinds[n] == 'retokenized' else 'rewrites'} {other(n)}'s reply: "
+            "the harness replayed the model's own reply so that the token prefix broke"
         ),
     )
     first(
@@ -75,13 +75,13 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
         "a compaction or resume",
         of_kind(COMPACTION, RESUMED),
         lambda r: (
-            f"{calls[r].node_id}: {kinds[r]} of {other(r)}: the conversation goes on with a history that is "
-            "not a token prefix"
+            f"{calls[r].node_id} {'compacts' if kinds[r] == 'compaction' else 'resumes'} {other(r)}: the "
+            "conversation goes on with a history that is not a token prefix"
         ),
     )
     truncated = [i for i, c in enumerate(calls) if c.finish_reason == "length"]
     first(
-        "a truncated turn",
+        "a truncated call",
         sorted(truncated, key=lambda i: rollout.node_roles[i] != AGENT),
         lambda i: f"{calls[i].node_id} stopped at max tokens",
     )
@@ -91,8 +91,9 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
 GUIDE = (
     "Every node is one model call. Calls are linked by exact token prefix: a **root** (◆) starts a new "
     "conversation, a **fork** (■) was continued by more than one call, a **leaf** (●) ends a training "
-    "sequence (one row per leaf), and a **discarded** call (grey) is a retry that led nowhere while a sibling "
-    "continued. Blue calls are the agent's work, amber ones auxiliary (titles, summaries, side calls)."
+    "sequence (one row per leaf), and a **discarded** call (grey, crossed) is one no row continues as trained: a sibling "
+    "continued instead (a **retry** when the same prompt was re-sent). Blue calls are the agent's work, amber ones "
+    "auxiliary (titles, summaries, side calls)."
 )
 
 

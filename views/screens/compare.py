@@ -9,6 +9,8 @@ from rollout_graph.ui.panels import sidebar
 from rollout_graph.ui.state import signals as signals_source
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
+if workspace is None and options.live is not None:  # command-line traces: their current snapshot
+    workspace = options.live.workspace()
 if workspace is None:
     st.stop()
 workspace = signals_source.apply(workspace).workspace

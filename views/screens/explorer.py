@@ -1,7 +1,8 @@
 """The explorer page: choose traces, pick a rollout and a call; views/ renders each panel.
 
-The first screen shows the picture: the headline numbers, the search box, then the DAG;
-everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
+The first screen shows the picture: the headline numbers, the search box, then a split view: the
+DAG on the left, the selected call's detail (header, relatives, tabs) on the right, so a click
+shows its call beside the graph and the graph keeps its place. Everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
 collapsed unless it matters. Traces given on the command line are followed as they grow: the part
 a new call changes reruns on its own (views/state/live.py).
 """
@@ -11,15 +12,18 @@ import sys
 import streamlit as st
 
 from rollout_graph.ui import state
+from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
-from rollout_graph.ui.panels import keyboard, overview, sidebar, tour
+from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
+from rollout_graph.ui.panels import raw as raw_view
 from rollout_graph.ui.panels import signals as signals_view
 from rollout_graph.ui.panels import timeline as timeline_view
+from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state import signals as signals_source
@@ -27,7 +31,52 @@ from rollout_graph.ui.state.sources import decoder
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
-drawn: dict = {}  # what the overview drew with: the workspace (signals joined) and its widget key
+drawn: dict = {}  # what the overview drew with: the workspace (signals joined), its widget key, the detail pane
+SPLIT = [3, 2]  # the DAG's share of the width and the selected call's
+
+
+def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: bool, sources: dict) -> None:
+    """Everything about one call, composed from the panels: header, relatives, near miss, tabs."""
+    st.html(node_view.header_html(rollout, i))
+    relatives.render(rollout, i)  # parent, children, siblings: one click opens them
+    near_miss_view.render(rollout, i, decoder)
+    if len(rollout.topology.children[i]) > 1:
+        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side"):
+            st.html(near_miss_view.fork_html(rollout, i, decoder))
+    key = node_view.widget_key(workspace_key, rollout, i)
+    tokens, facts, messages, sequence, findings, raw = st.tabs(node_view.tab_labels(rollout, i))
+    with tokens:
+        strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
+        token_view.render(strip, decoder, strip_key, show_whitespace)
+    with facts:
+        node_view.facts_panel(rollout, i, decoder)
+    with messages:
+        node_view.messages_panel(rollout, i)
+    with sequence:
+        chosen = node_view.sequence_choice(rollout, i, key)
+        if chosen is not None:
+            token_view.render(chosen[0], decoder, chosen[1], show_whitespace)
+    with findings:
+        node_view.findings_panel(rollout, i)
+    with raw:
+        raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
+
+
+def link_notice(workspace, rollout) -> None:
+    """A link that names what these traces lack says so (its URL is kept); the page opens normally."""
+    missed = state.link_missed()
+    if missed:
+        wanted = f"call {md(missed[1])} of rollout {md(missed[0])}" if missed[1] else f"rollout {md(missed[0])}"
+        st.warning(
+            f"This link points to {wanted}: no rollout '{md(missed[0])}' in these traces ({md(workspace.label)}). "
+            f"Showing {md(rollout.session_id)} instead; the link is kept until you choose a call or rollout."
+        )
+    absent = state.missing_call(rollout)
+    if absent is not None:
+        st.warning(
+            f"No call '{md(absent)}' in rollout {md(rollout.session_id)}: nothing is selected "
+            "(the link is kept). Pick a call in the graph or the picker."
+        )
 
 
 def overview_and_graph(workspace):
@@ -44,6 +93,7 @@ def overview_and_graph(workspace):
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
+    link_notice(workspace, rollout)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, session_id)], find_view.SEARCH_BOX_LABEL)
 
@@ -59,7 +109,10 @@ def overview_and_graph(workspace):
     dimmed = find_view.filter_panel(rollout, view_key)
     ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
     newest = following.newest_index(rollout) if following else None
-    graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
+    graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
+    drawn["detail"] = detail_pane.container(key="rg-detail")
+    with graph_pane:
+        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
@@ -69,6 +122,7 @@ def overview_and_graph(workspace):
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
+    share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
 
@@ -86,11 +140,14 @@ if rollout is None:
 graph_view.bring_into_view()
 
 node = state.current_node(rollout)
-if node is None:
-    st.info("Click a node in the graph (or pick a call above) to see its tokens, messages and training row.")
-else:
-    workspace = drawn.get("workspace", workspace)
-    # a live workspace's key changes with every new call; the call's widgets keep the live source's
-    key = following.key if following else drawn.get("key", workspace.key)
-    rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
-    node_view.render(rollout, node, rollout_decoder, key, options.show_whitespace)
+with drawn.get("detail") or st.container():
+    if node is None:
+        st.info("Click a node in the graph (or pick a call) to see its tokens, messages and training row here.")
+    else:
+        workspace = drawn.get("workspace", workspace)
+        assert workspace is not None  # a rollout was drawn from it
+        # a live workspace's key changes with every new call; the call's widgets keep the live source's
+        key = following.key if following else drawn.get("key", workspace.key)
+        rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
+        call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
+        notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)

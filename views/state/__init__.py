@@ -15,6 +15,7 @@ NODE = "rg_node"  # node id of the selected call
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
 URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
 SEEN = "rg_seen"  # last value seen from each selection widget
+LINK_MISSED = "rg_link_missed"  # (session, node) of a link these traces do not hold: kept in the URL, named
 PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
 GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
 SOURCE = "rg_source"  # sidebar: which kind of source
@@ -73,11 +74,17 @@ def current_session(session_ids: list[str], default: str) -> str:
     """The open rollout. The URL wins when it changed since the app last wrote it: a deep link on
     the first run, or browser Back/Forward (Streamlit reruns with the URL of that history entry)."""
     url_session, url_node = _url()
-    if SESSION not in st.session_state:  # first run: restore a deep link
+    missed = st.session_state.get(LINK_MISSED)
+    if SESSION not in st.session_state or (missed and url_session in session_ids):
+        # first run, or a link that missed and now opens (the same file uploaded): restore it
         st.session_state[SESSION] = url_session if url_session in session_ids else default
         node = url_node if url_session == st.session_state[SESSION] else None
         st.session_state[NODE] = node
         st.session_state[HIGHLIGHT] = node
+        # a link to a rollout these traces lack keeps its URL (the page says so) until a choice is made
+        st.session_state[LINK_MISSED] = (
+            (url_session, url_node) if url_session and url_session not in session_ids else None
+        )
     elif (
         _history_navigation()
         and (url_session, url_node) != st.session_state.get(URL_SYNCED)
@@ -101,7 +108,19 @@ def _history_navigation() -> bool:
     return ctx is None or bool(getattr(ctx, "is_history_navigation", True))
 
 
+def link_missed() -> tuple[str, str | None] | None:
+    """(session, node) of the link that opened this page when these traces have no such rollout."""
+    return st.session_state.get(LINK_MISSED)
+
+
+def missing_call(rollout: Rollout) -> str | None:
+    """The call id the link (or the selection) names when this rollout has no such call."""
+    node_id = st.session_state.get(NODE)
+    return node_id if node_id is not None and current_node(rollout) is None else None
+
+
 def select_session(sid: str) -> None:
+    st.session_state[LINK_MISSED] = None  # a choice: the URL follows it from now on
     if st.session_state.get(SESSION) != sid:
         st.session_state[SESSION] = sid
         st.session_state[NODE] = None
@@ -123,6 +142,7 @@ def current_node(rollout: Rollout) -> int | None:
 
 
 def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
+    st.session_state[LINK_MISSED] = None
     st.session_state[NODE] = rollout.calls[index].node_id
     if not from_chart:
         st.session_state[HIGHLIGHT] = st.session_state[NODE]
@@ -152,7 +172,7 @@ def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_cur
     """
     nodes = [p for p in points if p.get("curve_number") == calls_curve]
     index = _custom(nodes[0]) if nodes else None
-    if new_pick(f"dag-{rollout.session_id}", index):
+    if new_pick(f"dag-{rollout.session_id}", index) and index is not None:
         select_node(rollout, index, from_chart=True)
     chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
     chain = _custom(chains[0]) if chains else None
@@ -167,7 +187,10 @@ def _custom(point: dict) -> int:
 
 
 def _sync_url() -> None:
-    """Write the selection to the URL in one update, so each selection is one history entry."""
+    """Write the selection to the URL in one update, so each selection is one history entry. A
+    link these traces cannot open is left as it is (the page names what it lacks)."""
+    if st.session_state.get(LINK_MISSED):
+        return
     wanted = {k: v for k, v in (("session", st.session_state.get(SESSION)), ("node", st.session_state.get(NODE))) if v}
     if wanted != {k: st.query_params.get(k) for k in ("session", "node") if k in st.query_params}:
         kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in ("session", "node")}

@@ -11,7 +11,6 @@ snapshot changed, so new calls appear without a click and an idle page costs not
 from __future__ import annotations
 
 import hashlib
-import html
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +21,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
+from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS
@@ -30,7 +31,7 @@ from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
 MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
-NEWEST_COLOR = "#dc2626"
+NEWEST_COLOR = "#16a34a"  # green: red rings are search hits, the dark ring the selected call
 
 
 class LiveSource:
@@ -71,7 +72,8 @@ class LiveSource:
         rollouts = {sid: self.trace.rollout(sid) for sid in self.trace.session_ids}
         loaded = self.trace.snapshot()
         files = [Path(f) for f in loaded.files]
-        self._workspace = Workspace(f"{self.key}-g{self.generation}", self.label, loaded, files, rollouts)
+        sources = {str(f): Source.from_path(f) for f in files}  # Raw JSON reads the records back from them
+        self._workspace = Workspace(f"{self.key}-g{self.generation}", self.label, loaded, files, rollouts, sources)
         self.newest = dict(self.trace.newest)
 
     def newest_index(self, rollout: Rollout) -> int | None:
@@ -151,7 +153,7 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     ]
     if pending:
         parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
-    text = " · ".join(html.escape(p) for p in parts)
+    text = " · ".join(html_text(p) for p in parts)
     return (
         f'<div class="rg-live" style="font-size:13px;color:#334155;margin:2px 0 6px">'
         f'<span style="display:inline-block;width:9px;height:9px;border-radius:50%;background:{dot};'

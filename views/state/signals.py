@@ -103,7 +103,14 @@ def _join(workspace: Workspace, files: list[tuple[str, bytes]], threshold: float
     ids = list(workspace.rollouts)
     joined, report = attach_all([workspace.rollouts[s] for s in ids], signals, threshold)
     result = Joined(
-        Workspace(key, workspace.label, workspace.loaded, workspace.trace_paths, dict(zip(ids, joined, strict=True))),
+        Workspace(
+            key,
+            workspace.label,
+            workspace.loaded,
+            workspace.trace_paths,
+            dict(zip(ids, joined, strict=True)),
+            workspace.sources,  # Raw JSON reads the records back from the same files or uploads
+        ),
         report,
     )
     with _LOCK:

@@ -1,0 +1,160 @@
+"""The daily loop (issue 22) through AppTest: Raw JSON on every source, Compare and the Corpus
+page on command-line traces, honest links, and one vocabulary in what the app and CLI print."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rollout_graph.resources import SAMPLES
+from tests.apptest import app, html_of, no_errors, pick_call
+
+VLLM = SAMPLES / "vllm"
+
+
+def warnings(at) -> list[str]:
+    """The page's warnings as a user reads them (Markdown escapes dropped)."""
+    return [w.value.replace("\\", "") for w in at.warning]
+
+
+def raw_record_shown(at) -> str:
+    """The Raw JSON tab's text: the record read back from its file (not a warning)."""
+    captions = [c.value for c in at.caption if c.value.startswith("The record from")]
+    assert captions, [w.value for w in warnings(at)]
+    return "\n".join(c.value for c in at.code)
+
+
+def test_raw_json_reads_the_record_back_on_the_bundled_samples(monkeypatch):
+    at = app(monkeypatch, session="fix-config-bug", node="c07")  # bundled signals joined by default
+    no_errors(at)
+    text = raw_record_shown(at)
+    assert '"prompt_token_ids"' in text or '"prompt_ids"' in text or "{" in text
+    assert not any("unloaded" in w for w in warnings(at))
+
+
+def test_raw_json_reads_the_record_back_on_command_line_traces(monkeypatch):
+    at = app(monkeypatch, VLLM)
+    no_errors(at)
+    session = at.query_params["session"]
+    at = app(monkeypatch, VLLM, session=session, node="c01")
+    no_errors(at)
+    text = raw_record_shown(at)
+    assert "agent-rollouts.jsonl" in "\n".join(c.value for c in at.caption)
+    assert text.startswith("{")
+
+
+def run_cli(*args: str, cwd: Path | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize(("name", "starts"), [("g.graphml", b"<?xml"), ("r.jsonl", b'{"'), ("r.parquet", b"PAR1")])
+def test_export_out_extension_picks_the_format(tmp_path, name, starts):
+    out = tmp_path / name
+    done = run_cli("export", str(VLLM), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes().startswith(starts)
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows", "graph.gml"])
+def test_export_refuses_an_unknown_extension(tmp_path, name):
+    done = run_cli("export", str(VLLM), "--out", str(tmp_path / name))
+    assert done.returncode == 2
+    assert f"{name}: unknown output extension" in done.stderr and ".graphml" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / name).exists()
+
+
+def test_export_refuses_a_format_the_extension_contradicts(tmp_path):
+    done = run_cli("export", str(VLLM), "--out", str(tmp_path / "rows.jsonl"), "--format", "graphml")
+    assert done.returncode == 2 and "GraphML needs an --out ending in .graphml" in done.stderr
+
+
+def test_a_link_to_an_unknown_call_keeps_the_url_and_says_so(monkeypatch):
+    at = app(monkeypatch, session="fix-config-bug", node="c99")
+    no_errors(at)
+    assert at.query_params["node"] == "c99"
+    assert any("No call 'c99' in rollout fix-config-bug" in w for w in warnings(at))
+    assert "Rollout fix-config-bug<" in html_of(at) and at.get("plotly_chart")
+
+
+def test_choosing_a_call_after_an_unknown_link_writes_the_url_again(monkeypatch):
+    at = app(monkeypatch, session="nope")
+    assert at.query_params["session"] == "nope"
+    at = pick_call(at, "c07")
+    no_errors(at)
+    assert at.query_params["session"] == "fix-config-bug" and at.query_params["node"] == "c07"
+    assert not any("no rollout 'nope'" in w for w in warnings(at))
+
+
+def test_a_link_to_an_uploaded_trace_asks_for_the_file(monkeypatch):
+    at = app(monkeypatch, source="upload", session="my-run", node="c13")
+    no_errors(at)
+    assert any(
+        "This link points to an uploaded trace: drop the same file in the sidebar to open c13" in w
+        for w in warnings(at)
+    )
+    assert at.query_params["session"] == "my-run" and at.query_params["node"] == "c13"
+
+
+# Words the glossary retired (docs/semantics.md, Glossary). Finding codes keep their names
+# (truncated_turn, discarded_turns): they are matched as whole identifiers and left out first.
+RETIRED = re.compile(r"\bturns?\b|\bretried\b|\bresampled\b|a retry that led nowhere|model's (own )?turn", re.I)
+CODES = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")  # snake_case identifiers: finding codes, JSON keys
+
+
+def retired_words(text: str) -> list[str]:
+    return sorted({m.group(0) for m in RETIRED.finditer(CODES.sub("", text))})
+
+
+def visible_text(at) -> str:
+    """Everything the page shows as text: Markdown, HTML, labels, captions, tiles, tabs, expanders."""
+    parts = [html_of(at)]
+    for kind in ("markdown", "caption", "info", "warning", "success", "error"):
+        parts += [e.value for e in at.get(kind)]
+    parts += [m.label for m in at.metric] + [t.label for t in at.tabs] + [e.label for e in at.expander]
+    parts += [w.label for w in (*at.button, *at.toggle, *at.selectbox, *at.radio, *at.checkbox)]
+    parts += [str(w.help or "") for w in (*at.button, *at.toggle)]
+    parts += [o for s in at.selectbox for o in s.options]
+    text = "\n".join(parts)
+    return re.sub(r"<style>.*?</style>|class=\"[^\"]*\"", "", text, flags=re.S)
+
+
+@pytest.mark.parametrize("node", [None, "c01", "c07", "c19"])
+def test_the_app_uses_no_retired_word(monkeypatch, node):
+    at = app(monkeypatch, session="fix-config-bug", **({"node": node} if node else {}))
+    no_errors(at)
+    text = visible_text(at)
+    assert "calls" in text
+    assert retired_words(text) == [], text[:0]
+
+
+def test_the_command_line_uses_no_retired_word():
+    outputs = []
+    for args in (
+        ["inspect", str(SAMPLES)],
+        ["explain", str(SAMPLES), "--session", "fix-config-bug"],
+        ["explain", str(SAMPLES / "harnesses")],
+        ["search", "config", str(SAMPLES)],
+        ["compare", str(SAMPLES), str(SAMPLES), "--session-a", "fix-config-bug", "--session-b", "list-todos"],
+        ["--help"],
+        ["export", "--help"],
+    ):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    text = "\n".join(outputs)
+    assert "calls 25" in text
+    assert retired_words(text) == []
+
+
+def test_the_summary_lists_every_finding_code_most_severe_first():
+    done = run_cli("inspect", str(SAMPLES), "--session", "fix-config-bug")
+    findings = next(line for line in done.stdout.splitlines() if "findings:" in line)
+    assert findings.index("FATAL") < findings.index("WARN") < findings.index("INFO")
+    for code in ("truncated_turn", "discarded_turns", "unfinished_attempts", "sampling_changed", "multiple_roots"):
+        assert code in findings
