@@ -1,7 +1,7 @@
 """Write tests/fixtures/frameworks/: what each RL framework writes, one small run per framework.
 
 verifiers is run for real when it is installed (``pip install verifiers``: its own ``prepare_turn``
-/ ``commit`` build the message graph and ``Episode.to_record`` serialises it). The others need a
+/ ``commit`` build the message graph and its ``write_episode`` saves each episode). The others need a
 GPU trainer to run, so their files are written here field by field from the writer's source (each
 fixture's README.md names the path). Re-run with ``.venv/bin/python tools/make_framework_fixtures.py``.
 """
@@ -74,7 +74,7 @@ def prime_rl(root: Path) -> None:
 
 
 def verifiers(root: Path) -> bool:
-    """``rollouts/step_{N}/train/default/traces.jsonl``: verifiers Episodes serialised by verifiers itself."""
+    """``rollouts/step_{N}/train/default/traces.jsonl``: verifiers Episodes saved by verifiers' own ``write_episode``."""
     try:
         from verifiers.v1 import graph
         from verifiers.v1.configs.agent import WireAgentConfig
@@ -82,6 +82,7 @@ def verifiers(root: Path) -> bool:
         from verifiers.v1.task import WireTaskData
         from verifiers.v1.trace import AgentInfo, TraceTask, WireTrace
         from verifiers.v1.types import AssistantMessage, Response, SystemMessage, TurnTokens, UserMessage
+        from verifiers.v1.utils.trace_store import TRACES_FILE, write_episode
     except ImportError:
         print("verifiers is not installed: verifiers fixture kept as it is", file=sys.stderr)
         return False
@@ -121,7 +122,9 @@ def verifiers(root: Path) -> bool:
             episodes.append(Episode(task=task, traces=[trace], ok=True))
         folder = root / "rollouts" / f"step_{step}" / "train" / "default"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "traces.jsonl").write_text("".join(json.dumps(e.to_record()) + "\n" for e in episodes))
+        (folder / TRACES_FILE).unlink(missing_ok=True)
+        for episode in episodes:  # verifiers' own saved-traces writer (verifiers/v1/utils/trace_store.py)
+            write_episode(folder, episode)
     return True
 
 
