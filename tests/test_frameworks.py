@@ -350,3 +350,46 @@ def test_any_flattened_row_round_trips_through_prime_rl_and_nemo_rl(spans, pad):
             assert len(r.calls) == len(runs) and r.calls[0].claims["step"] == 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- Parquet and the app's pure parts ---------------------------------------------------------
+
+
+def test_a_damaged_or_foreign_parquet_file_is_named_not_fatal(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "other.parquet")
+    loaded = load_paths([tmp_path])
+    reasons = {(Path(s.file).name, s.line): s.reason for s in loaded.skipped}
+    assert reasons[("broken.parquet", 0)].startswith("not a readable Parquet file")
+    assert reasons[("other.parquet", 1)].startswith("unknown record shape") and len(reasons) == 3
+
+
+def test_the_fidelity_banner_names_the_grade_and_escapes_what_the_trace_named():
+    from rollout_graph.ui.panels.fidelity import banner_text
+
+    detail = {"grade": "text", "rules_out": "no ids", "format": "evil *dump* <b>", "step": 4}
+    text = banner_text(detail)
+    assert text.startswith("Fidelity **text**") and "step 4" in text and "rules out: no ids" in text
+    assert "*dump*" not in text and "<b>" not in text
+    assert banner_text({"grade": "tokens+logprobs", "rules_out": None, "format": None, "step": None}) is None
+    assert "step 3" in banner_text({"grade": "tokens+logprobs", "rules_out": None, "format": None, "step": 3})
+
+
+def test_the_run_page_charts_every_step_from_the_step_table():
+    import pandas as pd
+
+    from rollout_graph.reports.run import step_table
+    from rollout_graph.ui.panels.run import CHART_KEYS, figures
+
+    by_id, _ = rollouts(FIXTURES / "prime-rl")
+    from rollout_graph.reports.audit import audit_row
+
+    steps = pd.DataFrame(step_table([audit_row(r, "f") for r in by_id.values()]))
+    charts = figures(steps)
+    assert list(charts) == list(CHART_KEYS)
+    reward = charts[CHART_KEYS[2]].data[0]
+    assert list(reward.x) == [1, 2] and list(reward.y) == [0.5, 0.5]
+    assert {t.name for t in charts[CHART_KEYS[5]].data} == {"mean |Δ| (nats)", "KL k3 (right)"}
