@@ -103,13 +103,13 @@ def test_verifiers_traces_written_by_verifiers_rebuild_the_message_graph():
 def test_nemo_rl_rows_are_cut_at_their_input_length():
     by_id, _ = rollouts(FIXTURES / "nemo-rl")
     assert len(by_id) == 4
-    r = by_id["train_data_step2/sample_2"]
+    r = by_id["exp_001/train_data_step2/sample_2"]
     (seq,) = r.sequences
     tokens = r.tokens(seq)
     assert tokens.input_ids.tolist() == [1, 2, 5, 6, 50, 51, 7, 52, 2]
     assert tokens.loss_mask.tolist() == [0, 0, 0, 0, 1, 1, 0, 1, 1]
     assert tokens.logprobs[tokens.loss_mask == 1].tolist() == pytest.approx([-0.5, -0.6, -0.7, -0.8])
-    r1 = by_id["train_data_step1/sample_1"]
+    r1 = by_id["exp_001/train_data_step1/sample_1"]
     assert r1.tokens(r1.sequences[0]).input_ids.tolist() == [1, 2, 3, 40, 41, 42, 2]  # padding dropped
     s = r.signals.summary()
     assert (

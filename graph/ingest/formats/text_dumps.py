@@ -16,6 +16,7 @@ Each row is one call with no ids; its score joins as the rollout's reward.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from rollout_graph.core.records import Call
@@ -75,10 +76,14 @@ def parse(record: dict, kind: str, source: str, line: int, default_session: str)
     if step is None:
         step = step_from_path(source)
     rid = record.get("request_id", record.get("uid", record.get("index")))
-    where = f"step_{step}" if step is not None else default_session
-    session = f"{where}/{rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else line}"
-    if kind == SKYRL:  # one file per data source in each step's folder
-        session = f"{where}/{default_session}/{line}"
+    row = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else line
+    # the folder keeps two dumps of one step apart (verl's rollout and validation dirs, SkyRL's data sources)
+    folder = PurePath(source).parent.name
+    prefix = f"{folder}/" if folder else ""
+    if folder and step_from_path(folder) is not None:
+        session = f"{prefix}{default_session}/{row}"
+    else:
+        session = f"{prefix}{f'step_{step}' if step is not None else default_session}/{row}"
     call = new_call({"session_id": session, "node_id": "c0"}, source, line, kind, session)
     if not isinstance(record.get(output_key), (str, list)):
         raise RecordError(f"{kind}: {output_key} is not text")
