@@ -123,7 +123,6 @@ def test_nemo_rl_rows_are_cut_at_their_input_length():
     [
         ("verl", "verl rollout dump", 4, [0.0, 1.0], {1, 2}),
         ("skyrl", "SkyRL eval dump", 2, [0.0, 1.0], {0, 5}),
-        ("trl", "TRL completions", 4, [0.5, 1.5], {10, 20}),
     ],
 )
 def test_text_dumps_are_graded_text_with_their_scores_as_rewards(folder, fmt, n, rewards, steps):
@@ -135,6 +134,26 @@ def test_text_dumps_are_graded_text_with_their_scores_as_rewards(folder, fmt, n,
         assert r.calls[0].response_message["content"]
     assert sorted({r.signals.reward for r in by_id.values()}) == rewards
     assert {r.calls[0].claims["step"] for r in by_id.values()} == steps
+
+
+@pytest.mark.parametrize(("folder", "grade"), [("trl", "text"), ("trl-chat", "messages")])
+def test_trl_completions_written_by_trl_itself_carry_their_step_and_summed_rewards(folder, grade):
+    import pyarrow.parquet as pq
+
+    by_id, loaded = rollouts(FIXTURES / folder)
+    assert loaded.skipped == [] and len(by_id) == 4
+    for step in (1, 2):
+        table = pq.read_table(FIXTURES / folder / "completions" / f"completions_{step:05d}.parquet").to_pylist()
+        for line, row in enumerate(table, start=1):
+            r = by_id[f"completions/step_{step}/{line}"]
+            assert rollout_grade(r.calls) == grade and r.calls[0].claims["step"] == step
+            assert r.signals.reward == pytest.approx(row["length_reward"] + row["has_digit"])
+            extra = next(iter(r.signals.rows.values())).row.extra
+            assert extra["advantage"] == pytest.approx(row["advantage"])
+            completion = row["completion"] if isinstance(row["completion"], str) else row["completion"][-1]["content"]
+            assert r.calls[0].response_message["content"] == completion
+    if grade == "messages":
+        assert r.calls[0].request_messages[0]["role"] == "user"
 
 
 def test_skyrl_metrics_and_pickles_are_skipped_by_name():
