@@ -292,6 +292,24 @@ def test_exported_rows_reread_as_prime_rl_and_nemo_rl_give_the_same_tokens_masks
     _same_rows(rows, _reread(nemo))
 
 
+def test_rows_written_by_the_export_command_reread_as_prime_rl_and_nemo_rl(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    assert main(["export", str(SAMPLE), "--out", str(out), "--no-cache"]) == 0
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = [_trained_prefix(r) for r in exported if any(r["loss_mask"])]
+    assert rows and len(rows) == len(_exported_rows())
+    prime = tmp_path / "prime" / "step_3"
+    prime.mkdir(parents=True)
+    (prime / "rank_0.jsonl").write_text("".join(json.dumps(_prime_line(i, *row)) + "\n" for i, row in enumerate(rows)))
+    _same_rows(rows, _reread(tmp_path / "prime"))
+    nemo = tmp_path / "nemo"
+    nemo.mkdir()
+    (nemo / "val_data_step3.jsonl").write_text("".join(json.dumps(_nemo_line(*row, pad=1)) + "\n" for row in rows))
+    reread = _reread(nemo)
+    _same_rows(rows, reread)
+    assert {c.claims["step"] for r in reread for c in r.calls} == {3}
+
+
 def _as_verifiers_trace(rollout) -> dict:
     """The rollout's calls as a verifiers message graph: a context node then a sampled node per call."""
     nodes: list[dict] = []
