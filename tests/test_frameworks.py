@@ -430,3 +430,36 @@ def test_the_run_page_charts_every_step_from_the_step_table():
     reward = charts[CHART_KEYS[2]].data[0]
     assert list(reward.x) == [1, 2] and list(reward.y) == [0.5, 0.5]
     assert {t.name for t in charts[CHART_KEYS[5]].data} == {"mean |Δ| (nats)", "KL k3 (right)"}
+
+
+def test_opentelemetry_snake_case_and_pre_scope_exports_read_the_same(tmp_path):
+    export = json.loads((FIXTURES / "otel" / "traces.json").read_text())
+    old = {
+        "resourceSpans": [{**r, "instrumentationLibrarySpans": r.pop("scopeSpans")} for r in export["resourceSpans"]]
+    }
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    snake_spans = []
+    for span in json.loads((FIXTURES / "otel" / "traces.json").read_text())["resourceSpans"][0]["scopeSpans"][0][
+        "spans"
+    ]:
+        span = {
+            {"spanId": "span_id", "parentSpanId": "parent_span_id", "traceId": "trace_id"}.get(k, k): v
+            for k, v in span.items()
+        }
+        span["attributes"] = [
+            {
+                "key": a["key"],
+                "value": {
+                    ("string_value" if "stringValue" in a["value"] else next(iter(a["value"]))): next(
+                        iter(a["value"].values())
+                    )
+                },
+            }
+            for a in span["attributes"]
+        ]
+        snake_spans.append(span)
+    (tmp_path / "snake.json").write_text(json.dumps({"resource_spans": [{"scope_spans": [{"spans": snake_spans}]}]}))
+    for name in ("old.json", "snake.json"):
+        (r,) = rollouts(tmp_path / name)[0].values()
+        assert r.session_id == "conv-42" and [c.node_id for c in r.calls] == ["c1", "c2"]
+        assert r.calls[1].request_messages[-1]["role"] == "tool" and r.topology.parents == [None, 0]
