@@ -94,7 +94,7 @@ def parse(record: dict, kind: str, source: str, line: int, default_session: str)
         raise RecordError(f"{kind}: {output_key} is not text")
     prompt, output = record.get(prompt_key), record.get(output_key)
     grade = TEXT
-    if _messages(prompt) and (_messages(output) or isinstance(output, str)):
+    if isinstance(prompt, list) and _messages(prompt) and (_messages(output) or isinstance(output, str)):
         # TRL's conversational prompts: the chat messages themselves (still no ids)
         grade = MESSAGES
         call.request_messages = [dict(m) for m in prompt]
