@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rollout_graph.reports.run import rollout_rows
+from rollout_graph.reports.run import run_table
 from tests.browser import browser_page, require_chromium, running_app, screenshot
 from tools import make_run
 
@@ -37,9 +37,9 @@ def run_app(tmp_path_factory):
     os.environ["ROLLOUT_GRAPH_CACHE"] = str(cache)  # the app reads the table `rollout-graph run` cached
     try:
         start = time.perf_counter()
-        rows, cached = rollout_rows([str(run)], workers=2)
-        print(f"summarised {len(rows):,} rollouts in {time.perf_counter() - start:.1f} s (cached: {cached})")
-        assert len(rows) == 128_000
+        table, summary = run_table([str(run)], workers=2)  # what `rollout-graph run DIR` caches
+        print(f"summarised {table.num_rows:,} rollouts in {time.perf_counter() - start:.1f} s")
+        assert table.num_rows == 128_000 and summary["n_steps"] == 500
         with running_app(str(run)) as url:
             yield url
     finally:

@@ -3,13 +3,15 @@
 Every rollout of the run is summarised once by the corpus audit engine (graph/reports/audit.py:
 worker processes or Ray, one file at a time, so memory stays bounded), and the per-rollout table
 is cached as Parquet beside the load cache (key: every file's path, size and modification time,
-and the code). Steps are then aggregated from that table alone: the page and ``--json`` never
+and the library's code). Steps are then aggregated from that table alone: the page and ``--json`` never
 reopen a trace to draw the trends. A rollout's step comes from its records or its path
 (rollout_graph.ingest.formats.fidelity); rollouts without one are counted apart.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 from collections import Counter, defaultdict
@@ -32,6 +34,16 @@ CACHE_PREFIX = "run-"
 Progress = Callable[[int, int, int], None]
 
 
+@functools.cache
+def _library_fingerprint() -> str:
+    """A hash of the whole library's code: the rows depend on the analyses and the audit, not only the readers."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _cache_path(files: list[Path], limits: Limits | None) -> Path | None:
     if not cache.enabled():
         return None
@@ -39,7 +51,7 @@ def _cache_path(files: list[Path], limits: Limits | None) -> Path | None:
         key = cache.key_for_files(files, limits if limits is not None else Limits())  # the CLI's and the app's agree
     except OSError:
         return None
-    return cache.cache_dir() / f"{CACHE_PREFIX}{key}.parquet"
+    return cache.cache_dir() / f"{CACHE_PREFIX}{key[:24]}-{_library_fingerprint()}.parquet"
 
 
 def rollout_rows(
