@@ -22,6 +22,8 @@ STEP_KEY = "rg_run_step"  # the step whose rollouts are listed
 TABLE_KEY = "rg_run_table"
 NOTICE_KEY = "rg_run_notice"
 CHART_KEYS = tuple(f"rg_run_chart_{name}" for name in ("volume", "tokens", "reward", "rates", "findings", "mismatch"))
+# Findings in the levels' colours (FATAL red, WARN amber, INFO grey); other traces take plotly's.
+COLOURS = {"FATAL": "#d62728", "WARN": "#ff9f1c", "INFO": "#9aa0a6"}
 ROLLOUT_COLUMNS = (
     "session_id", "source_file", "n_turns", "reward", "n_fatal", "n_warn", "finding_codes", "n_trainable_tokens",
     "n_discarded", "n_broken_replays", "mean_abs_diff", "kl_k3", "fidelity", "error",
@@ -57,7 +59,8 @@ def figures(steps: pd.DataFrame) -> dict[str, go.Figure]:
                 f.add_trace(
                     go.Scattergl(
                         x=steps["step"], y=steps[column], name=plot(name), mode="lines+markers",
-                        marker={"size": 4}, yaxis=axis or "y",
+                        marker={"size": 4, "color": COLOURS.get(name)}, line={"color": COLOURS.get(name)},
+                        yaxis=axis or "y",
                     )
                 )  # fmt: skip
         layout = {
