@@ -463,3 +463,13 @@ def test_opentelemetry_snake_case_and_pre_scope_exports_read_the_same(tmp_path):
         (r,) = rollouts(tmp_path / name)[0].values()
         assert r.session_id == "conv-42" and [c.node_id for c in r.calls] == ["c1", "c2"]
         assert r.calls[1].request_messages[-1]["role"] == "tool" and r.topology.parents == [None, 0]
+
+
+def test_an_audit_table_beside_the_traces_is_one_named_skip(tmp_path):
+    from rollout_graph.reports import audit
+
+    rows = audit.run_local(audit.expand_inputs([str(FIXTURES / "verl")]), 1)
+    audit.write_parquet(rows, tmp_path / "audit.parquet")
+    loaded = load_paths([tmp_path])
+    (skip,) = loaded.skipped
+    assert skip.line == 0 and "audit table" in skip.reason
