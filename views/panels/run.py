@@ -30,7 +30,10 @@ ROLLOUT_COLUMNS = (
 )  # fmt: skip
 
 
-@st.cache_resource(max_entries=4, show_spinner="Summarising every rollout of the run (once; cached on disk)…")
+@st.cache_resource(
+    max_entries=4,
+    show_spinner="Summarising every rollout of the run once (cached on disk; `rollout-graph run DIR` does it on every core)…",
+)
 def _summary(paths: tuple[str, ...], stamp: tuple) -> tuple[pd.DataFrame, dict]:
     """The per-rollout table and the run summary (``stamp`` changes when a file does). A resource, not
     data: 128,000 rows are not copied on every rerun; nothing here mutates them."""
