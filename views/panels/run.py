@@ -131,9 +131,11 @@ def render(cli_directories: list[str], open_rollout: Callable[[str, str], str | 
     )
     notes = []
     if summary["n_rollouts_without_step"]:
-        notes.append(f"{summary['n_rollouts_without_step']:,} rollouts name no step (not charted)")
+        n = summary["n_rollouts_without_step"]
+        notes.append(f"{n:,} rollout{'s name' if n != 1 else ' names'} no step (not charted)")
     if summary["n_file_errors"]:
-        notes.append(f"{summary['n_file_errors']:,} files could not be read (listed below)")
+        n = summary["n_file_errors"]
+        notes.append(f"{n:,} file{'s' if n != 1 else ''} could not be read (listed below)")
     notes.append("summaries " + ("read from the cache" if summary["from_cache"] else "computed now and cached"))
     st.caption(" · ".join(notes) + " · click a point for that step's rollouts")
     if steps.empty:
