@@ -49,7 +49,7 @@ def _reward(trace: dict) -> float | None:
     for value in rewards.values():
         value = as_dict(value)
         score, weight = value.get("score"), value.get("weight", 1.0)
-        if type(score) in (int, float) and type(weight) in (int, float):
+        if isinstance(score, (int, float)) and isinstance(weight, (int, float)) and not isinstance(score, bool):
             total += float(score) * float(weight)
             seen = True
     return total if seen else None
