@@ -36,6 +36,7 @@ BROWSER_FILES = {
     "test_browser_nav.py",
     "test_browser_signals.py",
     "test_browser_load.py",
+    "test_browser_daily.py",
 }
 
 

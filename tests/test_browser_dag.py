@@ -141,7 +141,7 @@ def test_a_chain_expands_on_click_and_collapses_again(big_app):
         after = drawn(page)
         assert set(before) < set(after) and len(after) - len(before) >= 20  # the chain's calls, one by one
         click_node(page, chain + 3)  # a call of the expanded chain is now a node like any other
-        page.get_by_role("button", name="Collapse expanded chains").click()
+        page.get_by_role("button", name="Refold chains").click()
         page.wait_for_function(
             DAG_JS + "(n) => { const g = dag(); return !!g && g._fullData[1].customdata.length < n; }",
             arg=len(after),

@@ -158,3 +158,32 @@ def test_the_summary_lists_every_finding_code_most_severe_first():
     assert findings.index("FATAL") < findings.index("WARN") < findings.index("INFO")
     for code in ("truncated_turn", "discarded_turns", "unfinished_attempts", "sampling_changed", "multiple_roots"):
         assert code in findings
+
+
+def test_the_selected_call_is_ringed_and_boxed_and_nothing_else_changes():
+    from rollout_graph.ui.builders.dag import SELECTED_RING, dag_figure, mark_selected
+    from tests.builders import rollout_of_tokens
+
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
+    plain = dag_figure(r)
+    ringed = mark_selected(dag_figure(r), 1, "n1")
+    ring = next(t for t in ringed.data if t.name == "selected")
+    calls = ringed.data[1]
+    assert (ring.x[0], ring.y[0]) == (calls.x[1], calls.y[1]) and ring.marker.color == SELECTED_RING
+    assert [a.text for a in ringed.layout.annotations if a.name == "selected"] == ["<b>n1</b>"]
+    assert ringed.layout.uirevision == plain.layout.uirevision  # a click keeps the view where it is
+    assert ringed.layout.xaxis.range == plain.layout.xaxis.range
+    assert list(calls.selectedpoints) == []  # no call drawn paler or faded
+    # a call chosen outside the chart: one box, not two
+    chosen = mark_selected(dag_figure(r, highlight=2), 2, "n2")
+    assert [a.text for a in chosen.layout.annotations if a.bordercolor] == ["<b>n2</b>"]
+
+
+def test_a_small_rollout_fills_the_window_wherever_the_selection_is():
+    from rollout_graph.ui.builders.dag import dag_figure
+    from tests.builders import rollout_of_tokens
+
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
+    assert dag_figure(r, highlight=2).layout.xaxis.range == dag_figure(r).layout.xaxis.range
+    low, high = dag_figure(r, highlight=2).layout.xaxis.range
+    assert high - low < 4  # three calls in a row: not a 33-column window

@@ -169,6 +169,8 @@ def dag_view(
     continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
+        # a "chain" of one call is drawn as that call: a bar labelled "1 call" hides it for nothing
+        chains = [c for c in chains if len(c.calls) > 1]
         view = collapse_chains(n, topo.parents, chains, expanded)
         visible, drawn, via, folded = view.visible, view.drawn_parent, view.via, view.chains
     else:
@@ -444,10 +446,11 @@ def dag_figure(
             },
             hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
             hoverinfo="text",
-            # An (empty) selection from the start: every call is "unselected" (id hidden, full
-            # opacity) until one is clicked or chosen, whose id then shows. No `selected` style:
-            # with one, Streamlit receives no click selection from an SVG scatter.
-            selectedpoints=[] if centre is None else [centre],
+            # An (empty) selection from the start: every call is "unselected" (full opacity) and
+            # stays so; the selected call is ringed and boxed by its own marker (mark_selected), not
+            # by plotly's selected style, which drew it paler. No `selected` style: with one,
+            # Streamlit receives no click selection from an SVG scatter.
+            selectedpoints=[],
             unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
             cliponaxis=False,
             showlegend=False,

@@ -98,18 +98,21 @@ def render(
 
     left, middle, right = st.columns([2, 2, 3], vertical_alignment="center")
     collapse = left.toggle(
-        "Collapse linear chains", value=True, key=state.DAG_COLLAPSE,
+        "Collapse chains", value=True, key=state.DAG_COLLAPSE,
         help="Runs of calls with one parent and one child are drawn as one thick edge. Roots, forks, leaves, "
         "retries, calls with findings and the selected call always stay nodes.",
     )  # fmt: skip
-    if middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded):
+    if middle.button(
+        "Refold chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded,
+        help="Collapse again the chains you expanded",
+    ):  # fmt: skip
         expanded.clear()
         if current is not None and current != highlight:
             state.select_node(rollout, current)  # the selected call stays a node
             highlight = current
     if focus is not None:
         if right.button(
-            f"Show the whole rollout (focused on {rollout.calls[focus].node_id})",
+            f"Whole rollout (focus: {rollout.calls[focus].node_id})",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -118,9 +121,7 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
-        if right.button(
-            f"Focus on the subtree of {name}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
-        ):
+        if right.button(f"Focus on {name}'s subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree):
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
 

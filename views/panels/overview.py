@@ -119,8 +119,7 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
          "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
-        ("FATAL", counts[FATAL], None),
-        ("WARN", counts[WARN], None),
+        ("FATAL · WARN", f"{counts[FATAL]} · {counts[WARN]}", "findings by level (the findings panel lists every code)"),
     ]  # fmt: skip
 
 
