@@ -19,7 +19,14 @@ def test_opens_the_bundled_samples(monkeypatch):
     no_errors(at)
     assert "Rollout fix-config-bug<" in html_of(at)  # the richest rollout opens first
     assert at.query_params["session"] == "fix-config-bug"
-    assert [m.label for m in at.metric][:6] == ["calls", "roots", "forks", "retries", "broken replays", "trainable tokens"]
+    assert [m.label for m in at.metric][:6] == [
+        "calls",
+        "roots",
+        "forks",
+        "retries",
+        "broken replays",
+        "trainable tokens",
+    ]
     assert at.metric[0].value == "25"
     harness_traces = len(list((SAMPLES / "harnesses").glob("*.jsonl.gz")))  # a rollout each
     assert any(d.value.shape[0] == 4 + harness_traces for d in at.dataframe)  # the rollouts table

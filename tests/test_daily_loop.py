@@ -223,3 +223,16 @@ def test_signals_point_at_the_worst_token_of_a_call_two_rows_cover():
     position, size = worst_token(joined, 0)
     assert size == pytest.approx(2.5)
     assert position == 3 + 1  # c0's token view: its 3 context tokens, then sampled token 1
+
+
+def test_a_bad_file_leads_with_the_reasons(monkeypatch, tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "bad.jsonl").write_text('not json at all\n{"what": 1}\n')
+    at = app(monkeypatch, folder)
+    no_errors(at)
+    (warning,) = [w for w in warnings(at) if "skipped" in w]
+    assert warning.startswith("**2 skipped** of 2 records")
+    assert "bad.jsonl:1: not JSON" in warning and "bad.jsonl:2: unknown record shape (keys: what)" in warning
+    assert "0 loaded: nothing else to load." in warning
+    assert "every other record loaded normally" not in warning
