@@ -15,6 +15,8 @@ from rollout_graph.signals.reading import read_signals
 from rollout_graph.ui.builders import mismatch
 from tests.browser import browser_page, require_chromium, running_app, screenshot, wait_ready
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in Chromium
+
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 PANEL = "Off-policy corrections: what each would do to these tokens"
 
