@@ -109,3 +109,24 @@ def test_an_edited_reply_found_from_the_text_is_a_rewrite():
     miss = r.near_misses[1]
     assert (miss.kind, miss.earlier) == (REWRITTEN, 0)
     assert "re-serialised" in miss.evidence
+
+
+def test_a_replay_chain_the_harness_went_on_from_explains_each_discarded_call_from_its_side():
+    """The chain, then X4 continues X3 exactly: X1 and X2 are discarded (X3 continued), each because
+    the next call replays its reply re-tokenized; none is a retry."""
+    records = replay_chain()
+    last = records[-1]
+    prompt = last["response"]["prompt_token_ids"] + last["response"]["choices"][0]["token_ids"] + [END, NL] + GEN
+    history = [*last["request"]["messages"], {"role": "assistant", "content": "part 2 of the answer"}]
+    records.append(turn("X4", prompt, [70, END], history + [{"role": "user", "content": "go on"}], "done"))
+    r = rollout_of(records)
+    x1, x2, x3 = (r.index_of(n) for n in ("X1", "X2", "X3"))
+    assert r.topology.discarded == {x1: x3, x2: x3}
+    assert [(m.earlier, m.later, m.kind) for m in (r.near_misses[x1], r.near_misses[x2])] == [
+        (x1, x2, RETOKENIZED),
+        (x2, x3, RETOKENIZED),
+    ]
+    assert replay_chains(r.calls, r.near_misses) == [[x1, x2, x3]]
+    assert r.stats["n_discarded_retries"] == 0 and r.stats["n_unfinished"] == 0
+    text = explain_text(r, TraceTextDecoder({}))
+    assert "discarded calls (a sibling continued): 2 (0 retries, 2 retokenized)" in text

@@ -731,18 +731,25 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
                 calls[earlier], calls[child], shared, decoder, continued=bool(children[child])
             )
             found[child] = NearMiss(child, earlier, earlier, child, shared, kept, where, kind, checked, evidence)
+    by_text: set[int] = set()
     for node, miss in text_replays(calls, parents, decoder).items():
-        # the request shows which reply it replays: that outranks a guess from the ids alone
+        # the request shows which reply it replays: that outranks a guess from the ids alone. A
+        # discarded earlier call is explained by it from its own side (why was it discarded? the
+        # later call replayed it); otherwise the later call carries it.
         earlier = miss.earlier
-        prior = found.get(earlier)
-        if prior is not None and prior.earlier == earlier and prior.later == node:
-            found[earlier] = NearMiss(earlier, node, earlier, node, miss.common_prefix, miss.kept, miss.where,
-                                      miss.kind, miss.text_checked, miss.evidence)  # fmt: skip
+        if earlier in discarded:
+            if earlier not in by_text:
+                found[earlier] = NearMiss(earlier, node, earlier, node, miss.common_prefix, miss.kept, miss.where,
+                                          miss.kind, miss.text_checked, miss.evidence)  # fmt: skip
+                by_text.add(earlier)
             continue
         current = found.get(node)
         if current is not None and current.kind == RETRY and current.evidence == "the identical prompt ids":
             continue
+        if node in by_text:
+            continue
         found[node] = miss
+        by_text.add(node)
     return found
 
 
