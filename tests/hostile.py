@@ -27,6 +27,19 @@ def good(call_id: str, prompt: list[int], sampled: list[int]) -> dict:
     return vllm_chat(Turn(call_id, prompt, sampled))
 
 
+# Markup a trace may carry in its ids, file names and texts: none of it may become live on a page
+# (tests/test_escape.py, tests/test_browser_hostile.py). 203.0.113.0/24 is TEST-NET-3: never routed.
+MARKUP = {
+    "image": "![x](http://203.0.113.9/x.png)",
+    "html": "<img src=http://203.0.113.9/y.png>",
+    "bold": "**bold**",
+    "directive": ":red[x]",
+    "math": "$x^2$",
+    "autolink": "http://evil.example",
+    "www": "www.evil.example",
+    "script": "<script>window.__pwned=1</script>",
+}
+
 BEFORE = good("before", [1, 2, 3], [4, 5])
 AFTER = good("after", [1, 2, 3, 4, 5, 9], [6])
 NEIGHBOURS = ("before", "after")

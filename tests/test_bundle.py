@@ -24,6 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VLLM = ROOT / "sample_traces" / "vllm"
 DATA = re.compile(r'<script type="application/json" id="rollout-data">(.*?)</script>', re.S)
 PAYLOADS = ["<img src=x onerror=window.__pwned=1>", "</script><script>window.__pwned=1</script>", "a\u2028b\u2029c<!--"]
+MORE = {  # more places a trace puts text (tests/test_browser.py feeds the app the same kinds)
+    "message": '<iframe srcdoc="<script>parent.__pwned=1</script>"></iframe>[click](javascript:alert(1))',
+    "argument": '<svg onload="window.__pwned=1">',
+    "tool": "bash<script>window.__pwned=1</script>",
+    "note": '<b onmouseover="window.__pwned=1">hover me</b>',
+}
 
 
 def page_data(page: str) -> dict:
@@ -103,14 +109,25 @@ def hostile_rollout(tmp_path: Path) -> Path:
         [1, 2, 3],
         [7, 8],
         session=PAYLOADS[1],
-        messages=[{"role": "user", "content": PAYLOADS[1]}],
+        messages=[{"role": "user", "content": PAYLOADS[1]}, {"role": "user", "content": MORE["message"]}],
         reply=PAYLOADS[0],
+        tools=[{"type": "function", "function": {"name": MORE["tool"], "parameters": {"type": "object"}}}],
     )
     record = vllm_chat(turn, token_text=True)
     record["response"]["model"] = PAYLOADS[1]
-    record["response"]["choices"][0]["logprobs"]["content"][0]["token"] = PAYLOADS[1]
+    choice = record["response"]["choices"][0]
+    choice["logprobs"]["content"][0]["token"] = PAYLOADS[1]
+    choice["message"]["tool_calls"] = [
+        {
+            "id": "t",
+            "type": "function",
+            "function": {"name": MORE["tool"], "arguments": json.dumps({"cmd": MORE["argument"]})},
+        }
+    ]
     path = tmp_path / "hostile.jsonl"
     path.write_bytes(jsonl([record]))
+    note = notes_io.make_note(PAYLOADS[1], MORE["note"], "drop", node=PAYLOADS[0], author=PAYLOADS[0])
+    notes_io.write_notes(tmp_path / notes_io.SIDECAR, [note])
     return path
 
 
@@ -118,9 +135,9 @@ def test_hostile_text_stays_inside_the_data(tmp_path):
     trace = hostile_rollout(tmp_path)
     _, page = bundle(tmp_path, str(trace))
     shell = outside_data(page)
-    for payload in PAYLOADS[:2]:
+    for payload in [*PAYLOADS[:2], *MORE.values()]:
         assert payload not in page
-    assert "onerror" not in shell and "<script>window" not in shell
+    assert "onerror" not in shell and "<script>window" not in shell and "srcdoc" not in shell
     data = page_data(page)
     (session,) = data["sessions"]
     assert session["session_id"] == PAYLOADS[1] and session["calls"][0]["id"] == PAYLOADS[0]
@@ -174,6 +191,10 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     assert main(["bundle", str(VLLM), "--notes", str(bad), "--out", str(tmp_path / "x.html")]) == 2
     assert f"{bad}:2: a note names exactly one of" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+    (tmp_path / "file").write_text("")
+    assert main(["bundle", str(VLLM), "--out", str(tmp_path / "file" / "x.html")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("rollout-graph: cannot write") and "nothing written" in err
 
 
 def test_notes_beside_the_traces_are_shown(tmp_path):
@@ -210,3 +231,44 @@ def test_a_big_rollout_embeds_the_notable_calls_that_fit(tmp_path):
     assert detailed and detailed <= set(_notable(rollout)) and len(detailed) < len(rollout.calls)
     assert sum(_detail_cost(rollout, i) for i in detailed) <= 60_000
     assert session["left_out"]["n"] == len(rollout.calls) - len(detailed)
+
+
+def test_controls_are_shown_as_the_app_shows_them(tmp_path):
+    from rollout_graph.escape import visible
+
+    sneaky = "c1\u202eexe.txt\x1b[2J"
+    record = vllm_chat(Turn(sneaky, [1, 2, 3], [7, 8], messages=[{"role": "user", "content": "a\u2066b\x00"}]))
+    trace = tmp_path / "sneaky.jsonl"
+    trace.write_bytes(jsonl([record]))
+    _, page = bundle(tmp_path, str(trace))
+    (session,) = page_data(page)["sessions"]
+    assert session["calls"][0]["id"] == visible(sneaky) == "c1\\u202eexe.txt\\x1b[2J"
+    assert session["details"]["0"]["messages"]["request"][0]["text"] == "a\\u2066b\\x00"
+    assert "\u202e" not in page and "\x1b" not in page
+
+
+def test_the_page_script_never_builds_markup_from_text():
+    from importlib import resources
+
+    script = resources.files("rollout_graph.reports").joinpath("bundle_template", "bundle.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "fetch(",
+                 "XMLHttpRequest", "import(", ".src", "href"):  # fmt: skip
+        assert sink not in script, sink
+    assert "JSON.parse" in script and "textContent" in script
+
+
+def test_content_nested_deeper_than_the_encoder_allows_is_named_not_a_traceback(tmp_path, capsys):
+    deep: object = "bottom"
+    for _ in range(300):
+        deep = [deep]
+    record = vllm_chat(
+        Turn("deep", [1, 2, 3], [7, 8], messages=[{"role": "user", "content": [{"type": "x", "v": deep}]}])
+    )
+    trace = tmp_path / "deep.jsonl"
+    trace.write_bytes(jsonl([record]))
+    _, page = bundle(tmp_path, str(trace))
+    (session,) = page_data(page)["sessions"]
+    assert [c["id"] for c in session["calls"]] == ["deep"]
+    text = session["details"]["0"]["messages"]["request"][0]["text"]
+    assert text.startswith("(not shown: ") and "Recursion limit" in text
+    assert "Traceback" not in capsys.readouterr().err

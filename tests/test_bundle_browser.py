@@ -6,10 +6,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from rollout_graph.cli import main
 from rollout_graph.reports import notes as notes_io
 from tests.browser import browser_page, require_chromium, screenshot
-from tests.test_bundle import PAYLOADS, VLLM, hostile_rollout
+from tests.test_bundle import MORE, PAYLOADS, VLLM, hostile_rollout
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # opens the bundle in headless Chromium
 
 READY = "body[data-ready='1']"
 
@@ -80,6 +84,17 @@ def test_bundle_opens_offline_and_a_click_shows_the_call_tokens(tmp_path):
         assert page.evaluate("() => location.hash") == "#session=fix-config-bug&node=c05"
         page.get_by_role("tab", name="Messages").click()
         assert "ASSISTANT" in page.inner_text("#detail .chat").upper()
+        # the keys walk the graph: left to the parent, right to the first child, down to the next sibling
+        page.keyboard.press("ArrowLeft")
+        assert page.inner_text("#detail .call-id") == "c04"
+        page.keyboard.press("ArrowRight")
+        assert page.inner_text("#detail .call-id") == "c05"
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowDown")
+        assert page.inner_text("#detail .call-id") == "c07"
+        page.keyboard.press("Escape")
+        assert "Click a call in the graph" in page.inner_text("#detail")
+        page.click("g.node[data-id='c05']")
         # a collapsed chain draws its calls on a click
         before = page.locator("g.node").count()
         page.click("text.chain-label")
@@ -121,13 +136,15 @@ def test_hostile_trace_never_runs_in_the_bundle(tmp_path):
             span.click()
         page.get_by_role("tab", name="Messages").click()
         page.locator("summary").first.click()  # the findings list, with the call's id in it
+        page.locator(".note-text").first.hover()  # the sidecar's note, beside its call
         body = page.inner_text("body")
         screenshot(page, "bundle-hostile")
         assert page.evaluate("() => window.__pwned") is None
-        assert page.locator("img, iframe, script:not([id='rollout-data']):not(:last-of-type)").count() == 0
+        assert page.locator("img, iframe, svg:not(.dag-svg), b, a").count() == 0
         assert page.locator("script").count() == 2
-        for payload in PAYLOADS[:2]:
+        for payload in [*PAYLOADS[:2], MORE["message"], MORE["note"]]:
             assert payload in body, payload  # shown literally
+        assert '"cmd": "<svg onload=' in body and MORE["tool"] in body  # the tool call, as text
         assert PAYLOADS[1] in page.title()
 
 
@@ -167,3 +184,30 @@ def test_several_rollouts_in_one_file_and_a_picker(tmp_path):
         page.reload()
         page.wait_for_selector(READY)
         assert page.inner_text("h1") == "Rollout list-todos" and page.inner_text("#detail .call-id") == "c05"
+
+
+def test_every_hostile_corpus_case_opens_and_draws(tmp_path):
+    """Each readable case of tests/hostile.py, bundled and opened offline: its first calls clicked
+    (the bad record sits between two good ones), tokens and messages drawn, no script error,
+    nothing run, nothing fetched."""
+    require_chromium()
+    from tests.hostile import cases
+
+    pages = []
+    for case in cases():
+        if case.bomb:
+            continue
+        path = tmp_path / f"{case.name}{case.suffix}"
+        case.write(path)
+        out = tmp_path / f"{case.name}.html"
+        if main(["bundle", str(path), "--out", str(out), *case.flags]) == 0:
+            pages.append(out)
+    assert len(pages) >= 20
+    with offline_page() as page:
+        for out in pages:
+            page.goto(out.as_uri())
+            page.wait_for_selector(READY)
+            for k in range(min(8, page.locator("g.node").count())):  # the corpus's bad records sit early
+                page.locator("g.node").nth(k).click()
+                page.get_by_role("tab", name="Messages").click()
+            assert page.evaluate("() => window.__pwned") is None, out.name

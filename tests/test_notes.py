@@ -183,3 +183,12 @@ def test_sidecar_lives_beside_the_traces(tmp_path):
     assert notes_io.sidecar_for([VLLM]) == VLLM / notes_io.SIDECAR
     assert notes_io.sidecar_for([VLLM / "agent-rollouts.jsonl"]) == VLLM / notes_io.SIDECAR
     assert notes_io.sidecar_for([]) is None
+
+
+def test_the_sidecar_is_never_read_as_a_trace(tmp_path):
+    from rollout_graph.ingest.loading import trace_files
+
+    (tmp_path / "a.jsonl").write_bytes((VLLM / "agent-rollouts.jsonl").read_bytes())
+    write(tmp_path, notes_io.make_note(SESSION, "x", node="c05"))
+    (tmp_path / "notes.json").rename(tmp_path / notes_io.SIDECAR)
+    assert trace_files(tmp_path) == [tmp_path / "a.jsonl"]

@@ -81,3 +81,22 @@ def test_the_share_button_builds_the_bundle_of_the_open_view(monkeypatch, tmp_pa
     data = page_data(share.page(rollout, decoder, workspace, rollout.index_of("c05")))
     assert data["open"] == {"session": "fix-config-bug", "node": rollout.index_of("c05")}
     assert len(data["sessions"][0]["details"]) == len(rollout.calls)
+
+
+def test_an_opened_notes_file_merges_once_and_is_saved(tmp_path):
+    from rollout_graph.ui.state.notes import Store
+
+    sidecar = tmp_path / notes_io.SIDECAR
+    store = Store(sidecar)
+    first = notes_io.make_note("fix-config-bug", "a", "drop", node="c05")
+    second = notes_io.make_note("fix-config-bug", "b", "mask", leaf="c17")
+    assert store.merge([first, second]) == 2 and store.merge([first, second]) == 0
+    assert notes_io.read_notes(sidecar)["notes"] == [first, second]
+    store.remove(store.notes[0])
+    assert notes_io.read_notes(sidecar)["notes"] == [second]
+    # a sidecar that cannot be written says so, and keeps the notes in the session
+    blocked = Store(tmp_path / "missing-file-as-folder" / notes_io.SIDECAR)
+    (tmp_path / "missing-file-as-folder").write_text("")
+    blocked.add(first)
+    assert blocked.notes == [first] and blocked.problem.startswith("cannot write the notes file")
+    assert [n["text"] for n in Store(None, [first, second]).for_session("fix-config-bug")] == ["a", "b"]

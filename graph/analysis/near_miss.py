@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.core.messages import content_text as _text
 from rollout_graph.core.records import EMPTY_IDS, WARN, Call, Finding, NearMiss
 from rollout_graph.core.types import (
     BROKEN_REPLAYS,
@@ -97,27 +98,6 @@ def prompt_of(call: Call) -> np.ndarray:
 def end_ids(call: Call) -> np.ndarray:
     """The call's prompt ids followed by its sampled ids."""
     return np.concatenate([call.prompt_ids, call.sampled_ids]) if call.prompt_ids is not None else call.sampled_ids
-
-
-def _text(content: object) -> str:
-    """A message's text: a string, or the text of its content blocks (OpenAI, Anthropic, Responses)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict):
-                text = block.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-                elif "content" in block:
-                    parts.append(_text(block["content"]))
-                elif "input" in block or "arguments" in block:
-                    parts.append(json.dumps(block.get("input", block.get("arguments")), sort_keys=True, default=str))
-        return "\n".join(parts)
-    return "" if content is None else json.dumps(content, sort_keys=True, default=str)
 
 
 SYSTEM_ROLES = ("system", "developer")

@@ -71,7 +71,7 @@ class TopK:
     the alternatives' strings (row-major, ``n_sampled * k``) when the trace carried strings.
     """
 
-    ids: np.ndarray  # (n_sampled, k) int64, -1 = absent
+    ids: np.ndarray  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
     logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
     texts: list[str] | None = None
 

@@ -28,7 +28,7 @@ class LimitExceeded(ValueError):
     """A record or file is over one of the :class:`Limits`; the message names the limit."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Limits:
     """What one load may consume. ``None`` for ``max_memory_bytes`` means no cap."""
 
@@ -42,6 +42,15 @@ class Limits:
     max_parquet_bytes: int = 2 * GB  # uncompressed bytes one Parquet file declares in its footer
     max_sessions: int = 100_000  # rollouts (sessions) in one load; more is audit's work
     max_memory_bytes: int | None = None  # resident memory of the process while loading
+
+    def __repr__(self) -> str:
+        default = Limits()
+        changed = [
+            f"{f.name}={human(value) if value is not None and f.name.endswith('_bytes') else value}"
+            for f in fields(self)
+            if (value := getattr(self, f.name)) != getattr(default, f.name)
+        ]
+        return f"Limits({', '.join(changed) if changed else 'the defaults'})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, base: Limits | None = None) -> Limits:

@@ -22,7 +22,10 @@ from rollout_graph.ingest.reading import RawValue, Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst", ".parquet", ".pkl", ".pickle", ".pt", ".pth")
 # Files that travel with traces (a bundled tokenizer) but are never traces themselves.
-NOT_TRACES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"})
+NOTES_FILE = "rollout-graph-notes.json"  # the notes sidecar beside traces (rollout_graph.reports.notes)
+NOT_TRACES = frozenset(
+    {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json", NOTES_FILE}
+)
 # Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.
 SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
 

@@ -43,11 +43,12 @@ from rollout_graph.analysis.near_miss import RETOKENIZED, end_ids, near_miss_jso
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, Call, NearMiss
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.escape import html_text  # the one escaper, shared with the app
+from rollout_graph.escape import html_text, visible  # the one escaper, shared with the app
 
 __all__ = ["BundleOptions", "bundle_data", "bundle_html", "left_out", "page_html", "script_json"]
 
 DETAIL_BUDGET = 1_500_000  # estimated bytes of token detail embedded when no call is chosen
+DETAIL_OVERHEAD = 300  # bytes of a call's detail beyond its tokens and text (keys, empty lists)
 MAX_MESSAGE_CHARS = 20_000  # per message (the app's chat view cuts at the same length)
 BREAK_BEFORE = 8  # shared tokens shown before a break
 BREAK_AFTER = 24  # differing tokens shown after it
@@ -67,7 +68,7 @@ class BundleOptions:
     Attributes:
         node: the call the page opens at (its token detail is always embedded).
         calls: calls whose token detail is embedded; empty: every call when the rollouts fit
-            ``budget``, else only ``node``.
+            ``budget``, else ``node`` and then the notable calls that fit (:func:`bundle_data`).
         budget: estimated bytes of token detail embedded when ``calls`` is empty.
         paths: the trace paths as the user gave them, for the command the page prints to add
             the calls it left out.
@@ -112,6 +113,14 @@ def _specials(decoder: Decoder, ids: np.ndarray) -> list[int]:
     return [k for k, t in enumerate(ids.tolist()) if decoder.is_special(int(t))]
 
 
+def _json_text(value: Any, indent: bool = False) -> str:
+    """``value`` as JSON text, or a note saying why not (nested deeper than the encoder allows)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        return f"(not shown: {type(exc).__name__}: {str(exc)[:120]})"
+
+
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
@@ -123,9 +132,9 @@ def _content_text(content: Any) -> str:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             else:
-                parts.append(orjson.dumps(part, default=str).decode())
+                parts.append(_json_text(part))
         return "\n".join(parts)
-    return orjson.dumps(content, default=str).decode()
+    return _json_text(content)
 
 
 def _cut(text: str) -> str:
@@ -134,13 +143,26 @@ def _cut(text: str) -> str:
     return text[:MAX_MESSAGE_CHARS] + f"\n… ({len(text) - MAX_MESSAGE_CHARS:,} more characters left out)"
 
 
+def _readable_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    try:
+        arguments = orjson.loads(function["arguments"])
+    except orjson.JSONDecodeError:
+        return call
+    return {**call, "function": {**function, "arguments": arguments}}
+
+
 def _message(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         return {"role": "?", "text": _cut(_content_text(message))}
     out: dict[str, Any] = {"role": str(message.get("role", "?")), "text": _cut(_content_text(message.get("content")))}
     extra = {k: v for k, v in message.items() if k not in ("role", "content") and v is not None}
+    if isinstance(extra.get("tool_calls"), list):  # arguments shown as the JSON they hold, as the app does
+        extra["tool_calls"] = [_readable_call(c) for c in extra["tool_calls"]]
     if extra:
-        out["extra"] = _cut(orjson.dumps(extra, default=str, option=orjson.OPT_INDENT_2).decode())
+        out["extra"] = _cut(_json_text(extra, indent=True))
     return out
 
 
@@ -190,7 +212,7 @@ def _detail_cost(rollout: Rollout, i: int) -> int:
     k = 0 if call.top_k is None else call.top_k.ids.shape[1]
     context = call.n_prompt - rollout.context_start(i)
     text = sum(len(_content_text(m.get("content"))) for m in (call.request_messages or []) if isinstance(m, dict))
-    return context * 16 + call.n_sampled * (30 + 28 * k) + min(text, MAX_MESSAGE_CHARS * 50)
+    return DETAIL_OVERHEAD + context * 16 + call.n_sampled * (30 + 28 * k) + min(text, MAX_MESSAGE_CHARS * 50)
 
 
 def _near_miss(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> dict[str, Any]:
@@ -379,7 +401,8 @@ def _rollout_data(rollout: Rollout, decoder: Decoder, options: BundleOptions, de
 def bundle_data(
     rollouts: Sequence[Rollout], decoders: Sequence[Decoder], options: BundleOptions | None = None
 ) -> dict[str, Any]:
-    """The JSON the page draws: every rollout's summary, DAG and rows, and the token detail of the
+    """The JSON the page draws (every string as rollout_graph.escape.visible shows it): every
+    rollout's summary, DAG and rows, and the token detail of the
     calls chosen: the calls named (``options.calls`` and ``options.node``) when ``options.calls``
     names any; else every call when they all fit ``options.budget``, or ``options.node`` and then
     the notable calls (near-miss ends, FATAL/WARN findings, forks, discarded) while they fit."""
@@ -404,20 +427,34 @@ def bundle_data(
     if open_at is None and rollouts:  # the rollout the app opens first: the most trainable tokens
         first = min(rollouts, key=lambda r: (-r.stats["n_trainable_tokens"], len(r.session_id), r.session_id))
         open_at = {"session": first.session_id, "node": None}
-    return {
-        "format": "rollout-graph-bundle",
-        "version": 1,
-        "generator": f"rollout-graph {__version__}",
-        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "title": options.title or ", ".join(r.session_id for r in rollouts),
-        "open": open_at,
-        "everything": everything,
-        "named": named,
-        "budget": options.budget,
-        "logprob_floor": LOGPROB_FLOOR,
-        "buckets": BUCKETS,
-        "sessions": sessions,
-    }
+    return _visible(
+        {
+            "format": "rollout-graph-bundle",
+            "version": 1,
+            "generator": f"rollout-graph {__version__}",
+            "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "title": options.title or ", ".join(r.session_id for r in rollouts),
+            "open": open_at,
+            "everything": everything,
+            "named": named,
+            "budget": options.budget,
+            "logprob_floor": LOGPROB_FLOOR,
+            "buckets": BUCKETS,
+            "sessions": sessions,
+        }
+    )
+
+
+def _visible(value: Any) -> Any:
+    """Every string in ``value`` as the app shows it: controls and bidi controls as escapes
+    (rollout_graph.escape.visible), so the page's textContent shows what the app shows."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {k: _visible(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_visible(v) for v in value]
+    return value
 
 
 def script_json(data: Any) -> str:

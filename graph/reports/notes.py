@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.loading import NOTES_FILE
 from rollout_graph.reports.output import OutputError, atomic_path
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 VERSION = 1
-SIDECAR = "rollout-graph-notes.json"
+SIDECAR = NOTES_FILE  # never read as a trace (rollout_graph.ingest.loading)
 ACTIONS = ("drop", "mask", "keep")
 MAX_FILE_BYTES = 4 << 20
 MAX_NOTES = 10_000

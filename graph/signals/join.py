@@ -314,7 +314,12 @@ def _worst(
 ) -> list[dict[str, Any]]:
     """The row's WORST_K largest |d| tokens: leaf, position in the row, the call, both logprobs."""
     scored = np.where(np.isnan(d_full), -1.0, np.abs(d_full))
-    top = np.argsort(-scored, kind="stable")[:WORST_K]
+    if scored.shape[0] > WORST_K:  # the K largest without sorting the whole row; ties: the first positions
+        kth = np.partition(scored, scored.shape[0] - WORST_K)[scored.shape[0] - WORST_K]
+        candidates = np.flatnonzero(scored >= kth)
+    else:
+        candidates = np.arange(scored.shape[0])
+    top = candidates[np.argsort(-scored[candidates], kind="stable")][:WORST_K]
     leaf_id = rollout.calls[seq.leaf].node_id
     out = []
     for pos in top:
@@ -397,6 +402,21 @@ class JoinReport:
 def attach(rollout: Rollout, signals: RolloutSignals) -> Rollout:
     """A copy of the rollout carrying the signals and their findings (sequences are unchanged)."""
     return dataclasses.replace(rollout, findings=[*rollout.findings, *signals.findings], signals=signals)
+
+
+def with_corrections(rollouts: list[Rollout], corrections: list[Correction] | tuple[Correction, ...]) -> list[Rollout]:
+    """The rollouts whose signals came from their own trace (prime-rl, NeMo-RL, verifiers ...: the
+    embedded trainer columns) with the ``corrections`` applied; rollouts without signals unchanged."""
+    if not corrections:
+        return rollouts
+    out = []
+    for r in rollouts:
+        if r.signals is not None:
+            signals = dataclasses.replace(r.signals)
+            signals.corrections = signals.evaluate(list(corrections))
+            r = dataclasses.replace(r, signals=signals)
+        out.append(r)
+    return out
 
 
 def attach_all(

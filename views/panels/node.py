@@ -12,6 +12,7 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.token_flow import inherited_share
 from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import AGENT
 from rollout_graph.escape import html_text
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
@@ -165,7 +166,7 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     """The Sequence tab above its token view: the training row chosen, its numbers, its calls.
     Returns (the row's strip, its widget key), or None when no row runs through the call."""
     # the agent row with the most trainable tokens first
-    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
+    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != AGENT, -s.n_trainable))
     if not through:
         st.caption("No sequence runs through this call.")
         return None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text, md
 from rollout_graph.reports import notes as notes_io
-from rollout_graph.ui.builders.escape import html_text, md
 from rollout_graph.ui.state import notes as notes_state
 from rollout_graph.ui.state.sources import Workspace
 
@@ -29,7 +29,7 @@ def note_html(note: dict) -> str:
         'margin:3px 0;font:13px system-ui,sans-serif">'
         f'<span style="background:{color};color:#fff;border-radius:4px;padding:0 6px;margin-right:6px;font:600 11px system-ui;'
         f'text-transform:uppercase">{html_text(note["action"])}</span>'
-        f'<span style="white-space:pre-wrap">{html_text(note["text"]) or "(no text)"}</span>'
+        f'<span style="white-space:pre-wrap;color:#0f172a">{html_text(note["text"]) or "(no text)"}</span>'
         f'<span style="color:#64748b"> · {html_text(target)}{" · " + html_text(who) if who else ""}</span></div>'
     )
 
@@ -49,23 +49,21 @@ def render(rollout: Rollout, node: int, workspace: Workspace | None) -> None:
         if store.problem:
             st.warning(md(store.problem))
         for k, note in enumerate(mine):
-            shown, remove = st.columns([12, 1])
-            shown.html(note_html(note))
-            if remove.button("✕", key=f"{key}-rm-{k}", help="remove this note"):
+            st.html(note_html(note))
+            if st.button("Remove this note", key=f"{key}-rm-{k}", type="tertiary"):
                 store.remove(note)
                 st.rerun()
         with st.form(key=f"{key}-form", clear_on_submit=True, border=False):
             targets = [f"call {call_id}"] + [f"training row {leaf}" for leaf in leaves]
-            left, mid, right = st.columns([2, 2, 1])
-            target = left.selectbox("Note on", range(len(targets)), format_func=lambda t: targets[t])
-            action = mid.radio(
+            target = st.selectbox("Note on", range(len(targets)), format_func=lambda t: targets[t])
+            action = st.radio(
                 "Action on export --notes",
                 notes_io.ACTIONS[::-1],
                 horizontal=True,
                 help="; ".join(ACTION_HELP[a] for a in notes_io.ACTIONS[::-1]),
             )
-            author = right.text_input("Author", max_chars=notes_io.MAX_FIELD)
             text = st.text_area("Note", max_chars=notes_io.MAX_TEXT, height=80, placeholder="what you found")
+            author = st.text_input("Author", max_chars=notes_io.MAX_FIELD)
             if st.form_submit_button("Add note"):
                 leaf = None if target == 0 else leaves[target - 1]
                 store.add(
@@ -85,8 +83,7 @@ def render(rollout: Rollout, node: int, workspace: Workspace | None) -> None:
             else "Kept in this browser session only: download them to keep them."
         )
         st.caption(where + " Never written into a trace. `rollout-graph export --notes FILE` applies them.")
-        left, right = st.columns(2)
-        left.download_button(
+        st.download_button(
             "⬇ Notes file (JSON)",
             data=notes_io.notes_json(store.notes),
             file_name=notes_io.SIDECAR,
@@ -95,7 +92,7 @@ def render(rollout: Rollout, node: int, workspace: Workspace | None) -> None:
             key=f"{key}-download",
             disabled=not store.notes,
         )
-        opened = right.file_uploader("Open a notes file", type=["json"], key=f"{key}-open")
+        opened = st.file_uploader("Open a notes file", type=["json"], key=f"{key}-open")
         if opened is not None:
             try:
                 added = store.merge(notes_io.parse_notes(opened.getvalue(), opened.name)["notes"])

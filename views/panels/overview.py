@@ -13,8 +13,9 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
 from rollout_graph.reports import export
 from rollout_graph.ui import state
-from rollout_graph.ui.panels import groups as groups_view
+from rollout_graph.ui.state import groups as groups_view
 from rollout_graph.ui.state.sources import Workspace
+from rollout_graph.ui.state.widgets import picked_row
 
 MAX_SKIPPED_ROWS = 1000
 
@@ -34,21 +35,6 @@ def load_report(workspace: Workspace) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         if len(skipped) > MAX_SKIPPED_ROWS:
             st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
-
-
-def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
-    """A table whose rows can be selected; the selected row's position, if any."""
-    event = st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-        height=min(max_height, 38 + 35 * len(frame)),
-    )
-    rows = event.selection.rows
-    return rows[0] if rows else None
 
 
 def rollouts_table(workspace: Workspace, current: str) -> None:
@@ -78,8 +64,6 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
             }
         )
     picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
-    if by_group:
-        groups_view.panel(workspace)
     if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()

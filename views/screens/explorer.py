@@ -11,12 +11,14 @@ import sys
 
 import streamlit as st
 
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import corrections as corrections_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
+from rollout_graph.ui.panels import groups as groups_view
 from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
@@ -118,7 +120,9 @@ def overview_and_graph(workspace):
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
+    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
     overview.rollouts_table(workspace, session_id)
+    groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)

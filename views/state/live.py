@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS
+from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
@@ -85,22 +85,14 @@ class LiveSource:
             return None
 
 
-_SOURCES: OrderedDict[tuple[str, ...], LiveSource] = OrderedDict()
-_SOURCES_SIZE = 4
-_SOURCES_LOCK = threading.Lock()
+_SOURCES: LRU[tuple[str, ...], LiveSource] = LRU(4)
+_PREFETCH_LOCK = threading.Lock()
 
 
 def source(paths: list[Path], label: str) -> LiveSource:
     """The server-wide live source for these paths (created on first use)."""
     key = tuple(str(p) for p in paths)
-    with _SOURCES_LOCK:
-        found = _SOURCES.get(key)
-        if found is None:
-            found = _SOURCES[key] = LiveSource(paths, label)
-            while len(_SOURCES) > _SOURCES_SIZE:
-                _SOURCES.popitem(last=False)
-        _SOURCES.move_to_end(key)
-        return found
+    return _SOURCES.get_or_create(key, lambda: LiveSource(paths, label))
 
 
 def prefetch(paths: list[str]) -> None:
@@ -109,7 +101,7 @@ def prefetch(paths: list[str]) -> None:
     imports the panels and draws the sidebar, and that run's first look waits for it instead of
     starting it (docs/performance.md)."""
     found = source([Path(p) for p in paths], COMMAND_LINE_LABEL)
-    with _SOURCES_LOCK:
+    with _PREFETCH_LOCK:
         if found.prefetched:
             return
         found.prefetched = True

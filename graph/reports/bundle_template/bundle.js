@@ -237,7 +237,7 @@
       if (c.discarded) g.append(svg("path", { d: "M-4,-4L4,4M4,-4L-4,4", class: "cross" }));
       if (labels) {
         const t = svg("text", { x: 0, y: -11, class: "label" });
-        t.textContent = c.id.length > 16 ? c.id.slice(0, 15) + "…" : c.id;
+        t.textContent = c.id.length > 8 ? "…" + c.id.slice(-7) : c.id; // ids often share a prefix; the tooltip has it whole
         g.append(t);
       }
       g.addEventListener("click", () => select(v));
@@ -253,7 +253,7 @@
       } }) : null);
     const legend = el("div", { class: "legend" },
       ...Object.entries(ROLE_COLORS).map(([role, color]) => el("span", {}, badge(role, color, ROLE_INK[role]))),
-      el("span", { class: "muted", text: "× discarded · dashed orange: near miss · dashed grey +N: a collapsed chain · red outline: FATAL" }));
+      el("span", { class: "muted", text: "× discarded · dashed orange: near miss · dashed grey +N: a collapsed chain · red outline: FATAL · keys: ← parent, → child, ↑↓ siblings, Esc" }));
     return el("section", { class: "dag", id: "dag" }, tools, el("div", { class: "dag-scroll" }, root), legend);
   }
 
@@ -521,7 +521,7 @@
     const shownRow = el("div", { id: "row-tokens" });
     const pick = (r) => { state.row = r.leaf; drawRows(); };
     const box = el("section", { class: "training", id: "rows" }, el("h2", { text: `Training rows (${s.rows.length})` }),
-      el("p", { class: "muted", text: "One row per leaf: the path from its root, as `rollout-graph export` writes it. Click a leaf for its tokens." }),
+      el("p", { class: "muted", text: "One row per leaf: the path from its root, as rollout-graph export writes it. Click a leaf for its tokens." }),
       rowsTable(s.rows, pick), shownRow);
     const r = s.rows.find((x) => x.leaf === state.row);
     if (r) shownRow.append(rowTokens(r));
@@ -571,5 +571,23 @@
   renderAll();
   if (state.node !== null) writeHash();
   window.addEventListener("hashchange", () => { readHash(); renderAll(); });
+  // keys: ← parent, → first child, ↑ / ↓ the sibling before / after, Esc back to the overview
+  document.addEventListener("keydown", (e) => {
+    if (e.target.closest && e.target.closest("input, select, textarea")) return;
+    const s = S();
+    if (e.key === "Escape") { state.node = null; writeHash(); drawDag(); drawDetail(); return; }
+    if (state.node === null) return;
+    const c = s.calls[state.node];
+    let next = null;
+    if (e.key === "ArrowLeft") next = c.parent;
+    else if (e.key === "ArrowRight") next = c.children.length ? c.children[0] : null;
+    else if (e.key === "ArrowUp" || e.key === "ArrowDown") {
+      const siblings = c.parent === null ? s.calls.map((x, k) => k).filter((k) => s.calls[k].parent === null) : s.calls[c.parent].children;
+      const k = siblings.indexOf(state.node) + (e.key === "ArrowUp" ? -1 : 1);
+      next = k >= 0 && k < siblings.length ? siblings[k] : null;
+    } else return;
+    e.preventDefault();
+    if (next !== null && next !== undefined) select(next);
+  });
   document.body.dataset.ready = "1";
 })();
