@@ -14,10 +14,12 @@ controls (U+202A-202E, U+2066-2069, U+200E/200F, U+061C), which would reorder wh
 (a "Trojan Source" id that reads differently from what it is).
 
 - :func:`md`: for any Markdown context. Every ASCII punctuation character is backslash-escaped,
-  ``<`` and ``>`` become ``&lt;`` and ``&gt;`` (CommonMark renders both literally, so no emphasis, link, image, HTML, heading,
-  table, ``:color[...]`` directive, ``:emoji:`` or ``$`` math survives; with ``:``, ``.`` and ``@``
-  escaped, GitHub-style autolinks of ``http://...``, ``www.`` and e-mail addresses never start),
-  newlines and tabs become spaces. ``md_escape`` is the same function under its older name.
+  ``<`` and ``>`` become ``&lt;`` and ``&gt;`` (CommonMark renders both literally, so no emphasis,
+  link, image, HTML, heading, table, ``:color[...]`` directive, ``:emoji:`` or ``$`` math
+  survives), newlines and tabs become spaces. GitHub-style autolinks (``http://...``, ``www.``,
+  e-mail addresses) are found in the text after escapes are undone, so escaping cannot stop them:
+  an invisible word joiner (U+2060) after ``http``, ``www`` and ``@`` breaks each one
+  (tests/test_browser_hostile.py checks it in Chromium). ``md_escape`` is the older name of ``md``.
 - :func:`plot`: for plotly text (node labels, axis ticks, hover), which renders a subset of HTML
   (``<a href>``, ``<b>``, ``<br>``): HTML-escaped, ``$`` as an entity (no LaTeX).
 - :func:`html_text`: for text and attribute values in ``st.html`` fragments and HTML files
@@ -30,13 +32,16 @@ import html
 import re
 import string
 
-__all__ = ["BIDI", "CONTROLS", "html_text", "md", "md_escape", "plot", "visible"]
+__all__ = ["BIDI", "CONTROLS", "WORD_JOINER", "html_text", "md", "md_escape", "plot", "visible"]
 
 # The bidirectional controls: embeddings and overrides, isolates, the marks.
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 # What a page must never receive raw: NUL, C0 (tab and newline excepted), DEL, C1, the bidi controls.
 CONTROLS = re.compile("[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f" + BIDI + "]")
 _SPACES = re.compile(r"[\n\r\t]+")
+# Where GFM's autolink literals start: "http(s)://", "www.", "name@domain".
+_AUTOLINK = re.compile(r"(?<=http)(?=s?:)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
 _MD = str.maketrans({c: "\\" + c for c in string.punctuation} | {"<": "&lt;", ">": "&gt;"})
 _PLOT_EXTRA = str.maketrans({"$": "&#36;"})
 
@@ -57,7 +62,7 @@ def visible(text: object, limit: int | None = None) -> str:
 
 def md(text: object, limit: int | None = None) -> str:
     """``text`` as literal inline Markdown on one line (see the module docstring); cut to ``limit``."""
-    return _SPACES.sub(" ", visible(text, limit)).translate(_MD)
+    return _AUTOLINK.sub(WORD_JOINER, _SPACES.sub(" ", visible(text, limit))).translate(_MD)
 
 
 def md_escape(text: object, limit: int | None = None) -> str:

@@ -27,6 +27,19 @@ def good(call_id: str, prompt: list[int], sampled: list[int]) -> dict:
     return vllm_chat(Turn(call_id, prompt, sampled))
 
 
+# Markup a trace may carry in its ids, file names and texts: none of it may become live on a page
+# (tests/test_escape.py, tests/test_browser_hostile.py). 203.0.113.0/24 is TEST-NET-3: never routed.
+MARKUP = {
+    "image": "![x](http://203.0.113.9/x.png)",
+    "html": "<img src=http://203.0.113.9/y.png>",
+    "bold": "**bold**",
+    "directive": ":red[x]",
+    "math": "$x^2$",
+    "autolink": "http://evil.example",
+    "www": "www.evil.example",
+    "script": "<script>window.__pwned=1</script>",
+}
+
 BEFORE = good("before", [1, 2, 3], [4, 5])
 AFTER = good("after", [1, 2, 3, 4, 5, 9], [6])
 NEIGHBOURS = ("before", "after")
@@ -315,6 +328,10 @@ def cases() -> list[Case]:
         Case("corrupt_zstd", _write_bytes(_corrupt_zstd), suffix=".jsonl.zst", loads=("before",), skipped="zstd"),
         Case("document_parent_cycle", lambda p: p.write_bytes(jsonl([BEFORE, _document_with_cycle(), AFTER])),
              loads=(*NEIGHBOURS, "a", "b", "c"), finding="document_invalid_parent"),
+        Case("document_turn_past_its_sequence",
+             lambda p: p.write_bytes(jsonl([BEFORE, {**long_document(3), "turns": [
+                 {"node_id": "t0", "n_prompt": 10**12, "n_sampled": 1}]}, AFTER])),
+             loads=(*NEIGHBOURS, "t0"), finding="malformed_field"),
         Case("document_over_max_expanded_ids", lambda p: p.write_bytes(jsonl([BEFORE, long_document(400), AFTER])),
              skipped="max_expanded_ids", flags=["--max-expanded-ids", "100K"]),
         # Bombs: written small, limits lowered to prove each one holds.

@@ -6,10 +6,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from rollout_graph.cli import main
 from rollout_graph.reports import notes as notes_io
 from tests.browser import browser_page, require_chromium, screenshot
 from tests.test_bundle import MORE, PAYLOADS, VLLM, hostile_rollout
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # opens the bundle in headless Chromium
 
 READY = "body[data-ready='1']"
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rollout_graph import escape
 from rollout_graph.cli.common import terminal_safe
-from rollout_graph.escape import BIDI, html_text, md, md_escape, plot, visible
+from rollout_graph.escape import BIDI, WORD_JOINER, html_text, md, md_escape, plot, visible
 from rollout_graph.ui.builders import escape as ui_escape
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,8 @@ def test_markdown_escape_leaves_no_live_syntax():
     assert not unescaped(out, "![]()*:#") and "<" not in out
     assert "\n" not in out
     # Every character of the original is still there, in order.
-    assert out.replace("\\", "").replace("&lt;", "<").replace("&gt;", ">") == HOSTILE.replace("\n", " ")
+    shown = out.replace("\\", "").replace("&lt;", "<").replace("&gt;", ">").replace(WORD_JOINER, "")
+    assert shown == HOSTILE.replace("\n", " ")
 
 
 def test_markdown_neutralises_every_hostile_case():
@@ -64,9 +65,26 @@ def test_markdown_neutralises_every_hostile_case():
 
 
 def test_autolinks_cannot_start():
-    assert md("http://evil.example") == "http\\:\\/\\/evil\\.example"
-    assert md("www.evil.example") == "www\\.evil\\.example"
-    assert md("a@b.example") == "a\\@b\\.example"
+    # GFM finds autolinks in the text once escapes are undone: a word joiner breaks each start
+    wj = WORD_JOINER
+    assert md("http://evil.example") == f"http{wj}\\:\\/\\/evil\\.example"
+    assert md("HTTPS://x") == f"HTTP{wj}S\\:\\/\\/x"
+    assert md("www.evil.example") == f"www{wj}\\.evil\\.example"
+    assert md("a@b.example") == f"a\\@{wj}b\\.example"
+
+
+# GFM's autolink literals (mdast-util-gfm-autolink-literal), matched on the text Markdown shows:
+GFM_AUTOLINK = re.compile(r"https?://|www\.|[-.\w+]+@[-\w]+(?:\.[-\w]+)+", re.IGNORECASE | re.ASCII)
+
+
+def shown_text(markdown: str) -> str:
+    """What CommonMark shows for ``md`` output: backslash escapes and the two entities undone."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("&lt;", "<").replace("&gt;", ">")
+
+
+@given(st.lists(st.sampled_from(list("htps:/w.@abcHTTPSW-_+ ") + ["http://", "www.", "a@b.c"])).map("".join))
+def test_no_autolink_survives(text):
+    assert not GFM_AUTOLINK.search(shown_text(md(text))), (text, md(text))
 
 
 def test_controls_are_shown_not_sent():

@@ -14,6 +14,8 @@ from rollout_graph.reports.run import run_table
 from tests.browser import browser_page, require_chromium, running_app, screenshot
 from tools import make_run
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in Chromium
+
 IDLE = (
     "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
     " && !document.querySelector('[data-testid=\"stSkeleton\"]')"

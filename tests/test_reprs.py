@@ -38,8 +38,9 @@ def test_reprs_of_a_big_rollout_are_short(tmp_path):
     _check(rollout, "'big'", "600 calls")
     _check(rollout.topology, "600 calls", "roots", "discarded")
     main = max(rollout.sequences, key=lambda s: len(s.nodes))
-    text = _check(main, main.role, f"#{main.nodes[0]}", f"#{main.nodes[-1]}", f"{len(main.nodes)} calls", "trainable")
-    assert "…" in text  # the path is cut, not listed
+    ids = rollout.node_ids
+    text = _check(main, main.role, repr(ids[main.nodes[0]]), repr(ids[main.nodes[-1]]), f"{len(main.nodes)} calls")
+    assert "…" in text and "trainable" in text  # the path is cut to its ends, not listed
     _check(rollout.tokens(main), "tokens", "trained")
     _check(rollout.calls[0], "'c0000'", "'big'", "big.jsonl:1")
     _check(report.skipped[0], "big.jsonl", "line 601")
@@ -48,7 +49,8 @@ def test_reprs_of_a_big_rollout_are_short(tmp_path):
     top_k = next(c.top_k for c in rollout.calls if c.top_k is not None)
     assert isinstance(top_k, TopK)
     _check(top_k, "positions", "alternatives")
-    _check(rg.Limits())
+    _check(rg.Limits(), "defaults")
+    _check(rg.Limits(max_depth=5, max_file_bytes=1 << 20), "max_depth=5", "max_file_bytes=1 MB")
     _check(Source.from_path(path), "big.jsonl")
 
 

@@ -107,3 +107,26 @@ def pretty_arguments(arguments: Any) -> str:
         except ValueError:
             return text + "\n(not valid JSON)"
     return json.dumps(arguments, indent=2, ensure_ascii=False)
+
+
+def content_text(content: object) -> str:
+    """A message's text as the near-miss analysis compares it: a string, or the text of its content
+    blocks (OpenAI, Anthropic, Responses), nested tool results and tool inputs included, JSON with
+    sorted keys for anything else (unstripped; :func:`canonical` is what linking compares)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif "content" in block:
+                    parts.append(content_text(block["content"]))
+                elif "input" in block or "arguments" in block:
+                    parts.append(json.dumps(block.get("input", block.get("arguments")), sort_keys=True, default=str))
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, sort_keys=True, default=str)

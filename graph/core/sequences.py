@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rollout_graph.core.records import Call, node_path
+from rollout_graph.core.records import Call, node_path, short
 from rollout_graph.core.topology import Topology
 from rollout_graph.core.types import AUXILIARY, Role
 
@@ -25,6 +25,8 @@ class Sequence:
     n_trainable: int
     n_context: int
     role: Role = AUXILIARY  # every sequence gets its role from rollout_graph.core.roles.assign_roles
+    root_id: str = ""  # the node ids of its first and last call (for the repr; "" when built by hand)
+    leaf_id: str = ""
 
     @property
     def n_calls(self) -> int:
@@ -36,9 +38,18 @@ class Sequence:
         """Deprecated alias of :attr:`n_calls`."""
         return len(self.nodes)
 
+    def _path(self) -> str:
+        """Root -> leaf by node id when known (``c01 -> … -> c09``), else by arrival index."""
+        if not self.leaf_id:
+            return node_path(self.nodes)
+        if len(self.nodes) == 1:
+            return short(self.leaf_id, 30)
+        gap = " -> … -> " if len(self.nodes) > 2 else " -> "
+        return f"{short(self.root_id, 30)}{gap}{short(self.leaf_id, 30)}"
+
     def __repr__(self) -> str:
         return (
-            f"Sequence({self.role} row {node_path(self.nodes)} ({len(self.nodes)} call{'s' if len(self.nodes) != 1 else ''}): "
+            f"Sequence({self.role} row {self._path()} ({len(self.nodes)} call{'s' if len(self.nodes) != 1 else ''}): "
             f"{self.n_trainable} trainable + {self.n_context} context tokens)"
         )
 
@@ -82,6 +93,8 @@ def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray
                 prompt_len=root.n_prompt,
                 n_trainable=int(n_trainable),
                 n_context=int(length - n_trainable),
+                root_id=root.node_id,
+                leaf_id=calls[leaf].node_id,
             )
         )
     return sequences

@@ -16,7 +16,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.palette import ROLE_COLORS
-from rollout_graph.ui.panels.overview import picked_row
+from rollout_graph.ui.state.widgets import picked_row
 
 
 def flows_frame(rollout: Rollout) -> pd.DataFrame:

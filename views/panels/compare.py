@@ -14,6 +14,7 @@ import streamlit as st
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import LEVELS
 from rollout_graph.escape import html_text, md
 from rollout_graph.reports.compare import compare
 from rollout_graph.ui import state
@@ -64,9 +65,7 @@ def stats_html(result: dict[str, Any]) -> str:
     """Stats (exactly what inspect reports) and finding counts side by side."""
     a, b = result["a"], result["b"]
     rows = [(k, a["stats"][k], b["stats"].get(k), ",") for k in a["stats"]]
-    rows += [
-        (level, a["finding_counts"][level], b["finding_counts"][level], ",") for level in ("FATAL", "WARN", "INFO")
-    ]
+    rows += [(level, a["finding_counts"][level], b["finding_counts"][level], ",") for level in LEVELS]
     return _table("stat", rows, a["session_id"], b["session_id"])
 
 
@@ -118,7 +117,7 @@ def _pick(label: str, ids: list[str], key: str, default: str) -> str:
 
 def _default_b(workspace: Workspace, a: str) -> str:
     """Another rollout, preferring one with the same first agent prompt."""
-    from rollout_graph.ui.panels.groups import groups
+    from rollout_graph.ui.state.groups import groups
 
     for group in groups(workspace):
         if a in group.members and len(group.members) > 1:

@@ -12,6 +12,7 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.token_flow import inherited_share
 from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import AGENT
 from rollout_graph.escape import html_text
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
@@ -111,6 +112,19 @@ def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
 TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
 
 
+def worst_token(rollout: Rollout, i: int) -> tuple[int, float] | None:
+    """(position in the call's token view, |trainer - inference|) of the worst token of a call with
+    a ``logprob_mismatch`` finding; None otherwise."""
+    if not any(f.code == "logprob_mismatch" for f in rollout.findings_for(i)) or rollout.signals is None:
+        return None
+    found = rollout.signals.calls.get(i)
+    if found is None or found.worst_offset is None:
+        return None
+    call = rollout.calls[i]
+    context = call.n_prompt - rollout.context_start(i) if call.prompt_ids is not None else 0
+    return context + found.worst_offset, found.worst_abs_diff
+
+
 def tab_labels(rollout: Rollout, i: int) -> list[str]:
     return [f"Findings ({len(rollout.findings_for(i))})" if t == "Findings" else t for t in TAB_NAMES]
 
@@ -165,7 +179,7 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     """The Sequence tab above its token view: the training row chosen, its numbers, its calls.
     Returns (the row's strip, its widget key), or None when no row runs through the call."""
     # the agent row with the most trainable tokens first
-    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
+    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != AGENT, -s.n_trainable))
     if not through:
         st.caption("No sequence runs through this call.")
         return None

@@ -13,10 +13,14 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
 from rollout_graph.reports import export
 from rollout_graph.ui import state
-from rollout_graph.ui.panels import groups as groups_view
+from rollout_graph.ui.state import groups as groups_view
 from rollout_graph.ui.state.sources import Workspace
+from rollout_graph.ui.state.widgets import picked_row
 
 MAX_SKIPPED_ROWS = 1000
+
+
+SHOWN_REASONS = 3  # skipped records named in the warning itself
 
 
 def load_report(workspace: Workspace) -> None:
@@ -25,30 +29,21 @@ def load_report(workspace: Workspace) -> None:
     if not skipped:
         st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
         return
+    # the reasons first: they are what a user must fix
+    reasons = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}: {md(x.reason, 160)}" for x in skipped[:SHOWN_REASONS])
+    more = f" (and {len(skipped) - SHOWN_REASONS:,} more below)" if len(skipped) > SHOWN_REASONS else ""
+    rest = "nothing else to load." if not loaded.loaded else f"the other {loaded.loaded:,} records loaded normally."
     st.warning(
-        f"{md(workspace.label, 120)}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
-        f"**{len(skipped):,} skipped**: every other record loaded normally."
+        f"**{len(skipped):,} skipped** of {loaded.records:,} records in {md(workspace.label, 120)}: {reasons}{more}. "
+        f"{loaded.loaded:,} loaded: {rest}"
     )
-    with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):
+    with st.expander(
+        f"Load report: {len(skipped):,} skipped records (file, line, reason)", expanded=len(skipped) > SHOWN_REASONS
+    ):
         rows = [{"file": Path(s.file).name, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         if len(skipped) > MAX_SKIPPED_ROWS:
             st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
-
-
-def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
-    """A table whose rows can be selected; the selected row's position, if any."""
-    event = st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-        height=min(max_height, 38 + 35 * len(frame)),
-    )
-    rows = event.selection.rows
-    return rows[0] if rows else None
 
 
 def rollouts_table(workspace: Workspace, current: str) -> None:
@@ -78,8 +73,6 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
             }
         )
     picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
-    if by_group:
-        groups_view.panel(workspace)
     if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()
@@ -118,8 +111,7 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
          "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
-        ("FATAL", counts[FATAL], None),
-        ("WARN", counts[WARN], None),
+        ("FATAL · WARN", f"{counts[FATAL]} · {counts[WARN]}", "findings by level (the findings panel lists every code)"),
     ]  # fmt: skip
 
 

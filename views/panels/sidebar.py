@@ -7,11 +7,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from rollout_graph.escape import md
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state.sources import (
+    BUNDLED,
+    COMMAND_LINE,
+    UPLOAD,
     UploadTooLarge,
     Workspace,
     bundled_files,
@@ -20,9 +23,6 @@ from rollout_graph.ui.state.sources import (
     load_uploads,
 )
 
-BUNDLED = "Bundled samples"
-UPLOAD = "Upload"
-COMMAND_LINE = "Command-line folders"
 ALL = "all files"
 UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
 

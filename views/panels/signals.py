@@ -13,8 +13,8 @@ import streamlit as st
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, plot
 from rollout_graph.ui import state
-from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.state.signals import Joined, report_caption
+from rollout_graph.ui.state.widgets import jump_to
 
 TOP_OUTLIERS = 20  # the largest differences are drawn as outliers even under the threshold
 
@@ -166,6 +166,6 @@ def _open_point(rollout: Rollout, p: Points, picked: list, workspace_key: str) -
     node, offset = int(p.node[index]), int(p.offset[index])
     call = rollout.calls[node]
     position = call.n_prompt - rollout.context_start(node) + offset if call.prompt_ids is not None else offset
-    token_view.jump_to(f"tok-{workspace_key}-{rollout.session_id}-{call.node_id}", position)
+    jump_to(f"tok-{workspace_key}-{rollout.session_id}-{call.node_id}", position)
     state.select_node(rollout, node)
     st.rerun()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS
+from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
@@ -46,6 +46,7 @@ class LiveSource:
         self.generation = 0
         self.last_poll = 0.0
         self.last_change = time.time()
+        self.grew = False  # a call was appended after the first read: the trace is growing
         self.newest: dict[str, str] = {}
         self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
         self._lock = threading.Lock()
@@ -61,9 +62,11 @@ class LiveSource:
                 update = self.trace.poll()
                 self.pending = self.trace.pending_bytes()
                 if update.changed or self._workspace is None:
+                    first = self._workspace is None
                     self._snapshot()
                     if update.added:
                         self.last_change = time.time()
+                        self.grew = self.grew or not first
             assert self._workspace is not None
             return self._workspace
 
@@ -85,22 +88,14 @@ class LiveSource:
             return None
 
 
-_SOURCES: OrderedDict[tuple[str, ...], LiveSource] = OrderedDict()
-_SOURCES_SIZE = 4
-_SOURCES_LOCK = threading.Lock()
+_SOURCES: LRU[tuple[str, ...], LiveSource] = LRU(4)
+_PREFETCH_LOCK = threading.Lock()
 
 
 def source(paths: list[Path], label: str) -> LiveSource:
     """The server-wide live source for these paths (created on first use)."""
     key = tuple(str(p) for p in paths)
-    with _SOURCES_LOCK:
-        found = _SOURCES.get(key)
-        if found is None:
-            found = _SOURCES[key] = LiveSource(paths, label)
-            while len(_SOURCES) > _SOURCES_SIZE:
-                _SOURCES.popitem(last=False)
-        _SOURCES.move_to_end(key)
-        return found
+    return _SOURCES.get_or_create(key, lambda: LiveSource(paths, label))
 
 
 def prefetch(paths: list[str]) -> None:
@@ -109,7 +104,7 @@ def prefetch(paths: list[str]) -> None:
     imports the panels and draws the sidebar, and that run's first look waits for it instead of
     starting it (docs/performance.md)."""
     found = source([Path(p) for p in paths], COMMAND_LINE_LABEL)
-    with _SOURCES_LOCK:
+    with _PREFETCH_LOCK:
         if found.prefetched:
             return
         found.prefetched = True
@@ -146,11 +141,11 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     pending = live.pending
     dot = "#94a3b8" if paused else "#16a34a"
     what = "Paused" if paused else "Following"
-    parts = [
-        f"{len(workspace.loaded.files)} file(s)",
-        f"{calls:,} call{'' if calls == 1 else 's'}",
-        f"last new call {max(0.0, now - live.last_change):.0f} s ago",
-    ]
+    parts = [f"{len(workspace.loaded.files)} file(s)", f"{calls:,} call{'' if calls == 1 else 's'}"]
+    if live.grew:  # only while the trace grows: a finished file has no "last new call"
+        parts.append(f"last new call {max(0.0, now - live.last_change):.0f} s ago")
+    else:
+        parts.append("no new call since it was opened")
     if pending:
         parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
     text = " · ".join(html_text(p) for p in parts)
