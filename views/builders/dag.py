@@ -49,6 +49,7 @@ every id; the selected call is always labelled).
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -336,7 +337,8 @@ def dag_figure(
     max_x = float(x.max()) if len(x) else 0.0
 
     # default view: everything if it is readable, else a window (the range slider shows the rest)
-    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, LANE_PX * view.n_lanes + 120)))
+    # tall enough for every lane with its margins (rounded up): a rollout that fits needs no overview
+    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, math.ceil(LANE_PX * (view.n_lanes + 0.4)) + 120)))
     plot_h = height - 120
     lanes_shown = max(3.0, plot_h / LANE_PX)
     steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
@@ -588,8 +590,9 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
             unselected={"marker": {"opacity": 1}},
         )
     )  # fmt: skip
-    if not any(getattr(a, "name", None) == "selected" for a in fig.layout.annotations):
-        fig.add_annotation(_selected_label(x, y, node_id))
+    # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
+    others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
+    fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
     return fig
 
 

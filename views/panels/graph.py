@@ -119,7 +119,8 @@ def render(
             highlight = current
     if focus is not None:
         if bar.button(
-            f"Whole rollout (focus: {rollout.calls[focus].node_id})",
+            "Whole rollout",
+            help=f"Focused on {rollout.calls[focus].node_id}'s subtree: draw the whole rollout again",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -128,7 +129,11 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
-        if bar.button(f"Focus on {name}'s subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree):
+        # one short label whatever is selected: the toolbar never changes height (the DAG keeps its place)
+        if bar.button(
+            "Focus on its subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree,
+            help=f"Draw only {name} and everything below it",
+        ):  # fmt: skip
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
 
