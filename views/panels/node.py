@@ -16,7 +16,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
-from rollout_graph.ui.builders.tokens import node_strip, origin_strip, sequence_strip
+from rollout_graph.ui.builders.tokens import TokenStrip, node_strip, origin_strip, sequence_strip
 
 
 def _when(value) -> str:
@@ -135,7 +135,7 @@ def widget_key(workspace_key: str, rollout: Rollout, i: int) -> str:
     return f"{workspace_key}-{rollout.session_id}-{rollout.calls[i].node_id}"
 
 
-def tokens_choice(rollout: Rollout, i: int, decoder: Decoder, key: str) -> tuple[list, str]:
+def tokens_choice(rollout: Rollout, i: int, decoder: Decoder, key: str) -> tuple[TokenStrip, str]:
     """The Tokens tab's switch and caption; returns (the strip to draw, its widget key)."""
     by_origin = st.toggle(
         "Whole prompt, coloured by origin",
@@ -176,7 +176,7 @@ def findings_panel(rollout: Rollout, i: int) -> None:
         st.caption("No findings for this call.")
 
 
-def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[list, str] | None:
+def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str] | None:
     """The Sequence tab above its token view: the training row chosen, its numbers, its calls.
     Returns (the row's strip, its widget key), or None when no row runs through the call."""
     # the agent row with the most trainable tokens first

@@ -153,7 +153,8 @@ with drawn.get("detail") or st.container():
         st.info("Click a node in the graph (or pick a call) to see its tokens, messages and training row here.")
     else:
         workspace = drawn.get("workspace", workspace)
+        assert workspace is not None  # a rollout was drawn from it
         # a live workspace's key changes with every new call; the call's widgets keep the live source's
-        key = following.key if following else drawn.get("key", workspace.key)
+        key: str = following.key if following else drawn.get("key", workspace.key)
         rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
         call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
