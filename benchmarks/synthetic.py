@@ -19,9 +19,10 @@ WORDS = "the agent ran ls then read main.py and fixed the failing test before ru
 
 
 class Writer:
-    def __init__(self, rng: np.random.Generator, session: str):
+    def __init__(self, rng: np.random.Generator, session: str, flat: bool = False):
         self.rng = rng
         self.session = session
+        self.flat = flat  # TRL / OpenEnv trace entries (flat token arrays) instead of vLLM chat pairs
         self.records: list[bytes] = []
         self.tokens = 0
 
@@ -36,6 +37,9 @@ class Writer:
         self, prompt: np.ndarray, messages: list[dict], sampled: np.ndarray, tools: bool, finish: str = "tool_calls"
     ):
         logprobs = -self.rng.exponential(0.4, size=sampled.shape[0])
+        if self.flat:
+            self._flat_call(prompt, messages, sampled, logprobs, finish)
+            return
         content = [
             {
                 "token": f"token_id:{t}",
@@ -71,6 +75,20 @@ class Writer:
                     }
                 ],
             },
+        }
+        self.records.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY))
+        self.tokens += prompt.shape[0] + sampled.shape[0]
+
+    def _flat_call(
+        self, prompt: np.ndarray, messages: list[dict], sampled: np.ndarray, logprobs: np.ndarray, finish: str
+    ) -> None:
+        record = {
+            "prompt_token_ids": prompt,
+            "completion_token_ids": sampled,
+            "per_token_logps": np.round(logprobs, 4),
+            "request": {"model": "synthetic-agent", "messages": messages, "temperature": 1.0},
+            "finish_reason": finish,
+            "metadata": {"session_id": self.session, "call_id": f"call-{len(self.records)}"},
         }
         self.records.append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY))
         self.tokens += prompt.shape[0] + sampled.shape[0]
@@ -115,11 +133,17 @@ def _chain(
 
 
 def generate(
-    calls: int, seed: int = 0, session: str = "synthetic", max_context: int = 64_000, summary_tokens: int = 1500
+    calls: int,
+    seed: int = 0,
+    session: str = "synthetic",
+    max_context: int = 64_000,
+    summary_tokens: int = 1500,
+    flat: bool = False,
 ) -> Writer:
     """``calls`` records; compaction summaries of ``summary_tokens`` sampled tokens (with their top-5
-    logprobs they are most of the bytes when contexts are compacted often)."""
-    w = Writer(np.random.default_rng(seed), session)
+    logprobs they are most of the bytes when contexts are compacted often). ``flat``: trace
+    entries with flat ``prompt_token_ids`` / ``completion_token_ids`` / ``per_token_logps``."""
+    w = Writer(np.random.default_rng(seed), session, flat)
     w.call(w.tokens_of(200), [{"role": "user", "content": "title this"}], w.tokens_of(12), tools=False, finish="stop")
     while len(w.records) < calls:
         _chain(w, 1500, 300, min(150, calls - len(w.records)), max_context, True, 25, summary_tokens)
@@ -134,9 +158,10 @@ def generate(
     return w
 
 
-def write_trace(path: Path, calls: int, seed: int = 0) -> int:
-    """Write the trace; returns its total token count (prompt + sampled over all calls)."""
-    w = generate(calls, seed)
+def write_trace(path: Path, calls: int, seed: int = 0, **shape) -> int:
+    """Write the trace; returns its total token count (prompt + sampled over all calls).
+    ``shape``: :func:`generate`'s ``max_context``, ``summary_tokens``, ``flat``."""
+    w = generate(calls, seed, **shape)
     with open(path, "wb") as f:
         for record in w.records:
             f.write(record + b"\n")
@@ -148,8 +173,12 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-context", type=int, default=64_000)
+    parser.add_argument("--summary-tokens", type=int, default=1500)
+    parser.add_argument("--flat", action="store_true", help="trace entries with flat token arrays")
     args = parser.parse_args()
-    tokens = write_trace(args.out, args.calls, args.seed)
+    shape = {"max_context": args.max_context, "summary_tokens": args.summary_tokens, "flat": args.flat}
+    tokens = write_trace(args.out, args.calls, args.seed, **shape)
     print(f"{args.out}: {args.calls} calls, {tokens:,} tokens, {args.out.stat().st_size / 1e6:.0f} MB")
 
 

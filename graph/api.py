@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rollout_graph.core.records import LoadResult
+from rollout_graph.core.records import LoadResult, short
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.loading import load_paths
@@ -28,7 +28,7 @@ class Rollouts(dict[str, Rollout]):
 
     def __repr__(self) -> str:
         skipped = len(self.report.skipped)
-        names = ", ".join(repr(k) for k in list(self)[:5]) + (", ..." if len(self) > 5 else "")
+        names = ", ".join(short(k, 30) for k in list(self)[:3]) + (", …" if len(self) > 3 else "")
         return (
             f"Rollouts({len(self)} rollouts [{names}] from {len(self.report.files)} files, {skipped} skipped records)"
         )

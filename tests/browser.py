@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -72,19 +74,20 @@ def running_app(*args: str, via_cli: bool = False):
     proc = subprocess.Popen(full, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.read() == b"ok":
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(
-                        f"the app did not start: {log.read().decode(errors='replace')[-2000:]}"
-                    ) from None
-                time.sleep(0.3)
+
+        def up() -> str | None:
+            if proc.poll() is not None:
+                return "exited"
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                return "up" if response.read() == b"ok" else None
+
+        try:
+            state = wait_until(up, timeout=60, what="the app's health check", interval=0.3)
+        except AssertionError:
+            state = "timed out"
+        if state != "up":
+            log.seek(0)
+            raise RuntimeError(f"the app did not start ({state}): {log.read().decode(errors='replace')[-2000:]}")
         yield url
     finally:
         # the whole process group: nothing the app started may outlive the test

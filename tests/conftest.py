@@ -3,9 +3,9 @@ app and browser tests)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,25 +27,38 @@ if "ROLLOUT_GRAPH_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["ROLLOUT_GRAPH_CACHE"], True)
 
 
-# Test files that drive the app in Chromium: marked `browser` and `slow`.
-BROWSER_FILES = {
-    "test_browser.py",
-    "test_space.py",
-    "test_browser_live.py",
-    "test_browser_dag.py",
-    "test_browser_nav.py",
-    "test_browser_signals.py",
-    "test_browser_load.py",
-    "test_browser_daily.py",
-}
+# A test that drives the app in Chromium says so: `pytestmark = [pytest.mark.browser, pytest.mark.slow]`
+# in its file (or the two marks on the test). A test that opens a browser page without the mark
+# fails at collection, so `-m "not browser"` never starts Chromium by surprise.
+_BROWSER_USES = ("browser_page(", "require_chromium(")
+
+
+def _uses_the_browser(item) -> bool:
+    sources = [getattr(item, "function", None)]
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    sources += [d.func for defs in fixtures.values() for d in defs if d.baseid and d.baseid in item.nodeid]
+    for fn in sources:
+        try:
+            code = inspect.getsource(fn) if fn is not None else ""
+        except (OSError, TypeError):
+            continue
+        if any(use in code for use in _BROWSER_USES):
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config, items):
-    """Browser tests (they use tests/browser.py) are marked `browser` and `slow` automatically."""
-    for item in items:
-        if Path(str(item.fspath)).name in BROWSER_FILES:
-            item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.slow)
+    """Fail a test that opens a browser page without the ``browser`` and ``slow`` marks."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if _uses_the_browser(item) and not (item.get_closest_marker("browser") and item.get_closest_marker("slow"))
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests drive Chromium but are not marked browser and slow "
+            "(add `pytestmark = [pytest.mark.browser, pytest.mark.slow]`): " + ", ".join(unmarked)
+        )
 
 
 _LOOPBACK = ("127.", "::1", "localhost")
@@ -62,3 +75,14 @@ def no_network(monkeypatch):
         raise AssertionError(f"test tried to reach the network: {address!r}")
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture(autouse=True)
+def own_environment():
+    """The command line sets ``ROLLOUT_GRAPH_*`` variables for the process it runs in (``--no-cache``,
+    ``view --signals``); a test that calls it in-process must not leave them to the next test."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("ROLLOUT_GRAPH_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("ROLLOUT_GRAPH_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)

@@ -27,6 +27,19 @@ def good(call_id: str, prompt: list[int], sampled: list[int]) -> dict:
     return vllm_chat(Turn(call_id, prompt, sampled))
 
 
+# Markup a trace may carry in its ids, file names and texts: none of it may become live on a page
+# (tests/test_escape.py, tests/test_browser_hostile.py). 203.0.113.0/24 is TEST-NET-3: never routed.
+MARKUP = {
+    "image": "![x](http://203.0.113.9/x.png)",
+    "html": "<img src=http://203.0.113.9/y.png>",
+    "bold": "**bold**",
+    "directive": ":red[x]",
+    "math": "$x^2$",
+    "autolink": "http://evil.example",
+    "www": "www.evil.example",
+    "script": "<script>window.__pwned=1</script>",
+}
+
 BEFORE = good("before", [1, 2, 3], [4, 5])
 AFTER = good("after", [1, 2, 3, 4, 5, 9], [6])
 NEIGHBOURS = ("before", "after")
@@ -106,6 +119,11 @@ def _choices_int(chunks: list) -> None:
     chunks.insert(1, {"object": "chat.completion.chunk", "choices": 7})
 
 
+def _cut_stream(chunks: list) -> None:
+    """The stream stops before its finish chunk and its [DONE]."""
+    del chunks[-2:]
+
+
 def _deep(n: int) -> str:
     return '{"request": {}, "response": ' + "[" * n + "]" * n + "}"
 
@@ -145,6 +163,17 @@ def _truncated(compress: Callable[[bytes], bytes]) -> Callable[[], bytes]:
     return data
 
 
+def _pzstd_like() -> bytes:
+    """What ``pzstd`` writes: a skippable frame (its index) before each zstd frame."""
+    import struct
+
+    def skippable(payload: bytes) -> bytes:
+        return struct.pack("<II", 0x184D2A50, len(payload)) + payload
+
+    first, second = _good_lines(500), jsonl([AFTER])
+    return skippable(b"\x00\x00\x10\x00") + _zstd(first) + skippable(b"\x01\x00\x00\x00") + _zstd(second)
+
+
 def _corrupt_zstd() -> bytes:
     data = bytearray(_zstd(_good_lines(2000)))
     data[len(data) // 2 : len(data) // 2 + 64] = b"\x00" * 64
@@ -166,6 +195,42 @@ def _document_with_cycle() -> dict:
             {"node_ids": ["b", "c", "c"], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1], "logprobs": [0, 0, -1]},
         ],
     }
+
+
+def _raw_surrogates(where: str) -> bytes:
+    """A record with a surrogate written as raw UTF-8 bytes (ED A0 80): orjson refuses the line."""
+    record = good("bad", [1, 2, 3, 7], [8])
+    if where == "session":
+        record["session_id"] = "s1"
+        text = json.dumps(record).replace('"s1"', '"s1SURR"', 1)
+    elif where == "key":
+        record["request"]["metadata"] = {"kSURR": 1}
+        text = json.dumps(record)
+    else:
+        record["request"]["messages"][0]["content"] = "hello SURR world"
+        text = json.dumps(record)
+    return text.encode().replace(b"SURR", b"\xed\xa0\x80x\xed\xbf\xbf")
+
+
+def _long_line_with_nan(size: int) -> bytes:
+    """One record orjson rejects (a NaN) carrying ``size`` bytes of text: the stdlib path's cost."""
+    record = good("bad", [1, 2, 3, 7], [8])
+    record["request"]["messages"][0]["content"] = "x" * size
+    return json.dumps(record).replace("-0.5", "NaN").encode()
+
+
+def long_document(turns: int, per_turn: int = 2, session: str = "doc") -> dict:
+    """A rollout document whose ``turns`` all grow one sequence: each prompt is the whole history."""
+    ids = list(range(1, turns * per_turn + 1))
+    out = []
+    for i in range(turns):
+        out.append({"node_id": f"t{i}", "n_prompt": i * per_turn + 1, "n_sampled": per_turn - 1})
+    return {
+        "session_id": session,
+        "turns": out,
+        "sequences": [{"node_ids": [f"t{i}" for i in range(turns)], "input_ids": ids,
+                       "loss_mask": [1] * len(ids), "logprobs": [0.0] * len(ids)}],
+    }  # fmt: skip
 
 
 def cases() -> list[Case]:
@@ -201,6 +266,16 @@ def cases() -> list[Case]:
         Case("lone_surrogate_session",
              _around(json.dumps(good("bad", [1, 2, 3, 7], [8])).replace('"s1"', '"s\\ud800x"')),
              loads=NEIGHBOURS),
+        Case("raw_surrogate_bytes_in_content", _around(_raw_surrogates("content")), loads=(*NEIGHBOURS, "bad")),
+        Case("raw_surrogate_bytes_in_key", _around(_raw_surrogates("key")), loads=(*NEIGHBOURS, "bad")),
+        Case("raw_surrogate_bytes_in_session", _around(_raw_surrogates("session")), loads=NEIGHBOURS),
+        Case("duplicate_session_key",
+             _around(json.dumps(good("bad", [1, 2, 3, 7], [8]))[:-1] + ', "session_id": "elsewhere"}'),
+             skipped="duplicate key 'session_id'"),
+        Case("list_valued_session_id", _around(_bad(_set("session_id", ["s1", "s2"]))), skipped="is a list, not text"),
+        Case("object_valued_metadata_session_id",
+             _around(_bad(lambda r: (r.pop("session_id"), r.update(metadata={"session_id": {"a": 1}})))),
+             skipped="metadata.session_id is a dict"),
         Case("control_characters_in_ids",
              _around(_bad(_set("session_id", "s\x1b]0;owned\x07"))), loads=NEIGHBOURS),
         Case("stream_tool_index_string", _around(_stream(_tool_delta("0"))), loads=(*NEIGHBOURS, "bad"),
@@ -212,6 +287,8 @@ def cases() -> list[Case]:
         Case("stream_tool_name_int", _around(_stream(_tool_delta(0, name=5))), loads=(*NEIGHBOURS, "bad"),
              finding="malformed_field"),
         Case("stream_choices_int", _around(_stream(_choices_int)), loads=(*NEIGHBOURS, "bad"),
+             finding="malformed_field"),
+        Case("stream_without_finish_or_done", _around(_stream(_cut_stream)), loads=(*NEIGHBOURS, "bad"),
              finding="malformed_field"),
         Case("completions_top_logprobs_int",
              _around(_bad(_set("response.choices.0.logprobs.top_logprobs", 3),
@@ -246,10 +323,23 @@ def cases() -> list[Case]:
              skipped="truncated"),
         Case("truncated_zstd", _write_bytes(_truncated(_zstd)), suffix=".jsonl.zst", loads=("before", "g0"),
              skipped="truncated"),
+        Case("zstd_skippable_frame_first", _write_bytes(_pzstd_like), suffix=".jsonl.zst",
+             loads=(*NEIGHBOURS, "g0", "g499")),
         Case("corrupt_zstd", _write_bytes(_corrupt_zstd), suffix=".jsonl.zst", loads=("before",), skipped="zstd"),
         Case("document_parent_cycle", lambda p: p.write_bytes(jsonl([BEFORE, _document_with_cycle(), AFTER])),
              loads=(*NEIGHBOURS, "a", "b", "c"), finding="document_invalid_parent"),
+        Case("document_turn_past_its_sequence",
+             lambda p: p.write_bytes(jsonl([BEFORE, {**long_document(3), "turns": [
+                 {"node_id": "t0", "n_prompt": 10**12, "n_sampled": 1}]}, AFTER])),
+             loads=(*NEIGHBOURS, "t0"), finding="malformed_field"),
+        Case("document_over_max_expanded_ids", lambda p: p.write_bytes(jsonl([BEFORE, long_document(400), AFTER])),
+             skipped="max_expanded_ids", flags=["--max-expanded-ids", "100K"]),
         # Bombs: written small, limits lowered to prove each one holds.
+        Case("document_20000_turns", _write_bytes(lambda: _gzip(jsonl([BEFORE, long_document(20_000), AFTER]))),
+             suffix=".jsonl.gz", skipped="max_expanded_ids", bomb=True),
+        Case("document_6000_turns_loads_as_views",
+             _write_bytes(lambda: _gzip(jsonl([BEFORE, long_document(6000), AFTER]))),
+             suffix=".jsonl.gz", loads=(*NEIGHBOURS, "t0", "t5999"), bomb=True),
         Case("gzip_zeros_bomb", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"0" * (64 << 20) + b"\n" + jsonl([AFTER]))),
              suffix=".jsonl.gz", skipped="longer than", flags=["--max-line-bytes", "1M"], bomb=True),
         Case("gzip_over_max_file_bytes", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"\x00" * (64 << 20))),
@@ -258,6 +348,9 @@ def cases() -> list[Case]:
         Case("zstd_over_max_file_bytes", _write_bytes(lambda: _zstd(jsonl([BEFORE]) + b"\x00" * (64 << 20))),
              suffix=".jsonl.zst", loads=("before",), skipped="max_file_bytes",
              flags=["--max-file-bytes", "16M", "--max-line-bytes", "1M"], bomb=True),
+        Case("long_line_with_nan", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + _long_line_with_nan(48 << 20) + b"\n"
+                                                             + jsonl([AFTER]))),
+             suffix=".jsonl.gz", loads=(*NEIGHBOURS, "bad"), bomb=True),
         Case("gzip_blank_lines_bomb", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"\n" * (128 << 20) + jsonl([AFTER]))),
              suffix=".jsonl.gz", bomb=True),
     ]  # fmt: skip

@@ -69,3 +69,64 @@ def reference_message_parents(calls) -> dict[int, int]:
         if best is not None:
             parents[n] = best[1]
     return parents
+
+
+def reference_correction(name: str, params: dict, rows: list[list[float | None]]) -> dict:
+    """A naive off-policy correction (docs/corrections.md), the way the definitions read, on plain
+    lists: ``rows`` hold each row's ``d`` per compared position (``None`` = not compared; an
+    infinite ``d`` counts as +-20). Returns the totals ``inspect --json`` reports."""
+    import math
+
+    def bounded(x: float) -> float:
+        return math.exp(max(-20.0, min(20.0, x)))
+
+    n_tokens = n_sequences = tokens_affected = sequences_affected = 0
+    weight_lost = sum_w = sum_w2 = 0.0
+    for row in rows:
+        ds = [max(-20.0, min(20.0, x)) for x in row if x is not None]
+        if not ds:
+            continue
+        n_tokens += len(ds)
+        n_sequences += 1
+        weights, hits = [], 0
+        if name in ("token_tis", "token_mask"):
+            for x in ds:
+                r = bounded(x)
+                if name == "token_tis":
+                    hit = r > params["cap"]
+                    w = params["cap"] if hit else r
+                    weight_lost += r - w
+                else:
+                    hit = r < params["low"] or r > params["high"]
+                    w = 0.0 if hit else r
+                    weight_lost += r if hit else 0.0
+                hits += hit
+                weights.append(w)
+        else:
+            total = 0.0
+            for x in ds:
+                total += x
+            ratio = bounded(total / len(ds) if name == "geo_mask" else total)
+            if name == "seq_tis":
+                hit = ratio > params["cap"]
+                w = params["cap"] if hit else ratio
+                weight_lost += ratio - w
+            else:
+                hit = ratio < params["low"] or ratio > params["high"]
+                w = 0.0 if hit else ratio
+                weight_lost += ratio if hit else 0.0
+            hits = len(ds) if hit else 0
+            weights = [w] * len(ds)
+        tokens_affected += hits
+        sequences_affected += hits > 0
+        sum_w += sum(weights)
+        sum_w2 += sum(w * w for w in weights)
+    return {
+        "n_tokens": n_tokens,
+        "n_sequences": n_sequences,
+        "tokens_affected": tokens_affected,
+        "sequences_affected": sequences_affected,
+        "share_tokens": tokens_affected / n_tokens if n_tokens else None,
+        "weight_lost": weight_lost,
+        "ess": sum_w * sum_w / (n_tokens * sum_w2) if n_tokens and sum_w2 > 0 else None,
+    }

@@ -20,6 +20,8 @@ from tests.browser import (
 )
 from tests.builders import TOOLS, Turn, vllm_chat
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 
 @pytest.fixture(scope="module")
 def samples_app():

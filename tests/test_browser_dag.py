@@ -20,6 +20,8 @@ from tests.browser import (
 )
 from tests.builders import agent_records, rewriting_records, write
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 
 @pytest.fixture(scope="module")
 def big_app(tmp_path_factory):

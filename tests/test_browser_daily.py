@@ -23,6 +23,8 @@ from tests.browser import (
     wait_url,
 )
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in Chromium
+
 SAMPLE = ROOT / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
 WIDTH, HEIGHT = 1440, 900
 

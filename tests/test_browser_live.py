@@ -21,6 +21,8 @@ from tests.browser import (
 )
 from tests.builders import Turn, jsonl, vllm_chat
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
 STATUS = "() => (document.querySelector('.rg-live') || {}).innerText || ''"
 
@@ -74,9 +76,8 @@ def test_appended_calls_appear_without_a_click(capture):
         assert newest_marked(page)
         half = lines[9]
         append(folder / "run.jsonl", half[:50])
-        page.wait_for_timeout(2500)
-        assert "9 calls" in status(page)  # a partial line waits, and is no bad record
-        assert "unfinished line" in status(page)
+        wait_status(page, "unfinished line")  # a partial line waits, and is no bad record
+        assert "9 calls" in status(page)
         assert "skipped" not in page.inner_text("body")
         append(folder / "run.jsonl", half[50:])
         wait_status(page, "10 calls")

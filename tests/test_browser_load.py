@@ -11,10 +11,11 @@ import pytest
 
 from tests.browser import require_chromium
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
-@pytest.mark.slow
 def test_sessions_clicking_at_once_are_all_answered():
     require_chromium()
     from bench_load import run

@@ -18,6 +18,8 @@ from tests.browser import (
     wait_url,
 )
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 SESSION = "fix-config-bug"
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from tests.browser import browser_page, require_chromium, running_app, screenshot, wait_ready, wait_url
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
+
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 

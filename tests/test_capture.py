@@ -6,10 +6,10 @@ import concurrent.futures
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -24,6 +24,7 @@ from rollout_graph.ingest.loading import load_paths
 from rollout_graph.pipeline import analyse
 from tests.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
 from tests.fake_upstream import free_socket, render, running_upstream, tokenize
+from tests.waiting import wait_until
 
 INJECTED = ("prompt_token_ids", "token_ids")
 
@@ -47,6 +48,24 @@ def _no_injected(body: dict) -> None:
         for key in INJECTED:
             assert key not in choice, key
         assert choice.get("logprobs") is None
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def _serving(http: httpx.Client, port: int, process: subprocess.Popen) -> bool:
+    """The capture proxy answers (an exited process fails the wait at once)."""
+    assert process.poll() is None, "capture exited before it served"
+    try:
+        http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
 
 
 def test_chat_call_is_recorded_with_tokens_and_returned_without_them(upstream, tmp_path):
@@ -291,14 +310,7 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_sig
         command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         try:
-            deadline = time.time() + 20
-            while True:
-                try:
-                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    assert time.time() < deadline and process.poll() is None, "capture did not start"
-                    time.sleep(0.1)
+            wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")
             body = {"model": "fake-slow", "messages": [{"role": "user", "content": "x"}], "stream": True}
             result: dict = {}
             first_chunk = threading.Event()
@@ -388,9 +400,7 @@ def test_a_harness_hanging_up_mid_stream_is_recorded(tmp_path):
                 for line in r.iter_lines():
                     if line.startswith("data:"):
                         break  # the harness gives up after the first chunk
-            deadline = time.time() + 10
-            while not read_records(tmp_path) and time.time() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: read_records(tmp_path), timeout=10, what="the record of the cut stream")
     (record,) = read_records(tmp_path)
     assert record["error"].startswith("stream ended early")
 
@@ -463,14 +473,7 @@ def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
         command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
         process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 20
-            while True:
-                try:
-                    http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    assert time.time() < deadline and process.poll() is None, "capture did not start"
-                    time.sleep(0.1)
+            wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")
             first_chunk = threading.Event()
 
             def harness() -> None:
@@ -487,7 +490,8 @@ def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
             thread.start()
             assert first_chunk.wait(10)
             process.send_signal(signal.SIGINT)
-            time.sleep(0.3)
+            # the first Ctrl-C is handled once the proxy stops listening (it drains the open call)
+            wait_until(lambda: not _listening(port), timeout=10, what="the proxy to stop listening")
             process.send_signal(signal.SIGINT)  # do not wait for the call
             assert process.wait(10) == 0
             thread.join(10)

@@ -71,4 +71,4 @@ def test_app_offers_downloads(monkeypatch):
     at = app(monkeypatch)
     no_errors(at)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == ["⬇ Training rows (JSONL)", "⬇ Trace entries (JSONL)"]
+    assert labels == ["⬇ Training rows (JSONL)", "⬇ Trace entries (JSONL)", "⬇ Download this view as HTML"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -22,6 +21,7 @@ from rollout_graph.ingest.loading import load_paths, load_sources
 from rollout_graph.ingest.reading import Source
 from rollout_graph.resources import SAMPLES
 from tests.builders import Turn, assert_same_load, vllm_chat, write
+from tests.waiting import wait_until
 
 # ------------------------------------------------------------------------------------------------
 # The typed decoder for logprob entries
@@ -238,9 +238,7 @@ def test_a_delayed_background_store_writes_the_entry_later(tmp_path):
     folder = tmp_path / "cache"
     fresh = cache.load_files(files, folder=folder, workers=1, background_store=True, store_delay=1.0)
     assert not folder.exists() or not any(folder.iterdir())  # nothing written yet: the caller goes on first
-    deadline = time.monotonic() + 60
-    while cache.load(cache.key_for_files(files), folder) is None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: cache.load(cache.key_for_files(files), folder), timeout=60, what="the delayed store")
     assert_same_load(cache.load_files(files, folder=folder, workers=1), fresh)
     assert len(list(folder.iterdir())) == 1
 

@@ -14,7 +14,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -23,6 +22,7 @@ import pytest
 
 from rollout_graph.cli import main
 from tests.hostile import Case, cases
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = cases()
@@ -189,15 +189,18 @@ def test_a_killed_audit_worker_is_reported_and_the_audit_finishes(tmp_path):
         text=True,
     )
     children_file = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-    victim = None
-    deadline = time.monotonic() + 60
-    while victim is None and time.monotonic() < deadline and process.poll() is None:
-        children = children_file.read_text().split() if children_file.exists() else []
-        if children:
-            time.sleep(0.3)  # let it start reading a file
-            victim = int(children[0])
-            os.kill(victim, signal.SIGKILL)
-        time.sleep(0.02)
+
+    def reading_worker() -> int | None:
+        """An audit worker with a trace of the corpus open."""
+        assert process.poll() is None, "the audit ended before a worker was seen"
+        for child in children_file.read_text().split() if children_file.exists() else []:
+            fds = Path(f"/proc/{child}/fd")
+            if any(str(corpus) in os.readlink(fd) for fd in fds.iterdir()):
+                return int(child)
+        return None
+
+    victim = wait_until(reading_worker, timeout=60, what="an audit worker reading a file", interval=0.005)
+    os.kill(victim, signal.SIGKILL)
     _, err = process.communicate(timeout=300)
     assert victim is not None, "no audit worker was seen"
     assert process.returncode == 0, err

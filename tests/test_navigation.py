@@ -19,8 +19,8 @@ from rollout_graph.analysis.navigation import (
     siblings,
     step,
 )
+from rollout_graph.ui.builders.inspector import facts_text, token_facts
 from rollout_graph.ui.builders.tokens import node_strip, origin_strip
-from rollout_graph.ui.panels.inspector import facts_text, token_facts
 from tests.builders import rollout_of_tokens
 
 # n0 -> {n1 (retry), n2 -> n3}; n4 a second root

@@ -13,9 +13,9 @@ from rollout_graph.reports.compare import compare
 from rollout_graph.signals.join import attach, join_rollout
 from rollout_graph.signals.reading import parse_row
 from rollout_graph.ui.builders import overlays
+from rollout_graph.ui.builders.corpus import filter_signals, sort_rows
 from rollout_graph.ui.builders.tokens import node_strip, page_html, sequence_strip
 from rollout_graph.ui.panels.compare import findings_html, signals_html, stats_html
-from rollout_graph.ui.panels.corpus_signals import filter_signals, sort_rows
 from rollout_graph.ui.panels.signals import outliers, points, scatter_figure
 from tests.builders import Turn, rollout_of, vllm_chat
 

@@ -10,6 +10,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.browser import ROOT, browser_page, require_chromium, running_app, wait_ready
 from tests.builders import Turn, vllm_chat
 
@@ -28,6 +30,8 @@ def test_dockerfile_runs_as_user_1000_on_port_8501():
     assert "sdk: docker" in front and "app_port: 8501" in front
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_space_entry_command_serves_the_samples_and_takes_uploads(tmp_path):
     require_chromium()
     args = dockerfile_cmd()[2:]  # the same command, on a free port

@@ -22,6 +22,7 @@ from rollout_graph.live.reading import FileFollower
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.pipeline import analyse
 from tests.builders import Turn, assert_same_load, jsonl, vllm_chat
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,7 +168,9 @@ def test_a_rewritten_history_root_is_explained(tmp_path):
     root = next(e for e in events if e.get("node_id") == "r")
     assert root["parent_id"] is None
     assert root["near_miss"]["kind"] == "rewritten_continuation"
-    assert "new root · history rewritten: a's reply cut at token 5 (2 of 4 sampled tokens kept)" in event_text(root)
+    assert "new root · broken replay (rewritten): r replays a's reply cut at token 5 (2 of 4 sampled tokens kept)" in (
+        event_text(root)
+    )
 
 
 def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their_end(tmp_path, monkeypatch):
@@ -327,16 +330,26 @@ def test_tail_text_and_ctrl_c(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_bytes(line(C0) + line(C1))
     proc = subprocess.Popen(tail_command(str(path)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed: list[bytes] = []
+
+    def read() -> None:
+        for raw in proc.stdout:
+            printed.append(raw)
+
+    reader = threading.Thread(target=read)
+    reader.start()
     try:
-        time.sleep(2.5)
+        wait_until(lambda: b"[s1] c1" in b"".join(printed), timeout=30, what="tail to print the calls")
         append(path, line(C2)[:25])
-        time.sleep(0.5)
+        time.sleep(0.5)  # 5 looks; nothing shows a partial line before the exit summary to wait on
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
-    text = out.decode()
+        reader.join(10)
+    text = b"".join(printed).decode()
+    err = proc.stderr.read()
     assert proc.returncode == 0
     assert "Traceback" not in err.decode()
     assert "[s1] c1  ← c0 by tokens (+1 context, 4 sampled tokens)" in text

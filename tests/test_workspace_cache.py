@@ -12,6 +12,7 @@ from rollout_graph.ingest.loading import load_sources
 from rollout_graph.ingest.reading import Source
 from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
 from tests.builders import Turn, jsonl, vllm_chat
+from tests.waiting import wait_until
 
 
 def test_two_visitors_asking_at_once_share_one_build():
@@ -34,7 +35,8 @@ def test_two_visitors_asking_at_once_share_one_build():
     for t in threads:
         t.start()
     assert started.wait(5)
-    time.sleep(0.1)
+    # every visitor has joined the one build: each saw its progress
+    wait_until(lambda: len(progress) == 3, timeout=10, what="three visitors waiting on one build")
     release.set()
     for t in threads:
         t.join(10)

@@ -31,8 +31,9 @@ def main() -> None:
     explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     compare = st.Page(SCREENS / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare")
-    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus, "compare": compare}
-    page = st.navigation([explorer, corpus, compare], position="sidebar")
+    run = st.Page(SCREENS / "run.py", title="Run", icon=":material/show_chart:", url_path="run")
+    st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus, "compare": compare, "run": run}
+    page = st.navigation([explorer, corpus, compare, run], position="sidebar")
     st.sidebar.markdown("**rollout-graph**")
     page.run()
 

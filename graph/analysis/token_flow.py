@@ -8,6 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Role
+
+
+def token_rank(alternatives: np.ndarray, token_id: int) -> tuple[int | None, int]:
+    """Where ``token_id`` ranks among one position's recorded alternatives (top-k ids, -1 where
+    absent): ``(rank from 1, or None when it is not among them; how many were recorded)``."""
+    known = alternatives[alternatives >= 0]
+    hits = np.flatnonzero(alternatives == token_id)
+    return (int(hits[0]) + 1 if hits.size and known.size else None), int(known.size)
 
 
 @dataclass(frozen=True)
@@ -60,9 +69,9 @@ def inherited_share(rollout: Rollout, node: int) -> float:
     return rollout.context_start(node) / n if n else 0.0
 
 
-def logprobs_by_role(rollout: Rollout) -> dict[str, np.ndarray]:
+def logprobs_by_role(rollout: Rollout) -> dict[Role, np.ndarray]:
     """Valid sampled logprobs grouped by the call's role (agent, auxiliary, discarded)."""
-    groups: dict[str, list[np.ndarray]] = {}
+    groups: dict[Role, list[np.ndarray]] = {}
     for k, call in enumerate(rollout.calls):
         if call.logprobs_aligned and call.n_sampled:
             assert call.sampled_logprobs is not None, "aligned logprobs are never None"

@@ -14,7 +14,7 @@ import importlib
 from rollout_graph import __version__
 
 # Verbs in the order `--help` lists them; each names a module of this package.
-VERBS = ("inspect", "explain", "search", "export", "audit", "compare", "tail", "view", "capture")
+VERBS = ("inspect", "explain", "search", "export", "bundle", "audit", "run", "compare", "tail", "view", "capture")
 
 
 def parser() -> argparse.ArgumentParser:

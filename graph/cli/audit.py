@@ -12,6 +12,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_limit_options,
     add_signals,
+    chosen_corrections,
     fail,
     guarded,
     limits_from_args,
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no trace files in {', '.join(args.inputs)}")
     limits = limits_from_args(args)
     signals = tuple(args.signals or ())
+    corrections = tuple(c.label for c in chosen_corrections(args))
     if signals:
         from rollout_graph.signals.reading import SignalsError
 
@@ -64,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"signals: {exc}") from exc
     if args.engine == "ray":
         rows = audit.run_ray(
-            files, args.workers, args.address, stderr_progress, limits, signals, args.mismatch_threshold
+            files, args.workers, args.address, stderr_progress, limits, signals, args.mismatch_threshold, corrections
         )
     else:
-        rows = audit.run_local(files, args.workers, stderr_progress, limits, signals, args.mismatch_threshold)
+        rows = audit.run_local(
+            files, args.workers, stderr_progress, limits, signals, args.mismatch_threshold, corrections
+        )
     try:
         audit.write_parquet(rows, args.out)
     except OutputError as exc:
@@ -75,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     failed = [r for r in rows if r["error"]]
     note = f" ({len(failed)} files could not be read)" if failed else ""
     print(f"{len(rows):,} rollouts from {len(files):,} files -> {args.out}{note}", file=sys.stderr)
+    if corrections:  # what each correction does over the whole corpus (docs/corrections.md)
+        from rollout_graph.signals.corrections import combine, text_lines
+
+        for line in text_lines(combine(r["corrections"] for r in rows)):
+            print(f"  correction {line}", file=sys.stderr)
     for row in failed[:10]:
         print(f"  failed {row['source_file']}: {row['error']}", file=sys.stderr)
     if len(failed) > 10:

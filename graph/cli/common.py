@@ -83,11 +83,13 @@ def load_inputs(
     hub: bool = False,
     signals: list[str] | list[Path] | None = None,
     threshold: float | None = None,
+    corrections: list | None = None,
 ) -> Inputs:
     """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given), each
     with the best decoder found for it (``tokenizer`` or the offline resolution order of
     graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
-    replays), joining the ``signals`` files to them when given (docs/signals.md).
+    replays), joining the ``signals`` files to them when given (docs/signals.md) with the chosen
+    ``corrections`` (docs/corrections.md).
 
     Raises:
         UsageError: a path is missing, nothing could be read, the session is unknown, the
@@ -125,11 +127,23 @@ def load_inputs(
         decoders[s.session_id] = by_model[model]
         rollouts.append(analyse(s, decoder=by_model[model]))
     if not signals:
+        if corrections:  # trainer columns the traces carry themselves (prime-rl, NeMo-RL, verifiers ...)
+            from rollout_graph.signals.join import with_corrections
+
+            if not any(r.signals is not None for r in rollouts):
+                raise UsageError(
+                    "--correction needs trainer logprobs: give a signals file with --signals "
+                    "(or traces that carry them, docs/formats.md)"
+                )
+            rollouts = with_corrections(rollouts, corrections)
         return Inputs(loaded, rollouts, decoders)
     from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
 
     joined, report = attach_all(
-        rollouts, read_signals_files(signals), DEFAULT_THRESHOLD if threshold is None else threshold
+        rollouts,
+        read_signals_files(signals),
+        DEFAULT_THRESHOLD if threshold is None else threshold,
+        corrections or (),
     )
     return Inputs(loaded, joined, decoders, report.as_dict())
 
@@ -178,8 +192,39 @@ def read_signals_files(paths: list[str] | list[Path]):
     return out
 
 
+def correction_arg(text: str):
+    """``--correction``'s type: a parsed :class:`rollout_graph.signals.corrections.Correction`."""
+    from rollout_graph.signals.corrections import CorrectionError, parse_correction
+
+    try:
+        return parse_correction(text)
+    except CorrectionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_correction(command: argparse.ArgumentParser) -> None:
+    """``--correction NAME[:key=value,...]`` (repeatable; docs/corrections.md)."""
+    command.add_argument(
+        "--correction",
+        action="append",
+        type=correction_arg,
+        metavar="NAME[:key=value,...]",
+        help="an off-policy correction to evaluate on the joined signals (repeatable): token_tis:cap=2, "
+        "token_mask:low=0.5,high=5, seq_tis:cap=2, seq_mask:low=0,high=3, geo_mask:low=0.999,high=1.001 "
+        "(docs/corrections.md)",
+    )
+
+
+def chosen_corrections(args: argparse.Namespace) -> list:
+    """The ``--correction`` values, each once (same name and parameters), in the order given."""
+    out: dict[str, Any] = {}
+    for c in getattr(args, "correction", None) or ():
+        out.setdefault(c.label, c)
+    return list(out.values())
+
+
 def add_signals(command: argparse.ArgumentParser) -> None:
-    """``--signals FILE`` (repeatable) and ``--mismatch-threshold NATS``."""
+    """``--signals FILE`` (repeatable), ``--mismatch-threshold NATS`` and ``--correction``."""
     command.add_argument(
         "--signals",
         action="append",
@@ -193,6 +238,7 @@ def add_signals(command: argparse.ArgumentParser) -> None:
         metavar="NATS",
         help="WARN logprob_mismatch on a call whose trainer and inference logprobs differ by more (default 1)",
     )
+    add_correction(command)
 
 
 def add_paths(command: argparse.ArgumentParser) -> None:
@@ -220,6 +266,8 @@ _LIMIT_FLAGS = (
     ("--max-depth", "max_depth", "JSON nesting depth (default 512)"),
     ("--max-ids", "max_ids", "token ids in one array (default 64M)"),
     ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),
+    ("--max-expanded-ids", "max_expanded_ids", "token ids the calls of a rollout document expand to (default 64M)"),
+    ("--max-sessions", "max_sessions", "rollouts in one load (default 100000; audit for more)"),
     ("--max-memory", "max_memory_bytes", "stop reading a file once resident memory passes this (default: no cap)"),
 )
 

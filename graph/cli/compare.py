@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from rollout_graph.cli.common import UsageError, add_signals, guarded, load_inputs
+from rollout_graph.cli.common import UsageError, add_signals, chosen_corrections, guarded, load_inputs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.set_defaults(run=guarded(run))
 
 
-def _pick(path: str, session: str | None, signals: list[str], threshold: float):
-    inputs = load_inputs([path], session, signals=signals or None, threshold=threshold)
+def _pick(path: str, session: str | None, signals: list[str], threshold: float, corrections: list):
+    inputs = load_inputs([path], session, signals=signals or None, threshold=threshold, corrections=corrections)
     rollouts = inputs.rollouts
     if not rollouts:
         raise UsageError(f"no rollouts in {path}")
@@ -38,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from rollout_graph.reports.compare import compare, compare_lines
 
     shared = args.signals or []
-    a = _pick(args.a, args.session_a, shared + (args.signals_a or []), args.mismatch_threshold)
-    b = _pick(args.b, args.session_b, shared + (args.signals_b or []), args.mismatch_threshold)
+    corrections = chosen_corrections(args)
+    a = _pick(args.a, args.session_a, shared + (args.signals_a or []), args.mismatch_threshold, corrections)
+    b = _pick(args.b, args.session_b, shared + (args.signals_b or []), args.mismatch_threshold, corrections)
     result = compare(a, b)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result) + b"\n")

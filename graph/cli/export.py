@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rollout_graph.cli.common import (
@@ -13,12 +14,13 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_signals,
+    chosen_corrections,
     fail,
     guarded,
     limits_from_args,
     load_inputs,
 )
-from rollout_graph.reports import export
+from rollout_graph.reports import export, notes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="leave out sibling attempts none continued (the unfinished_attempts finding)",
     )
+    command.add_argument(
+        "--notes", type=Path, metavar="FILE", help="with --format rows: apply a notes file's drop/mask actions"
+    )
+    command.add_argument(
+        "--drop-noted", action="store_true", help="with --notes: leave out every row a note touches (but keep notes)"
+    )
     add_signals(command)
     command.set_defaults(run=guarded(run))
 
@@ -72,22 +80,31 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"unknown roles {', '.join(sorted(unknown))} (known: {', '.join(export.ALL_ROLES)})")
     inputs = load_inputs(
-        args.paths, args.session, limits_from_args(args), signals=args.signals, threshold=args.mismatch_threshold
+        args.paths,
+        args.session,
+        limits_from_args(args),
+        signals=args.signals,
+        threshold=args.mismatch_threshold,
+        corrections=chosen_corrections(args),
     )
     if args.format == "graphml":
         from rollout_graph.reports.graphml import write_graphml
 
         try:
             nodes = write_graphml(inputs.rollouts, args.out)
+        except export.OutputError as exc:
+            return fail(f"{exc} (nothing written)", OUTPUT_FAILED)
         except OSError as exc:
             return fail(f"cannot write {args.out}: {exc.strerror or exc} (nothing written)", OUTPUT_FAILED)
         print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)
         return 0
+    noted = _notes(args, inputs.rollouts)
+    tally: Counter[str] = Counter()
     records = (
         record
         for rollout in inputs.rollouts
         for record in (
-            export.iter_training_rows(rollout, roles, args.drop_unfinished)
+            notes.apply_notes(rollout, export.iter_training_rows(rollout, roles, args.drop_unfinished), *noted, tally)
             if args.format == "rows"
             else export.iter_trace_entries(rollout, args.drop_unfinished)
         )
@@ -98,8 +115,30 @@ def run(args: argparse.Namespace) -> int:
     except export.OutputError as exc:
         return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
     print(f"{written.records:,} {args.format} -> {args.out}", file=sys.stderr)
+    if args.notes is not None:
+        print(
+            f"rollout-graph: notes from {args.notes}: {tally['dropped']:,} row(s) left out, {tally['masked']:,} masked",
+            file=sys.stderr,
+        )
     if written.failed:
         print(
             f"rollout-graph: {written.failed} records could not be written ({written.first_failure})", file=sys.stderr
         )
     return 0
+
+
+def _notes(args: argparse.Namespace, rollouts) -> tuple[list[dict], bool]:
+    """The notes of ``--notes`` and whether ``--drop-noted`` (docs/cli.md, "Notes")."""
+    if args.notes is None:
+        if args.drop_noted:
+            raise UsageError("--drop-noted needs --notes FILE")
+        return [], False
+    if args.format != "rows":
+        raise UsageError("--notes applies to --format rows")
+    try:
+        found = notes.read_notes(args.notes)["notes"]
+    except notes.NotesError as exc:
+        raise UsageError(str(exc)) from None
+    for warning in notes.check_targets(rollouts, found, str(args.notes)):
+        print(f"rollout-graph: {warning}", file=sys.stderr)
+    return found, args.drop_noted

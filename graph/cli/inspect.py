@@ -12,6 +12,7 @@ from rollout_graph.cli.common import (
     add_paths,
     add_signals,
     add_tokenizer_options,
+    chosen_corrections,
     guarded,
     limits_from_args,
     load_inputs,
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         args.hub,
         signals=args.signals,
         threshold=args.mismatch_threshold,
+        corrections=chosen_corrections(args),
     )
     if args.decode:
         return _print_transcripts(args, inputs)

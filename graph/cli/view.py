@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from rollout_graph.cli.common import check_paths, guarded
+from rollout_graph.cli.common import add_correction, check_paths, chosen_corrections, guarded
 from rollout_graph.ingest.limits import PUBLIC_ENV
 from rollout_graph.resources import SIGNALS_ENV, app_script
 
@@ -61,6 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="join this signals file to the command-line traces (docs/signals.md); the app also takes uploads",
     )
+    add_correction(command)
     command.set_defaults(run=guarded(run))
 
 
@@ -86,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
         check_paths(args.signals)
         # read by views/state/signals.py; an environment variable, so trace paths stay positional
         os.environ[SIGNALS_ENV] = os.pathsep.join(str(Path(p).resolve()) for p in args.signals)
+    corrections = chosen_corrections(args)
+    if corrections:  # the Corrections panel starts with these chosen (docs/corrections.md)
+        from rollout_graph.signals.corrections import CORRECTIONS_ENV
+
+        os.environ[CORRECTIONS_ENV] = ";".join(c.label for c in corrections)
     command = streamlit_command(args)
     if args.public:  # the app reads traces under the public limits (docs/limits.md)
         os.environ[PUBLIC_ENV] = "1"

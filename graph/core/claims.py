@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rollout_graph.core.records import WARN, Call, Finding
 from rollout_graph.core.sequences import Sequence
 
@@ -65,7 +67,11 @@ def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[li
 
 
 def disagreements(
-    calls: list[Call], claimed: list[int | None], ours: list[int | None], sequences: list[Sequence], document: dict
+    calls: list[Call],
+    claimed: list[int | None],
+    ours: list[int | None],
+    sequences: list[Sequence],
+    document: dict[str, Any],
 ) -> list[Finding]:
     """WARN ``document_disagrees`` wherever the document's edges, roles or trainable counts differ from ours."""
     out = []

@@ -21,7 +21,7 @@ ANTHROPIC = "anthropic"
 RESPONSES = "responses"
 
 
-def request_dialect(body: dict) -> str:
+def request_dialect(body: dict[str, Any]) -> str:
     """Which dialect a request body is written in (chat when nothing else fits)."""
     if "input" in body and "messages" not in body:
         return RESPONSES
@@ -32,7 +32,7 @@ def request_dialect(body: dict) -> str:
     return CHAT
 
 
-def _dialect_of(body: dict, recorded: str | None) -> str:
+def _dialect_of(body: dict[str, Any], recorded: str | None) -> str:
     """The dialect a record names (a capture record's ``dialect``), else the detected one."""
     if recorded in (ANTHROPIC, RESPONSES):
         return recorded
@@ -54,7 +54,7 @@ def _has_blocks(messages: Any, kinds: tuple[str, ...]) -> bool:
     return False
 
 
-def obj(value: Any) -> dict:
+def obj(value: Any) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one (records are untrusted)."""
     return value if isinstance(value, dict) else {}
 
@@ -80,7 +80,7 @@ def block_text(content: Any, sep: str = "\n") -> str:
     return _dumps(content)
 
 
-def _image_part(block: dict) -> dict | None:
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
     source = obj(block.get("source"))
     if source.get("type") == "base64" and isinstance(source.get("data"), str):
         url = f"data:{source.get('media_type', 'image/png')};base64,{source['data']}"
@@ -93,9 +93,9 @@ def _image_part(block: dict) -> dict | None:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _content_parts(blocks: list) -> str | list[dict]:
+def _content_parts(blocks: list[Any]) -> str | list[dict[str, Any]]:
     """Text and image blocks as chat content: a plain string when it is only text."""
-    parts: list[dict] = []
+    parts: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, str):
             parts.append({"type": "text", "text": block})
@@ -122,7 +122,7 @@ def anthropic_system(system: Any) -> str | None:
     return block_text(system, sep="\n")
 
 
-def anthropic_messages(body: dict, upstream: bool = False) -> list[dict]:
+def anthropic_messages(body: dict[str, Any], upstream: bool = False) -> list[dict[str, Any]]:
     """An Anthropic Messages request (``system`` + ``messages``) as chat messages.
 
     ``tool_use`` blocks become the assistant's ``tool_calls`` (input as JSON text);
@@ -130,7 +130,7 @@ def anthropic_messages(body: dict, upstream: bool = False) -> list[dict]:
     chat dialect requires; ``thinking`` becomes ``reasoning_content``; ``system``-role entries
     inside ``messages`` stay system messages where they are.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     system = anthropic_system(body.get("system"))
     if system is not None:
         out.append({"role": "system", "content": system})
@@ -145,7 +145,7 @@ def anthropic_messages(body: dict, upstream: bool = False) -> list[dict]:
         if role == "assistant":
             out.append(_anthropic_assistant(content))
             continue
-        plain: list = []
+        plain: list[Any] = []
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 if plain:
@@ -159,10 +159,10 @@ def anthropic_messages(body: dict, upstream: bool = False) -> list[dict]:
     return out
 
 
-def _anthropic_assistant(blocks: list) -> dict:
+def _anthropic_assistant(blocks: list[Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant"}
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     reasoning: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -189,7 +189,7 @@ def _anthropic_assistant(blocks: list) -> dict:
     return message
 
 
-def _anthropic_tool_result(block: dict) -> dict:
+def _anthropic_tool_result(block: dict[str, Any]) -> dict[str, Any]:
     content = block.get("content")
     text = block_text(content) if content is not None else ""
     if block.get("is_error"):
@@ -197,7 +197,7 @@ def _anthropic_tool_result(block: dict) -> dict:
     return {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
 
 
-def anthropic_tools(tools: Any) -> list[dict] | None:
+def anthropic_tools(tools: Any) -> list[dict[str, Any]] | None:
     """Anthropic tool definitions (``name``, ``description``, ``input_schema``) as chat tools.
 
     Server tools (web search, ...) have no schema the engine could follow and are left out.
@@ -215,7 +215,7 @@ def anthropic_tools(tools: Any) -> list[dict] | None:
     return out
 
 
-def anthropic_response_message(body: dict) -> dict:
+def anthropic_response_message(body: dict[str, Any]) -> dict[str, Any]:
     """A non-streamed Anthropic ``message`` response as a chat assistant message."""
     content = body.get("content")
     return _anthropic_assistant(content if isinstance(content, list) else [])
@@ -227,7 +227,7 @@ ANTHROPIC_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "le
 # --- OpenAI Responses --------------------------------------------------------------------------
 
 
-def responses_messages(body: dict, upstream: bool = False) -> list[dict]:
+def responses_messages(body: dict[str, Any], upstream: bool = False) -> list[dict[str, Any]]:
     """An OpenAI Responses request (``instructions`` + ``input``) as chat messages.
 
     Consecutive ``function_call`` items join the assistant message before them (one model turn);
@@ -235,7 +235,7 @@ def responses_messages(body: dict, upstream: bool = False) -> list[dict]:
     chat template does not replay them). With ``upstream`` a ``developer`` message becomes
     ``system``, which every chat template knows.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     instructions = body.get("instructions")
     if isinstance(instructions, str) and instructions:
         out.append({"role": "system" if upstream else "developer", "content": instructions})
@@ -292,7 +292,7 @@ def custom_tool_names(tools: Any) -> set[str]:
     return {str(t.get("name", "")) for t in tools if isinstance(t, dict) and t.get("type") == "custom"}
 
 
-def responses_tools(tools: Any) -> list[dict] | None:
+def responses_tools(tools: Any) -> list[dict[str, Any]] | None:
     """Responses function tools (flat ``name`` / ``parameters``) as chat tools.
 
     A freeform ``custom`` tool becomes a function taking one string, ``input``; built-in tools
@@ -319,10 +319,10 @@ def responses_tools(tools: Any) -> list[dict] | None:
     return out
 
 
-def responses_response_message(body: dict) -> dict:
+def responses_response_message(body: dict[str, Any]) -> dict[str, Any]:
     """A non-streamed Responses ``response`` object's output items as a chat assistant message."""
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     reasoning: list[str] = []
     for item in body.get("output") or ():
         if not isinstance(item, dict):
@@ -352,7 +352,7 @@ def responses_response_message(body: dict) -> dict:
     return message
 
 
-def chat_messages(body: dict, upstream: bool = False, dialect: str | None = None) -> Any:
+def chat_messages(body: dict[str, Any], upstream: bool = False, dialect: str | None = None) -> Any:
     """The conversation of a request body in any dialect, as chat messages (None when it has none).
 
     ``dialect`` is what the record says (a capture record's ``dialect``); detected when None.
@@ -365,7 +365,7 @@ def chat_messages(body: dict, upstream: bool = False, dialect: str | None = None
     return body.get("messages")  # as recorded; the loader reports a wrong type
 
 
-def chat_tools(body: dict, dialect: str | None = None) -> list | None:
+def chat_tools(body: dict[str, Any], dialect: str | None = None) -> list[Any] | None:
     """The tool manifest of a request body in any dialect, as chat tools."""
     dialect = _dialect_of(body, dialect)
     if dialect == ANTHROPIC:
@@ -375,7 +375,7 @@ def chat_tools(body: dict, dialect: str | None = None) -> list | None:
     return body.get("tools")
 
 
-def chat_sampling(body: dict, dialect: str | None = None) -> dict:
+def chat_sampling(body: dict[str, Any], dialect: str | None = None) -> dict[str, Any]:
     """A request body with the dialect's sampling keys under their chat names.
 
     Anthropic ``stop_sequences`` -> ``stop``; Responses ``max_output_tokens`` -> ``max_tokens``.

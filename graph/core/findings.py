@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from rollout_graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
+from rollout_graph.core.types import Level
 
 # Keys that change the distribution tokens are sampled from; length limits and seeds do not.
 DISTRIBUTION_KEYS = (
@@ -30,7 +32,7 @@ def turn_findings(calls: list[Call]) -> list[list[Finding]]:
 def _derived(call: Call, token_trace: bool) -> list[Finding]:
     out: list[Finding] = []
 
-    def add(level: str, code: str, detail: str) -> None:
+    def add(level: Level, code: str, detail: str) -> None:
         out.append(Finding(level, code, detail, node_id=call.node_id))
 
     if token_trace and call.prompt_ids is None:
@@ -55,7 +57,7 @@ def _derived(call: Call, token_trace: bool) -> list[Finding]:
     return out
 
 
-def _param_changes(requested: dict, submitted: dict | None) -> list[str]:
+def _param_changes(requested: dict[str, Any], submitted: dict[str, Any] | None) -> list[str]:
     if submitted is None:
         return []
     return [
@@ -93,7 +95,7 @@ def _sampling_change(calls: list[Call]) -> Finding | None:
 
 
 def rollout_findings(
-    calls: list[Call], topology: Topology, sequences: list[Sequence], document: dict | None
+    calls: list[Call], topology: Topology, sequences: list[Sequence], document: dict[str, Any] | None
 ) -> list[Finding]:
     """Findings about the rollout as a whole rather than one call (e.g. a single call, nothing linked)."""
     out: list[Finding] = []

@@ -18,17 +18,19 @@ Message fallback (3.3) is arrival-dependent by definition: it looks only at earl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from rollout_graph.core.messages import Turn, canonical, strip_leading_system
 from rollout_graph.core.records import Call
+from rollout_graph.core.types import BY_MESSAGES, BY_TOKENS, LinkedBy
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _powers = np.ones(1, dtype=np.uint64)
 
-TOKENS = "tokens"
-MESSAGES = "messages"
+TOKENS: LinkedBy = BY_TOKENS
+MESSAGES: LinkedBy = BY_MESSAGES
 
 
 def _powers_upto(n: int) -> np.ndarray:
@@ -57,7 +59,7 @@ def _end_hash(call: Call) -> np.uint64:
     with np.errstate(over="ignore"):
         head = prefix_hashes(call.prompt_ids)[-1]
         tail = (call.sampled_ids.astype(np.uint64) + np.uint64(1)) * _powers_upto(call.n_end)[call.n_prompt :]
-        return head + tail.sum(dtype=np.uint64)
+        return np.uint64(head + tail.sum(dtype=np.uint64))
 
 
 def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
@@ -76,13 +78,13 @@ class Links:
     """``parents[i]`` is the arrival index of call i's parent (None for a root)."""
 
     parents: list[int | None]
-    linked_by: list[str | None]  # TOKENS, MESSAGES or None (root)
+    linked_by: list[LinkedBy | None]  # TOKENS, MESSAGES or None (root)
 
 
 def link(calls: list[Call]) -> Links:
     """Parents of every call and how each link was found: by tokens, else by messages."""
     parents = token_parents(calls)
-    linked_by: list[str | None] = [TOKENS if p is not None else None for p in parents]
+    linked_by: list[LinkedBy | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():
         parents[i] = parent
         linked_by[i] = MESSAGES
@@ -139,7 +141,7 @@ def message_parents(calls: list[Call]) -> dict[int, int]:
     if not needing:
         return parents
     # stripped end turns -> [(full end length, arrival index)] of earlier calls
-    by_prefix: dict[tuple, list[tuple[int, int]]] = {}
+    by_prefix: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
     for i, call in enumerate(calls[: needing[-1] + 1]):
         if call.prompt_ids is None and call.request_messages is not None:
             request = [canonical(m) for m in call.request_messages]

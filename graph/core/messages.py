@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-Turn = tuple  # (role, text, ((tool name, canonical arguments), ...))
+# (role, text, ((tool name, canonical arguments), ...))
+ToolCalls = tuple[tuple[str, str], ...]
+Turn = tuple[str, str, ToolCalls]
 
 
 def _text(content: Any) -> str:
@@ -34,11 +36,11 @@ def canonical_arguments(arguments: Any) -> str:
         try:
             arguments = json.loads(arguments)
         except ValueError:
-            return "raw:" + arguments.strip()
+            return "raw:" + str(arguments).strip()
     return "json:" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _tool_calls(message: dict) -> tuple:
+def _tool_calls(message: dict[str, Any]) -> ToolCalls:
     calls = message.get("tool_calls")
     content = message.get("content")
     if not isinstance(calls, list) and isinstance(content, list):
@@ -50,7 +52,7 @@ def _tool_calls(message: dict) -> tuple:
         ]
     if not isinstance(calls, list):
         return ()
-    out = []
+    out: list[tuple[str, str]] = []
     for call in calls:
         if not isinstance(call, dict):
             continue
@@ -59,7 +61,7 @@ def _tool_calls(message: dict) -> tuple:
     return tuple(out)
 
 
-def canonical(message: dict, default_role: str | None = None) -> Turn:
+def canonical(message: dict[str, Any], default_role: str | None = None) -> Turn:
     """A message reduced to what linking compares: role, text content and tool calls."""
     role = message.get("role") or default_role
     return (str(role), _text(message.get("content")), _tool_calls(message))
@@ -71,3 +73,60 @@ def strip_leading_system(turns: list[Turn]) -> list[Turn]:
     while start < len(turns) and turns[start][0] in ("system", "developer"):
         start += 1
     return turns[start:]
+
+
+def display_text(content: Any) -> str:
+    """A message's content as a reader sees it: text parts joined by newlines, tool-use and
+    tool-result blocks labelled, other parts named by their type, anything else as JSON (the app's
+    chat transcript; linking compares :func:`canonical` instead)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
+                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
+            elif isinstance(part, dict) and part.get("type") == "tool_result":
+                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {display_text(part.get('content'))}")
+            else:
+                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
+        return "\n".join(parts)
+    return json.dumps(content, indent=2, ensure_ascii=False)
+
+
+def pretty_arguments(arguments: Any) -> str:
+    """Tool-call arguments pretty-printed when they are JSON; kept as sent when they are not."""
+    if isinstance(arguments, str):
+        text: str = arguments
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            return text + "\n(not valid JSON)"
+    return json.dumps(arguments, indent=2, ensure_ascii=False)
+
+
+def content_text(content: object) -> str:
+    """A message's text as the near-miss analysis compares it: a string, or the text of its content
+    blocks (OpenAI, Anthropic, Responses), nested tool results and tool inputs included, JSON with
+    sorted keys for anything else (unstripped; :func:`canonical` is what linking compares)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                text = block.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif "content" in block:
+                    parts.append(content_text(block["content"]))
+                elif "input" in block or "arguments" in block:
+                    parts.append(json.dumps(block.get("input", block.get("arguments")), sort_keys=True, default=str))
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, sort_keys=True, default=str)

@@ -12,21 +12,38 @@ from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.types import NearMissKind
-
-FATAL = "FATAL"
-WARN = "WARN"
-INFO = "INFO"
-LEVELS = (FATAL, WARN, INFO)
+from rollout_graph.core.types import FATAL as FATAL
+from rollout_graph.core.types import INFO as INFO
+from rollout_graph.core.types import LEVELS as LEVELS
+from rollout_graph.core.types import WARN as WARN
+from rollout_graph.core.types import Level, NearMissKind
 
 EMPTY_IDS = np.empty(0, dtype=np.int32)
 
 
-@dataclass(frozen=True, slots=True)
+def short(value: object, limit: int = 40, quoted: bool = True) -> str:
+    """``repr(value)`` cut to ``limit`` characters (with an ellipsis): reprs stay one short line
+    whatever a trace put in its ids and texts (controls stay escaped). ``quoted=False`` drops a
+    string's quotes."""
+    text = repr(value)
+    if not quoted and isinstance(value, str):
+        text = text[1:-1]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def node_path(nodes: list[int], shown: int = 4) -> str:
+    """Arrival indices as ``#0 -> #1 -> … -> #9``: the first and last few when there are many."""
+    if len(nodes) <= shown + 1:
+        return " -> ".join(f"#{n}" for n in nodes)
+    head = " -> ".join(f"#{n}" for n in nodes[: shown - 1])
+    return f"{head} -> … -> #{nodes[-1]}"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Finding:
     """One graded observation. ``node_id`` names the call; ``leaf_id`` names a sequence."""
 
-    level: str
+    level: Level
     code: str
     detail: str
     node_id: str | None = None
@@ -40,8 +57,13 @@ class Finding:
         out["detail"] = self.detail
         return out
 
+    def __repr__(self) -> str:
+        where = f" at {short(self.node_id)}" if self.node_id is not None else ""
+        where += f" (row {short(self.leaf_id)})" if self.leaf_id is not None else ""
+        return f"Finding({self.level} {short(self.code, 30, quoted=False)}{where}: {short(self.detail, 60)})"
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class TopK:
     """Recorded alternatives per sampled position, padded to a common width.
 
@@ -49,9 +71,13 @@ class TopK:
     the alternatives' strings (row-major, ``n_sampled * k``) when the trace carried strings.
     """
 
-    ids: np.ndarray  # (n_sampled, k) int64, -1 = absent
+    ids: np.ndarray  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
     logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
     texts: list[str] | None = None
+
+    def __repr__(self) -> str:
+        rows, width = self.ids.shape if self.ids.ndim == 2 else (len(self.ids), 0)
+        return f"TopK({rows} positions x {width} alternatives{', with texts' if self.texts is not None else ''})"
 
 
 @dataclass(slots=True, repr=False)
@@ -68,9 +94,9 @@ class Call:
     sampled_logprobs: np.ndarray | None = None
     top_k: TopK | None = None
     token_texts: list[str] | None = None
-    request_messages: list[dict] | None = None
-    response_message: dict | None = None
-    tools: list | None = None
+    request_messages: list[dict[str, Any]] | None = None
+    response_message: dict[str, Any] | None = None
+    tools: list[Any] | None = None
     requested_params: dict[str, Any] = field(default_factory=dict)
     submitted_params: dict[str, Any] | None = None
     model: str | None = None
@@ -108,18 +134,19 @@ class Call:
         """Whether there is exactly one logprob per sampled token (required for training)."""
         return self.sampled_logprobs is not None and self.sampled_logprobs.shape[0] == self.n_sampled
 
-    def add_issue(self, level: str, code: str, detail: str) -> None:
+    def add_issue(self, level: Level, code: str, detail: str) -> None:
         """Record a finding discovered while reading this call."""
         self.issues.append(Finding(level, code, detail, node_id=self.node_id))
 
     def __repr__(self) -> str:
+        source = self.source.replace("\\", "/").rsplit("/", 1)[-1]
         return (
-            f"Call({self.node_id!r} of {self.session_id!r}: prompt {self.n_prompt} + sampled {self.n_sampled} tokens, "
-            f"finish {self.finish_reason!r}, from {self.source.rsplit('/', 1)[-1]}:{self.line})"
+            f"Call({short(self.node_id)} of {short(self.session_id)}: prompt {self.n_prompt} + sampled "
+            f"{self.n_sampled} tokens, finish {short(self.finish_reason, 16)}, from {short(source, 30, quoted=False)}:{self.line})"
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Skipped:
     """A record that could not be loaded at all, and why."""
 
@@ -131,8 +158,12 @@ class Skipped:
         """The skipped record as JSON: file, line and reason."""
         return {"file": self.file, "line": self.line, "reason": self.reason}
 
+    def __repr__(self) -> str:
+        name = self.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"Skipped({short(name, quoted=False)} line {self.line}: {short(self.reason, 80)})"
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class SessionInput:
     """The calls of one rollout in arrival order, plus what a rollout document said of it."""
 
@@ -141,8 +172,12 @@ class SessionInput:
     document: dict[str, Any] | None = None
     node_ids: set[str] = field(default_factory=set)
 
+    def __repr__(self) -> str:
+        document = ", from a rollout document" if self.document is not None else ""
+        return f"SessionInput({short(self.session_id)}: {len(self.calls)} calls{document})"
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, repr=False)
 class LoadResult:
     """Everything read from a set of files. ``records == loaded + len(skipped)`` always holds."""
 
@@ -170,6 +205,14 @@ class LoadResult:
             "pending": [p.as_dict() for p in self.pending],
         }
 
+    def __repr__(self) -> str:
+        pending = f", {len(self.pending)} pending" if self.pending else ""
+        first = f"; first: {short(self.skipped[0], 70)}" if self.skipped else ""
+        return (
+            f"LoadResult({len(self.files)} files, {len(self.sessions)} rollouts, {self.records} records: "
+            f"{self.loaded} loaded, {len(self.skipped)} skipped{pending}{first})"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class NearMiss:
@@ -184,3 +227,4 @@ class NearMiss:
     where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
     kind: NearMissKind
     text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
+    evidence: str = ""  # what the kind was read from, in words (docs/semantics.md, "Why a call broke")

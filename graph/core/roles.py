@@ -5,11 +5,11 @@ from __future__ import annotations
 from rollout_graph.core.records import Call
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
-
-AGENT = "agent"
-AUXILIARY = "auxiliary"
-DISCARDED = "discarded"
-ROLES = (AGENT, AUXILIARY, DISCARDED)
+from rollout_graph.core.types import AGENT as AGENT
+from rollout_graph.core.types import AUXILIARY as AUXILIARY
+from rollout_graph.core.types import DISCARDED as DISCARDED
+from rollout_graph.core.types import ROLES as ROLES
+from rollout_graph.core.types import Role
 
 
 def assign_roles(calls: list[Call], topology: Topology, sequences: list[Sequence]) -> None:
@@ -31,10 +31,10 @@ def main_sequence(sequences: list[Sequence]) -> Sequence:
     return max(sequences, key=lambda s: (s.role == AGENT, s.n_trainable, s.n_turns))
 
 
-def node_roles(n_calls: int, topology: Topology, sequences: list[Sequence]) -> list[str]:
+def node_roles(n_calls: int, topology: Topology, sequences: list[Sequence]) -> list[Role]:
     """A role per call: discarded if it is, else agent if any agent sequence runs through it,
     else auxiliary."""
-    roles = [AUXILIARY] * n_calls
+    roles: list[Role] = [AUXILIARY] * n_calls
     for seq in sequences:
         if seq.role == AGENT:
             for k in seq.nodes:

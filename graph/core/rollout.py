@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollout_graph.core.findings import count_by_level
-from rollout_graph.core.records import Call, Finding, NearMiss
+from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
 from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, sequence_tokens
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import BROKEN_REPLAYS, RETRY, Kind
+from rollout_graph.core.types import BROKEN_REPLAYS, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -48,10 +48,10 @@ class Rollout:
     sequences: list[Sequence]
     findings: list[Finding]  # every finding, node-level first, in arrival order
     trainable: np.ndarray  # bool per call
-    linked_by: list[str | None]
+    linked_by: list[LinkedBy | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
     tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
-    document: dict | None = None
+    document: dict[str, Any] | None = None
     # The trainer's side once a signals file is joined (a rollout_graph.signals.join.RolloutSignals).
     signals: Any = None
     _index: dict[str, int] = field(default_factory=dict)
@@ -76,7 +76,7 @@ class Rollout:
         return context_start(self.calls, self.topology, node)
 
     @cached_property
-    def node_roles(self) -> list[str]:
+    def node_roles(self) -> list[Role]:
         """The role of every call, in arrival order."""
         return node_roles(len(self.calls), self.topology, self.sequences)
 
@@ -112,8 +112,21 @@ class Rollout:
                 1 for d in self.topology.discarded if (m := self.near_misses.get(d)) is None or m.kind == RETRY
             ),
             "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
-            "n_unfinished": sum(len(g) for g in self.topology.unfinished),
+            # unfinished attempts the harness did not continue in text either (a replay chain is one conversation)
+            "n_unfinished": sum(len(g) for g in self._unfinished_left),
+            "n_retokenized": sum(1 for m in self.near_misses.values() if m.kind == RETOKENIZED),
         }
+
+    @cached_property
+    def _replayed(self) -> set[int]:
+        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``)."""
+        return {end for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS for end in (m.earlier, m.later)}
+
+    @cached_property
+    def _unfinished_left(self) -> list[list[int]]:
+        """Unfinished attempt groups without the calls a broken replay explains (2+ left)."""
+        left = ([m for m in g if m not in self._replayed] for g in self.topology.unfinished)
+        return [g for g in left if len(g) > 1]
 
     @property
     def finding_counts(self) -> dict[str, int]:
@@ -122,9 +135,9 @@ class Rollout:
 
     def __repr__(self) -> str:
         counts = self.finding_counts
-        worst = next((f"{level} {counts[level]}" for level in ("FATAL", "WARN", "INFO") if counts.get(level)), "clean")
+        worst = next((f"{level} {counts[level]}" for level in LEVELS if counts.get(level)), "clean")
         return (
-            f"Rollout({self.session_id!r}: {len(self.calls)} calls, {len(self.topology.roots)} roots, "
+            f"Rollout({short(self.session_id)}: {len(self.calls)} calls, {len(self.topology.roots)} roots, "
             f"{len(self.sequences)} sequences, {worst})"
         )
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.records import Call, node_path, short
 from rollout_graph.core.topology import Topology
+from rollout_graph.core.types import AUXILIARY, Role
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Sequence:
     """A training sequence: the path from a root to a leaf, with its role."""
 
@@ -23,7 +24,9 @@ class Sequence:
     prompt_len: int
     n_trainable: int
     n_context: int
-    role: str = ""
+    role: Role = AUXILIARY  # every sequence gets its role from rollout_graph.core.roles.assign_roles
+    root_id: str = ""  # the node ids of its first and last call (for the repr; "" when built by hand)
+    leaf_id: str = ""
 
     @property
     def n_calls(self) -> int:
@@ -35,8 +38,23 @@ class Sequence:
         """Deprecated alias of :attr:`n_calls`."""
         return len(self.nodes)
 
+    def _path(self) -> str:
+        """Root -> leaf by node id when known (``c01 -> … -> c09``), else by arrival index."""
+        if not self.leaf_id:
+            return node_path(self.nodes)
+        if len(self.nodes) == 1:
+            return short(self.leaf_id, 30)
+        gap = " -> … -> " if len(self.nodes) > 2 else " -> "
+        return f"{short(self.root_id, 30)}{gap}{short(self.leaf_id, 30)}"
 
-@dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        return (
+            f"Sequence({self.role} row {self._path()} ({len(self.nodes)} call{'s' if len(self.nodes) != 1 else ''}): "
+            f"{self.n_trainable} trainable + {self.n_context} context tokens)"
+        )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class SequenceTokens:
     """The arrays a trainer consumes for one sequence."""
 
@@ -44,6 +62,12 @@ class SequenceTokens:
     loss_mask: np.ndarray  # int8, 1 = trained
     logprobs: np.ndarray  # float64, 0.0 wherever the mask is 0
     turn_starts: np.ndarray  # offset where each node's context span begins
+
+    def __repr__(self) -> str:
+        return (
+            f"SequenceTokens({self.input_ids.shape[0]} tokens, {int(self.loss_mask.sum())} trained, "
+            f"{self.turn_starts.shape[0]} calls)"
+        )
 
 
 def context_start(calls: list[Call], topology: Topology, node: int) -> int:
@@ -69,6 +93,8 @@ def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray
                 prompt_len=root.n_prompt,
                 n_trainable=int(n_trainable),
                 n_context=int(length - n_trainable),
+                root_id=root.node_id,
+                leaf_id=calls[leaf].node_id,
             )
         )
     return sequences

@@ -10,7 +10,7 @@ from rollout_graph.core.records import Call
 from rollout_graph.core.types import FORK, INNER, LEAF, ROOT, Kind
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Topology:
     """The exact graph's structure, by arrival index (docs/semantics.md: Discarded, Unfinished attempts)."""
 
@@ -25,6 +25,12 @@ class Topology:
     discarded: dict[int, int]
     # sibling groups none of which continued (attempts the harness gave up on), each by arrival
     unfinished: list[list[int]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (
+            f"Topology({len(self.parents)} calls: {len(self.roots)} roots, {len(self.forks)} forks, "
+            f"{len(self.leaves)} leaves, {len(self.discarded)} discarded, {len(self.unfinished)} unfinished groups)"
+        )
 
     def kind(self, node: int) -> Kind:
         """Where ``node`` sits: ``root`` (no parent), ``fork`` (2+ children), ``leaf`` or ``inner``."""
@@ -88,7 +94,7 @@ def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
     )
 
 
-def sibling_groups(calls: list[Call], children, roots: list[int], forks: list[int]) -> list[list[int]]:
+def sibling_groups(calls: list[Call], children: list[list[int]], roots: list[int], forks: list[int]) -> list[list[int]]:
     """Children of each fork, and roots with identical non-empty prompt ids (a retried first call)."""
     groups = [children[f] for f in forks]
     by_prompt: dict[bytes, list[int]] = {}

@@ -18,6 +18,21 @@ Role = Literal["agent", "auxiliary", "discarded"]
 Kind = Literal["root", "fork", "leaf", "inner"]
 LinkedBy = Literal["tokens", "messages", "document"]
 
+# Each constant is defined here once; the modules that use them import them from here.
+FATAL: Level = "FATAL"
+WARN: Level = "WARN"
+INFO: Level = "INFO"
+LEVELS: tuple[Level, ...] = (FATAL, WARN, INFO)
+
+AGENT: Role = "agent"
+AUXILIARY: Role = "auxiliary"
+DISCARDED: Role = "discarded"
+ROLES: tuple[Role, ...] = (AGENT, AUXILIARY, DISCARDED)
+
+BY_TOKENS: LinkedBy = "tokens"
+BY_MESSAGES: LinkedBy = "messages"
+BY_DOCUMENT: LinkedBy = "document"
+
 ROOT: Kind = "root"
 FORK: Kind = "fork"
 LEAF: Kind = "leaf"
@@ -34,6 +49,7 @@ NearMissKind = Literal[
     "subagent",
     "side_call",
     "new_conversation",
+    "unknown",
 ]
 RETRY: NearMissKind = "retry"
 RETOKENIZED: NearMissKind = "retokenized"
@@ -43,6 +59,7 @@ COMPACTION: NearMissKind = "compaction"
 SUBAGENT: NearMissKind = "subagent"
 SIDE_CALL: NearMissKind = "side_call"
 NEW_CONVERSATION: NearMissKind = "new_conversation"
+UNKNOWN: NearMissKind = "unknown"  # too little evidence to name the cause
 NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
     RETRY,
     RETOKENIZED,
@@ -52,6 +69,7 @@ NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
     NEW_CONVERSATION,
     SUBAGENT,
     SIDE_CALL,
+    UNKNOWN,
 )
 # A replay of the model's own turn that broke the token prefix: the harness should have continued it.
 BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)

@@ -9,12 +9,20 @@ pretty-printed document; a file whose first line is not one (a pretty-printed do
 compressed files are parsed whole, in one task. Several files are parsed side by side.
 
 Workers come from one lazily started pool per process (``forkserver``: safe in a threaded
-server), sized by the cores this process may use. Small loads never start it.
+server), sized by the cores free for it. The pool is used only where it was measured to win
+(:func:`planned_workers`): on a 2-core machine the workers' start-up and the records sent back to
+the parent cost more than the second core saves (docs/performance.md), so there a load is read
+in this process. Small loads never start it; a one-off command stops it at exit.
+
+Every limit holds on this path as on the sequential one: a worker reads its range through the
+same chunked reader (a line longer than ``max_line_bytes`` is never held whole), and a load with
+``max_memory_bytes`` is read sequentially, where the resident memory is checked as it grows.
 """
 
 from __future__ import annotations
 
 import atexit
+import io
 import mmap
 import multiprocessing
 import os
@@ -22,20 +30,26 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
+
+if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
+    from concurrent.futures import ProcessPoolExecutor
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
 PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
+# Free cores (this process's cores minus the other running processes) the pool needs to win:
+# measured on 2 cores, 2 workers lost to one on both benchmark shapes, quiet or busy (bench_cold.py).
+PARALLEL_MIN_FREE_CORES = 3
 _PLAIN_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
@@ -90,6 +104,71 @@ def workers_available() -> int:
         return os.cpu_count() or 1
 
 
+def free_cores() -> float:
+    """Cores this process may use minus the other processes running (1-minute load average,
+    this process counted as one of them)."""
+    cores = workers_available()
+    try:
+        others = max(0.0, os.getloadavg()[0] - 1.0)
+    except OSError:  # no load average on this platform
+        others = 0.0
+    return max(0.0, cores - others)
+
+
+def planned_workers(total_bytes: int, limits: Any = None) -> int:
+    """How many worker processes a load of ``total_bytes`` should use; 1 means this process alone.
+
+    The pool only where it wins (the measured crossover, docs/performance.md): enough bytes to
+    amortise it and at least :data:`PARALLEL_MIN_FREE_CORES` free cores. A resident-memory limit
+    is checked in the process that reads, so such a load is never spread over workers.
+    """
+    if total_bytes < PARALLEL_MIN_BYTES or (limits is not None and limits.max_memory_bytes is not None):
+        return 1
+    free = free_cores()
+    return int(free) if free >= PARALLEL_MIN_FREE_CORES else 1
+
+
+class _RangeReader(io.RawIOBase):
+    """``[start, end)`` of a file as a stream: a worker reads its range in chunks, never whole."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with the stream
+        self._file.seek(start)
+        self._left = end - start if end >= 0 else -1
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        want = len(view) if self._left < 0 else min(len(view), self._left)
+        if want == 0:
+            return 0
+        n = self._file.readinto(view[:want]) or 0
+        if self._left >= 0:
+            self._left -= n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = self._left if self._left >= 0 else 1 << 62
+        want = size if self._left < 0 else min(size, self._left)
+        data = self._file.read(want) if want > 0 else b""
+        if self._left >= 0:
+            self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _range_source(task: _Task) -> Source:
+    if task.data is not None:
+        return Source.from_bytes(task.name, task.data)
+    return Source(task.name, lambda: cast(IO[bytes], _RangeReader(task.path, task.start, task.end)))
+
+
 def _read_kwargs(limits: Any) -> dict[str, Any]:
     return {} if limits is None else {"limits": limits}
 
@@ -108,14 +187,8 @@ def _parse_range(task: _Task) -> _Outcome:
     outcome = _Outcome()
     shared: dict[str, str] = {}
     try:
-        if task.data is not None:
-            data = task.data
-        else:
-            with open(task.path, "rb") as f:
-                f.seek(task.start)
-                data = f.read(task.end - task.start) if task.end >= 0 else f.read()
         offset = task.first_line - 1
-        for raw in read_values(Source.from_bytes(task.name, data), **_read_kwargs(task.limits)):
+        for raw in read_values(_range_source(task), **_read_kwargs(task.limits)):
             line = raw.line + offset
             if raw.error is not None:
                 outcome.events.append((line, raw.error, None))
@@ -161,13 +234,23 @@ def _standalone(line: bytes) -> bool:
     return True
 
 
-def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, int, int]]:
+def split_ranges(
+    path: str | Path, chunk: int | None = None, max_line_bytes: int | None = None
+) -> list[tuple[int, int, int]]:
     """``(start, end, first_line)`` ranges of a plain JSONL file, cut at lines that parse alone.
 
     One range (the whole file) when the file is small, compressed-looking, or its first
     non-blank line is not a JSON value on its own (then it may be one pretty-printed document).
+    A line longer than ``max_line_bytes`` is never parsed (nor copied) here: it is a line either
+    way, skipped by the reader as over the limit, so a range may start at it.
     """
     chunk = chunk or CHUNK_BYTES
+
+    def standalone(mm: mmap.mmap, begin: int, end: int) -> bool:
+        if max_line_bytes is not None and end - begin > max_line_bytes:
+            return True
+        return _standalone(mm[begin:end])
+
     size = os.path.getsize(path)
     whole = [(0, -1, 1)]
     if size <= chunk or not str(path).endswith(_PLAIN_SUFFIXES):
@@ -175,8 +258,11 @@ def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, 
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         if mm[:4].startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
             return whole
-        first_end = _line_end(mm, _first_nonblank(mm, 0))
-        if not _standalone(mm[_first_nonblank(mm, 0) : first_end]):
+        first = _first_nonblank(mm, 0)
+        first_end = _line_end(mm, first)
+        if max_line_bytes is not None and first_end - first > max_line_bytes:
+            return whole  # the reader decides what an over-long first line is
+        if not standalone(mm, first, first_end):
             return whole
         starts = [0]
         target = chunk
@@ -185,7 +271,7 @@ def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, 
             while 0 <= at < size - 1:
                 begin = at + 1
                 end = _line_end(mm, begin)
-                if mm[begin:end].strip() and _standalone(mm[begin:end]):
+                if _nonblank(mm, begin, end) and standalone(mm, begin, end):
                     break
                 at = mm.find(b"\n", begin)
             if at < 0 or at >= size - 1:
@@ -202,11 +288,21 @@ def split_ranges(path: str | Path, chunk: int | None = None) -> list[tuple[int, 
         return ranges
 
 
+def _nonblank(mm: mmap.mmap, begin: int, end: int, probe: int = 4096) -> bool:
+    """Whether ``mm[begin:end]`` holds anything but blanks (never copying a long line whole)."""
+    at = begin
+    while at < end:
+        if mm[at : min(end, at + probe)].strip():
+            return True
+        at += probe
+    return False
+
+
 def _first_nonblank(mm: mmap.mmap, pos: int) -> int:
     size = len(mm)
     while pos < size:
         end = _line_end(mm, pos)
-        if mm[pos:end].strip():
+        if _nonblank(mm, pos, end):
             return pos
         pos = end + 1
     return size
@@ -253,6 +349,8 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ProcessPoolExecutor
+
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["rollout_graph.ingest.parallel"])
             with _hidden_main():
@@ -284,7 +382,6 @@ def load_files_parallel(
 
     The result is the same as the sequential loader's, in the same order.
     """
-    workers = workers or workers_available()
     sources = [Source.from_path(f) for f in files]
     sizes = []
     for f in files:
@@ -293,14 +390,20 @@ def load_files_parallel(
         except OSError:
             sizes.append(0)
     total = sum(sizes)
-    if workers < 2 or total < PARALLEL_MIN_BYTES:
+    workers = planned_workers(total, limits) if workers is None else workers
+    memory_capped = limits is not None and limits.max_memory_bytes is not None
+    # max_sessions is checked where records are read (issue 28): a load that may pass it is sequential.
+    many = workers >= 2 and may_exceed_sessions([str(f) for f in files], limits or Limits())
+    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped or many:
         return _sequential(sources, progress, sizes, limits)
     pool = _pool(workers)
     plans: list[list[tuple[Future[_Outcome], int]]] = []
     for source, size in zip(sources, sizes, strict=True):
         default_session = loading.rollout_name(source.name)
         try:
-            ranges = split_ranges(source.name)
+            if source.name.lower().endswith((".parquet", ".pkl", ".pickle", ".pt", ".pth")):
+                raise ValueError("not JSON lines: read whole (rollout_graph.ingest.formats.binary_files)")
+            ranges = split_ranges(source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
         except (OSError, ValueError):
             ranges = [(0, -1, 1)]
         plan = []
@@ -358,6 +461,8 @@ def load_bytes_parallel(
 def _outcome(future: Future[_Outcome]) -> _Outcome:
     """A task's result; a worker that died (killed, out of memory) is that file's read error, and
     the pool is replaced for the next load."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return future.result()
     except BrokenProcessPool:
@@ -382,16 +487,48 @@ def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[s
             result.sessions[parsed.calls[0].session_id].document = parsed.document
 
 
+class _CountedReads:
+    """A source's stream that adds the bytes read from it to a counter (progress in bytes)."""
+
+    def __init__(self, stream: IO[bytes], counter: list[int]) -> None:
+        self._stream = stream
+        self._counter = counter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._counter[0] += len(data)
+        return data
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> _CountedReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _counted(source: Source, counter: list[int]) -> Source:
+    def opened() -> IO[bytes]:
+        counter[0] = 0
+        return cast(IO[bytes], _CountedReads(source.open(), counter))
+
+    return Source(source.name, opened)
+
+
 def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[int], limits: Any) -> LoadResult:
     total = sum(sizes)
+    counter = [0]  # bytes read so far from the file being read
 
     def report(done: int, files: int, records: int) -> None:
         if progress:
-            read = sum(sizes[:done])
+            read = sum(sizes[:done]) + (min(counter[0], sizes[done]) if done < len(sizes) else 0)
             progress(LoadProgress(read, total, records, records, done, files))
 
     kwargs = _read_kwargs(limits)
-    return loading.load_sources(sources, report, **kwargs)
+    counted = [_counted(source, counter) for source in sources] if progress else sources
+    return loading.load_sources(counted, report, **kwargs)
 
 
 def load_paths_parallel(

@@ -28,11 +28,13 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from rollout_graph.core.records import short
 from rollout_graph.ingest.id_arrays import IdArrayCutter, restore
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_SKIPPABLE = b"\x2a\x4d\x18"  # bytes 1-3 of a skippable frame (0x184D2A5?): pzstd writes one first
 _CHUNK = 8 << 20  # bytes handed to the line splitter at a time
 _ORJSON_DEPTH = 1024  # orjson refuses deeper documents whatever the limit says
 
@@ -67,7 +69,7 @@ def _open_regular(path: Path) -> IO[bytes]:
         raise
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Source:
     """A named byte stream: a file on disk or an upload held in memory."""
 
@@ -84,6 +86,9 @@ class Source:
     def from_bytes(cls, name: str, data: bytes) -> Source:
         """Bytes already in memory (an upload)."""
         return cls(name, lambda: io.BytesIO(data))
+
+    def __repr__(self) -> str:
+        return f"Source({short(self.name, 80)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +203,7 @@ def _chunks(stream: IO[bytes], limits: Limits) -> Iterator[bytes]:
         head += more
     if head.startswith(_GZIP_MAGIC):
         chunks = _gzip_chunks(stream, head)
-    elif head.startswith(_ZSTD_MAGIC):
+    elif head.startswith(_ZSTD_MAGIC) or (len(head) == 4 and head[0] & 0xF0 == 0x50 and head[1:] == _ZSTD_SKIPPABLE):
         chunks = _zstd_chunks(stream, head)
     else:
         chunks = _plain_chunks(stream, head)
@@ -296,20 +301,58 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
 
 
 def _depth(raw: bytes) -> int:
-    """Deepest bracket nesting outside strings (numpy; only for lines the stdlib must parse)."""
-    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', raw)
+    """Deepest bracket nesting outside strings: linear time, bounded memory, no regex."""
+    return _scan(raw, ())[0]
+
+
+def _scan(raw: bytes, probes: tuple[int, ...] | list[int]) -> tuple[int, list[tuple[int, bool]]]:
+    """The deepest nesting outside strings, and for each probe position (ascending) the nesting
+    depth there and whether a real quote opening a string stands there.
+
+    Only lines the stdlib must parse (or rare checks) come here. The line is scanned in blocks
+    with numpy; the state carried from one block to the next is three numbers (the depth, whether
+    a string is open, how many backslashes end the block), so temporaries stay a small multiple of
+    the block size whatever the line's length. A quote opens or closes a string unless an odd run
+    of backslashes precedes it.
+    """
     depth = deepest = 0
-    block = 1 << 22  # numpy temporaries stay small whatever the line's length
-    for at in range(0, len(text), block):
-        arr = np.frombuffer(text, dtype=np.uint8, count=min(block, len(text) - at), offset=at)
-        steps = ((arr == 0x5B) | (arr == 0x7B)).astype(np.int32) - ((arr == 0x5D) | (arr == 0x7D))
-        running = np.cumsum(steps, dtype=np.int64) + depth
+    in_string = 0  # 1 while a string is open at the block boundary
+    trailing = 0  # backslashes that end the previous block
+    block = 1 << 20
+    at_probe: list[tuple[int, bool]] = []
+    wanted = np.asarray(probes, dtype=np.int64)
+    next_probe = 0
+    for at in range(0, len(raw), block):
+        arr = np.frombuffer(raw, dtype=np.uint8, count=min(block, len(raw) - at), offset=at)
+        n = arr.shape[0]
+        backslash = arr == 0x5C
+        positions = np.arange(n, dtype=np.int64)
+        # Index of the last non-backslash byte at or before each position (-1 - trailing before it).
+        last_plain = np.where(backslash, np.int64(-1 - trailing), positions)
+        np.maximum.accumulate(last_plain, out=last_plain)
+        run_before = np.empty(n, dtype=np.int64)  # backslashes right before each byte
+        run_before[0] = trailing
+        run_before[1:] = positions[:-1] - last_plain[:-1]
+        quote = (arr == 0x22) & (run_before % 2 == 0)
+        opened = (np.cumsum(quote, dtype=np.int64) + in_string) % 2  # odd: inside a string
+        outside = opened == 0
+        opens = ((arr == 0x5B) | (arr == 0x7B)) & outside
+        closes = ((arr == 0x5D) | (arr == 0x7D)) & outside
+        running = np.cumsum(opens.astype(np.int64) - closes, dtype=np.int64) + depth
         deepest = max(deepest, int(running.max()))
+        upto = int(np.searchsorted(wanted, at + n, side="left"))
+        if upto > next_probe:
+            k = wanted[next_probe:upto] - at
+            at_probe += zip(running[k].tolist(), (quote[k] & (opened[k] == 1)).tolist(), strict=True)
+            next_probe = upto
         depth = int(running[-1])
-    return deepest
+        in_string = int(opened[-1])
+        trailing = int(n - 1 - last_plain[-1]) if backslash[-1] else 0
+    return deepest, at_probe
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")  # a surrogate written as raw UTF-8 (CESU-8)
 
 
 def _clean_surrogates(value: Any) -> Any:
@@ -345,17 +388,55 @@ def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
             value = json.loads(raw)
         except RecursionError:
             raise LimitExceeded(f"JSON nested too deep (limit max_depth {depth})") from None
-        return _clean_surrogates(value) if _SURROGATE_ESCAPE.search(raw) else value
+        # The stdlib decodes bytes with surrogatepass: raw surrogate bytes (ED A0 80 ...) and
+        # \\ud800 escapes both become lone surrogates, which no encoder downstream accepts.
+        dirty = _SURROGATE_ESCAPE.search(raw) or _SURROGATE_BYTES.search(raw)
+        return _clean_surrogates(value) if dirty else value
+
+
+_IDENTITY_KEYS = (b'"session_id"', b'"call_id"', b'"node_id"')  # top-level keys that place a record
+_KEY_AFTER = re.compile(rb"[ \t\r\n]*:")
+
+
+def _duplicate_identity_key(raw: bytes) -> str | None:
+    """A top-level key placing the record (session or call id) that the object holds twice.
+
+    JSON parsers keep the last silently, which would move the record to another session. The
+    bytes are searched first (a memchr); only a line where such a key occurs twice is scanned for
+    where each occurrence is (inside a string, nested, or a key of the top-level object).
+    """
+    for key in _IDENTITY_KEYS:
+        if raw.count(key) < 2:
+            continue
+        spots = []
+        at = raw.find(key)
+        while at >= 0:
+            if _KEY_AFTER.match(raw, at + len(key)):
+                spots.append(at)
+            at = raw.find(key, at + 1)
+        if len(spots) < 2:
+            continue
+        top = sum(1 for depth, opens in _scan(raw, spots)[1] if depth == 1 and opens)
+        if top > 1:
+            return key.decode().strip('"')
+    return None
 
 
 def parse_line(line: int, raw: bytes, cutter: IdArrayCutter, limits: Limits | None = None) -> RawValue:
-    """One JSONL line -> a value, or an error value naming why it is not one. Never raises."""
+    """One JSONL line -> a value, or an error value naming why it is not one. Never raises.
+
+    A line whose object holds ``session_id``, ``call_id`` or ``node_id`` twice is skipped (which
+    one counts is ambiguous, and a parser keeping the last would silently move the record).
+    """
     limits = limits or Limits()
     try:
         cut, arrays = cutter.cut(raw, limits.max_ids)
         value = parse_json(cut, limits.max_depth)
         if arrays:
             restore(value, arrays)
+        duplicate = _duplicate_identity_key(cut) if isinstance(value, dict) else None
+        if duplicate is not None:
+            return RawValue(line, error=f"duplicate key {duplicate!r} in one object: which value counts is ambiguous")
     except LimitExceeded as exc:
         return RawValue(line, error=f"over a limit: {_short(exc)}")
     except (ValueError, UnicodeDecodeError, OverflowError) as exc:
@@ -399,6 +480,11 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
         OSError: the source cannot be opened (missing, unreadable, not a regular file).
     """
     limits = limits or Limits()
+    from rollout_graph.ingest.formats import binary_files  # Parquet rows; pickles refused (docs/formats.md)
+
+    if binary_files.is_binary(source.name):
+        yield from binary_files.values(source, limits)
+        return
     cutter = IdArrayCutter()
     with source.open() as stream:
         seen = _Counter()
@@ -485,3 +571,70 @@ def _document_or_lines(
         yield from _line_values(line, cutter, limits)
     for line in rest:
         yield from _line_values(line, cutter, limits)
+
+
+# --- Parquet, bounded from its footer ---------------------------------------------------------
+
+
+def read_parquet_bounded(name: str, data: bytes, limits: Limits | None = None):
+    """A Parquet file held in memory -> a ``pyarrow.Table``, refusing it early if it is too big.
+
+    Before any page is decoded, the footer's row count and each column chunk's declared size are
+    checked: the rows against :attr:`Limits.max_parquet_rows`, and the decoded size (for each
+    column chunk the larger of its uncompressed bytes and 8 bytes per value, so a run-length
+    encoded bomb of zeros counts what it decodes to) against :attr:`Limits.max_parquet_bytes`.
+    The table is then read one batch at a time with the same two counts kept on what really
+    decodes, so a footer that lies stops at the limit too. Never ``read_table()`` unbounded.
+
+    Raises:
+        LimitExceeded: over a limit (the message names the file, the limit and its flag).
+        ValueError: not a readable Parquet file (the message says why).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    limits = limits or Limits()
+    try:
+        file = pq.ParquetFile(io.BytesIO(data))
+        meta = file.metadata
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a corrupt footer
+        raise ValueError(f"{name}: not a readable Parquet file: {_short(exc)}") from None
+    rows = meta.num_rows
+    if rows > limits.max_parquet_rows:
+        raise LimitExceeded(
+            f"{name}: {rows:,} rows (limit max_parquet_rows {limits.max_parquet_rows:,}, "
+            "ROLLOUT_GRAPH_MAX_PARQUET_ROWS); the file is not read"
+        )
+    declared = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            declared += max(column.total_uncompressed_size, 8 * column.num_values)
+    if declared > limits.max_parquet_bytes:
+        raise LimitExceeded(
+            f"{name}: decodes to about {human(declared)} (limit max_parquet_bytes "
+            f"{human(limits.max_parquet_bytes)}, ROLLOUT_GRAPH_MAX_PARQUET_BYTES); the file is not read"
+        )
+    batches = []
+    seen_rows = seen_bytes = 0
+    try:
+        for batch in file.iter_batches(batch_size=65536):
+            seen_rows += batch.num_rows
+            seen_bytes += batch.nbytes
+            if seen_rows > limits.max_parquet_rows or seen_bytes > limits.max_parquet_bytes:
+                raise LimitExceeded(
+                    f"{name}: holds more than its footer says (limits max_parquet_rows "
+                    f"{limits.max_parquet_rows:,}, max_parquet_bytes {human(limits.max_parquet_bytes)}); "
+                    "the file is not read"
+                )
+            batches.append(batch)
+    except LimitExceeded:
+        raise
+    except MemoryError:
+        raise LimitExceeded(f"{name}: out of memory while decoding; the file is not read") from None
+    except Exception as exc:  # noqa: BLE001 - ArrowMemoryError, ArrowInvalid, OSError for corrupt pages
+        if "memory" in type(exc).__name__.lower() or "alloc" in str(exc).lower():
+            raise LimitExceeded(f"{name}: out of memory while decoding ({_short(exc)}); the file is not read") from None
+        raise ValueError(f"{name}: not a readable Parquet file: {_short(exc)}") from None
+    return pa.Table.from_batches(batches, schema=file.schema_arrow)

@@ -22,6 +22,7 @@ import numpy as np
 from rollout_graph.core.linking import MESSAGES, TOKENS, Links, end_is_prefix, prefix_hashes
 from rollout_graph.core.messages import Turn, canonical, strip_leading_system
 from rollout_graph.core.records import Call
+from rollout_graph.core.types import LinkedBy
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class Relink:
 
     node: int
     parent: int | None
-    via: str | None
+    via: LinkedBy | None
     previous: int | None
     new: bool
 
@@ -69,7 +70,7 @@ class IncrementalLinker:
         self.calls: list[Call] = []
         self.keys: list[Any] = []
         self.parents: list[int | None] = []
-        self.linked_by: list[str | None] = []
+        self.linked_by: list[LinkedBy | None] = []
         self._order: list[int] = []  # internal ids sorted by key
         # token index: (end length, end hash) -> internal ids sorted by key
         self._ends: dict[tuple[int, int], list[int]] = {}
@@ -133,7 +134,7 @@ class IncrementalLinker:
         :func:`rollout_graph.core.linking.link` returns for it."""
         position = {node: p for p, node in enumerate(self._order)}
         parents: list[int | None] = []
-        via: list[str | None] = []
+        via: list[LinkedBy | None] = []
         for node in self._order:
             parent = self.parents[node]
             parents.append(None if parent is None else position[parent])
@@ -142,7 +143,7 @@ class IncrementalLinker:
 
     # -- tokens -----------------------------------------------------------------------------------
 
-    def _set(self, node: int, parent: int | None, via: str | None) -> None:
+    def _set(self, node: int, parent: int | None, via: LinkedBy | None) -> None:
         self.parents[node] = parent
         self.linked_by[node] = via
         self._parent_end.data[node] = -1 if parent is None or via != TOKENS else self.calls[parent].n_end

@@ -18,14 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import FATAL, INFO, WARN
+from rollout_graph.core.records import FATAL, INFO, WARN, Skipped
 from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.formats.engine_pair import FAILED_SESSION
+from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_paths, walk_traces
+from rollout_graph.ingest.loading import load_paths, rollout_name, walk_traces
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
-from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
+from rollout_graph.signals.corrections import audit_columns, parse_corrections
+from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all, with_corrections
 from rollout_graph.signals.reading import SignalsFile, read_signals
 
 COLUMNS = (
@@ -36,8 +39,16 @@ COLUMNS = (
     # with --signals (docs/signals.md); null without a signals file or a joined row
     "reward", "signals_rows", "signals_tokens", "mean_abs_diff", "max_abs_diff", "kl_k3", "ratio_outside_share",
     "n_mismatch_calls",
+    # with --signals: the k1/k2 estimators, the ESS of the token ratios, the worst tokens, and with
+    # --correction what each correction does (docs/corrections.md)
+    "kl_k1", "kl_k2", "ratio_ess", "worst_abs_diff", "worst_tokens", "corrections",
+    # what the load skipped: this session's failed calls, and the file's skipped records with their reasons
+    "n_failed_calls", "file_skipped_records", "file_skip_reasons",
+    # the run view (graph/reports/run.py): training step, fidelity grade and source format (docs/formats.md)
+    "step", "fidelity", "source_format", "n_broken_replays", "n_sampled_tokens",
 )  # fmt: skip
-SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") :]
+SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") : COLUMNS.index("n_failed_calls")]
+REASONS_KEPT = 8  # distinct skip reasons listed per file (the most frequent first)
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
@@ -90,6 +101,14 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "harness": next((c.harness for c in rollout.calls if c.harness), None),
         "error": None,
         **signal_figures(rollout),
+        "n_failed_calls": 0,  # audit_file fills these three from the load of the whole file
+        "file_skipped_records": None,
+        "file_skip_reasons": None,
+        "step": rollout_step(rollout.calls),
+        "fidelity": rollout_grade(rollout.calls),
+        "source_format": rollout_format(rollout.calls),
+        "n_broken_replays": s["n_broken_replays"],
+        "n_sampled_tokens": s["n_sampled_tokens"],
     }
 
 
@@ -107,6 +126,7 @@ def signal_figures(rollout: Rollout) -> dict[str, Any]:
         "kl_k3": s["kl_k3"],
         "ratio_outside_share": s["ratio_outside_share"],
         "n_mismatch_calls": s["n_mismatch_calls"],
+        **audit_columns(s),
     }
 
 
@@ -135,20 +155,75 @@ def load_signals(paths: list[str] | tuple[str, ...]) -> SignalsFile:
     return _signals(tuple(str(p) for p in paths))
 
 
+def _failed_session(reason: str, default: str) -> str | None:
+    """The session a skipped failed call belonged to (its reason ends with it), else None."""
+    if not reason.startswith("call failed"):
+        return None
+    head, sep, tail = reason.rpartition(FAILED_SESSION)
+    return tail[:-1] if sep and tail.endswith(")") else default
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason without its per-record details (the session suffix, a line number), cut short."""
+    head, sep, _ = reason.rpartition(FAILED_SESSION)
+    text = head if sep and reason.startswith("call failed") else reason
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def skip_summary(skipped: list[Skipped], limit: int = REASONS_KEPT) -> list[str]:
+    """``"N x reason"`` for the most frequent skip reasons of a file (most frequent first)."""
+    counts = Counter(_reason_kind(s.reason) for s in skipped)
+    out = [f"{n} x {reason}" for reason, n in counts.most_common(limit)]
+    if len(counts) > limit:
+        out.append(f"{sum(n for _, n in counts.most_common()[limit:])} x other reasons")
+    return out
+
+
 def audit_file(
-    path: str, limits: Limits | None = None, signals: tuple[str, ...] = (), threshold: float = DEFAULT_THRESHOLD
+    path: str,
+    limits: Limits | None = None,
+    signals: tuple[str, ...] = (),
+    threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Every rollout in one file as a row, joined with the ``signals`` files when given; never raises."""
+    """Every rollout in one file as a row, joined with the ``signals`` files when given (with the
+    ``corrections``, given as specs); never raises.
+
+    Every row also says what the load skipped: ``n_failed_calls`` (this session's failed calls,
+    which are skipped records), ``file_skipped_records`` and ``file_skip_reasons`` (the file's).
+    A session whose every record is a failed call still gets a row, whose ``error`` says so.
+    """
     try:
         loaded = load_paths([path], limits=limits)
-        if loaded.nothing_readable:
+        skipped = list(loaded.skipped)
+        file_figures = {"file_skipped_records": len(skipped), "file_skip_reasons": skip_summary(skipped)}
+        failed: Counter[str] = Counter()
+        for s in skipped:
+            session = _failed_session(s.reason, rollout_name(path))
+            if session is not None:
+                failed[session] += 1
+        if loaded.nothing_readable and not failed:
             reason = loaded.skipped[0].reason if loaded.skipped else "no records"
-            return [error_row(path, reason)]
+            return [{**error_row(path, reason), **file_figures}]
         rollouts = [analyse(session) for session in loaded.sessions.values()]
         if signals:
-            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold)
-        rows = [audit_row(rollout, path) for rollout in rollouts]
-        return rows or [error_row(path, f"no rollouts ({len(loaded.skipped)} records skipped)")]
+            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold, parse_corrections(corrections))
+        elif corrections:  # the trainer columns the traces carry themselves
+            rollouts = with_corrections(rollouts, parse_corrections(corrections))
+        rows = [
+            {**audit_row(rollout, path), "n_failed_calls": failed.get(rollout.session_id, 0), **file_figures}
+            for rollout in rollouts
+        ]
+        for session in sorted(set(failed) - set(loaded.sessions)):
+            note = f"no calls loaded: all {failed[session]} of this session's calls failed"
+            rows.append(
+                {**error_row(path, note), "session_id": session, "n_failed_calls": failed[session], **file_figures}
+            )
+        return rows or [{**error_row(path, f"no rollouts ({len(skipped)} records skipped)"), **file_figures}]
+    except MemoryError:
+        return [
+            error_row(path, "out of memory while auditing this file (MemoryError); lower the limits (docs/limits.md)")
+        ]
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop a corpus audit
         return [error_row(path, f"{type(exc).__name__}: {exc}")]
 
@@ -163,6 +238,7 @@ def run_local(
     limits: Limits | None = None,
     signals: tuple[str, ...] = (),
     threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict]:
     """Worker processes; each holds one file at a time, so memory is bounded by ``workers``.
 
@@ -174,12 +250,18 @@ def run_local(
     if signals:
         load_signals(signals)  # read (and fail) once here; forked workers inherit it
     if workers <= 1 or len(names) <= 1:
-        results: Iterator[list[dict]] = (audit_file(name, limits, signals, threshold) for name in names)
+        results: Iterator[list[dict]] = (audit_file(name, limits, signals, threshold, corrections) for name in names)
         return _collect(results, len(names), rows, progress)
-    return _SurvivingPool(names, workers, limits, progress, signals, threshold).run()
+    return _SurvivingPool(names, workers, limits, progress, signals, threshold, corrections).run()
 
 
-def _worker(conn: Connection, limits: Limits | None, signals: tuple[str, ...], threshold: float) -> None:
+def _worker(
+    conn: Connection,
+    limits: Limits | None,
+    signals: tuple[str, ...],
+    threshold: float,
+    corrections: tuple[str, ...] = (),
+) -> None:
     """Audit the files sent over ``conn`` one at a time until told to stop (None) or orphaned."""
     while True:
         try:
@@ -188,7 +270,7 @@ def _worker(conn: Connection, limits: Limits | None, signals: tuple[str, ...], t
             return
         if name is None:
             return
-        conn.send(audit_file(name, limits, signals, threshold))
+        conn.send(audit_file(name, limits, signals, threshold, corrections))
 
 
 @dataclass(slots=True)
@@ -209,6 +291,7 @@ class _SurvivingPool:
         progress: Progress | None,
         signals: tuple[str, ...] = (),
         threshold: float = DEFAULT_THRESHOLD,
+        corrections: tuple[str, ...] = (),
     ) -> None:
         import multiprocessing
 
@@ -217,7 +300,7 @@ class _SurvivingPool:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         self.context: Any = multiprocessing.get_context(method)
         self.names, self.limits, self.progress = names, limits, progress
-        self.signals, self.threshold = signals, threshold
+        self.signals, self.threshold, self.corrections = signals, threshold, corrections
         self.workers = min(workers, len(names))
         self.ordered: list[list[dict] | None] = [None] * len(names)
         self.done = self.total_rows = 0
@@ -226,7 +309,7 @@ class _SurvivingPool:
         parent, child = self.context.Pipe()
         # typeshed declares Process only on the concrete contexts, not on the BaseContext get_context returns
         process = self.context.Process(
-            target=_worker, args=(child, self.limits, self.signals, self.threshold), daemon=True
+            target=_worker, args=(child, self.limits, self.signals, self.threshold, self.corrections), daemon=True
         )
         process.start()
         child.close()
@@ -302,6 +385,7 @@ def run_ray(
     limits: Limits | None = None,
     signals: tuple[str, ...] = (),
     threshold: float = DEFAULT_THRESHOLD,
+    corrections: tuple[str, ...] = (),
 ) -> list[dict]:
     """One Ray task per file; ``address`` joins an existing cluster (the files must be readable there)."""
     try:
@@ -318,7 +402,7 @@ def run_ray(
         ray.init(**options)
     try:
         task = ray.remote(audit_file)
-        pending = {task.remote(str(f), limits, signals, threshold): i for i, f in enumerate(files)}
+        pending = {task.remote(str(f), limits, signals, threshold, corrections): i for i, f in enumerate(files)}
         ordered: list[list[dict] | None] = [None] * len(files)
         done = total_rows = 0
         while pending:
@@ -353,6 +437,20 @@ def write_parquet(rows: list[dict], out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    WORST_TYPE = pa.list_(
+        pa.struct(
+            [("leaf_id", pa.string()), ("position", pa.int64()), ("node_id", pa.string()), ("d", pa.float64()),
+             ("inference_logprob", pa.float64()), ("trainer_logprob", pa.float64())]
+        )
+    )  # fmt: skip
+    CORRECTIONS_TYPE = pa.list_(
+        pa.struct(
+            [("label", pa.string()), ("n_tokens", pa.int64()), ("n_sequences", pa.int64()),
+             ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()), ("share_tokens", pa.float64()),
+             ("weight_lost", pa.float64()), ("ess", pa.float64()), ("sum_weights", pa.float64()),
+             ("sum_weights_squared", pa.float64())]
+        )
+    )  # fmt: skip
     schema = pa.schema(
         [
             ("source_file", pa.string()), ("session_id", pa.string()),
@@ -363,6 +461,12 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("reward", pa.float64()), ("signals_rows", pa.int64()), ("signals_tokens", pa.int64()),
             ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()), ("kl_k3", pa.float64()),
             ("ratio_outside_share", pa.float64()), ("n_mismatch_calls", pa.int64()),
+            ("kl_k1", pa.float64()), ("kl_k2", pa.float64()), ("ratio_ess", pa.float64()),
+            ("worst_abs_diff", pa.float64()), ("worst_tokens", WORST_TYPE), ("corrections", CORRECTIONS_TYPE),
+            ("n_failed_calls", pa.int64()), ("file_skipped_records", pa.int64()),
+            ("file_skip_reasons", pa.list_(pa.string())),
+            ("step", pa.int64()), ("fidelity", pa.string()), ("source_format", pa.string()),
+            ("n_broken_replays", pa.int64()), ("n_sampled_tokens", pa.int64()),
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)

@@ -16,7 +16,9 @@ from rollout_graph.analysis.groups import common_prefix, group_key
 from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence, SequenceTokens
+from rollout_graph.core.types import LEVELS
 from rollout_graph.reports.summary import signals_text
+from rollout_graph.signals.corrections import text_lines
 
 
 def _call_at(rollout: Rollout, seq: Sequence, tokens: SequenceTokens, position: int) -> str | None:
@@ -110,7 +112,7 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
     for key in a["stats"]:
         mark = "  *" if key in result["differences"]["stats"] else ""
         lines.append(f"{key:{width}}  {a['stats'][key]:>10,}  {b['stats'][key]:>10,}{mark}")
-    for level in ("FATAL", "WARN", "INFO"):
+    for level in LEVELS:
         mark = "  *" if a["finding_counts"][level] != b["finding_counts"][level] else ""
         lines.append(f"{level:{width}}  {a['finding_counts'][level]:>10,}  {b['finding_counts'][level]:>10,}{mark}")
     if result["differences"]["finding_codes"]:
@@ -122,6 +124,7 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
     for name, s in (("A", a), ("B", b)):
         if "signals" in s:
             lines.append(f"signals {name}: {signals_text(s['signals'])}")
+            lines += [f"  correction {name} {t}" for t in text_lines(s["signals"].get("corrections") or [])]
     lines.append("")
     same = (
         "the same first agent prompt" if result["differences"]["same_first_prompt"] else "different first agent prompts"

@@ -7,6 +7,7 @@ from typing import Any
 from rollout_graph.analysis.near_miss import near_miss_json
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.formats.fidelity import fidelity_json
 
 
 def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
@@ -71,6 +72,11 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
         "sequences": sequences,
         "findings": [f.as_dict() for f in rollout.findings],
     }
+    # What the source can support, the framework it came from and its training step (docs/formats.md).
+    detail = fidelity_json(rollout.calls)
+    out["fidelity"] = detail["grade"]
+    out["fidelity_detail"] = detail
+    out["step"] = detail["step"]
     if rollout.signals is not None:
         out["signals"] = rollout.signals.as_dict(rollout)
     if rollout.document is not None:

@@ -7,6 +7,8 @@ from collections import Counter
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, LoadResult
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.formats.fidelity import fidelity_json, fidelity_text
+from rollout_graph.signals.corrections import text_lines
 
 MAX_SKIPPED_SHOWN = 10
 
@@ -47,8 +49,10 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         f" · context tokens {s['n_context_tokens']:,}",
         "  findings: " + " · ".join(findings),
     ]
+    lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))
     if rollout.signals is not None:
         lines.append("  signals: " + signals_text(rollout.signals.summary()))
+        lines += ["  correction " + line for line in text_lines(rollout.signals.summary().get("corrections") or [])]
     return lines
 
 

@@ -19,10 +19,12 @@ import numpy as np
 from rollout_graph.core.records import FATAL, WARN, Finding
 from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.signals.corrections import Correction, Evaluation, divergence, evaluate
 from rollout_graph.signals.reading import SignalRow, SignalsFile
 
 DEFAULT_THRESHOLD = 1.0  # nats: a call whose sampled tokens differ by more is a logprob_mismatch
 RATIO_BAND = (0.8, 1.2)  # importance ratios outside this band are counted
+WORST_K = 10  # the largest |d| tokens each rollout reports (``worst_tokens``)
 
 
 def mismatch_metrics(d: np.ndarray) -> dict[str, Any]:
@@ -64,8 +66,11 @@ class CallSignals:
     n_tokens: int
     mean_abs_diff: float | None
     max_abs_diff: float | None
-    sequence: int | None = None
-    worst_offset: int | None = None
+    sequence: int = (
+        -1
+    )  # the joined row ``trainer`` comes from (index into rollout.sequences): the one with the call's worst token
+    begin: int = 0  # where the call's sampled span starts in that row
+    worst_offset: int | None = None  # the worst token's offset in the call's sampled span
     worst_abs_diff: float = -1.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,6 +86,7 @@ class RowSignals:
     row: SignalRow
     metrics: dict[str, Any]
     mean_advantage: float | None
+    d: np.ndarray = field(default_factory=lambda: np.empty(0))  # per position of the row; NaN = not compared
 
     def as_dict(self, leaf_id: str) -> dict[str, Any]:
         """The row as ``inspect --json`` prints it under ``signals.rows``."""
@@ -107,6 +113,16 @@ class RolloutSignals:
     mean_advantage: float | None = None
     n_rows_ignored: int = 0
     findings: list[Finding] = field(default_factory=list)
+    corrections: Evaluation | None = None  # the corrections chosen at join time (--correction)
+    worst: list[dict[str, Any]] = field(default_factory=list)  # the WORST_K largest |d| tokens
+    memo: dict[tuple[str, ...], Evaluation] = field(default_factory=dict, repr=False)
+
+    def evaluate(self, corrections: list[Correction]) -> Evaluation:
+        """The corrections applied to every joined row (keyed by sequence index), memoised."""
+        key = tuple(c.label for c in corrections)
+        if key not in self.memo:
+            self.memo[key] = evaluate(corrections, ((i, self.rows[i].d) for i in sorted(self.rows)))
+        return self.memo[key]
 
     @property
     def has_trainer_logprobs(self) -> bool:
@@ -128,6 +144,15 @@ class RolloutSignals:
             "n_rows_ignored": self.n_rows_ignored,
             "n_mismatch_calls": sum(1 for f in self.findings if f.code == "logprob_mismatch"),
             "threshold": self.threshold,
+            "worst_tokens": list(self.worst),
+            **(
+                {}
+                if self.corrections is None
+                else {
+                    "corrections": self.corrections.as_list(),
+                    "corrections_disagree": self.corrections.disagreements(),
+                }
+            ),
         }
 
     def as_dict(self, rollout: Rollout) -> dict[str, Any]:
@@ -136,22 +161,39 @@ class RolloutSignals:
         return {**self.summary(), "rows": rows}
 
 
+def _listed(values: np.ndarray | None) -> list[float | None] | None:
+    return None if values is None else [None if not np.isfinite(v) else float(v) for v in values]
+
+
 def row_columns(signals: RolloutSignals, sequence: int) -> dict[str, Any]:
-    """The columns ``export --signals`` adds to a training row (all ``None`` when not joined)."""
+    """The columns ``export --signals`` adds to a training row (all ``None`` when not joined).
+
+    With corrections chosen (``--correction``), ``correction_labels`` lists their labels and
+    ``correction_weights`` holds, in the same order, one weight per position of the row: the weight
+    the correction gives that token (0 where it masks), ``null`` where nothing was compared
+    (loss-mask-0 positions, no trainer logprob); the whole list is ``null`` for a row without a
+    joined signals row. Lists of lists, so Parquet keeps them as lists.
+    """
     joined = signals.rows.get(sequence)
+    out: dict[str, Any]
     if joined is None:
-        return {"reward": None, "trainer_logprobs": None, "advantages": None, "signals_meta": None}
-    row = joined.row
-
-    def listed(values: np.ndarray | None) -> list[float | None] | None:
-        return None if values is None else [None if not np.isfinite(v) else float(v) for v in values]
-
-    return {
-        "reward": row.reward,
-        "trainer_logprobs": listed(row.trainer_logprobs),
-        "advantages": listed(row.advantages),
-        "signals_meta": dict(row.extra),
-    }
+        out = {"reward": None, "trainer_logprobs": None, "advantages": None, "signals_meta": None}
+    else:
+        row = joined.row
+        out = {
+            "reward": row.reward,
+            "trainer_logprobs": _listed(row.trainer_logprobs),
+            "advantages": _listed(row.advantages),
+            "signals_meta": dict(row.extra),
+        }
+    if signals.corrections is not None:
+        results = signals.corrections.rows
+        chosen = signals.corrections.corrections
+        out["correction_labels"] = [c.label for c in chosen]
+        out["correction_weights"] = [
+            None if sequence not in results[c.label] else _listed(results[c.label][sequence].weights) for c in chosen
+        ]
+    return out
 
 
 def _misaligned(leaf_id: str | None, node_id: str | None, detail: str) -> Finding:
@@ -183,8 +225,14 @@ def _check(row: SignalRow, length: int, input_ids: np.ndarray | None) -> str | N
     return None
 
 
-def join_rollout(rollout: Rollout, rows: list[SignalRow], threshold: float = DEFAULT_THRESHOLD) -> RolloutSignals:
-    """Join one rollout's signals rows (any order) and compute its figures and findings."""
+def join_rollout(
+    rollout: Rollout,
+    rows: list[SignalRow],
+    threshold: float = DEFAULT_THRESHOLD,
+    corrections: list[Correction] | tuple[Correction, ...] = (),
+) -> RolloutSignals:
+    """Join one rollout's signals rows (any order) and compute its figures, findings and the
+    chosen ``corrections`` (docs/corrections.md)."""
     out = RolloutSignals(threshold=threshold)
     by_key: dict[str, list[SignalRow]] = defaultdict(list)
     for row in rows:
@@ -199,6 +247,7 @@ def join_rollout(rollout: Rollout, rows: list[SignalRow], threshold: float = DEF
         out.n_rows_ignored += n
     per_call_d: dict[int, list[np.ndarray]] = defaultdict(list)
     all_d: list[np.ndarray] = []
+    worst: list[dict[str, Any]] = []
     all_adv: list[np.ndarray] = []
     for i, seq in enumerate(rollout.sequences):
         leaf_id = rollout.calls[seq.leaf].node_id
@@ -222,19 +271,23 @@ def join_rollout(rollout: Rollout, rows: list[SignalRow], threshold: float = DEF
             continue
         mask = np.zeros(length, dtype=bool) if tokens is None else tokens.loss_mask.astype(bool)
         d = np.empty(0)
+        d_full = np.full(length, np.nan)
         compared = np.zeros(length, dtype=bool)
         if row.trainer_logprobs is not None and tokens is not None:
-            compared = mask & np.isfinite(row.trainer_logprobs)
+            # an inference logprob the engine did not record (NaN) is not compared either
+            compared = mask & np.isfinite(row.trainer_logprobs) & ~np.isnan(tokens.logprobs)
             d = row.trainer_logprobs[compared] - tokens.logprobs[compared]
+            d_full[compared] = d
             all_d.append(d)
+            worst += _worst(rollout, seq, tokens.turn_starts, tokens.logprobs, d_full)
         mean_adv = None
         if row.advantages is not None:
             adv = row.advantages[mask & np.isfinite(row.advantages)]
             all_adv.append(adv)
             mean_adv = float(adv.mean()) if adv.size else None
-        out.rows[i] = RowSignals(i, row, mismatch_metrics(d), mean_adv)
+        out.rows[i] = RowSignals(i, row, {**mismatch_metrics(d), **divergence(d)}, mean_adv, d_full)
         if tokens is not None:
-            _per_call(rollout, seq, tokens.turn_starts, tokens.logprobs, row, compared, per_call_d, out, i)
+            _per_call(rollout, i, seq, tokens.turn_starts, tokens.logprobs, row, compared, per_call_d, out)
     for node, parts in sorted(per_call_d.items()):
         d = np.concatenate(parts)
         call = out.calls[node]
@@ -252,7 +305,12 @@ def join_rollout(rollout: Rollout, rows: list[SignalRow], threshold: float = DEF
                     node_id=node_id,
                 )
             )
-    out.metrics = mismatch_metrics(np.concatenate(all_d) if all_d else np.empty(0))
+    pooled = np.concatenate(all_d) if all_d else np.empty(0)
+    out.metrics = {**mismatch_metrics(pooled), **divergence(pooled)}
+    # leaf order, then position: ties keep the first row's token
+    out.worst = sorted(worst, key=lambda w: -abs(w["d"]))[:WORST_K]
+    if corrections:
+        out.corrections = out.evaluate(list(corrections))
     advantages = np.concatenate(all_adv) if all_adv else np.empty(0)
     out.mean_advantage = float(advantages.mean()) if advantages.size else None
     out.reward = _rollout_reward(rollout, out)
@@ -260,8 +318,40 @@ def join_rollout(rollout: Rollout, rows: list[SignalRow], threshold: float = DEF
     return out
 
 
+def _worst(
+    rollout: Rollout, seq: Any, turn_starts: np.ndarray, inference: np.ndarray, d_full: np.ndarray
+) -> list[dict[str, Any]]:
+    """The row's WORST_K largest |d| tokens: leaf, position in the row, the call, both logprobs."""
+    scored = np.where(np.isnan(d_full), -1.0, np.abs(d_full))
+    if scored.shape[0] > WORST_K:  # the K largest without sorting the whole row; ties: the first positions
+        kth = np.partition(scored, scored.shape[0] - WORST_K)[scored.shape[0] - WORST_K]
+        candidates = np.flatnonzero(scored >= kth)
+    else:
+        candidates = np.arange(scored.shape[0])
+    top = candidates[np.argsort(-scored[candidates], kind="stable")][:WORST_K]
+    leaf_id = rollout.calls[seq.leaf].node_id
+    out = []
+    for pos in top:
+        if scored[pos] < 0:
+            break
+        node = seq.nodes[max(0, int(np.searchsorted(turn_starts, pos, side="right")) - 1)]
+        d = float(d_full[pos])
+        out.append(
+            {
+                "leaf_id": leaf_id,
+                "position": int(pos),
+                "node_id": rollout.calls[node].node_id,
+                "d": d,
+                "inference_logprob": float(inference[pos]),
+                "trainer_logprob": float(inference[pos]) + d,
+            }
+        )
+    return out
+
+
 def _per_call(
     rollout: Rollout,
+    sequence: int,
     seq: Any,
     turn_starts: np.ndarray,
     inference: np.ndarray,
@@ -269,7 +359,6 @@ def _per_call(
     compared: np.ndarray,
     per_call_d: dict[int, list[np.ndarray]],
     out: RolloutSignals,
-    sequence: int | None = None,
 ) -> None:
     """Each call's sampled span in this row: its differences, and its arrays for the token view
     (from the row holding the call's worst token)."""
@@ -294,7 +383,7 @@ def _per_call(
             if row.trainer_logprobs is not None:
                 trainer = np.where(compared[span], row.trainer_logprobs[span], np.nan)
             advantages = None if row.advantages is None else row.advantages[span].copy()
-            out.calls[node] = CallSignals(trainer, advantages, 0, None, None, sequence, worst_at, worst)
+            out.calls[node] = CallSignals(trainer, advantages, 0, None, None, sequence, begin, worst_at, worst)
 
 
 def _rollout_reward(rollout: Rollout, out: RolloutSignals) -> float | None:
@@ -330,15 +419,34 @@ def attach(rollout: Rollout, signals: RolloutSignals) -> Rollout:
     return dataclasses.replace(rollout, findings=[*rollout.findings, *signals.findings], signals=signals)
 
 
+def with_corrections(rollouts: list[Rollout], corrections: list[Correction] | tuple[Correction, ...]) -> list[Rollout]:
+    """The rollouts whose signals came from their own trace (prime-rl, NeMo-RL, verifiers ...: the
+    embedded trainer columns) with the ``corrections`` applied; rollouts without signals unchanged."""
+    if not corrections:
+        return rollouts
+    out = []
+    for r in rollouts:
+        if r.signals is not None:
+            signals = dataclasses.replace(r.signals)
+            signals.corrections = signals.evaluate(list(corrections))
+            r = dataclasses.replace(r, signals=signals)
+        out.append(r)
+    return out
+
+
 def attach_all(
-    rollouts: list[Rollout], signals: SignalsFile, threshold: float = DEFAULT_THRESHOLD
+    rollouts: list[Rollout],
+    signals: SignalsFile,
+    threshold: float = DEFAULT_THRESHOLD,
+    corrections: list[Correction] | tuple[Correction, ...] = (),
 ) -> tuple[list[Rollout], JoinReport]:
-    """Join a signals file to every rollout; rows for sessions not among them are only counted."""
+    """Join a signals file to every rollout (with the chosen ``corrections``); rows for sessions not
+    among them are only counted."""
     by_session: dict[str, list[SignalRow]] = defaultdict(list)
     for row in signals.rows:
         by_session[row.session_id].append(row)
     loaded = {r.session_id for r in rollouts}
     unmatched = sorted(set(by_session) - loaded)
-    joined = [attach(r, join_rollout(r, by_session.get(r.session_id, []), threshold)) for r in rollouts]
+    joined = [attach(r, join_rollout(r, by_session.get(r.session_id, []), threshold, corrections)) for r in rollouts]
     report = JoinReport(signals.report(), unmatched, sum(len(by_session[s]) for s in unmatched))
     return joined, report

@@ -10,7 +10,6 @@ kept so the join can check it against the row it names.
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from rollout_graph.core.records import Skipped
+from rollout_graph.ingest import limits as _limits
+from rollout_graph.ingest.limits import LimitExceeded, Limits
 from rollout_graph.ingest.loading import SIGNALS_SUFFIXES
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.reading import Source, read_parquet_bounded, read_values
 
 ARRAY_COLUMNS = ("trainer_logprobs", "advantages")
 KEY_COLUMNS = ("session_id", "leaf_id")
@@ -139,8 +140,8 @@ def parse_row(value: Any, line: int) -> SignalRow:
     return row
 
 
-def _jsonl(source: Source, out: SignalsFile) -> None:
-    for raw in read_values(source):
+def _jsonl(source: Source, out: SignalsFile, limits: Limits) -> None:
+    for raw in read_values(source, limits):
         if raw.error is not None:
             out.skipped.append(Skipped(source.name, raw.line, raw.error))
             continue
@@ -150,13 +151,13 @@ def _jsonl(source: Source, out: SignalsFile) -> None:
             out.skipped.append(Skipped(source.name, raw.line, str(exc)))
 
 
-def _parquet(name: str, data: bytes, out: SignalsFile) -> None:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a corrupt file
-        raise SignalsError(f"{name}: not a readable Parquet file: {exc}") from exc
+def _parquet(name: str, data: bytes, out: SignalsFile, limits: Limits) -> None:
+    try:  # row counts and sizes from the footer first: never an unbounded read_table()
+        table = read_parquet_bounded(name, data, limits)
+    except LimitExceeded as exc:
+        raise SignalsError(f"over a limit: {exc}") from None
+    except ValueError as exc:
+        raise SignalsError(str(exc)) from None
     for i, value in enumerate(table.to_pylist(), start=1):
         try:
             out.rows.append(parse_row(value, i))
@@ -164,32 +165,46 @@ def _parquet(name: str, data: bytes, out: SignalsFile) -> None:
             out.skipped.append(Skipped(name, i, str(exc)))
 
 
-def read_signals_bytes(name: str, data: bytes) -> SignalsFile:
+def _limits_for(limits: Limits | None) -> Limits:
+    """The caller's limits; else the app's (the public ones under ``--public``, then the environment)."""
+    return limits if limits is not None else _limits.for_app()
+
+
+def read_signals_bytes(name: str, data: bytes, limits: Limits | None = None) -> SignalsFile:
     """Read one signals file held in memory (an upload); Parquet by name or magic bytes.
+
+    Read under ``limits`` (docs/limits.md); by default the app's limits, so a public deployment
+    reads signals with the public ones.
 
     Raises:
         SignalsError: nothing in it could be read as a signals row.
     """
     out = SignalsFile(names=[name])
     if name.endswith(".parquet") or data[:4] == b"PAR1":
-        _parquet(name, data, out)
+        _parquet(name, data, out, _limits_for(limits))
     else:
-        _jsonl(Source.from_bytes(name, data), out)
+        _jsonl(Source.from_bytes(name, data), out, _limits_for(limits))
     if not out.rows:
         reason = f"{out.skipped[0].reason} (line {out.skipped[0].line})" if out.skipped else "no rows"
         raise SignalsError(f"{name}: no signals rows: {reason}")
     return out
 
 
-def read_signals(path: str | Path) -> SignalsFile:
+def read_signals(path: str | Path, limits: Limits | None = None) -> SignalsFile:
     """Read one signals file from disk.
 
     Raises:
         SignalsError: the file is missing, unreadable, or holds no readable row.
     """
     p = Path(path)
+    limits = _limits_for(limits)
     try:
+        if p.stat().st_size > limits.max_file_bytes:
+            raise SignalsError(
+                f"{p}: over a limit: larger than {_limits.human(limits.max_file_bytes)} "
+                "(limit max_file_bytes, --max-file-bytes)"
+            )
         data = p.read_bytes()
     except OSError as exc:
         raise SignalsError(f"cannot read {p}: {exc.strerror or exc}") from exc
-    return read_signals_bytes(str(p), data)
+    return read_signals_bytes(str(p), data, limits)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 from typing import Any
 
+from rollout_graph.core.messages import display_text as _text
+from rollout_graph.core.messages import pretty_arguments
 from rollout_graph.core.records import Call
+from rollout_graph.escape import html_text
 
 ROLE_COLORS = {
     "system": "#64748b",
@@ -31,41 +32,11 @@ STYLESHEET = (
 )
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
-                parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
-            elif isinstance(part, dict) and part.get("type") == "tool_result":
-                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {_text(part.get('content'))}")
-            else:
-                parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
-        return "\n".join(parts)
-    return json.dumps(content, indent=2, ensure_ascii=False)
-
-
-def pretty_arguments(arguments: Any) -> str:
-    """Tool-call arguments pretty-printed when they are JSON; kept as sent when they are not."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return arguments + "\n(not valid JSON)"
-    return json.dumps(arguments, indent=2, ensure_ascii=False)
-
-
 def _clip(text: str) -> str:
     if len(text) <= MAX_CHARS:
-        return html.escape(text)
+        return html_text(text)
     return (
-        html.escape(text[:MAX_CHARS])
+        html_text(text[:MAX_CHARS])
         + f'<span class="rg-note">\n… {len(text) - MAX_CHARS:,} more characters (see raw JSON)</span>'
     )
 
@@ -78,16 +49,16 @@ def message_html(message: dict, response: bool = False) -> str:
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
-        name = html.escape(str(fn.get("name", "?")))
+        fn = call["function"] if isinstance(call.get("function"), dict) else call
+        name = html_text(str(fn.get("name", "?")))
         extra += (
             f'<div class="rg-call"><span class="rg-role" style="color:{color}">tool call · {name}</span>'
-            f'<div class="rg-body">{html.escape(pretty_arguments(fn.get("arguments")))}</div></div>'
+            f'<div class="rg-body">{html_text(pretty_arguments(fn.get("arguments")))}</div></div>'
         )
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         extra = f'<div class="rg-note">reasoning</div><div class="rg-body">{_clip(reasoning)}</div>' + extra
-    label = html.escape(role) + (" · response" if response else "")
+    label = html_text(role) + (" · response" if response else "")
     return (
         f'<div class="rg-msg{" rg-resp" if response else ""}" style="border-left-color:{color}">'
         f'<div class="rg-role" style="color:{color}">{label}</div><div class="rg-body">{body or "<span class=rg-note>(empty)</span>"}</div>{extra}</div>'

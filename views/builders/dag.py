@@ -59,6 +59,8 @@ import plotly.graph_objects as go
 from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.chains import collapse as collapse_chains
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import Kind
+from rollout_graph.escape import html_text, plot
 from rollout_graph.ui.builders.layout import pack
 from rollout_graph.ui.builders.palette import (
     FORK,
@@ -93,7 +95,7 @@ SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed 
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
-def node_kind(rollout: Rollout, i: int) -> str:
+def node_kind(rollout: Rollout, i: int) -> Kind:
     """Where call ``i`` sits in the graph (decided in graph/, drawn here)."""
     return rollout.topology.kind(i)
 
@@ -101,18 +103,18 @@ def node_kind(rollout: Rollout, i: int) -> str:
 def _hover(rollout: Rollout, i: int, role: str, kind: str) -> str:
     call = rollout.calls[i]
     lines = [
-        f"<b>{html.escape(call.node_id)}</b> · {role} · {kind}",
+        f"<b>{plot(call.node_id)}</b> · {role} · {kind}",
         f"arrival #{i} · prompt {call.n_prompt:,} · sampled {call.n_sampled:,} tokens",
-        f"finish: {html.escape(str(call.finish_reason))}",
+        f"finish: {plot(str(call.finish_reason))}",
     ]
-    if call.logprobs_aligned and call.n_sampled:
+    if call.logprobs_aligned and call.n_sampled and call.sampled_logprobs is not None:
         lines.append(f"mean logprob {float(np.nanmean(call.sampled_logprobs)):.3f}")
     kept = rollout.topology.discarded.get(i)
     if kept is not None:
-        lines.append(f"discarded: {html.escape(rollout.calls[kept].node_id)} continued")
+        lines.append(f"discarded: {plot(rollout.calls[kept].node_id)} continued")
     findings = rollout.findings_for(i)
     for f in findings[:HOVER_FINDINGS]:
-        lines.append(f"{f.level} {html.escape(f.code)}")
+        lines.append(f"{f.level} {plot(f.code)}")
     if len(findings) > HOVER_FINDINGS:
         lines.append(f"… {len(findings) - HOVER_FINDINGS} more findings")
     return "<br>".join(lines)
@@ -131,7 +133,7 @@ def chain_label(chain: Chain) -> str:
 
 
 def _label(node_id: str) -> str:
-    return html.escape(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
+    return plot(node_id if len(node_id) <= LABEL_CHARS else node_id[: LABEL_CHARS - 1] + "…")
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +355,7 @@ def dag_figure(
 
     # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
     direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
-    par = np.array([pos[view.drawn_parent[v]] for v in direct], dtype=int)
+    par = np.array([pos[p] for v in direct if (p := view.drawn_parent[v]) is not None], dtype=int)
     kid = np.array([pos[v] for v in direct], dtype=int)
 
     # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
@@ -379,7 +381,7 @@ def dag_figure(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
-    if centre is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
         cxp, cyp = px(x[centre], y[centre])
         w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
         boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
@@ -488,7 +490,7 @@ def dag_figure(
             marker={"symbol": "line-ns", "size": 12, "color": "#475569", "line": {"width": 2, "color": "#475569"}},
             customdata=np.array([c.key for c in drawn_chains], dtype=np.int32),
             hovertext=[
-                f"<b>{len(c.calls)} calls collapsed</b>: {html.escape(ids[c.calls[0]])} … {html.escape(ids[c.calls[-1]])}"
+                f"<b>{len(c.calls)} calls collapsed</b>: {plot(ids[c.calls[0]])} … {plot(ids[c.calls[-1]])}"
                 f"<br>the prompt grows by {c.token_growth:,} tokens<br>click to expand"
                 for c in drawn_chains
             ],
@@ -521,7 +523,11 @@ def dag_figure(
         if trace.name not in SKELETON:
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
-    annotations = [] if centre is None else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
+    annotations = (
+        []
+        if centre is None or highlight is None
+        else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
+    )
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -636,11 +642,11 @@ _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-
 def legend_html() -> str:
     roles = "".join(
         f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
-        f"{ROLE_GLYPHS[role]}</span>{html.escape(ROLE_LABELS[role])}</span>"
+        f"{ROLE_GLYPHS[role]}</span>{html_text(ROLE_LABELS[role])}</span>"
         for role, color in ROLE_COLORS.items()
     )
     kinds = "".join(
-        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html.escape(KIND_LABELS[k])}</span>'
+        f'<span style="{_ITEM}"><span style="color:#475569;font-size:15px">{KIND_GLYPHS[k]}</span>{html_text(KIND_LABELS[k])}</span>'
         for k in (ROOT, FORK, LEAF, INNER)
     )
     edges = (

@@ -7,7 +7,6 @@ One bar trace per role (the legend names them); every bar carries its call's arr
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,6 +15,7 @@ import plotly.graph_objects as go
 from rollout_graph.analysis.timing import Timeline
 from rollout_graph.core.roles import DISCARDED, ROLES
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import plot
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_LINES, ROLE_PATTERNS
 
 SELECTED_LINE = "#e11d48"
@@ -27,15 +27,15 @@ def _hover(rollout: Rollout, tl: Timeline, i: int) -> str:
     role = rollout.node_roles[i]
     start = datetime.fromtimestamp(tl.origin + tl.start[i], tz=UTC).strftime("%H:%M:%S.%f")[:-3]
     lines = [
-        f"<b>{html.escape(call.node_id)}</b> · {role} · arrival #{i}",
+        f"<b>{plot(call.node_id)}</b> · {role} · arrival #{i}",
         f"start {start} UTC (+{tl.start[i]:.3f} s) · {tl.end[i] - tl.start[i]:.3f} s",
     ]
     if not np.isnan(tl.ttft[i]):
         lines.append(f"first token after {tl.ttft[i] - tl.start[i]:.3f} s")
     kept = rollout.topology.discarded.get(i)
     if kept is not None:
-        lines.append(f"discarded retry: {html.escape(rollout.calls[kept].node_id)} continued")
-    lines.append(f"sampled {call.n_sampled:,} tokens · finish {html.escape(str(call.finish_reason))}")
+        lines.append(f"discarded retry: {plot(rollout.calls[kept].node_id)} continued")
+    lines.append(f"sampled {call.n_sampled:,} tokens · finish {plot(str(call.finish_reason))}")
     return "<br>".join(lines)
 
 
@@ -56,7 +56,7 @@ def timeline_figure(rollout: Rollout, tl: Timeline, selected: int | None = None)
                 x=np.maximum(tl.end[members] - tl.start[members], 1e-3),
                 y=tl.lane[members],
                 customdata=members,
-                text=[html.escape(rollout.calls[i].node_id) for i in members],
+                text=[plot(rollout.calls[i].node_id) for i in members],
                 textposition="inside",
                 insidetextanchor="start",
                 textfont={"size": 10},

@@ -9,7 +9,6 @@ probability, rank among the recorded alternatives and the alternatives themselve
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 
@@ -17,8 +16,10 @@ import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
 from rollout_graph.analysis.origin import context_origin, text_origin
+from rollout_graph.analysis.token_flow import token_rank
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
+from rollout_graph.escape import html_text
 from rollout_graph.ui.builders import overlays
 from rollout_graph.ui.builders.palette import (
     CONTEXT_BACKGROUND,
@@ -122,9 +123,7 @@ def _top_arrays(call, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) -> TokenStrip:
     """``parts``: (node, context start) for each node whose context and sampled spans follow."""
-    width = max(
-        (rollout.calls[k].top_k.ids.shape[1] for k, _ in parts if rollout.calls[k].top_k is not None), default=0
-    )
+    width = max((top_k.ids.shape[1] for k, _ in parts if (top_k := rollout.calls[k].top_k) is not None), default=0)
     ids, sampled, trained, lps, tids, tlps = [], [], [], [], [], []
     boundaries: dict[int, str] = {}
     offset = 0
@@ -137,7 +136,11 @@ def _strip(rollout: Rollout, parts: list[tuple[int, int]], label_turns: bool) ->
         ids += [context.astype(np.int64), call.sampled_ids.astype(np.int64)]
         sampled += [np.zeros(n_c, bool), np.ones(n_s, bool)]
         trained += [np.zeros(n_c, bool), np.full(n_s, bool(rollout.trainable[k]))]
-        own = call.sampled_logprobs if call.logprobs_aligned else np.full(n_s, np.nan)
+        own = (
+            call.sampled_logprobs
+            if call.logprobs_aligned and call.sampled_logprobs is not None
+            else np.full(n_s, np.nan)
+        )
         lps += [np.full(n_c, np.nan), own.astype(np.float64)]
         top_ids, top_lps = _top_arrays(call, width)
         tids += [np.full((n_c, width), -1, dtype=np.int64), top_ids]
@@ -188,13 +191,18 @@ def page_of(position: int, page_size: int = PAGE_SIZE) -> int:
     return position // page_size
 
 
+def rank_of(strip: TokenStrip, pos: int) -> tuple[int | None, int]:
+    """The token's rank among its recorded alternatives, and how many were recorded (see
+    rollout_graph.analysis.token_flow.token_rank)."""
+    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0, dtype=np.int64)
+    return token_rank(row, int(strip.ids[pos]))
+
+
 def _rank(strip: TokenStrip, pos: int) -> str:
-    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0)
-    known = row[row >= 0]
-    if not known.size:
+    rank, known = rank_of(strip, pos)
+    if not known:
         return "rank unknown"
-    hits = np.flatnonzero(row == strip.ids[pos])
-    return f"rank {int(hits[0]) + 1} of {known.size} recorded" if hits.size else f"not in the top {known.size}"
+    return f"rank {rank} of {known} recorded" if rank is not None else f"not in the top {known}"
 
 
 def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
@@ -213,7 +221,7 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
             elif source < 0:
                 lines.append("inserted by the harness (tool output, user text, template glue)")
             else:
-                lp = strip.origin_logprob[pos]
+                lp = strip.origin_logprob[pos] if strip.origin_logprob is not None else math.nan
                 at = "" if math.isnan(lp) else f" at logprob {lp:.4f}"
                 lines.append(f"sampled earlier by the policy: {strip.origin_names[source]}{at}")
         return "\n".join(lines)
@@ -252,6 +260,8 @@ def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
         kind = f"rg-b{logprob_bucket(float(strip.logprobs[pos]))}"
     if kind.startswith("rg-b") and strip.overlay is not None:  # trained tokens: the chosen overlay
         kind = strip.overlay.css_class(pos) or kind
+    if strip.overlay is not None and strip.sampled[pos]:  # what the marked corrections clip or mask
+        kind += strip.overlay.mark_class(pos)
     return "rg-t " + kind + (" rg-s" if special else "") + (" rg-m" if marked else "")
 
 
@@ -265,12 +275,12 @@ def page_html(
     # strict=False: ``stop`` may run past the end of the strip; the decoded pieces bound the page
     for pos, piece in zip(range(start, stop), pieces, strict=False):
         if pos in strip.boundaries:
-            out.append(f'<div class="rg-turn">{html.escape(strip.boundaries[pos])}</div>')
+            out.append(f'<div class="rg-turn">{html_text(strip.boundaries[pos])}</div>')
         special = decoder.is_special(int(strip.ids[pos]))
         shown = piece.translate(WHITESPACE) if show_whitespace and not special else piece
-        tip = html.escape(_tooltip(strip, pos, piece, decoder), quote=True)
+        tip = html_text(_tooltip(strip, pos, piece, decoder))
         out.append(
-            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html.escape(shown) or "&#8203;"}</span>'
+            f'<span class="{_classes(strip, pos, special, pos == mark)}" data-i="{pos}" title="{tip}">{html_text(shown) or "&#8203;"}</span>'
         )
     out.append("</div>")
     return "".join(out)
@@ -284,7 +294,7 @@ def legend_html() -> str:
         f'<span>sampled, logprob <span style="font-size:11px">{LOGPROB_FLOOR:g}</span> '
         f'<span style="display:inline-block;width:150px;height:11px;vertical-align:middle;border-radius:2px;'
         f'background:linear-gradient(90deg,{gradient})"></span> <span style="font-size:11px">0</span> '
-        f'<span style="color:#64748b">({html.escape(LOGPROB_SCALE)}; darker = less likely)</span></span>'
+        f'<span style="color:#64748b">({html_text(LOGPROB_SCALE)}; darker = less likely)</span></span>'
         f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">sampled</span> not trained (no valid logprob or a FATAL finding)</span>'
         f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">context</span> sampled earlier by the policy (origin view)</span>'
         f'<span><span style="{TOKEN_STYLE};{REINSERTED_STYLE}">context</span> policy text re-inserted by the harness</span>'

@@ -13,10 +13,10 @@ from rollout_graph.analysis.forks import fork_diffs
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import logprobs_by_role, lowest_tokens, token_flows
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.builders.palette import ROLE_COLORS
-from rollout_graph.ui.panels.overview import picked_row
+from rollout_graph.ui.state.widgets import picked_row
 
 
 def flows_frame(rollout: Rollout) -> pd.DataFrame:
@@ -58,7 +58,7 @@ def logprob_histogram(rollout: Rollout) -> go.Figure:
 
 
 def _select(rollout: Rollout, node: int | None, widget: str) -> None:
-    if state.new_pick(widget, node):
+    if state.new_pick(widget, node) and node is not None:
         state.select_node(rollout, node)
         st.rerun()
 

@@ -7,7 +7,6 @@ the HTML builders here are pure.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import streamlit as st
@@ -15,6 +14,8 @@ import streamlit as st
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import LEVELS
+from rollout_graph.escape import html_text, md
 from rollout_graph.reports.compare import compare
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import dag_figure
@@ -36,21 +37,21 @@ def _cell(value: Any, spec: str = ",") -> str:
         return "—"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return format(value, spec)
-    return html.escape(str(value))
+    return html_text(str(value))
 
 
 def _table(title: str, rows: list[tuple[str, Any, Any, str]], a_name: str, b_name: str) -> str:
     """An HTML table of (label, A, B, format) rows; rows whose values differ are highlighted."""
     head = (
-        f'<tr><th style="text-align:left">{html.escape(title)}</th><th style="text-align:right">A · {html.escape(a_name)}</th>'
-        f'<th style="text-align:right">B · {html.escape(b_name)}</th></tr>'
+        f'<tr><th style="text-align:left">{html_text(title)}</th><th style="text-align:right">A · {html_text(a_name)}</th>'
+        f'<th style="text-align:right">B · {html_text(b_name)}</th></tr>'
     )
     body = []
     for label, a, b, spec in rows:
         style = f' style="{DIFF_STYLE}"' if a != b else ""
         mark = " ≠" if a != b else ""
         body.append(
-            f'<tr class="rg-cmp-row{" rg-cmp-diff" if a != b else ""}"{style}><td>{html.escape(label)}{mark}</td>'
+            f'<tr class="rg-cmp-row{" rg-cmp-diff" if a != b else ""}"{style}><td>{html_text(label)}{mark}</td>'
             f'<td style="text-align:right">{_cell(a, spec)}</td><td style="text-align:right">{_cell(b, spec)}</td></tr>'
         )
     return (
@@ -64,9 +65,7 @@ def stats_html(result: dict[str, Any]) -> str:
     """Stats (exactly what inspect reports) and finding counts side by side."""
     a, b = result["a"], result["b"]
     rows = [(k, a["stats"][k], b["stats"].get(k), ",") for k in a["stats"]]
-    rows += [
-        (level, a["finding_counts"][level], b["finding_counts"][level], ",") for level in ("FATAL", "WARN", "INFO")
-    ]
+    rows += [(level, a["finding_counts"][level], b["finding_counts"][level], ",") for level in LEVELS]
     return _table("stat", rows, a["session_id"], b["session_id"])
 
 
@@ -118,7 +117,7 @@ def _pick(label: str, ids: list[str], key: str, default: str) -> str:
 
 def _default_b(workspace: Workspace, a: str) -> str:
     """Another rollout, preferring one with the same first agent prompt."""
-    from rollout_graph.ui.panels.groups import groups
+    from rollout_graph.ui.state.groups import groups
 
     for group in groups(workspace):
         if a in group.members and len(group.members) > 1:
@@ -142,7 +141,7 @@ def render(workspace: Workspace, show_whitespace: bool) -> None:
     result = compare(a, b)
     st.html(
         f'<div class="rg-cmp-summary" style="font:14px system-ui;color:#0f172a;margin:4px 0 8px">'
-        f"{html.escape(divergence_text(result))} Differences are highlighted.</div>"
+        f"{html_text(divergence_text(result))} Differences are highlighted.</div>"
     )
     left, right = st.columns(2)
     left.html(stats_html(result))
@@ -152,7 +151,7 @@ def render(workspace: Workspace, show_whitespace: bool) -> None:
         st.html(signals)
     left, right = st.columns(2)
     for col, name, rollout in ((left, "A", a), (right, "B", b)):
-        col.markdown(f"**{name} · {rollout.session_id}**")
+        col.markdown(f"**{name} · {md(rollout.session_id)}**")
         col.plotly_chart(
             dag_figure(rollout), key=f"cmp-dag-{name}-{workspace.key}-{rollout.session_id}", width="stretch",
             config={"displaylogo": False, "scrollZoom": True},
@@ -176,7 +175,7 @@ def render(workspace: Workspace, show_whitespace: bool) -> None:
     )
     st.html(f'<div class="rg-cmp-shared">{before}</div>')
     left, right = st.columns(2)
-    left.markdown(f"**A · {a.session_id}** (main row {result['main']['a_leaf_id']})")
+    left.markdown(f"**A · {md(a.session_id)}** (main row {md(result['main']['a_leaf_id'])})")
     left.html(f'<div class="rg-cmp-a">{after_a}</div>')
-    right.markdown(f"**B · {b.session_id}** (main row {result['main']['b_leaf_id']})")
+    right.markdown(f"**B · {md(b.session_id)}** (main row {md(result['main']['b_leaf_id'])})")
     right.html(f'<div class="rg-cmp-b">{after_b}</div>')

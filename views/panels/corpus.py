@@ -3,22 +3,25 @@ that opens its rollout in the explorer when that file is one the app may read.""
 
 from __future__ import annotations
 
-import io
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
-import pyarrow.parquet as pq
 import streamlit as st
 
+from rollout_graph.escape import md, plot
+from rollout_graph.ingest import limits
+from rollout_graph.ingest.reading import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
+from rollout_graph.signals.corrections import COMMON
+from rollout_graph.signals.join import DEFAULT_THRESHOLD
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md, plot
-from rollout_graph.ui.panels import corpus_signals, sidebar
+from rollout_graph.ui.builders import mismatch
+from rollout_graph.ui.builders.corpus import SORTS, filter_signals, has_signals, sort_rows
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
-from rollout_graph.ui.state.sources import bundled_files, files_under, run_heavy
+from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, bundled_files, files_under, run_heavy
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
 COMMAND_LINE_AUDIT = "Command-line traces (audited now)"
@@ -31,7 +34,8 @@ NOTICE = state.CORPUS_NOTICE
 def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
     signals = (str(BUNDLED_SIGNALS),) if BUNDLED_SIGNALS.exists() else ()  # docs/signals.md
     # off the script thread, bounded
-    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals)
+    corrections = COMMON if signals else ()  # docs/corrections.md: the Corpus page compares them
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals, DEFAULT_THRESHOLD, corrections)
     frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
     # shown relative to the app, never as a server path
     frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]
@@ -46,8 +50,17 @@ def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFr
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read_parquet(data: bytes) -> pd.DataFrame:
-    return pq.read_table(io.BytesIO(data)).to_pandas()
+def _read_parquet_cached(data: bytes, name: str) -> pd.DataFrame:
+    # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
+    return read_parquet_bounded(name, data, limits.for_app()).to_pandas()
+
+
+def _read_parquet(data: bytes, name: str) -> pd.DataFrame | None:
+    try:
+        return _read_parquet_cached(data, name)
+    except ValueError as exc:  # LimitExceeded too: a named refusal, never an unbounded read
+        st.error(md(exc))
+        return None
 
 
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
@@ -68,13 +81,13 @@ def _table(cli_directories: list[str]) -> pd.DataFrame | None:
         if upload is None:
             st.info("Write one with `rollout-graph audit INPUT ... --out audit.parquet`, then drop it in the sidebar.")
             return None
-        return _read_parquet(upload.getvalue())
+        return _read_parquet(upload.getvalue(), upload.name)
     found = sorted({p for d in cli_directories for p in Path(d).rglob("*.parquet")}) if cli_directories else []
     if not found:
         st.info("No `.parquet` files under the command-line folders.")
         return None
     choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key=state.CORPUS_FILE)
-    return _read_parquet(choice.read_bytes())
+    return _read_parquet(choice.read_bytes(), choice.name)
 
 
 def filter_rows(
@@ -115,9 +128,9 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     bundled = {p.resolve(): p for p in bundled_files()}
     cli = {p.resolve(): p for p in files_under(cli_directories)} if cli_directories else {}
     if target in bundled:
-        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = sidebar.BUNDLED, bundled[target]
+        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = BUNDLED, bundled[target]
     elif target in cli:
-        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = sidebar.COMMAND_LINE, cli[target]
+        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = COMMAND_LINE, cli[target]
     else:
         st.session_state[NOTICE] = (
             f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
@@ -142,7 +155,7 @@ def render(cli_directories: list[str]) -> None:
     top = int(frame["n_trainable_tokens"].fillna(0).max() or 0)
     trainable = st.slider("Trainable tokens", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
-    shown = corpus_signals.render(frame, shown)
+    shown = signals_filters(frame, shown)
     left, right = st.columns(2)
     if len(shown):
         left.plotly_chart(
@@ -173,3 +186,24 @@ def render(cli_directories: list[str]) -> None:
         shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
         on_select=partial(_open_picked, shown, cli_directories),
     )  # fmt: skip
+
+
+def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
+    """The filter and sort widgets (only for an audit with signals); returns the rows to show."""
+    if not has_signals(frame):
+        return shown
+    cols = st.columns([2, 1.4, 1.2, 1.6])
+    rewards = frame["reward"].dropna()
+    reward = None
+    if len(rewards) and rewards.min() < rewards.max():
+        low, high = float(rewards.min()), float(rewards.max())
+        picked = cols[0].slider("Reward", low, high, (low, high))
+        reward = None if picked == (low, high) else picked
+    min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
+    mismatch_only = cols[2].checkbox("Only logprob mismatches")
+    order = cols[3].selectbox("Sort by", list(SORTS))
+    combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
+    if combined is not None:
+        st.caption("Off-policy corrections over the rollouts of this audit, side by side")
+        st.table(combined.set_index("correction"))  # a static table: the audit's own table stays the first dataframe
+    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)

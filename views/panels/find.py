@@ -12,8 +12,8 @@ from rollout_graph.analysis import filters
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search, strip_position
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md_escape
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md_escape
 from rollout_graph.ui.builders.tokens import page_of
 
 MAX_HITS_SHOWN = 40

@@ -12,6 +12,7 @@ import streamlit as st
 
 from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
@@ -120,7 +121,7 @@ def render(
     if focus is not None:
         if bar.button(
             "Whole rollout",
-            help=f"Focused on {rollout.calls[focus].node_id}'s subtree: draw the whole rollout again",
+            help=f"Focused on {md(rollout.calls[focus].node_id)}'s subtree: draw the whole rollout again",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -130,9 +131,12 @@ def render(
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
         # one short label whatever is selected: the toolbar never changes height (the DAG keeps its place)
-        if bar.button(
-            "Focus on its subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree,
-            help=f"Draw only {name} and everything below it",
+        if (
+            bar.button(
+                "Focus on its subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree,
+                help=f"Draw only {md(name)} and everything below it",
+            )
+            and current is not None
         ):  # fmt: skip
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current

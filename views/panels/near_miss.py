@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import streamlit as st
 
@@ -12,7 +10,7 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
 from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, NearMiss
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ui.builders.escape import md
+from rollout_graph.escape import html_text, md
 
 BEFORE = 8  # shared tokens shown before the break
 AFTER = 24  # differing tokens shown after it
@@ -51,14 +49,14 @@ def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
     sampled, replayed = token_boundaries(rollout, miss, decoder)
 
     def cut(pieces: list[str], cls: str) -> str:
-        return '<span class="rg-bar">|</span>'.join(f'<span class="{cls}">{html.escape(p)}</span>' for p in pieces)
+        return '<span class="rg-bar">|</span>'.join(f'<span class="{cls}">{html_text(p)}</span>' for p in pieces)
 
     earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
     return (
         STYLE
         + '<div class="rg-nm">'
-        + f"<div><h5>{html.escape(earlier.node_id)}: the tokens the model sampled</h5>{cut(sampled, 'rg-tok')}</div>"
-        + f"<div><h5>{html.escape(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-tok')}</div>"
+        + f"<div><h5>{html_text(earlier.node_id)}: the tokens the model sampled</h5>{cut(sampled, 'rg-tok')}</div>"
+        + f"<div><h5>{html_text(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-tok')}</div>"
         + "</div>"
     )
 
@@ -71,9 +69,9 @@ def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
 
     def side(ids, title: str, cls: str) -> str:
         pieces = decoder.pieces(ids[lead : at + AFTER])
-        shared = html.escape("".join(pieces[: at - lead]))
-        changed = html.escape("".join(pieces[at - lead :])) or "(nothing)"
-        return f'<div><h5>{html.escape(title)}</h5><span class="rg-same">…{shared}</span><span class="{cls}">{changed}</span></div>'
+        shared = html_text("".join(pieces[: at - lead]))
+        changed = html_text("".join(pieces[at - lead :])) or "(nothing)"
+        return f'<div><h5>{html_text(title)}</h5><span class="rg-same">…{shared}</span><span class="{cls}">{changed}</span></div>'
 
     return (
         STYLE
@@ -126,7 +124,7 @@ def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
         f"Near miss: {md(headline(rollout, miss), 160)}",
         expanded=miss.kind in BROKEN_REPLAYS,
     ):
-        st.html(f'<div style="font-size:13px;color:#334155">{html.escape(summary(rollout, miss))}</div>')
+        st.html(f'<div style="font-size:13px;color:#334155">{html_text(summary(rollout, miss))}</div>')
         if miss.kind == RETOKENIZED:
             st.html(boundaries_html(rollout, miss, decoder))
         st.html(break_html(rollout, miss, decoder))
@@ -159,8 +157,8 @@ def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> 
             note = f" · diverges at token {d.divergence}: logprob {d.other_logprob} vs {d.original_logprob}; {top} the original's top-k"
         cls = "rg-ins" if d is not None else "rg-del"
         cells.append(
-            f"<div><h5>{html.escape(call.node_id)} · {state}{html.escape(note)}</h5>"
-            f'<span class="rg-same">{html.escape(same)}</span><span class="{cls}">{html.escape(changed)}</span></div>'
+            f"<div><h5>{html_text(call.node_id)} · {state}{html_text(note)}</h5>"
+            f'<span class="rg-same">{html_text(same)}</span><span class="{cls}">{html_text(changed)}</span></div>'
         )
     grid = f'<div class="rg-nm" style="grid-template-columns:repeat({len(cells)},1fr)">' + "".join(cells) + "</div>"
     return STYLE + grid

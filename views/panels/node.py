@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +12,8 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.token_flow import inherited_share
 from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import AGENT
+from rollout_graph.escape import html_text
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
@@ -77,7 +78,7 @@ def params_table(rollout: Rollout, i: int) -> pd.DataFrame | None:
 
 
 def _badge(text: str, color: str, ink: str = "#fff") -> str:
-    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html.escape(text)}</span>'
+    return f'<span style="background:{color};color:{ink};border-radius:10px;padding:1px 9px;font:600 12px system-ui;margin-right:6px">{html_text(text)}</span>'
 
 
 def header_html(rollout: Rollout, i: int) -> str:
@@ -90,7 +91,7 @@ def header_html(rollout: Rollout, i: int) -> str:
     if fatal:
         badges += _badge(f"{len(fatal)} FATAL", "#991b1b")
     return (
-        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html.escape(call.node_id)} '
+        f'<div class="rg-node-title" style="font-weight:600;font-size:18px;color:#0f172a;margin:4px 0">{html_text(call.node_id)} '
         f'<span style="font-weight:400;font-size:13px;color:#64748b">arrival #{i}</span></div><div>{badges}</div>'
     )
 
@@ -105,9 +106,7 @@ def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
     if params is not None:
         st.caption("Sampling params: requested by the harness vs submitted to the engine")
         st.dataframe(params, hide_index=True, width="stretch")
-    st.html(
-        f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html.escape(decoder.label)}</div>'
-    )
+    st.html(f'<div style="font:12px system-ui;color:#64748b">Token text decoded with {html_text(decoder.label)}</div>')
 
 
 TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
@@ -180,7 +179,7 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     """The Sequence tab above its token view: the training row chosen, its numbers, its calls.
     Returns (the row's strip, its widget key), or None when no row runs through the call."""
     # the agent row with the most trainable tokens first
-    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != "agent", -s.n_trainable))
+    through = sorted((s for s in rollout.sequences if i in s.nodes), key=lambda s: (s.role != AGENT, -s.n_trainable))
     if not through:
         st.caption("No sequence runs through this call.")
         return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import orjson
@@ -11,11 +10,12 @@ import streamlit as st
 
 from rollout_graph.core.records import FATAL, WARN
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text, md
 from rollout_graph.reports import export
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
-from rollout_graph.ui.panels import groups as groups_view
+from rollout_graph.ui.state import groups as groups_view
 from rollout_graph.ui.state.sources import Workspace
+from rollout_graph.ui.state.widgets import picked_row
 
 MAX_SKIPPED_ROWS = 1000
 
@@ -46,21 +46,6 @@ def load_report(workspace: Workspace) -> None:
             st.caption(f"First {MAX_SKIPPED_ROWS:,} shown; `rollout-graph inspect --json` lists them all.")
 
 
-def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
-    """A table whose rows can be selected; the selected row's position, if any."""
-    event = st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-        height=min(max_height, 38 + 35 * len(frame)),
-    )
-    rows = event.selection.rows
-    return rows[0] if rows else None
-
-
 def rollouts_table(workspace: Workspace, current: str) -> None:
     """One row per session; selecting a row opens it."""
     ids = list(workspace.rollouts)
@@ -88,9 +73,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
             }
         )
     picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
-    if by_group:
-        groups_view.panel(workspace)
-    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None):
+    if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()
 
@@ -107,8 +90,8 @@ def compact(n: int) -> str:
 def headline(rollout: Rollout) -> None:
     shapes = ", ".join(sorted({c.shape for c in rollout.calls}))
     st.html(
-        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html.escape(rollout.session_id)}'
-        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html.escape(shapes)}</span></div>'
+        f'<div style="font-weight:600;font-size:22px;color:#0f172a;margin-top:8px">Rollout {html_text(rollout.session_id)}'
+        f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html_text(shapes)}</span></div>'
     )
     tiles = headline_tiles(rollout)
     for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):

@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from rollout_graph.core.records import Call
+from rollout_graph.escape import md
 from rollout_graph.ingest.raw import read_record
 from rollout_graph.ingest.reading import Source
 from rollout_graph.ui.builders.chat import raw_record
@@ -38,7 +39,7 @@ def render(call: Call, workspace_key: str, sources: dict[str, Source]) -> None:
     else:
         text, exact, where = found
         how = "exactly as it stands in the file" if exact else "re-serialised (not byte for byte)"
-        st.caption(f"The record from **{name}**, {where}: {how}. {len(text):,} characters.")
+        st.caption(f"The record from **{md(name)}**, {md(where)}: {how}. {len(text):,} characters.")
         shown = text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN]
         st.code(shown, language="json", wrap_lines=True, height=420)
         if len(text) > MAX_SHOWN:

@@ -7,8 +7,8 @@ import streamlit as st
 
 from rollout_graph.analysis.navigation import siblings
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md_escape
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md_escape
 
 MAX_BUTTONS = 12
 
@@ -38,7 +38,7 @@ def render(rollout: Rollout, i: int) -> None:
                     on_click=_open,
                     args=(rollout, m),
                     type="secondary",
-                    help=f"Open {rollout.calls[m].node_id} (arrival #{m})",
+                    help=f"Open {md_escape(rollout.calls[m].node_id)} (arrival #{m})",
                 )
             if len(members) > MAX_BUTTONS:
                 st.caption(f"+{len(members) - MAX_BUTTONS} more")

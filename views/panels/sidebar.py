@@ -7,11 +7,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from rollout_graph.escape import md
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state.sources import (
+    BUNDLED,
+    COMMAND_LINE,
+    UPLOAD,
     UploadTooLarge,
     Workspace,
     bundled_files,
@@ -20,9 +23,6 @@ from rollout_graph.ui.state.sources import (
     load_uploads,
 )
 
-BUNDLED = "Bundled samples"
-UPLOAD = "Upload"
-COMMAND_LINE = "Command-line folders"
 ALL = "all files"
 UPLOAD_TYPES = ["jsonl", "json", "ndjson", "gz", "zst"]
 
@@ -36,7 +36,7 @@ class Options:
 
 def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     def name(p: Path | str) -> str:
-        if p == ALL:
+        if isinstance(p, str):  # ALL
             return f"{ALL} ({len(files)})"
         try:
             return str(p.relative_to(root)) if root else p.name
@@ -44,7 +44,7 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
             return p.name
 
     choice = st.sidebar.selectbox("File", [ALL, *files], format_func=name, key=key)
-    return files if choice == ALL else [choice]
+    return [choice] if isinstance(choice, Path) else files
 
 
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:

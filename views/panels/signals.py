@@ -3,7 +3,6 @@ scatter of inference vs trainer logprob per token whose points open their token.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,9 +11,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text, plot
 from rollout_graph.ui import state
-from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.state.signals import Joined, report_caption
+from rollout_graph.ui.state.widgets import jump_to
 
 TOP_OUTLIERS = 20  # the largest differences are drawn as outliers even under the threshold
 
@@ -69,7 +69,7 @@ def scatter_figure(rollout: Rollout, p: Points, threshold: float) -> go.Figure:
 
     def hover(idx: np.ndarray) -> list[str]:
         return [
-            f"{html.escape(names[p.node[i]])} · sampled token {p.offset[i]}<br>inference {p.inference[i]:.4f}"
+            f"{plot(names[p.node[i]])} · sampled token {p.offset[i]}<br>inference {p.inference[i]:.4f}"
             f" · trainer {p.trainer[i]:.4f}<br>Δ {p.diff[i]:+.4f} · ratio {np.exp(p.diff[i]):.3f}"
             for i in idx
         ]
@@ -129,7 +129,7 @@ def render(rollout: Rollout, joined: Joined) -> None:
     with st.expander(title, expanded=bool(s["n_mismatch_calls"] or s["n_rows_ignored"])):
         caption = report_caption(joined)
         if caption:
-            st.html(f'<div style="font:12px system-ui;color:#64748b">{html.escape(caption)}</div>')
+            st.html(f'<div style="font:12px system-ui;color:#64748b">{html_text(caption)}</div>')
         if not s["n_rows"]:
             st.caption("The signals file has no usable row for this rollout.")
             return
@@ -166,6 +166,6 @@ def _open_point(rollout: Rollout, p: Points, picked: list, workspace_key: str) -
     node, offset = int(p.node[index]), int(p.offset[index])
     call = rollout.calls[node]
     position = call.n_prompt - rollout.context_start(node) + offset if call.prompt_ids is not None else offset
-    token_view.jump_to(f"tok-{workspace_key}-{rollout.session_id}-{call.node_id}", position)
+    jump_to(f"tok-{workspace_key}-{rollout.session_id}-{call.node_id}", position)
     state.select_node(rollout, node)
     st.rerun()

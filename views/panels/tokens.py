@@ -1,22 +1,16 @@
-"""A paged token strip with jumps: first sampled token, lowest logprob, any token index."""
+"""A paged token strip with jumps (first sampled token, lowest logprob, any token index) and the
+pinned token inspector."""
 
 from __future__ import annotations
-
-import html
 
 import streamlit as st
 
 from rollout_graph.analysis.decode import Decoder
+from rollout_graph.escape import html_text
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import overlays
+from rollout_graph.ui.builders.inspector import PANEL_HEIGHT, facts_text, token_facts
 from rollout_graph.ui.builders.tokens import PAGE_SIZE, TokenStrip, legend_html, page_bounds, page_html, page_of
-from rollout_graph.ui.panels import inspector
-
-
-def jump_to(key: str, position: int) -> None:
-    """Open the page of ``position`` in the token view ``key`` with a ring on it (before it renders)."""
-    st.session_state[f"{key}-page"] = page_of(position)
-    st.session_state[f"{key}-mark"] = position
 
 
 def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool) -> None:
@@ -52,7 +46,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         label_visibility="collapsed",
         width=170,
     )
-    if state.new_pick(f"{key}-index", index):
+    if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))
     page = st.session_state[page_key]
     row.button("◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page")
@@ -64,7 +58,33 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     mode = st.session_state.get(state.TOKEN_OVERLAY, overlays.LOGPROB)
     if strip.overlay is not None:
         strip.overlay.mode = mode
+        strip.overlay.show_corrections(st.session_state.get(overlays.CORRECTION_MARKS) or [])
     st.html(legend_html() if mode == overlays.LOGPROB else overlays.legend_html(strip.overlay, mode))
-    inspector.render(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
+    if strip.overlay is not None and strip.overlay.marks:
+        st.html(overlays.marks_legend(strip.overlay))
+    inspector(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
     page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
-    st.html(f'<div data-strip="{html.escape(key, quote=True)}">{page}</div>')
+    st.html(f'<div data-strip="{html_text(key)}">{page}</div>')
+
+
+def inspector(strip: TokenStrip, decoder: Decoder, key: str) -> None:
+    """The pinned token inspector of token view ``key``: a click on a token (or a jump: first
+    sampled token, lowest logprob, a search hit) pins it; the left/right arrow keys move it token
+    by token (views/panels/keyboard); Esc unpins. The panel has a fixed height, so pinning never
+    shifts the tokens under the pointer."""
+    st.session_state[f"{key}-size"] = len(strip)
+    shown = st.session_state.setdefault(state.SHOWN_STRIPS, set())
+    shown.add(key)
+    position = st.session_state.get(f"{key}-mark")
+    with st.container(height=PANEL_HEIGHT, key=f"rg-inspector-{key}", border=True):
+        if not isinstance(position, int) or not 0 <= position < len(strip):
+            st.caption(
+                "**Token inspector.** Click a token to pin its numbers here (id, text, logprob, probability, rank, "
+                "alternatives, loss mask, origin). Then ← / → move token by token and Esc unpins; "
+                "the jumps above pin too."
+            )
+            return
+        active = st.session_state.get(state.PINNED_STRIP)
+        if active != key and not (active in shown and isinstance(st.session_state.get(f"{active}-mark"), int)):
+            st.session_state[state.PINNED_STRIP] = key  # a jump pinned it: the arrow keys follow it
+        st.code(facts_text(token_facts(strip, position, decoder)), language=None)

@@ -9,8 +9,8 @@ import streamlit as st
 from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RESUMED, RETRY, SIDE_CALL, SUBAGENT
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 
 
 @dataclass(frozen=True)

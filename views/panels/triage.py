@@ -8,9 +8,9 @@ import streamlit as st
 
 from rollout_graph.core.records import FATAL, INFO, WARN
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md_escape
 from rollout_graph.reports.triage import FindingGroup, finding_groups
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md_escape
 
 MAX_ROWS = 60  # finding rows per group; the CLI's `inspect --json` lists them all
 LEVEL_ICONS = {FATAL: "⛔", WARN: "⚠️", INFO: "ℹ️"}  # a glyph per level, so level is never colour alone

@@ -11,12 +11,15 @@ import sys
 
 import streamlit as st
 
+from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.escape import md
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import corrections as corrections_view
+from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
-from rollout_graph.ui.panels import keyboard, overview, relatives, sidebar, tour
+from rollout_graph.ui.panels import groups as groups_view
+from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
@@ -24,7 +27,7 @@ from rollout_graph.ui.panels import signals as signals_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
-from rollout_graph.ui.state import live
+from rollout_graph.ui.state import live, widgets
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder
 
@@ -49,7 +52,7 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         st.button(
             f"⚠ logprob_mismatch: jump to the worst token (|Δ| {worst[1]:.3g} nats)",
             key=f"worst-{key}",
-            on_click=token_view.jump_to,
+            on_click=widgets.jump_to,
             args=(f"tok-{key}", worst[0]),
             help="Marks the sampled token whose trainer and inference logprobs differ most, in the Tokens tab.",
         )
@@ -108,6 +111,7 @@ def overview_and_graph(workspace):
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
+    fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
     overview.load_report(workspace)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
@@ -127,10 +131,13 @@ def overview_and_graph(workspace):
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
+    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
     overview.rollouts_table(workspace, session_id)
+    groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
     overview.downloads(rollout)
+    share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
 
@@ -158,3 +165,4 @@ with drawn.get("detail") or st.container():
         key: str = following.key if following else drawn.get("key", workspace.key)
         rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
         call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
+        notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)

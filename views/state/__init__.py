@@ -172,7 +172,7 @@ def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_cur
     """
     nodes = [p for p in points if p.get("curve_number") == calls_curve]
     index = _custom(nodes[0]) if nodes else None
-    if new_pick(f"dag-{rollout.session_id}", index):
+    if new_pick(f"dag-{rollout.session_id}", index) and index is not None:
         select_node(rollout, index, from_chart=True)
     chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
     chain = _custom(chains[0]) if chains else None

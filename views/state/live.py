@@ -11,10 +11,8 @@ snapshot changed, so new calls appear without a click and an idle page costs not
 from __future__ import annotations
 
 import hashlib
-import html
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,10 +20,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import html_text
 from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS
+from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
@@ -88,22 +88,14 @@ class LiveSource:
             return None
 
 
-_SOURCES: OrderedDict[tuple[str, ...], LiveSource] = OrderedDict()
-_SOURCES_SIZE = 4
-_SOURCES_LOCK = threading.Lock()
+_SOURCES: LRU[tuple[str, ...], LiveSource] = LRU(4)
+_PREFETCH_LOCK = threading.Lock()
 
 
 def source(paths: list[Path], label: str) -> LiveSource:
     """The server-wide live source for these paths (created on first use)."""
     key = tuple(str(p) for p in paths)
-    with _SOURCES_LOCK:
-        found = _SOURCES.get(key)
-        if found is None:
-            found = _SOURCES[key] = LiveSource(paths, label)
-            while len(_SOURCES) > _SOURCES_SIZE:
-                _SOURCES.popitem(last=False)
-        _SOURCES.move_to_end(key)
-        return found
+    return _SOURCES.get_or_create(key, lambda: LiveSource(paths, label))
 
 
 def prefetch(paths: list[str]) -> None:
@@ -112,7 +104,7 @@ def prefetch(paths: list[str]) -> None:
     imports the panels and draws the sidebar, and that run's first look waits for it instead of
     starting it (docs/performance.md)."""
     found = source([Path(p) for p in paths], COMMAND_LINE_LABEL)
-    with _SOURCES_LOCK:
+    with _PREFETCH_LOCK:
         if found.prefetched:
             return
         found.prefetched = True
@@ -156,7 +148,7 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
         parts.append("no new call since it was opened")
     if pending:
         parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
-    text = " · ".join(html.escape(p) for p in parts)
+    text = " · ".join(html_text(p) for p in parts)
     return (
         f'<div class="rg-live" style="font-size:13px;color:#334155;margin:2px 0 6px">'
         f'<span style="display:inline-block;width:9px;height:9px;border-radius:50%;background:{dot};'

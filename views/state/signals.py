@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +15,8 @@ from rollout_graph.signals.join import DEFAULT_THRESHOLD, JoinReport, attach_all
 from rollout_graph.signals.reading import SignalsError, SignalsFile, read_signals_bytes
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import overlays
-from rollout_graph.ui.panels import sidebar
-from rollout_graph.ui.state.sources import Workspace
+from rollout_graph.ui.state.lru import LRU
+from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, Workspace
 
 BUNDLED_SIGNALS = SAMPLES / "signals" / "samples.signals.jsonl"
 ENV = SIGNALS_ENV  # set by `rollout-graph view --signals FILE` (os.pathsep-separated)
@@ -34,8 +32,7 @@ class Joined:
     error: str | None = None
 
 
-_CACHE: OrderedDict[str, Joined] = OrderedDict()
-_LOCK = threading.Lock()
+_CACHE: LRU[str, Joined] = LRU(6)  # joins that worked (an error is computed again)
 
 
 def command_line_files() -> list[Path]:
@@ -48,7 +45,7 @@ def _chosen(kind: str) -> list[tuple[str, bytes]]:
     files: list[tuple[str, bytes]] = []
     st.sidebar.divider()
     st.sidebar.markdown("**Training signals**")
-    if kind == sidebar.BUNDLED and BUNDLED_SIGNALS.exists():
+    if kind == BUNDLED and BUNDLED_SIGNALS.exists():
         if st.sidebar.toggle(
             "Bundled signals (llama-cpp recompute)",
             value=True,
@@ -57,7 +54,7 @@ def _chosen(kind: str) -> list[tuple[str, bytes]]:
             "and advantages (docs/signals.md).",
         ):
             files.append((BUNDLED_SIGNALS.name, BUNDLED_SIGNALS.read_bytes()))
-    if kind == sidebar.COMMAND_LINE:
+    if kind == COMMAND_LINE:
         files += [(p.name, p.read_bytes()) for p in command_line_files() if p.is_file()]
     upload = None
     if st.sidebar.toggle("Add a signals file", key=state.SIGNALS_ADD, help="Upload a signals file to join."):
@@ -90,10 +87,9 @@ def _join(workspace: Workspace, files: list[tuple[str, bytes]], threshold: float
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     digest.update(repr(threshold).encode())
     key = digest.hexdigest()
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
+    found = _CACHE.get(key)
+    if found is not None:
+        return found
     signals = SignalsFile()
     try:
         for name, data in files:
@@ -113,16 +109,12 @@ def _join(workspace: Workspace, files: list[tuple[str, bytes]], threshold: float
         ),
         report,
     )
-    with _LOCK:
-        _CACHE[key] = result
-        while len(_CACHE) > 6:
-            _CACHE.popitem(last=False)
-    return result
+    return _CACHE.put(key, result)
 
 
 def apply(workspace: Workspace) -> Joined:
     """Render the signals part of the sidebar and join what was chosen to the workspace."""
-    files = _chosen(st.session_state.get(state.SOURCE, sidebar.BUNDLED))
+    files = _chosen(st.session_state.get(state.SOURCE, BUNDLED))
     threshold = DEFAULT_THRESHOLD
     if files:
         threshold = st.sidebar.number_input(

@@ -34,6 +34,11 @@ from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_byte
 # read: writing the entry right away took CPU from the first screen (docs/performance.md).
 CACHE_STORE_DELAY_SECONDS = 5.0
 
+# The sidebar's trace sources (the value of the state.SOURCE session key).
+BUNDLED = "Bundled samples"
+UPLOAD = "Upload"
+COMMAND_LINE = "Command-line folders"
+
 
 @dataclass
 class Workspace:

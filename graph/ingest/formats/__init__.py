@@ -6,7 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats import engine_pair, rollout_document, trace_entry
+from rollout_graph.ingest.formats import (
+    engine_pair,
+    otel,
+    rollout_document,
+    text_dumps,
+    token_rows,
+    trace_entry,
+    verifiers_trace,
+)
+from rollout_graph.ingest.formats.fidelity import stamp_step
 from rollout_graph.ingest.formats.fields import RecordError, describe_keys, new_call, record_problems
 from rollout_graph.ingest.reading import RawValue
 from rollout_graph.ingest.tokens import Problems
@@ -29,6 +38,10 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     if rollout_document.is_rollout_document(record):
         doc = rollout_document.parse(record, source, raw.line, default_session)
         return Parsed(doc.calls, doc.meta, doc.skipped)
+    framework = _framework(record, source, raw.line, default_session)
+    if framework is not None:
+        stamp_step(framework, record, source)
+        return Parsed(framework)
     parser: Callable[[dict, Call, Problems], list[Call]]
     if trace_entry.is_trace_entry(record):
         parser = trace_entry.parse
@@ -41,7 +54,31 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     calls = parser(record, call, problems)
     for c in calls:
         record_problems(c, problems)
+    stamp_step(calls, record, source)
     return Parsed(calls)
+
+
+def _framework(record: dict, source: str, line: int, default_session: str) -> list[Call] | None:
+    """What RL frameworks write (docs/formats.md, "RL frameworks"), or None for another shape."""
+    if verifiers_trace.is_verifiers(record):
+        return verifiers_trace.parse(record, source, line, default_session)
+    if otel.is_otlp(record):
+        calls = otel.parse(record, source, line, default_session)
+        if not calls:
+            raise RecordError("OTLP export with no GenAI model-call span (gen_ai.operation.name chat/...)")
+        return calls
+    if token_rows.is_prime_rl(record):
+        return token_rows.parse_prime_rl(record, source, line)
+    if token_rows.is_nemo_rl(record):
+        return token_rows.parse_nemo_rl(record, source, line, default_session)
+    if trace_entry.is_trace_entry(record) or engine_pair.is_engine_pair(record):
+        return None
+    kind = text_dumps.kind_of(record)
+    if kind is not None:
+        return text_dumps.parse(record, kind, source, line, default_session)
+    if text_dumps.is_skyrl_metrics(record, source):
+        raise RecordError(text_dumps.SKYRL_METRICS)
+    return None
 
 
 __all__ = ["Parsed", "RecordError", "parse_value"]

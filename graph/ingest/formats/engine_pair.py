@@ -18,6 +18,7 @@ from rollout_graph.ingest.formats.fields import (
     message_list,
     record_problems,
     sampling_params,
+    session_id_of,
     tool_list,
 )
 from rollout_graph.ingest.formats.streaming import reassemble
@@ -43,6 +44,18 @@ class _Sampled:
     invalid_ids: list[str] = field(default_factory=list)
 
 
+FAILED_SESSION = " (session "  # a failed call's reason ends with its session, so an audit can count it
+
+
+def failed_session(record: dict) -> str:
+    """`` (session ID)`` for a failed call's skip reason (empty when the record names none)."""
+    try:
+        sid = session_id_of(record)
+    except RecordError:
+        return ""
+    return "" if sid is None else f"{FAILED_SESSION}{sid[:200]})"
+
+
 def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     """One call per choice (``n > 1`` samples the same prompt several times)."""
     request = record.get("request")
@@ -52,7 +65,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     if record.get("error"):
         # A capture record of a failed call (HTTP error, stream cut, proxy stopped): partial
         # output is not a turn the harness used.
-        raise RecordError(f"call failed: {str(record['error'])[:200]}")
+        raise RecordError(f"call failed: {str(record['error'])[:200]}{failed_session(record)}")
     response = as_chat_response(record.get("response"))
     shape_suffix = ""
     if isinstance(response, list):
@@ -64,7 +77,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     if "choices" not in response and "meta_info" not in response and "output_ids" not in response:
         error = response.get("error") or record.get("error")
         if error is not None:
-            raise RecordError(f"call failed, no model output: {str(error)[:200]}")
+            raise RecordError(f"call failed, no model output: {str(error)[:200]}{failed_session(record)}")
         raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {describe_keys(response)})")
 
     # Anthropic Messages and OpenAI Responses bodies are read as chat (docs/formats.md).

@@ -52,11 +52,22 @@ def as_dict(value: Any) -> dict:
 
 
 def session_id_of(record: dict) -> str | None:
-    """The record's session id, at top level or in its metadata."""
+    """The record's session id, at top level or in its metadata.
+
+    Raises:
+        RecordError: the id is a list, an object or a boolean (its text would be a Python repr,
+            a session nobody named): the record is skipped, saying so.
+    """
+    where = "session_id"
     sid = record.get("session_id")
     if sid is None:
+        where = "metadata.session_id"
         sid = as_dict(record.get("metadata")).get("session_id")
-    return None if sid is None else str(sid)
+    if sid is None or isinstance(sid, str):
+        return sid
+    if isinstance(sid, int | float) and not isinstance(sid, bool):
+        return str(sid)
+    raise RecordError(f"{where} is a {type(sid).__name__}, not text: the record's session is unknown")
 
 
 def node_id_of(record: dict) -> str | None:

@@ -4,6 +4,11 @@ A node's prompt is ``input_ids[:n_prompt]`` and its sampled span
 ``input_ids[n_prompt : n_prompt + n_sampled]`` of the first sequence that contains it. The
 document's own edges (consecutive ``node_ids``), roles and validation are kept as claims so the
 analysis can say where it disagrees.
+
+Every turn's arrays are numpy views into its sequence, never copies: a document of N turns
+sharing one sequence costs the sequence once, not N prompts. The analysis still reads every
+prompt, so the ids the turns expand to (the sum of ``n_prompt + n_sampled``) are checked against
+``max_expanded_ids`` BEFORE any call is built; a document over it is one named skip.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from rollout_graph.core.records import Call
+from rollout_graph.ingest import limits
 from rollout_graph.ingest.formats.fields import (
+    RecordError,
     as_dict,
     message_list,
     new_call,
@@ -87,8 +94,38 @@ def _numbers(value) -> bool:
     return isinstance(value, list) and all(type(v) in (int, float) for v in value)
 
 
+def expanded_ids(turns: Any, sequences: Any = None) -> int:
+    """The token ids a document's turns expand to (sum of ``n_prompt + n_sampled``), from the raw
+    turns; a turn that runs past the longest sequence counts none (it is reported as malformed)."""
+    lengths = [
+        len(s["input_ids"])
+        for s in (sequences if isinstance(sequences, list) else ())
+        if isinstance(s, dict) and isinstance(s.get("input_ids"), list | np.ndarray)
+    ]
+    longest = max(lengths) if lengths else None
+    total = 0
+    for turn in turns if isinstance(turns, list) else ():
+        if isinstance(turn, dict):
+            n_prompt, n_sampled = _int(turn.get("n_prompt")), _int(turn.get("n_sampled"))
+            if n_prompt is not None and n_sampled is not None:
+                if longest is None or n_prompt + n_sampled <= longest:
+                    total += n_prompt + n_sampled
+    return total
+
+
 def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
-    """Convert a rollout document into calls, keeping its claims for comparison with the token links."""
+    """Convert a rollout document into calls, keeping its claims for comparison with the token links.
+
+    Raises:
+        RecordError: the turns expand to more ids than ``max_expanded_ids`` (checked before building).
+    """
+    cap = limits.active().max_expanded_ids
+    total = expanded_ids(doc.get("turns"), doc.get("sequences"))
+    if total > cap:
+        raise RecordError(
+            f"over a limit: this rollout document's {len(doc['turns']):,} calls expand to {total:,} token ids "
+            f"(limit max_expanded_ids {cap:,}, --max-expanded-ids); the document is not loaded"
+        )
     session = session_id_of(doc) or default_session
     doc_problems = Problems()
     sequences = _sequences(doc.get("sequences"), doc_problems)
@@ -165,12 +202,13 @@ def _turn_tokens(turn: dict, seq: _Sequence, call: Call, problems: Problems) -> 
     if seq.input_ids is None or n_prompt + n_sampled > seq.input_ids.shape[0]:
         problems.malformed.append(f"n_prompt + n_sampled = {n_prompt + n_sampled} runs past its sequence's input_ids")
         return
-    call.prompt_ids = seq.input_ids[:n_prompt].copy()
-    call.sampled_ids = seq.input_ids[n_prompt : n_prompt + n_sampled].copy()
+    # Views, not copies: every turn of a sequence shares its one array (no quadratic expansion).
+    call.prompt_ids = seq.input_ids[:n_prompt]
+    call.sampled_ids = seq.input_ids[n_prompt : n_prompt + n_sampled]
     if seq.logprobs is None or seq.loss_mask is None or seq.logprobs.shape != seq.loss_mask.shape:
         return
     span = slice(n_prompt, n_prompt + n_sampled)
     if n_sampled and bool((seq.loss_mask[span] == 1).all()):
-        call.sampled_logprobs = seq.logprobs[span].copy()
+        call.sampled_logprobs = seq.logprobs[span]
     elif n_sampled:
         call.claims["masked_in_document"] = True

@@ -7,14 +7,21 @@ from typing import Any
 from rollout_graph.ingest import limits
 from rollout_graph.ingest.reading import parse_json
 
+DONE = "[DONE]"
+UNFINISHED = (
+    "the stream ends without a finish_reason or [DONE]: it may have been cut, so its sampled tokens may be incomplete"
+)
 
-def _chunk_bodies(chunks: list) -> list[dict]:
+
+def _chunk_bodies(chunks: list, done: list[bool] | None = None) -> list[dict]:
     bodies = []
     for chunk in chunks:
         if isinstance(chunk, (str, bytes)):
-            text = chunk.decode() if isinstance(chunk, bytes) else chunk
+            text = chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else chunk
             text = text.strip().removeprefix("data:").strip()
-            if not text or text == "[DONE]":
+            if text == DONE and done is not None:
+                done.append(True)
+            if not text or text == DONE:
                 continue
             try:
                 chunk = parse_json(text.encode("utf-8", "replace"))
@@ -86,12 +93,14 @@ def reassemble(chunks: list) -> dict[str, Any]:
     Prompt ids come from the first chunk that has them; ``token_ids``, text, tool-call
     arguments and logprob entries are concatenated in order; the last finish reason and usage win.
     Deltas that cannot be merged (a tool-call index that is not a small integer, a tool name that
-    is not text) are dropped and described under ``_stream_notes``.
+    is not text) are dropped and described under ``_stream_notes``, and so is a stream that ends
+    with no finish reason and no ``[DONE]`` (a cut stream must not load as silently trainable).
     """
     body: dict[str, Any] = {}
     choices: dict[int, dict] = {}
     notes: list[str] = []
-    for chunk in _chunk_bodies(chunks):
+    done: list[bool] = []
+    for chunk in _chunk_bodies(chunks, done):
         for key in ("id", "model", "created", "usage", "meta_info"):
             if chunk.get(key) is not None:
                 body[key] = chunk[key]
@@ -111,6 +120,8 @@ def reassemble(chunks: list) -> dict[str, Any]:
                     index = 0
                 _merge_choice(choices.setdefault(index, {}), choice, notes)
     body["choices"] = [choices[i] for i in sorted(choices)]
+    if choices and not done and not any(c.get("finish_reason") is not None for c in choices.values()):
+        notes.append(UNFINISHED)
     if notes:
         body["_stream_notes"] = notes
     return body

@@ -1,31 +1,21 @@
-"""The pinned token inspector: every number of one token in a panel, as copyable text.
-
-A click on a token (or a jump: first sampled token, lowest logprob, a search hit) pins it; the
-left/right arrow keys move it token by token (views/panels/keyboard); Esc unpins. The panel has a fixed
-height, so pinning never shifts the tokens under the pointer. ``token_facts`` is pure.
-"""
+"""The pinned token inspector's numbers: every number of one token as copyable text (pure; the
+panel is drawn by views/panels/tokens.py)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import streamlit as st
-
 from rollout_graph.analysis.decode import Decoder
-from rollout_graph.ui import state
-from rollout_graph.ui.builders.tokens import TokenStrip
+from rollout_graph.ui.builders.tokens import TokenStrip, rank_of
 
 PANEL_HEIGHT = 290
 
 
 def _rank(strip: TokenStrip, pos: int) -> str:
-    row = strip.top_ids[pos] if strip.top_ids.size else np.empty(0, dtype=np.int64)
-    known = row[row >= 0]
-    if not known.size:
+    rank, known = rank_of(strip, pos)
+    if not known:
         return "unknown (no alternatives recorded)"
-    hits = np.flatnonzero(row == strip.ids[pos])
-    return f"{int(hits[0]) + 1} of {known.size} recorded" if hits.size else f"not among the {known.size} recorded"
+    return f"{rank} of {known} recorded" if rank is not None else f"not among the {known} recorded"
 
 
 def token_facts(strip: TokenStrip, pos: int, decoder: Decoder) -> list[tuple[str, str]]:
@@ -71,23 +61,3 @@ def facts_text(rows: list[tuple[str, str]]) -> str:
     """The rows as aligned plain text (what the copy button copies)."""
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-
-
-def render(strip: TokenStrip, decoder: Decoder, key: str) -> None:
-    """The panel for token view ``key``: the pinned token's numbers, or how to pin one."""
-    st.session_state[f"{key}-size"] = len(strip)
-    shown = st.session_state.setdefault(state.SHOWN_STRIPS, set())
-    shown.add(key)
-    position = st.session_state.get(f"{key}-mark")
-    with st.container(height=PANEL_HEIGHT, key=f"rg-inspector-{key}", border=True):
-        if not isinstance(position, int) or not 0 <= position < len(strip):
-            st.caption(
-                "**Token inspector.** Click a token to pin its numbers here (id, text, logprob, probability, rank, "
-                "alternatives, loss mask, origin). Then ← / → move token by token and Esc unpins; "
-                "the jumps above pin too."
-            )
-            return
-        active = st.session_state.get(state.PINNED_STRIP)
-        if active != key and not (active in shown and isinstance(st.session_state.get(f"{active}-mark"), int)):
-            st.session_state[state.PINNED_STRIP] = key  # a jump pinned it: the arrow keys follow it
-        st.code(facts_text(token_facts(strip, position, decoder)), language=None)

@@ -1,0 +1,209 @@
+"""The cold command-line path, as a user meets it: whole-process ``rollout-graph inspect --json
+--no-cache`` against the floor (``floor_orjson.py``: ``orjson.loads`` of every line, nothing
+else) and against the previous release (the code of 2026-11-30 12:22, before the parallel reader
+and the cache), interleaved in one run, on both trace shapes of ``synthetic.py``:
+
+- ``flat``: 1,000 calls as trace entries with flat token arrays (~225 MB);
+- ``vllm``: 5,000 calls as vLLM chat pairs with top-5 logprobs (~480 MB).
+
+Each shape is timed quiet and with one core kept busy by another process (a spinning
+interpreter). A round runs every command once, in a rotating order (A, B, C, then B, C, A ...), so
+load changes on a shared machine hit all of them alike; each figure is the median of the rounds'
+ratios to the floor. Peak resident memory is each child's ``ru_maxrss`` (``os.wait4``). The cached
+reopen (``inspect --json`` once a persistent cache entry exists) is a separate figure. With
+``--steps`` each step's share (import, read, parse, link, analyse, print) is measured in-process by
+``cold_steps.py``.
+
+``python benchmarks/bench_cold.py [--rounds 5] [--shapes flat,vllm] [--modes quiet,busy]
+[--data DIR] [--prev DIR] [--steps]``. Traces go to ``DIR`` (default: a temporary folder, removed
+at the end); the previous release is checked out with ``git worktree add`` to a temporary folder
+(removed at the end) unless ``--prev`` names a checkout of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+# The release before the parallel reader and the persistent cache: the last commit of this date.
+PREV_BEFORE = "2026-11-30 12:23:00 +0000"
+SHAPES = {
+    "flat": {"calls": 1000, "max_context": 46_000, "flat": True},
+    "vllm": {"calls": 5000, "max_context": 3_000, "summary_tokens": 50},
+}
+
+
+def load_text() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def run(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[float, int]:
+    """Seconds and peak resident bytes of one child process (its output discarded)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    assert child.stderr is not None
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}): {err.decode(errors='replace')[-2000:]}")
+    return elapsed, usage.ru_maxrss * 1024
+
+
+@contextlib.contextmanager
+def busy_core(on: bool) -> Iterator[None]:
+    """Another process keeping one core busy for the duration (a spinning interpreter)."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+@contextlib.contextmanager
+def previous_release(given: str | None) -> Iterator[Path]:
+    """A checkout of the previous release (``git worktree add``, removed afterwards)."""
+    if given:
+        yield Path(given)
+        return
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%H", f"--before={PREV_BEFORE}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    folder = Path(tempfile.mkdtemp(prefix="rg-prev-"))
+    shutil.rmtree(folder)
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), commit], capture_output=True, check=True
+    )
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def commands(trace: Path, prev: Path, cache_dir: Path) -> dict[str, tuple[list[str], dict[str, str], str | None]]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    prev_env = env | {"PYTHONPATH": str(prev)}
+    py = sys.executable
+    return {
+        "ours": ([py, "-m", "rollout_graph", "inspect", "--json", "--no-cache", str(trace)], env, None),
+        "floor": ([py, str(HERE / "floor_orjson.py"), str(trace)], env, None),
+        # The old package is the folder `graph` of that checkout; run from there so no other one shadows it.
+        "prev": ([py, "-m", "graph", "inspect", "--json", str(trace)], prev_env, str(prev)),
+        "reopen": (
+            [py, "-m", "rollout_graph", "inspect", "--json", "--cache-dir", str(cache_dir), str(trace)],
+            env,
+            None,
+        ),
+    }
+
+
+def measure(trace: Path, prev: Path, cache_dir: Path, rounds: int, busy: bool) -> dict[str, dict[str, float]]:
+    cmds = commands(trace, prev, cache_dir)
+    run(*cmds["reopen"])  # writes the cache entry the reopen figure reads
+    run(*cmds["floor"])  # the page cache holds the file: every command reads it from memory
+    order = list(cmds)
+    times: dict[str, list[float]] = {name: [] for name in order}
+    peaks: dict[str, int] = dict.fromkeys(order, 0)
+    with busy_core(busy):
+        for r in range(rounds):
+            for name in order[r % len(order) :] + order[: r % len(order)]:
+                seconds, peak = run(*cmds[name])
+                times[name].append(seconds)
+                peaks[name] = max(peaks[name], peak)
+    out = {}
+    for name in order:
+        ratios = [t / f for t, f in zip(times[name], times["floor"], strict=True)]
+        out[name] = {
+            "median_s": statistics.median(times[name]),
+            "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+            "peak_rss": peaks[name],
+        }
+    return out
+
+
+def generate(trace: Path, calls: int, spec: dict) -> int:
+    """Write a trace in a child process (this one stays small: a child's peak memory counts the
+    parent's resident pages at the fork); returns its token count."""
+    options = [f"--{k.replace('_', '-')}={v}" for k, v in spec.items() if k != "flat"]
+    options += ["--flat"] if spec.get("flat") else []
+    done = subprocess.run(
+        [sys.executable, str(HERE / "synthetic.py"), str(trace), f"--calls={calls}", *options],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.split(" calls, ", 1)[1].split(" tokens", 1)[0].replace(",", ""))
+
+
+def steps(trace: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "cold_steps.py"), str(trace)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shapes", default="flat,vllm")
+    parser.add_argument("--modes", default="quiet,busy")
+    parser.add_argument("--data", type=Path, help="folder for the generated traces (kept)")
+    parser.add_argument("--prev", help="a checkout of the previous release (default: git worktree add)")
+    parser.add_argument("--steps", action="store_true", help="each step's share, measured in-process")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        data = args.data or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-cold-")))
+        data.mkdir(parents=True, exist_ok=True)
+        cache_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-cold-cache-")))
+        prev = stack.enter_context(previous_release(args.prev))
+        print(f"previous release: {prev}; {os.cpu_count()} cores; {load_text()}")
+        for shape in args.shapes.split(","):
+            spec = dict(SHAPES[shape])
+            calls = spec.pop("calls")
+            trace = (data / f"cold-{shape}.jsonl").resolve()
+            tokens_file = trace.with_suffix(".tokens")
+            if not trace.exists() or not tokens_file.exists():
+                tokens_file.write_text(str(generate(trace, calls, spec)))
+            tokens = int(tokens_file.read_text())
+            size = trace.stat().st_size
+            print(f"\n## {shape}: {calls:,} calls, {tokens / 1e6:.1f}M tokens, {size / 1e6:.0f} MB")
+            if args.steps:
+                print(f"steps (s): {steps(trace)}")
+            for mode in args.modes.split(","):
+                before = load_text()
+                result = measure(trace, prev, cache_dir, args.rounds, busy=mode == "busy")
+                print(f"{mode} ({args.rounds} interleaved rounds; {before} -> {load_text()}):")
+                for name, r in result.items():
+                    print(
+                        f"  {name:6} {r['median_s']:6.2f} s  ratio to floor {r['ratio']:.2f}"
+                        f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})  peak {r['peak_rss'] / 1e6:5.0f} MB"
+                        f" = {r['peak_rss'] / tokens:.1f} B/token"
+                    )
+
+
+if __name__ == "__main__":
+    main()

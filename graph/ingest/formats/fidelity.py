@@ -1,0 +1,201 @@
+"""Fidelity grades and training steps: what a record's source can support, and where in a run it sits.
+
+Every call carries a grade in ``call.claims["fidelity"]`` (set by the reader that made it, or
+inferred from what the call holds); a rollout's grade is its lowest call's. The grades, best first
+(docs/formats.md, "Fidelity"):
+
+- ``tokens+logprobs``: token ids and the engine's logprobs: exact linking, heatmaps, training rows.
+- ``tokens``: ids without logprobs: exact linking, but no heatmap and nothing trainable.
+- ``sequences``: already-flattened training rows (ids, loss mask, logprobs, trainer signals): each
+  row is shown, calls are its loss-mask runs; the DAG across rows cannot be rebuilt.
+- ``messages``: chat messages without ids: linked by the message rules; tokens only with a
+  tokenizer (re-tokenized, so a broken replay cannot be seen).
+- ``text``: prompt and completion strings: one call per record, no ids, no structure.
+
+The step comes from a record's own ``step`` field, else from the path (``step_12/``,
+``global_step_12``, ``train_data_step12.jsonl``, ``completions_00012.parquet``, ``12.jsonl``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+
+from rollout_graph.core.records import Call
+
+TOKENS_LOGPROBS = "tokens+logprobs"
+TOKENS = "tokens"
+SEQUENCES = "sequences"
+MESSAGES = "messages"
+TEXT = "text"
+GRADES = (TOKENS_LOGPROBS, TOKENS, SEQUENCES, MESSAGES, TEXT)  # best first
+
+RULES_OUT = {
+    TOKENS_LOGPROBS: "",
+    TOKENS: "no logprobs: no token heatmap, no trainer-vs-inference figures, no call is trainable",
+    SEQUENCES: (
+        "already-flattened training rows: the call graph across rows cannot be rebuilt (no forks, "
+        "retries or near misses between rows); calls are the rows' loss-mask runs"
+    ),
+    MESSAGES: (
+        "no token ids: calls are linked by the message rules; tokens only with a tokenizer "
+        "(re-tokenized), so broken replays and logprobs cannot be seen"
+    ),
+    TEXT: (
+        "prompt and completion strings only: no token ids, no logprobs, no message structure; "
+        "one call per record, nothing to link"
+    ),
+}
+
+_STEP_PATTERNS = (
+    re.compile(r"^(?:global_)?step[_-]?(\d+)(?:_evals)?$"),
+    re.compile(r"^(?:train|val)_data_step(\d+)$"),
+    re.compile(r"^completions_(\d+)$"),
+    re.compile(r"^(\d+)$"),
+)
+_SUFFIXES = (".gz", ".zst", ".jsonl", ".json", ".ndjson", ".parquet")
+
+
+def _stem(name: str) -> str:
+    for suffix in _SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name
+
+
+def step_from_path(source: str) -> int | None:
+    """The training step a file's path names (the nearest path part that names one), or None."""
+    parts = PurePath(source).parts
+    for k, part in enumerate(reversed(parts)):
+        name = _stem(part) if k == 0 else part
+        for pattern in _STEP_PATTERNS:
+            m = pattern.match(name)
+            if m and (k == 0 or pattern.pattern != r"^(\d+)$"):
+                return int(m.group(1))
+    return None
+
+
+def step_of(record: dict) -> int | None:
+    """A record's own ``step`` (or ``global_step``) field, when it is a non-negative integer."""
+    for key in ("step", "global_step"):
+        value = record.get(key)
+        if type(value) is int and value >= 0:
+            return value
+        if type(value) is float and value.is_integer() and value >= 0:
+            return int(value)
+        if isinstance(value, str) and value.isdigit():  # TRL logs the step as a string
+            return int(value)
+    return None
+
+
+def grade_of(call: Call) -> str:
+    """A call's fidelity: what its reader said, else what it holds."""
+    said = call.claims.get("fidelity")
+    if said in GRADES:
+        return str(said)
+    if call.prompt_ids is not None:
+        return TOKENS_LOGPROBS if call.logprobs_aligned else TOKENS
+    if call.request_messages or call.response_message:
+        return MESSAGES
+    return TEXT
+
+
+def rollout_grade(calls: Iterable[Call]) -> str:
+    """The lowest grade among a rollout's calls (``text`` when it has none)."""
+    worst = 0
+    seen = False
+    for call in calls:
+        seen = True
+        worst = max(worst, GRADES.index(grade_of(call)))
+    return GRADES[worst] if seen else TEXT
+
+
+def rollout_step(calls: Iterable[Call]) -> int | None:
+    """The step of a rollout: its first call's that names one."""
+    for call in calls:
+        step = call.claims.get("step")
+        if type(step) is int:
+            return step
+    return None
+
+
+def rollout_format(calls: Iterable[Call]) -> str | None:
+    """The framework format a rollout was read from (``claims["format"]``), if a framework reader made it."""
+    for call in calls:
+        fmt = call.claims.get("format")
+        if isinstance(fmt, str):
+            return fmt
+    return None
+
+
+def fidelity_json(calls: list[Call]) -> dict[str, Any]:
+    """``{"grade", "rules_out", "format", "step"}`` for ``inspect --json`` and the app."""
+    grade = rollout_grade(calls)
+    return {
+        "grade": grade,
+        "rules_out": RULES_OUT[grade] or None,
+        "format": rollout_format(calls),
+        "step": rollout_step(calls),
+    }
+
+
+def fidelity_text(detail: dict[str, Any]) -> str:
+    """One line for the human ``inspect``: the grade, what it rules out, format and step."""
+    parts = [f"fidelity {detail['grade']}"]
+    if detail.get("format"):
+        parts.append(str(detail["format"]))
+    if detail.get("step") is not None:
+        parts.append(f"step {detail['step']}")
+    text = " · ".join(parts)
+    return text + (f" (rules out: {detail['rules_out']})" if detail.get("rules_out") else "")
+
+
+def stamp_step(calls: list[Call], record: dict, source: str) -> None:
+    """Give every call without one the record's step (its own field, else its path's)."""
+    step = step_of(record)
+    if step is None:
+        step = step_from_path(source)
+    if step is None:
+        return
+    for call in calls:
+        call.claims.setdefault("step", step)
+
+
+# --- flattened training rows -> calls ---------------------------------------------------------
+
+
+def mask_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The ``[start, end)`` runs of a boolean mask's true positions, in order."""
+    m = np.asarray(mask, dtype=bool)
+    if not m.any():
+        return []
+    padded = np.concatenate(([False], m, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def float_array(values: Any, length: int) -> np.ndarray | None:
+    """A per-position list of numbers (``null`` allowed, read as NaN) of exactly ``length``, else None."""
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    if not isinstance(values, list) or len(values) < length:
+        return None
+    out = np.full(length, np.nan)
+    for i, v in enumerate(values[:length]):
+        if type(v) in (int, float):
+            out[i] = float(v)
+        elif type(v) is bool:
+            out[i] = float(v)
+        elif v is not None:
+            return None
+    return out
+
+
+def listed(values: np.ndarray | None) -> list[float | None] | None:
+    """An array as a JSON list, NaN as null (claims survive the load cache as JSON)."""
+    if values is None:
+        return None
+    return [None if not np.isfinite(v) else float(v) for v in values]

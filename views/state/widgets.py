@@ -1,0 +1,29 @@
+"""Widget state that panels share: a table whose row can be picked, the token view's page jump."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from rollout_graph.ui.builders.tokens import page_of
+
+
+def picked_row(frame: pd.DataFrame, key: str, max_height: int) -> int | None:
+    """A table whose rows can be selected; the selected row's position, if any."""
+    event = st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+        height=min(max_height, 38 + 35 * len(frame)),
+    )
+    rows = event.selection.rows
+    return rows[0] if rows else None
+
+
+def jump_to(key: str, position: int) -> None:
+    """Open the page of ``position`` in the token view ``key`` with a ring on it (before it renders)."""
+    st.session_state[f"{key}-page"] = page_of(position)
+    st.session_state[f"{key}-mark"] = position
