@@ -99,8 +99,10 @@ def click_call(page, index: int) -> str:
     node_id = title.inner_text().split()[0]
     assert ringed(page) == [index]  # ringed in the DAG ...
     assert faded(page) == []  # ... and nothing else fades
-    labels = page.evaluate(DAG_JS + "() => (dag()._fullLayout.annotations || []).map(a => a.text)")
-    assert any(node_id in text for text in labels)  # its id boxed above it
+    labels = page.evaluate(
+        DAG_JS + "() => (dag()._fullLayout.annotations || []).filter(a => a.name === 'selected').map(a => a.text)"
+    )
+    assert labels == [f"<b>{node_id}</b>"]  # its id boxed above it, and no other box
     box = title.bounding_box()
     after = dag_box(page)
     assert box["x"] > after["right"] - 5, (box, after)  # beside the DAG, not below it
@@ -145,6 +147,7 @@ def test_deep_link_selects_the_same_way(samples_app):
         assert ringed(page) == [18] and faded(page) == []
         box, dag = page.locator(".rg-node-title").first.bounding_box(), dag_box(page)
         assert box["x"] > dag["right"] - 5 and box["y"] < HEIGHT
+        assert click_call(page, 6) == "c07"  # a click after a deep link moves the ring and the box
 
 
 def test_a_link_the_traces_cannot_open_says_so(samples_app):

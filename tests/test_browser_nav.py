@@ -150,12 +150,13 @@ def test_timeline_click_selects_the_call(samples_app):
         click_until(page, lambda: point, ".rg-node-title:has-text('c07 ')")
         settled(page)
         wait_url(page, "node=c07")
-        # the DAG follows: c07 is the highlighted call there
-        selected = page.evaluate(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => g._fullData || [])"
-            ".flat().filter(t => t.name === 'calls').map(t => t.selectedpoints)"
+        # the DAG follows: c07 is the selected call there (ringed, its id boxed)
+        boxed = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(g => g._fullData"
+            " && g._fullData.some(t => t.name === 'selected')).flatMap(g => (g._fullLayout.annotations || [])"
+            ".filter(a => a.name === 'selected').map(a => a.text))"
         )
-        assert [6] in [list(s or []) for s in selected]
+        assert boxed == ["<b>c07</b>"]
         page.get_by_text("Timeline: calls over wall time").scroll_into_view_if_needed()
         screenshot(page, "timeline", docs=True)
 

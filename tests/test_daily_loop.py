@@ -41,7 +41,7 @@ def test_raw_json_reads_the_record_back_on_command_line_traces(monkeypatch):
     at = app(monkeypatch, VLLM, session=session, node="c01")
     no_errors(at)
     text = raw_record_shown(at)
-    assert "agent-rollouts.jsonl" in "\n".join(c.value for c in at.caption).replace("\\", "")  # Markdown-escaped
+    assert "agent-rollouts.jsonl" in "\n".join(c.value.replace("\\", "") for c in at.caption)
     assert text.startswith("{")
 
 
@@ -120,6 +120,7 @@ def visible_text(at) -> str:
     parts += [w.label for w in (*at.button, *at.toggle, *at.selectbox, *at.radio, *at.checkbox)]
     parts += [str(w.help or "") for w in (*at.button, *at.toggle)]
     parts += [o for s in at.selectbox for o in s.options]
+    parts += [str(c) for d in at.dataframe for c in d.value.columns]  # table headers
     text = "\n".join(parts)
     return re.sub(r"<style>.*?</style>|class=\"[^\"]*\"", "", text, flags=re.S)
 
@@ -177,6 +178,9 @@ def test_the_selected_call_is_ringed_and_boxed_and_nothing_else_changes():
     # a call chosen outside the chart: one box, not two
     chosen = mark_selected(dag_figure(r, highlight=2), 2, "n2")
     assert [a.text for a in chosen.layout.annotations if a.bordercolor] == ["<b>n2</b>"]
+    # chosen outside (n2, boxed and centred), then another call clicked: the box moves with the ring
+    moved = mark_selected(dag_figure(r, highlight=2), 0, "n0")
+    assert [a.text for a in moved.layout.annotations if a.bordercolor] == ["<b>n0</b>"]
 
 
 def test_a_small_rollout_fills_the_window_wherever_the_selection_is():

@@ -49,6 +49,7 @@ every id; the selected call is always labelled).
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -313,60 +314,45 @@ def _window(lo: float, hi: float, span: float, centre: float | None, top: bool =
     return [start, start + span]
 
 
-def dag_figure(
-    rollout: Rollout,
-    highlight: int | None = None,
-    *,
-    near_misses: bool = False,
-    collapse: bool = True,
-    expanded: Collection[int] = (),
-    focus: int | None = None,
-    keep: Collection[int] = (),
-    dimmed: Collection[int] = (),
-    highlighted: Collection[int] = (),
-    fit_all: bool = False,
-) -> go.Figure:
-    """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
-    keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
-    view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
-    vis = view.visible
-    roles = rollout.node_roles
-    kinds = [node_kind(rollout, i) for i in vis]
-    x = np.array([view.x[v] for v in vis], dtype=float)
-    y = -np.array([view.y[v] for v in vis], dtype=float)
-    pos = {v: k for k, v in enumerate(vis)}
-    max_x = float(x.max()) if len(x) else 0.0
-
+def _default_view(
+    view: DagView, x: np.ndarray, y: np.ndarray, max_x: float, centre: int | None, fit_all: bool
+) -> tuple[int, int, list[float], list[float], bool]:
+    """(height, plot height, x range, y range, overview shown) of the figure's default view
+    (``centre``: the drawn position of a call chosen outside the chart)."""
     # default view: everything if it is readable, else a window (the range slider shows the rest)
-    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, LANE_PX * view.n_lanes + 120)))
+    # tall enough for every lane with its margins (rounded up): a rollout that fits needs no overview
+    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, math.ceil(LANE_PX * (view.n_lanes + 0.4)) + 120)))
     plot_h = height - 120
     lanes_shown = max(3.0, plot_h / LANE_PX)
     steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
-    centre = pos.get(highlight) if highlight is not None else None
     xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
     yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
     if fit_all:  # the overview: every drawn call in view (it replaces plotly's Autoscale), still clickable
         xr, yr = [-0.6, max_x + 0.6], [-view.n_lanes + 0.4, 0.8]
     # the range slider is the overview, shown when the default view does not hold everything
     overview = (xr[1] - xr[0]) < max_x + 1.2 or (yr[1] - yr[0]) < view.n_lanes + 0.4
-    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
 
-    # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
-    direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
-    par = np.array([pos[p] for v in direct if (p := view.drawn_parent[v]) is not None], dtype=int)
-    kid = np.array([pos[v] for v in direct], dtype=int)
+    return height, plot_h, xr, yr, overview
 
-    # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
-    drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
-    cx0 = np.array([x[pos[c.before]] for c in drawn_chains])
-    cx1 = np.array([x[pos[c.after]] for c in drawn_chains])
-    cy0 = np.array([y[pos[c.before]] for c in drawn_chains])
-    cy1 = np.array([y[pos[c.after]] for c in drawn_chains])
-    trim = 0.22
-    lx0, lx1 = cx0 + trim, cx1 - trim
-    ly0, ly1 = cy0 + (cy1 - cy0) * trim / CHAIN_LENGTH, cy1
-    mx, my = (cx0 + cx1) / 2, (cy0 + cy1) / 2
 
+def _place_labels(
+    rollout: Rollout,
+    vis: list[int],
+    kinds: list[Kind],
+    x: np.ndarray,
+    y: np.ndarray,
+    drawn_chains: list[Chain],
+    mx: np.ndarray,
+    my: np.ndarray,
+    highlight: int | None,
+    centre: int | None,
+    xr: list[float],
+    yr: list[float],
+    sx: float,
+    sy: float,
+) -> tuple[list[tuple[float, float, str, str, str]], list[str]]:
+    """The labels drawn for the default view, each where it overlaps no marker and no other label
+    (x, y, text, side, colour), and the calls trace's text (ids not labelled otherwise)."""
     # labels, most important first, each only where it does not overlap a marker or a label
     boxes = _Boxes()
 
@@ -423,6 +409,57 @@ def dag_figure(
         side = place(mx[k], my[k], text, ("bottom center", "top center"))
         if side is not None:
             labels.append((mx[k], my[k], text, side, "#64748b"))
+
+    return labels, hidden_ids
+
+
+def dag_figure(
+    rollout: Rollout,
+    highlight: int | None = None,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+    dimmed: Collection[int] = (),
+    highlighted: Collection[int] = (),
+    fit_all: bool = False,
+) -> go.Figure:
+    """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
+    keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
+    view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
+    vis = view.visible
+    roles = rollout.node_roles
+    kinds = [node_kind(rollout, i) for i in vis]
+    x = np.array([view.x[v] for v in vis], dtype=float)
+    y = -np.array([view.y[v] for v in vis], dtype=float)
+    pos = {v: k for k, v in enumerate(vis)}
+    max_x = float(x.max()) if len(x) else 0.0
+
+    centre = pos.get(highlight) if highlight is not None else None
+    height, plot_h, xr, yr, overview = _default_view(view, x, y, max_x, centre, fit_all)
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
+
+    # edges: exact links between drawn calls (a chain's edge is drawn thick, a continuation dashed)
+    direct = [v for v in vis if view.drawn_parent[v] is not None and v not in view.via and view.drawn_parent[v] in pos]
+    par = np.array([pos[p] for v in direct if (p := view.drawn_parent[v]) is not None], dtype=int)
+    kid = np.array([pos[v] for v in direct], dtype=int)
+
+    # collapsed chains: a thick edge trimmed off the end markers, a handle in its middle
+    drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
+    cx0 = np.array([x[pos[c.before]] for c in drawn_chains])
+    cx1 = np.array([x[pos[c.after]] for c in drawn_chains])
+    cy0 = np.array([y[pos[c.before]] for c in drawn_chains])
+    cy1 = np.array([y[pos[c.after]] for c in drawn_chains])
+    trim = 0.22
+    lx0, lx1 = cx0 + trim, cx1 - trim
+    ly0, ly1 = cy0 + (cy1 - cy0) * trim / CHAIN_LENGTH, cy1
+    mx, my = (cx0 + cx1) / 2, (cy0 + cy1) / 2
+
+    labels, hidden_ids = _place_labels(
+        rollout, vis, kinds, x, y, drawn_chains, mx, my, highlight, centre, xr, yr, sx, sy
+    )
 
     role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
     traces: list[go.Scatter] = []
@@ -530,38 +567,7 @@ def dag_figure(
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
     fig.update_layout(
-        annotations=annotations,
-        shapes=[shape for shape in shapes if shape is not None],
-        height=height,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
-        plot_bgcolor="#ffffff",
-        paper_bgcolor="#ffffff",
-        dragmode="pan",
-        clickmode="event+select",
-        hovermode="closest",
-        hoverdistance=12,
-        uirevision=f"{rollout.session_id}:{highlight}:{focus}:{'fit' if fit_all else 'window'}",
-        xaxis={
-            "range": xr,
-            "showticklabels": False,
-            "gridcolor": "#f1f5f9",
-            "zeroline": False,
-            "title": {
-                "text": "depth → (a thick edge is a collapsed chain of calls)",
-                "font": {"size": 11},
-                "standoff": 2,
-            },
-            "rangeslider": {
-                "visible": overview,
-                "thickness": 0.09,
-                "bgcolor": "#f8fafc",
-                "bordercolor": "#e2e8f0",
-                "borderwidth": 1,
-                "yaxis": {"rangemode": "auto"},  # the whole rollout's outline, whatever the lanes in view
-            },
-        },
-        yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
-        xaxis2={"overlaying": "x", "matches": "x", "visible": False},
+        _layout(rollout.session_id, highlight, focus, fit_all, annotations, shapes, height, xr, yr, overview)
     )
     return fig
 
@@ -594,9 +600,61 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
             unselected={"marker": {"opacity": 1}},
         )
     )  # fmt: skip
-    if not any(getattr(a, "name", None) == "selected" for a in fig.layout.annotations):
-        fig.add_annotation(_selected_label(x, y, node_id))
+    # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
+    others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
+    fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
     return fig
+
+
+def _layout(
+    session_id: str,
+    highlight: int | None,
+    focus: int | None,
+    fit_all: bool,
+    annotations: list,
+    shapes: list,
+    height: int,
+    xr: list[float],
+    yr: list[float],
+    overview: bool,
+) -> dict:
+    """The figure's layout: the default view's ranges, the overview (range slider), pan and click
+    selection; ``uirevision`` changes only with what moves the view (a call chosen outside the
+    chart, a focus, Fit all), so a click keeps plotly's zoom and pan."""
+    return dict(
+        annotations=annotations,
+        shapes=[shape for shape in shapes if shape is not None],
+        height=height,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        dragmode="pan",
+        clickmode="event+select",
+        hovermode="closest",
+        hoverdistance=12,
+        uirevision=f"{session_id}:{highlight}:{focus}:{'fit' if fit_all else 'window'}",
+        xaxis={
+            "range": xr,
+            "showticklabels": False,
+            "gridcolor": "#f1f5f9",
+            "zeroline": False,
+            "title": {
+                "text": "depth → (a thick edge is a collapsed chain of calls)",
+                "font": {"size": 11},
+                "standoff": 2,
+            },
+            "rangeslider": {
+                "visible": overview,
+                "thickness": 0.09,
+                "bgcolor": "#f8fafc",
+                "bordercolor": "#e2e8f0",
+                "borderwidth": 1,
+                "yaxis": {"rangemode": "auto"},  # the whole rollout's outline, whatever the lanes in view
+            },
+        },
+        yaxis={"range": yr, "showticklabels": False, "gridcolor": "#f8fafc", "zeroline": False, "fixedrange": False},
+        xaxis2={"overlaying": "x", "matches": "x", "visible": False},
+    )
 
 
 def _cull(trace: go.Scatter) -> int:

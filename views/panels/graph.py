@@ -120,7 +120,8 @@ def render(
             highlight = current
     if focus is not None:
         if bar.button(
-            f"Whole rollout (focus: {md(rollout.calls[focus].node_id)})",
+            "Whole rollout",
+            help=f"Focused on {md(rollout.calls[focus].node_id)}'s subtree: draw the whole rollout again",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -129,12 +130,14 @@ def render(
             bool(rollout.topology.children[current]) or current in _continued(workspace_key, rollout)
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
+        # one short label whatever is selected: the toolbar never changes height (the DAG keeps its place)
         if (
             bar.button(
-                f"Focus on {md(name)}'s subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+                "Focus on its subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree,
+                help=f"Draw only {md(name)} and everything below it",
             )
             and current is not None
-        ):
+        ):  # fmt: skip
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
 

@@ -195,7 +195,7 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     seq = through[pick]
     c = st.columns(5)
     c[0].metric("role", seq.role)
-    c[1].metric("calls", seq.n_turns)
+    c[1].metric("calls", seq.n_calls)
     c[2].metric("trainable tokens", f"{seq.n_trainable:,}")
     c[3].metric("context tokens", f"{seq.n_context:,}")
     c[4].metric("prompt_len", f"{seq.prompt_len:,}")

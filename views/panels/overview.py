@@ -61,7 +61,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
         rows.append(
             {
                 "session": sid,
-                "turns": s["n_turns"],
+                "calls": s["n_calls"],
                 "roots": s["n_roots"],
                 "forks": s["n_forks"],
                 "discarded": s["n_discarded"],

@@ -35,6 +35,7 @@ workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
 drawn: dict = {}  # what the overview drew with: the workspace (signals joined), its widget key, the detail pane
 SPLIT = [3, 2]  # the DAG's share of the width and the selected call's
+DETAIL_HEIGHT = 760  # px: the detail pane's own scroll area
 
 
 def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: bool, sources: dict) -> None:
@@ -121,7 +122,8 @@ def overview_and_graph(workspace):
     ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
     newest = following.newest_index(rollout) if following else None
     graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
-    drawn["detail"] = detail_pane.container(key="rg-detail")
+    # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
+    drawn["detail"] = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
     with graph_pane:
         graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
@@ -160,7 +162,7 @@ with drawn.get("detail") or st.container():
         workspace = drawn.get("workspace", workspace)
         assert workspace is not None  # a rollout was drawn from it
         # a live workspace's key changes with every new call; the call's widgets keep the live source's
-        key = following.key if following else drawn.get("key", workspace.key)
+        key: str = following.key if following else drawn.get("key", workspace.key)
         rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
         call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
         notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)

@@ -123,7 +123,7 @@ def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
     total = expanded_ids(doc.get("turns"), doc.get("sequences"))
     if total > cap:
         raise RecordError(
-            f"over a limit: this rollout document's {len(doc['turns']):,} turns expand to {total:,} token ids "
+            f"over a limit: this rollout document's {len(doc['turns']):,} calls expand to {total:,} token ids "
             f"(limit max_expanded_ids {cap:,}, --max-expanded-ids); the document is not loaded"
         )
     session = session_id_of(doc) or default_session
