@@ -75,7 +75,7 @@ def rollout_rows(
     return rows, False
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return sum(finite) / len(finite) if finite else None
 

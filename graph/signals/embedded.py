@@ -70,7 +70,7 @@ def embedded_rows(rollout: Rollout) -> tuple[list[SignalRow], dict[str, dict[str
             for name in arrays:
                 if n and _fill(arrays[name], begin, signals.get(name), n):
                     present[name] = True
-            value = signals.get("reward")
+            value: Any = signals.get("reward")
             if reward is None and type(value) in (int, float) and np.isfinite(value):
                 reward = float(value)
             for key, value in (signals.get("extra") or {}).items():

@@ -120,7 +120,7 @@ def parse(record: dict, source: str, line: int, default_session: str) -> list[Ca
         attrs = _attributes(span)
         if attrs.get("gen_ai.operation.name") == "invoke_agent":
             agents[span.get("spanId")] = attrs.get("gen_ai.agent.name")
-    calls = []
+    calls: list[Call] = []
     for span in sorted(spans, key=lambda s: int(s.get("startTimeUnixNano") or 0)):
         attrs = _attributes(span)
         operation = attrs.get("gen_ai.operation.name")

@@ -165,8 +165,8 @@ def _nemo_text(record: dict) -> str | None:
 def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
     """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call."""
     session = f"{default_session}/sample_{record.get('idx', line)}"
-    reward = record.get("rewards", record.get("reward"))
-    reward = float(reward) if type(reward) in (int, float) else None
+    raw_reward: Any = record.get("rewards", record.get("reward"))
+    reward = float(raw_reward) if type(raw_reward) in (int, float) else None
     raw_ids = record.get("token_ids")
     if raw_ids is None:
         text = _nemo_text(record)
