@@ -5,11 +5,17 @@ own processes, as in real use; this process is the harness.
 
 1. Added latency: the same small chat call, alternately straight to the engine and through the
    proxy (non-streamed, and streamed to the last byte); median of each, and the difference.
+   Then the same streamed call under load: ``--concurrent`` sessions (32) at once, each
+   alternating direct and proxied calls, every call timed to its last byte (issue 24's goal:
+   median added latency <= 3 ms per streamed call with 32 concurrent sessions), once with an
+   engine that answers at once (the sessions never pause: the proxy's CPU is shared 32 ways)
+   and once with the engine pausing ``--delay`` between chunks (closer to a real engine).
 2. Concurrency: 64 sessions, each a 4-turn conversation of streamed calls (the engine waits
    ``--delay`` seconds between chunks), all at once; then the capture file is loaded and every
    session must be one complete chain with nothing lost.
 
-``python benchmarks/bench_capture.py [--calls 300] [--sessions 64] [--turns 4] [--delay 0.01]``
+``python benchmarks/bench_capture.py [--calls 300] [--concurrent 32] [--sessions 64] [--turns 4]
+[--delay 0.01]``
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -111,6 +118,44 @@ def latency(engine: str, proxy: str, calls: int) -> None:
             )
 
 
+async def concurrent_latency(engine: str, proxy: str, sessions: int, calls: int) -> None:
+    """Streamed calls from ``sessions`` concurrent harnesses, each alternating direct and proxied
+    calls (the order flipping every call), timed to the last byte."""
+    limits = httpx.Limits(max_connections=sessions * 2, max_keepalive_connections=sessions * 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
+        async def one(url: str) -> float:
+            t0 = time.perf_counter()
+            async with client.stream("POST", url, json={**BODY, "stream": True}) as r:
+                assert r.status_code == 200
+                async for _ in r.aiter_bytes():
+                    pass
+            return time.perf_counter() - t0
+
+        async def harness(s: int, n: int) -> tuple[list[float], list[float]]:
+            direct, through = [], []
+            urls = (f"{engine}/v1/chat/completions", f"{proxy}/session/lat{s}/v1/chat/completions")
+            for i in range(n):
+                first, second = urls if (i + s) % 2 == 0 else urls[::-1]
+                a, b = await one(first), await one(second)
+                d, p = (a, b) if first == urls[0] else (b, a)
+                direct.append(d)
+                through.append(p)
+            return direct, through
+
+        await asyncio.gather(*(harness(s, 3) for s in range(sessions)))  # warm-up: connections, code paths
+        results = await asyncio.gather(*(harness(s, calls) for s in range(sessions)))
+    direct = [t for d, _ in results for t in d]
+    through = [t for _, p in results for t in p]
+    added = [p - d for d, p in zip(direct, through, strict=True)]
+    dm, pm = statistics.median(direct), statistics.median(through)
+    print(
+        f"{'streamed, ' + str(sessions) + ' concurrent':>24}: direct {dm * 1e3:6.2f} ms · through the proxy "
+        f"{pm * 1e3:6.2f} ms · added {(pm - dm) * 1e3:5.2f} ms (medians of {len(direct)} each; median of the "
+        f"paired differences {statistics.median(added) * 1e3:5.2f} ms)"
+    )
+
+
 async def conversation(client: httpx.AsyncClient, proxy: str, session: int, turns: int) -> int:
     messages = [{"role": "system", "content": "be terse"}, {"role": "user", "content": f"task {session}"}]
     chunks = 0
@@ -139,6 +184,8 @@ async def concurrent_sessions(proxy: str, sessions: int, turns: int) -> tuple[fl
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--concurrent", type=int, default=32, help="sessions at once for the loaded latency")
+    parser.add_argument("--concurrent-calls", type=int, default=20, help="calls per session, each way")
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--delay", type=float, default=0.01, help="engine delay between stream chunks (s)")
@@ -148,16 +195,20 @@ def main() -> int:
     engine_port, proxy_port = free_port(), free_port()
     engine_url, proxy_url = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{proxy_port}"
     engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port)])
-    cli = [sys.executable, "-m", "graph", "capture", "--upstream", engine_url, "--out", str(out)]
+    cli = [sys.executable, "-m", "rollout_graph", "capture", "--upstream", engine_url, "--out", str(out)]
     proxy = start([*cli, "--port", str(proxy_port)])
     try:
         wait_up(engine_url, engine)
         wait_up(proxy_url, proxy)
         print(f"added latency per call ({os.cpu_count()} cores, shared machine):")
         latency(engine_url, proxy_url, args.calls)
+        if args.concurrent:
+            print("with an engine that answers at once (every session always sending):")
+            asyncio.run(concurrent_latency(engine_url, proxy_url, args.concurrent, args.concurrent_calls))
     finally:
         print(f"proxy exit code on SIGINT: {stop(proxy)}")
         stop(engine)
+        shutil.rmtree(out, ignore_errors=True)
 
     # Concurrency: a fresh engine with chunk delays, a fresh proxy and capture folder.
     out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
@@ -166,7 +217,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "graph",
+            "rollout_graph",
             "capture",
             "--upstream",
             engine_url,
@@ -179,16 +230,23 @@ def main() -> int:
     try:
         wait_up(engine_url, engine)
         wait_up(proxy_url, proxy)
+        if args.concurrent:
+            print(f"with an engine waiting {args.delay * 1e3:.0f} ms between stream chunks:")
+            asyncio.run(concurrent_latency(engine_url, proxy_url, args.concurrent, args.concurrent_calls))
         seconds, chunks = asyncio.run(concurrent_sessions(proxy_url, args.sessions, args.turns))
     finally:
         code = stop(proxy)
         stop(engine)
     loaded = load_paths([out])
-    expected = args.sessions * args.turns
+    shutil.rmtree(out, ignore_errors=True)
+    # Every call is recorded: the conversations' and the loaded-latency calls (warm-up included).
+    expected = args.sessions * args.turns + (args.concurrent * (3 + args.concurrent_calls) if args.concurrent else 0)
     chains = sum(
         1
-        for s in loaded.sessions.values()
-        if (r := analyse(s)).stats["n_roots"] == 1 and r.linked_by.count("tokens") == args.turns - 1
+        for sid, s in loaded.sessions.items()
+        if not sid.startswith("lat")
+        and (r := analyse(s)).stats["n_roots"] == 1
+        and r.linked_by.count("tokens") == args.turns - 1
     )
     print(
         f"{args.sessions} concurrent streaming sessions x {args.turns} turns: {seconds:.2f} s wall, "

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
-from rollout_graph.analysis.near_miss import near_misses, rewrite_finding
+from rollout_graph.analysis.near_miss import near_misses, replayed, retokenized_finding, rewrite_finding
 from rollout_graph.core import claims
 from rollout_graph.core.findings import is_trainable, rollout_findings, turn_findings
 from rollout_graph.core.linking import Links, link
-from rollout_graph.core.records import Finding, SessionInput
+from rollout_graph.core.records import Call, Finding, SessionInput
 from rollout_graph.core.roles import assign_roles
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import build_sequences
-from rollout_graph.core.topology import build_topology
+from rollout_graph.core.topology import Topology, build_topology
 from rollout_graph.core.types import BY_DOCUMENT
 from rollout_graph.signals.embedded import attach_embedded
 
@@ -51,9 +51,10 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
     misses = near_misses(calls, topology, decoder)
-    rewritten = rewrite_finding(calls, misses, topology.discarded)
-    if rewritten is not None:
-        findings.append(rewritten)
+    findings = _unfinished_not_replayed(findings, calls, topology, replayed(misses))
+    for finding in (retokenized_finding(calls, misses), rewrite_finding(calls, misses, topology.discarded)):
+        if finding is not None:
+            findings.append(finding)
     findings += claim_findings
     if session.document is not None:
         findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
@@ -75,3 +76,35 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     )
     # Trainer columns an RL framework wrote beside the tokens join as signals (rollout_graph.signals.embedded).
     return attach_embedded(rollout)
+
+
+def _unfinished_not_replayed(
+    findings: list[Finding], calls: list[Call], topology: Topology, replays: set[int]
+) -> list[Finding]:
+    """An unfinished-attempt group whose members the harness replayed in text (a chain of broken
+    replays: graph/analysis/near_miss.py) is one conversation, not attempts it gave up on: the
+    finding names only the members no replay explains (none left: no finding). The graph's
+    ``unfinished`` groups stay the exact-prefix rule."""
+    if not replays:
+        return findings
+    groups = {calls[g[0]].node_id: g for g in topology.unfinished}
+    out = []
+    for f in findings:
+        group = groups.get(f.node_id or "") if f.code == "unfinished_attempts" else None
+        if group is not None:
+            left = [m for m in group if m not in replays]
+            if len(left) == len(group):
+                pass
+            elif len(left) < 2:
+                continue
+            else:
+                names = ", ".join(calls[m].node_id for m in left)
+                f = Finding(
+                    f.level,
+                    f.code,
+                    f"{len(left)} sibling attempts and none continued ({names}): the harness gave up on them, "
+                    "yet each is a training row (export --drop-unfinished leaves them out)",
+                    node_id=calls[left[0]].node_id,
+                )
+        out.append(f)
+    return out

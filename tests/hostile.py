@@ -328,6 +328,10 @@ def cases() -> list[Case]:
         Case("corrupt_zstd", _write_bytes(_corrupt_zstd), suffix=".jsonl.zst", loads=("before",), skipped="zstd"),
         Case("document_parent_cycle", lambda p: p.write_bytes(jsonl([BEFORE, _document_with_cycle(), AFTER])),
              loads=(*NEIGHBOURS, "a", "b", "c"), finding="document_invalid_parent"),
+        Case("document_turn_past_its_sequence",
+             lambda p: p.write_bytes(jsonl([BEFORE, {**long_document(3), "turns": [
+                 {"node_id": "t0", "n_prompt": 10**12, "n_sampled": 1}]}, AFTER])),
+             loads=(*NEIGHBOURS, "t0"), finding="malformed_field"),
         Case("document_over_max_expanded_ids", lambda p: p.write_bytes(jsonl([BEFORE, long_document(400), AFTER])),
              skipped="max_expanded_ids", flags=["--max-expanded-ids", "100K"]),
         # Bombs: written small, limits lowered to prove each one holds.

@@ -143,7 +143,7 @@ def test_a_chain_expands_on_click_and_collapses_again(big_app):
         after = drawn(page)
         assert set(before) < set(after) and len(after) - len(before) >= 20  # the chain's calls, one by one
         click_node(page, chain + 3)  # a call of the expanded chain is now a node like any other
-        page.get_by_role("button", name="Collapse expanded chains").click()
+        page.get_by_role("button", name="Refold chains").click()
         page.wait_for_function(
             DAG_JS + "(n) => { const g = dag(); return !!g && g._fullData[1].customdata.length < n; }",
             arg=len(after),
@@ -194,3 +194,34 @@ def test_a_tour_example_scrolls_its_call_into_view(big_app):
         chosen = title(page).split()[0]
         x, y = node_position(page, int(chosen[1:]))
         assert 0 <= y <= 900 and 0 <= x <= 1440, (x, y)  # the call is on screen
+
+
+def test_fit_all_shows_the_whole_rollout_and_clicks_still_select_the_call_under_the_pointer(big_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, big_app, "session=agent-1000")
+        assert not page.evaluate(DAG_JS + '() => !!document.querySelector(\'[data-attr="zoom"][data-val="auto"]\')')
+        page.get_by_text("Fit all", exact=True).click()
+        page.wait_for_function(
+            DAG_JS + "() => !!dag() && dag()._fullLayout.uirevision.endsWith(':fit')", timeout=60_000
+        )
+        wait_ready(page)
+        xr = page.evaluate(DAG_JS + "() => dag()._fullLayout.xaxis.range")
+        xs = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].x)")
+        assert xr[0] <= min(xs) and max(xs) <= xr[1]  # every drawn call in view
+        # six calls across the overview, each with nothing else drawn within 10 px (what is under the
+        # pointer is that call): a click selects it
+        apart = page.evaluate(
+            DAG_JS
+            + """() => {
+                const gd = dag(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+                const pts = [1, 2].flatMap(t => Array.from(gd._fullData[t].x || []).map((x, k) =>
+                    [t, gd._fullData[t].customdata[k], xa.l2p(x), ya.l2p(gd._fullData[t].y[k])]));
+                return pts.filter(([t, c, x, y]) => t === 1 && pts.every(([u, d, x2, y2]) =>
+                    (u === t && d === c) || Math.hypot(x - x2, y - y2) >= 10)).map(p => p[1]);
+            }"""
+        )
+        assert len(apart) >= 6, apart
+        for k in range(6):
+            index = apart[k * (len(apart) - 1) // 5]
+            click_node(page, index)
+            assert title(page).startswith(f"c{index:04d} ")

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rollout_graph.ingest import parallel
+from rollout_graph.ingest import parallel, reading
 from rollout_graph.ingest.limits import MB, Limits
 from rollout_graph.ingest.loading import load_paths
 from rollout_graph.ingest.reading import Source, read_values
@@ -135,3 +135,19 @@ def test_a_planned_sequential_load_never_starts_the_pool(tmp_path, monkeypatch):
 
     monkeypatch.setattr(parallel, "_pool", no_pool)
     assert_same_load(parallel.load_files_parallel([trace]), load_paths([trace]))
+
+
+def test_a_one_core_load_reports_the_bytes_read_as_it_goes(tmp_path, monkeypatch):
+    trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 1000, n=900)
+    other = _trace_with_a_long_line(tmp_path / "u.jsonl", 1000, n=10)
+    monkeypatch.setattr(parallel, "free_cores", lambda: 2.0)
+    monkeypatch.setattr(reading, "_CHUNK", 256 << 10)  # several reads per file
+    seen: list[parallel.LoadProgress] = []
+    loaded = parallel.load_files_parallel([trace, other], progress=seen.append)
+    size = trace.stat().st_size
+    total = size + other.stat().st_size
+    assert loaded.loaded == 910
+    during = [p for p in seen if p.files_done == 0 and p.records]
+    assert during and all(0 < p.bytes_done <= size for p in during)  # within the first file, never 0
+    assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
+    assert seen[-1].bytes_done == seen[-1].bytes_total == total

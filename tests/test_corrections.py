@@ -17,6 +17,7 @@ from rollout_graph.signals.corrections import (
     LOG_BOUND,
     CorrectionError,
     apply,
+    combine,
     default,
     divergence,
     evaluate,
@@ -288,3 +289,73 @@ def test_the_join_reports_corrections_and_export_weights():
     # without corrections the keys are absent, the divergences still there
     plain = join_rollout(rollout, [row], 1.0).summary()
     assert "corrections" not in plain and plain["k2"] == pytest.approx((0.01 + 0.25) / 2 / 3)
+
+
+@given(rows_strategy, st.integers(0, 6))
+def test_totals_of_many_rollouts_combine_exactly(rows, cut):
+    corrections = [c(s) for s in ("token_tis:cap=1.2", "token_mask", "seq_mask", "geo_mask")]
+    keyed = [(i, np.array(r, dtype=float)) for i, r in enumerate(rows)]
+    whole = evaluate(corrections, keyed).as_list()
+    parts = [evaluate(corrections, keyed[:cut]).as_list(), evaluate(corrections, keyed[cut:]).as_list()]
+    for w, t in zip(whole, combine(parts), strict=True):
+        assert w["label"] == t["label"]
+        for key in ("n_tokens", "n_sequences", "tokens_affected", "sequences_affected"):
+            assert w[key] == t[key]
+        for key in ("share_tokens", "ess", "weight_lost"):
+            assert (w[key] is None) == (t[key] is None)
+            if w[key] is not None:
+                assert t[key] == pytest.approx(w[key], rel=1e-9)
+
+
+def test_the_builders_flag_each_calls_tokens_and_draw_the_bands():
+    from dataclasses import replace
+
+    from rollout_graph.ui.builders import mismatch, overlays
+
+    rollout = rollout_of([vllm_chat(t) for t in CHAIN])
+    row = parse_row({"session_id": "s1", "leaf_id": "c1", "trainer_logprobs": TRAINER}, 1)
+    joined = join_rollout(rollout, [row], 1.0)
+    rollout = replace(rollout, signals=joined)
+    chosen = [c("token_mask:low=0.8,high=1.25"), c("token_tis:cap=1.05"), c("geo_mask:low=0.99,high=1.01")]
+    ev = joined.evaluate(chosen)
+    assert joined.evaluate(chosen) is ev  # memoised
+    flags = mismatch.call_flags(rollout, ev, 0)  # c0 samples row positions 3, 4 (d = +0.1, -0.5)
+    assert flags["token_mask:low=0.8,high=1.25"].tolist() == [mismatch.NONE, mismatch.MASKED]
+    assert flags["token_tis:cap=1.05"].tolist() == [mismatch.CLIPPED, mismatch.NONE]
+    # G = exp(-0.4 / 3) = 0.875: the whole row is masked, c1's token too
+    assert mismatch.call_flags(rollout, ev, 1)["geo_mask:low=0.99,high=1.01"].tolist() == [mismatch.MASKED]
+    assert mismatch.call_shares(rollout, ev, "token_mask:low=0.8,high=1.25") == {0: 0.5, 1: 0.0}
+    colours = mismatch.share_colours({0: 0.5, 1: 0.0, 2: 1.0})
+    assert set(colours) == {0, 1, 2} and len({colours[0], colours[1], colours[2]}) == 3
+    table = mismatch.comparison_frame(ev)
+    assert table["tokens affected"].tolist() == [1, 1, 3] and table["rows affected"].tolist() == [1, 1, 1]
+    pairs = mismatch.disagreement_frame(ev)
+    assert len(pairs) == 3 and pairs.iloc[0][["only A", "only B", "both"]].tolist() == [1, 1, 0]
+    fig = mismatch.ratio_histogram(mismatch.row_points(rollout), chosen)
+    rects = [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"]
+    assert rects == [(0.8, 1.25)]  # the token band; the cap is a dashed line
+    assert fig.layout.xaxis.type == "log"
+    assert any(s.type == "line" and s.x0 == 1.05 and s.line.dash == "dash" for s in fig.layout.shapes)
+    rows_fig = mismatch.row_ratio_figure(rollout, chosen)
+    assert [(s.x0, s.x1) for s in rows_fig.layout.shapes if s.type == "rect"] == [(0.99, 1.01)]
+    # the token view overlay marks the same tokens, for the labels the toggle holds
+    overlay = overlays.build(rollout, [(0, 0), (1, 5)])  # c0 from its root, then c1's context [6] and [7]
+    overlay.show_corrections(["token_mask:low=0.8,high=1.25", "not a spec"])
+    assert [overlay.mark_class(p) for p in range(overlay.inference.shape[0])] == [
+        "", "", "", "", " rg-km", "", "",
+    ]  # fmt: skip
+    assert "token_mask:low=0.8,high=1.25: masks this token" in overlay.tooltip_lines(4)
+    overlay.show_corrections([])
+    assert overlay.mark_class(4) == "" and overlays.marks_legend(overlay) == ""
+
+
+def test_the_app_starts_with_view_corrections_or_four_common_ones(monkeypatch):
+    from rollout_graph.signals.corrections import CORRECTIONS_ENV
+    from rollout_graph.ui.panels import corrections as panel
+
+    monkeypatch.delenv(CORRECTIONS_ENV, raising=False)
+    assert panel.starting_labels() == [
+        "token_tis:cap=2", "token_mask:low=0.5,high=5", "seq_mask:low=0,high=3", "geo_mask:low=0.999,high=1.001",
+    ]  # fmt: skip
+    monkeypatch.setenv(CORRECTIONS_ENV, "token_tis:cap=3;nonsense;seq_tis")
+    assert panel.starting_labels() == ["token_tis:cap=3", "seq_tis:cap=2"]

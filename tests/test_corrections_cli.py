@@ -161,3 +161,31 @@ def test_view_passes_the_corrections_to_the_app():
     add_view(parser.add_subparsers())
     args = parser.parse_args(["view", "--correction", "token_tis:cap=3", "--correction", "geo_mask"])
     assert [c.label for c in args.correction] == ["token_tis:cap=3", "geo_mask:low=0.999,high=1.001"]
+
+
+def test_corrections_apply_to_trainer_columns_a_trace_carries(tmp_path):
+    """A prime-rl token export carries trainer and inference logprobs itself: no --signals needed."""
+    folder = ROOT / "tests" / "fixtures" / "frameworks" / "prime-rl"
+    done = run(
+        "inspect", folder, "--correction", "token_mask:low=0.9,high=1.1", "--correction", "seq_tis:cap=1", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    sessions = {s["session_id"]: s for s in json.loads(done.stdout)["sessions"]}
+    line = json.loads((folder / "token_exports/step_2/rank_1.jsonl").read_text().splitlines()[1])
+    d = [
+        None if t is None or i is None else t - i
+        for t, i, m in zip(line["trainer_logprobs"], line["inference_logprobs"], line["loss_mask"], strict=True)
+        if m
+    ]
+    got = {e["label"]: e for e in sessions["step_2/rank_1/seq_1"]["signals"]["corrections"]}
+    for label, name, params in (
+        ("token_mask:low=0.9,high=1.1", "token_mask", {"low": 0.9, "high": 1.1}),
+        ("seq_tis:cap=1", "seq_tis", {"cap": 1.0}),
+    ):
+        want = reference_correction(name, params, [d])
+        for key in ("n_tokens", "tokens_affected", "sequences_affected"):
+            assert got[label][key] == want[key], (label, key)
+        assert got[label]["weight_lost"] == pytest.approx(want["weight_lost"])
+    out = tmp_path / "audit.parquet"
+    assert run("audit", folder, "--correction", "seq_tis:cap=1", "--workers", "1", "--out", out).returncode == 0
+    assert all(r["corrections"] for r in pq.read_table(out).to_pylist() if r["signals_tokens"])

@@ -158,3 +158,81 @@ def test_the_summary_lists_every_finding_code_most_severe_first():
     assert findings.index("FATAL") < findings.index("WARN") < findings.index("INFO")
     for code in ("truncated_turn", "discarded_turns", "unfinished_attempts", "sampling_changed", "multiple_roots"):
         assert code in findings
+
+
+def test_the_selected_call_is_ringed_and_boxed_and_nothing_else_changes():
+    from rollout_graph.ui.builders.dag import SELECTED_RING, dag_figure, mark_selected
+    from tests.builders import rollout_of_tokens
+
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
+    plain = dag_figure(r)
+    ringed = mark_selected(dag_figure(r), 1, "n1")
+    ring = next(t for t in ringed.data if t.name == "selected")
+    calls = ringed.data[1]
+    assert (ring.x[0], ring.y[0]) == (calls.x[1], calls.y[1]) and ring.marker.color == SELECTED_RING
+    assert [a.text for a in ringed.layout.annotations if a.name == "selected"] == ["<b>n1</b>"]
+    assert ringed.layout.uirevision == plain.layout.uirevision  # a click keeps the view where it is
+    assert ringed.layout.xaxis.range == plain.layout.xaxis.range
+    assert list(calls.selectedpoints) == []  # no call drawn paler or faded
+    # a call chosen outside the chart: one box, not two
+    chosen = mark_selected(dag_figure(r, highlight=2), 2, "n2")
+    assert [a.text for a in chosen.layout.annotations if a.bordercolor] == ["<b>n2</b>"]
+
+
+def test_a_small_rollout_fills_the_window_wherever_the_selection_is():
+    from rollout_graph.ui.builders.dag import dag_figure
+    from tests.builders import rollout_of_tokens
+
+    r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
+    assert dag_figure(r, highlight=2).layout.xaxis.range == dag_figure(r).layout.xaxis.range
+    low, high = dag_figure(r, highlight=2).layout.xaxis.range
+    assert high - low < 4  # three calls in a row: not a 33-column window
+
+
+def test_signals_point_at_the_worst_token_of_a_call_two_rows_cover():
+    """c0 is covered by the rows of c1 (trainer agrees) and of c2 (a -2.5 nat token at c0's second
+    sampled token): the call's arrays come from c2's row, the scatter plots that token, and the
+    finding names it."""
+    from rollout_graph.signals.join import join_rollout
+    from rollout_graph.signals.reading import parse_row
+    from rollout_graph.ui.panels.node import worst_token
+    from rollout_graph.ui.panels.signals import points
+    from tests.builders import Turn, rollout_of, vllm_chat
+
+    turns = [
+        Turn("c0", [1, 2, 3], [4, 5], [-0.5, -1.0]),
+        Turn("c1", [1, 2, 3, 4, 5, 6], [7], [-0.2]),
+        Turn("c2", [1, 2, 3, 4, 5, 8], [9], [-0.2]),
+    ]
+    rollout = rollout_of([vllm_chat(t) for t in turns])
+    rows = [
+        parse_row({"session_id": "s1", "leaf_id": "c1", "trainer_logprobs": [None, 0, 0, -0.5, -1.0, 0, -0.2]}, 1),
+        parse_row({"session_id": "s1", "leaf_id": "c2", "trainer_logprobs": [None, 0, 0, -0.5, -3.5, 0, -0.2]}, 2),
+    ]
+    signals = join_rollout(rollout, rows, 0.5)
+    c0 = signals.calls[0]
+    assert c0.max_abs_diff == pytest.approx(2.5) and c0.worst_offset == 1
+    assert c0.trainer[1] == pytest.approx(-3.5)  # the overlay shows the worst row's token
+    finding = next(f for f in signals.findings if f.code == "logprob_mismatch")
+    assert finding.node_id == "c0" and "the worst is sampled token 1" in finding.detail
+    from rollout_graph.signals.join import attach
+
+    joined = attach(rollout, signals)
+    p = points(joined)
+    assert any(n == 0 and o == 1 and d == pytest.approx(-2.5) for n, o, d in zip(p.node, p.offset, p.diff, strict=True))
+    position, size = worst_token(joined, 0)
+    assert size == pytest.approx(2.5)
+    assert position == 3 + 1  # c0's token view: its 3 context tokens, then sampled token 1
+
+
+def test_a_bad_file_leads_with_the_reasons(monkeypatch, tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "bad.jsonl").write_text('not json at all\n{"what": 1}\n')
+    at = app(monkeypatch, folder)
+    no_errors(at)
+    (warning,) = [w for w in warnings(at) if "skipped" in w]
+    assert warning.startswith("**2 skipped** of 2 records")
+    assert "bad.jsonl:1: not JSON" in warning and "bad.jsonl:2: unknown record shape (keys: what)" in warning
+    assert "0 loaded: nothing else to load." in warning
+    assert "every other record loaded normally" not in warning

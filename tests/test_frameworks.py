@@ -103,13 +103,13 @@ def test_verifiers_traces_written_by_verifiers_rebuild_the_message_graph():
 def test_nemo_rl_rows_are_cut_at_their_input_length():
     by_id, _ = rollouts(FIXTURES / "nemo-rl")
     assert len(by_id) == 4
-    r = by_id["train_data_step2/sample_2"]
+    r = by_id["exp_001/train_data_step2/sample_2"]
     (seq,) = r.sequences
     tokens = r.tokens(seq)
     assert tokens.input_ids.tolist() == [1, 2, 5, 6, 50, 51, 7, 52, 2]
     assert tokens.loss_mask.tolist() == [0, 0, 0, 0, 1, 1, 0, 1, 1]
     assert tokens.logprobs[tokens.loss_mask == 1].tolist() == pytest.approx([-0.5, -0.6, -0.7, -0.8])
-    r1 = by_id["train_data_step1/sample_1"]
+    r1 = by_id["exp_001/train_data_step1/sample_1"]
     assert r1.tokens(r1.sequences[0]).input_ids.tolist() == [1, 2, 3, 40, 41, 42, 2]  # padding dropped
     s = r.signals.summary()
     assert (
@@ -123,7 +123,6 @@ def test_nemo_rl_rows_are_cut_at_their_input_length():
     [
         ("verl", "verl rollout dump", 4, [0.0, 1.0], {1, 2}),
         ("skyrl", "SkyRL eval dump", 2, [0.0, 1.0], {0, 5}),
-        ("trl", "TRL completions", 4, [0.5, 1.5], {10, 20}),
     ],
 )
 def test_text_dumps_are_graded_text_with_their_scores_as_rewards(folder, fmt, n, rewards, steps):
@@ -135,6 +134,26 @@ def test_text_dumps_are_graded_text_with_their_scores_as_rewards(folder, fmt, n,
         assert r.calls[0].response_message["content"]
     assert sorted({r.signals.reward for r in by_id.values()}) == rewards
     assert {r.calls[0].claims["step"] for r in by_id.values()} == steps
+
+
+@pytest.mark.parametrize(("folder", "grade"), [("trl", "text"), ("trl-chat", "messages")])
+def test_trl_completions_written_by_trl_itself_carry_their_step_and_summed_rewards(folder, grade):
+    import pyarrow.parquet as pq
+
+    by_id, loaded = rollouts(FIXTURES / folder)
+    assert loaded.skipped == [] and len(by_id) == 4
+    for step in (1, 2):
+        table = pq.read_table(FIXTURES / folder / "completions" / f"completions_{step:05d}.parquet").to_pylist()
+        for line, row in enumerate(table, start=1):
+            r = by_id[f"completions/step_{step}/{line}"]
+            assert rollout_grade(r.calls) == grade and r.calls[0].claims["step"] == step
+            assert r.signals.reward == pytest.approx(row["length_reward"] + row["has_digit"])
+            extra = next(iter(r.signals.rows.values())).row.extra
+            assert extra["advantage"] == pytest.approx(row["advantage"])
+            completion = row["completion"] if isinstance(row["completion"], str) else row["completion"][-1]["content"]
+            assert r.calls[0].response_message["content"] == completion
+    if grade == "messages":
+        assert r.calls[0].request_messages[0]["role"] == "user"
 
 
 def test_skyrl_metrics_and_pickles_are_skipped_by_name():
@@ -273,6 +292,24 @@ def test_exported_rows_reread_as_prime_rl_and_nemo_rl_give_the_same_tokens_masks
     _same_rows(rows, _reread(nemo))
 
 
+def test_rows_written_by_the_export_command_reread_as_prime_rl_and_nemo_rl(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    assert main(["export", str(SAMPLE), "--out", str(out), "--no-cache"]) == 0
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = [_trained_prefix(r) for r in exported if any(r["loss_mask"])]
+    assert rows and len(rows) == len(_exported_rows())
+    prime = tmp_path / "prime" / "step_3"
+    prime.mkdir(parents=True)
+    (prime / "rank_0.jsonl").write_text("".join(json.dumps(_prime_line(i, *row)) + "\n" for i, row in enumerate(rows)))
+    _same_rows(rows, _reread(tmp_path / "prime"))
+    nemo = tmp_path / "nemo"
+    nemo.mkdir()
+    (nemo / "val_data_step3.jsonl").write_text("".join(json.dumps(_nemo_line(*row, pad=1)) + "\n" for row in rows))
+    reread = _reread(nemo)
+    _same_rows(rows, reread)
+    assert {c.claims["step"] for r in reread for c in r.calls} == {3}
+
+
 def _as_verifiers_trace(rollout) -> dict:
     """The rollout's calls as a verifiers message graph: a context node then a sampled node per call."""
     nodes: list[dict] = []
@@ -350,3 +387,89 @@ def test_any_flattened_row_round_trips_through_prime_rl_and_nemo_rl(spans, pad):
             assert len(r.calls) == len(runs) and r.calls[0].claims["step"] == 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- Parquet and the app's pure parts ---------------------------------------------------------
+
+
+def test_a_damaged_or_foreign_parquet_file_is_named_not_fatal(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "other.parquet")
+    loaded = load_paths([tmp_path])
+    reasons = {(Path(s.file).name, s.line): s.reason for s in loaded.skipped}
+    assert reasons[("broken.parquet", 0)].startswith("not a readable Parquet file")
+    assert reasons[("other.parquet", 1)].startswith("unknown record shape") and len(reasons) == 3
+
+
+def test_the_fidelity_banner_names_the_grade_and_escapes_what_the_trace_named():
+    from rollout_graph.ui.panels.fidelity import banner_text
+
+    detail = {"grade": "text", "rules_out": "no ids", "format": "evil *dump* <b>", "step": 4}
+    text = banner_text(detail)
+    assert text.startswith("Fidelity **text**") and "step 4" in text and "rules out: no ids" in text
+    assert "*dump*" not in text and "<b>" not in text
+    assert banner_text({"grade": "tokens+logprobs", "rules_out": None, "format": None, "step": None}) is None
+    assert "step 3" in banner_text({"grade": "tokens+logprobs", "rules_out": None, "format": None, "step": 3})
+
+
+def test_the_run_page_charts_every_step_from_the_step_table():
+    import pandas as pd
+
+    from rollout_graph.reports.run import step_table
+    from rollout_graph.ui.panels.run import CHART_KEYS, figures
+
+    by_id, _ = rollouts(FIXTURES / "prime-rl")
+    from rollout_graph.reports.audit import audit_row
+
+    steps = pd.DataFrame(step_table([audit_row(r, "f") for r in by_id.values()]))
+    charts = figures(steps)
+    assert list(charts) == list(CHART_KEYS)
+    reward = charts[CHART_KEYS[2]].data[0]
+    assert list(reward.x) == [1, 2] and list(reward.y) == [0.5, 0.5]
+    assert {t.name for t in charts[CHART_KEYS[5]].data} == {"mean |Δ| (nats)", "KL k3 (right)"}
+
+
+def test_opentelemetry_snake_case_and_pre_scope_exports_read_the_same(tmp_path):
+    export = json.loads((FIXTURES / "otel" / "traces.json").read_text())
+    old = {
+        "resourceSpans": [{**r, "instrumentationLibrarySpans": r.pop("scopeSpans")} for r in export["resourceSpans"]]
+    }
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    snake_spans = []
+    for span in json.loads((FIXTURES / "otel" / "traces.json").read_text())["resourceSpans"][0]["scopeSpans"][0][
+        "spans"
+    ]:
+        span = {
+            {"spanId": "span_id", "parentSpanId": "parent_span_id", "traceId": "trace_id"}.get(k, k): v
+            for k, v in span.items()
+        }
+        span["attributes"] = [
+            {
+                "key": a["key"],
+                "value": {
+                    ("string_value" if "stringValue" in a["value"] else next(iter(a["value"]))): next(
+                        iter(a["value"].values())
+                    )
+                },
+            }
+            for a in span["attributes"]
+        ]
+        snake_spans.append(span)
+    (tmp_path / "snake.json").write_text(json.dumps({"resource_spans": [{"scope_spans": [{"spans": snake_spans}]}]}))
+    for name in ("old.json", "snake.json"):
+        (r,) = rollouts(tmp_path / name)[0].values()
+        assert r.session_id == "conv-42" and [c.node_id for c in r.calls] == ["c1", "c2"]
+        assert r.calls[1].request_messages[-1]["role"] == "tool" and r.topology.parents == [None, 0]
+
+
+def test_an_audit_table_beside_the_traces_is_one_named_skip(tmp_path):
+    from rollout_graph.reports import audit
+
+    rows = audit.run_local(audit.expand_inputs([str(FIXTURES / "verl")]), 1)
+    audit.write_parquet(rows, tmp_path / "audit.parquet")
+    loaded = load_paths([tmp_path])
+    (skip,) = loaded.skipped
+    assert skip.line == 0 and "audit table" in skip.reason

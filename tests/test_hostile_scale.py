@@ -7,6 +7,7 @@ space is capped with ``resource.setrlimit(RLIMIT_AS)``, reporting their peak res
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -239,3 +240,201 @@ def test_an_audit_row_names_a_memory_error(tmp_path, monkeypatch):
     monkeypatch.setattr(audit, "analyse", exhausted)
     [row] = audit.audit_file(str(path))
     assert "MemoryError" in row["error"]
+
+
+# --- exports: keys, modes, leftovers; the cache after an in-place rewrite -------------------------
+
+
+def test_graphml_keys_never_collide_across_sessions():
+    from rollout_graph.reports.graphml import node_key
+
+    assert node_key("a/b", "c") != node_key("a", "b/c")
+    assert node_key("a%2Fb", "c") != node_key("a/b", "c")
+    assert node_key("s1", "n1") == "s1/n1"
+
+
+def test_graphml_of_colliding_names_keeps_every_node(tmp_path, capsys):
+    import networkx as nx
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(
+        jsonl([{**good("b/c", [1, 2], [3]), "session_id": "a"}, {**good("c", [5, 6], [7]), "session_id": "a/b"}])
+    )
+    out = tmp_path / "g.graphml"
+    assert main(["export", str(trace), "--out", str(out), "--format", "graphml"]) == 0
+    graph = nx.read_graphml(out)
+    assert graph.number_of_nodes() == 2
+
+
+def test_exports_get_the_umask_mode_and_clean_what_a_killed_run_left(tmp_path):
+    import os
+
+    from rollout_graph.reports.output import atomic_path
+
+    out = tmp_path / "rows.jsonl"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = tmp_path / f".rows.jsonl.{int(dead.stdout)}.abc123.partial"
+    leftover.write_text("half")
+    old_unnamed = tmp_path / ".rows.jsonl.xyz.tmp"
+    old_unnamed.write_text("half")
+    os.utime(old_unnamed, (1, 1))
+    mine = tmp_path / f".rows.jsonl.{os.getpid()}.zzz.partial"  # a run still going: kept
+    mine.write_text("in progress")
+    other = tmp_path / ".other.jsonl.1.partial"
+    other.write_text("not ours")
+    previous = os.umask(0o027)
+    try:
+        with atomic_path(out) as tmp:
+            tmp.write_text("rows\n")
+    finally:
+        os.umask(previous)
+    assert out.read_text() == "rows\n" and (out.stat().st_mode & 0o777) == 0o640
+    assert not leftover.exists() and not old_unnamed.exists() and mine.exists() and other.exists()
+
+
+def test_the_cache_sees_an_in_place_rewrite_that_keeps_size_and_mtime(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
+    trace = tmp_path / "t.jsonl"
+    first = jsonl([good("before", [1, 2, 3], [4, 5])])
+    trace.write_bytes(first)
+    stamp = trace.stat()
+    assert main(["inspect", str(trace), "--json"]) == 0
+    ids = {n["node_id"] for s in orjson.loads(capsys.readouterr().out)["sessions"] for n in s["nodes"]}
+    second = jsonl([good("beforX", [1, 2, 3], [4, 5])])
+    assert len(second) == len(first)
+    with open(trace, "r+b") as f:  # in place: same inode, same size, mtime put back
+        f.write(second)
+    os.utime(trace, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert main(["inspect", str(trace), "--json"]) == 0
+    again = {n["node_id"] for s in orjson.loads(capsys.readouterr().out)["sessions"] for n in s["nodes"]}
+    assert ids == {"before"} and again == {"beforX"}
+
+
+# --- a million small sessions: refused early, pointing at audit -----------------------------------
+
+
+def _one_call_sessions(path: Path, n: int, compress: bool = False) -> Path:
+    """``n`` one-call sessions (about 360 bytes each), written on the fly."""
+    record = orjson.dumps({**good("CALLID", [1, 2, 3], [4]), "session_id": "SESSID"})
+    with gzip.open(path, "wb", compresslevel=1) if compress else open(path, "wb") as f:
+        for start in range(0, n, 10_000):
+            block = (
+                record.replace(b"CALLID", b"c%d" % i).replace(b"SESSID", b"s%d" % i)
+                for i in range(start, min(n, start + 10_000))
+            )
+            f.write(b"\n".join(block) + b"\n")
+    return path
+
+
+def test_a_file_of_more_rollouts_than_max_sessions_is_refused_early_pointing_at_audit(tmp_path, capsys):
+    path = _one_call_sessions(tmp_path / "many.jsonl", 5000)
+    assert main(["inspect", str(path), "--json", "--max-sessions", "1000"]) == 0
+    load = orjson.loads(capsys.readouterr().out)["load"]
+    assert load["records"] == load["loaded"] + len(load["skipped"]) and load["loaded"] < 1000
+    reason = load["skipped"][-1]["reason"]
+    assert "max_sessions" in reason and "--max-sessions" in reason and "rollout-graph audit" in reason
+    assert "projected" in reason
+
+
+def test_a_compressed_file_is_stopped_at_the_real_count(tmp_path, capsys):
+    path = _one_call_sessions(tmp_path / "many.jsonl.gz", 1500, compress=True)
+    assert main(["inspect", str(path), "--json", "--max-sessions", "1000"]) == 0
+    load = orjson.loads(capsys.readouterr().out)["load"]
+    assert 1000 <= load["loaded"] <= 1200 and "max_sessions" in load["skipped"][-1]["reason"]
+    assert main(["inspect", str(path), "--json", "--max-sessions", "2000"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["load"]["loaded"] == 1500
+
+
+@pytest.mark.slow
+def test_a_million_one_call_sessions_are_refused_early_under_a_2_gb_cap(tmp_path):
+    path = _one_call_sessions(tmp_path / "million.jsonl", 1_000_000)
+    done, peak = capped_run(["inspect", str(path), "--json"], 2 << 30, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    load = orjson.loads(done.stdout)["load"]
+    assert "max_sessions" in load["skipped"][-1]["reason"] and load["loaded"] < 1000
+    assert peak < 400 << 20, f"peak {peak >> 20} MB"
+
+
+# --- the scale corpus under caps (slow): wide forks, many retries, long documents, near-cap lines ---
+
+
+def _wide_fork(path: Path, n: int) -> Path:
+    prompt = list(range(1, 33))
+    records = [good("root", prompt, [100, 101])]
+    records += [good(f"k{i}", [*prompt, 100, 101, 200 + i], [7]) for i in range(n)]
+    path.write_bytes(jsonl(records))
+    return path
+
+
+def _many_retries(path: Path, n: int) -> Path:
+    prompt = list(range(1, 33))
+    records = [good("root", prompt, [100, 101])]
+    records += [good(f"r{i}", [*prompt, 100, 101, 300], [8 + i % 7]) for i in range(n)]
+    path.write_bytes(jsonl(records))
+    return path
+
+
+def _near_cap_lines(path: Path, n: int, size: int) -> Path:
+    """``n`` records each just under ``size`` bytes (text padding), then one just over."""
+    lines = []
+    for i in range(n + 1):
+        record = good(f"c{i}", [1, 2, 3], [4 + i])
+        record["session_id"] = "s1"
+        base = len(orjson.dumps(record))
+        pad = size - base - (1 if i < n else -64)
+        record["request"]["messages"][0]["content"] = "y" * pad
+        lines.append(orjson.dumps(record))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+SCALE = [
+    ("wide_fork_2000", lambda p: _wide_fork(p, 2000), [], 2000),
+    ("many_retries_2000", lambda p: _many_retries(p, 2000), [], 2000),
+    ("near_cap_lines", lambda p: _near_cap_lines(p, 6, 4 << 20), ["--max-line-bytes", "4M"], 6),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "write", "flags", "calls"), SCALE, ids=[s[0] for s in SCALE])
+def test_the_scale_corpus_loads_under_a_cap(name, write, flags, calls, tmp_path):
+    path = write(tmp_path / f"{name}.jsonl")
+    done, peak = capped_run(["inspect", str(path), "--json", *flags], 3 << 30, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    load = orjson.loads(done.stdout)["load"]
+    assert load["records"] == load["loaded"] + len(load["skipped"])
+    assert load["loaded"] >= calls
+    if name == "near_cap_lines":
+        assert len(load["skipped"]) == 1 and "max_line_bytes" in load["skipped"][0]["reason"]
+    assert peak < 1 << 30, f"{name}: peak {peak >> 20} MB"
+
+
+def test_the_app_draws_the_dag_of_a_trace_with_surrogate_bytes(tmp_path, monkeypatch):
+    from tests.apptest import app, no_errors
+
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    _surrogate_file(folder / "odd.jsonl", "session")
+    _surrogate_file(folder / "content.jsonl", "content")
+    at = app(monkeypatch, folder, session="s1\ufffdx\ufffd")
+    no_errors(at)
+    assert at.get("plotly_chart"), "no DAG drawn"
+    assert not [e.value for e in at.error]
+
+
+def test_the_parallel_reader_leaves_a_load_that_may_pass_max_sessions_to_the_sequential_one(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES, load_files_parallel
+
+    record = good("CALLID", [1, 2, 3], [4])
+    record["request"]["messages"][0]["content"] = "z" * 10_000  # big enough for the pool
+    template = orjson.dumps({**record, "session_id": "SESSID"})
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(
+        b"\n".join(template.replace(b"CALLID", b"c%d" % i).replace(b"SESSID", b"s%d" % i) for i in range(3000)) + b"\n"
+    )
+    assert path.stat().st_size > PARALLEL_MIN_BYTES
+    loaded = load_files_parallel([path], workers=2, limits=Limits(max_sessions=1000))
+    assert loaded.loaded < 1000 and "max_sessions" in loaded.skipped[-1].reason

@@ -57,4 +57,10 @@ def test_status_line_escapes_and_says_paused(tmp_path):
     grow(path, Turn("c0", [1, 2], [3]))
     live = LiveSource([path], "live")
     text = status_html(live, live.workspace(), paused=True, now=live.last_change + 5)
-    assert "Paused" in text and "1 call ·" in text and "5 s ago" in text
+    # a file that has not grown since it was opened has no "last new call ... ago"
+    assert "Paused" in text and "1 call ·" in text and "s ago" not in text and "no new call since" in text
+    grow(path, Turn("c1", [1, 2, 3, 4], [5]))
+    live.last_poll = 0.0
+    workspace = live.workspace()
+    text = status_html(live, workspace, paused=False, now=live.last_change + 5)
+    assert "2 calls ·" in text and "last new call 5 s ago" in text

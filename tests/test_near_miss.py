@@ -167,7 +167,8 @@ def test_contract_carries_near_miss_keys(tmp_path):
     )
     nodes = {n["node_id"]: n for n in doc["sessions"][0]["nodes"]}
     assert "near_miss" not in nodes["a"]
-    assert nodes["b"]["near_miss"] == {
+    miss = nodes["b"]["near_miss"]
+    assert {k: miss[k] for k in ("node_id", "common_prefix", "kept", "kind", "where", "text_checked")} == {
         "node_id": "a",
         "common_prefix": len(first) + 3,
         "kept": 0.75,
@@ -175,6 +176,9 @@ def test_contract_carries_near_miss_keys(tmp_path):
         "where": "sampled",
         "text_checked": False,
     }
+    # added keys (issue 23): both ends, the evidence and the one sentence tail and explain print
+    assert (miss["earlier_id"], miss["later_id"], miss["evidence"]) == ("a", "b", "the token ids alone")
+    assert miss["why"].startswith("broken replay (rewritten): b replays a's reply cut at token")
     assert nodes["b"]["unfinished"] is False
     assert "history_rewritten" in {f["code"] for f in doc["sessions"][0]["findings"]}
 

@@ -125,7 +125,10 @@ def test_a_replay_that_only_re_tokenized_the_text_is_retokenized(hf, decoder):
     text = explain_text(r, decoder)
     assert f"n1: {REASONS[RETOKENIZED]}" in text
     assert "|test' vs replayed '" in text and "fix: replay token ids, not text" in text
-    assert "1 only re-tokenized" in next(f.detail for f in r.findings if f.code == "history_rewritten")
+    finding = next(f for f in r.findings if f.code == "retokenized_replay")
+    assert "1 calls replay the model's own reply" in finding.detail and "history_rewritten" not in {
+        f.code for f in r.findings
+    }
 
 
 def test_without_a_tokenizer_a_retokenization_stays_a_rewrite_and_says_so(hf):
@@ -294,7 +297,7 @@ def test_explain_calls_only_identical_prompt_siblings_rivals():
 
     text = explain_text(r, TraceTextDecoder({}))
     assert "n1 vs n2" not in text
-    assert "n1 is no rival of n2 (different prompts): rewritten continuation" in text
+    assert "n1 is no rival of n2 (different prompts): broken replay (rewritten): n2 replays n1's reply" in text
     assert "broken replays (the model's own reply replayed so that the token prefix broke): 1" in text
 
 

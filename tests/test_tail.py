@@ -168,7 +168,9 @@ def test_a_rewritten_history_root_is_explained(tmp_path):
     root = next(e for e in events if e.get("node_id") == "r")
     assert root["parent_id"] is None
     assert root["near_miss"]["kind"] == "rewritten_continuation"
-    assert "new root · history rewritten: a's reply cut at token 5 (2 of 4 sampled tokens kept)" in event_text(root)
+    assert "new root · broken replay (rewritten): r replays a's reply cut at token 5 (2 of 4 sampled tokens kept)" in (
+        event_text(root)
+    )
 
 
 def test_big_leading_files_are_read_by_the_batch_loader_then_followed_from_their_end(tmp_path, monkeypatch):

@@ -70,7 +70,8 @@ def test_dag_figure_is_deterministic_and_escapes_hover_text():
 def test_dag_figure_changes_only_with_an_outside_highlight():
     r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4])])
     plain, lit = dag_figure(r), dag_figure(r, highlight=1)
-    assert list(plain.data[1].selectedpoints) == [] and list(lit.data[1].selectedpoints) == [1]
+    # every call stays "unselected" (full opacity): the chosen one is boxed, and ringed by mark_selected
+    assert list(plain.data[1].selectedpoints) == [] == list(lit.data[1].selectedpoints)
     assert plain.to_json() == dag_figure(r).to_json()  # nothing but the options changes the figure
     assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
     boxed = [a for a in lit.layout.annotations if a.bordercolor]

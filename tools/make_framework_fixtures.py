@@ -1,7 +1,7 @@
 """Write tests/fixtures/frameworks/: what each RL framework writes, one small run per framework.
 
 verifiers is run for real when it is installed (``pip install verifiers``: its own ``prepare_turn``
-/ ``commit`` build the message graph and ``Episode.to_record`` serialises it). The others need a
+/ ``commit`` build the message graph and its ``write_episode`` saves each episode). The others need a
 GPU trainer to run, so their files are written here field by field from the writer's source (each
 fixture's README.md names the path). Re-run with ``.venv/bin/python tools/make_framework_fixtures.py``.
 """
@@ -74,7 +74,7 @@ def prime_rl(root: Path) -> None:
 
 
 def verifiers(root: Path) -> bool:
-    """``rollouts/step_{N}/train/default/traces.jsonl``: verifiers Episodes serialised by verifiers itself."""
+    """``rollouts/step_{N}/train/default/traces.jsonl``: verifiers Episodes saved by verifiers' own ``write_episode``."""
     try:
         from verifiers.v1 import graph
         from verifiers.v1.configs.agent import WireAgentConfig
@@ -82,6 +82,7 @@ def verifiers(root: Path) -> bool:
         from verifiers.v1.task import WireTaskData
         from verifiers.v1.trace import AgentInfo, TraceTask, WireTrace
         from verifiers.v1.types import AssistantMessage, Response, SystemMessage, TurnTokens, UserMessage
+        from verifiers.v1.utils.trace_store import TRACES_FILE, write_episode
     except ImportError:
         print("verifiers is not installed: verifiers fixture kept as it is", file=sys.stderr)
         return False
@@ -121,7 +122,9 @@ def verifiers(root: Path) -> bool:
             episodes.append(Episode(task=task, traces=[trace], ok=True))
         folder = root / "rollouts" / f"step_{step}" / "train" / "default"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "traces.jsonl").write_text("".join(json.dumps(e.to_record()) + "\n" for e in episodes))
+        (folder / TRACES_FILE).unlink(missing_ok=True)
+        for episode in episodes:  # verifiers' own saved-traces writer (verifiers/v1/utils/trace_store.py)
+            write_episode(folder, episode)
     return True
 
 
@@ -182,22 +185,57 @@ def skyrl(root: Path) -> None:
     (dumps / "global_step_5.pkl").write_bytes(pickle.dumps({"note": "never unpickled by rollout-graph"}))
 
 
-def trl(root: Path) -> None:
-    """``completions/completions_{step:05d}.parquet`` (trl/trainer/grpo_trainer.py, log_completions)."""
-    import pandas as pd
+def trl(root: Path, conversational: bool = False) -> bool:
+    """``completions/completions_{step:05d}.parquet`` written by TRL's own ``GRPOTrainer`` (trl/trainer/grpo_trainer.py,
+    ``log_completions=True``): two CPU steps of a random 1-layer model built from a config (no weights are
+    downloaded) with the bundled SmolLM2 tokenizer; ``conversational`` uses chat prompts."""
+    try:
+        import torch
+        from datasets import Dataset
+        from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        print("trl (and torch) are not installed: TRL fixture kept as it is", file=sys.stderr)
+        return False
+    import os
+    import shutil
+    import tempfile
 
-    folder = root / "completions"
-    folder.mkdir(parents=True, exist_ok=True)
-    for step in (10, 20):
-        table = {
-            "step": [str(step)] * 2,
-            "prompt": ["What is 2+2?", "Spell cat backwards."],
-            "completion": ["4", "tac"],
-            "accuracy_reward": [1.0, 1.0 if step == 20 else 0.0],
-            "format_reward": [0.5, 0.5],
-            "advantage": [0.3, -0.3],
-        }
-        pd.DataFrame(table).to_parquet(folder / f"completions_{step:05d}.parquet")
+    os.environ.setdefault("WANDB_DISABLED", "true")
+    tokenizer_dir = Path(__file__).resolve().parent.parent / "sample_traces" / "SmolLM2-135M-Instruct"
+    tok = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
+    tok.pad_token = tok.pad_token or tok.eos_token
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=256,
+    )  # fmt: skip
+    questions = ["What is 2+2?", "Spell cat backwards.", "Name a prime.", "Say hi."]
+    prompts = [[{"role": "user", "content": q}] for q in questions] if conversational else questions
+
+    def text(completion) -> str:
+        return completion if isinstance(completion, str) else " ".join(m["content"] for m in completion)
+
+    def length_reward(completions, **kwargs):
+        return [len(text(c)) / 10 for c in completions]
+
+    def has_digit(completions, **kwargs):
+        return [1.0 if any(ch.isdigit() for ch in text(c)) else 0.0 for c in completions]
+
+    with tempfile.TemporaryDirectory() as out:
+        args = GRPOConfig(
+            output_dir=out, per_device_train_batch_size=2, num_generations=2, max_completion_length=6, max_steps=2,
+            logging_steps=1, log_completions=True, report_to=[], use_cpu=True, bf16=False, save_strategy="no", seed=0,
+        )  # fmt: skip
+        trainer = GRPOTrainer(
+            model=LlamaForCausalLM(config), reward_funcs=[length_reward, has_digit], args=args,
+            train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
+        )  # fmt: skip
+        trainer.train()
+        target = root / "completions"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(Path(out) / "completions", target)
+    return True
 
 
 def otel(root: Path) -> None:
@@ -261,6 +299,7 @@ def main() -> int:
     verl(OUT / "verl")
     skyrl(OUT / "skyrl")
     trl(OUT / "trl")
+    trl(OUT / "trl-chat", conversational=True)
     otel(OUT / "otel")
     print(f"wrote {OUT}")
     return 0

@@ -173,6 +173,10 @@ HARNESSES = {
     "qwen-code": (qwen_code, "@qwen-code/qwen-code (npm)"),
     "opencode": (opencode, "opencode-ai (npm)"),
     "codex": (codex, "@openai/codex (npm)"),
+    # qwen-code again, run with a smaller engine cap (--max-tokens 12): the escalated re-send is cut
+    # too, so it replays each cut reply as text plus "Output token limit hit. Resume directly ..."
+    # (up to 3 times): the re-tokenized replay chain of docs/semantics.md, "Why a call broke"
+    "qwen-code-token-limit": (qwen_code, "@qwen-code/qwen-code (npm)"),
 }
 
 
@@ -180,6 +184,7 @@ def version_of(name: str, tools: Path) -> str:
     argv = {
         "mini-swe-agent": [str(tools / "msw/bin/python"), "-c", "import minisweagent; print(minisweagent.__version__)"],
         "qwen-code": [str(tools / "node_modules/.bin/qwen"), "--version"],
+        "qwen-code-token-limit": [str(tools / "node_modules/.bin/qwen"), "--version"],
         "opencode": [str(tools / "node_modules/.bin/opencode"), "--version"],
         "codex": [str(tools / "node_modules/.bin/codex"), "--version"],
     }[name]

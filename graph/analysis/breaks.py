@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
@@ -20,9 +22,12 @@ from rollout_graph.analysis.near_miss import (
     REWRITTEN,
     SIDE_CALL,
     SUBAGENT,
+    UNKNOWN,
     NearMiss,
+    describe,
     end_ids,
     prompt_of,
+    replay_alignment,
 )
 from rollout_graph.core.rollout import Rollout
 
@@ -35,9 +40,10 @@ REASONS = {
     NEW_CONVERSATION: "the main conversation, begun after another call",
     SUBAGENT: "subagent: a conversation of its own (own system prompt or tools)",
     SIDE_CALL: "side call: a single call of its own (a title, a summary, ...)",
+    UNKNOWN: "unknown: too little evidence to name the cause (no messages recorded)",
 }
 UNRELATED = "shares no token with any earlier call"
-NO_TOKENIZER = "no tokenizer: whether the text was only re-tokenized was not checked (give --tokenizer)"
+NO_TOKENIZER = "no tokenizer and no messages: whether the text was only re-tokenized was not checked (give --tokenizer)"
 STOP_TAIL = 2  # a rewrite that removed at most this many final sampled tokens cut the stop string
 
 
@@ -70,11 +76,47 @@ def fix_for(rollout: Rollout, miss: NearMiss) -> str | None:
 
 
 def reason_for(miss: NearMiss) -> str:
-    """The kind in words; a rewrite that no tokenizer checked says so."""
+    """The kind in words; a rewrite that neither a tokenizer nor the messages checked says so."""
     reason = REASONS[miss.kind]
-    if miss.kind == REWRITTEN and not miss.text_checked:
+    if miss.kind == REWRITTEN and not miss.text_checked and miss.evidence in ("", "the token ids alone"):
         reason += f" ({NO_TOKENIZER})"
     return reason
+
+
+def why(rollout: Rollout, miss: NearMiss) -> str:
+    """The one sentence for this break (graph/analysis/near_miss.py::describe)."""
+    return describe(rollout.calls, miss)
+
+
+@dataclass(frozen=True)
+class ReplayDetails:
+    """A re-tokenized replay in ids: the first diverging token on each side, the ids the model
+    sampled and the ids the replay was tokenized as (up to where the two meet again), and how many
+    of the earlier call's sampled ids change."""
+
+    at: int  # position of the first diverging token (in both sequences)
+    sampled: list[int]
+    replayed: list[int]
+    changed: int
+    n_sampled: int
+
+
+def replay_details(rollout: Rollout, miss: NearMiss) -> ReplayDetails:
+    """The ids on both sides of a broken replay's first differing span (:func:`near_miss.align`)."""
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    at = miss.common_prefix
+    if miss.where != "sampled":
+        ends = end_ids(earlier)
+        return ReplayDetails(
+            at, ends[at : at + 4].tolist(), prompt_of(later)[at : at + 4].tolist(), 0, earlier.n_sampled
+        )
+    found = replay_alignment(earlier, later, at)
+    a, b, c, d = found.segments[0] if found.segments else (0, 0, at, at)
+    sampled = earlier.sampled_ids[a:b] if b > a else earlier.sampled_ids[a : a + 1]
+    replayed = prompt_of(later)[c:d] if d > c else prompt_of(later)[c : c + 1]
+    return ReplayDetails(
+        at, np.asarray(sampled).tolist(), np.asarray(replayed).tolist(), found.changed, earlier.n_sampled
+    )
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:

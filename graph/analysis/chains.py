@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rollout_graph.analysis.near_miss import COMPACTION, REWRITTEN
+from rollout_graph.analysis.near_miss import COMPACTION, RETOKENIZED, REWRITTEN
 
 if TYPE_CHECKING:
     from rollout_graph.core.rollout import Rollout
@@ -167,12 +167,16 @@ def restore_parents(view: Collapsed, n_calls: int) -> list[int | None]:
 
 
 def continuations(rollout: Rollout) -> dict[int, int]:
-    """Roots that nearly continued an earlier call (a history rewrite or a compaction): root ->
-    the call it nearly continued. A view lays each out as a continuation of that call; the exact
-    graph still has it as a root."""
+    """Roots that nearly continued an earlier call (a broken replay, re-tokenized or rewritten, or
+    a compaction): root -> the call it nearly continued. A view lays each out as a continuation of
+    that call, so a chain of re-tokenized replays reads as one conversation; the exact graph still
+    has it as a root."""
     parents = rollout.topology.parents
     return {
         m.later: m.earlier
         for m in rollout.near_misses.values()
-        if m.kind in (REWRITTEN, COMPACTION) and m.node == m.later and parents[m.later] is None and m.earlier < m.later
+        if m.kind in (RETOKENIZED, REWRITTEN, COMPACTION)
+        and m.node == m.later
+        and parents[m.later] is None
+        and m.earlier < m.later
     }

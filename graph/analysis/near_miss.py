@@ -3,32 +3,38 @@
 Exact prefix linking is right for training data, but harnesses rewrite history before replaying it
 (a stop string cut from the model's output, a closing tag appended, reasoning dropped, tool-call JSON
 re-serialised, the model's text re-tokenized differently), and then each step becomes a new root or
-makes the previous step look like a discarded retry. For every root after the first and every
-discarded call this finds the call it nearly continued, where the token prefix broke, and what kind
-of break it was (and, when the first call is not the main conversation, what that first call is). It never changes the exact graph, its sequences or exports. This module is the one
-classifier: the app's tour, its near-miss view, ``explain`` and the JSON contract all read its kinds.
+makes the previous step look like a discarded retry. For every root after the first, every discarded
+call, every later child of a fork, and every call whose request replays an earlier reply with other
+ids, this finds the call it nearly continued, where the token prefix broke, what kind of break it was
+and the evidence for it. It never changes the exact graph, its sequences or exports. This module is
+the one classifier: ``inspect``, ``explain``, ``tail``, the app's banner, tour and near-miss view and
+the JSON contract all read its kinds, and :func:`describe` is the one sentence they print for one.
 
-Kinds, in the order they are decided (thresholds in docs/semantics.md):
+Kinds, in the order they are decided (the evidence each needs: docs/semantics.md, "Why a call broke"):
 - ``retry``: the two prompts are identical, or within ``NEAR_IDENTICAL`` of each other in length
   and shared prefix: the same request sampled again. A discarded call is compared with every
   sibling, and an identical-prompt sibling wins over the one that continued.
-- ``retokenized``: the rest of the earlier call's end ids, from the break, decodes to exactly the
-  text that follows in the later prompt, but the ids differ: the harness replayed the model's text
-  byte for byte and the engine tokenized it differently. Needs a tokenizer; without one such a
-  break stays ``rewritten_continuation`` and the miss records that the text was not checked.
-- ``rewritten_continuation``: the break falls inside or after the earlier call's sampled span
-  (the later prompt replays the earlier prompt whole, then something other than what was sampled).
+- ``retokenized``: the later request carries the earlier call's reply as text, unchanged (modulo
+  the normalisations of rollout_graph.core.messages), but the prompt ids diverge inside that reply's
+  sampled span: the engine tokenized the model's text again, differently. Found from the messages
+  (:func:`text_replays`); without messages, a tokenizer can show it (the rest of the earlier end ids
+  decodes to exactly the text that follows in the later prompt).
+- ``rewritten_continuation``: the break falls inside or after the earlier call's sampled span and
+  the replay is not the same text (a stop string cut, reasoning dropped, arguments re-serialised),
+  or nothing could tell (no messages, no tokenizer: the miss records that the text was not checked).
 - Breaks inside the earlier call's prompt, told apart by system text, tool names and history (the
   non-system messages; without messages, by the token overlap alone):
+  - ``subagent`` / ``side_call``: a system prompt written for another job (not a re-render of the
+    earlier one), or a history pasted into a user message (a memory agent): with tools or a
+    continuation of its own a subagent, else a side call;
+  - ``resumed``: the same conversation re-sent (its first message the same, at least
+    ``HISTORY_KEPT`` of the earlier history kept) by a new invocation: the system prompt re-rendered,
+    the tool set changed, or ``RESUME_GAP`` seconds between the calls; dropped turns are named;
   - ``compaction``: same system text and tools, history replaced or cut (without messages: at least
     ``SHARED_SYSTEM_TOKENS`` shared tokens);
-  - ``resumed``: another system text or tool set, but the same conversation: its first non-system
-    message is the same and at least ``HISTORY_KEPT`` of the earlier call's history (with its reply)
-    reappears (a ``--continue`` that re-renders the system prompt and drops recovery messages);
   - ``new_conversation``: the root of the rollout's main conversation (the root whose tree has the
     most calls), when another call (a title, say) arrived before it;
-  - ``subagent``: another system text or tool set, and tools or a continuation of its own;
-  - ``side_call``: another system text or tool set, a single call without tools (a title, a summary).
+  - ``unknown``: no messages and fewer than ``SHARED_SYSTEM_TOKENS`` shared ids: nothing to tell.
 """
 
 from __future__ import annotations
@@ -41,8 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.core.messages import canonical
 from rollout_graph.core.messages import content_text as _text
-from rollout_graph.core.records import EMPTY_IDS, WARN, Call, Finding, NearMiss
+from rollout_graph.core.records import EMPTY_IDS, FATAL, WARN, Call, Finding, NearMiss
 from rollout_graph.core.types import (
     BROKEN_REPLAYS,
     COMPACTION,
@@ -55,12 +62,14 @@ from rollout_graph.core.types import (
     REWRITTEN,
     SIDE_CALL,
     SUBAGENT,
+    UNKNOWN,
     NearMissKind,
 )
 
 __all__ = [
     "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "RESUMED", "RETOKENIZED",
-    "RETRY", "REWRITTEN", "SIDE_CALL", "SUBAGENT", "NearMiss", "near_misses", "rewrite_finding",
+    "RETRY", "REWRITTEN", "SIDE_CALL", "SUBAGENT", "UNKNOWN", "NearMiss", "describe", "near_misses",
+    "replay_chains", "replayed", "retokenized_finding", "rewrite_finding", "text_replays",
 ]  # fmt: skip
 
 KINDS = NEAR_MISS_KINDS
@@ -69,6 +78,13 @@ NEAR_IDENTICAL = 0.98
 SHARED_SYSTEM_TOKENS = 32
 HISTORY_KEPT = 0.5
 RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
+STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
+SIMILAR_SYSTEM = 0.5  # share of word 3-grams (Jaccard) at or above which two system texts are one prompt re-rendered
+SYSTEM_COMPARED = 4000  # characters of each system text compared
+PASTED_MIN_CHARS = 24  # a message this long found inside a user message was pasted there
+RESUME_GAP = 60.0  # seconds between two calls that mark a new invocation of the harness
+REPLY_CANDIDATES = 4  # earlier calls with the same reply compared with a replay (the latest ones)
+RETOKENIZED_FATAL_SHARE = 0.25  # a replay changing more of the reply's ids than this is FATAL
 
 
 def _prompt(call: Call) -> np.ndarray:
@@ -186,41 +202,311 @@ def classify(
 ) -> tuple[NearMissKind, str, float, bool]:
     """(kind, where, kept, text_checked) for ``later``'s prompt against ``earlier``'s end ids;
     ``continued``: the later call has children of its own; ``main``: it is the root of the
-    rollout's main conversation."""
+    rollout's main conversation. :func:`classify_with_evidence` also says what the kind was read from."""
+    kind, where, kept, checked, _ = classify_with_evidence(earlier, later, shared, decoder, continued, main)
+    return kind, where, kept, checked
+
+
+def classify_with_evidence(
+    earlier: Call,
+    later: Call,
+    shared: int,
+    decoder: Decoder | None = None,
+    continued: bool = False,
+    main: bool = False,
+) -> tuple[NearMissKind, str, float, bool, str]:
+    """:func:`classify`, and the evidence in words."""
     p_e, n_e, n_l = earlier.n_prompt, earlier.n_end, later.n_prompt
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
     longest = max(n_l, p_e)
-    if np.array_equal(_prompt(earlier), _prompt(later)) or (
-        min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest
-    ):
-        return RETRY, where, kept, False
+    if np.array_equal(_prompt(earlier), _prompt(later)):
+        return RETRY, where, kept, False, "the identical prompt ids"
+    if min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest:
+        return RETRY, where, kept, False, f"nearly the same prompt ({min(shared, p_e):,} of {longest:,} ids shared)"
     checked = False
     if where != "prompt" or p_e - shared <= RETOKENIZE_REACH:
         text = same_text(decoder, earlier, later, shared)
         checked = text is not None
         if text:
-            return RETOKENIZED, where, kept, True
+            return RETOKENIZED, where, kept, True, "the tokenizer decodes both sides to the same text"
     if where != "prompt":
-        return REWRITTEN, where, kept, checked
-    return _context_kind(earlier, later, shared, continued, main), where, kept, checked
+        evidence = "the tokenizer decodes the two sides to different text" if checked else "the token ids alone"
+        return REWRITTEN, where, kept, checked, evidence
+    kind, evidence = _context_kind(earlier, later, shared, continued, main)
+    return kind, where, kept, checked, evidence
 
 
-def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> NearMissKind:
+def _similar(a: str, b: str) -> bool:
+    """Two system texts of one harness (one re-rendered: a date, a directory listing changed), as
+    opposed to two prompts written for different jobs."""
+    if a == b:
+        return True
+    if not a or not b:
+        return False
+    grams_a, grams_b = _shingles(a[:SYSTEM_COMPARED]), _shingles(b[:SYSTEM_COMPARED])
+    if not grams_a or not grams_b:
+        return False
+    return len(grams_a & grams_b) / len(grams_a | grams_b) >= SIMILAR_SYSTEM
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
+    distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them."""
+    words = text.split()
+    n = 3 if len(words) >= 20 else 1
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _pasted(earlier: Call, later: Call) -> int:
+    """How many of the earlier conversation's messages (with its reply) reappear as text inside
+    one of the later call's user messages: a history pasted into a prompt (a memory or summary
+    agent), not re-sent as messages."""
+    users = [
+        _text(m.get("content")) for m in later.request_messages or () if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    if not users:
+        return 0
+    texts = [key.split("\0")[1] for key in _with_reply(earlier)]
+    found = 0
+    for text in texts:
+        if len(text) >= PASTED_MIN_CHARS and any(text in u and len(u) > len(text) for u in users):
+            found += 1
+    return found
+
+
+def _gap(earlier: Call, later: Call) -> float | None:
+    """Seconds from the earlier call's end to the later call's start (None: not recorded)."""
+    end, start = earlier.timing.get("ended_at"), later.timing.get("started_at")
+    if isinstance(end, bool) or isinstance(start, bool):
+        return None
+    if isinstance(end, (int, float)) and isinstance(start, (int, float)):
+        return float(start) - float(end)
+    return None
+
+
+def _dropped(earlier: Call, later: Call) -> list[str]:
+    """The earlier conversation's messages (with its reply) that the later call no longer carries."""
+    remaining = Counter(history(later))
+    out = []
+    for key in _with_reply(earlier):
+        if remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            out.append(key)
+    return out
+
+
+def _quote(text: str, width: int = 40) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _dropped_words(dropped: list[str]) -> str:
+    """ "dropped 3 turns ('Output token limit hit…' ×3)"."""
+    if not dropped:
+        return ""
+    counts = Counter(f"{key.split(chr(0))[0]} {_quote(key.split(chr(0))[1])}" for key in dropped)
+    named = ", ".join(f"{what}" + (f" ×{n}" if n > 1 else "") for what, n in counts.most_common(3))
+    more = "" if len(counts) <= 3 else f" and {len(counts) - 3} more"
+    return f"dropped {len(dropped)} turn{'s' * (len(dropped) != 1)} ({named}{more})"
+
+
+def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
-    side call."""
+    side call (or unknown when there is too little to tell), with the evidence in words."""
     systems = system_text(earlier), system_text(later)
-    if None in systems:
+    if systems[0] is None or systems[1] is None:
         if shared >= SHARED_SYSTEM_TOKENS:
-            return COMPACTION
-    else:
-        if systems[0] == systems[1] and tool_names(earlier) == tool_names(later) and shared > 0:
-            return COMPACTION
-        if _shares_history(earlier, later):
-            return RESUMED
+            return COMPACTION, f"{shared:,} leading ids shared (no messages recorded to tell more)"
+        if main:
+            return NEW_CONVERSATION, "the root of the conversation with the most calls"
+        if later.has_tools or continued:
+            return SUBAGENT, "a conversation of its own: " + ("tools offered" if later.has_tools else "it continues")
+        return UNKNOWN, f"only {shared:,} ids shared and no messages recorded"
+    same_system = systems[0] == systems[1]
+    same_tools = tool_names(earlier) == tool_names(later)
+    pasted = 0 if same_system else _pasted(earlier, later)  # a history pasted into a prompt of another job
+    if not _similar(systems[0], systems[1]) or (pasted and not same_system):
+        # a prompt written for another job: a subagent, a side agent (the history pasted in), a title
+        if main:
+            return NEW_CONVERSATION, "the root of the conversation with the most calls"
+        what = "its own system prompt"
+        if pasted:
+            what += f"; {pasted} of the conversation's messages pasted into a user message"
+        if later.has_tools or continued:
+            return SUBAGENT, what + ("; tools of its own" if later.has_tools else "; it continues")
+        return SIDE_CALL, what + "; a single call without tools"
+    shares = _shares_history(earlier, later)
+    gap = _gap(earlier, later)
+    lost = _dropped(earlier, later)
+    dropped = _dropped_words(lost)
+    signs = []
+    if not same_system:
+        signs.append("the system prompt re-rendered")
+    if not same_tools:
+        signs.append("the tool set changed")
+    if gap is not None and gap >= RESUME_GAP:
+        signs.append(f"{gap:,.0f} s after {earlier.node_id} ended")
+    if lost and all(key.startswith("user\0") for key in lost):
+        signs.append("every reply kept, only the harness's user turns dropped")
+    if shares and signs:
+        return RESUMED, "; ".join(["the same conversation re-sent", *signs, *([dropped] if dropped else [])])
+    if same_system and same_tools and shared > 0:
+        what = "the same system prompt and tools"
+        if shares and dropped:
+            return COMPACTION, f"{what}; {dropped}, the rest of the history kept"
+        return COMPACTION, f"{what}; the history replaced or cut" + (f" ({dropped})" if dropped else "")
     if main:
-        return NEW_CONVERSATION
-    return SUBAGENT if later.has_tools or continued else SIDE_CALL
+        return NEW_CONVERSATION, "the root of the conversation with the most calls"
+    what = "the same system prompt, " + ("other tools" if not same_tools else "no shared history")
+    if later.has_tools or continued:
+        return SUBAGENT, what
+    return SIDE_CALL, what + "; a single call without tools"
+
+
+# -- replays found from the text: the request carries an earlier call's reply ---------------------
+
+
+def _reply_key(message: object) -> tuple | None:
+    """An assistant message as linking compares it (text and tool calls, modulo the harness
+    normalisations of rollout_graph.core.messages); None when it has neither."""
+    if not isinstance(message, dict):
+        return None
+    turn = canonical(message, "assistant")
+    return turn if turn[1] or turn[2] else None
+
+
+def _last_assistant(call: Call) -> dict | None:
+    for message in reversed(call.request_messages or ()):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return message
+    return None
+
+
+def _raw_arguments(message: dict) -> list[str]:
+    out = []
+    for tc in message.get("tool_calls") or ():
+        if isinstance(tc, dict):
+            fn = tc["function"] if isinstance(tc.get("function"), dict) else tc
+            args = fn.get("arguments")
+            out.append(args if isinstance(args, str) else json.dumps(args, sort_keys=True))
+    return out
+
+
+def _reasoning(message: dict) -> str:
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """The earlier call's sampled ids from the break against the later prompt from the break:
+    ``segments`` are the differing spans (earlier start, end; later start, end), ``changed`` how
+    many sampled ids are in them, ``synced`` whether the two sides meet again at the sampled end."""
+
+    changed: int
+    segments: tuple[tuple[int, int, int, int], ...]
+    synced: bool
+
+
+def align(sampled: np.ndarray, replay: np.ndarray, anchor: int = 3, reach: int = 8) -> Alignment:
+    """Walk two tokenizations of (nearly) one text: equal ids step together; at a difference, the
+    nearest point where ``anchor`` ids agree again (each side at most ``reach`` ahead) closes the
+    differing span. Linear in the sampled length."""
+    n, m = sampled.shape[0], replay.shape[0]
+    i = j = changed = 0
+    segments = []
+    while i < n:
+        if j < m and sampled[i] == replay[j]:
+            i, j = i + 1, j + 1
+            continue
+        step = None
+        for total in range(1, 2 * reach + 1):
+            for di in range(max(0, total - reach), min(total, reach) + 1):
+                a, b = i + di, j + total - di
+                width = min(anchor, n - a)
+                if width > 0 and b + width <= m and np.array_equal(sampled[a : a + width], replay[b : b + width]):
+                    step = (di, total - di)
+                    break
+            if step is not None:
+                break
+        if step is None:
+            segments.append((i, n, j, min(m, j + n - i)))
+            return Alignment(changed + n - i, tuple(segments), False)
+        segments.append((i, i + step[0], j, j + step[1]))
+        changed += step[0]
+        i, j = i + step[0], j + step[1]
+    return Alignment(changed, tuple(segments), True)
+
+
+def replay_alignment(earlier: Call, later: Call, shared: int) -> Alignment:
+    """:func:`align` for a break at ``shared`` inside the earlier call's sampled span (indices are
+    into the earlier call's sampled ids and the later prompt)."""
+    k = max(0, shared - earlier.n_prompt)
+    rest = earlier.sampled_ids[k:]
+    replay = prompt_of(later)[shared : shared + 2 * rest.shape[0] + 16]
+    found = align(rest, replay)
+    segments = tuple((a + k, b + k, c + shared, d + shared) for a, b, c, d in found.segments)
+    return Alignment(found.changed, segments, found.synced)
+
+
+def _replay_kind(
+    earlier: Call, later: Call, shared: int, replayed: dict, decoder: Decoder | None
+) -> tuple[NearMissKind, bool, str]:
+    """A replay of ``earlier``'s reply found from the text: retokenized or rewritten, and why."""
+    reply = earlier.response_message or {}
+    name = earlier.node_id
+    if _raw_arguments(reply) != _raw_arguments(replayed):
+        return REWRITTEN, False, f"{name}'s tool-call arguments replayed re-serialised"
+    if _reasoning(reply) and not _reasoning(replayed):
+        return REWRITTEN, False, f"{name}'s reasoning dropped from the replayed reply"
+    content, again = reply.get("content"), replayed.get("content")
+    if isinstance(content, str) and isinstance(again, str) and content != again:
+        return REWRITTEN, False, f"{name}'s reply text replayed edited (whitespace)"
+    text = same_text(decoder, earlier, later, shared)
+    if text is False:
+        return REWRITTEN, True, f"the request carries {name}'s reply, but the tokenizer decodes the ids to other text"
+    found = replay_alignment(earlier, later, shared)
+    tail = earlier.n_end - (found.segments[-1][0] + earlier.n_prompt) if found.segments else 0
+    if text is None and not found.synced and earlier.finish_reason == "stop" and tail <= STOP_TAIL:
+        return REWRITTEN, False, f"{name}'s last sampled ids replaced (a stop string cut or a tag appended)"
+    how = "the tokenizer decodes both sides to the same text" if text else "its request carries the reply as text"
+    return RETOKENIZED, text is True, f"{how}; the ids diverge inside {name}'s reply"
+
+
+def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder | None = None) -> dict[int, NearMiss]:
+    """Calls whose request replays an earlier call's reply (the same text and tool calls) while
+    their prompt ids break inside that reply's sampled span, keyed by the later call. One pass:
+    replies are indexed by their canonical message, each request looks up its last assistant turn."""
+    by_reply: dict[tuple, list[int]] = {}
+    found: dict[int, NearMiss] = {}
+    for i, call in enumerate(calls):
+        replayed = _last_assistant(call) if call.prompt_ids is not None else None
+        key = _reply_key(replayed) if replayed is not None else None
+        if key is not None and key in by_reply:
+            best: tuple[int, int] | None = None
+            for e in by_reply[key][-REPLY_CANDIDATES:]:
+                if e == parents[i]:
+                    best = None  # the reply is the parent's: an exact continuation
+                    break
+                shared = common_prefix(calls[e], _prompt(call))
+                if calls[e].n_prompt <= shared < calls[e].n_end and (best is None or shared > best[0]):
+                    best = (shared, e)
+            if best is not None:
+                shared, e = best
+                assert replayed is not None
+                kind, checked, evidence = _replay_kind(calls[e], call, shared, replayed, decoder)
+                earlier = calls[e]
+                kept = min(1.0, max(0.0, (shared - earlier.n_prompt) / earlier.n_sampled)) if earlier.n_sampled else 0.0
+                found[i] = NearMiss(i, e, e, i, shared, kept, "sampled", kind, checked, evidence)
+        reply = _reply_key(call.response_message) if call.prompt_ids is not None and call.n_sampled else None
+        if reply is not None:
+            by_reply.setdefault(reply, []).append(i)
+    return found
 
 
 def _key(ids: np.ndarray, wide: bool) -> bytes:
@@ -286,48 +572,99 @@ def _fingerprint(ids: np.ndarray) -> tuple[int, int]:
     return n, hash(sample.tobytes())
 
 
-def _identical(calls: list[Call], node: int, others: list[int]) -> int | None:
-    """The first of ``others`` whose prompt ids equal the node's."""
-    prompt = prompt_of(calls[node])
-    for other in others:
-        candidate = calls[other].prompt_ids
-        if other != node and candidate is not None and candidate.shape == prompt.shape:
-            if np.array_equal(candidate, prompt):
-                return other
-    return None
+class _SamePrompt:
+    """Calls grouped by an exact prompt key, so "the first call with the same prompt" is a lookup:
+    a parent with N children (or N identical re-sends) costs O(N), not O(N^2).
+
+    The key is the fingerprint (length and 48 sampled ids, cheap on long prompts); a bucket that
+    grows past a few calls is split by the whole prompt's bytes, so distinct prompts that share a
+    fingerprint never make a lookup walk the bucket."""
+
+    SPLIT = 8
+
+    def __init__(
+        self, calls: list[Call], scope: list[int | None] | None = None, prints: dict[int, tuple] | None = None
+    ) -> None:
+        self.calls = calls
+        self.scope = scope  # group only within the same parent (None: across all calls)
+        self.prints = {} if prints is None else prints  # node -> fingerprint, shared between groupings
+        self.buckets: dict[tuple, list[int]] = {}
+        self.exact: dict[tuple, dict[bytes, list[int]]] = {}
+
+    def _print(self, node: int) -> tuple:
+        fingerprint = self.prints.get(node)
+        if fingerprint is None:
+            fingerprint = self.prints[node] = _fingerprint(_prompt(self.calls[node]))
+        return (None if self.scope is None else self.scope[node], *fingerprint)
+
+    def add(self, node: int) -> None:
+        key = self._print(node)
+        bucket = self.buckets.setdefault(key, [])
+        bucket.append(node)
+        if key in self.exact:
+            self.exact[key].setdefault(_prompt(self.calls[node]).tobytes(), []).append(node)
+        elif len(bucket) > self.SPLIT:
+            split: dict[bytes, list[int]] = {}
+            for member in bucket:
+                split.setdefault(_prompt(self.calls[member]).tobytes(), []).append(member)
+            self.exact[key] = split
+
+    def members(self, node: int) -> list[int]:
+        """Every added call whose prompt equals the node's, in the order they were added."""
+        key = self._print(node)
+        prompt = _prompt(self.calls[node])
+        if key in self.exact:
+            return self.exact[key].get(prompt.tobytes(), [])
+        return [m for m in self.buckets.get(key, ()) if np.array_equal(_prompt(self.calls[m]), prompt)]
+
+    def first(self, node: int, accept=lambda m: True) -> int | None:
+        """The first added call (other than the node) with the same prompt that ``accept`` takes."""
+        for member in self.members(node):
+            if member != node and accept(member):
+                return member
+        return None
 
 
-def _siblings(topology, node: int) -> list[int]:
-    parent = topology.parents[node]
-    return topology.children[parent] if parent is not None else topology.roots
+def _last_before(topology, start: int, before: int, reach: int = 20_000) -> int:
+    """The call that arrived last before ``before`` in the subtree of ``start`` (``start`` itself
+    when nothing in it arrived earlier than ``before``), looking at no more than ``reach`` calls."""
+    best, stack = start, [start]
+    while stack and reach > 0:
+        node = stack.pop()
+        reach -= 1
+        if best < node < before:
+            best = node
+        stack.extend(topology.children[node])
+    return best
 
 
 def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
-    """Every root after the first and every discarded call, explained (keyed by that call).
+    """Every root after the first, every discarded call, every later child of a fork and every
+    call whose request replays an earlier reply with other ids, explained (keyed by that call).
 
     ``topology`` is the exact graph (graph/core/topology.py); ``decoder``, when it is a tokenizer,
-    lets a break be recognised as a retokenization."""
+    lets a break be recognised as a retokenization from the ids alone (with messages the text
+    already shows it)."""
     parents, children, discarded = topology.parents, topology.children, topology.discarded
     found: dict[int, NearMiss] = {}
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
     # calls by prompt length and a sample of their ids: an identical prompt is looked for only
     # among these (a harness that compacts into same-sized summaries makes every root the same length)
-    prints = {i: _fingerprint(c.prompt_ids) for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_prompt}
-    by_print: dict[tuple[int, int], list[int]] = {}
-    for i, fingerprint in prints.items():
-        by_print.setdefault(fingerprint, []).append(i)
+    same = _SamePrompt(calls)
+    for i, c in enumerate(calls):
+        if c.prompt_ids is not None and c.n_prompt:
+            same.add(i)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
     pending = []
     for node in explained:
         # an identical earlier prompt that no call continued (a discarded one is explained by the
         # discard rule, from its side)
-        earlier = [i for i in by_print[prints[node]] if i < node and discarded.get(i) != node]
-        same = _identical(calls, node, earlier)
-        if same is not None:
-            kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)
-            found[node] = NearMiss(node, same, same, node, calls[node].n_prompt, kept, where, kind)
+        twin = same.first(node, lambda i, node=node: i < node and discarded.get(i) != node)
+        if twin is not None:
+            kind, where, kept, _, evidence = classify_with_evidence(calls[twin], calls[node], calls[node].n_prompt)
+            found[node] = NearMiss(node, twin, twin, node, calls[node].n_prompt, kept, where, kind, False, evidence)
         else:
             pending.append(node)
     limit = max((calls[r].n_prompt for r in pending), default=0)
@@ -338,57 +675,154 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
         best = _best_candidate(calls, node, ends, topology.root_of)
         if best is not None:
             shared, candidate = best
-            kind, where, kept, checked = classify(
+            kind, where, kept, checked, evidence = classify_with_evidence(
                 calls[candidate], calls[node], shared, decoder, continued=bool(children[node]), main=node == main
             )
-            found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked)
+            found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked, evidence)
     first = roots[0] if roots else None
     if first is not None and main is not None and first != main and first not in discarded and calls[main].n_prompt:
         # the first call is not the main conversation (a title call that arrived first): name it
         # against the main conversation's first call
         shared = common_prefix(calls[main], _prompt(calls[first]))
-        kind, where, kept, checked = classify(calls[main], calls[first], shared, decoder, bool(children[first]))
-        found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked)
+        kind, where, kept, checked, evidence = classify_with_evidence(
+            calls[main], calls[first], shared, decoder, bool(children[first])
+        )
+        found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked, evidence)
+    siblings = _SamePrompt(
+        calls, scope=parents, prints=same.prints
+    )  # identical prompts among one parent's children (or the roots)
+    for i, c in enumerate(calls):
+        if c.prompt_ids is not None and c.n_prompt:
+            siblings.add(i)
     for node, sibling in discarded.items():
         if calls[node].prompt_ids is None:
             continue
-        same = _identical(calls, node, [sibling] + sorted(_siblings(topology, node)))
-        if same is not None:
-            sibling = same
+        if calls[sibling].prompt_ids is None or not np.array_equal(_prompt(calls[sibling]), _prompt(calls[node])):
+            twin = siblings.first(node) if calls[node].n_prompt else None
+            if twin is not None:
+                sibling = twin
         if calls[sibling].prompt_ids is None:
             continue
-        shared = common_prefix(calls[node], calls[sibling].prompt_ids)
-        kind, where, kept, checked = classify(
+        shared = common_prefix(calls[node], _prompt(calls[sibling]))
+        kind, where, kept, checked, evidence = classify_with_evidence(
             calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
         )
-        found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked)
+        found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked, evidence)
+    unfinished = {m for group in topology.unfinished for m in group}
     for group in topology.unfinished:  # re-sends nobody continued (qwen-code after a length cut)
+        members = set(group)
         for node in group[1:]:
-            same = _identical(calls, node, [m for m in group if m < node]) if node not in found else None
-            if same is not None:
-                kind, where, kept, _ = classify(calls[same], calls[node], calls[node].n_prompt)
-                found[node] = NearMiss(node, same, same, node, calls[node].n_prompt, kept, where, kind)
+            twin = None
+            if node not in found and calls[node].n_prompt:
+                twin = siblings.first(node, lambda m, node=node, members=members: m < node and m in members)
+            if twin is not None:
+                kind, where, kept, _, evidence = classify_with_evidence(calls[twin], calls[node], calls[node].n_prompt)
+                found[node] = NearMiss(node, twin, twin, node, calls[node].n_prompt, kept, where, kind, False, evidence)
+    for fork in topology.forks:  # why did the second branch start? the same rules, against the branch before it
+        branches = sorted(children[fork])
+        for k, child in enumerate(branches[1:], 1):
+            if child in found or child in discarded or child in unfinished or calls[child].prompt_ids is None:
+                continue
+            if any(m.other == child or m.later == child for m in (found.get(b) for b in branches[:k]) if m):
+                continue  # already the other end of a sibling's near miss
+            earlier = _last_before(topology, branches[k - 1], child)
+            shared = common_prefix(calls[earlier], _prompt(calls[child]))
+            kind, where, kept, checked, evidence = classify_with_evidence(
+                calls[earlier], calls[child], shared, decoder, continued=bool(children[child])
+            )
+            found[child] = NearMiss(child, earlier, earlier, child, shared, kept, where, kind, checked, evidence)
+    by_text: set[int] = set()
+    for node, miss in text_replays(calls, parents, decoder).items():
+        # the request shows which reply it replays: that outranks a guess from the ids alone. A
+        # discarded earlier call is explained by it from its own side (why was it discarded? the
+        # later call replayed it); otherwise the later call carries it.
+        earlier = miss.earlier
+        if earlier in discarded:
+            if earlier not in by_text:
+                found[earlier] = NearMiss(earlier, node, earlier, node, miss.common_prefix, miss.kept, miss.where,
+                                          miss.kind, miss.text_checked, miss.evidence)  # fmt: skip
+                by_text.add(earlier)
+            continue
+        current = found.get(node)
+        if current is not None and current.kind == RETRY and current.evidence == "the identical prompt ids":
+            continue
+        if node in by_text:
+            continue
+        found[node] = miss
+        by_text.add(node)
     return found
 
 
+def replayed(misses: dict[int, NearMiss], kinds: tuple[str, ...] = BROKEN_REPLAYS) -> set[int]:
+    """Both ends of every broken replay (the reply replayed and the call replaying it): calls
+    the harness continued in text, so neither an unfinished attempt nor discarded by a retry."""
+    return {end for m in misses.values() if m.kind in kinds for end in (m.earlier, m.later)}
+
+
+def replay_chains(calls: list[Call], misses: dict[int, NearMiss]) -> list[list[int]]:
+    """Re-tokenized replays linked end to end (each replaying the reply of the one before): one
+    conversation each, in order, longest first."""
+    after: dict[int, int] = {}
+    for m in misses.values():
+        if m.kind == RETOKENIZED and m.earlier < m.later:
+            after.setdefault(m.earlier, m.later)
+    later = set(after.values())
+    chains = []
+    for start in sorted(after):
+        if start in later:
+            continue
+        chain, seen = [start], {start}
+        while chain[-1] in after and after[chain[-1]] not in seen:
+            chain.append(after[chain[-1]])
+            seen.add(chain[-1])
+        chains.append(chain)
+    return sorted(chains, key=lambda c: (-len(c), c[0]))
+
+
 def rewrite_finding(calls: list[Call], found: dict[int, NearMiss], discarded: dict[int, int]) -> Finding | None:
-    """WARN ``history_rewritten``: how many calls replayed a rewritten (or re-tokenized) assistant
-    turn, and how many sampled tokens that left only in discarded rows (never trained as the
-    agent's work)."""
-    rewritten = [m for m in found.values() if m.kind in BROKEN_REPLAYS]
+    """WARN ``history_rewritten``: how many calls replayed an edited assistant turn, and how many
+    sampled tokens that left only in discarded rows (never trained as the agent's work)."""
+    rewritten = [m for m in found.values() if m.kind == REWRITTEN]
     if not rewritten:
         return None
     lost = sum(calls[m.earlier].n_sampled for m in rewritten if m.earlier in discarded)
     roots = sum(1 for m in rewritten if m.node == m.later)
-    retokenized = sum(1 for m in rewritten if m.kind == RETOKENIZED)
-    how = f" ({retokenized} only re-tokenized: same text, other ids)" if retokenized else ""
     return Finding(
         WARN,
         "history_rewritten",
-        f"{len(rewritten)} broken replays: calls replayed a rewritten reply of the model{how} ({roots} became new "
+        f"{len(rewritten)} broken replays: calls replayed a rewritten reply of the model ({roots} became new "
         f"roots, {len(rewritten) - roots} made the original call look discarded); "
         f"{lost:,} sampled tokens are left only in discarded rows",
         node_id=calls[rewritten[0].node].node_id,
+    )
+
+
+def retokenized_finding(calls: list[Call], found: dict[int, NearMiss]) -> Finding | None:
+    """``retokenized_replay``: the harness replayed the model's text and the engine tokenized it
+    again with other ids (train/inference skew). WARN; FATAL when a replay changes the ids of more
+    than ``RETOKENIZED_FATAL_SHARE`` of the reply's sampled tokens."""
+    misses = sorted((m for m in found.values() if m.kind == RETOKENIZED), key=lambda m: m.later)
+    if not misses:
+        return None
+    changed = total = 0
+    worst = 0.0
+    for m in misses:
+        earlier = calls[m.earlier]
+        n = earlier.n_sampled
+        c = replay_alignment(earlier, calls[m.later], m.common_prefix).changed if m.where == "sampled" else 0
+        changed, total = changed + c, total + n
+        worst = max(worst, c / n if n else 0.0)
+    chains = replay_chains(calls, found)
+    longest = f"; the longest chain has {len(chains[0])} calls" if chains and len(chains[0]) > 2 else ""
+    level = FATAL if worst > RETOKENIZED_FATAL_SHARE else WARN
+    first = misses[0]
+    return Finding(
+        level,
+        "retokenized_replay",
+        f"{len(misses)} calls replay the model's own reply as text that the engine tokenized again with other "
+        f"ids: {changed:,} of the {total:,} replayed sampled tokens change ids (first: {calls[first.later].node_id} "
+        f"re-tokenizes {calls[first.earlier].node_id}'s reply at token {first.common_prefix:,}){longest}",
+        node_id=calls[first.later].node_id,
     )
 
 
@@ -401,4 +835,66 @@ def near_miss_json(calls: list[Call], miss: NearMiss) -> dict:
         "kind": miss.kind,
         "where": miss.where,
         "text_checked": miss.text_checked,
+        "earlier_id": calls[miss.earlier].node_id,
+        "later_id": calls[miss.later].node_id,
+        "evidence": miss.evidence,
+        "why": describe(calls, miss),
     }
+
+
+LABELS = {
+    RETRY: "retry",
+    RETOKENIZED: "broken replay (re-tokenized)",
+    REWRITTEN: "broken replay (rewritten)",
+    COMPACTION: "compaction",
+    RESUMED: "resumed",
+    NEW_CONVERSATION: "new conversation",
+    SUBAGENT: "subagent",
+    SIDE_CALL: "side call",
+    UNKNOWN: "unknown cause",
+}
+
+
+def describe(calls: list[Call], miss: NearMiss) -> str:
+    """The one sentence every surface prints for a near miss (``tail``, ``inspect --json``'s
+    ``why``, ``explain``, the app): its kind, worded from the later call's side, and the evidence."""
+    e, l_ = calls[miss.earlier], calls[miss.later]
+    earlier, later, at = e.node_id, l_.node_id, miss.common_prefix
+    kept = max(0, min(e.n_sampled, at - e.n_prompt))
+    if miss.kind == RETRY:
+        first, second = sorted((miss.earlier, miss.later))  # the one that arrived later re-sent it
+        text = f"{calls[second].node_id} re-sends {calls[first].node_id}'s prompt"
+        if miss.node == miss.earlier:
+            text += f"; {earlier} is discarded"
+    elif miss.kind == RETOKENIZED:
+        text = f"{later} re-tokenizes {earlier}'s reply: the same text, other ids from token {at:,}"
+        if miss.where == "sampled":
+            found = replay_alignment(e, l_, at)
+            text += f" ({found.changed:,} of {e.n_sampled:,} sampled tokens change ids"
+            if found.segments:
+                a, b, c, d = found.segments[0]
+                ids = prompt_of(l_)
+                sampled = "|".join(str(t) for t in e.sampled_ids[a : max(b, a + 1)][:8].tolist())
+                replayed = "|".join(str(t) for t in ids[c : max(d, c + 1)][:8].tolist())
+                text += f"; ids {sampled} became {replayed}"
+            text += ")"
+    elif miss.kind == REWRITTEN:
+        text = (
+            f"{later} replays {earlier}'s reply cut at token {at:,}"
+            if miss.where == "sampled"
+            else f"{later} replays {earlier}'s reply, then breaks at token {at:,}"
+        ) + f" ({kept:,} of {e.n_sampled:,} sampled tokens kept)"
+    elif miss.kind == COMPACTION:
+        text = f"{later} compacts {earlier}'s history: {at:,} tokens shared, then replaced"
+    elif miss.kind == RESUMED:
+        text = f"{later} resumes {earlier}'s conversation ({at:,} tokens shared)"
+    elif miss.kind == NEW_CONVERSATION:
+        text = f"{later} begins the main conversation after {earlier}"
+    elif miss.kind == SUBAGENT:
+        text = f"{later} starts a conversation of its own beside {earlier}'s"
+    elif miss.kind == SIDE_CALL:
+        text = f"{later} is a single call of its own beside {earlier}'s conversation"
+    else:
+        text = f"{later} breaks from {earlier} after {at:,} tokens"
+    evidence = f" [{miss.evidence}]" if miss.evidence else ""
+    return f"{LABELS.get(miss.kind, miss.kind)}: {text}{evidence}"

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from rollout_graph.capture.responses import TRANSLATION
 from rollout_graph.core.dialects import anthropic_messages, anthropic_tools, obj
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
@@ -59,6 +60,13 @@ def to_chat(body: dict) -> dict:
             chat["tool_choice"] = choice
         if isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("disable_parallel_tool_use"):
             chat["parallel_tool_calls"] = False
+    dropped = [
+        f"server tool {t.get('name') or t.get('type')!r} ({t.get('type')}) has no schema the engine could follow: not offered"
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and "input_schema" not in t
+    ]
+    if dropped:
+        chat[TRANSLATION] = dropped  # moved into the record by the proxy, never sent upstream
     return chat
 
 

@@ -9,6 +9,20 @@ Responses: a chat completion becomes a ``response`` object with ``message`` / ``
 (``response.created``, ``response.output_item.added``, ``response.output_text.delta``,
 ``response.function_call_arguments.delta``, ..., ``response.completed``), a broken stream a
 ``response.failed`` event.
+
+Nothing the harness offered is dropped silently. ``namespace`` tools (a group of function / custom
+tools under one name, as codex offers its multi-agent tools spawn_agent, wait_agent, ...) are
+flattened into chat tools, keeping each inner name (prefixed ``<namespace>__`` only when it would
+collide), and the engine's calls to them come back as ``function_call`` items carrying their
+``namespace``. A tool type chat completions cannot express (a hosted tool: web search, file search,
+...) is not offered to the engine. Either way the record's ``translation`` list says what changed
+(:data:`TRANSLATION` in the chat body, moved into the record by the proxy).
+
+A length stop (``finish_reason: length``) is ``status: incomplete`` with
+``incomplete_details.reason: max_output_tokens`` (and the ``response.incomplete`` event) only when
+the request set ``max_output_tokens``: that is the Responses API's only length reason. Without it
+the cut was the engine's (or the proxy's ``--max-tokens``) and the response is ``completed``, as a
+native engine answers then (docs/live.md, "OpenAI Responses").
 """
 
 from __future__ import annotations
@@ -22,6 +36,61 @@ import orjson
 from rollout_graph.core.dialects import custom_tool_names, obj, responses_messages, responses_tools
 
 _PASSED = ("model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "user")
+TRANSLATION = "_rollout_graph_translation"  # notes on what the translation changed (never sent upstream)
+NAMESPACE_SEP = "__"
+
+
+def flatten_tools(tools: Any) -> tuple[list[dict] | None, dict[str, tuple[str, str]], list[str]]:
+    """Responses tools as chat tools: (chat tools, chat name -> (namespace, inner name) for tools
+    that came from a ``namespace`` tool, notes on every change to what the harness offered)."""
+    if not isinstance(tools, list):
+        return None, {}, []
+    flat: list[dict] = []
+    namespaced: dict[str, tuple[str, str]] = {}
+    notes: list[str] = []
+    taken = {str(t.get("name")) for t in tools if isinstance(t, dict) and t.get("type") in ("function", "custom")}
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        kind = tool.get("type")
+        if kind in ("function", "custom"):
+            flat.append(tool)
+        elif kind == "namespace":
+            space = str(tool.get("name", ""))
+            names = []
+            for inner in tool.get("tools") or ():
+                if not isinstance(inner, dict) or inner.get("type", "function") not in ("function", "custom"):
+                    kind_inner = inner.get("type") if isinstance(inner, dict) else type(inner).__name__
+                    notes.append(f"namespace {space!r}: a {kind_inner!r} tool has no chat equivalent; not offered")
+                    continue
+                name = str(inner.get("name", ""))
+                chat_name = name if name not in taken else f"{space}{NAMESPACE_SEP}{name}"
+                taken.add(chat_name)
+                namespaced[chat_name] = (space, name)
+                names.append(chat_name)
+                flat.append({**inner, "type": inner.get("type", "function"), "name": chat_name})
+            notes.append(f"namespace tool {space!r} flattened into {len(names)} chat tools: {', '.join(names)}")
+        else:
+            label = tool.get("name") or kind
+            notes.append(
+                f"tool {label!r} of type {kind!r} has no chat-completions equivalent: not offered to the engine"
+            )
+    return responses_tools(flat), namespaced, notes
+
+
+def _custom_names(tools: Any) -> set[str]:
+    """Freeform tool names, inside namespaces too (by their chat name)."""
+    names = custom_tool_names(tools)
+    _, namespaced, _ = flatten_tools(tools)
+    for chat_name, (space, inner) in namespaced.items():
+        for tool in tools or ():
+            if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == space:
+                if any(
+                    isinstance(t, dict) and t.get("name") == inner and t.get("type") == "custom"
+                    for t in tool.get("tools") or ()
+                ):
+                    names.add(chat_name)
+    return names
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -38,12 +107,14 @@ def to_chat(body: dict) -> dict:
     chat["messages"] = responses_messages(body, upstream=True)
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
-    tools = responses_tools(body.get("tools"))
+    tools, _, notes = flatten_tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
         choice = _tool_choice(body.get("tool_choice"))
         if choice is not None:
             chat["tool_choice"] = choice
+    if notes:
+        chat[TRANSLATION] = notes
     return chat
 
 
@@ -81,8 +152,9 @@ def _shell(request: dict, response_id: str, model: Any, created: float) -> dict[
     }
 
 
-def _finish(response: dict[str, Any], finish_reason: Any, usage: Any) -> dict[str, Any]:
-    if finish_reason == "length":
+def _finish(response: dict[str, Any], finish_reason: Any, usage: Any, request: dict) -> dict[str, Any]:
+    """Final status: ``incomplete`` at a length stop only when the request set ``max_output_tokens``."""
+    if finish_reason == "length" and request.get("max_output_tokens") is not None:
         response["status"] = "incomplete"
         response["incomplete_details"] = {"reason": "max_output_tokens"}
     else:
@@ -101,8 +173,10 @@ def _text_item(item_id: str, text: str, status: str = "completed") -> dict:
     }
 
 
-def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
-    return {
+def _call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str = "completed", namespace: str | None = None
+) -> dict:
+    item = {
         "type": "function_call",
         "id": item_id,
         "call_id": call_id,
@@ -110,6 +184,18 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
         "arguments": arguments,
         "status": status,
     }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
+def _named(name: str, request: dict) -> tuple[str, str | None]:
+    """A chat tool name as the harness offered it: (inner name, namespace or None)."""
+    _, namespaced, _ = flatten_tools(request.get("tools"))
+    if name in namespaced:
+        space, inner = namespaced[name]
+        return inner, space
+    return name, None
 
 
 def custom_input(arguments: str) -> str:
@@ -152,11 +238,13 @@ def from_chat(response: dict, request: dict) -> dict:
         arguments = fn.get("arguments")
         arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
         name, call_id = fn.get("name", ""), call.get("id") or _new_id("call")
-        if name in custom_tool_names(request.get("tools")):
-            out["output"].append(_custom_item(_new_id("ctc"), call_id, name, custom_input(arguments)))
+        if name in _custom_names(request.get("tools")):
+            inner, _space = _named(name, request)
+            out["output"].append(_custom_item(_new_id("ctc"), call_id, inner, custom_input(arguments)))
         else:
-            out["output"].append(_call_item(_new_id("fc"), call_id, name, arguments))
-    return _finish(out, choice.get("finish_reason"), response.get("usage"))
+            inner, space = _named(name, request)
+            out["output"].append(_call_item(_new_id("fc"), call_id, inner, arguments, namespace=space))
+    return _finish(out, choice.get("finish_reason"), response.get("usage"), request)
 
 
 def error_body(status: int, message: str, upstream: Any = None) -> dict:
@@ -176,7 +264,7 @@ class StreamTranslator:
         self.open_key: str | None = None  # "text", "reasoning", "tool:<n>"
         self.finish_reason: Any = None
         self.usage: Any = None
-        self.custom = custom_tool_names(request.get("tools"))
+        self.custom = _custom_names(request.get("tools"))
 
     def _event(self, kind: str, **data: Any) -> bytes:
         payload = {"type": kind, "sequence_number": self.sequence, **data}
@@ -314,10 +402,11 @@ class StreamTranslator:
                 fn = obj(call.get("function"))
                 if self.open_key != f"tool:{n}":
                     name, call_id = fn.get("name") or "", call.get("id") or _new_id("call")
+                    inner, space = _named(name, self.request)
                     if name in self.custom:
-                        item = _custom_item(_new_id("ctc"), call_id, name, "", "in_progress")
+                        item = _custom_item(_new_id("ctc"), call_id, inner, "", "in_progress")
                     else:
-                        item = _call_item(_new_id("fc"), call_id, name, "", "in_progress")
+                        item = _call_item(_new_id("fc"), call_id, inner, "", "in_progress", namespace=space)
                     out += self._open_item(f"tool:{n}", item)
                 assert self.open is not None
                 piece = fn.get("arguments")
@@ -342,7 +431,7 @@ class StreamTranslator:
         out = self._start({})
         out += self._close_item()
         assert self.response is not None
-        final = _finish(dict(self.response), self.finish_reason, self.usage)
+        final = _finish(dict(self.response), self.finish_reason, self.usage, self.request)
         final["output"] = [dict(item) for item in self.items]
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
         out.append(self._event(kind, response=final))

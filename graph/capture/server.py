@@ -9,6 +9,16 @@ A call's record is written once, when the call ends: after the last byte of the 
 the harness, or when the upstream failed, or when the harness hung up, or (for calls still open)
 when the proxy stops. Upstream failures reach the harness as the upstream sent them (a 502 or
 504 JSON error when there was no answer at all) and are recorded with an ``error``.
+
+Bounds (docs/limits.md, "The capture proxy"): a request body is read in pieces up to
+``max_body_bytes`` (default 64 MB; a bigger one is answered 413 and recorded as a failed call
+without its body), each piece within ``client_timeout`` seconds (a client that stalls gets 408).
+A harness that hangs up while sending closes its record at once, with the latency up to then.
+Secrets are masked in the recorded bodies and dropped from the recorded headers
+(:mod:`rollout_graph.capture.sessions`); header values that are not ASCII are forwarded as the
+bytes that came. A stream chunk the proxy cannot handle is skipped, noted in the record's
+``stream_notes`` and the stream goes on. Expected events (an upstream cut, a timeout, a harness
+hanging up, the drain timeout) are logged in one line, not as a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import secrets
 import signal
 import time
@@ -28,12 +39,17 @@ import httpx
 import orjson
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rollout_graph.capture import anthropic, responses
-from rollout_graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
+from rollout_graph.capture.sessions import (
+    mask_secrets,
+    recordable_headers,
+    session_from_headers,
+    split_session_path,
+)
 from rollout_graph.capture.tokens import (
     CHAT_PATH,
     COMPLETIONS_PATH,
@@ -78,6 +94,8 @@ class CaptureConfig:
     session_headers: tuple[str, ...] = ()
     max_tokens: int | None = None  # cap on the harness's max_tokens (None: as asked)
     harness: str | None = None
+    max_body_bytes: int = 64 << 20  # a request body bigger than this is answered 413
+    client_timeout: float = 60.0  # seconds the harness may take to send each piece of its request
 
     @property
     def upstream_base(self) -> str:
@@ -198,7 +216,15 @@ class Recorder:
         return n
 
 
-def _forward_headers(request: Request, translated: bool) -> dict[str, str]:
+def _wire(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """Header pairs as the bytes that came: the server decoded them as latin-1, so this is exact.
+
+    (httpx would encode ``str`` values as ASCII and fail on ``X-Title: Café app``.)
+    """
+    return [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in headers.items()]
+
+
+def _forward_headers(request: Request, translated: bool) -> list[tuple[bytes, bytes]]:
     """Headers for the upstream: the harness's own (credentials included, never recorded)."""
     if translated:
         # A translated call is a new chat request: keep only its credentials.
@@ -209,9 +235,75 @@ def _forward_headers(request: Request, translated: bool) -> dict[str, str]:
             headers["authorization"] = auth
         elif key:
             headers["authorization"] = f"Bearer {key}"
-        return headers
+        return _wire(headers)
     skip = _HOP_BY_HOP | {"accept-encoding"}
-    return {k: v for k, v in request.headers.items() if k.lower() not in skip}
+    return _wire({k: v for k, v in request.headers.items() if k.lower() not in skip})
+
+
+class BodyTooLarge(Exception):
+    """The request body is over ``max_body_bytes``."""
+
+
+class ClientTooSlow(Exception):
+    """The harness stopped sending its request body for longer than ``client_timeout``."""
+
+
+async def read_body(request: Request, cap: int, timeout: float) -> bytes:
+    """The request body, read in pieces: never more than ``cap`` bytes held, each piece in time.
+
+    Raises:
+        BodyTooLarge: the declared or the received size is over ``cap``.
+        ClientTooSlow: no piece arrived for ``timeout`` seconds.
+        starlette.requests.ClientDisconnect: the harness hung up while sending.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+        raise BodyTooLarge(int(declared))
+    parts: list[bytes] = []
+    size = 0
+    pieces = request.stream().__aiter__()
+    while True:
+        try:
+            piece = await asyncio.wait_for(pieces.__anext__(), timeout)
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise ClientTooSlow() from None
+        size += len(piece)
+        if size > cap:
+            raise BodyTooLarge(size)
+        parts.append(piece)
+    return b"".join(parts)
+
+
+_EXPECTED = (httpx.HTTPError, ClientDisconnect, asyncio.CancelledError, ConnectionError, TimeoutError)
+
+
+class _OneLine(logging.Filter):
+    """uvicorn logs an exception leaving the app with its traceback; expected ones get one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and isinstance(exc, _EXPECTED):
+            record.msg = f"rollout-graph capture: {getattr(exc, 'capture_note', None) or _describe(exc)}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+def install_log_filter() -> None:
+    """Expected events in one line in uvicorn's error log (idempotent)."""
+    for name in ("uvicorn.error", "uvicorn"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OneLine) for f in logger.filters):
+            logger.addFilter(_OneLine())
 
 
 def _parse(content: bytes) -> Any:
@@ -277,13 +369,32 @@ class CaptureApp:
     async def passthrough(self, request: Request, path: str) -> Response:
         """Forward anything else unrecorded (``GET /v1/models``, health checks, ...)."""
         url = path + (f"?{request.url.query}" if request.url.query else "")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers = _wire({k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP})
         try:
-            upstream = await self._client().request(request.method, url, content=await request.body(), headers=headers)
+            content = await read_body(request, self.config.max_body_bytes, self.config.client_timeout)
+        except BodyTooLarge:
+            return JSONResponse(_openai_error(413, self._too_large(), None), status_code=413)
+        except ClientTooSlow:
+            return JSONResponse(_openai_error(408, self._too_slow(), None), status_code=408)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        try:
+            upstream = await self._client().request(request.method, url, content=content, headers=headers)
         except httpx.HTTPError as exc:
-            return JSONResponse(_openai_error(502, f"upstream unreachable: {exc!r}", None), status_code=502)
-        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP | {"content-encoding"}}
-        return Response(upstream.content, status_code=upstream.status_code, headers=out_headers)
+            return JSONResponse(_openai_error(502, f"upstream unreachable: {_describe(exc)}", None), status_code=502)
+        out = Response(upstream.content, status_code=upstream.status_code)
+        skip = {h.encode() for h in _HOP_BY_HOP | {"content-encoding", "content-length"}}
+        out.raw_headers += [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in skip]
+        return out
+
+    def _too_large(self) -> str:
+        return (
+            f"request body is larger than {self.config.max_body_bytes:,} bytes, the capture proxy's cap "
+            "(capture --max-body-bytes); it was not forwarded"
+        )
+
+    def _too_slow(self) -> str:
+        return f"the request body stalled for more than {self.config.client_timeout:g} s (capture proxy client timeout)"
 
     async def recorded(self, request: Request, dialect: Dialect, path: str, prefix_session: str | None) -> Response:
         """A model call: forward with capture fields, answer in the harness's dialect, record."""
@@ -297,13 +408,26 @@ class CaptureApp:
             record["harness"] = self.config.harness
         record["started_at"] = time.time()
         record["headers"] = recordable_headers(request.headers)
+        if request.url.query:
+            record["query"] = request.url.query
         self.recorder.start(record)
-        raw = await request.body()
+        try:
+            raw = await read_body(request, self.config.max_body_bytes, self.config.client_timeout)
+        except BodyTooLarge:
+            record["request"] = None
+            return self._fail(record, dialect, 413, self._too_large(), None)
+        except ClientTooSlow:
+            record["request"] = None
+            return self._fail(record, dialect, 408, self._too_slow(), None)
+        except ClientDisconnect:
+            record["request"] = None
+            return self._fail(record, dialect, 400, "the harness hung up while sending its request", None)
         body = _parse(raw)
+        del raw
         if not isinstance(body, dict):
             record["request"] = body
             return self._fail(record, dialect, 400, "request body is not a JSON object", None)
-        record["request"] = body
+        record["request"] = mask_secrets(body)  # the upstream gets the body as sent
         streamed = bool(body.get("stream"))
         record["stream"] = streamed
         try:
@@ -313,15 +437,19 @@ class CaptureApp:
 
     async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
         chat_body = dialect.to_upstream(body)
+        notes = chat_body.pop(responses.TRANSLATION, None)  # what a translation changed of the harness's offer
+        if notes:
+            record["translation"] = notes
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
         cap_max_tokens(submitted, self.config.max_tokens)
         if streamed and dialect.translated:
             submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
-        record["submitted_request"] = submitted
+        record["submitted_request"] = mask_secrets(submitted)
         client = self._client()
+        query = request.url.query  # ?api-version=... reaches the engine as sent
         upstream_request = client.build_request(
             "POST",
-            dialect.upstream_path,
+            dialect.upstream_path + (f"?{query}" if query else ""),
             content=orjson.dumps(submitted),
             headers=_forward_headers(request, dialect.translated),
         )
@@ -428,18 +556,33 @@ class CaptureApp:
                 # A translated dialect builds new events (the capture fields never reach the
                 # harness); chat chunks go back without what the proxy added.
                 stripped = added.anything and not dialect.translated
-                for piece in translator.feed(stripped_copy(chunk, added) if stripped else chunk):
+                try:
+                    pieces = translator.feed(stripped_copy(chunk, added) if stripped else chunk)
+                except Exception as exc:  # noqa: BLE001 - one odd chunk ({"choices": 7}) never cuts the stream
+                    note = f"stream chunk {len(chunks)} skipped: {_describe(exc)}"
+                    record.setdefault("stream_notes", []).append(note)
+                    continue
+                for piece in pieces:
                     yield piece
             for piece in translator.close():
                 yield piece
         except httpx.HTTPError as exc:
-            record["error"] = f"upstream stream cut: {type(exc).__name__}: {exc}"
+            record["error"] = f"upstream stream cut: {_describe(exc)}"
             pieces = translator.fail(record["error"])
             self.recorder.finish(record)
             for piece in pieces:
                 yield piece
             if not pieces:
+                exc.capture_note = f"call {record['call_id']}: {record['error']}; the harness's stream is cut too"  # type: ignore[attr-defined]
                 raise  # cut the harness's connection too, as the upstream cut ours
+        except Exception as exc:  # noqa: BLE001 - a proxy bug mid-stream: the harness hears of it
+            record["error"] = f"proxy error in stream: {_describe(exc)}"
+            pieces = translator.fail(record["error"])
+            self.recorder.finish(record)
+            for piece in pieces:
+                yield piece
+            if not pieces:
+                raise
         except BaseException as exc:  # the harness hung up (cancelled) or the proxy is stopping
             record.setdefault("error", f"stream ended early: {type(exc).__name__}")
             raise
@@ -491,6 +634,7 @@ def create_app(
         await handlers.aclose()
         writer.close()
 
+    install_log_filter()
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
     app = Starlette(routes=[Route("/{path:path}", handlers.handle, methods=methods)], lifespan=lifespan)
     app.state.recorder = recorder

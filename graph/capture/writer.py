@@ -5,6 +5,15 @@ which serialises it and queues the bytes for one writer thread. The thread write
 and flushes it, so a reader following the file (``tail``, the app) never sees a half line, even
 with dozens of concurrent calls, and the event loop never waits on the disk.
 
+A write that fails (a full disk, an I/O error) is reported as it happens (``on_error``, by
+default one line on stderr naming the call and the reason) and the file is cut back to its last
+whole line, so it stays line-consistent: the bytes of a failed line are never spliced into the
+next one, and :attr:`RecordWriter.written` is exactly the number of lines a reader can parse.
+Writes are unbuffered (``os.write`` on the file's descriptor): nothing waits in a buffer to be
+flushed later. When several records are queued at once, records over :data:`BIG_RECORD` bytes go
+after the others (arrival order is kept within each group), so a SIGKILL while a huge record is
+written loses that record only, not the calls queued behind it.
+
 File naming (docs/cli.md): one file per proxy run, ``capture-<UTC start>.jsonl`` in the output
 folder (``capture-20260101T120000Z.jsonl``; ``-2``, ``-3``, ... when that name exists). An
 existing file is never overwritten or appended to. Records carry their ``session_id``, so one
@@ -13,15 +22,19 @@ file holds every rollout of the run.
 
 from __future__ import annotations
 
+import os
 import queue
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
 _STOP = object()
+BIG_RECORD = 4 << 20  # bytes: a queued record this big is written after the smaller ones queued with it
 
 
 def new_capture_path(folder: Path, started: float | None = None) -> Path:
@@ -51,49 +64,114 @@ def dumps_line(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
-class RecordWriter:
-    """Queue records from any coroutine or thread; one thread writes and flushes them in order."""
+def _report(message: str) -> None:
+    print(f"rollout-graph capture: {message}", file=sys.stderr, flush=True)
 
-    def __init__(self, stream: IO[bytes], path: Path | None = None) -> None:
+
+class RecordWriter:
+    """Queue records from any coroutine or thread; one thread writes them in whole lines."""
+
+    def __init__(
+        self, stream: IO[bytes], path: Path | None = None, on_error: Callable[[str], None] | None = None
+    ) -> None:
         self.path = path
         self.written = 0
         self.errors: list[str] = []
+        self.on_error = on_error if on_error is not None else _report
         self._stream = stream
+        self._fd = self._descriptor(stream)
+        self._end = self._position()  # the end of the last whole line written
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="capture-writer", daemon=True)
         self._closed = False
         self._thread.start()
 
+    @staticmethod
+    def _descriptor(stream: IO[bytes]) -> int | None:
+        try:
+            stream.flush()
+            return stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return None  # an in-memory stream (tests): written through its own methods
+
+    def _position(self) -> int:
+        try:
+            return os.lseek(self._fd, 0, os.SEEK_END) if self._fd is not None else self._stream.tell()
+        except (OSError, ValueError):
+            return 0
+
     @classmethod
-    def in_folder(cls, folder: Path) -> RecordWriter:
+    def in_folder(cls, folder: Path, on_error: Callable[[str], None] | None = None) -> RecordWriter:
         """A writer on a new capture file in ``folder``."""
         path, stream = open_capture_file(folder)
-        return cls(stream, path)
+        return cls(stream, path, on_error)
 
     def write(self, record: dict[str, Any]) -> None:
         """Queue one finished record (serialised here, so later changes to it do not matter)."""
         if self._closed:
             raise RuntimeError("the capture writer is closed")
-        self._queue.put(dumps_line(record))
+        self._queue.put((str(record.get("call_id")), dumps_line(record)))
+
+    def _write_line(self, data: bytes) -> None:
+        if self._fd is None:
+            self._stream.write(data)
+            self._stream.flush()
+            return
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def _cut_back(self) -> None:
+        """Remove the part of a failed line that reached the file (shrinking needs no space)."""
+        try:
+            if self._fd is not None:
+                os.ftruncate(self._fd, self._end)
+                os.lseek(self._fd, self._end, os.SEEK_SET)
+            else:
+                self._stream.truncate(self._end)
+                self._stream.seek(self._end)
+        except (OSError, ValueError) as exc:
+            self._fail(f"cannot cut {self.path or 'the capture file'} back to its last whole line: {exc}")
+
+    def _fail(self, message: str) -> None:
+        self.errors.append(message)
+        try:
+            self.on_error(message)
+        except Exception:  # noqa: BLE001 - a reporting hook must never stop the writer
+            pass
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is _STOP:
+            batch = [self._queue.get()]
+            while True:  # everything queued now: small records first (a SIGKILL loses the least)
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item is _STOP for item in batch)
+            # Stable: arrival order is kept among small records and among big ones.
+            items = sorted((item for item in batch if item is not _STOP), key=lambda item: len(item[1]) > BIG_RECORD)
+            for call_id, data in items:
+                try:
+                    self._write_line(data)
+                    self._end += len(data)
+                    self.written += 1
+                except OSError as exc:  # disk full, ...: report now, keep the file whole, keep serving
+                    self._cut_back()
+                    reason = exc.strerror or str(exc)
+                    self._fail(f"call {call_id} was not recorded in {self.path or 'the capture file'}: {reason}")
+            if stop:
                 break
-            try:
-                self._stream.write(item)
-                self._stream.flush()
-                self.written += 1
-            except OSError as exc:  # disk full, ...: keep serving, report at the end
-                self.errors.append(str(exc))
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write everything queued, flush and close the file."""
+        """Write everything queued and close the file."""
         if self._closed:
             return
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join(timeout)
-        self._stream.flush()
-        self._stream.close()
+        try:
+            self._stream.close()
+        except OSError as exc:
+            self._fail(f"closing {self.path or 'the capture file'}: {exc.strerror or exc}")

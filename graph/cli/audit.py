@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from_args(args)
     signals = tuple(args.signals or ())
     corrections = tuple(c.label for c in chosen_corrections(args))
-    if corrections and not signals:
-        raise UsageError("--correction needs trainer logprobs: give a signals file with --signals")
     if signals:
         from rollout_graph.signals.reading import SignalsError
 
@@ -81,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     failed = [r for r in rows if r["error"]]
     note = f" ({len(failed)} files could not be read)" if failed else ""
     print(f"{len(rows):,} rollouts from {len(files):,} files -> {args.out}{note}", file=sys.stderr)
+    if corrections:  # what each correction does over the whole corpus (docs/corrections.md)
+        from rollout_graph.signals.corrections import combine, text_lines
+
+        for line in text_lines(combine(r["corrections"] for r in rows)):
+            print(f"  correction {line}", file=sys.stderr)
     for row in failed[:10]:
         print(f"  failed {row['source_file']}: {row['error']}", file=sys.stderr)
     if len(failed) > 10:

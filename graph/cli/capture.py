@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from rollout_graph.cli.common import UsageError, guarded
+from rollout_graph.cli.common import UsageError, _size, guarded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +48,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="lower a harness's max_tokens above N to N (Claude Code asks 32000; recorded, and flagged on load)",
     )
+    command.add_argument(
+        "--max-body-bytes",
+        type=_size,
+        default=64 << 20,
+        metavar="N",
+        help="answer 413 to a request body over N (default 64M; docs/limits.md)",
+    )
+    command.add_argument(
+        "--client-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="answer 408 when a harness stalls S seconds while sending a request (default 60)",
+    )
     command.add_argument("--harness", metavar="NAME", help="harness name stamped on every record (e.g. opencode)")
     command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
@@ -75,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         session_headers=tuple(h.lower() for h in args.session_header),
         harness=args.harness,
         max_tokens=args.max_tokens,
+        max_body_bytes=args.max_body_bytes,
+        client_timeout=args.client_timeout,
     )
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):

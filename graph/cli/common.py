@@ -128,8 +128,15 @@ def load_inputs(
         decoders[s.session_id] = by_model[model]
         rollouts.append(analyse(s, decoder=by_model[model]))
     if not signals:
-        if corrections:
-            raise UsageError("--correction needs trainer logprobs: give a signals file with --signals")
+        if corrections:  # trainer columns the traces carry themselves (prime-rl, NeMo-RL, verifiers ...)
+            from rollout_graph.signals.join import with_corrections
+
+            if not any(r.signals is not None for r in rollouts):
+                raise UsageError(
+                    "--correction needs trainer logprobs: give a signals file with --signals "
+                    "(or traces that carry them, docs/formats.md)"
+                )
+            rollouts = with_corrections(rollouts, corrections)
         return Inputs(loaded, rollouts, decoders)
     from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
 
@@ -261,6 +268,7 @@ _LIMIT_FLAGS = (
     ("--max-ids", "max_ids", "token ids in one array (default 64M)"),
     ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),
     ("--max-expanded-ids", "max_expanded_ids", "token ids a rollout document's turns expand to (default 64M)"),
+    ("--max-sessions", "max_sessions", "rollouts in one load (default 100000; audit for more)"),
     ("--max-memory", "max_memory_bytes", "stop reading a file once resident memory passes this (default: no cap)"),
 )
 

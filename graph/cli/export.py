@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             nodes = write_graphml(inputs.rollouts, args.out)
+        except export.OutputError as exc:
+            return fail(f"{exc} (nothing written)", OUTPUT_FAILED)
         except OSError as exc:
             return fail(f"cannot write {args.out}: {exc.strerror or exc} (nothing written)", OUTPUT_FAILED)
         print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)

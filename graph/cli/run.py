@@ -36,42 +36,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Summarise the run (cached) and print its steps, or one step's rollouts."""
-    from rollout_graph.reports.run import rollout_rows, run_summary, run_text, step_rollouts
+    from rollout_graph.reports.run import rollout_rows, run_table, run_text, step_rollouts
 
     check_paths(args.paths)
-    progress = stderr_progress if sys.stderr.isatty() else None
-    rows, from_cache = rollout_rows(
-        args.paths,
-        workers=args.workers,
-        engine=args.engine,
-        address=args.address,
-        limits=limits_from_args(args),
-        progress=progress,
-        use_cache=not args.no_cache,
-    )
+    options = {
+        "workers": args.workers,
+        "engine": args.engine,
+        "address": args.address,
+        "progress": stderr_progress if sys.stderr.isatty() else None,
+    }
+    limits, use_cache = limits_from_args(args), not args.no_cache
+    if args.step is None:
+        table, summary = run_table(args.paths, limits=limits, use_cache=use_cache, **options)
+        if not table.num_rows:
+            raise UsageError(f"no trace files in {', '.join(args.paths)}")
+        if args.json:
+            sys.stdout.buffer.write(orjson.dumps(summary) + b"\n")
+        else:
+            write_text(run_text(summary))
+        return 0
+    rows, _ = rollout_rows(args.paths, limits=limits, use_cache=use_cache, **options)
     if not rows:
         raise UsageError(f"no trace files in {', '.join(args.paths)}")
-    if args.step is not None:
-        picked = step_rollouts(rows, args.step)
-        if not picked:
-            steps = sorted({r["step"] for r in rows if r.get("step") is not None})
-            shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
-            raise UsageError(f"no rollouts at step {args.step} (steps: {shown or 'none'})")
-        if args.json:
-            sys.stdout.buffer.write(orjson.dumps({"step": args.step, "rollouts": picked}) + b"\n")
-        else:
-            write_text(
-                "".join(
-                    f"{r['session_id']}  {r['source_file']}  calls {r['n_turns']} · reward "
-                    f"{'—' if r['reward'] is None else format(r['reward'], '.3g')} · FATAL {r['n_fatal']}"
-                    f" · WARN {r['n_warn']} · {r['fidelity']}\n"
-                    for r in picked
-                )
-            )
-        return 0
-    summary = run_summary(rows, from_cache)
+    picked = step_rollouts(rows, args.step)
+    if not picked:
+        steps = sorted({r["step"] for r in rows if r.get("step") is not None})
+        shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
+        raise UsageError(f"no rollouts at step {args.step} (steps: {shown or 'none'})")
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(summary) + b"\n")
+        sys.stdout.buffer.write(orjson.dumps({"step": args.step, "rollouts": picked}) + b"\n")
     else:
-        write_text(run_text(summary))
+        write_text(
+            "".join(
+                f"{r['session_id']}  {r['source_file']}  calls {r['n_turns']} · reward "
+                f"{'—' if r['reward'] is None else format(r['reward'], '.3g')} · FATAL {r['n_fatal']}"
+                f" · WARN {r['n_warn']} · {r['fidelity']}\n"
+                for r in picked
+            )
+        )
     return 0

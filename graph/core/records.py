@@ -71,7 +71,7 @@ class TopK:
     the alternatives' strings (row-major, ``n_sampled * k``) when the trace carried strings.
     """
 
-    ids: np.ndarray  # (n_sampled, k) int64, -1 = absent
+    ids: np.ndarray  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
     logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
     texts: list[str] | None = None
 
@@ -227,3 +227,4 @@ class NearMiss:
     where: str  # the break falls in the earlier call's "prompt", "sampled" span, or "after" it
     kind: NearMissKind
     text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
+    evidence: str = ""  # what the kind was read from, in words (docs/semantics.md, "Why a call broke")

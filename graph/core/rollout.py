@@ -13,7 +13,7 @@ from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
 from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, sequence_tokens
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import BROKEN_REPLAYS, LEVELS, RETRY, Kind, LinkedBy, Role
+from rollout_graph.core.types import BROKEN_REPLAYS, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -112,8 +112,21 @@ class Rollout:
                 1 for d in self.topology.discarded if (m := self.near_misses.get(d)) is None or m.kind == RETRY
             ),
             "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
-            "n_unfinished": sum(len(g) for g in self.topology.unfinished),
+            # unfinished attempts the harness did not continue in text either (a replay chain is one conversation)
+            "n_unfinished": sum(len(g) for g in self._unfinished_left),
+            "n_retokenized": sum(1 for m in self.near_misses.values() if m.kind == RETOKENIZED),
         }
+
+    @cached_property
+    def _replayed(self) -> set[int]:
+        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``)."""
+        return {end for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS for end in (m.earlier, m.later)}
+
+    @cached_property
+    def _unfinished_left(self) -> list[list[int]]:
+        """Unfinished attempt groups without the calls a broken replay explains (2+ left)."""
+        left = ([m for m in g if m not in self._replayed] for g in self.topology.unfinished)
+        return [g for g in left if len(g) > 1]
 
     @property
     def finding_counts(self) -> dict[str, int]:

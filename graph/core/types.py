@@ -49,6 +49,7 @@ NearMissKind = Literal[
     "subagent",
     "side_call",
     "new_conversation",
+    "unknown",
 ]
 RETRY: NearMissKind = "retry"
 RETOKENIZED: NearMissKind = "retokenized"
@@ -58,6 +59,7 @@ COMPACTION: NearMissKind = "compaction"
 SUBAGENT: NearMissKind = "subagent"
 SIDE_CALL: NearMissKind = "side_call"
 NEW_CONVERSATION: NearMissKind = "new_conversation"
+UNKNOWN: NearMissKind = "unknown"  # too little evidence to name the cause
 NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
     RETRY,
     RETOKENIZED,
@@ -67,6 +69,7 @@ NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
     NEW_CONVERSATION,
     SUBAGENT,
     SIDE_CALL,
+    UNKNOWN,
 )
 # A replay of the model's own turn that broke the token prefix: the harness should have continued it.
 BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)

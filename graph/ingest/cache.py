@@ -18,6 +18,7 @@ field, numpy arrays where JSON was expected) is simply not cached. When the fold
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -27,14 +28,32 @@ from collections.abc import Iterable, Iterator
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.ipc as ipc
 
 from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
+
+
+class _LazyModule:
+    """A module imported when one of its names is first looked up."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+else:  # imported on first use: a load that never reads nor writes an entry never pays for pyarrow
+    pa = _LazyModule("pyarrow")
+    ipc = _LazyModule("pyarrow.ipc")
+
 
 FORMAT = 1
 DEFAULT_MAX_BYTES = 8 << 30
@@ -116,12 +135,16 @@ def _code_fingerprint() -> str:
 
 
 def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
-    """The cache key of a load of these files (path, size and modification time of each)."""
+    """The cache key of a load of these files (path, size, modification and change times, inode).
+
+    The change time (``st_ctime_ns``) moves on every write even when a rewrite restores the size
+    and the modification time (``touch -r``), and a file replaced by another gets a new inode.
+    """
     parts = [f"format {FORMAT}", _code_fingerprint(), f"limits {limits!r}"]
     for f in files:
         p = Path(f)
         stat = p.stat()
-        parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}")
+        parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ctime_ns}\0{stat.st_ino}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
 
@@ -488,7 +511,7 @@ def load_files(
     background_store: bool = False,
     store_delay: float = 0.0,
 ) -> LoadResult:
-    """These trace files, from the cache when they were read before, else parsed on every core
+    """These trace files, from the cache when they were read before, else parsed (on several cores where that wins)
     (:func:`rollout_graph.ingest.parallel.load_files_parallel`) and cached.
 
     ``background_store`` writes the new cache entry in a thread of its own, so the caller can go

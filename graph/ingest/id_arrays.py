@@ -79,14 +79,20 @@ class IdArrayCutter:
     def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
 
-        Chat logprob entries are cut first (:func:`rollout_graph.ingest.typed.cut_logprobs`): their
+        Chat logprob entries are cut next (:func:`rollout_graph.ingest.typed.cut_logprobs`), from
+        what is left of the line (the skim for them then never reads the id arrays again): their
         markers map to decoded columns rather than arrays.
 
         Raises:
             LimitExceeded: an array holds more than ``max_ids`` ids.
         """
+        raw, arrays = self._cut_ids(raw, max_ids)
         raw, columns = cut_logprobs(raw)
-        arrays: dict[str, Any] = dict(columns)
+        arrays.update(columns)
+        return raw, arrays
+
+    def _cut_ids(self, raw: bytes, max_ids: int | None) -> tuple[bytes, dict[str, Any]]:
+        arrays: dict[str, Any] = {}
         pieces: list[bytes] = []
         pos = 0
         for start, end in _array_spans(raw):
@@ -125,6 +131,9 @@ def _array_spans(raw: bytes) -> list[tuple[int, int]]:
     return spans
 
 
+_NESTING = frozenset({dict, list})
+
+
 def restore(value: Any, arrays: dict[str, Any]) -> None:
     """Put the cut arrays (or logprob columns) back where their markers are (only dict values
     can hold one)."""
@@ -132,7 +141,12 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
     remaining = len(arrays)
     while pending and remaining:
         node = pending.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node)
+        if isinstance(node, dict):
+            items: Any = node.items()
+        elif not _NESTING.intersection(map(type, node)):
+            continue  # a list of scalars (token ids, texts): a marker is only ever a dict's value
+        else:
+            items = enumerate(node)
         for key, child in items:
             if isinstance(child, str):
                 if child[:1] == "\x00" and child in arrays and isinstance(node, dict):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
@@ -39,6 +40,7 @@ class Limits:
     max_expanded_ids: int = 64 * MB  # ids a rollout document's turns expand to (sum of n_prompt + n_sampled)
     max_parquet_rows: int = 4 * MB  # rows read from one Parquet file (signals, corpus uploads)
     max_parquet_bytes: int = 2 * GB  # uncompressed bytes one Parquet file declares in its footer
+    max_sessions: int = 100_000  # rollouts (sessions) in one load; more is audit's work
     max_memory_bytes: int | None = None  # resident memory of the process while loading
 
     def __repr__(self) -> str:
@@ -77,6 +79,7 @@ PUBLIC = Limits(
     max_expanded_ids=8 * MB,
     max_parquet_rows=256 << 10,
     max_parquet_bytes=256 * MB,
+    max_sessions=10_000,
     max_memory_bytes=None,
 )
 
@@ -138,6 +141,88 @@ class using:  # noqa: N801 - a context manager used like a function
 
     def __exit__(self, *exc: object) -> None:
         _ACTIVE.reset(self._token)
+
+
+SESSIONS_PROBE = 1000  # records read before a file's rollout count is projected
+
+
+class SessionBudget:
+    """Refuse a file early when it would bring the load over ``max_sessions``.
+
+    After :data:`SESSIONS_PROBE` records, the rollouts this file added so far are projected over
+    the whole file (its size over the bytes of its first lines; plain files only); a projection
+    over twice the limit stops the file at once. Otherwise the real count is checked as records
+    arrive. Either way the reason names the limit, the flag, and ``audit``.
+    """
+
+    def __init__(self, limits: Limits, name: str, sessions_before: int) -> None:
+        self.limit = limits.max_sessions
+        self.name = name
+        self.before = sessions_before
+        self.lines = _projected_lines(name)
+
+    def check(self, records: int, sessions: int) -> str | None:
+        """The refusal, or None; call with the records read from this file and the load's sessions."""
+        if sessions > self.limit:
+            return self._reason(f"{sessions:,} rollouts so far")
+        if records == SESSIONS_PROBE and self.lines is not None:
+            projected = int((sessions - self.before) / records * self.lines) + self.before
+            if projected > 2 * self.limit:
+                return self._reason(f"about {projected:,} rollouts, projected from its first {records:,} records")
+        return None
+
+    def _reason(self, what: str) -> str:
+        return (
+            f"over a limit: this load would hold {what}, more than {self.limit:,} "
+            f"(limit max_sessions, --max-sessions); the rest of this file is not read. For one row per "
+            f"rollout run `rollout-graph audit FILE --out audit.parquet --max-sessions N` (it needs the "
+            f"memory of the whole file), or split the file"
+        )
+
+
+def may_exceed_sessions(names: list[str], limits: Limits) -> bool:
+    """Whether files could bring a load over ``max_sessions`` (lines bound rollouts from above).
+
+    The parallel reader merges what its workers parsed, so it cannot stop a file early: a load
+    this returns True for is read sequentially, where :class:`SessionBudget` is checked. A plain
+    file counts its projected lines; a compressed one (unknown) its size over 40 bytes.
+    """
+    total = 0
+    for name in names:
+        lines = _projected_lines(name)
+        if lines is None:
+            try:
+                lines = os.stat(name).st_size // 40
+            except OSError:
+                lines = 0
+        total += lines
+        if total > limits.max_sessions:
+            return True
+    return False
+
+
+def _projected_lines(name: str) -> int | None:
+    """Lines in a plain file, estimated from its size and its first megabyte; None if unknown."""
+    try:  # opened non-blocking and checked with fstat: a FIFO must never block here
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        size = info.st_size
+        head = os.read(fd, 1 << 20)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd" or not head:
+        return None  # compressed: the real count is checked instead
+    newlines = head.count(b"\n")
+    if newlines == 0:
+        return None
+    return int(size / (len(head) / newlines))
 
 
 def resident_bytes() -> int | None:

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from rollout_graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
 from rollout_graph.ingest.formats import RecordError, parse_value
-from rollout_graph.ingest.limits import LimitExceeded, Limits, human, resident_bytes, using
+from rollout_graph.ingest.limits import (
+    SESSIONS_PROBE,
+    LimitExceeded,
+    Limits,
+    SessionBudget,
+    human,
+    resident_bytes,
+    using,
+)
 from rollout_graph.ingest.reading import RawValue, Source, read_values
 
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst", ".parquet", ".pkl", ".pickle", ".pt", ".pth")
@@ -144,10 +152,11 @@ def _load_source(
 ) -> None:
     default_session = rollout_name(source.name)
     values = read_values(source, limits)
+    budget = SessionBudget(limits, source.name, len(result.sessions))  # max_sessions (docs/limits.md)
     for count, raw in enumerate(values, start=1):
-        if count % PROGRESS_EVERY == 0:
+        if count % PROGRESS_EVERY == 0 or count == SESSIONS_PROBE:
             tick(result.records)
-            over = _over_memory(limits)
+            over = _over_memory(limits) or budget.check(count, len(result.sessions))
             if over:
                 values.close()
                 _skip(result, source.name, raw.line, over)

@@ -30,18 +30,20 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
-from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
+
+if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
+    from concurrent.futures import ProcessPoolExecutor
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
 PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
@@ -347,6 +349,8 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ProcessPoolExecutor
+
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["rollout_graph.ingest.parallel"])
             with _hidden_main():
@@ -388,7 +392,9 @@ def load_files_parallel(
     total = sum(sizes)
     workers = planned_workers(total, limits) if workers is None else workers
     memory_capped = limits is not None and limits.max_memory_bytes is not None
-    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped:
+    # max_sessions is checked where records are read (issue 28): a load that may pass it is sequential.
+    many = workers >= 2 and may_exceed_sessions([str(f) for f in files], limits or Limits())
+    if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped or many:
         return _sequential(sources, progress, sizes, limits)
     pool = _pool(workers)
     plans: list[list[tuple[Future[_Outcome], int]]] = []
@@ -455,6 +461,8 @@ def load_bytes_parallel(
 def _outcome(future: Future[_Outcome]) -> _Outcome:
     """A task's result; a worker that died (killed, out of memory) is that file's read error, and
     the pool is replaced for the next load."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return future.result()
     except BrokenProcessPool:
@@ -479,16 +487,48 @@ def _merge(result: LoadResult, name: str, outcome: _Outcome, shared_text: dict[s
             result.sessions[parsed.calls[0].session_id].document = parsed.document
 
 
+class _CountedReads:
+    """A source's stream that adds the bytes read from it to a counter (progress in bytes)."""
+
+    def __init__(self, stream: IO[bytes], counter: list[int]) -> None:
+        self._stream = stream
+        self._counter = counter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._counter[0] += len(data)
+        return data
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> _CountedReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _counted(source: Source, counter: list[int]) -> Source:
+    def opened() -> IO[bytes]:
+        counter[0] = 0
+        return cast(IO[bytes], _CountedReads(source.open(), counter))
+
+    return Source(source.name, opened)
+
+
 def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[int], limits: Any) -> LoadResult:
     total = sum(sizes)
+    counter = [0]  # bytes read so far from the file being read
 
     def report(done: int, files: int, records: int) -> None:
         if progress:
-            read = sum(sizes[:done])
+            read = sum(sizes[:done]) + (min(counter[0], sizes[done]) if done < len(sizes) else 0)
             progress(LoadProgress(read, total, records, records, done, files))
 
     kwargs = _read_kwargs(limits)
-    return loading.load_sources(sources, report, **kwargs)
+    counted = [_counted(source, counter) for source in sources] if progress else sources
+    return loading.load_sources(counted, report, **kwargs)
 
 
 def load_paths_parallel(

@@ -222,6 +222,8 @@ def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | 
     ids = np.full((n, width), INVALID_ID, dtype=np.int64)
     lps = np.full((n, width), np.nan, dtype=np.float32)
     ids[rows, cols] = split.ids
+    if int(ids.max()) <= _INT32_MAX:  # 4 bytes an alternative when every id fits, like token ids
+        ids = ids.astype(np.int32)
     lps[rows, cols] = _float_array(logprob_values)
     flat_texts = None
     if split.texts is not None:

@@ -1,9 +1,16 @@
 """What ``rollout-graph tail`` reports: each call as it is linked, adoptions, discarded retries,
-file notices and skipped records, as JSON-ready dicts and as one-line text.
+near misses named or renamed, file notices and skipped records, as JSON-ready dicts and as one-line text.
 
-:class:`EventLog` remembers what it reported per session (parent, discarded status) and, after
-each poll, compares the re-analysed rollouts with it. So the last parent reported for every call
-is the parent in the current rollout, which is what ``inspect`` says once the files are complete.
+:class:`EventLog` remembers what it reported per session (parent, discarded status, near miss) and,
+after each poll, compares the re-analysed rollouts with it. So the last parent and the last near
+miss reported for every call are the ones in the current rollout, which is what ``inspect`` says
+once the files are complete; the words are the library's one sentence for a near miss
+(rollout_graph.analysis.near_miss.describe), so ``tail`` and ``inspect``/``explain`` read the same.
+
+A call is reported discarded only once its verdict is settled: a later call of the same
+conversation (its root's tree) arrived and it still has no child. A call that just arrived has no
+child yet by construction; calling it discarded then and "no longer discarded" when its child comes
+would flip-flop on a call whose parent is already known.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollout_graph.analysis.near_miss import COMPACTION, RETRY, REWRITTEN, NearMiss, near_miss_json
+from rollout_graph.analysis.near_miss import NearMiss, describe, near_miss_json
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.live.trace import NEW, REMOVED, LiveTrace, Update
 
@@ -20,38 +27,34 @@ ADOPTED = "adopted"
 RELINKED = "relinked"
 DISCARDED = "discarded"
 UNDISCARDED = "undiscarded"
+EXPLAINED = "explained"  # a near miss named for a call already reported, or renamed by new evidence
 SKIPPED = "skipped"
 FILE = "file"
 
 
 def near_miss_text(rollout: Rollout, miss: NearMiss | None, node: int) -> str:
-    """One line on why a call is a new root (or a discarded retry): the near-miss analysis in words."""
-    calls = rollout.calls
+    """One line on why a call broke from the call it nearly continued: the library's sentence."""
     if miss is None:
         first = rollout.topology.roots[:1] == [node]
         return "first root" if first else "new conversation: shares no token with an earlier call"
-    other = calls[miss.other].node_id
-    earlier = calls[miss.earlier]
-    at = miss.common_prefix
-    if miss.kind == REWRITTEN:
-        kept = max(0, min(earlier.n_sampled, at - earlier.n_prompt))
-        if miss.node == miss.later:
-            what = (
-                f"{other}'s reply cut at token {at:,}"
-                if miss.where == "sampled"
-                else f"changed after {other}'s reply, at token {at:,}"
-            )
-            return f"history rewritten: {what} ({kept:,} of {earlier.n_sampled:,} sampled tokens kept)"
-        return f"history rewritten: {other} replayed this reply cut at token {at:,} ({kept:,} of {earlier.n_sampled:,} sampled tokens kept)"
-    if miss.kind == COMPACTION:
-        return f"history compacted: {at:,} tokens shared with {other}, then replaced (same system prompt)"
-    if miss.kind == RETRY:
-        return (
-            f"retry: {other} had the same request"
-            if miss.node == miss.later
-            else "retry: the same request sampled again"
-        )
-    return f"new conversation: {at:,} tokens shared with {other}"
+    return describe(rollout.calls, miss)
+
+
+def _settled(rollout: Rollout) -> list[bool]:
+    """Per call: a later call of its conversation (the same root's tree) has arrived."""
+    root_of = rollout.topology.root_of
+    last: dict[int, int] = {}
+    for i, root in enumerate(root_of):
+        last[root] = i
+    return [last[root_of[i]] > i for i in range(len(root_of))]
+
+
+def _miss_key(rollout: Rollout, miss: NearMiss | None) -> tuple | None:
+    """What a reader sees of a near miss: a change in any of it is reported."""
+    if miss is None:
+        return None
+    calls = rollout.calls
+    return (miss.kind, calls[miss.earlier].node_id, calls[miss.later].node_id, miss.common_prefix, miss.evidence)
 
 
 class EventLog:
@@ -61,6 +64,7 @@ class EventLog:
         self.session = session  # report only this session
         self._parents: dict[str, dict[str, str | None]] = {}
         self._discarded: dict[str, dict[str, str | None]] = {}
+        self._misses: dict[str, dict[str, tuple | None]] = {}
 
     def events(self, trace: LiveTrace, update: Update) -> list[dict[str, Any]]:
         """The events of one poll: file notices, skipped records, then per changed session its
@@ -83,21 +87,28 @@ class EventLog:
         sid = rollout.session_id
         printed = self._parents.setdefault(sid, {})
         discarded = self._discarded.setdefault(sid, {})
+        misses = self._misses.setdefault(sid, {})
         calls, topo = rollout.calls, rollout.topology
         present = {c.node_id for c in calls}
         for gone in [n for n in printed if n not in present]:  # dropped by a restarted file
             del printed[gone]
             discarded.pop(gone, None)
+            misses.pop(gone, None)
+        settled = _settled(rollout)
         new, changed = [], []
         for i, call in enumerate(calls):
             parent = topo.parents[i]
             parent_id = None if parent is None else calls[parent].node_id
-            kept = topo.discarded.get(i)
+            kept = topo.discarded.get(i) if settled[i] else None  # no verdict before the conversation moved on
             continued = None if kept is None else calls[kept].node_id
+            miss = rollout.near_misses.get(i)
+            if miss is not None and miss.node == miss.earlier and i in topo.discarded and not settled[i]:
+                miss = None  # why it was discarded waits for the verdict (the module docstring)
             if call.node_id not in printed:
-                new.append(self._call_event(rollout, i, parent_id, continued))
+                new.append(self._call_event(rollout, i, parent_id, continued, miss))
             else:
-                if printed[call.node_id] != parent_id:
+                relinked = printed[call.node_id] != parent_id
+                if relinked:
                     changed.append(
                         {
                             "event": ADOPTED if parent_id is not None and not restarted else RELINKED,
@@ -106,20 +117,25 @@ class EventLog:
                             "parent_id": parent_id,
                             "previous_parent_id": printed[call.node_id],
                             "linked_by": rollout.linked_by[i],
+                            "near_miss": None if miss is None else near_miss_json(calls, miss),
                         }
                     )
+                elif misses.get(call.node_id) != _miss_key(rollout, miss):
+                    changed.append(self._explained_event(rollout, i, miss))
                 if discarded.get(call.node_id) != continued:
                     changed.append(self._discard_event(rollout, i, continued))
             printed[call.node_id] = parent_id
+            misses[call.node_id] = _miss_key(rollout, miss)
             if continued is None:
                 discarded.pop(call.node_id, None)
             else:
                 discarded[call.node_id] = continued
         return new + changed
 
-    def _call_event(self, rollout: Rollout, i: int, parent_id: str | None, continued: str | None) -> dict[str, Any]:
+    def _call_event(
+        self, rollout: Rollout, i: int, parent_id: str | None, continued: str | None, miss: NearMiss | None
+    ) -> dict[str, Any]:
         call = rollout.calls[i]
-        miss = rollout.near_misses.get(i)
         event: dict[str, Any] = {
             "event": CALL,
             "session_id": rollout.session_id,
@@ -135,9 +151,19 @@ class EventLog:
             "n_context": call.n_prompt - rollout.context_start(i),
             "source": {"file": call.source, "line": call.line},
         }
-        if parent_id is None or (continued is not None and miss is not None):
+        if parent_id is None or miss is not None:
             event["why"] = near_miss_text(rollout, miss, i)
         return event
+
+    def _explained_event(self, rollout: Rollout, i: int, miss: NearMiss | None) -> dict[str, Any]:
+        """A call's near miss named, renamed by new evidence, or gone (None: it links exactly now)."""
+        return {
+            "event": EXPLAINED,
+            "session_id": rollout.session_id,
+            "node_id": rollout.calls[i].node_id,
+            "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
+            "why": "no near miss any more" if miss is None else near_miss_text(rollout, miss, i),
+        }
 
     def _discard_event(self, rollout: Rollout, i: int, continued: str | None) -> dict[str, Any]:
         call = rollout.calls[i]
@@ -190,4 +216,6 @@ def event_text(event: dict[str, Any]) -> str:
         return f"{head}  discarded: {event['continued_by']} continued{why}"
     if kind == UNDISCARDED:
         return f"{head}  no longer discarded"
+    if kind == EXPLAINED:
+        return f"{head}  {event['why']}"
     return f"{head}  {kind}"

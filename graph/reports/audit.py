@@ -28,7 +28,7 @@ from rollout_graph.ingest.loading import load_paths, rollout_name, walk_traces
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
 from rollout_graph.signals.corrections import audit_columns, parse_corrections
-from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all
+from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all, with_corrections
 from rollout_graph.signals.reading import SignalsFile, read_signals
 
 COLUMNS = (
@@ -208,6 +208,8 @@ def audit_file(
         rollouts = [analyse(session) for session in loaded.sessions.values()]
         if signals:
             rollouts, _ = attach_all(rollouts, load_signals(signals), threshold, parse_corrections(corrections))
+        elif corrections:  # the trainer columns the traces carry themselves
+            rollouts = with_corrections(rollouts, parse_corrections(corrections))
         rows = [
             {**audit_row(rollout, path), "n_failed_calls": failed.get(rollout.session_id, 0), **file_figures}
             for rollout in rollouts
@@ -443,8 +445,10 @@ def write_parquet(rows: list[dict], out: Path) -> None:
     )  # fmt: skip
     CORRECTIONS_TYPE = pa.list_(
         pa.struct(
-            [("label", pa.string()), ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()),
-             ("share_tokens", pa.float64()), ("weight_lost", pa.float64()), ("ess", pa.float64())]
+            [("label", pa.string()), ("n_tokens", pa.int64()), ("n_sequences", pa.int64()),
+             ("tokens_affected", pa.int64()), ("sequences_affected", pa.int64()), ("share_tokens", pa.float64()),
+             ("weight_lost", pa.float64()), ("ess", pa.float64()), ("sum_weights", pa.float64()),
+             ("sum_weights_squared", pa.float64())]
         )
     )  # fmt: skip
     schema = pa.schema(

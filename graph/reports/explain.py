@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rollout_graph.analysis.breaks import broken_replays, fix_for, prefix_breaks, reason_for, token_boundaries
+from rollout_graph.analysis.breaks import (
+    broken_replays,
+    fix_for,
+    prefix_breaks,
+    reason_for,
+    replay_details,
+    token_boundaries,
+)
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import RETOKENIZED, RETRY, NearMiss, end_ids
+from rollout_graph.analysis.near_miss import (
+    BROKEN_REPLAYS,
+    RETOKENIZED,
+    RETRY,
+    NearMiss,
+    describe,
+    end_ids,
+    replay_chains,
+    replayed,
+)
 from rollout_graph.analysis.origin import HARNESS, context_origin, text_origin
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import lowest_tokens, token_flows
@@ -31,20 +47,33 @@ def _flows(rollout: Rollout) -> list[str]:
 
 
 def _counts(rollout: Rollout) -> list[str]:
+    """The headline counts; each line counts calls of one kind, and the parts add up."""
     s = rollout.stats
-    other = s["n_discarded"] - s["n_discarded_retries"]
-    return [
+    misses, discarded = rollout.near_misses, rollout.topology.discarded
+    by_kind = Counter((misses[d].kind if d in misses else RETRY) for d in discarded)
+    replays = [m for m in misses.values() if m.kind in BROKEN_REPLAYS]
+    left = sum(1 for m in replays if m.node in discarded or m.earlier in discarded)
+    retokenized = sum(1 for m in replays if m.kind == RETOKENIZED)
+    others = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(by_kind.items()) if kind != RETRY)
+    lines = [
         "discarded calls and broken replays",
+        f"  discarded calls (a sibling continued): {s['n_discarded']}"
+        + (f" ({by_kind[RETRY]} retries, {others})" if others else ""),
         f"  retries (discarded calls the harness re-sent with the same prompt): {s['n_discarded_retries']}",
-        f"  broken replays (the model's own reply replayed so that the token prefix broke): {s['n_broken_replays']}"
-        + (f" ({other} of them left a discarded call)" if other else ""),
-        f"  unfinished attempts (sibling attempts none continued): {s['n_unfinished']}",
+        f"  broken replays (the model's own reply replayed so that the token prefix broke): {len(replays)}"
+        + (f", {retokenized} of them re-tokenized (same text, other ids)" if retokenized else "")
+        + (f"; {left} of them involve a discarded call" if left else ""),
+        f"  unfinished attempts (sibling attempts none continued, not even in text): {s['n_unfinished']}",
     ]
+    return lines
 
 
 def _boundaries(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
-    sampled, replayed = token_boundaries(rollout, miss, decoder)
-    return f"sampled {'|'.join(sampled)!r} vs replayed {'|'.join(replayed)!r}"
+    if isinstance(decoder, TokenizerDecoder):
+        sampled, replayed_ = token_boundaries(rollout, miss, decoder)
+        return f"sampled {'|'.join(sampled)!r} vs replayed {'|'.join(replayed_)!r}"
+    d = replay_details(rollout, miss)
+    return f"sampled ids {d.sampled} vs replayed ids {d.replayed} (no tokenizer: give --tokenizer to decode them)"
 
 
 def _miss_lines(
@@ -54,15 +83,16 @@ def _miss_lines(
     earlier, later = calls[miss.earlier], calls[miss.later]
     at = miss.common_prefix
     if miss.kind == RETRY:
-        return [f"  {calls[node].node_id}: {reason}; same prompt as {calls[miss.other].node_id}"]
+        return [f"  {calls[node].node_id}: {reason}", f"      {describe(calls, miss)}"]
     lines = [f"  {calls[node].node_id}: {reason}; nearly continued {calls[miss.other].node_id}, {at:,} tokens shared"]
+    lines.append(f"      {describe(calls, miss)}")
     if miss.kind == RETOKENIZED:
         lines.append(f"      same text, other tokens: {_boundaries(rollout, miss, decoder)}")
-    elif miss.kind != RETRY:
+    else:
         removed = decoder.text(end_ids(earlier)[at : at + CONTEXT_TOKENS * 10])[:60]
-        replayed = later.prompt_ids if later.prompt_ids is not None else end_ids(later)
-        inserted = decoder.text(replayed[at : at + CONTEXT_TOKENS * 4])[:60]
-        before = decoder.text(replayed[max(0, at - CONTEXT_TOKENS) : at])
+        replayed_ids = later.prompt_ids if later.prompt_ids is not None else end_ids(later)
+        inserted = decoder.text(replayed_ids[at : at + CONTEXT_TOKENS * 4])[:60]
+        before = decoder.text(replayed_ids[max(0, at - CONTEXT_TOKENS) : at])
         lines.append(f"      before {before!r} | removed {removed!r} | inserted {inserted!r}")
     if fix:
         lines.append(f"      fix: {fix}")
@@ -78,11 +108,18 @@ def _breaks(rollout: Rollout, decoder: Decoder) -> list[str]:
             lines += _miss_lines(rollout, b.root, b.miss, b.reason, b.fix, decoder)
     if len(lines) == 1:
         lines.append("  one root: the rollout never split")
-    replays = [m for m in broken_replays(rollout) if m.node != m.later]
+    roots = set(rollout.topology.roots)
+    replays = [m for m in broken_replays(rollout) if m.node not in roots]
     if replays:
-        lines.append("broken replays that left a discarded call")
+        lines.append("broken replays inside the graph (a discarded call, or a sibling that replays another's reply)")
         for m in replays:
             lines += _miss_lines(rollout, m.node, m, reason_for(m), fix_for(rollout, m), decoder)
+    chains = [c for c in replay_chains(rollout.calls, rollout.near_misses) if len(c) > 2]
+    if chains:
+        lines.append("re-tokenized replay chains (each call replays the reply of the one before, as text)")
+        for chain in chains:
+            names = " -> ".join(rollout.calls[k].node_id for k in chain)
+            lines.append(f"  {names}: one conversation of {len(chain)} calls, split by re-tokenization")
     return lines
 
 
@@ -106,19 +143,28 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}"
             )
         rivals = {d.original for d in diffs} | {d.other for d in diffs}
-        unfinished = {m for group in rollout.topology.unfinished for m in group}
+        unfinished = {m for group in rollout.topology.unfinished for m in group} - replayed(rollout.near_misses)
+        printed: set[int] = set()
         for child in sorted(rollout.topology.children[fork]):
-            miss = rollout.near_misses.get(child)
+            miss = rollout.near_misses.get(child) or next(
+                (m for m in rollout.near_misses.values() if m.later == child and m.node != child), None
+            )
             if child in rivals:
                 continue
             if miss is not None:
+                if miss.node in printed:
+                    continue  # the sibling's line already named this break
+                printed.add(miss.node)
+                other = miss.earlier if miss.later == child else miss.other
                 lines.append(
-                    f"  {calls[fork].node_id}: {calls[child].node_id} is no rival of {calls[miss.other].node_id} "
-                    f"(different prompts): {miss.kind.replace('_', ' ')}"
+                    f"  {calls[fork].node_id}: {calls[child].node_id} is no rival of {calls[other].node_id} "
+                    f"(different prompts): {describe(calls, miss)}"
                 )
             else:
+                first = child == min(rollout.topology.children[fork])
                 state = (
-                    "continued" if rollout.topology.children[child]
+                    "the first branch, continued" if first and rollout.topology.children[child]
+                    else "continued" if rollout.topology.children[child]
                     else "an unfinished attempt (none of its siblings continued)" if child in unfinished
                     else "a leaf"
                 )  # fmt: skip

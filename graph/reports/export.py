@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.core.types import AGENT, DISCARDED, FATAL, ROLES
+from rollout_graph.core.types import AGENT, DISCARDED, FATAL, RETOKENIZED, ROLES
 from rollout_graph.reports.output import OutputError, atomic_path
 from rollout_graph.signals.join import row_columns
 
@@ -77,6 +77,16 @@ def unfinished_nodes(rollout: Rollout) -> set[int]:
     return {m for group in rollout.topology.unfinished for m in group}
 
 
+def retokenized_replays(rollout: Rollout) -> dict[int, list[str]]:
+    """Call -> the node ids of the earlier calls whose reply its prompt replays re-tokenized (the
+    same text, other ids: near-miss kind ``retokenized``)."""
+    out: dict[int, list[str]] = {}
+    for m in sorted(rollout.near_misses.values(), key=lambda m: (m.later, m.earlier)):
+        if m.kind == RETOKENIZED:
+            out.setdefault(m.later, []).append(rollout.calls[m.earlier].node_id)
+    return out
+
+
 def iter_training_rows(
     rollout: Rollout, roles: tuple[str, ...] = ALL_ROLES, drop_unfinished: bool = False
 ) -> Iterator[dict[str, Any]]:
@@ -84,6 +94,7 @@ def iter_training_rows(
     by default; rows are labelled, never dropped unless ``drop_unfinished`` leaves out the rows
     that end in an unfinished attempt."""
     unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
+    retokenized = retokenized_replays(rollout)
     for index, seq in enumerate(rollout.sequences):
         if seq.role not in roles or seq.leaf in unfinished:
             continue
@@ -100,6 +111,8 @@ def iter_training_rows(
             "prompt_len": seq.prompt_len,
             "n_trainable": seq.n_trainable,
             "findings": _path_findings(rollout, seq),
+            # the earlier calls whose reply this row's context replays re-tokenized (docs/semantics.md)
+            "retokenized_history": [e for k in seq.nodes for e in retokenized.get(k, ())],
         }
         if rollout.signals is not None:  # joined with --signals: the trainer's columns too
             row.update(row_columns(rollout.signals, index))

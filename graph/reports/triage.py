@@ -34,10 +34,16 @@ EXPLANATIONS = {
     "duplicate_node_id": "Two records share a call id; the later one was renamed.",
     "document_disagrees": "The rollout document's edges, roles or counts differ from the analysis.",
     "history_rewritten": "Broken replays: the harness rewrote the model's own replies, so prefixes broke into new roots.",
+    "retokenized_replay": (
+        "Broken replays (re-tokenized): the harness replayed the model's text unchanged, but the engine "
+        "tokenized it again with other ids, the train/inference skew: replay token ids, not text."
+    ),
     "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
     "logprob_mismatch": "The trainer's logprob for a sampled token differs from the engine's by more than the threshold.",
     "signals_misaligned": "A signals row does not match the training row it names; its signals were ignored.",
-    "unfinished_attempts": "Sibling attempts none of which continued: each becomes a training row unless left out.",
+    "unfinished_attempts": (
+        "Sibling attempts none of which continued, not even in text: each becomes a training row unless left out."
+    ),
 }
 
 

@@ -82,6 +82,10 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# four common corrections with their defaults: the app's first choice and the bundled corpus audit's
+COMMON = ("token_tis:cap=2", "token_mask:low=0.5,high=5", "seq_mask:low=0,high=3", "geo_mask:low=0.999,high=1.001")
+
+
 class CorrectionError(ValueError):
     """A ``--correction`` spec that names an unknown correction or parameter, or a bad value."""
 
@@ -289,6 +293,9 @@ class Totals:
             "share_tokens": self.tokens_affected / self.n_tokens if self.n_tokens else None,
             "weight_lost": self.weight_lost,
             "ess": _ess(self.sum_w, self.sum_w2, self.n_tokens),
+            # so totals over many rollouts (an audit) combine exactly, ESS included: combine()
+            "sum_weights": self.sum_w,
+            "sum_weights_squared": self.sum_w2,
         }
 
 
@@ -379,6 +386,30 @@ def evaluate(corrections: Sequence[Correction], rows: Iterable[tuple[Any, np.nda
     return out
 
 
+AUDIT_KEYS = (
+    "label", "n_tokens", "n_sequences", "tokens_affected", "sequences_affected", "share_tokens", "weight_lost",
+    "ess", "sum_weights", "sum_weights_squared",
+)  # fmt: skip
+
+
+def combine(per_rollout: Iterable[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
+    """Totals over many rollouts (an audit's ``corrections`` column): counts, weight lost and the
+    weight sums add up, so share and ESS are exact over the whole set. One entry per label, in the
+    order first seen; rollouts without the column are skipped."""
+    out: dict[str, dict[str, Any]] = {}
+    for entries in per_rollout:
+        for e in entries or ():
+            t = out.setdefault(e["label"], dict.fromkeys(AUDIT_KEYS[1:], 0) | {"label": e["label"]})
+            for k in ("n_tokens", "n_sequences", "tokens_affected", "sequences_affected", "weight_lost"):
+                t[k] += e[k] or 0
+            t["sum_weights"] += e.get("sum_weights") or 0.0
+            t["sum_weights_squared"] += e.get("sum_weights_squared") or 0.0
+    for t in out.values():
+        t["share_tokens"] = t["tokens_affected"] / t["n_tokens"] if t["n_tokens"] else None
+        t["ess"] = _ess(t["sum_weights"], t["sum_weights_squared"], t["n_tokens"])
+    return list(out.values())
+
+
 def audit_columns(summary: dict[str, Any]) -> dict[str, Any]:
     """The audit's correction columns from a rollout's signals summary (docs/corrections.md)."""
     worst = summary.get("worst_tokens") or []
@@ -389,12 +420,7 @@ def audit_columns(summary: dict[str, Any]) -> dict[str, Any]:
         "ratio_ess": summary.get("ess"),
         "worst_abs_diff": abs(worst[0]["d"]) if worst else None,
         "worst_tokens": worst,
-        "corrections": None
-        if entries is None
-        else [
-            {k: e[k] for k in ("label", "tokens_affected", "sequences_affected", "share_tokens", "weight_lost", "ess")}
-            for e in entries
-        ],
+        "corrections": None if entries is None else [{k: e[k] for k in AUDIT_KEYS} for e in entries],
     }
 
 

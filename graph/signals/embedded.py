@@ -17,6 +17,7 @@ disagrees with our k3 gets a WARN ``trainer_figures_disagree``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -70,8 +71,8 @@ def embedded_rows(rollout: Rollout) -> tuple[list[SignalRow], dict[str, dict[str
             for name in arrays:
                 if n and _fill(arrays[name], begin, signals.get(name), n):
                     present[name] = True
-            value: Any = signals.get("reward")
-            if reward is None and type(value) in (int, float) and np.isfinite(value):
+            value = signals.get("reward")
+            if reward is None and isinstance(value, (int, float)) and math.isfinite(value):
                 reward = float(value)
             for key, value in (signals.get("extra") or {}).items():
                 if isinstance(value, (str, int, float, bool)):

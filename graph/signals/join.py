@@ -53,8 +53,12 @@ def mismatch_metrics(d: np.ndarray) -> dict[str, Any]:
 class CallSignals:
     """The trainer's view of one call's sampled span.
 
-    ``trainer`` and ``advantages`` come from the first joined row (leaf order) covering the call
-    (NaN where not compared); the figures pool every joined row that covers it.
+    ``trainer`` and ``advantages`` come from the joined row covering the call that holds its worst
+    token (the largest trainer-vs-inference difference; the first row in leaf order on a tie or
+    when no row compares logprobs; NaN where not compared), so the token view and the scatter show
+    the token a ``logprob_mismatch`` finding names. The figures pool every joined row that covers
+    it. ``sequence`` is that row's sequence index, ``worst_offset`` the worst token's index in the
+    sampled span (None when nothing was compared).
     """
 
     trainer: np.ndarray
@@ -62,8 +66,12 @@ class CallSignals:
     n_tokens: int
     mean_abs_diff: float | None
     max_abs_diff: float | None
-    sequence: int = -1  # the joined row ``trainer`` comes from (index into rollout.sequences)
+    sequence: int = (
+        -1
+    )  # the joined row ``trainer`` comes from (index into rollout.sequences): the one with the call's worst token
     begin: int = 0  # where the call's sampled span starts in that row
+    worst_offset: int | None = None  # the worst token's offset in the call's sampled span
+    worst_abs_diff: float = -1.0
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as ``inspect --json`` prints them under a node's ``signals``."""
@@ -292,7 +300,8 @@ def join_rollout(
                     WARN,
                     "logprob_mismatch",
                     f"trainer and inference logprobs differ by up to {call.max_abs_diff:.3g} nats "
-                    f"(mean {call.mean_abs_diff:.3g}) over {call.n_tokens} sampled tokens; threshold {threshold:g}",
+                    f"(mean {call.mean_abs_diff:.3g}) over {call.n_tokens} sampled tokens; threshold {threshold:g}"
+                    + ("" if call.worst_offset is None else f"; the worst is sampled token {call.worst_offset}"),
                     node_id=node_id,
                 )
             )
@@ -314,7 +323,12 @@ def _worst(
 ) -> list[dict[str, Any]]:
     """The row's WORST_K largest |d| tokens: leaf, position in the row, the call, both logprobs."""
     scored = np.where(np.isnan(d_full), -1.0, np.abs(d_full))
-    top = np.argsort(-scored, kind="stable")[:WORST_K]
+    if scored.shape[0] > WORST_K:  # the K largest without sorting the whole row; ties: the first positions
+        kth = np.partition(scored, scored.shape[0] - WORST_K)[scored.shape[0] - WORST_K]
+        candidates = np.flatnonzero(scored >= kth)
+    else:
+        candidates = np.arange(scored.shape[0])
+    top = candidates[np.argsort(-scored[candidates], kind="stable")][:WORST_K]
     leaf_id = rollout.calls[seq.leaf].node_id
     out = []
     for pos in top:
@@ -346,7 +360,8 @@ def _per_call(
     per_call_d: dict[int, list[np.ndarray]],
     out: RolloutSignals,
 ) -> None:
-    """Each call's sampled span in this row: its differences, and its arrays for the token view."""
+    """Each call's sampled span in this row: its differences, and its arrays for the token view
+    (from the row holding the call's worst token)."""
     for node, start in zip(seq.nodes, turn_starts, strict=True):
         call = rollout.calls[node]
         n = call.n_sampled
@@ -354,16 +369,21 @@ def _per_call(
             continue
         begin = int(start) + call.n_prompt - rollout.context_start(node) if call.prompt_ids is not None else int(start)
         span = slice(begin, begin + n)
+        worst, worst_at = -1.0, None
         if row.trainer_logprobs is not None:
             here = compared[span]
             if here.any():
-                per_call_d[node].append(row.trainer_logprobs[span][here] - inference[span][here])
-        if node not in out.calls:
+                d = row.trainer_logprobs[span][here] - inference[span][here]
+                per_call_d[node].append(d)
+                k = int(np.argmax(np.abs(d)))
+                worst, worst_at = float(abs(d[k])), int(np.flatnonzero(here)[k])
+        kept = out.calls.get(node)
+        if kept is None or worst > kept.worst_abs_diff:
             trainer = np.full(n, np.nan)
             if row.trainer_logprobs is not None:
                 trainer = np.where(compared[span], row.trainer_logprobs[span], np.nan)
             advantages = None if row.advantages is None else row.advantages[span].copy()
-            out.calls[node] = CallSignals(trainer, advantages, 0, None, None, sequence, begin)
+            out.calls[node] = CallSignals(trainer, advantages, 0, None, None, sequence, begin, worst_at, worst)
 
 
 def _rollout_reward(rollout: Rollout, out: RolloutSignals) -> float | None:
@@ -397,6 +417,21 @@ class JoinReport:
 def attach(rollout: Rollout, signals: RolloutSignals) -> Rollout:
     """A copy of the rollout carrying the signals and their findings (sequences are unchanged)."""
     return dataclasses.replace(rollout, findings=[*rollout.findings, *signals.findings], signals=signals)
+
+
+def with_corrections(rollouts: list[Rollout], corrections: list[Correction] | tuple[Correction, ...]) -> list[Rollout]:
+    """The rollouts whose signals came from their own trace (prime-rl, NeMo-RL, verifiers ...: the
+    embedded trainer columns) with the ``corrections`` applied; rollouts without signals unchanged."""
+    if not corrections:
+        return rollouts
+    out = []
+    for r in rollouts:
+        if r.signals is not None:
+            signals = dataclasses.replace(r.signals)
+            signals.corrections = signals.evaluate(list(corrections))
+            r = dataclasses.replace(r, signals=signals)
+        out.append(r)
+    return out
 
 
 def attach_all(

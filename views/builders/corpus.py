@@ -10,6 +10,8 @@ SORTS = {
     "file order": None,
     "max |Δ| (largest first)": ("max_abs_diff", False),
     "KL k3 (largest first)": ("kl_k3", False),
+    "worst token |Δ| (largest first)": ("worst_abs_diff", False),
+    "ratio ESS (lowest first)": ("ratio_ess", True),
     "reward (lowest first)": ("reward", True),
     "reward (highest first)": ("reward", False),
 }
@@ -38,7 +40,7 @@ def filter_signals(
 def sort_rows(frame: pd.DataFrame, choice: str) -> pd.DataFrame:
     """The rows in the chosen order (rows without a value last); pure."""
     how = SORTS.get(choice)
-    if how is None:
+    if how is None or how[0] not in frame:  # an audit written before the column existed
         return frame
     column, ascending = how
     return frame.sort_values(column, ascending=ascending, na_position="last", kind="stable")

@@ -33,7 +33,12 @@ new options should follow the same rule and take call indices as sets):
 - ``keep``: more calls to keep as nodes (never hidden in a chain), e.g. search hits;
 - ``dimmed``: calls veiled in white (filtered out by the filters panel);
 - ``highlighted``: calls ringed in red (search hits, a findings group); they are kept as nodes.
-  Both are overlay traces added after the labels, so the numbered traces above keep their numbers.
+  Both are overlay traces added after the labels, so the numbered traces above keep their numbers;
+- ``fit_all``: the whole drawn rollout in view (the "Fit all" overview that replaces plotly's
+  Autoscale); its calls stay the clickable markers they are in the default view.
+
+``mark_selected(figure, index, node_id)`` rings the selected call and boxes its id (a trace
+``selected`` after the others) without moving the view.
 
 The figure depends only on these arguments, never on clicks made in the chart itself, so it
 stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
@@ -171,6 +176,8 @@ def dag_view(
     continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
+        # a "chain" of one call is drawn as that call: a bar labelled "1 call" hides it for nothing
+        chains = [c for c in chains if len(c.calls) > 1]
         view = collapse_chains(n, topo.parents, chains, expanded)
         visible, drawn, via, folded = view.visible, view.drawn_parent, view.via, view.chains
     else:
@@ -317,6 +324,7 @@ def dag_figure(
     keep: Collection[int] = (),
     dimmed: Collection[int] = (),
     highlighted: Collection[int] = (),
+    fit_all: bool = False,
 ) -> go.Figure:
     """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
     keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
@@ -337,6 +345,8 @@ def dag_figure(
     centre = pos.get(highlight) if highlight is not None else None
     xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
     yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
+    if fit_all:  # the overview: every drawn call in view (it replaces plotly's Autoscale), still clickable
+        xr, yr = [-0.6, max_x + 0.6], [-view.n_lanes + 0.4, 0.8]
     # the range slider is the overview, shown when the default view does not hold everything
     overview = (xr[1] - xr[0]) < max_x + 1.2 or (yr[1] - yr[0]) < view.n_lanes + 0.4
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), plot_h / (yr[1] - yr[0])
@@ -446,10 +456,11 @@ def dag_figure(
             },
             hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
             hoverinfo="text",
-            # An (empty) selection from the start: every call is "unselected" (id hidden, full
-            # opacity) until one is clicked or chosen, whose id then shows. No `selected` style:
-            # with one, Streamlit receives no click selection from an SVG scatter.
-            selectedpoints=[] if centre is None else [centre],
+            # An (empty) selection from the start: every call is "unselected" (full opacity) and
+            # stays so; the selected call is ringed and boxed by its own marker (mark_selected), not
+            # by plotly's selected style, which drew it paler. No `selected` style: with one,
+            # Streamlit receives no click selection from an SVG scatter.
+            selectedpoints=[],
             unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
             cliponaxis=False,
             showlegend=False,
@@ -529,7 +540,7 @@ def dag_figure(
         clickmode="event+select",
         hovermode="closest",
         hoverdistance=12,
-        uirevision=f"{rollout.session_id}:{highlight}:{focus}",
+        uirevision=f"{rollout.session_id}:{highlight}:{focus}:{'fit' if fit_all else 'window'}",
         xaxis={
             "range": xr,
             "showticklabels": False,

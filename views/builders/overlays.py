@@ -18,6 +18,7 @@ from plotly.colors import sample_colorscale
 from rollout_graph.analysis.entropy import entropy_lower_bound
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
+from rollout_graph.signals.corrections import CorrectionError, parse_correction
 from rollout_graph.signals.join import RATIO_BAND
 from rollout_graph.ui.builders.palette import text_color_on
 
@@ -41,6 +42,11 @@ DIFF_FLOOR, DIFF_RANGE = 0.01, 2.0  # |d| below 0.01 nat is near white; 2 nats a
 RATIO_RANGE = 0.5  # ratios from 0.5 to 1.5, clamped
 ENTROPY_RANGE = 4.0  # nats
 NONE_STYLE = "background:#f8fafc;color:#94a3b8;outline:1px dotted #cbd5e1;outline-offset:-1px"
+# the corrections marked in the token view: a session-state key holding correction labels (set by
+# the Corrections panel, read by the token view), and how a clipped or masked token looks
+CORRECTION_MARKS = "rg-correction-marks"
+CLIPPED_STYLE = "border-bottom:3px solid #E69F00"
+MASKED_STYLE = "text-decoration:line-through;text-decoration-thickness:2px;border-bottom:3px solid #7c3aed"
 
 
 def _diverging(t: float) -> str:
@@ -49,7 +55,12 @@ def _diverging(t: float) -> str:
 
 
 def _stylesheet() -> str:
-    rules = [f".rg-n{{{NONE_STYLE}}}", ".rg-x{box-shadow:0 0 0 1.5px #111 inset}"]
+    rules = [
+        f".rg-n{{{NONE_STYLE}}}",
+        ".rg-x{box-shadow:0 0 0 1.5px #111 inset}",
+        f".rg-kc{{{CLIPPED_STYLE}}}",
+        f".rg-km{{{MASKED_STYLE}}}",
+    ]
     for b in range(BUCKETS):
         bg = _diverging(2 * b / (BUCKETS - 1) - 1)
         rules.append(f".rg-d{b}{{background:{bg};color:{text_color_on(bg)}}}")
@@ -80,6 +91,45 @@ class Overlay:
     advantages: np.ndarray
     entropy: np.ndarray
     mode: str = LOGPROB
+    signals: object = None  # the rollout's RolloutSignals (for the correction marks)
+    spans: tuple[tuple[int, int, int], ...] = ()  # (node, strip position of its sampled span, n sampled)
+    marks: dict[str, np.ndarray] | None = None  # per shown correction label: 0 / 1 clipped / 2 masked per position
+
+    def show_corrections(self, labels: list[str]) -> None:
+        """Mark the tokens each of these corrections (labels, docs/corrections.md) clips or masks;
+        labels that do not parse are ignored. An empty list removes the marks."""
+        self.marks = None
+        signals: object = self.signals
+        if not labels or signals is None or not getattr(signals, "rows", None):
+            return
+        chosen = []
+        for label in labels:
+            try:
+                chosen.append(parse_correction(label))
+            except CorrectionError:
+                continue
+        evaluation = signals.evaluate(chosen)  # type: ignore[attr-defined]
+        n = self.inference.shape[0]
+        marks = {}
+        for c in evaluation.corrections:
+            flags = np.zeros(n, dtype=np.int8)
+            for node, at, count in self.spans:
+                found = signals.calls.get(node)  # type: ignore[attr-defined]
+                result = None if found is None else evaluation.rows[c.label].get(found.sequence)
+                if result is None:
+                    continue
+                span = slice(found.begin, found.begin + count)
+                flags[at : at + count][result.affected[span]] = 1
+                flags[at : at + count][result.masked[span]] = 2
+            marks[c.label] = flags
+        self.marks = marks
+
+    def mark_class(self, pos: int) -> str:
+        """`` rg-km`` where a shown correction masks the token, `` rg-kc`` where one clips it."""
+        if not self.marks:
+            return ""
+        strongest = max(int(flags[pos]) for flags in self.marks.values())
+        return {0: "", 1: " rg-kc", 2: " rg-km"}[strongest]
 
     @property
     def advantage_range(self) -> float:
@@ -127,12 +177,17 @@ class Overlay:
             lines.append(f"advantage {self.advantages[pos]:+.4f}")
         if math.isfinite(self.entropy[pos]):
             lines.append(f"entropy ≥ {self.entropy[pos]:.3f} nats (from the recorded top-k)")
+        for label, flags in (self.marks or {}).items():
+            if flags[pos]:
+                lines.append(f"{label}: {'masks' if flags[pos] == 2 else 'clips'} this token")
         return lines
 
 
 def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
     """The overlay arrays for a strip made of ``parts`` ((node, context start) per call, as in tokens.py)."""
     inference, trainer, advantages, entropy = [], [], [], []
+    spans = []
+    offset = 0
     signals = rollout.signals
     for k, start in parts:
         call = rollout.calls[k]
@@ -150,11 +205,15 @@ def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
         adv = found.advantages if found is not None and found.advantages is not None else np.full(n_s, np.nan)
         advantages += [pad, adv]
         entropy += [pad, entropy_lower_bound(call.top_k, n_s)]
+        spans.append((k, offset + n_c, n_s))
+        offset += n_c + n_s
 
     def joined(arrays: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(arrays) if arrays else np.empty(0)
 
-    return Overlay(joined(inference), joined(trainer), joined(advantages), joined(entropy))
+    return Overlay(
+        joined(inference), joined(trainer), joined(advantages), joined(entropy), signals=signals, spans=tuple(spans)
+    )
 
 
 def _gradient(colours: list[str]) -> str:
@@ -200,4 +259,20 @@ def legend_html(overlay: Overlay | None, mode: str) -> str:
         f"<span>{scale}</span>"
         f'<span><span style="padding:1px 4px;border-radius:3px;{NONE_STYLE}">sampled</span> no value here</span>'
         f"{missing}</div>"
+    )
+
+
+def marks_legend(overlay: Overlay | None) -> str:
+    """The legend of the correction marks shown (empty when none)."""
+    if overlay is None or not overlay.marks:
+        return ""
+    counts = ", ".join(
+        f"{html_text(label)}: {int(np.count_nonzero(flags == 1))} clipped, {int(np.count_nonzero(flags == 2))} masked"
+        for label, flags in overlay.marks.items()
+    )
+    return (
+        '<div class="rg-marks-legend" style="font:12px system-ui,sans-serif;color:#334155;margin:2px 0 4px 0">'
+        f'<span style="padding:0 3px;{CLIPPED_STYLE}">clipped</span> '
+        f'<span style="padding:0 3px;{MASKED_STYLE}">masked</span> '
+        f'<span style="color:#64748b">by the corrections marked ({counts} on this strip)</span></div>'
     )

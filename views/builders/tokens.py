@@ -260,6 +260,8 @@ def _classes(strip: TokenStrip, pos: int, special: bool, marked: bool) -> str:
         kind = f"rg-b{logprob_bucket(float(strip.logprobs[pos]))}"
     if kind.startswith("rg-b") and strip.overlay is not None:  # trained tokens: the chosen overlay
         kind = strip.overlay.css_class(pos) or kind
+    if strip.overlay is not None and strip.sampled[pos]:  # what the marked corrections clip or mask
+        kind += strip.overlay.mark_class(pos)
     return "rg-t " + kind + (" rg-s" if special else "") + (" rg-m" if marked else "")
 
 

@@ -15,7 +15,10 @@ from rollout_graph.ingest import limits
 from rollout_graph.ingest.reading import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
+from rollout_graph.signals.corrections import COMMON
+from rollout_graph.signals.join import DEFAULT_THRESHOLD
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.corpus import SORTS, filter_signals, has_signals, sort_rows
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
 from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, bundled_files, files_under, run_heavy
@@ -31,7 +34,8 @@ NOTICE = state.CORPUS_NOTICE
 def _audit_bundled(paths: tuple[str, ...]) -> pd.DataFrame:
     signals = (str(BUNDLED_SIGNALS),) if BUNDLED_SIGNALS.exists() else ()  # docs/signals.md
     # off the script thread, bounded
-    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals)
+    corrections = COMMON if signals else ()  # docs/corrections.md: the Corpus page compares them
+    rows = run_heavy(audit.run_local, [Path(p) for p in paths], 1, None, None, signals, DEFAULT_THRESHOLD, corrections)
     frame = pd.DataFrame(rows, columns=list(audit.COLUMNS))
     # shown relative to the app, never as a server path
     frame["source_file"] = [str(Path(p).relative_to(SAMPLES.parent)) for p in frame["source_file"]]
@@ -46,14 +50,14 @@ def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFr
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read_parquet_cached(data: bytes) -> pd.DataFrame:
+def _read_parquet_cached(data: bytes, name: str) -> pd.DataFrame:
     # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
-    return read_parquet_bounded("the audit table", data, limits.for_app()).to_pandas()
+    return read_parquet_bounded(name, data, limits.for_app()).to_pandas()
 
 
-def _read_parquet(data: bytes) -> pd.DataFrame | None:
+def _read_parquet(data: bytes, name: str) -> pd.DataFrame | None:
     try:
-        return _read_parquet_cached(data)
+        return _read_parquet_cached(data, name)
     except ValueError as exc:  # LimitExceeded too: a named refusal, never an unbounded read
         st.error(md(exc))
         return None
@@ -77,13 +81,13 @@ def _table(cli_directories: list[str]) -> pd.DataFrame | None:
         if upload is None:
             st.info("Write one with `rollout-graph audit INPUT ... --out audit.parquet`, then drop it in the sidebar.")
             return None
-        return _read_parquet(upload.getvalue())
+        return _read_parquet(upload.getvalue(), upload.name)
     found = sorted({p for d in cli_directories for p in Path(d).rglob("*.parquet")}) if cli_directories else []
     if not found:
         st.info("No `.parquet` files under the command-line folders.")
         return None
     choice = st.sidebar.selectbox("File", found, format_func=lambda p: p.name, key=state.CORPUS_FILE)
-    return _read_parquet(choice.read_bytes())
+    return _read_parquet(choice.read_bytes(), choice.name)
 
 
 def filter_rows(
@@ -198,4 +202,8 @@ def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
     mismatch_only = cols[2].checkbox("Only logprob mismatches")
     order = cols[3].selectbox("Sort by", list(SORTS))
+    combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
+    if combined is not None:
+        st.caption("Off-policy corrections over the rollouts of this audit, side by side")
+        st.table(combined.set_index("correction"))  # a static table: the audit's own table stays the first dataframe
     return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)

@@ -46,6 +46,7 @@ def _figure(
     dimmed: frozenset[int] = frozenset(),
     highlighted: frozenset[int] = frozenset(),
     selected: int | None = None,
+    fit_all: bool = False,
 ) -> go.Figure:
     """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
     (search hits, a findings group) calls; when following a live trace, the newest call is ringed
@@ -60,6 +61,7 @@ def _figure(
         focus=focus,
         dimmed=dimmed,
         highlighted=highlighted,
+        fit_all=fit_all,
     )
     if newest is not None:
         figure = mark_newest(figure, newest)
@@ -97,20 +99,28 @@ def render(
     if highlight is not None and focus is not None and highlight not in _subtree(workspace_key, rollout, focus):
         focus_ids[rollout.session_id] = focus = None
 
-    left, middle, right = st.columns([2, 2, 3], vertical_alignment="center")
-    collapse = left.toggle(
-        "Collapse linear chains", value=True, key=state.DAG_COLLAPSE,
+    bar = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    collapse = bar.toggle(
+        "Collapse chains", value=True, key=state.DAG_COLLAPSE,
         help="Runs of calls with one parent and one child are drawn as one thick edge. Roots, forks, leaves, "
         "retries, calls with findings and the selected call always stay nodes.",
     )  # fmt: skip
-    if middle.button("Collapse expanded chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded):
+    fit_all = bar.toggle(
+        "Fit all", key=f"dag-fit-{rollout.session_id}",
+        help="The whole rollout in view (an overview); a click still selects the call under the pointer. "
+        "Off: the readable window around the selected call.",
+    )  # fmt: skip
+    if bar.button(
+        "Refold chains", key=f"dag-refold-{rollout.session_id}", disabled=not expanded,
+        help="Collapse again the chains you expanded",
+    ):  # fmt: skip
         expanded.clear()
         if current is not None and current != highlight:
             state.select_node(rollout, current)  # the selected call stays a node
             highlight = current
     if focus is not None:
-        if right.button(
-            f"Show the whole rollout (focused on {md(rollout.calls[focus].node_id)})",
+        if bar.button(
+            f"Whole rollout (focus: {md(rollout.calls[focus].node_id)})",
             key=f"dag-unfocus-{rollout.session_id}",
         ):
             focus_ids[rollout.session_id] = focus = None
@@ -120,8 +130,8 @@ def render(
         )
         name = rollout.calls[current].node_id if current is not None else "the selected call"
         if (
-            right.button(
-                f"Focus on the subtree of {md(name)}", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
+            bar.button(
+                f"Focus on {md(name)}'s subtree", key=f"dag-focus-{rollout.session_id}", disabled=not has_subtree
             )
             and current is not None
         ):
@@ -141,6 +151,7 @@ def render(
         frozenset(dimmed),
         frozenset(highlighted),
         current,
+        fit_all,
     )
     st.plotly_chart(
         figure,
@@ -148,7 +159,12 @@ def render(
         on_select="rerun",
         selection_mode="points",
         width="stretch",
-        config={"displaylogo": False, "scrollZoom": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
+        # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable)
+        config={
+            "displaylogo": False,
+            "scrollZoom": True,
+            "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
+        },
     )
     st.html(legend_html())
     ids = rollout.node_ids

@@ -112,6 +112,19 @@ def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
 TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
 
 
+def worst_token(rollout: Rollout, i: int) -> tuple[int, float] | None:
+    """(position in the call's token view, |trainer - inference|) of the worst token of a call with
+    a ``logprob_mismatch`` finding; None otherwise."""
+    if not any(f.code == "logprob_mismatch" for f in rollout.findings_for(i)) or rollout.signals is None:
+        return None
+    found = rollout.signals.calls.get(i)
+    if found is None or found.worst_offset is None:
+        return None
+    call = rollout.calls[i]
+    context = call.n_prompt - rollout.context_start(i) if call.prompt_ids is not None else 0
+    return context + found.worst_offset, found.worst_abs_diff
+
+
 def tab_labels(rollout: Rollout, i: int) -> list[str]:
     return [f"Findings ({len(rollout.findings_for(i))})" if t == "Findings" else t for t in TAB_NAMES]
 

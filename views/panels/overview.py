@@ -20,17 +20,26 @@ from rollout_graph.ui.state.widgets import picked_row
 MAX_SKIPPED_ROWS = 1000
 
 
+SHOWN_REASONS = 3  # skipped records named in the warning itself
+
+
 def load_report(workspace: Workspace) -> None:
     loaded = workspace.loaded
     skipped = loaded.skipped
     if not skipped:
         st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
         return
+    # the reasons first: they are what a user must fix
+    reasons = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}: {md(x.reason, 160)}" for x in skipped[:SHOWN_REASONS])
+    more = f" (and {len(skipped) - SHOWN_REASONS:,} more below)" if len(skipped) > SHOWN_REASONS else ""
+    rest = "nothing else to load." if not loaded.loaded else f"the other {loaded.loaded:,} records loaded normally."
     st.warning(
-        f"{md(workspace.label, 120)}: {loaded.records:,} records, {loaded.loaded:,} loaded, "
-        f"**{len(skipped):,} skipped**: every other record loaded normally."
+        f"**{len(skipped):,} skipped** of {loaded.records:,} records in {md(workspace.label, 120)}: {reasons}{more}. "
+        f"{loaded.loaded:,} loaded: {rest}"
     )
-    with st.expander(f"Load report: {len(skipped):,} skipped records (file, line, reason)"):
+    with st.expander(
+        f"Load report: {len(skipped):,} skipped records (file, line, reason)", expanded=len(skipped) > SHOWN_REASONS
+    ):
         rows = [{"file": Path(s.file).name, "line": s.line, "reason": s.reason} for s in skipped[:MAX_SKIPPED_ROWS]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         if len(skipped) > MAX_SKIPPED_ROWS:
@@ -102,8 +111,7 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
          "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
         ("trainable tokens", compact(s["n_trainable_tokens"]), None),
-        ("FATAL", counts[FATAL], None),
-        ("WARN", counts[WARN], None),
+        ("FATAL · WARN", f"{counts[FATAL]} · {counts[WARN]}", "findings by level (the findings panel lists every code)"),
     ]  # fmt: skip
 
 

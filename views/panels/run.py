@@ -15,26 +15,30 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.escape import md, plot
-from rollout_graph.reports.run import rollout_rows, run_summary, step_rollouts
+from rollout_graph.reports.run import run_table, step_rollouts
 from rollout_graph.ui.state.sources import run_heavy
 
 STEP_KEY = "rg_run_step"  # the step whose rollouts are listed
 TABLE_KEY = "rg_run_table"
 NOTICE_KEY = "rg_run_notice"
 CHART_KEYS = tuple(f"rg_run_chart_{name}" for name in ("volume", "tokens", "reward", "rates", "findings", "mismatch"))
+# Findings in the levels' colours (FATAL red, WARN amber, INFO grey); other traces take plotly's.
+COLOURS = {"FATAL": "#d62728", "WARN": "#ff9f1c", "INFO": "#9aa0a6"}
 ROLLOUT_COLUMNS = (
     "session_id", "source_file", "n_turns", "reward", "n_fatal", "n_warn", "finding_codes", "n_trainable_tokens",
     "n_discarded", "n_broken_replays", "mean_abs_diff", "kl_k3", "fidelity", "error",
 )  # fmt: skip
 
 
-@st.cache_resource(max_entries=4, show_spinner="Summarising every rollout of the run (once; cached on disk)…")
+@st.cache_resource(
+    max_entries=4,
+    show_spinner="Summarising every rollout of the run once (cached on disk; `rollout-graph run DIR` does it on every core)…",
+)
 def _summary(paths: tuple[str, ...], stamp: tuple) -> tuple[pd.DataFrame, dict]:
     """The per-rollout table and the run summary (``stamp`` changes when a file does). A resource, not
     data: 128,000 rows are not copied on every rerun; nothing here mutates them."""
-    rows, from_cache = run_heavy(rollout_rows, list(paths))
-    frame = pd.DataFrame(rows)
-    return frame, run_summary(rows, from_cache)
+    table, summary = run_heavy(run_table, list(paths))
+    return table.to_pandas(), summary
 
 
 def _stamp(paths: list[str]) -> tuple:
@@ -58,7 +62,8 @@ def figures(steps: pd.DataFrame) -> dict[str, go.Figure]:
                 f.add_trace(
                     go.Scattergl(
                         x=steps["step"], y=steps[column], name=plot(name), mode="lines+markers",
-                        marker={"size": 4}, yaxis=axis or "y",
+                        marker={"size": 4, "color": COLOURS.get(name)}, line={"color": COLOURS.get(name)},
+                        yaxis=axis or "y",
                     )
                 )  # fmt: skip
         layout = {
@@ -126,9 +131,11 @@ def render(cli_directories: list[str], open_rollout: Callable[[str, str], str | 
     )
     notes = []
     if summary["n_rollouts_without_step"]:
-        notes.append(f"{summary['n_rollouts_without_step']:,} rollouts name no step (not charted)")
+        n = summary["n_rollouts_without_step"]
+        notes.append(f"{n:,} rollout{'s name' if n != 1 else ' names'} no step (not charted)")
     if summary["n_file_errors"]:
-        notes.append(f"{summary['n_file_errors']:,} files could not be read (listed below)")
+        n = summary["n_file_errors"]
+        notes.append(f"{n:,} file{'s' if n != 1 else ''} could not be read (listed below)")
     notes.append("summaries " + ("read from the cache" if summary["from_cache"] else "computed now and cached"))
     st.caption(" · ".join(notes) + " · click a point for that step's rollouts")
     if steps.empty:

@@ -31,15 +31,12 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     def turn(step: int) -> None:
         st.session_state[page_key] = min(pages - 1, max(0, st.session_state[page_key] + step))
 
-    cols = st.columns([1.3, 1.2, 1.4, 0.45, 0.45, 3])
+    # one wrapping row: in the split view's narrow detail pane no label is cut off
+    row = st.container(horizontal=True, gap="small", vertical_alignment="center")
     first, lowest = strip.first_sampled(), strip.lowest_logprob()
-    cols[0].button(
-        "First sampled token", key=f"{key}-first", on_click=jump, args=(first,), disabled=first is None, width="stretch"
-    )
-    cols[1].button(
-        "Lowest logprob", key=f"{key}-low", on_click=jump, args=(lowest,), disabled=lowest is None, width="stretch"
-    )
-    index = cols[2].number_input(
+    row.button("First sampled token", key=f"{key}-first", on_click=jump, args=(first,), disabled=first is None)
+    row.button("Lowest logprob", key=f"{key}-low", on_click=jump, args=(lowest,), disabled=lowest is None)
+    index = row.number_input(
         "Token index",
         0,
         n - 1,
@@ -47,22 +44,24 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         key=f"{key}-index",
         placeholder=f"token index 0…{n - 1:,}",
         label_visibility="collapsed",
+        width=170,
     )
     if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))
     page = st.session_state[page_key]
-    cols[3].button(
-        "◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page", width="stretch"
-    )
-    cols[4].button(
-        "▶", key=f"{key}-next", on_click=turn, args=(1,), disabled=page >= pages - 1, help="next page", width="stretch"
-    )
+    row.button("◀", key=f"{key}-prev", on_click=turn, args=(-1,), disabled=page == 0, help="previous page")
+    row.button("▶", key=f"{key}-next", on_click=turn, args=(1,), disabled=page >= pages - 1, help="next page")
     start, stop = page_bounds(strip, st.session_state[page_key])
-    cols[5].caption(f"tokens {start:,}–{stop - 1:,} of {n:,} · page {st.session_state[page_key] + 1} of {pages}")
+    row.caption(
+        f"tokens {start:,}–{stop - 1:,} of {n:,} · page {st.session_state[page_key] + 1} of {pages}", width="content"
+    )
     mode = st.session_state.get(state.TOKEN_OVERLAY, overlays.LOGPROB)
     if strip.overlay is not None:
         strip.overlay.mode = mode
+        strip.overlay.show_corrections(st.session_state.get(overlays.CORRECTION_MARKS) or [])
     st.html(legend_html() if mode == overlays.LOGPROB else overlays.legend_html(strip.overlay, mode))
+    if strip.overlay is not None and strip.overlay.marks:
+        st.html(overlays.marks_legend(strip.overlay))
     inspector(strip, decoder, key)  # the pinned token's numbers; a click on a token pins it
     page = page_html(strip, start, stop, decoder, show_whitespace, mark=st.session_state[mark_key])
     st.html(f'<div data-strip="{html_text(key)}">{page}</div>')

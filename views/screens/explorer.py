@@ -14,6 +14,7 @@ import streamlit as st
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
+from rollout_graph.ui.panels import corrections as corrections_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
@@ -26,7 +27,7 @@ from rollout_graph.ui.panels import signals as signals_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
-from rollout_graph.ui.state import live
+from rollout_graph.ui.state import live, widgets
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder
 
@@ -45,6 +46,15 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side"):
             st.html(near_miss_view.fork_html(rollout, i, decoder))
     key = node_view.widget_key(workspace_key, rollout, i)
+    worst = node_view.worst_token(rollout, i)
+    if worst is not None:  # the logprob_mismatch finding points at its token
+        st.button(
+            f"⚠ logprob_mismatch: jump to the worst token (|Δ| {worst[1]:.3g} nats)",
+            key=f"worst-{key}",
+            on_click=widgets.jump_to,
+            args=(f"tok-{key}", worst[0]),
+            help="Marks the sampled token whose trainer and inference logprobs differ most, in the Tokens tab.",
+        )
     tokens, facts, messages, sequence, findings, raw = st.tabs(node_view.tab_labels(rollout, i))
     with tokens:
         strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
@@ -119,6 +129,7 @@ def overview_and_graph(workspace):
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
+    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
     overview.rollouts_table(workspace, session_id)
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:

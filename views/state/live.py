@@ -46,6 +46,7 @@ class LiveSource:
         self.generation = 0
         self.last_poll = 0.0
         self.last_change = time.time()
+        self.grew = False  # a call was appended after the first read: the trace is growing
         self.newest: dict[str, str] = {}
         self.pending: dict[str, int] = {}  # files ending in an unfinished line, as of the last poll
         self._lock = threading.Lock()
@@ -61,9 +62,11 @@ class LiveSource:
                 update = self.trace.poll()
                 self.pending = self.trace.pending_bytes()
                 if update.changed or self._workspace is None:
+                    first = self._workspace is None
                     self._snapshot()
                     if update.added:
                         self.last_change = time.time()
+                        self.grew = self.grew or not first
             assert self._workspace is not None
             return self._workspace
 
@@ -138,11 +141,11 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
     pending = live.pending
     dot = "#94a3b8" if paused else "#16a34a"
     what = "Paused" if paused else "Following"
-    parts = [
-        f"{len(workspace.loaded.files)} file(s)",
-        f"{calls:,} call{'' if calls == 1 else 's'}",
-        f"last new call {max(0.0, now - live.last_change):.0f} s ago",
-    ]
+    parts = [f"{len(workspace.loaded.files)} file(s)", f"{calls:,} call{'' if calls == 1 else 's'}"]
+    if live.grew:  # only while the trace grows: a finished file has no "last new call"
+        parts.append(f"last new call {max(0.0, now - live.last_change):.0f} s ago")
+    else:
+        parts.append("no new call since it was opened")
     if pending:
         parts.append(f"{len(pending)} file(s) end in an unfinished line (waiting)")
     text = " · ".join(html_text(p) for p in parts)

@@ -27,6 +27,11 @@ PICKLE_REASON = (
 )
 
 
+# `rollout-graph audit --out` tables sit beside traces; their rows describe rollouts, they are none.
+AUDIT_COLUMNS = frozenset({"source_file", "session_id", "n_turns", "finding_codes"})
+AUDIT_REASON = "a rollout-graph audit table (rows describe rollouts; open it on the Corpus audit page), not a trace"
+
+
 def is_binary(name: str) -> bool:
     """Whether a file is read by this module rather than as JSON lines."""
     return name.lower().endswith(BINARY_SUFFIXES)
@@ -50,6 +55,9 @@ def values(source: Source, limits: Limits) -> Iterator[RawValue]:
         table = pq.read_table(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - an untrusted file must never stop a load
         yield RawValue(0, error=f"not a readable Parquet file: {type(exc).__name__}: {str(exc)[:200]}")
+        return
+    if AUDIT_COLUMNS <= set(table.column_names):
+        yield RawValue(0, error=AUDIT_REASON)
         return
     line = 0
     for batch in table.to_batches(max_chunksize=1024):

@@ -25,12 +25,24 @@ MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "co
 
 
 def is_otlp(record: dict) -> bool:
-    """An OTLP JSON traces export (``resourceSpans``)."""
-    return isinstance(record.get("resourceSpans"), list)
+    """An OTLP JSON traces export (``resourceSpans``; ``resource_spans`` as protobuf's snake case)."""
+    return isinstance(record.get("resourceSpans", record.get("resource_spans")), list)
+
+
+_SNAKE = {
+    "span_id": "spanId", "trace_id": "traceId", "parent_span_id": "parentSpanId",
+    "start_time_unix_nano": "startTimeUnixNano", "end_time_unix_nano": "endTimeUnixNano",
+}  # fmt: skip
+
+
+def _camel(span: dict) -> dict:
+    """A span with protobuf's snake-case keys renamed to the OTLP JSON ones."""
+    return {_SNAKE.get(k, k): v for k, v in span.items()}
 
 
 def _value(v: Any) -> Any:
     v = as_dict(v)
+    v = {"".join(p.title() if i else p for i, p in enumerate(k.split("_"))): x for k, x in v.items()}  # string_value
     for key in ("stringValue", "boolValue", "doubleValue"):
         if key in v:
             return v[key]
@@ -112,9 +124,14 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict]:
 def parse(record: dict, source: str, line: int, default_session: str) -> list[Call]:
     """Every model-call span of one OTLP export object, in start-time order."""
     spans: list[dict] = []
-    for resource in record.get("resourceSpans") or []:
-        for scope in as_dict(resource).get("scopeSpans") or []:
-            spans += [s for s in as_dict(scope).get("spans") or [] if isinstance(s, dict)]
+    for resource in record.get("resourceSpans", record.get("resource_spans")) or []:
+        resource = as_dict(resource)
+        # scopeSpans; instrumentationLibrarySpans in exports older than OTLP 0.15
+        scopes = (
+            resource.get("scopeSpans") or resource.get("scope_spans") or resource.get("instrumentationLibrarySpans")
+        )
+        for scope in scopes or []:
+            spans += [_camel(s) for s in as_dict(scope).get("spans") or [] if isinstance(s, dict)]
     agents = {}
     for span in spans:
         attrs = _attributes(span)

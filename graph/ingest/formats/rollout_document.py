@@ -94,14 +94,22 @@ def _numbers(value) -> bool:
     return isinstance(value, list) and all(type(v) in (int, float) for v in value)
 
 
-def expanded_ids(turns: Any) -> int:
-    """The token ids a document's turns expand to (sum of ``n_prompt + n_sampled``), from the raw turns."""
+def expanded_ids(turns: Any, sequences: Any = None) -> int:
+    """The token ids a document's turns expand to (sum of ``n_prompt + n_sampled``), from the raw
+    turns; a turn that runs past the longest sequence counts none (it is reported as malformed)."""
+    lengths = [
+        len(s["input_ids"])
+        for s in (sequences if isinstance(sequences, list) else ())
+        if isinstance(s, dict) and isinstance(s.get("input_ids"), list | np.ndarray)
+    ]
+    longest = max(lengths) if lengths else None
     total = 0
     for turn in turns if isinstance(turns, list) else ():
         if isinstance(turn, dict):
             n_prompt, n_sampled = _int(turn.get("n_prompt")), _int(turn.get("n_sampled"))
             if n_prompt is not None and n_sampled is not None:
-                total += n_prompt + n_sampled
+                if longest is None or n_prompt + n_sampled <= longest:
+                    total += n_prompt + n_sampled
     return total
 
 
@@ -112,7 +120,7 @@ def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
         RecordError: the turns expand to more ids than ``max_expanded_ids`` (checked before building).
     """
     cap = limits.active().max_expanded_ids
-    total = expanded_ids(doc.get("turns"))
+    total = expanded_ids(doc.get("turns"), doc.get("sequences"))
     if total > cap:
         raise RecordError(
             f"over a limit: this rollout document's {len(doc['turns']):,} turns expand to {total:,} token ids "

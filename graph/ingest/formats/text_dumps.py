@@ -11,15 +11,17 @@
   ``{output_dir}/completions/completions_{step:05d}.parquet``: ``step, prompt, completion``, one
   column per reward function, ``advantage``.
 
-Each row is one call with no ids; its score joins as the rollout's reward.
+Each row is one call with no ids (TRL's conversational prompts keep their messages: grade
+``messages``); its score joins as the rollout's reward.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fidelity import TEXT, step_from_path, step_of
+from rollout_graph.ingest.formats.fidelity import MESSAGES, TEXT, step_from_path, step_of
 from rollout_graph.ingest.formats.fields import RecordError, new_call
 
 VERL = "verl rollout dump"
@@ -55,6 +57,10 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
 def _number(value: Any) -> float | None:
     if type(value) in (int, float, bool):
         return float(value)
@@ -75,15 +81,28 @@ def parse(record: dict, kind: str, source: str, line: int, default_session: str)
     if step is None:
         step = step_from_path(source)
     rid = record.get("request_id", record.get("uid", record.get("index")))
-    where = f"step_{step}" if step is not None else default_session
-    session = f"{where}/{rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else line}"
-    if kind == SKYRL:  # one file per data source in each step's folder
-        session = f"{where}/{default_session}/{line}"
+    row = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else line
+    # the folder keeps two dumps of one step apart (verl's rollout and validation dirs, SkyRL's data sources)
+    folder = PurePath(source).parent.name
+    prefix = f"{folder}/" if folder else ""
+    if folder and step_from_path(folder) is not None:
+        session = f"{prefix}{default_session}/{row}"
+    else:
+        session = f"{prefix}{f'step_{step}' if step is not None else default_session}/{row}"
     call = new_call({"session_id": session, "node_id": "c0"}, source, line, kind, session)
     if not isinstance(record.get(output_key), (str, list)):
         raise RecordError(f"{kind}: {output_key} is not text")
-    call.request_messages = [{"role": "user", "content": _text(record.get(prompt_key))}]
-    call.response_message = {"role": "assistant", "content": _text(record.get(output_key))}
+    prompt, output = record.get(prompt_key), record.get(output_key)
+    grade = TEXT
+    if isinstance(prompt, list) and _messages(prompt) and (_messages(output) or isinstance(output, str)):
+        # TRL's conversational prompts: the chat messages themselves (still no ids)
+        grade = MESSAGES
+        call.request_messages = [dict(m) for m in prompt]
+        replies = [dict(m) for m in output] if isinstance(output, list) else [{"role": "assistant", "content": output}]
+        call.response_message = replies[-1] if replies else None
+    else:
+        call.request_messages = [{"role": "user", "content": _text(prompt)}]
+        call.response_message = {"role": "assistant", "content": _text(output)}
     if isinstance(record.get("stop_reason"), str):
         call.finish_reason = record["stop_reason"]
     extra: dict[str, Any] = {}
@@ -100,7 +119,7 @@ def parse(record: dict, kind: str, source: str, line: int, default_session: str)
     if kind == SKYRL and isinstance(record.get("score"), list):  # per-token rewards
         numbers = [v for v in record["score"] if type(v) in (int, float)]
         reward = float(sum(numbers)) if numbers else None
-    call.claims.update(fidelity=TEXT, format=kind, signals={"reward": reward, "extra": extra})
+    call.claims.update(fidelity=grade, format=kind, signals={"reward": reward, "extra": extra})
     if step is not None:
         call.claims["step"] = step
     return [call]

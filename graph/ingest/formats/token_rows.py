@@ -22,6 +22,7 @@ as signals (rollout_graph.signals.embedded).
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,11 @@ def _nemo_text(record: dict) -> str | None:
 
 def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
     """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call."""
-    session = f"{default_session}/sample_{record.get('idx', line)}"
-    raw_reward: Any = record.get("rewards", record.get("reward"))
-    reward = float(raw_reward) if type(raw_reward) in (int, float) else None
-    raw_ids = record.get("token_ids")
+    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
+    session = f"{folder + '/' if folder else ''}{default_session}/sample_{record.get('idx', line)}"
+    value = record.get("rewards", record.get("reward"))
+    reward = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    raw_ids = record.get("token_ids", record.get("input_ids"))
     if raw_ids is None:
         text = _nemo_text(record)
         if text is None:

@@ -48,9 +48,8 @@ def _reward(trace: dict) -> float | None:
     total, seen = 0.0, False
     for value in rewards.values():
         value = as_dict(value)
-        score: Any = value.get("score")  # checked exactly below (type(), not isinstance: no bools)
-        weight: Any = value.get("weight", 1.0)
-        if type(score) in (int, float) and type(weight) in (int, float):
+        score, weight = value.get("score"), value.get("weight", 1.0)
+        if isinstance(score, (int, float)) and isinstance(weight, (int, float)) and not isinstance(score, bool):
             total += float(score) * float(weight)
             seen = True
     return total if seen else None
