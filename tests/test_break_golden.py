@@ -77,7 +77,7 @@ def test_claude_continue_names_the_dropped_turns():
     text = explain_text(r, TokenizerDecoder(TOKENIZER, BUNDLED))
     line = next(x for x in text.splitlines() if "claude-code-00006 is no rival" in x)
     assert "resumed" in line and "120 s after claude-code-00005 ended" in line
-    assert "dropped 3 turns (user 'Output token limit hit. Resume directly…' ×3)" in line
+    assert "dropped 3 messages (user 'Output token limit hit. Resume directly…' ×3)" in line
 
 
 if __name__ == "__main__" and "--regen" in sys.argv:

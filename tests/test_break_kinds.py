@@ -54,7 +54,9 @@ def test_a_resume_is_named_by_its_gap_and_the_turns_it_dropped():
     assert r.topology.forks == [0] and r.topology.discarded == {1: 2}  # the graph's flags: exact rules
     miss = r.near_misses[1]  # the discarded branch, explained from the resumed call's side
     assert (miss.kind, miss.earlier, miss.later) == (RESUMED, 1, 2)
-    assert "197 s after n1 ended" in miss.evidence and "dropped 1 turn (user 'Output token limit hit." in miss.evidence
+    assert (
+        "197 s after n1 ended" in miss.evidence and "dropped 1 message (user 'Output token limit hit." in miss.evidence
+    )
     assert describe(r.calls, miss).startswith("resumed: n2 resumes n1's conversation")
 
 
@@ -101,4 +103,4 @@ def test_a_resume_that_drops_only_user_turns_is_resumed_without_a_gap():
     messages = [[SYS, TASK], first, resumed, [*resumed, {"role": "user", "content": "go on"}]]
     r = build(spec, messages, {0: a1, 1: a2})
     miss = r.near_misses[1]
-    assert miss.kind == RESUMED and "only the harness's user turns dropped" in miss.evidence
+    assert miss.kind == RESUMED and "only the harness's user messages dropped" in miss.evidence

@@ -54,7 +54,7 @@ def run_app(tmp_path_factory):
 def test_run_page_charts_500_steps_and_opens_a_rollout(run_app):
     with browser_page(1440, 900) as page:
         start = time.perf_counter()
-        page.goto(f"{run_app}/run")
+        page.goto(run_app)  # a run's folder opens on the Run page
         page.wait_for_selector("text=Run: 500 steps · 128,000 rollouts", timeout=240_000)
         page.wait_for_function(IDLE, timeout=240_000)
         print(f"first draw {time.perf_counter() - start:.1f} s")

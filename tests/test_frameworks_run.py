@@ -89,3 +89,13 @@ def test_run_command_text_json_and_step(small_run, cache_dir, capsys):
 def test_run_command_on_a_missing_folder_says_so(capsys):
     assert main(["run", "/nonexistent/run"]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_a_run_folder_is_recognised_without_opening_a_file(small_run, tmp_path):
+    from rollout_graph.reports.run import RUN_MIN_FILES, looks_like_run
+
+    assert not looks_like_run([str(small_run)])  # 12 files: below RUN_MIN_FILES
+    big = tmp_path / "big"
+    assert make_run.main([str(big), "--steps", str(RUN_MIN_FILES), "--rollouts", "1", "--ranks", "1"]) == 0
+    assert looks_like_run([str(big)])
+    assert not looks_like_run([str(FIXTURES / "verl")]) and not looks_like_run(["/nonexistent"])

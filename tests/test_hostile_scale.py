@@ -438,3 +438,15 @@ def test_the_parallel_reader_leaves_a_load_that_may_pass_max_sessions_to_the_seq
     assert path.stat().st_size > PARALLEL_MIN_BYTES
     loaded = load_files_parallel([path], workers=2, limits=Limits(max_sessions=1000))
     assert loaded.loaded < 1000 and "max_sessions" in loaded.skipped[-1].reason
+
+
+def test_an_upload_named_after_a_server_file_is_never_opened_for_the_projection(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.ingest.loading import load_sources
+    from rollout_graph.ingest.reading import Source
+
+    big = _one_call_sessions(tmp_path / "server.jsonl", 5000)
+    upload = Source.from_bytes(str(big), _one_call_sessions(tmp_path / "small.jsonl", 1200).read_bytes())
+    loaded = load_sources([upload], limits=Limits(max_sessions=1000))
+    assert 1000 <= loaded.loaded <= 1200  # stopped by the real count, not by the server file's size
+    assert "projected" not in loaded.skipped[-1].reason

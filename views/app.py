@@ -26,16 +26,25 @@ def main() -> None:
     """Configure the page and run the page the visitor chose."""
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
     _warm_charts()
-    if sys.argv[1:]:  # command-line traces: start reading them now, while the page's modules load
+    # A training run's folder (many files naming steps) opens on the Run page and is not read whole.
+    run_folder = bool(sys.argv[1:]) and _looks_like_run(tuple(sys.argv[1:]))
+    if sys.argv[1:] and not run_folder:  # command-line traces: start reading them now, while the page's modules load
         live.prefetch(sys.argv[1:])
-    explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=True)
+    explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=not run_folder)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")
     compare = st.Page(SCREENS / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare")
-    run = st.Page(SCREENS / "run.py", title="Run", icon=":material/show_chart:", url_path="run")
+    run = st.Page(SCREENS / "run.py", title="Run", icon=":material/show_chart:", url_path="run", default=run_folder)
     st.session_state[state.PAGES] = {"explorer": explorer, "corpus": corpus, "compare": compare, "run": run}
     page = st.navigation([explorer, corpus, compare, run], position="sidebar")
     st.sidebar.markdown("**rollout-graph**")
     page.run()
+
+
+@st.cache_resource(show_spinner=False)
+def _looks_like_run(paths: tuple[str, ...]) -> bool:
+    from rollout_graph.reports.run import looks_like_run
+
+    return looks_like_run(list(paths))
 
 
 def _warm_charts() -> None:

@@ -29,7 +29,7 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
     continuation of its own a subagent, else a side call;
   - ``resumed``: the same conversation re-sent (its first message the same, at least
     ``HISTORY_KEPT`` of the earlier history kept) by a new invocation: the system prompt re-rendered,
-    the tool set changed, or ``RESUME_GAP`` seconds between the calls; dropped turns are named;
+    the tool set changed, or ``RESUME_GAP`` seconds between the calls; dropped messages are named;
   - ``compaction``: same system text and tools, history replaced or cut (without messages: at least
     ``SHARED_SYSTEM_TOKENS`` shared tokens);
   - ``new_conversation``: the root of the rollout's main conversation (the root whose tree has the
@@ -303,13 +303,13 @@ def _quote(text: str, width: int = 40) -> str:
 
 
 def _dropped_words(dropped: list[str]) -> str:
-    """ "dropped 3 turns ('Output token limit hit…' ×3)"."""
+    """ "dropped 3 messages ('Output token limit hit…' ×3)"."""
     if not dropped:
         return ""
     counts = Counter(f"{key.split(chr(0))[0]} {_quote(key.split(chr(0))[1])}" for key in dropped)
     named = ", ".join(f"{what}" + (f" ×{n}" if n > 1 else "") for what, n in counts.most_common(3))
     more = "" if len(counts) <= 3 else f" and {len(counts) - 3} more"
-    return f"dropped {len(dropped)} turn{'s' * (len(dropped) != 1)} ({named}{more})"
+    return f"dropped {len(dropped)} message{'s' * (len(dropped) != 1)} ({named}{more})"
 
 
 def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[NearMissKind, str]:
@@ -349,7 +349,7 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
     if gap is not None and gap >= RESUME_GAP:
         signs.append(f"{gap:,.0f} s after {earlier.node_id} ended")
     if lost and all(key.startswith("user\0") for key in lost):
-        signs.append("every reply kept, only the harness's user turns dropped")
+        signs.append("every reply kept, only the harness's user messages dropped")
     if shares and signs:
         return RESUMED, "; ".join(["the same conversation re-sent", *signs, *([dropped] if dropped else [])])
     if same_system and same_tools and shared > 0:

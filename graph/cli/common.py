@@ -267,7 +267,7 @@ _LIMIT_FLAGS = (
     ("--max-depth", "max_depth", "JSON nesting depth (default 512)"),
     ("--max-ids", "max_ids", "token ids in one array (default 64M)"),
     ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),
-    ("--max-expanded-ids", "max_expanded_ids", "token ids a rollout document's turns expand to (default 64M)"),
+    ("--max-expanded-ids", "max_expanded_ids", "token ids a rollout document's calls expand to (default 64M)"),
     ("--max-sessions", "max_sessions", "rollouts in one load (default 100000; audit for more)"),
     ("--max-memory", "max_memory_bytes", "stop reading a file once resident memory passes this (default: no cap)"),
 )

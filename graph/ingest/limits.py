@@ -155,11 +155,10 @@ class SessionBudget:
     arrive. Either way the reason names the limit, the flag, and ``audit``.
     """
 
-    def __init__(self, limits: Limits, name: str, sessions_before: int) -> None:
+    def __init__(self, limits: Limits, path: str | None, sessions_before: int) -> None:
         self.limit = limits.max_sessions
-        self.name = name
         self.before = sessions_before
-        self.lines = _projected_lines(name)
+        self.lines = _projected_lines(path) if path is not None else None  # uploads: the real count
 
     def check(self, records: int, sessions: int) -> str | None:
         """The refusal, or None; call with the records read from this file and the load's sessions."""

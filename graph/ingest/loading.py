@@ -152,7 +152,7 @@ def _load_source(
 ) -> None:
     default_session = rollout_name(source.name)
     values = read_values(source, limits)
-    budget = SessionBudget(limits, source.name, len(result.sessions))  # max_sessions (docs/limits.md)
+    budget = SessionBudget(limits, source.path, len(result.sessions))  # max_sessions (docs/limits.md)
     for count, raw in enumerate(values, start=1):
         if count % PROGRESS_EVERY == 0 or count == SESSIONS_PROBE:
             tick(result.records)

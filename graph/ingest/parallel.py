@@ -514,7 +514,7 @@ def _counted(source: Source, counter: list[int]) -> Source:
         counter[0] = 0
         return cast(IO[bytes], _CountedReads(source.open(), counter))
 
-    return Source(source.name, opened)
+    return Source(source.name, opened, source.path)  # the path too: max_sessions projects from it
 
 
 def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[int], limits: Any) -> LoadResult:

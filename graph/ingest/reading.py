@@ -75,12 +75,13 @@ class Source:
 
     name: str
     open: Callable[[], IO[bytes]]
+    path: str | None = None  # set for a file on disk only (an upload's name is never opened)
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
         """A file on disk; FIFOs, devices and sockets are refused when opened."""
         p = Path(path)
-        return cls(str(p), lambda: _open_regular(p))
+        return cls(str(p), lambda: _open_regular(p), str(p))
 
     @classmethod
     def from_bytes(cls, name: str, data: bytes) -> Source:

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from rollout_graph.ingest import cache
+from rollout_graph.ingest.formats.fidelity import step_from_path
 from rollout_graph.ingest.limits import Limits
+from rollout_graph.ingest.loading import walk_traces
 from rollout_graph.reports import audit
 
 # The per-step figures, in the order `run` prints them and the page charts them (docs/cli.md).
@@ -52,6 +54,21 @@ def _cache_path(files: list[Path], limits: Limits | None) -> Path | None:
     except OSError:
         return None
     return cache.cache_dir() / f"{CACHE_PREFIX}{key[:24]}-{_library_fingerprint()}.parquet"
+
+
+RUN_MIN_FILES = 50  # a folder this big naming two or more steps opens on the Run page
+
+
+def looks_like_run(paths: list[str]) -> bool:
+    """Whether the folders hold a training run: ``RUN_MIN_FILES`` trace files or more, naming two or
+    more training steps in their paths (a cheap walk, no file is opened)."""
+    files: list[Path] = []
+    for p in paths:
+        if Path(p).exists():
+            files += walk_traces(p)[0]
+    if len(files) < RUN_MIN_FILES:
+        return False
+    return len({step_from_path(str(f)) for f in files} - {None}) >= 2
 
 
 def rollout_rows(
