@@ -143,3 +143,5 @@ def test_markdown_leaves_no_bare_punctuation(text):
 
 def test_terminal_output_escapes_control_characters():
     assert terminal_safe("s\x1b]0;owned\x07id\u202e\nnext\tx") == "s\\x1b]0;owned\\x07id\\u202e\nnext\tx"
+    # the same list of controls as the page's escaper: the marks and isolates too
+    assert terminal_safe("a\u200fb\u061cc\u2067d") == "a\\u200fb\\u061cc\\u2067d"

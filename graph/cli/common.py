@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -14,6 +13,7 @@ from typing import Any
 from rollout_graph.analysis.decode import Decoder, decoder_for
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import CONTROLS
 from rollout_graph.ingest import cache
 from rollout_graph.ingest.limits import Limits, parse_size
 from rollout_graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
@@ -29,9 +29,10 @@ class UsageError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
-# C0 controls but newline and tab, DEL, C1 controls, and bidirectional overrides: trace text
-# printed raw could move the cursor, retitle the terminal or reorder what the reader sees.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but newline and tab, DEL, C1 controls, and the bidi controls (the one list, in
+# rollout_graph.escape): trace text printed raw could move the cursor, retitle the terminal or
+# reorder what the reader sees.
+_CONTROL = CONTROLS
 
 
 def terminal_safe(text: str) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.escape import md
 from rollout_graph.ingest.formats.fidelity import TOKENS_LOGPROBS, fidelity_json
-from rollout_graph.ui.builders.escape import md
 
 ICONS = {
     "tokens": ":material/tag:",

@@ -14,8 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from rollout_graph.escape import md, plot
 from rollout_graph.reports.run import run_table, step_rollouts
-from rollout_graph.ui.builders.escape import md, plot
 from rollout_graph.ui.state.sources import run_heavy
 
 STEP_KEY = "rg_run_step"  # the step whose rollouts are listed
