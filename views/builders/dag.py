@@ -580,19 +580,29 @@ def _selected_label(x: float, y: float, node_id: str) -> dict:
     }  # fmt: skip
 
 
+def drawn_point(fig: go.Figure, index: int) -> tuple[float, float] | None:
+    """Where call ``index`` (arrival index) is drawn in the figure's ``calls`` trace, or None when it
+    is not drawn (inside a collapsed chain: point k is not call k, the trace's customdata holds each
+    point's call)."""
+    nodes = next((t for t in fig.data if t.name == "calls"), None)
+    if nodes is None or nodes.x is None:
+        return None
+    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
+    if index not in drawn:
+        return None
+    k = drawn.index(index)
+    return float(nodes.x[k]), float(nodes.y[k])
+
+
 def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
     """Ring the selected call ``index`` (arrival index) and box its id above it, in place. A call
     chosen outside the chart is already boxed by :func:`dag_figure`; a click in the chart is ringed
     here without moving the view (the figure's ``uirevision`` is unchanged, so plotly keeps its
     zoom and pan). Nothing else changes: no other call fades."""
-    nodes = next((t for t in fig.data if t.name == "calls"), None)
-    if nodes is None or nodes.x is None:
+    point = drawn_point(fig, index)
+    if point is None:
         return fig
-    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
-    if index not in drawn:
-        return fig
-    k = drawn.index(index)
-    x, y = float(nodes.x[k]), float(nodes.y[k])
+    x, y = point
     fig.add_trace(
         go.Scatter(
             x=[x], y=[y], mode="markers", hoverinfo="skip", showlegend=False, name="selected", xaxis=MARKS_AXIS,

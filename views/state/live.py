@@ -24,7 +24,7 @@ from rollout_graph.escape import html_text
 from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.dag import MARKS_AXIS
+from rollout_graph.ui.builders.dag import MARKS_AXIS, drawn_point
 from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
@@ -159,18 +159,13 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
 def mark_newest(fig: go.Figure, index: int) -> go.Figure:
     """Ring the newest call in the DAG figure (pure): a marker drawn over point ``index`` of the
     trace named ``calls``, which takes no hover or clicks."""
-    nodes = next((t for t in fig.data if t.name == "calls"), None)
-    if nodes is None or nodes.x is None:
+    point = drawn_point(fig, index)
+    if point is None:
         return fig
-    # with chains collapsed, point k is not call k: the trace's customdata holds each point's call
-    drawn = list(nodes.customdata) if nodes.customdata is not None else list(range(len(nodes.x)))
-    if index not in drawn:
-        return fig
-    k = drawn.index(index)
     fig.add_trace(
         go.Scattergl(
-            x=[nodes.x[k]],
-            y=[nodes.y[k]],
+            x=[point[0]],
+            y=[point[1]],
             mode="markers+text",
             text=["newest"],
             textposition="bottom center",
