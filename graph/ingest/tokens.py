@@ -10,6 +10,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 
@@ -34,7 +35,14 @@ class Problems:
 def _describe(values: list, bad: list[int], what: str) -> str:
     first = bad[0]
     more = f" ({len(bad)} positions)" if len(bad) > 1 else ""
-    text = repr(values[first])
+    value = values[first]
+    big = type(value) is int or (type(value) is float and math.isfinite(value))
+    if big and abs(value) >= _MAX_ID:
+        # orjson (3.13 and later) reads an integer beyond 64 bits as a float, the typed decoder as
+        # an int: one wording for both, whichever parser read the line (Decimal formats either)
+        text = f"{Decimal(value):.4g} (a number beyond 64 bits)"
+    else:
+        text = repr(value)
     text = text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
     return f"{what}[{first}] = {text}{more}"
 
