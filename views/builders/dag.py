@@ -67,6 +67,7 @@ from rollout_graph.escape import html_text, plot
 from rollout_graph.ui.builders.layout import pack
 from rollout_graph.ui.builders.mismatch import NO_SHARE, share_colours, share_gradient
 from rollout_graph.ui.builders.palette import (
+    AGENT,
     FORK,
     INNER,
     KIND_GLYPHS,
@@ -96,6 +97,8 @@ CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
 HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
 SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
+FILLED = {100: 0, 300: 200, 128: 28}  # open symbols (inner calls) -> filled, when calls are coloured by share
+SHARE_OUTLINE = "#475569"
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -475,9 +478,17 @@ def dag_figure(
         "cmax": len(ROLE_ORDER) - 1,
     }
     hovers = [_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis]
+    symbols = np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)])
+    sizes = np.array([13 if k in (ROOT, FORK) else 10 for k in kinds])
+    outlines = [ROLE_LINES[roles[v]] for v in vis]
     if shares is not None:
         colours = share_colours(dict(shares))
         fill = {"color": [colours.get(v, NO_SHARE) for v in vis]}
+        # an open symbol has no fill to colour: inner calls are drawn filled and smaller; a dark
+        # outline keeps a pale fill visible on white
+        symbols = np.array([FILLED.get(int(c), int(c)) for c in symbols])
+        sizes = np.where(np.array([k == INNER for k in kinds], dtype=bool), 8, sizes)
+        outlines = [SHARE_OUTLINE if o == ROLE_LINES[AGENT] else o for o in outlines]
         what = plot(shares_label or "the correction")
         hovers = [
             h + f"<br>{what}: {shares[v]:.1%} of compared tokens clipped or masked"
@@ -507,9 +518,9 @@ def dag_figure(
             customdata=np.array(vis, dtype=np.int32),
             marker={
                 **fill,
-                "symbol": np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)]),
-                "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
-                "line": {"color": [ROLE_LINES[roles[v]] for v in vis], "width": 1},
+                "symbol": symbols,
+                "size": sizes,
+                "line": {"color": outlines, "width": 1},
             },
             hovertext=hovers,
             hoverinfo="text",
@@ -750,7 +761,8 @@ def legend_html(shares_label: str | None = None) -> str:
             f'<div class="rg-dag-share-legend"><span style="{_ITEM}">Fill: share of tokens affected by '
             f"<b>{html_text(shares_label)}</b></span>"
             f'<span style="{_ITEM}">0 %<span style="{bar}"></span>100 % of the call\'s compared sampled tokens '
-            f'clipped or masked</span><span style="{_ITEM}"><span style="{grey}"></span>no compared tokens</span></div>'
+            f'clipped or masked</span><span style="{_ITEM}"><span style="{grey}"></span>no compared tokens</span>'
+            f'<span style="{_ITEM}">inner calls: small filled circles</span></div>'
         )
     return (
         f'<div style="font-size:12px;color:#334155;line-height:1.7">{share}<div>{roles}</div><div>{kinds}</div>'

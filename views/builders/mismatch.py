@@ -374,7 +374,14 @@ def share_colours(shares: dict[int, float]) -> dict[int, str]:
     colour mode "share of tokens a correction touches"; calls without compared tokens get none."""
     from plotly.colors import sample_colorscale
 
-    return {k: sample_colorscale(SHARE_SCALE, [min(1.0, max(0.0, v))])[0] for k, v in shares.items()}
+    return {k: sample_colorscale(SHARE_SCALE, [_scale_point(v)])[0] for k, v in shares.items()}
+
+
+SHARE_START = 0.15  # the scale's first colour: 0 % stays visible on white (its palest yellow does not)
+
+
+def _scale_point(share: float) -> float:
+    return SHARE_START + (1.0 - SHARE_START) * min(1.0, max(0.0, share))
 
 
 def correction_shares(rollout: Rollout, label: str) -> dict[int, float]:

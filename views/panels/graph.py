@@ -169,7 +169,7 @@ def render(
             st.session_state[state.DAG_COLOUR] = ROLE  # its correction is no longer chosen
         choice = bar.selectbox(
             "Colour calls by", colour_options, key=state.DAG_COLOUR, format_func=_colour_name,
-            label_visibility="collapsed", width=260,
+            label_visibility="collapsed", width="stretch",
             help="Fill each call by its role, or by the share of its compared sampled tokens a chosen "
             "correction clips or masks (choose corrections under Off-policy corrections)",
         )  # fmt: skip
