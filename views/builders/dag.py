@@ -35,7 +35,10 @@ new options should follow the same rule and take call indices as sets):
 - ``highlighted``: calls ringed in red (search hits, a findings group); they are kept as nodes.
   Both are overlay traces added after the labels, so the numbered traces above keep their numbers;
 - ``fit_all``: the whole drawn rollout in view (the "Fit all" overview that replaces plotly's
-  Autoscale); its calls stay the clickable markers they are in the default view.
+  Autoscale); its calls stay the clickable markers they are in the default view;
+- ``shares``: colour calls by the share of their compared tokens a correction clips or masks
+  (``mismatch.call_shares``, 0 pale .. 1 dark red; calls without compared tokens neutral grey)
+  instead of by role, and name it in the hover (``shares_label``: the correction's label).
 
 ``mark_selected(figure, index, node_id)`` rings the selected call and boxes its id (a trace
 ``selected`` after the others) without moving the view.
@@ -50,7 +53,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +65,9 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
 from rollout_graph.escape import html_text, plot
 from rollout_graph.ui.builders.layout import pack
+from rollout_graph.ui.builders.mismatch import NO_SHARE, share_colours, share_gradient
 from rollout_graph.ui.builders.palette import (
+    AGENT,
     FORK,
     INNER,
     KIND_GLYPHS,
@@ -92,6 +97,8 @@ CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
 HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
 SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
+FILLED = {100: 0, 300: 200, 128: 28}  # open symbols (inner calls) -> filled, when calls are coloured by share
+SHARE_OUTLINE = "#475569"
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -425,6 +432,8 @@ def dag_figure(
     dimmed: Collection[int] = (),
     highlighted: Collection[int] = (),
     fit_all: bool = False,
+    shares: Mapping[int, float] | None = None,
+    shares_label: str = "",
 ) -> go.Figure:
     """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
     keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
@@ -462,6 +471,31 @@ def dag_figure(
     )
 
     role_codes = np.array([ROLE_ORDER.index(roles[v]) for v in vis], dtype=float)
+    fill: dict = {
+        "color": role_codes,
+        "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
+        "cmin": 0,
+        "cmax": len(ROLE_ORDER) - 1,
+    }
+    hovers = [_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis]
+    symbols = np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)])
+    sizes = np.array([13 if k in (ROOT, FORK) else 10 for k in kinds])
+    outlines = [ROLE_LINES[roles[v]] for v in vis]
+    if shares is not None:
+        colours = share_colours(dict(shares))
+        fill = {"color": [colours.get(v, NO_SHARE) for v in vis]}
+        # an open symbol has no fill to colour: inner calls are drawn filled and smaller; a dark
+        # outline keeps a pale fill visible on white
+        symbols = np.array([FILLED.get(int(c), int(c)) for c in symbols])
+        sizes = np.where(np.array([k == INNER for k in kinds], dtype=bool), 8, sizes)
+        outlines = [SHARE_OUTLINE if o == ROLE_LINES[AGENT] else o for o in outlines]
+        what = plot(shares_label or "the correction")
+        hovers = [
+            h + f"<br>{what}: {shares[v]:.1%} of compared tokens clipped or masked"
+            if v in shares
+            else h + f"<br>{what}: no compared trainable tokens"
+            for h, v in zip(hovers, vis, strict=True)
+        ]
     traces: list[go.Scatter] = []
     ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
     traces.append(
@@ -483,15 +517,12 @@ def dag_figure(
             name="calls",
             customdata=np.array(vis, dtype=np.int32),
             marker={
-                "color": role_codes,
-                "colorscale": [[i / (len(ROLE_ORDER) - 1), ROLE_COLORS[r]] for i, r in enumerate(ROLE_ORDER)],
-                "cmin": 0,
-                "cmax": len(ROLE_ORDER) - 1,
-                "symbol": np.array([role_symbol(SYMBOL_CODES[k], roles[v]) for k, v in zip(kinds, vis, strict=True)]),
-                "size": np.array([13 if k in (ROOT, FORK) else 10 for k in kinds]),
-                "line": {"color": [ROLE_LINES[roles[v]] for v in vis], "width": 1},
+                **fill,
+                "symbol": symbols,
+                "size": sizes,
+                "line": {"color": outlines, "width": 1},
             },
-            hovertext=[_hover(rollout, v, roles[v], node_kind(rollout, v)) for v in vis],
+            hovertext=hovers,
             hoverinfo="text",
             # An (empty) selection from the start: every call is "unselected" (full opacity) and
             # stays so; the selected call is ringed and boxed by its own marker (mark_selected), not
@@ -704,7 +735,9 @@ def _overlays(
 _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
 
 
-def legend_html() -> str:
+def legend_html(shares_label: str | None = None) -> str:
+    """The legend under the DAG; with ``shares_label`` (calls coloured by a correction's share of
+    tokens affected) a first line explains that scale."""
     roles = "".join(
         f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
         f"{ROLE_GLYPHS[role]}</span>{html_text(ROLE_LABELS[role])}</span>"
@@ -720,7 +753,18 @@ def legend_html() -> str:
         "a chain of calls collapsed (click its handle to expand)</span>"
         f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
     )
+    share = ""
+    if shares_label is not None:
+        bar = f"display:inline-block;width:90px;height:10px;border-radius:2px;background:{share_gradient()}"
+        grey = f"display:inline-block;width:10px;height:10px;border-radius:5px;background:{NO_SHARE}"
+        share = (
+            f'<div class="rg-dag-share-legend"><span style="{_ITEM}">Fill: share of tokens affected by '
+            f"<b>{html_text(shares_label)}</b></span>"
+            f'<span style="{_ITEM}">0 %<span style="{bar}"></span>100 % of the call\'s compared sampled tokens '
+            f'clipped or masked</span><span style="{_ITEM}"><span style="{grey}"></span>no compared tokens</span>'
+            f'<span style="{_ITEM}">inner calls: small filled circles</span></div>'
+        )
     return (
-        f'<div style="font-size:12px;color:#334155;line-height:1.7"><div>{roles}</div><div>{kinds}</div>'
+        f'<div style="font-size:12px;color:#334155;line-height:1.7">{share}<div>{roles}</div><div>{kinds}</div>'
         f"<div>{edges}</div></div>"
     )

@@ -8,6 +8,7 @@ of a training row, NaN where not compared), so it works on whatever produced the
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,12 +18,40 @@ import plotly.graph_objects as go
 from rollout_graph.analysis.entropy import entropy_lower_bound
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import plot
-from rollout_graph.signals.corrections import CLIP, LOG_BOUND, TOKEN, Correction, Evaluation
+from rollout_graph.signals.corrections import (
+    CLIP,
+    COMMON,
+    CORRECTIONS_ENV,
+    LOG_BOUND,
+    TOKEN,
+    Correction,
+    CorrectionError,
+    Evaluation,
+    parse_correction,
+)
 
 NONE, CLIPPED, MASKED = 0, 1, 2
+# the corrections chosen in the Corrections panel (a multiselect's key): the DAG's colour control reads it too
+CHOSEN = "rg-corrections-chosen"
 # one colour per correction, in the order chosen (colour-blind-safe Okabe-Ito)
 COLOURS = ("#E69F00", "#0072B2", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
 BAND_OPACITY = 0.12
+
+
+def starting_labels() -> list[str]:
+    """What is chosen at first: ``view --correction``'s choice, else four common corrections."""
+    labels = []
+    for text in os.environ.get(CORRECTIONS_ENV, "").split(";"):
+        try:
+            labels.append(parse_correction(text).label) if text.strip() else None
+        except CorrectionError:
+            continue
+    return labels or list(COMMON)
+
+
+def chosen_labels(chosen: list[str] | None) -> list[str]:
+    """The corrections chosen (the panel's multiselect value), or those it starts with before it is drawn."""
+    return list(chosen) if chosen is not None else starting_labels()
 
 
 def colour(i: int) -> str:
@@ -337,6 +366,7 @@ def audit_comparison(frame: pd.DataFrame) -> pd.DataFrame | None:
 
 
 SHARE_SCALE = "YlOrRd"  # 0: pale, 1: dark red (sequential, readable in greyscale)
+NO_SHARE = "#cbd5e1"  # a call without compared trainable tokens (neutral grey)
 
 
 def share_colours(shares: dict[int, float]) -> dict[int, str]:
@@ -344,4 +374,34 @@ def share_colours(shares: dict[int, float]) -> dict[int, str]:
     colour mode "share of tokens a correction touches"; calls without compared tokens get none."""
     from plotly.colors import sample_colorscale
 
-    return {k: sample_colorscale(SHARE_SCALE, [min(1.0, max(0.0, v))])[0] for k, v in shares.items()}
+    return {k: sample_colorscale(SHARE_SCALE, [_scale_point(v)])[0] for k, v in shares.items()}
+
+
+SHARE_START = 0.15  # the scale's first colour: 0 % stays visible on white (its palest yellow does not)
+
+
+def _scale_point(share: float) -> float:
+    return SHARE_START + (1.0 - SHARE_START) * min(1.0, max(0.0, share))
+
+
+def correction_shares(rollout: Rollout, label: str) -> dict[int, float]:
+    """:func:`call_shares` for one correction given by its label (empty without joined signals or
+    for a label that does not parse)."""
+    if rollout.signals is None:
+        return {}
+    try:
+        correction = parse_correction(label)
+    except CorrectionError:
+        return {}
+    return call_shares(rollout, rollout.signals.evaluate([correction]), correction.label)
+
+
+def share_gradient(steps: int = 5) -> str:
+    """A CSS linear gradient of the share scale, 0 (left) to 1 (right), for a legend."""
+    from plotly.colors import sample_colorscale
+
+    return (
+        "linear-gradient(to right, "
+        + ", ".join(sample_colorscale(SHARE_SCALE, [i / (steps - 1) for i in range(steps)]))
+        + ")"
+    )

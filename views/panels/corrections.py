@@ -5,40 +5,26 @@ correction clips or masks (docs/corrections.md)."""
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 from rollout_graph.signals.corrections import (
-    COMMON,
-    CORRECTIONS_ENV,
     KINDS,
     CorrectionError,
     default,
     parse_correction,
 )
 from rollout_graph.ui.builders import mismatch, overlays
+from rollout_graph.ui.builders.mismatch import starting_labels
 from rollout_graph.ui.state.signals import Joined
 
-CHOSEN = "rg-corrections-chosen"  # the labels chosen (a multiselect)
+CHOSEN = mismatch.CHOSEN  # the labels chosen (a multiselect; the DAG's colour control reads it)
 EXTRA = "rg-corrections-extra"  # labels the user added by spec
 SPEC = "rg-corrections-spec"  # the spec text box
 SPEC_ERROR = "rg-corrections-spec-error"
 OPEN = "rg-corrections-open"  # the expander, open or not (kept across reruns)
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
-
-
-def starting_labels() -> list[str]:
-    """What is chosen at first: ``view --correction``'s choice, else four common corrections."""
-    labels = []
-    for text in os.environ.get(CORRECTIONS_ENV, "").split(";"):
-        try:
-            labels.append(parse_correction(text).label) if text.strip() else None
-        except CorrectionError:
-            continue
-    return labels or list(COMMON)
 
 
 def _add_spec() -> None:

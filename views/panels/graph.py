@@ -14,6 +14,7 @@ from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
 
@@ -47,11 +48,14 @@ def _figure(
     highlighted: frozenset[int] = frozenset(),
     selected: int | None = None,
     fit_all: bool = False,
+    colour_by: str | None = None,
 ) -> go.Figure:
     """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
     (search hits, a findings group) calls; when following a live trace, the newest call is ringed
     too; the selected call (however it was chosen) ringed and labelled. The view (its range and
-    ``uirevision``) depends only on the call chosen outside the chart, so a click keeps it in place."""
+    ``uirevision``) depends only on the call chosen outside the chart, so a click keeps it in place.
+    ``colour_by``: a correction's label, calls filled by the share of their tokens it affects."""
+    shares = None if colour_by is None else mismatch.correction_shares(_rollout, colour_by)
     figure = dag_figure(
         _rollout,
         highlight,
@@ -62,10 +66,27 @@ def _figure(
         dimmed=dimmed,
         highlighted=highlighted,
         fit_all=fit_all,
+        shares=shares,
+        shares_label=colour_by or "",
     )
     if newest is not None:
         figure = mark_newest(figure, newest)
     return figure if selected is None else mark_selected(figure, selected, _rollout.calls[selected].node_id)
+
+
+ROLE = "role"
+
+
+def _colour_options(rollout: Rollout) -> list[str]:
+    """ "role", then each chosen correction's label when trainer logprobs are joined to the rollout."""
+    signals = rollout.signals
+    if signals is None or not any(r.metrics["n_tokens"] for r in signals.rows.values()):
+        return [ROLE]
+    return [ROLE, *mismatch.chosen_labels(st.session_state.get(mismatch.CHOSEN))]
+
+
+def _colour_name(option: str) -> str:
+    return "Colour by role" if option == ROLE else f"Colour by share of tokens affected by {option}"
 
 
 def _per_session(name: str, rollout: Rollout, default):
@@ -141,6 +162,19 @@ def render(
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
 
+    colour_options = _colour_options(rollout)
+    colour_by = None
+    if len(colour_options) > 1:
+        if st.session_state.get(state.DAG_COLOUR) not in colour_options:
+            st.session_state[state.DAG_COLOUR] = ROLE  # its correction is no longer chosen
+        choice = bar.selectbox(
+            "Colour calls by", colour_options, key=state.DAG_COLOUR, format_func=_colour_name,
+            label_visibility="collapsed", width="stretch",
+            help="Fill each call by its role, or by the share of its compared sampled tokens a chosen "
+            "correction clips or masks (choose corrections under Off-policy corrections)",
+        )  # fmt: skip
+        colour_by = None if choice == ROLE else choice
+
     figure = _figure(
         workspace_key,
         rollout.session_id,
@@ -155,6 +189,7 @@ def render(
         frozenset(highlighted),
         current,
         fit_all,
+        colour_by,
     )
     st.plotly_chart(
         figure,
@@ -169,7 +204,7 @@ def render(
             "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
         },
     )
-    st.html(legend_html())
+    st.html(legend_html(colour_by))
     ids = rollout.node_ids
     # The picker is drawn for one selection (its key holds it) and told which in its callback: while
     # a live source ticks, the browser can send a picker's value after the selection moved on (the

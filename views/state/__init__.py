@@ -36,6 +36,7 @@ LIVE_GENERATION = "rg_live_generation"  # the live snapshot last drawn
 DAG_EXPANDED = "rg_dag_expanded"  # {session id: keys of chains drawn call by call}
 DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
 DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
+DAG_COLOUR = "rg_dag_colour"  # "Colour calls by": "role", or a chosen correction's label (share of tokens affected)
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
