@@ -90,7 +90,7 @@ def health_during_upload(url: str, page, deadline: float) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         upload = Path(tmp) / "hostile.jsonl.gz"
         upload.write_bytes(gzip.compress(line * 60, compresslevel=1))
-        page.get_by_text("Upload", exact=True).click()
+        page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
         thread = threading.Thread(target=probe, daemon=True)
         thread.start()
         page.locator('input[type="file"]').set_input_files(str(upload))

@@ -167,7 +167,7 @@ def test_upload_click_select_and_raw_json(samples_app):
     with browser_page(WIDTH, HEIGHT) as page:
         page.goto(samples_app)
         wait_ready(page)
-        page.get_by_text("Upload", exact=True).click()
+        page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
         page.locator('input[type="file"]').set_input_files(str(SAMPLE))
         page.wait_for_selector("text=1 uploaded file(s)", timeout=60_000)
         wait_ready(page)
