@@ -196,6 +196,7 @@ def test_command_line_traces_explorer_compare_and_corpus(cli_app):
         page.wait_for_selector("text=Main sequences, aligned at their first divergence", timeout=30_000)
         page.goto(f"{cli_app}/corpus")
         page.wait_for_selector("text=Corpus audit:", timeout=120_000)
+        # the sidebar's audit-source radio may be drawn after the table under load: wait for it
+        page.wait_for_selector("text=Command-line traces (audited now)", timeout=30_000)
         body = page.inner_text("body")
-        assert "Command-line traces (audited now)" in body
         assert "rollouts from 1 files" in body  # the command-line folder's file, not the bundled samples
