@@ -10,7 +10,7 @@ The documented API (docs/python-api.md)::
     rollout.to_networkx(), rollout.nodes_frame(), rollout.sequences_frame()
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from rollout_graph.api import Rollouts, load  # noqa: E402
 from rollout_graph.core.records import Call, Finding, LoadResult, Skipped  # noqa: E402
