@@ -93,7 +93,7 @@ def health_during_upload(url: str, page, deadline: float) -> tuple[float, int]:
         page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
         thread = threading.Thread(target=probe, daemon=True)
         thread.start()
-        page.locator('input[type="file"]').set_input_files(str(upload))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(upload))
         page.wait_for_function(
             "() => document.body.innerText.includes('uploaded file(s)')",
             timeout=max(1, deadline - time.monotonic()) * 1000,

@@ -72,7 +72,7 @@ def test_upload_a_broken_file_shows_the_report(samples_app, tmp_path):
         page.goto(samples_app)
         wait_ready(page)
         page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
-        page.locator('input[type="file"]').set_input_files(str(broken))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(broken))
         page.wait_for_selector("text=1 skipped", timeout=30_000)
         assert "Traceback" not in page.inner_text("body")
         page.get_by_text("Load report: 1 skipped records").click()

@@ -168,7 +168,7 @@ def test_upload_click_select_and_raw_json(samples_app):
         page.goto(samples_app)
         wait_ready(page)
         page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
-        page.locator('input[type="file"]').set_input_files(str(SAMPLE))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(SAMPLE))
         page.wait_for_selector("text=1 uploaded file(s)", timeout=60_000)
         wait_ready(page)
         wait_url(page, "source=upload")
@@ -179,7 +179,7 @@ def test_upload_click_select_and_raw_json(samples_app):
     with browser_page(WIDTH, HEIGHT) as page:  # the link in a fresh browser: it asks for the file
         page.goto(link)
         page.wait_for_selector(f"text=drop the same file in the sidebar to open {node_id}", timeout=30_000)
-        page.locator('input[type="file"]').set_input_files(str(SAMPLE))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(SAMPLE))
         page.wait_for_selector(".rg-node-title", timeout=60_000)
         assert page.locator(".rg-node-title").first.inner_text().startswith(node_id)
 

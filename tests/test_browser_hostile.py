@@ -68,7 +68,7 @@ def test_markup_in_a_trace_stays_text_and_fetches_nothing(tmp_path):
         wait_ready(page)
         # uploaded, as a visitor would (the file name is the upload's)
         page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
-        page.locator('input[type="file"]').set_input_files(str(tmp_path / FILE))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(tmp_path / FILE))
         page.wait_for_selector(f"text=Rollout {SESSION}", timeout=30_000)
         wait_ready(page)
         click_until(page, lambda: node_position(page, 0), ".rg-node-title")

@@ -46,7 +46,7 @@ def test_space_entry_command_serves_the_samples_and_takes_uploads(tmp_path):
         body = page.inner_text("body")
         assert "Rollout fix-config-bug" in body
         page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio, not the dropzone
-        page.locator('input[type="file"]').set_input_files(str(upload))
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').set_input_files(str(upload))
         page.wait_for_selector("text=1 uploaded file(s)", timeout=30_000)
         text = page.inner_text("body")
         assert str(ROOT) not in text and str(Path(sys.prefix)) not in text
