@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from rollout_graph.analysis.decode import Decoder
-from rollout_graph.ui.builders.tokens import TokenStrip, rank_of
+from rollout_graph.ui.builders.tokens import TokenStrip, alternatives_at, rank_of
 
 PANEL_HEIGHT = 290
 
@@ -44,11 +44,7 @@ def token_facts(strip: TokenStrip, pos: int, decoder: Decoder) -> list[tuple[str
         rows += [("logprob", f"{lp:.6f}"), ("probability", f"{math.exp(lp):.6f}")]
     rows.append(("rank", _rank(strip, pos)))
     rows.append(("loss mask", "1 (trained)" if strip.trained[pos] else "0 (sampled but NOT trained)"))
-    alternatives = (
-        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
-        if strip.top_ids.size
-        else []
-    )
+    alternatives = alternatives_at(strip, pos)
     if alternatives:
         texts = decoder.pieces([i for i, _ in alternatives])
         for k, ((i, a), t) in enumerate(zip(alternatives, texts, strict=True), start=1):

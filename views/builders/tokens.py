@@ -198,6 +198,13 @@ def rank_of(strip: TokenStrip, pos: int) -> tuple[int | None, int]:
     return token_rank(row, int(strip.ids[pos]))
 
 
+def alternatives_at(strip: TokenStrip, pos: int) -> list[tuple[int, float]]:
+    """The recorded top-k alternatives at ``pos`` as (id, logprob), padding left out."""
+    if not strip.top_ids.size:
+        return []
+    return [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
+
+
 def _rank(strip: TokenStrip, pos: int) -> str:
     rank, known = rank_of(strip, pos)
     if not known:
@@ -234,11 +241,7 @@ def _tooltip(strip: TokenStrip, pos: int, piece: str, decoder: Decoder) -> str:
         lines.append(state)
     if strip.overlay is not None:
         lines += strip.overlay.tooltip_lines(pos)
-    alternatives = (
-        [(int(i), float(a)) for i, a in zip(strip.top_ids[pos], strip.top_logprobs[pos], strict=True) if i >= 0]
-        if strip.top_ids.size
-        else []
-    )
+    alternatives = alternatives_at(strip, pos)
     if alternatives:
         texts = decoder.pieces([i for i, _ in alternatives])
         lines.append("alternatives:")
