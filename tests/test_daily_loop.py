@@ -240,3 +240,99 @@ def test_a_bad_file_leads_with_the_reasons(monkeypatch, tmp_path):
     assert "bad.jsonl:1: not JSON" in warning and "bad.jsonl:2: unknown record shape (keys: what)" in warning
     assert "0 loaded: nothing else to load." in warning
     assert "every other record loaded normally" not in warning
+
+
+# One word, one number (docs/semantics.md, Glossary): "(rows)" sums the training rows, "(calls)"
+# counts each call's own tokens once. inspect, explain and the app print the same number per word.
+WORDS = re.compile(
+    r"(trainable tokens \((?:rows|calls)\)|context tokens \((?:rows|calls)\)|discarded tokens|inherited tokens"
+    r"|sampled tokens) ([\d,]+)"
+)
+STAT_OF = {
+    "trainable tokens (rows)": "n_trainable_tokens",
+    "context tokens (rows)": "n_context_tokens",
+    "trainable tokens (calls)": "n_trainable_call_tokens",
+    "context tokens (calls)": "n_context_call_tokens",
+    "discarded tokens": "n_discarded_tokens",
+    "inherited tokens": "n_inherited_tokens",
+    "sampled tokens": "n_sampled_tokens",
+}
+
+
+def numbers_by_word(text: str) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for m in WORDS.finditer(text):
+        found.setdefault(m.group(1), set()).add(int(m.group(2).replace(",", "")))
+    return found
+
+
+def fixture_with_an_untrainable_call(tmp_path: Path) -> Path:
+    """The builders' small rollout (a retry, a fork, a side call) with c2's logprobs dropped: c2's
+    sampled tokens stay context (mask 0), so "(calls)" and "(rows)" differ in more than scope."""
+    from tests.builders import ROLLOUT, vllm_chat, write
+
+    def strip(value):
+        if isinstance(value, dict):
+            value.pop("logprobs", None)
+            for v in value.values():
+                strip(v)
+        elif isinstance(value, list):
+            for v in value:
+                strip(v)
+
+    records = [vllm_chat(t) for t in ROLLOUT]
+    strip(records[2])
+    folder = tmp_path / "fixture"
+    folder.mkdir()
+    write(folder / "trace.jsonl", records)
+    return folder
+
+
+@pytest.mark.parametrize("source", ["samples", "fixture"])
+def test_inspect_explain_and_the_app_show_one_number_per_word(monkeypatch, tmp_path, source):
+    import orjson
+
+    path, session = (
+        (VLLM, "fix-config-bug") if source == "samples" else (fixture_with_an_untrainable_call(tmp_path), "s1")
+    )
+    contract = orjson.loads(run_cli("inspect", str(path), "--session", session, "--json").stdout)
+    (stats,) = [s["stats"] for s in contract["sessions"]]
+    expected = {word: {stats[key]} for word, key in STAT_OF.items()}
+    if source == "samples":  # the issue's example: the two scopes really differ
+        assert (stats["n_trainable_tokens"], stats["n_trainable_call_tokens"]) == (3230, 1982)
+        assert (stats["n_context_tokens"], stats["n_context_call_tokens"]) == (2980, 1552)
+    else:  # hand-counted: c2's 2 sampled tokens are context once as a call, and in its one row
+        assert (stats["n_trainable_tokens"], stats["n_context_tokens"]) == (7, 13)
+        assert (stats["n_trainable_call_tokens"], stats["n_context_call_tokens"]) == (5, 10)
+        assert (stats["n_discarded_tokens"], stats["n_inherited_tokens"], stats["n_sampled_tokens"]) == (1, 18, 7)
+        assert stats["n_trainable_tokens_in_discarded_rows"] == 3
+
+    inspect_text = run_cli("inspect", str(path), "--session", session).stdout
+    explain_text = run_cli("explain", str(path), "--session", session).stdout
+    assert numbers_by_word(inspect_text) == expected
+    assert numbers_by_word(explain_text) == expected
+    table = explain_text.splitlines()
+    head = next(i for i, line in enumerate(table) if line.split()[:2] == ["scope", "calls"])
+    cells = table[head + 1].replace(",", "").split()
+    assert cells[0] == "rollout"
+    sampled, trainable, discarded, never, context, inherited = map(int, cells[2:8])
+    assert (sampled, trainable, discarded, context, inherited) == (
+        stats["n_sampled_tokens"], stats["n_trainable_call_tokens"], stats["n_discarded_tokens"],
+        stats["n_context_call_tokens"], stats["n_inherited_tokens"],
+    )  # fmt: skip
+    assert trainable + never == sampled
+
+    at = app(monkeypatch, path, session=session)
+    no_errors(at)
+    tile = next(m for m in at.metric if m.label == "trainable tokens (rows)")
+    assert tile.value == f"{stats['n_trainable_tokens']:,}"
+    assert f"{stats['n_trainable_call_tokens']:,} trainable tokens (calls)" in tile.proto.help
+    at.toggle(key="rg_show_audit").set_value(True).run()
+    no_errors(at)
+    flows = next(d.value for d in at.dataframe if "trainable tokens (calls)" in d.value.columns)
+    whole = flows.iloc[0]
+    assert whole["scope"] == "rollout"
+    shown = {word: {int(whole[word])} for word in STAT_OF if word in flows.columns}
+    assert shown == {w: expected[w] for w in shown} and len(shown) == 5
+    caption = next(c.value for c in at.caption if "Summed over the training rows" in c.value)
+    assert numbers_by_word(caption) == {w: expected[w] for w in ("trainable tokens (rows)", "context tokens (rows)")}

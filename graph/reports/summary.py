@@ -27,6 +27,26 @@ def load_lines(loaded: LoadResult) -> list[str]:
     return lines
 
 
+def row_tokens_text(stats: dict[str, int]) -> str:
+    """The token counts summed over the training rows (a call in several rows counts in each), under
+    the glossary's names (docs/semantics.md): the same words and numbers in inspect, explain and the app."""
+    in_discarded = stats["n_trainable_tokens_in_discarded_rows"]
+    return (
+        f"trainable tokens (rows) {stats['n_trainable_tokens']:,}"
+        + (f" ({in_discarded:,} of them in discarded rows)" if in_discarded else "")
+        + f" · context tokens (rows) {stats['n_context_tokens']:,}"
+    )
+
+
+def call_tokens_text(stats: dict[str, int]) -> str:
+    """The token counts with each call's own tokens counted once, under the glossary's names."""
+    return (
+        f"sampled tokens {stats['n_sampled_tokens']:,} · trainable tokens (calls) {stats['n_trainable_call_tokens']:,}"
+        f" · discarded tokens {stats['n_discarded_tokens']:,} · context tokens (calls) {stats['n_context_call_tokens']:,}"
+        f" · inherited tokens {stats['n_inherited_tokens']:,}"
+    )
+
+
 def rollout_lines(rollout: Rollout) -> list[str]:
     """A rollout's summary as text lines: calls, roots, sequences by role, findings."""
     s = rollout.stats
@@ -45,8 +65,8 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         f" · leaves {s['n_leaves']}",
         f"  retries (discarded, the same prompt re-sent) {s['n_discarded_retries']}"
         f" · broken replays {s['n_broken_replays']} · unfinished attempts {s['n_unfinished']}",
-        f"  sequences {s['n_sequences']} ({role_text}) · trainable tokens {s['n_trainable_tokens']:,}"
-        f" · context tokens {s['n_context_tokens']:,}",
+        f"  sequences {s['n_sequences']} ({role_text}) · {row_tokens_text(s)}",
+        f"  each call once: {call_tokens_text(s)}",
         "  findings: " + " · ".join(findings),
     ]
     lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))

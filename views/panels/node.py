@@ -42,7 +42,7 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
             f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
             f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}",
         ),
-        ("trained", "yes" if rollout.trainable[i] else "no" + (" (no sampled tokens)" if not call.n_sampled else "")),
+        ("trainable", _trainable(rollout, i)),
         ("finish reason", str(call.finish_reason)),
         ("model", str(call.model)),
         ("shape", f"{call.shape} · {Path(call.source).name}:{call.line}"),
@@ -53,6 +53,18 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
     if call.usage:
         rows.append(("usage", ", ".join(f"{k} {v}" for k, v in call.usage.items() if not isinstance(v, dict))))
     return rows
+
+
+def _trainable(rollout: Rollout, i: int) -> str:
+    """Whether the call's sampled tokens are trainable (mask 1), and in which rows (the glossary's words)."""
+    call = rollout.calls[i]
+    if not call.n_sampled:
+        return "no (no sampled tokens)"
+    if not rollout.trainable[i]:
+        return "no: its sampled tokens stay context (mask 0)"
+    if i in rollout.topology.discarded:
+        return f"yes, {call.n_sampled:,} tokens, but only in its discarded row (a sibling continued)"
+    return f"yes, {call.n_sampled:,} tokens (mask 1)"
 
 
 def _param(params: dict, key: str) -> str:
@@ -196,8 +208,8 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     c = st.columns(5)
     c[0].metric("role", seq.role)
     c[1].metric("calls", seq.n_calls)
-    c[2].metric("trainable tokens", f"{seq.n_trainable:,}")
-    c[3].metric("context tokens", f"{seq.n_context:,}")
+    c[2].metric("trainable tokens (row)", f"{seq.n_trainable:,}")
+    c[3].metric("context tokens (row)", f"{seq.n_context:,}")
     c[4].metric("prompt_len", f"{seq.prompt_len:,}")
     rows = []
     for k in seq.nodes:

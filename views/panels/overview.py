@@ -65,7 +65,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
                 "roots": s["n_roots"],
                 "forks": s["n_forks"],
                 "discarded": s["n_discarded"],
-                "trainable tokens": s["n_trainable_tokens"],
+                "trainable tokens (rows)": s["n_trainable_tokens"],
                 "FATAL": counts[FATAL],
                 "WARN": counts[WARN],
                 **groups_view.extra_columns(workspace, sid, by_group),
@@ -110,7 +110,10 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
         ("broken replays", s["n_broken_replays"],
          "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
-        ("trainable tokens", compact(s["n_trainable_tokens"]), None),
+        ("trainable tokens (rows)", compact(s["n_trainable_tokens"]),
+         "loss-mask-1 tokens summed over the training rows (a call in several rows counts in each; "
+         f"{s['n_trainable_tokens_in_discarded_rows']:,} of them in discarded rows). Each call once: "
+         f"{s['n_trainable_call_tokens']:,} trainable tokens (calls), the Audit panel's count"),
         ("FATAL · WARN", f"{counts[FATAL]} · {counts[WARN]}", "findings by level (the findings panel lists every code)"),
     ]  # fmt: skip
 
