@@ -751,7 +751,7 @@ def legend_html(shares_label: str | None = None) -> str:
         f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>exact token prefix</span>'
         f'<span style="{_ITEM}"><span style="display:inline-block;width:22px;height:5px;background:#94a3b8;border-radius:2px"></span>'
         "a chain of calls collapsed (click its handle to expand)</span>"
-        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (a broken replay, a compaction, ...)</span>'
     )
     share = ""
     if shares_label is not None:

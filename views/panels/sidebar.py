@@ -48,9 +48,7 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
 
 
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
-    st.sidebar.caption(
-        "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
-    )
+    st.sidebar.caption("LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded calls.")
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
     from_link = st.query_params.get("source") == "upload"
     if from_link and state.SOURCE not in st.session_state:  # a link to an uploaded trace
@@ -100,7 +98,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
             "Show near-miss links in the graph",
             value=True,
             key=state.NEAR_MISSES,
-            help="Dashed: a call that nearly continued another (history rewritten or compacted). "
+            help="Dashed: a call that nearly continued an earlier one (a retry, a broken replay, a compaction, ...). "
             "They never change the exact graph, its sequences or exports.",
         ),
     )
