@@ -128,9 +128,11 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     bundled = {p.resolve(): p for p in bundled_files()}
     cli = {p.resolve(): p for p in files_under(cli_directories)} if cli_directories else {}
     if target in bundled:
-        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = BUNDLED, bundled[target]
+        state.choose_source(BUNDLED)
+        st.session_state[state.BUNDLED_FILE] = bundled[target]
     elif target in cli:
-        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = COMMAND_LINE, cli[target]
+        state.choose_source(COMMAND_LINE)
+        st.session_state[state.CLI_FILE] = cli[target]
     else:
         st.session_state[NOTICE] = (
             f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
