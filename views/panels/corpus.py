@@ -21,11 +21,21 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.corpus import SORTS, filter_signals, has_signals, sort_rows
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
-from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, bundled_files, files_under, run_heavy
+from rollout_graph.ui.state.sources import (
+    BUNDLED,
+    COMMAND_LINE,
+    UPLOAD,
+    UploadTooLarge,
+    bundled_files,
+    files_under,
+    load_uploads,
+    run_heavy,
+)
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
 COMMAND_LINE_AUDIT = "Command-line traces (audited now)"
 UPLOADED = "Upload an audit Parquet"
+UPLOADED_TRACES = "Uploaded traces (audited now)"  # the trace files dropped in the explorer's sidebar
 FOLDERS = "Parquet files in the command-line folders"
 NOTICE = state.CORPUS_NOTICE
 
@@ -63,11 +73,26 @@ def _read_parquet(data: bytes, name: str) -> pd.DataFrame | None:
         return None
 
 
+def _audit_uploads(uploads) -> pd.DataFrame | None:
+    """The uploaded trace files' rollouts as audit rows (the same rows `rollout-graph audit` writes),
+    from the workspace the explorer already analysed."""
+    try:
+        workspace = load_uploads(uploads)
+    except UploadTooLarge as exc:
+        st.error(md(exc))
+        return None
+    rows = [audit.audit_row(r, Path(r.calls[0].source).name) for r in workspace.rollouts.values()]
+    return pd.DataFrame(rows, columns=list(audit.COLUMNS))
+
+
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
-    # traces given on the command line come first: the page opens on them
-    kinds = ([COMMAND_LINE_AUDIT] if cli_directories else []) + [BUNDLED_AUDIT, UPLOADED]
-    kinds += [FOLDERS] if cli_directories else []
+    # traces given on the command line come first: the page opens on them; then traces uploaded
+    uploads = st.session_state.get(state.KEPT_UPLOADS)
+    kinds = ([COMMAND_LINE_AUDIT] if cli_directories else []) + ([UPLOADED_TRACES] if uploads else [])
+    kinds += [BUNDLED_AUDIT, UPLOADED] + ([FOLDERS] if cli_directories else [])
     kind = st.sidebar.radio("Audit table", kinds, key=state.CORPUS_SOURCE)
+    if kind == UPLOADED_TRACES:
+        return _audit_uploads(uploads)
     if kind == COMMAND_LINE_AUDIT:
         files = files_under(cli_directories)
         if not files:
@@ -122,6 +147,11 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     row = shown.iloc[rows[0]]
     if isinstance(row["error"], str):
         st.session_state[NOTICE] = f"{row['source_file']} could not be read: {row['error']}"
+        return
+    if st.session_state.get(state.CORPUS_SOURCE) == UPLOADED_TRACES:  # opened from the uploads themselves
+        state.choose_source(UPLOAD)
+        state.select_session(str(row["session_id"]))
+        st.session_state[state.GOTO_EXPLORER] = True
         return
     path = Path(str(row["source_file"]))
     target = (path if path.is_absolute() else SAMPLES.parent / path).resolve()

@@ -108,12 +108,24 @@ def header_html(rollout: Rollout, i: int) -> str:
     )
 
 
+FACTS_STYLE = (
+    "<style>.rg-facts{width:100%;border-collapse:collapse;font:13px system-ui,sans-serif;color:#0f172a}"
+    ".rg-facts th,.rg-facts td{border-bottom:1px solid #e2e8f0;padding:5px 8px;text-align:left;vertical-align:top}"
+    ".rg-facts th{font-weight:500;color:#475569;white-space:nowrap;width:1%}"
+    ".rg-facts td{overflow-wrap:anywhere;white-space:pre-wrap}</style>"
+)
+
+
+def facts_html(rows: list[tuple[str, str]]) -> str:
+    """The Facts rows as a table whose values wrap (everything from the trace escaped)."""
+    body = "".join(f"<tr><th>{html_text(k)}</th><td>{html_text(v)}</td></tr>" for k, v in rows)
+    return f'{FACTS_STYLE}<table class="rg-facts">{body}</table>'
+
+
 def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
     """The call's identity and provenance, and its sampling params (the Facts tab)."""
-    rows = facts(rollout, i)
-    st.dataframe(
-        pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows)
-    )
+    # an HTML table, not a grid: long values (tokens, usage, shape) wrap instead of being cut at the cell's edge
+    st.html(facts_html(facts(rollout, i)))
     params = params_table(rollout, i)
     if params is not None:
         st.caption("Sampling params: requested by the harness vs submitted to the engine")

@@ -94,6 +94,11 @@ def headline(rollout: Rollout) -> None:
         f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html_text(shapes)}</span></div>'
     )
     tiles = headline_tiles(rollout)
+    # a tile's label wraps instead of ending in "…" ("trainable tokens (rows)" at 1440 px wide)
+    st.html(
+        "<style>[data-testid='stMetricLabel'] *{white-space:normal!important;overflow:visible!important;"
+        "text-overflow:clip!important}</style>"
+    )
     for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):
         col.metric(label, value, help=why)
 
