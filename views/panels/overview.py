@@ -32,7 +32,11 @@ def load_report(workspace: Workspace) -> None:
     # the reasons first: they are what a user must fix
     reasons = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}: {md(x.reason, 160)}" for x in skipped[:SHOWN_REASONS])
     more = f" (and {len(skipped) - SHOWN_REASONS:,} more below)" if len(skipped) > SHOWN_REASONS else ""
-    rest = "nothing else to load." if not loaded.loaded else f"the other {loaded.loaded:,} records loaded normally."
+    rest = (
+        "nothing else to load."
+        if not loaded.loaded
+        else f"the other {loaded.loaded:,} record{'s' if loaded.loaded != 1 else ''} loaded normally."
+    )
     st.warning(
         f"**{len(skipped):,} skipped** of {loaded.records:,} records in {md(workspace.label, 120)}: {reasons}{more}. "
         f"{loaded.loaded:,} loaded: {rest}"

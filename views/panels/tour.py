@@ -84,7 +84,12 @@ def render(rollout: Rollout, expanded: bool) -> None:
     with st.expander("New here? What you are looking at, and where to click", expanded=expanded):
         st.markdown(GUIDE)
         if examples:
-            cols = st.columns(len(examples))
+            # labels wrap onto a second line instead of ending in "…" (1440 px wide, seven buttons)
+            st.html(
+                "<style>.st-key-rg-tour button *{white-space:normal!important;overflow:visible!important;"
+                "text-overflow:clip!important}</style>"
+            )
+            cols = st.container(key="rg-tour").columns(len(examples))
             for col, example in zip(cols, examples, strict=True):
                 col.button(
                     md(example.label),
