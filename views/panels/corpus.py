@@ -185,13 +185,13 @@ def render(cli_directories: list[str]) -> None:
     codes = cols[2].multiselect("Finding code", _values(frame["finding_codes"]))
     discards_only = cols[3].checkbox("Only rollouts with discards")
     top = int(frame["n_trainable_tokens"].fillna(0).max() or 0)
-    trainable = st.slider("Trainable tokens", 0, max(top, 1), (0, max(top, 1)))
+    trainable = st.slider("Trainable tokens (rows)", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
     shown = signals_filters(frame, shown)
     left, right = st.columns(2)
     if len(shown):
         left.plotly_chart(
-            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens per rollout", height=280),
+            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens (rows) per rollout", height=280),
             width="stretch",
         )
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
