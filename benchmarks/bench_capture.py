@@ -1,21 +1,27 @@
-"""The capture proxy's cost: added latency per call, and many concurrent streaming sessions.
+"""The capture proxy's cost: added latency per call, alone and with many concurrent sessions.
 
 The fake vLLM-shaped engine (tests/fake_upstream.py) and ``rollout-graph capture`` run as their
-own processes, as in real use; this process is the harness.
+own processes, as in real use; this process is the harness. The machine is usually shared: every
+figure is printed with the load average next to it, and latencies are compared in pairs (the
+same call straight to the engine and through the proxy, back to back, the order rotating).
 
-1. Added latency: the same small chat call, alternately straight to the engine and through the
-   proxy (non-streamed, and streamed to the last byte); median of each, and the difference.
-   Then the same streamed call under load: ``--concurrent`` sessions (32) at once, each
-   alternating direct and proxied calls, every call timed to its last byte (issue 24's goal:
-   median added latency <= 3 ms per streamed call with 32 concurrent sessions), once with an
-   engine that answers at once (the sessions never pause: the proxy's CPU is shared 32 ways)
-   and once with the engine pausing ``--delay`` between chunks (closer to a real engine).
-2. Concurrency: 64 sessions, each a 4-turn conversation of streamed calls (the engine waits
-   ``--delay`` seconds between chunks), all at once; then the capture file is loaded and every
-   session must be one complete chain with nothing lost.
+1. One call at a time: the same small chat call alternately straight to the engine and through
+   the proxy (non-streamed, streamed to the last byte, a 32,000-token prompt); medians and the
+   difference.
+2. Loaded: ``--levels`` (1, 8, 32) concurrent harness sessions, each sending the same streamed
+   call straight to the engine and through every proxy in turn, timed to the last byte: the
+   median and 95th percentile of the paired differences (issue 24's goal: median added latency
+   <= 3 ms per streamed call with 32 concurrent sessions) and the proxy's CPU milliseconds per
+   call (from /proc: the figure the machine's load does not change much). Once with an engine
+   that answers at once (every session always sending: the proxy's CPU is shared 32 ways) and once
+   with the engine pausing ``--delay`` between chunks (closer to a real engine).
+   ``--baseline DIR`` runs a second proxy from another checkout (a folder with ``graph/``, e.g.
+   ``git archive <commit> graph | tar -x -C DIR``) in the same rounds: before/after on one load.
+3. Concurrency: 64 sessions, each a 4-turn conversation of streamed calls, all at once; then the
+   capture file is loaded and every session must be one complete chain with nothing lost.
 
-``python benchmarks/bench_capture.py [--calls 300] [--concurrent 32] [--sessions 64] [--turns 4]
-[--delay 0.01]``
+``python benchmarks/bench_capture.py [--calls 300] [--levels 1,8,32] [--rounds 160]
+[--sessions 64] [--turns 4] [--delay 0.01] [--baseline DIR]``
 """
 
 from __future__ import annotations
@@ -134,7 +140,7 @@ def load() -> str:
 
 async def concurrent_latency(
     engine: str, proxies: dict[str, tuple[str, int]], sessions: int, calls: int
-) -> dict[str, tuple[float, float, float]]:
+) -> dict[str, tuple[float, float, float, float]]:
     """Streamed calls from ``sessions`` concurrent harnesses, each sending the same call straight
     to the engine and through every proxy in turn (the order rotating every call), timed to the
     last byte. Per proxy: the median and 95th percentile of the paired differences (proxied minus
@@ -170,14 +176,15 @@ async def concurrent_latency(
         spent = {name: cpu_seconds(pid) - before[name] for name, (_, pid) in proxies.items()}
     rounds = [r for session in results for r in session]
     out = {}
+    direct = statistics.median(r["direct"] for r in rounds)
     for name in names:
         added = sorted(r[name] - r["direct"] for r in rounds)
         p95 = statistics.quantiles(added, n=20)[18] if len(added) >= 20 else added[-1]
-        out[name] = (statistics.median(added), p95, spent[name] / len(rounds))
-    direct = statistics.median(r["direct"] for r in rounds)
+        ratio = statistics.median(r[name] for r in rounds) / direct
+        out[name] = (statistics.median(added), p95, spent[name] / len(rounds), ratio)
     text = " · ".join(
-        f"{name}: added median {m * 1e3:5.2f} ms, p95 {p * 1e3:6.2f} ms, CPU {c * 1e3:4.2f} ms/call"
-        for name, (m, p, c) in out.items()
+        f"{name}: added median {m * 1e3:5.2f} ms, p95 {p * 1e3:6.2f} ms, x{q:.2f} of direct, CPU {c * 1e3:4.2f} ms/call"
+        for name, (m, p, c, q) in out.items()
     )
     print(f"{sessions:>3} concurrent ({len(rounds)} rounds, direct median {direct * 1e3:6.2f} ms): {text}")
     return out
