@@ -162,3 +162,50 @@ def test_a_discard_is_reported_once_at_the_end_in_inspects_words(tmp_path):
     assert finals == [
         "· the follow ended: 1 discarded call (verdicts wait until now: a later call can continue any call)"
     ]
+
+
+def _bundled() -> list[Path]:
+    from rollout_graph import samples
+
+    root = Path(samples.__file__).parent
+    return sorted(p for p in root.rglob("*") if p.suffix in (".jsonl", ".gz") and "signals" not in p.parts)
+
+
+def test_bundled_samples_end_with_inspects_verdicts_and_near_misses(tmp_path):
+    """Every bundled trace the way a user tails it (read whole, then the follow ends), and the
+    vLLM sample appended line by line: the verdicts and near misses ``inspect`` gives."""
+    paths = _bundled()
+    assert paths
+    for path in paths:
+        trace, log = LiveTrace([path]), EventLog()
+        events = log.events(trace, trace.poll())
+        assert not [e for e in events if e["event"] in VERDICTS]
+        events += log.finish(trace)
+        misses, told = {}, {}
+        for e in events:
+            if "near_miss" in e:
+                misses[(e["session_id"], e["node_id"])] = e["near_miss"] and e["near_miss"]["why"]
+            if e["event"] == "discarded":
+                told[(e["session_id"], e["node_id"])] = e["continued_by"]
+        expected_misses, expected_told = {}, {}
+        for sid, session in load_paths([path]).sessions.items():
+            r = analyse(session)
+            expected_misses |= {(sid, r.calls[i].node_id): describe(r.calls, m) for i, m in r.near_misses.items()}
+            expected_told |= {(sid, r.calls[i].node_id): r.calls[c].node_id for i, c in r.topology.discarded.items()}
+        assert told == expected_told, path.name
+        assert {k: v for k, v in misses.items() if v} == expected_misses, path.name
+    (jsonl,) = [p for p in paths if p.name == "agent-rollouts.jsonl"]
+    lines = jsonl.read_bytes().splitlines(keepends=True)
+    target = tmp_path / jsonl.name
+    target.write_bytes(b"")
+    trace, log = LiveTrace([target]), EventLog()
+    events = []
+    for raw in lines:
+        with open(target, "ab") as f:
+            f.write(raw)
+        events += log.events(trace, trace.poll())
+    assert not [e for e in events if e["event"] in VERDICTS]
+    final = log.finish(trace)
+    assert final[0]["n_discarded"] == sum(
+        len(analyse(s).topology.discarded) for s in load_paths([jsonl]).sessions.values()
+    )
