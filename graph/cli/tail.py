@@ -40,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
     trace = LiveTrace(args.paths)
     log = EventLog(args.session)
     idle_since = time.monotonic()
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends the follow like Ctrl-C
+    try:
+        previous: Any = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends the follow like Ctrl-C
+    except ValueError:  # not the main thread (run from a program): it keeps its own handlers
+        previous = None
     try:
         while True:
             update = trace.poll()
@@ -57,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.close()
         return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     try:
         _write(log.finish(trace), args.json)  # the verdicts, which wait for the end (docs/live.md)
         _pending_note(trace, args.json)
