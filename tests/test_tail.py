@@ -374,3 +374,28 @@ def test_tail_needs_existing_paths(tmp_path):
     done = subprocess.run(tail_command(str(tmp_path / "nope.jsonl")), cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.startswith("rollout-graph: cannot read")
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_follow_with_the_verdicts(tmp_path):
+    """SIGTERM (a supervisor stopping tail) ends the follow like Ctrl-C: the discarded calls of
+    the trace as it is then, in inspect's words, and exit code 0."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + line(C1) + line(C1B) + line(C2))  # c1b: a retry of c1, which c2 continued
+    proc = subprocess.Popen(tail_command(str(path)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed: list[bytes] = []
+    reader = threading.Thread(target=lambda: printed.extend(proc.stdout))
+    reader.start()
+    try:
+        wait_until(lambda: b"[s1] c2" in b"".join(printed), timeout=30, what="tail to print the calls")
+        assert b"discarded" not in b"".join(printed)  # no verdict while following
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(10)
+    text = b"".join(printed).decode()
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    assert "· the follow ended: 1 discarded call" in text
+    assert "[s1] c1b  discarded: c1 continued (retry: " in text
