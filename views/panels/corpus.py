@@ -191,7 +191,9 @@ def render(cli_directories: list[str]) -> None:
     left, right = st.columns(2)
     if len(shown):
         left.plotly_chart(
-            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens (rows) per rollout", height=280),
+            px.histogram(
+                shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens (rows) per rollout", height=280
+            ),
             width="stretch",
         )
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
