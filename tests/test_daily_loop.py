@@ -141,9 +141,11 @@ def test_the_app_uses_no_retired_word(monkeypatch, node):
     assert retired_words(text) == [], text[:0]
 
 
-def test_the_command_line_uses_no_retired_word():
+def test_the_command_line_uses_no_retired_word(tmp_path):
     outputs = []
     for args in (
+        ["tail", str(VLLM), "--until-idle", "1"],
+        ["audit", str(VLLM), "--out", str(tmp_path / "audit.parquet"), "--workers", "1"],
         ["inspect", str(SAMPLES)],
         ["explain", str(SAMPLES), "--session", "fix-config-bug"],
         ["explain", str(SAMPLES / "harnesses")],
