@@ -188,7 +188,7 @@ def test_nothing_is_cut_off_at_1440x900(samples_app):
         page.get_by_role("tab", name="Facts").first.click()
         page.wait_for_selector(".rg-facts", timeout=30_000)
         facts = page.locator(".rg-facts").inner_text()
-        assert "97% inherited from the parent) · sampled 96" in facts  # the whole tokens line
+        assert "prompt 556: 18 context + 538 inherited tokens (97% inherited from the parent) · sampled 96" in facts
         assert "total_tokens 652" in facts  # the whole usage line
         assert page.evaluate(CLIPPED_JS, ".rg-facts") == []
         page.get_by_role("tab", name="Tokens").first.click()

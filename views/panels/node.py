@@ -39,8 +39,9 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
         ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
         (
             "tokens",
-            f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
-            f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}",
+            f"prompt {call.n_prompt:,}: {call.n_prompt - rollout.context_start(i):,} context + "
+            f"{rollout.context_start(i):,} inherited tokens ({inherited_share(rollout, i):.0%} inherited from the "
+            f"parent) · sampled {call.n_sampled:,}",
         ),
         ("trainable", _trainable(rollout, i)),
         ("finish reason", str(call.finish_reason)),
