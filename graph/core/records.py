@@ -76,7 +76,7 @@ class TopK:
     or went away), they are empty (``k`` = 0) and :attr:`unavailable` says why.
     """
 
-    __slots__ = ("_ids", "_logprobs", "_texts", "_load", "_rows", "unavailable")
+    __slots__ = ("_ids", "_logprobs", "_texts", "_load", "_rows", "_unavailable")
 
     def __init__(self, ids: np.ndarray, logprobs: np.ndarray, texts: list[str] | None = None) -> None:
         self._ids = ids  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
@@ -84,7 +84,7 @@ class TopK:
         self._texts = texts
         self._load: Callable[[], TopK] | None = None
         self._rows = int(ids.shape[0]) if ids.ndim else 0
-        self.unavailable: str | None = None
+        self._unavailable: str | None = None
 
     @classmethod
     def deferred(cls, rows: int, load: Callable[[], TopK]) -> TopK:
@@ -113,8 +113,20 @@ class TopK:
             return
         top = load()
         self._ids, self._logprobs, self._texts = top.ids, top.logprobs, top.texts
-        self.unavailable = top.unavailable
+        self._unavailable = top.unavailable
         self._load = None
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why deferred alternatives could not be read (None when they were, or never deferred)."""
+        if self._load is not None:
+            self._resolve()
+        return self._unavailable
+
+    @unavailable.setter
+    def unavailable(self, value: str | None) -> None:
+        self._resolve()
+        self._unavailable = value
 
     @property
     def ids(self) -> np.ndarray:
@@ -153,10 +165,10 @@ class TopK:
         self._texts = value
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self._ids, self._logprobs, self._texts, self._load, self._rows, self.unavailable)
+        return (self._ids, self._logprobs, self._texts, self._load, self._rows, self._unavailable)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self._ids, self._logprobs, self._texts, self._load, self._rows, self.unavailable = state
+        self._ids, self._logprobs, self._texts, self._load, self._rows, self._unavailable = state
 
     def __repr__(self) -> str:
         if self._load is not None:

@@ -134,12 +134,13 @@ class FileRef:
 
     path: str
     size: int
+    mtime_ns: int
 
     @classmethod
     def of(cls, fd: int, path: str) -> FileRef | None:
         """The open regular file ``fd`` at ``path`` (None for anything else)."""
         st = os.fstat(fd)
-        return cls(path, st.st_size) if stat.S_ISREG(st.st_mode) else None
+        return cls(path, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 @dataclass(slots=True)
@@ -152,6 +153,8 @@ class DeferredTop:
     rows: int  # entries (sampled positions)
     head: bytes = field(default=b"")
     tail: bytes = field(default=b"")
+    check: int = 0  # hash of the entries' sampled tokens and logprobs, checked once the file changed
+    _untouched: bool = False
 
     def __call__(self) -> TopK:
         """The alternatives, read from the file now (empty with ``unavailable`` set if they cannot be)."""
@@ -161,7 +164,7 @@ class DeferredTop:
             return _unavailable(self.rows, f"cannot read {self.file.path} again: {exc.strerror or exc}")
         if span is None:
             return _unavailable(self.rows, f"{self.file.path} changed since it was loaded")
-        top = decode_top(span, self.rows)
+        top = decode_top(span, self.rows, None if self._untouched else self.check)
         if top is None:
             return _unavailable(self.rows, f"{self.file.path} changed since it was loaded")
         return top
@@ -170,8 +173,10 @@ class DeferredTop:
         from rollout_graph.ingest.reading import _open_regular
 
         with _open_regular(Path(self.file.path)) as stream:  # never blocks on a FIFO put in its place
-            if os.fstat(stream.fileno()).st_size < self.file.size:
+            st = os.fstat(stream.fileno())
+            if st.st_size < self.file.size:
                 return None  # truncated or rewritten (appending keeps every span where it was)
+            self._untouched = (st.st_size, st.st_mtime_ns) == (self.file.size, self.file.mtime_ns)
             stream.seek(self.offset)
             span = stream.read(self.length)
         ok = len(span) == self.length and span[:_PROBE] == self.head and span[-_PROBE:] == self.tail
@@ -184,9 +189,14 @@ def _unavailable(rows: int, why: str) -> TopK:
     return top
 
 
-def decode_top(span: bytes, rows: int) -> TopK | None:
+def _check(tokens: list, logprobs: list) -> int:
+    return hash((tuple(tokens), tuple(logprobs)))
+
+
+def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     """The alternatives of a content array's bytes, exactly as the eager path builds them (typed
-    decode, else the generic columns); None when the bytes are not such an array of ``rows``."""
+    decode, else the generic columns); None when the bytes are not such an array of ``rows``
+    (or, with ``check``, not the entries whose sampled tokens and logprobs hashed to it)."""
     from rollout_graph.ingest.tokens import top_k
 
     try:
@@ -197,6 +207,8 @@ def decode_top(span: bytes, rows: int) -> TopK | None:
         if len(entries) != rows:
             return None
         c = _columns(entries)
+        if check is not None and _check(c.tokens, c.logprobs) != check:
+            return None
         top = top_k(c.lengths, c.alt_tokens, c.alt_logprobs)
     else:
         from rollout_graph.ingest.formats.engine_pair import top_of_entries
@@ -208,6 +220,11 @@ def decode_top(span: bytes, rows: int) -> TopK | None:
             return None
         if not isinstance(content, list) or len(content) != rows:
             return None
+        if check is not None:
+            from rollout_graph.ingest.formats.engine_pair import _column
+
+            if _check(_column(content, "token"), _column(content, "logprob")) != check:
+                return None
         top = top_of_entries(content)
     if top is None:  # every entry's list was empty after all: no alternatives, same rows
         return TopK(np.full((rows, 0), -1, dtype=np.int32), np.full((rows, 0), np.nan, dtype=np.float32))
@@ -228,10 +245,11 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
     except (msgspec.DecodeError, ValueError):
         return None
     rows = len(entries)
-    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:])
+    tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
+    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], _check(tokens, logprobs))
     return LogprobColumns(
-        tokens=[e.token for e in entries],
-        logprobs=[e.logprob for e in entries],
+        tokens=tokens,
+        logprobs=logprobs,
         lengths=[],
         alt_tokens=[],
         alt_logprobs=[],
