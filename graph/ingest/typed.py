@@ -301,6 +301,7 @@ def _spans(raw: bytes) -> list[tuple[int, int]]:
 # holds the cut exactly as a choice's logprobs.content.
 _CONTENT_OPENS = b'"logprobs":{"content":['
 _CONTENT_CLOSES = b']},"finish_reason"'
+_HEAD_BYTES = 512  # where a capture record's "request" key opens
 
 
 def located_span(raw: bytes) -> tuple[int, int] | None:
@@ -309,8 +310,8 @@ def located_span(raw: bytes) -> tuple[int, int] | None:
     With several choices the span found runs from the first array to the last and does not
     decode as one array: the caller then takes the skim.
     """
-    if b'"top_logprobs"' not in raw:
-        return None
+    if raw.find(b'"request":{', 0, _HEAD_BYTES) < 0:
+        return None  # not a capture record's layout (a flat entry's ids are never scanned for it)
     at = raw.find(_CONTENT_OPENS)
     if at < 0:
         return None
