@@ -209,10 +209,10 @@ def main() -> None:
                         f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), CPU {r['cpu_ratio']:.2f}"
                         f"  peak {r['peak_rss'] / 1e6:5.0f} MB = {r['peak_rss'] / tokens:.1f} B/token"
                     )
-                ours, prev, reopen = result["ours"], result["prev"], result["reopen"]
+                ours, old, reopen = result["ours"], result["prev"], result["reopen"]
                 table.append(
                     f"| {shape}, {mode} | **{ours['ratio']:.2f}** ({ours['ratio_min']:.2f}-{ours['ratio_max']:.2f})"
-                    f" | {ours['cpu_ratio']:.2f} | {prev['ratio']:.2f} | {reopen['ratio']:.2f}"
+                    f" | {ours['cpu_ratio']:.2f} | {old['ratio']:.2f} | {reopen['ratio']:.2f}"
                     f" | {ours['peak_rss'] / 1e6:.0f} MB ({ours['peak_rss'] / tokens:.1f} B/token)"
                     f" | {before.removeprefix('load ')} -> {load_text().removeprefix('load ')} |"
                 )
