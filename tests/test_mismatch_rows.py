@@ -99,6 +99,12 @@ def test_row_arrays_and_the_overlay_follow_the_row_shown():
     np.testing.assert_allclose(strip.overlay.trainer[3:], [-0.3, -1.1])
     np.testing.assert_allclose(strip.overlay.advantages[3:], [1.0, 1.0])
     assert strip.overlay.rows == {0: (c1, 3)}
+    # the pinned-token inspector names the row its trainer logprob comes from
+    assert strip.overlay.facts(4) == [
+        ("trainer logprob", "-1.100000 (row c1)"),
+        ("Δ trainer − inf.", "-0.1000 · ratio 0.9048"),
+    ]
+    assert strip.overlay.facts(0) == []  # a context token: nothing compared
     overlays.show_rows(r, strip.overlay, {0: c2})  # and back
     np.testing.assert_allclose(strip.overlay.trainer[3:], [-0.5, -3.5])
     np.testing.assert_allclose(strip.overlay.advantages[3:], [2.0, 2.0])
@@ -131,9 +137,9 @@ def test_every_flagged_token_of_every_row_is_plotted():
     fig = mismatch.scatter_figure(r, p, 0.5)
     assert [t.name for t in fig.data] == ["agreement", "tokens", "outliers", mismatch.OTHER_ROW]
     diamond = fig.data[3]
-    assert diamond.customdata.tolist() == [[0, c1, 0]] and diamond.y[0] == pytest.approx(-0.5 + 0.6)
+    assert list(diamond.customdata) == [[0, c1, 0]] and diamond.y[0] == pytest.approx(-0.5 + 0.6)
     outlier = fig.data[2]
-    assert [0, c2, 1] in outlier.customdata.tolist()  # the -2.5 nat token, in the shown row
+    assert [0, c2, 1] in list(outlier.customdata)  # the -2.5 nat token, in the shown row
 
 
 def test_the_figure_is_the_same_on_a_rerun_and_changes_with_the_row():
@@ -147,7 +153,7 @@ def test_the_figure_is_the_same_on_a_rerun_and_changes_with_the_row():
     other = mismatch.scatter_figure(r, mismatch.scatter_points(r, picked), 1.0)
     assert other.to_json() != first
     # row c1 shown for c0: the flagged token of row c2 is still plotted, as a red diamond
-    assert other.data[-1].name == mismatch.OTHER_ROW and other.data[-1].customdata.tolist() == [[0, seq_of(r, "c2"), 1]]
+    assert other.data[-1].name == mismatch.OTHER_ROW and list(other.data[-1].customdata) == [[0, seq_of(r, "c2"), 1]]
 
 
 def test_a_clicked_point_is_read_from_its_customdata():
@@ -155,6 +161,7 @@ def test_a_clicked_point_is_read_from_its_customdata():
     assert mismatch.picked_point([{"curve_number": 1}, {"customdata": ["x", 1, 2]}, {"customdata": [2, 0, 5]}]) == (
         2, 0, 5,
     )  # fmt: skip
+    assert mismatch.picked_point([{"customdata": {"0": 1, "1": 0, "2": 7}}]) == (1, 0, 7)  # a typed array's row
     assert mismatch.picked_point([]) is None and mismatch.picked_point([{"customdata": 4}]) is None
     r = joined()
     assert mismatch.view_position(r, 0, 1) == 4  # c0's three context tokens, then sampled token 1

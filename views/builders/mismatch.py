@@ -674,7 +674,7 @@ def scatter_figure(rollout: Rollout, p: Points, threshold: float) -> go.Figure:
         fig.add_trace(
             go.Scattergl(
                 x=p.inference[idx], y=p.trainer[idx], mode="markers", name=name, marker=styles[name],
-                customdata=np.stack([p.node[idx], p.sequence[idx], p.offset[idx]], axis=1) if idx.size else None,
+                customdata=np.stack([p.node[idx], p.sequence[idx], p.offset[idx]], axis=1).tolist() if idx.size else None,
                 hovertext=hover(idx), hoverinfo="text",
             )
         )  # fmt: skip
@@ -690,6 +690,8 @@ def picked_point(points: list) -> tuple[int, int, int] | None:
     """(arrival index, sequence index, offset) of the first clicked scatter point, from its customdata."""
     for q in points:
         data = q.get("customdata")
+        if isinstance(data, dict):  # a row of a typed array arrives as {"0": .., "1": .., "2": ..}
+            data = [data.get(str(k)) for k in range(3)]
         if isinstance(data, list | tuple) and len(data) == 3:
             try:
                 return int(data[0]), int(data[1]), int(data[2])

@@ -97,6 +97,21 @@ class Overlay:
     marks: dict[str, np.ndarray] | None = None  # per shown correction label: 0 / 1 clipped / 2 masked per position
     # the joined row each call's span shows when not the join's default: node -> (sequence index, span start in it)
     rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    leaves: dict[int, str] = field(default_factory=dict)  # node -> the leaf id of the row its span shows
+
+    def facts(self, pos: int) -> list[tuple[str, str]]:
+        """The pinned-token inspector's signals rows: the trainer logprob (and the row it is from),
+        the difference and the ratio; none where the trainer gave nothing."""
+        trainer, inference = self.trainer[pos], self.inference[pos]
+        if not math.isfinite(trainer):
+            return []
+        node = next((k for k, at, n in self.spans if at <= pos < at + n), None)
+        leaf = self.leaves.get(node) if node is not None else None
+        out = [("trainer logprob", f"{trainer:.6f}" + (f" (row {leaf})" if leaf else ""))]
+        if math.isfinite(inference):
+            d = trainer - inference
+            out.append(("Δ trainer − inf.", f"{d:+.4f} · ratio {math.exp(max(-20.0, min(20.0, d))):.4f}"))
+        return out
 
     def show_corrections(self, labels: list[str]) -> None:
         """Mark the tokens each of these corrections (labels, docs/corrections.md) clips or masks;
@@ -215,9 +230,15 @@ def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
     def joined(arrays: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(arrays) if arrays else np.empty(0)
 
+    leaves = {
+        k: rollout.calls[rollout.sequences[signals.calls[k].sequence].leaf].node_id
+        for k, _ in parts
+        if signals is not None and k in signals.calls and signals.calls[k].sequence >= 0
+    }
     return Overlay(
-        joined(inference), joined(trainer), joined(advantages), joined(entropy), signals=signals, spans=tuple(spans)
-    )
+        joined(inference), joined(trainer), joined(advantages), joined(entropy), signals=signals, spans=tuple(spans),
+        leaves=leaves,
+    )  # fmt: skip
 
 
 def show_rows(rollout: Rollout, overlay: Overlay | None, shown: dict[int, int]) -> None:
@@ -239,6 +260,7 @@ def show_rows(rollout: Rollout, overlay: Overlay | None, shown: dict[int, int]) 
         overlay.advantages[at : at + count] = np.nan if advantages is None else advantages
         begin = next(b for s, b in rollout.signals.spans[node] if s == sequence)
         overlay.rows[node] = (sequence, begin)
+        overlay.leaves[node] = rollout.calls[rollout.sequences[sequence].leaf].node_id
 
 
 def _gradient(colours: list[str]) -> str:

@@ -155,7 +155,7 @@ def report_caption(joined: Joined) -> str | None:
 # ---- the row each call's overlay and scatter show, and the jump to a flagged token
 
 SCROLL_TO_MARK = "rg-scroll-to-mark"  # set by a jump: scroll the ringed token into view once drawn
-# our own script (never trace text): centre the ringed token in its scrolling pane, not the page
+# our own script (never trace text): bring the ringed token into view in its scrolling pane, not the page
 SCROLL_JS = """<script>
 function bringMark() {
   const mark = window.parent.document.querySelector('.rg-tokens .rg-m');
@@ -164,11 +164,14 @@ function bringMark() {
   while (pane && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
     pane = pane.parentElement;
   if (!pane) return;
-  const box = mark.getBoundingClientRect(), area = pane.getBoundingClientRect();
-  if (box.top < area.top || box.bottom > area.bottom)
-    pane.scrollTop += box.top - area.top - area.height / 2;
+  const box = mark.getBoundingClientRect(), pane_box = pane.getBoundingClientRect();
+  // what of the pane the window shows; the least scroll that shows the token there, so what is
+  // above it (header, row picker) stays in view when it can
+  const top = Math.max(pane_box.top, 0), bottom = Math.min(pane_box.bottom, window.parent.innerHeight);
+  if (box.bottom > bottom - 24) pane.scrollTop += box.bottom - bottom + 48;
+  else if (box.top < top) pane.scrollTop -= top - box.top + 48;
 }
-[500, 1500, 3000].forEach(t => setTimeout(bringMark, t));
+[300, 1000, 2000].forEach(t => setTimeout(bringMark, t));
 </script>"""
 ROWS = "rg-signals-rows"  # {session_id: {node_id: leaf_id}}: the joined row picked per call
 JUMP = "rg-signals-jump"  # (session_id, node_id, offset): a sampled token to mark when the call's detail draws
