@@ -187,7 +187,7 @@ def open_findings_and_jump(page) -> None:
     button.click()
 
 
-def the_worst_token_is_selected_and_plotted(page, name: str) -> None:
+def the_worst_token_is_selected_and_plotted(page, name: str, docs: bool = False) -> None:
     from tests.test_mismatch_rows import WORST_OFFSET
 
     position = 8 + WORST_OFFSET  # c0's context span (its whole prompt: a root), then its sampled tokens
@@ -204,9 +204,16 @@ def the_worst_token_is_selected_and_plotted(page, name: str) -> None:
     page.wait_for_function(FLAGGED_JS + "() => !!flagged()", timeout=30_000)
     hit = page.evaluate(FLAGGED_JS + f"() => pointOf(flagged(), 0, {WORST_OFFSET})")
     assert hit is not None and hit["trace"] == "outliers" and hit["d"] == pytest.approx(-2.5, abs=1e-6)
+    # coloured by trainer − inference: the ringed token is the red one
+    page.get_by_text("Trainer − inference", exact=True).click()
+    page.wait_for_function("() => document.querySelector('.rg-tokens .rg-t[class*=\"rg-d\"]')", timeout=30_000)
+    settle(page)
+    mark_in_view(page, position)
+    assert "rg-d0" in page.locator(f'.rg-tokens .rg-m[data-i="{position}"]').first.get_attribute(
+        "class"
+    )  # saturated red
     page.mouse.move(0, 0)
-    screenshot(page, name)
-    page.screenshot(path=str(screenshot(page, name).with_name(f"{name}-viewport.png")))
+    screenshot(page, name, docs=docs)  # the 1440x900 screen
 
 
 # the row picker's shown value (the selectbox's input holds it)
@@ -278,7 +285,7 @@ def test_command_line_signals_jump_to_the_worst_token_of_the_second_row(two_rows
         wait_ready(page)
         settle(page)
         open_findings_and_jump(page)
-        the_worst_token_is_selected_and_plotted(page, "signals-worst-cli")
+        the_worst_token_is_selected_and_plotted(page, "signals-worst-token", docs=True)
         pick_the_other_row_and_click_its_flagged_point(page)
 
 

@@ -266,3 +266,30 @@ def test_in_the_app_jump_to_the_worst_token_selects_call_row_and_token(monkeypat
 
 def mismatch_jump(label: str) -> bool:
     return "jump to the worst token" in label
+
+
+def test_inspect_names_the_call_row_and_position_of_the_worst_token(tmp_path):
+    import subprocess
+    import sys
+
+    trace, signals = write_case(tmp_path)
+    text = subprocess.run(
+        [sys.executable, "-m", "graph", "inspect", str(trace), "--signals", str(signals)],
+        capture_output=True,
+        text=True,
+    )
+    assert text.returncode == 0, text.stderr
+    line = "  logprob_mismatch c0: |Δ| up to 2.5 nats; the worst is sampled token 3 (Δ -2.5 nats), in row c2 "
+    assert line + "(two-rows.signals.jsonl line 2) at position 11" in text.stdout
+    doc = subprocess.run(
+        [sys.executable, "-m", "graph", "inspect", str(trace), "--signals", str(signals), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    (session,) = json.loads(doc.stdout)["sessions"]
+    (finding,) = [f for f in session["findings"] if f["code"] == "logprob_mismatch"]
+    assert finding["node_id"] == "c0" and finding["detail"].endswith("at position 11")
+    assert session["signals"]["worst_tokens"][0] | {"d": round(session["signals"]["worst_tokens"][0]["d"], 6)} == {
+        "leaf_id": "c2", "position": 11, "node_id": "c0", "d": -2.5,
+        "inference_logprob": pytest.approx(-0.25), "trainer_logprob": pytest.approx(-2.75),
+    }  # fmt: skip

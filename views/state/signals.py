@@ -168,8 +168,16 @@ function bringMark() {
   // what of the pane the window shows; the least scroll that shows the token there, so what is
   // above it (header, row picker) stays in view when it can
   const top = Math.max(pane_box.top, 0), bottom = Math.min(pane_box.bottom, window.parent.innerHeight);
-  if (box.bottom > bottom - 24) pane.scrollTop += box.bottom - bottom + 48;
+  if (box.bottom > bottom - 24) pane.scrollTop += box.bottom - bottom + 140;
   else if (box.top < top) pane.scrollTop -= top - box.top + 48;
+  // the pane at its end and the token still under the window's edge: the page moves the rest
+  const below = mark.getBoundingClientRect().bottom - (window.parent.innerHeight - 100);
+  if (below > 0) {
+    let page = pane.parentElement;
+    while (page && !(page.scrollHeight > page.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(page).overflowY)))
+      page = page.parentElement;
+    if (page) page.scrollTop += below; else window.parent.scrollBy(0, below);
+  }
 }
 [300, 1000, 2000].forEach(t => setTimeout(bringMark, t));
 </script>"""
