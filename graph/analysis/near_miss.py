@@ -254,8 +254,9 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
     distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them."""
     words = text.split()
-    n = 3 if len(words) >= 20 else 1
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    if len(words) >= 20:
+        return set(zip(words, words[1:], words[2:], strict=False))  # the 3-grams, no slice for each
+    return {(word,) for word in words}
 
 
 def _pasted(earlier: Call, later: Call) -> int:

@@ -9,6 +9,7 @@ from rollout_graph.core.records import LEVELS, LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.fidelity import fidelity_json, fidelity_text
 from rollout_graph.signals.corrections import text_lines
+from rollout_graph.signals.join import worst_words
 
 MAX_SKIPPED_SHOWN = 10
 
@@ -72,7 +73,29 @@ def rollout_lines(rollout: Rollout) -> list[str]:
     lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))
     if rollout.signals is not None:
         lines.append("  signals: " + signals_text(rollout.signals.summary()))
+        lines += mismatch_lines(rollout)
         lines += ["  correction " + line for line in text_lines(rollout.signals.summary().get("corrections") or [])]
+    return lines
+
+
+MAX_MISMATCH_LINES = 10  # logprob_mismatch calls named in the text report (`inspect --json` lists them all)
+
+
+def mismatch_lines(rollout: Rollout) -> list[str]:
+    """One line per ``logprob_mismatch`` call, worst first: the call, its worst token's index in
+    its sampled span, the row holding it (leaf, file line) and its position in that row."""
+    signals = rollout.signals
+    if signals is None:
+        return []
+    flagged = [rollout.index_of(f.node_id) for f in signals.findings if f.code == "logprob_mismatch" and f.node_id]
+    flagged.sort(key=lambda k: -signals.calls[k].worst_abs_diff)
+    lines = [
+        f"  logprob_mismatch {rollout.calls[k].node_id}: |Δ| up to {signals.calls[k].worst_abs_diff:.3g} nats"
+        + worst_words(rollout, signals, k)
+        for k in flagged[:MAX_MISMATCH_LINES]
+    ]
+    if len(flagged) > MAX_MISMATCH_LINES:
+        lines.append(f"  ... {len(flagged) - MAX_MISMATCH_LINES} more logprob_mismatch calls (inspect --json)")
     return lines
 
 

@@ -179,7 +179,12 @@ def origin_strip(rollout: Rollout, node: int, decoder: Decoder | None = None) ->
 
 
 def sequence_strip(rollout: Rollout, seq: Sequence) -> TokenStrip:
-    return _strip(rollout, [(k, rollout.context_start(k)) for k in seq.nodes], label_turns=True)
+    strip = _strip(rollout, [(k, rollout.context_start(k)) for k in seq.nodes], label_turns=True)
+    # the row's own trainer logprobs and advantages (another row through a shared call may differ)
+    index = next((i for i, s in enumerate(rollout.sequences) if s is seq), None)
+    if index is not None:
+        overlays.show_rows(rollout, strip.overlay, dict.fromkeys(seq.nodes, index))
+    return strip
 
 
 def page_bounds(strip: TokenStrip, page: int, page_size: int = PAGE_SIZE) -> tuple[int, int]:

@@ -14,10 +14,12 @@ from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import AGENT
 from rollout_graph.escape import html_text
+from rollout_graph.ui.builders import overlays
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
 from rollout_graph.ui.builders.tokens import TokenStrip, node_strip, origin_strip, sequence_strip
+from rollout_graph.ui.state import signals as signals_state
 
 
 def _when(value) -> str:
@@ -172,12 +174,16 @@ def tokens_choice(rollout: Rollout, i: int, decoder: Decoder, key: str) -> tuple
             "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
             "re-inserted, grey ones inserted by the harness; then the sampled span."
         )
-        return origin_strip(rollout, i, decoder), f"org-{key}"
+        strip = origin_strip(rollout, i, decoder)
+        overlays.show_rows(rollout, strip.overlay, signals_state.shown_rows(rollout))  # the row picked
+        return strip, f"org-{key}"
     st.caption(
         "The context span (what the harness added since the parent's end: tool output, user text, template glue) "
         "then the sampled span."
     )
-    return node_strip(rollout, i), f"tok-{key}"
+    strip = node_strip(rollout, i)
+    overlays.show_rows(rollout, strip.overlay, signals_state.shown_rows(rollout))  # the row picked
+    return strip, f"tok-{key}"
 
 
 def messages_panel(rollout: Rollout, i: int) -> None:
@@ -198,6 +204,8 @@ def findings_panel(rollout: Rollout, i: int) -> None:
         )
     else:
         st.caption("No findings for this call.")
+    if any(f.code == "logprob_mismatch" for f in found):
+        signals_state.worst_token_button(rollout, i, "findings-tab")
 
 
 def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str] | None:
