@@ -185,6 +185,9 @@ def test_an_engine_cut_inside_a_body_a_stall_and_bad_framing_are_httpx_errors():
         _run(engine_for(chunked, b"2\r\nok\r\n", stall=2.0), _post(None, stream=True), timeout=0.5)
     with pytest.raises(httpx.RemoteProtocolError, match="not hex"):
         _run(engine_for(chunked, b"zz\r\nok\r\n"), _post(None, stream=True))
+    huge = b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+    with pytest.raises(httpx.RemoteProtocolError, match="head is over 1 MB"):
+        _run(engine_for(huge[:70_000], huge[70_000:]), _post(None))
     with pytest.raises(httpx.RemoteProtocolError, match="not an HTTP response"):
         _run(engine_for(b"SSH-2.0-OpenSSH\r\n\r\n"), _post(None))
 

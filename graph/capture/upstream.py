@@ -154,6 +154,8 @@ class UpstreamResponse:
                 while True:  # trailer lines, up to the empty line
                     end = buf.find(b"\r\n")
                     if end < 0:
+                        if len(buf) > _MAX_HEAD:
+                            raise httpx.RemoteProtocolError("the engine's chunked trailer is over 1 MB")
                         if out:
                             yield b"".join(out)
                             out = []
@@ -328,6 +330,8 @@ class UpstreamClient:
                     raise _Stale("server disconnected without sending a response")
                 buf += data
                 end = buf.find(b"\r\n\r\n", max(0, len(buf) - len(data) - 3))
+            if end > _MAX_HEAD:
+                raise httpx.RemoteProtocolError("the engine's response head is over 1 MB")
             lines = bytes(buf[:end]).split(b"\r\n")
             del buf[: end + 4]
             status_line = lines[0].split(b" ", 2)
