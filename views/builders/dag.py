@@ -59,8 +59,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
+from rollout_graph.analysis.chains import Chain, compacted_calls, continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.chains import collapse as collapse_chains
+from rollout_graph.analysis.near_miss import COMPACTION, RETRY
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
 from rollout_graph.escape import html_text, plot
@@ -157,6 +158,23 @@ class DagView:
     n_lanes: int
 
 
+def laid_out_after(rollout: Rollout) -> dict[int, int]:
+    """Roots drawn as a continuation of an earlier call (root -> that call): a broken replay after
+    the call whose reply it replays, a compaction after the call whose history it summarised
+    (``chains.compacted_calls``, not the first call it shares its head with)."""
+    return {**continuations(rollout), **compacted_calls(rollout)}
+
+
+def retries_of_compactions(rollout: Rollout, compacted: Mapping[int, int]) -> dict[int, int]:
+    """Discarded roots re-sent as a compaction (a retry of it) -> the call that compaction
+    summarised: drawn beside the compaction, after that call."""
+    return {
+        m.node: compacted[m.other]
+        for m in rollout.near_misses.values()
+        if m.kind == RETRY and m.node == m.earlier and m.other in compacted and rollout.topology.parents[m.node] is None
+    }
+
+
 def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
     """``node`` and everything below it: exact descendants, and near-miss continuations."""
     import networkx as nx
@@ -164,7 +182,7 @@ def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
     graph = rollout.to_networkx()
     if near_misses:
         ids = rollout.node_ids
-        graph.add_edges_from((ids[e], ids[r]) for r, e in continuations(rollout).items())
+        graph.add_edges_from((ids[e], ids[r]) for r, e in laid_out_after(rollout).items())
     names = nx.descendants(graph, rollout.calls[node].node_id) | {rollout.calls[node].node_id}
     return {rollout.index_of(name) for name in names}
 
@@ -181,7 +199,8 @@ def dag_view(
     """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
     topo, n = rollout.topology, len(rollout.calls)
     keep = set(keep) | ({focus} if focus is not None else set())
-    continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
+    compacted = compacted_calls(rollout)  # compaction -> the call it summarised: drawn after it, always
+    continued = laid_out_after(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
         # a "chain" of one call is drawn as that call: a bar labelled "1 call" hides it for nothing
@@ -196,11 +215,12 @@ def dag_view(
         folded = [c for c in folded if c.before in inside and c.after in inside]
         via = {v: c for v, c in via.items() if v in inside and c.before in inside}
         continued = {r: e for r, e in continued.items() if r in inside and e in inside}
+    after = {**compacted, **retries_of_compactions(rollout, compacted)}
     layout_parent = _acyclic({v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible})
     if focus is not None:
         layout_parent[focus] = None
     length = {v: CHAIN_LENGTH for v in via}
-    placed = pack(visible, layout_parent, length)
+    placed = pack(visible, layout_parent, length, after, aside=topo.discarded)
     return DagView(visible, drawn, via, folded, continued, placed.x, placed.y, placed.n_lanes)
 
 
@@ -534,11 +554,14 @@ def dag_figure(
             showlegend=False,
         )
     )
+    # a compaction's link starts at the call it summarised (where it is drawn after), not at the
+    # first call it shares its head with
     links = [
-        (m.earlier, m.later)
+        (view.continued.get(m.later, m.earlier) if m.kind == COMPACTION else m.earlier, m.later)
         for m in rollout.near_misses.values()
         if near_misses and m.kind in NEAR_MISS_DRAWN and m.earlier in pos and m.later in pos
     ]
+    links = [(e, r) for e, r in links if e in pos]
     nx = np.array([[x[pos[e]], x[pos[r]]] for e, r in links]).reshape(-1, 2)
     ny = np.array([[y[pos[e]], y[pos[r]]] for e, r in links]).reshape(-1, 2)
     shapes = [
