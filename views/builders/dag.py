@@ -70,16 +70,19 @@ from rollout_graph.ui.builders.mismatch import NO_SHARE, share_colours, share_gr
 from rollout_graph.ui.builders.palette import (
     AGENT,
     FORK,
+    HIGHLIGHT_RING,
     INNER,
     KIND_GLYPHS,
     KIND_LABELS,
     LEAF,
     NEAR_MISS_DRAWN,
+    NEWEST_RING,
     ROLE_COLORS,
     ROLE_GLYPHS,
     ROLE_LABELS,
     ROLE_LINES,
     ROOT,
+    SELECTED_RING,
     role_symbol,
 )
 
@@ -96,8 +99,6 @@ MAX_HEIGHT = 480
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
-HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
-SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
 FILLED = {100: 0, 300: 200, 128: 28}  # open symbols (inner calls) -> filled, when calls are coloured by share
 SHARE_OUTLINE = "#475569"
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
@@ -758,9 +759,10 @@ def _overlays(
 _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
 
 
-def legend_html(shares_label: str | None = None) -> str:
-    """The legend under the DAG; with ``shares_label`` (calls coloured by a correction's share of
-    tokens affected) a first line explains that scale."""
+def legend_html(shares_label: str | None = None, newest: bool = False) -> str:
+    """The legend under the DAG, one meaning per chip (the glossary's words); with ``shares_label``
+    (calls coloured by a correction's share of tokens affected) a first line explains that scale;
+    ``newest``: the newest-call ring is drawn (a growing trace is followed)."""
     roles = "".join(
         f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
         f"{ROLE_GLYPHS[role]}</span>{html_text(ROLE_LABELS[role])}</span>"
@@ -771,10 +773,25 @@ def legend_html(shares_label: str | None = None) -> str:
         for k in (ROOT, FORK, LEAF, INNER)
     )
     edges = (
-        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>exact token prefix</span>'
+        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>'
+        "exact link: the call extends its parent's ids</span>"
         f'<span style="{_ITEM}"><span style="display:inline-block;width:22px;height:5px;background:#94a3b8;border-radius:2px"></span>'
-        "a chain of calls collapsed (click its handle to expand)</span>"
-        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+        "collapsed chain of inner calls (click its handle to expand)</span>"
+        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>'
+        "near miss: a root that nearly continued that call (broken replay, compaction, resume)</span>"
+    )
+    ring = "display:inline-block;width:11px;height:11px;border-radius:50%;box-sizing:border-box"
+    rings = (
+        f'<span style="{_ITEM}"><span style="{ring};border:3px solid {SELECTED_RING}"></span>'
+        "selected call (its id boxed)</span>"
+        f'<span style="{_ITEM}"><span style="{ring};border:2px solid {HIGHLIGHT_RING}"></span>'
+        "search hit or chosen findings group</span>"
+        + (
+            f'<span style="{_ITEM}"><span style="{ring};border:2px solid {NEWEST_RING}"></span>'
+            "newest call of the growing trace</span>"
+            if newest
+            else ""
+        )
     )
     share = ""
     if shares_label is not None:
@@ -789,5 +806,5 @@ def legend_html(shares_label: str | None = None) -> str:
         )
     return (
         f'<div style="font-size:12px;color:#334155;line-height:1.7">{share}<div>{roles}</div><div>{kinds}</div>'
-        f"<div>{edges}</div></div>"
+        f"<div>{edges}</div><div>{rings}</div></div>"
     )

@@ -204,7 +204,7 @@ def render(
             "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
         },
     )
-    st.html(legend_html(colour_by))
+    st.html(legend_html(colour_by, newest=newest is not None))
     ids = rollout.node_ids
     # The picker is drawn for one selection (its key holds it) and told which in its callback: while
     # a live source ticks, the browser can send a picker's value after the selection moved on (the
