@@ -101,6 +101,7 @@ CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
 FILLED = {100: 0, 300: 200, 128: 28}  # open symbols (inner calls) -> filled, when calls are coloured by share
 SHARE_OUTLINE = "#475569"
+BOX_MARGIN = 8  # px kept free beside the selected call's box when neighbours' labels are left out
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -363,6 +364,27 @@ def _default_view(
     return height, plot_h, xr, yr, overview
 
 
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in px, y down
+
+
+def _label_box(cxp: float, cyp: float, text: str, side: str) -> Box:
+    """Where a label of the labels trace is drawn, around its point (px)."""
+    lines = text.split("<br>")
+    w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
+    h = 13 * len(lines)
+    return {
+        "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
+        "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
+        "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
+    }[side]
+
+
+def _selected_box(cxp: float, cyp: float, node_id: str) -> Box:
+    """The selected call's boxed id, 30 px above its point, with its stem (px)."""
+    w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
+    return (cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6)
+
+
 def _place_labels(
     rollout: Rollout,
     vis: list[int],
@@ -395,8 +417,7 @@ def _place_labels(
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
     if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
         cxp, cyp = px(x[centre], y[centre])
-        w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
-        boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
+        boxes.add(_selected_box(cxp, cyp, rollout.calls[highlight].node_id))
     rank = {ROOT: 1, FORK: 2, LEAF: 4, INNER: 5}
     order = sorted(
         range(len(vis)),
@@ -406,15 +427,8 @@ def _place_labels(
 
     def place(xv: float, yv: float, text: str, sides: tuple[str, ...] = SIDES) -> str | None:
         cxp, cyp = px(xv, yv)
-        lines = text.split("<br>")
-        w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
-        h = 13 * len(lines)
         for side in sides:
-            box = {
-                "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
-                "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
-                "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
-            }[side]
+            box = _label_box(cxp, cyp, text, side)
             if boxes.fits(box):
                 boxes.add(box)
                 return side
@@ -668,7 +682,46 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
     # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
     others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
     fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
+    _clear_labels_under_box(fig, x, y, node_id)
     return fig
+
+
+def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
+    """Leave out the labels the selected call's box would cover in the default view (its own
+    plain label and any neighbour's it collides with; hover still shows their ids), so the boxed
+    id never overlaps a neighbour's label. Labels placed by :func:`dag_figure` for a call chosen
+    outside the chart already kept clear of its box."""
+    labels = next((t for t in fig.data if t.name == "labels"), None)
+    xr, yr, height = fig.layout.xaxis.range, fig.layout.yaxis.range, fig.layout.height
+    if labels is None or labels.x is None or not len(labels.x) or xr is None or yr is None or height is None:
+        return
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (height - 120) / (yr[1] - yr[0])
+
+    def px(xv: float, yv: float) -> tuple[float, float]:
+        return (xv - xr[0]) * sx, (yr[1] - yv) * sy
+
+    # a margin: the chart is often narrower than PLOT_WIDTH (the split pane at 1440 px is ~550 px)
+    x0, y0, x1, y1 = _selected_box(*px(x, y), node_id)
+    box = (x0 - BOX_MARGIN, y0 - 2, x1 + BOX_MARGIN, y1 + 2)
+    sides = labels.textposition
+    keep = []
+    for k, (lx, ly, text) in enumerate(zip(labels.x, labels.y, labels.text, strict=True)):
+        side = sides[k] if isinstance(sides, (list, tuple)) else sides
+        a0, b0, a1, b1 = _label_box(*px(lx, ly), text, side)
+        own = lx == x and ly == y
+        keep.append(not own and not (a0 < box[2] and box[0] < a1 and b0 < box[3] and box[1] < b1))
+    if all(keep):
+        return
+    pick = [k for k, ok in enumerate(keep) if ok]
+    colours = labels.textfont.color
+    labels.update(
+        x=[labels.x[k] for k in pick],
+        y=[labels.y[k] for k in pick],
+        text=[labels.text[k] for k in pick],
+        textposition=[sides[k] for k in pick] if isinstance(sides, (list, tuple)) else sides,
+        textfont={"color": [colours[k] for k in pick] if isinstance(colours, (list, tuple)) else colours},
+    )
+    labels.marker.maxdisplayed = max(1, len(pick))
 
 
 def _layout(

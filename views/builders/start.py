@@ -1,0 +1,60 @@
+"""What the detail pane offers before a call is selected (pure, no Streamlit): the calls worth a
+look, most severe first, each with the words of its button and why.
+
+Calls with findings come first (FATAL, then WARN, then INFO; within a level, arrival order), then
+roots the near-miss classifier explained as broken replays or compactions, then the first fork
+and the last leaf, so even a clean rollout offers somewhere to start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION
+from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.types import LEVELS
+
+START_CALLS = 8  # buttons in the pane: enough to start, short enough to read at a glance
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    index: int  # the call's arrival index
+    label: str  # the button's words (trace text: escape before drawing)
+    why: str  # its tooltip
+
+
+def calls_worth_a_look(rollout: Rollout, limit: int = START_CALLS) -> list[Start]:
+    """Up to ``limit`` calls to open first (see the module docstring for the order)."""
+    calls, topo = rollout.calls, rollout.topology
+    out: list[Start] = []
+    seen: set[int] = set()
+    rank = {level: k for k, level in enumerate(LEVELS)}
+    flagged = []
+    for i in range(len(calls)):
+        findings = sorted(rollout.findings_for(i), key=lambda f: rank.get(f.level, len(LEVELS)))
+        if findings:
+            flagged.append((rank.get(findings[0].level, len(LEVELS)), i, findings))
+    for _, i, findings in sorted(flagged, key=lambda t: (t[0], t[1])):
+        top = findings[0]
+        more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+        out.append(Start(i, f"{calls[i].node_id} · {top.level} {top.code}{more}", top.detail))
+        seen.add(i)
+    for i, miss in sorted(rollout.near_misses.items()):
+        if i in seen or topo.parents[i] is not None:
+            continue
+        if miss.kind in BROKEN_REPLAYS:
+            out.append(
+                Start(i, f"{calls[i].node_id} · broken replay", f"a broken replay of {calls[miss.other].node_id}")
+            )
+            seen.add(i)
+        elif miss.kind == COMPACTION:
+            out.append(Start(i, f"{calls[i].node_id} · compaction", "a compaction: the history summarised"))
+            seen.add(i)
+    forks = [i for i in range(len(calls)) if len(topo.children[i]) > 1 and i not in seen]
+    if forks:
+        out.append(Start(forks[0], f"{calls[forks[0]].node_id} · first fork", "more than one call extends its ids"))
+        seen.add(forks[0])
+    leaves = [i for i in range(len(calls)) if not topo.children[i] and i not in seen and i not in topo.discarded]
+    if leaves:
+        out.append(Start(leaves[-1], f"{calls[leaves[-1]].node_id} · last leaf", "the end of the last training row"))
+    return out[:limit]
