@@ -21,18 +21,22 @@ def sample():
     return analyse(load_paths([SAMPLES / "vllm"]).sessions[SESSION])
 
 
-def test_the_calls_worth_a_look_lead_with_the_most_severe_findings():
+def test_the_calls_worth_a_look_lead_with_the_most_severe_findings_one_per_code():
     r = sample()
     starts = calls_worth_a_look(r)
     assert 0 < len(starts) <= START_CALLS
-    flagged = [s for s in starts if r.findings_for(s.index)]
+    flagged = [s for s in starts if " · WARN " in s.label or " · FATAL " in s.label or " · INFO " in s.label]
     assert flagged and starts[: len(flagged)] == flagged  # findings first
-    worst = [min(LEVELS.index(f.level) for f in r.findings_for(s.index)) for s in flagged]
-    assert worst == sorted(worst)  # most severe first
+    codes = [s.label.split()[3] for s in flagged]
+    assert len(codes) == len(set(codes))  # one button per code, not one per call
+    every = {f.code for i in range(len(r.calls)) for f in r.findings_for(i)}
+    assert set(codes) == every or len(starts) == START_CALLS
+    levels = [LEVELS.index(s.label.split()[2]) for s in flagged]
+    assert levels == sorted(levels)  # most severe first
     for s in flagged:
-        top = min(r.findings_for(s.index), key=lambda f: LEVELS.index(f.level))
-        assert s.label.startswith(f"{r.calls[s.index].node_id} · {top.level} ")
-    assert len({s.index for s in starts}) == len(starts)
+        code = s.label.split()[3]
+        assert code in {f.code for f in r.findings_for(s.index)}  # the button opens a call with that code
+    assert len({s.label for s in starts}) == len(starts)
 
 
 def test_a_clean_rollout_still_offers_somewhere_to_start():
@@ -46,7 +50,7 @@ def test_the_detail_pane_offers_buttons_that_select_before_any_click(monkeypatch
     no_errors(at)
     assert any(HOW[:40] in m.value for m in at.markdown)
     starts = calls_worth_a_look(sample())
-    button = next(b for b in at.button if b.key == f"start-{SESSION}-{starts[0].index}")
+    button = next(b for b in at.button if b.key == f"start-{SESSION}-0-{starts[0].index}")
     at = button.click().run()
     no_errors(at)
     node_id = sample().calls[starts[0].index].node_id

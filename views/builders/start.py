@@ -1,7 +1,8 @@
 """What the detail pane offers before a call is selected (pure, no Streamlit): the calls worth a
 look, most severe first, each with the words of its button and why.
 
-Calls with findings come first (FATAL, then WARN, then INFO; within a level, arrival order), then
+Findings come first, one button per finding code at the first call that has it (FATAL, then
+WARN, then INFO; within a level the most frequent code first), then
 roots the near-miss classifier explained as broken replays or compactions, then the first fork
 and the last leaf, so even a clean rollout offers somewhere to start."""
 
@@ -29,15 +30,21 @@ def calls_worth_a_look(rollout: Rollout, limit: int = START_CALLS) -> list[Start
     out: list[Start] = []
     seen: set[int] = set()
     rank = {level: k for k, level in enumerate(LEVELS)}
-    flagged = []
+    # one button per finding code, at its first call: the most severe codes first, then the most
+    # frequent (a code on every call takes one button, not all of them)
+    codes: dict[str, tuple[int, list[int], list]] = {}  # code -> (rank, its calls, their findings)
     for i in range(len(calls)):
-        findings = sorted(rollout.findings_for(i), key=lambda f: rank.get(f.level, len(LEVELS)))
-        if findings:
-            flagged.append((rank.get(findings[0].level, len(LEVELS)), i, findings))
-    for _, i, findings in sorted(flagged, key=lambda t: (t[0], t[1])):
-        top = findings[0]
-        more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-        out.append(Start(i, f"{calls[i].node_id} · {top.level} {top.code}{more}", top.detail))
+        for f in rollout.findings_for(i):
+            level, at, found = codes.get(f.code, (len(LEVELS), [], []))
+            if not at or at[-1] != i:
+                at.append(i)
+                found.append(f)
+            codes[f.code] = (min(level, rank.get(f.level, len(LEVELS))), at, found)
+    for code, (_, at, found) in sorted(codes.items(), key=lambda kv: (kv[1][0], -len(kv[1][1]), kv[1][1][0])):
+        k = next((k for k, i in enumerate(at) if i not in seen), 0)  # a call of its own when it can
+        i, f = at[k], found[k]
+        more = f" · {len(at):,} calls" if len(at) > 1 else ""
+        out.append(Start(i, f"{calls[i].node_id} · {f.level} {code}{more}", f.detail))
         seen.add(i)
     for i, miss in sorted(rollout.near_misses.items()):
         if i in seen or topo.parents[i] is not None:

@@ -194,10 +194,12 @@ def render(
         on_select="rerun",
         selection_mode="points",
         width="stretch",
-        # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable)
+        # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable): its
+        # button is removed, and a double click resets the view instead of autoscaling it
         config={
             "displaylogo": False,
             "scrollZoom": True,
+            "doubleClick": "reset",
             "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
         },
     )

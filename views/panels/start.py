@@ -27,10 +27,10 @@ def render(rollout: Rollout) -> None:
     st.markdown(
         "**Worth a look**" + (f" · {flagged:,} call{'s' if flagged != 1 else ''} with findings" if flagged else "")
     )
-    for start in starts:
+    for k, start in enumerate(starts):
         st.button(
             md(start.label, 80),
-            key=f"start-{rollout.session_id}-{start.index}",
+            key=f"start-{rollout.session_id}-{k}-{start.index}",
             help=md(start.why, 300),
             on_click=state.select_node,
             args=(rollout, start.index),
