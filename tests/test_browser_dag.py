@@ -12,6 +12,7 @@ import pytest
 from rollout_graph.ui.builders.dag import CALLS, CHAINS
 from tests.browser import (
     DAG_JS,
+    ROOT,
     browser_page,
     node_position,
     require_chromium,
@@ -332,3 +333,63 @@ def test_a_double_click_resets_the_view_instead_of_autoscaling_it(big_app):
         page.wait_for_timeout(800)
         after = page.evaluate(DAG_JS + "() => dag()._fullLayout.xaxis.range.slice()")
         assert after == pytest.approx(start, abs=1e-6)  # back to the window, not the whole 5,000-call smear
+
+
+SAMPLES = ROOT / "sample_traces"
+TOOLBAR_JS = """() => {
+    const fit = Array.from(document.querySelectorAll('label')).find(l => l.innerText.trim() === 'Fit all');
+    let bar = fit;
+    while (bar && bar.getAttribute('data-testid') !== 'stHorizontalBlock') bar = bar.parentElement;
+    const r = bar.getBoundingClientRect();
+    return {height: r.height, tops: Array.from(bar.children).map(c => Math.round(c.getBoundingClientRect().top))};
+}"""
+
+
+@pytest.fixture(scope="module")
+def signals_app():
+    require_chromium()
+    signals = SAMPLES / "signals" / "samples.signals.jsonl"
+    with running_app(str(SAMPLES / "vllm"), "--signals", str(signals), via_cli=True) as url:
+        yield url
+
+
+def test_with_signals_the_toolbar_stays_one_row_and_the_detail_pane_offers_calls(signals_app):
+    with browser_page(width=1440, height=900) as page:
+        open_page(page, signals_app, "session=fix-config-bug")
+        bar = page.evaluate(TOOLBAR_JS)
+        assert bar["height"] < 60 and max(bar["tops"]) - min(bar["tops"]) < 12, bar  # one row, no wrap
+        colour = page.locator("input[aria-label='Colour calls by']")
+        assert colour.count() == 1 and colour.input_value() == "Colour by role"  # signals joined: the choice is there
+        dag_bottom = page.evaluate(DAG_JS + "() => dag().getBoundingClientRect().bottom")
+        assert colour.bounding_box()["y"] > dag_bottom - 5  # under the chart, beside the legend
+        # nothing selected yet: the pane beside the DAG says how to select and offers calls worth a look
+        pane = page.locator(".st-key-rg-detail")
+        assert "No call selected yet" in pane.inner_text()
+        buttons = pane.get_by_role("button")
+        assert buttons.count() >= 3
+        first = buttons.first.inner_text()
+        box = buttons.first.bounding_box()
+        assert box["y"] + box["height"] < 900  # in the first screen
+        buttons.first.click()
+        node_id = first.split()[0]
+        wait_title(page, node_id)
+        assert page.locator(".rg-node-title").first.bounding_box()["y"] < 900
+        assert page.evaluate(TOOLBAR_JS)["height"] < 60  # a selection does not wrap it either
+        # the selected call's boxed id covers no other label
+        covered = page.evaluate(
+            DAG_JS
+            + """() => {
+                const gd = dag(), a = Array.from(gd.querySelectorAll('.annotation')).find(e => e.textContent.trim() === '"""
+            + node_id
+            + """');
+                if (!a) return ['no box'];
+                const b = a.getBoundingClientRect();
+                return Array.from(gd.querySelectorAll('.textpoint text')).filter(t => {
+                    const r = t.getBoundingClientRect(), fill = getComputedStyle(t).fill;
+                    if (!fill || fill === 'none' || fill.replace(/ /g, '') === 'rgba(0,0,0,0)') return false;  // hidden ids
+                    return t.textContent && r.width && r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom;
+                }).map(t => t.textContent);
+            }"""
+        )
+        assert covered == [], covered
+        screenshot(page, "dag-signals-selected")
