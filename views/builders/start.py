@@ -46,17 +46,17 @@ def calls_worth_a_look(rollout: Rollout, limit: int = START_CALLS) -> list[Start
         more = f" · {len(at):,} calls" if len(at) > 1 else ""
         out.append(Start(i, f"{calls[i].node_id} · {f.level} {code}{more}", f.detail))
         seen.add(i)
-    for i, miss in sorted(rollout.near_misses.items()):
-        if i in seen or topo.parents[i] is not None:
-            continue
-        if miss.kind in BROKEN_REPLAYS:
-            out.append(
-                Start(i, f"{calls[i].node_id} · broken replay", f"a broken replay of {calls[miss.other].node_id}")
-            )
-            seen.add(i)
-        elif miss.kind == COMPACTION:
-            out.append(Start(i, f"{calls[i].node_id} · compaction", "a compaction: the history summarised"))
-            seen.add(i)
+    # one button per kind of break at its first root: broken replays, compactions
+    for kind, kinds, why in (
+        ("broken replay", BROKEN_REPLAYS, "a replay of the model's own reply that broke the token prefix"),
+        ("compaction", (COMPACTION,), "a compaction: the history summarised, drawn after the call it compacted"),
+    ):
+        roots = [i for i, m in sorted(rollout.near_misses.items()) if m.kind in kinds and topo.parents[i] is None]
+        first = next((i for i in roots if i not in seen), None)
+        if first is not None:
+            more = f" · {len(roots):,} calls" if len(roots) > 1 else ""
+            out.append(Start(first, f"{calls[first].node_id} · {kind}{more}", why))
+            seen.add(first)
     forks = [i for i in range(len(calls)) if len(topo.children[i]) > 1 and i not in seen]
     if forks:
         out.append(Start(forks[0], f"{calls[forks[0]].node_id} · first fork", "more than one call extends its ids"))
