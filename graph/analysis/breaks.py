@@ -16,6 +16,7 @@ from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
     NEW_CONVERSATION,
+    REJECTED,
     RESUMED,
     RETOKENIZED,
     RETRY,
@@ -35,6 +36,7 @@ REASONS = {
     RETRY: "a retry: discarded, the harness re-sent the same prompt",
     RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
     REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
+    REJECTED: "rejected: the harness left the reply out and asked again (a format error, a length cut)",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
     RESUMED: "resumed conversation: the history re-sent with a re-rendered system prompt or tools",
     NEW_CONVERSATION: "the main conversation, begun after another call",
@@ -120,10 +122,14 @@ def replay_details(rollout: Rollout, miss: NearMiss) -> ReplayDetails:
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
-    """Every root after the first, with the call it nearly continued, a reason and a fix."""
+    """Every root after the first, and the first when it has a near miss (a title call that arrived
+    before the main conversation), with the call it nearly continued, a reason and a fix."""
     out = []
-    for root in rollout.topology.roots[1:]:
+    roots = rollout.topology.roots
+    for root in roots:
         miss = rollout.near_misses.get(root)
+        if root == roots[0] and miss is None:
+            continue
         if miss is None:
             out.append(Break(root, None, UNRELATED))
         else:
