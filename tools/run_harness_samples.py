@@ -121,14 +121,18 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def qwen_code(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+def qwen_code(
+    tools: Path, url: str, repo: Path, home: Path, core_tools: list[str] | None = None
+) -> tuple[list[str], dict]:
     # its user settings: no usage statistics (no network here: they queue and retry), and a request
     # timeout above the engine's slowest prompt (its default 120 s cancels a long prompt and re-sends it)
-    settings = {
+    settings: dict = {
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "model": {"generationConfig": {"timeout": 1_800_000}},
     }
+    if core_tools is not None:
+        settings["tools"] = {"core": core_tools}
     (home / ".qwen").mkdir(parents=True, exist_ok=True)
     (home / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
     # its own system prompt is ~7k tokens: on this shared CPU SmolLM2 reads it at ~10 tokens/s
@@ -136,6 +140,11 @@ def qwen_code(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str],
             "--openai-base-url", f"{url}/v1", "--openai-api-key", KEY, "-m", MODEL_NAME,
             "--system-prompt", SHORT_SYSTEM]  # fmt: skip
     return argv, _env(home, OPENAI_MODEL=MODEL_NAME)
+
+
+def qwen_code_token_limit(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    """qwen-code offering only its shell tool (shorter prompts: faster here, a smaller file)."""
+    return qwen_code(tools, url, repo, home, core_tools=["run_shell_command"])
 
 
 def opencode(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
@@ -211,6 +220,7 @@ class Scenario:
     package: str
     version_of: str  # the harness whose version is reported
     engine_cap: int | None = None
+    engine_args: tuple[str, ...] = ()  # more tools/harness_engine.py options
 
 
 HARNESSES = {
@@ -218,11 +228,19 @@ HARNESSES = {
     "qwen-code": Scenario(qwen_code, "@qwen-code/qwen-code (npm)", "qwen-code"),
     "opencode": Scenario(opencode, "opencode-ai (npm)", "opencode"),
     "codex": Scenario(codex, "@openai/codex (npm)", "codex"),
-    # qwen-code again, the engine capping every reply at 12 tokens: the escalated re-send is cut
-    # too, so it replays each cut reply as text plus "Output token limit hit. Resume directly ..."
-    # (up to 3 times): the re-tokenized replay chain of docs/semantics.md, "Why a call broke"; its
-    # memory-extraction agent runs after the turn (its own system prompt, the history in its context)
-    "qwen-code-token-limit": Scenario(qwen_code, "@qwen-code/qwen-code (npm)", "qwen-code", engine_cap=12),
+    # qwen-code again, the engine capping every reply at 12 tokens and steering nothing: the first
+    # reply is cut, the escalated re-send (64k max tokens) is cut too, so it replays each cut reply
+    # as text plus "Output token limit hit. Resume directly ..." (3 times: the replay chain of
+    # docs/semantics.md, "Why a call broke"); the engine ends the third recovery at the cap
+    # (--cut-replies 4), so the turn finishes without a tool call and qwen-code runs its
+    # memory-extraction agent (its own system prompt and tools, the history in its context)
+    "qwen-code-token-limit": Scenario(
+        qwen_code_token_limit,
+        "@qwen-code/qwen-code (npm)",
+        "qwen-code",
+        engine_cap=12,
+        engine_args=("--cut-replies", "4", "--first-command", ""),
+    ),
     # Claude Code's print mode, then --continue in the same directory: the resume drops the
     # "Output token limit hit" recovery messages of the first run
     "claude-code-continue": Scenario(claude_code, "@anthropic-ai/claude-code (npm)", "claude-code", engine_cap=12),
@@ -392,14 +410,14 @@ def default_engine_python(tools: Path) -> str:
 
 
 @contextlib.contextmanager
-def engine(python: str, cap: int, base: Path, external: str | None) -> Iterator[str]:
+def engine(python: str, cap: int, extra: tuple[str, ...], base: Path, external: str | None) -> Iterator[str]:
     """A running engine capping every reply at ``cap`` tokens (or the ``--engine`` one); yields its URL."""
     if external:
         yield external
         return
     port = free_port()
-    argv = [python, str(ROOT / "tools" / "harness_engine.py"), "--port", str(port), "--max-tokens", str(cap)]
-    with process(argv, base / f"engine-{cap}.log"):
+    argv = [python, str(ROOT / "tools" / "harness_engine.py"), "--port", str(port), "--max-tokens", str(cap), *extra]
+    with process(argv, base / f"engine-{cap}{''.join(extra).replace('-', '')}.log"):
         url = f"http://127.0.0.1:{port}"
         wait_for(f"{url}/v1/models", 600)
         yield url
@@ -427,11 +445,12 @@ def main() -> None:
         base = Path(tempfile.mkdtemp(prefix="harness-samples-"))
         python = args.engine_python or default_engine_python(args.tools)
         results = []
-        by_cap: dict[int, list[str]] = {}
+        by_engine: dict[tuple[int, tuple[str, ...]], list[str]] = {}
         for name in names:
-            by_cap.setdefault(HARNESSES[name].engine_cap or args.max_tokens, []).append(name)
-        for cap, group in by_cap.items():
-            with engine(python, cap, base, args.engine) as engine_url:
+            scenario = HARNESSES[name]
+            by_engine.setdefault((scenario.engine_cap or args.max_tokens, scenario.engine_args), []).append(name)
+        for (cap, extra), group in by_engine.items():
+            with engine(python, cap, extra, base, args.engine) as engine_url:
                 for name in group:
                     result = run_one(name, args.tools, engine_url, base, args.timeout)
                     result["version"] = version_of(name, args.tools)
