@@ -24,7 +24,7 @@ from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
 from rollout_graph.ingest.loading import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.explain import explain_text
-from tests.test_tail_kinds import tail_kinds
+from tests.test_tail_kinds import last_misses, tail_kinds
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = SAMPLES / "SmolLM2-135M-Instruct" / "tokenizer.json"
@@ -93,12 +93,7 @@ def test_inspect_explain_and_tail_give_each_call_the_same_kind_and_words(path, t
         expected = {k: (m["kind"], m["node_id"], m["why"]) for k, m in misses.items()}
         assert tailed == expected
         lines = _cli("tail", str(path), "--json", "--until-idle", "0", "--session", session["session_id"])
-        last = {}
-        for event in map(json.loads, lines.splitlines()):
-            if "near_miss" in event and event["event"] != "discarded":
-                miss = event["near_miss"]
-                last[event["node_id"]] = None if miss is None else (miss["kind"], miss["node_id"], miss["why"])
-        assert {k: v for k, v in last.items() if v} == expected
+        assert last_misses([json.loads(line) for line in lines.splitlines()]) == expected
 
 
 def _rollout(name: str):
