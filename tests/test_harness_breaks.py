@@ -190,3 +190,20 @@ def test_an_assistant_message_added_is_not_rejected(tmp_path):
     other = {"role": "assistant", "content": "Something the harness wrote for the model"}
     misses = _misses(_rejections(other, FORMAT_ERROR), tmp_path)
     assert misses.get("b", ("",))[0] != "rejected"
+
+
+def test_a_root_re_sent_with_the_same_prompt_is_not_called_unrelated():
+    """qwen-code's first call cut at the cap, re-sent identical with a larger max_tokens, and the
+    re-send continued: the discarded first call carries the retry; the re-send (a root too) is
+    not "shares no token with any earlier call"."""
+    from rollout_graph.analysis.breaks import UNRELATED, prefix_breaks
+    from tests.builders import Turn, rollout_of, vllm_chat
+
+    first = Turn("first", [1, 2, 3, 4], [5, 6], finish="length")
+    again = Turn("again", [1, 2, 3, 4], [7, 8], finish="length")
+    replay = Turn("replay", [1, 2, 3, 4, 7, 8, 9, 10], [11])
+    r = rollout_of([vllm_chat(t) for t in (first, again, replay)])
+    assert r.topology.roots == [0, 1] and r.near_misses[0].kind == "retry"
+    breaks = {r.calls[b.root].node_id: b for b in prefix_breaks(r)}
+    assert "again" not in breaks or breaks["again"].reason != UNRELATED
+    assert all(b.reason != UNRELATED for b in breaks.values())

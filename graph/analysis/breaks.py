@@ -126,8 +126,15 @@ def prefix_breaks(rollout: Rollout) -> list[Break]:
     before the main conversation), with the call it nearly continued, a reason and a fix."""
     out = []
     roots = rollout.topology.roots
+    listed = {r for r in roots if r in rollout.near_misses}
     for root in roots:
         miss = rollout.near_misses.get(root)
+        if miss is None:
+            # the other end of a near miss keyed by another call (a discarded root re-sent with the
+            # same prompt: the re-send is this root): explained there, or here when that call is no root
+            miss = next((m for _, m in sorted(rollout.near_misses.items()) if root in (m.later, m.other)), None)
+            if miss is not None and miss.node in listed:
+                continue
         if root == roots[0] and miss is None:
             continue
         if miss is None:

@@ -734,6 +734,10 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
         )
         found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked, evidence)
+        if kind == RETRY and parents[sibling] is None and sibling not in found and sibling > node:
+            # the re-send is a root of its own (qwen-code re-sending its first call with a larger
+            # max_tokens): it gets the retry from its side too, never "shares no token"
+            found[sibling] = NearMiss(sibling, node, node, sibling, shared, kept, where, kind, checked, evidence)
     unfinished = {m for group in topology.unfinished for m in group}
     for group in topology.unfinished:  # re-sends nobody continued (qwen-code after a length cut)
         members = set(group)
