@@ -197,6 +197,7 @@ def test_a_root_re_sent_with_the_same_prompt_is_not_called_unrelated():
     re-send continued: the discarded first call carries the retry; the re-send (a root too) is
     not "shares no token with any earlier call"."""
     from rollout_graph.analysis.breaks import UNRELATED, prefix_breaks
+    from rollout_graph.analysis.near_miss import describe
     from tests.builders import Turn, rollout_of, vllm_chat
 
     first = Turn("first", [1, 2, 3, 4], [5, 6], finish="length")
@@ -207,3 +208,7 @@ def test_a_root_re_sent_with_the_same_prompt_is_not_called_unrelated():
     breaks = {r.calls[b.root].node_id: b for b in prefix_breaks(r)}
     assert "again" not in breaks or breaks["again"].reason != UNRELATED
     assert all(b.reason != UNRELATED for b in breaks.values())
+    resend = r.near_misses[1]  # the re-send's own near miss: what tail prints when it arrives
+    assert (resend.kind, resend.earlier, resend.later, resend.node) == ("retry", 0, 1, 1)
+    assert describe(r.calls, resend) == "retry: again re-sends first's prompt [the identical prompt ids]"
+    assert r.stats["n_discarded_retries"] == 1  # counted once, from the discarded side
