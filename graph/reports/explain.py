@@ -146,8 +146,10 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 b = "—" if d.other_token is None else f"{decoder.text([d.other_token])!r} ({d.other_logprob})"
                 top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
                 what = f"first divergence at sampled token {d.divergence}: {a} vs {b}; {top} the original's top-k"
+            miss = rollout.near_misses.get(d.other) or rollout.near_misses.get(d.original)
+            said = f" — {describe(calls, miss)}" if miss is not None and miss.kind == RETRY else ""
             lines.append(
-                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}"
+                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}{said}"
             )
         rivals = {d.original for d in diffs} | {d.other for d in diffs}
         unfinished = {m for group in rollout.topology.unfinished for m in group} - replayed(rollout.near_misses)

@@ -9,6 +9,7 @@ import streamlit as st
 from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
+    REJECTED,
     RESUMED,
     RETRY,
     SIDE_CALL,
@@ -53,6 +54,7 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
     first("a retry", (d for d in of_kind(RETRY, roots=False) if d in topo.discarded), sentence)
     first("a retry of the first call", (d for d in of_kind(RETRY, roots=True) if d in topo.discarded), sentence)
     first("a broken replay", of_kind(*BROKEN_REPLAYS), sentence)
+    first("a rejected reply", of_kind(REJECTED), sentence)
     first("a subagent", of_kind(SUBAGENT), sentence)
     first("a side call", of_kind(SIDE_CALL), sentence)
     first("a compaction or resume", of_kind(COMPACTION, RESUMED), sentence)

@@ -24,6 +24,7 @@ from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
 from rollout_graph.ui.panels import signals as signals_view
+from rollout_graph.ui.panels import start as start_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
@@ -152,7 +153,7 @@ graph_view.bring_into_view()
 node = state.current_node(rollout)
 with drawn.get("detail") or st.container():
     if node is None:
-        st.info("Click a node in the graph (or pick a call) to see its tokens, messages and training row here.")
+        start_view.render(rollout)  # how to select, and the calls worth a look as buttons
     else:
         workspace = drawn.get("workspace", workspace)
         assert workspace is not None  # a rollout was drawn from it
