@@ -135,7 +135,6 @@ PHRASES = {
     "retokenized": "{later} re-tokenizes {earlier}'s reply (a broken replay)",
     "rewritten_continuation": "{later} rewrites {earlier}'s reply (a broken replay)",
     "rejected": "{later} asks again without {earlier}'s reply",
-    "rejected": "{later} asks again without {earlier}'s reply (rejected)",
     "compaction": "{later} compacts the history of {earlier}",
     "resumed": "{later} resumes {earlier}",
     "new_conversation": "{later} starts a new conversation after {earlier}",
