@@ -9,7 +9,6 @@ from rollout_graph.core.records import LEVELS, LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.fidelity import fidelity_json, fidelity_text
 from rollout_graph.signals.corrections import text_lines
-from rollout_graph.signals.join import worst_words
 
 MAX_SKIPPED_SHOWN = 10
 
@@ -87,6 +86,8 @@ def mismatch_lines(rollout: Rollout) -> list[str]:
     signals = rollout.signals
     if signals is None:
         return []
+    from rollout_graph.signals.join import worst_words  # only for rollouts that carry signals
+
     flagged = [rollout.index_of(f.node_id) for f in signals.findings if f.code == "logprob_mismatch" and f.node_id]
     flagged.sort(key=lambda k: -signals.calls[k].worst_abs_diff)
     lines = [
