@@ -11,6 +11,7 @@ goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -42,12 +43,32 @@ def write(folder: Path, calls: int, max_context: int, summary_tokens: int = 1500
     return w.tokens
 
 
-def server_rss(url: str) -> int:
+def server_process(url: str) -> psutil.Process | None:
     port = int(url.rsplit(":", 1)[1])
     for proc in psutil.process_iter(["cmdline"]):
         if proc.info["cmdline"] and "--server.port" in proc.info["cmdline"] and str(port) in proc.info["cmdline"]:
-            return proc.memory_info().rss
-    return 0
+            return proc
+    return None
+
+
+def server_rss(url: str) -> int:
+    proc = server_process(url)
+    return 0 if proc is None else proc.memory_info().rss
+
+
+def server_cpu(url: str) -> float:
+    """CPU seconds the server has used so far: its own threads and its worker processes (running,
+    or exited and waited for)."""
+    proc = server_process(url)
+    if proc is None:
+        return 0.0
+    t = proc.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            c = child.cpu_times()
+            total += c.user + c.system
+    return total
 
 
 def _title(page, node_id: str, timeout: float = 120_000) -> None:
@@ -119,6 +140,55 @@ def _finding(page, current: str) -> float | None:
     return start
 
 
+CHANGED_JS = (
+    "(old) => { const t = document.querySelector('.rg-node-title');"
+    " return t && !t.textContent.startsWith(old + ' ') && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }"
+)
+# Words of the synthetic traces' texts (benchmarks/synthetic.py): each search is a new query.
+SEARCHES = ("failing test", "main.py", "pytest again")
+
+
+def key_steps(page, steps: int = 6) -> list[float]:
+    """Press j (next call) ``steps`` times with the focus on the page; seconds from each key press
+    until the next call's detail is shown and the page is idle."""
+    times = []
+    for _ in range(steps):
+        before = _title_text(page)
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        start = time.perf_counter()
+        page.keyboard.press("j")
+        page.wait_for_function(CHANGED_JS, arg=before, timeout=120_000)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def search_steps(page) -> list[float]:
+    """Type each of ``SEARCHES`` in the search box and press Enter; seconds until its hits are
+    listed and the page is idle."""
+    box = page.get_by_label("Search this rollout")
+    times = []
+    for text in SEARCHES:
+        box.fill(text)
+        start = time.perf_counter()
+        box.press("Enter")
+        page.wait_for_function(
+            "(text) => Array.from(document.querySelectorAll('.st-key-rg-search-hits button'))"
+            "  .some(b => b.textContent.includes(text))"
+            "  && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+            arg=text,
+            timeout=120_000,
+        )
+        times.append(time.perf_counter() - start)
+        box.fill("")
+        box.press("Enter")
+        page.wait_for_function(
+            "() => !document.querySelector('.st-key-rg-search-hits button')"
+            " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+            timeout=120_000,
+        )
+    return times
+
+
 def _entries() -> int:
     return sum(p.name.startswith("v") for p in Path(os.environ["ROLLOUT_GRAPH_CACHE"]).glob("*"))
 
@@ -168,6 +238,14 @@ def measure(folder: Path, node: int, other: int) -> dict[str, float]:
                     out["finding"] = time.perf_counter() - start
             except Exception as exc:
                 print(f"  finding: not measured ({type(exc).__name__})", file=sys.stderr)
+            try:
+                out["keys"] = statistics.median(key_steps(page))
+            except Exception as exc:
+                print(f"  j/k: not measured ({type(exc).__name__})", file=sys.stderr)
+            try:
+                out["search"] = statistics.median(search_steps(page))
+            except Exception as exc:
+                print(f"  search: not measured ({type(exc).__name__})", file=sys.stderr)
         # a second visitor opens the deep link to the clicked call: the trace is already parsed
         with browser_page(height=1400) as page:
             start = time.perf_counter()
@@ -197,6 +275,8 @@ COLUMNS = [
     ("click", "chart click", "{:.2f} s"),
     ("picker", "picker", "{:.2f} s"),
     ("finding", "finding row", "{:.2f} s"),
+    ("keys", "j/k key step", "{:.2f} s"),
+    ("search", "search", "{:.2f} s"),
     ("deep_link", "deep link", "{:.2f} s"),
     ("flip", "token page flip", "{:.2f} s"),
     ("bytes", "bytes pushed (first paint)", "{:.1f} MB"),

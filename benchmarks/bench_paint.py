@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +22,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_app import key_steps, search_steps, server_cpu  # noqa: E402
 
 from tests.browser import (  # noqa: E402
     CHROMIUM,
@@ -45,16 +49,36 @@ def session(folder: str, label: str, cache: str) -> None:
         page = first.new_page()
         pushed = [0]
         page.on("websocket", lambda ws: ws.on("framereceived", lambda p: pushed.__setitem__(0, pushed[0] + len(p))))
+        cpu = server_cpu(url)
         start = time.perf_counter()
         page.goto(url)
         wait_ready(page, timeout=600_000)
-        print(f"{label}: first paint {time.perf_counter() - start:.1f} s, pushed {pushed[0] / 1e6:.2f} MB", flush=True)
+        print(
+            f"{label}: first paint {time.perf_counter() - start:.1f} s (server CPU {server_cpu(url) - cpu:.1f} s),"
+            f" pushed {pushed[0] / 1e6:.2f} MB, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         page.wait_for_timeout(1000)
         shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
         node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
         start = click_until(page, lambda: node_position(page, node), ".rg-node-title", 3, 30_000)
         page.wait_for_function(IDLE_JS, timeout=120_000)
         print(f"{label}: chart click {time.perf_counter() - start:.2f} s", flush=True)
+        cpu = server_cpu(url)
+        keys = key_steps(page)
+        print(
+            f"{label}: j key step median {statistics.median(keys):.2f} s ({min(keys):.2f} to {max(keys):.2f},"
+            f" server CPU {(server_cpu(url) - cpu) / len(keys):.2f} s per step), load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        cpu = server_cpu(url)
+        found = search_steps(page)
+        print(
+            f"{label}: search median {statistics.median(found):.2f} s ({min(found):.2f} to {max(found):.2f},"
+            f" server CPU {(server_cpu(url) - cpu) / len(found):.2f} s per search and clear),"
+            f" load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         page.wait_for_function("() => location.search.includes('node=')", timeout=30_000)
         deep = page.url
         page.close()

@@ -15,7 +15,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, drawn_point, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
@@ -175,22 +175,31 @@ def render(
         )  # fmt: skip
         colour_by = None if choice == ROLE else choice
 
-    figure = _figure(
-        workspace_key,
-        rollout.session_id,
-        highlight,
-        near_misses,
-        collapse,
-        frozenset(expanded),
-        focus,
-        newest,
-        rollout,
-        frozenset(dimmed),
-        frozenset(highlighted),
-        current,
-        fit_all,
-        colour_by,
-    )
+    def draw(highlight: int | None) -> go.Figure:
+        return _figure(
+            workspace_key,
+            rollout.session_id,
+            highlight,
+            near_misses,
+            collapse,
+            frozenset(expanded),
+            focus,
+            newest,
+            rollout,
+            frozenset(dimmed),
+            frozenset(highlighted),
+            current,
+            fit_all,
+            colour_by,
+        )
+
+    figure = draw(highlight)
+    keep = st.session_state.pop(state.KEEP_VIEW, None)
+    if current is not None and keep == rollout.calls[current].node_id and not in_view(figure, current):
+        # a key moved to a call this view does not show (off screen, or inside a collapsed chain):
+        # centre the DAG on it, as for any call chosen outside the chart
+        state.select_node(rollout, current)
+        figure = draw(current)
     st.plotly_chart(
         figure,
         key=chart_key,
@@ -220,6 +229,16 @@ def render(
         on_change=_picked,  # before the next run: that run draws the chart with the call chosen
         args=(rollout, picker, current),
     )
+
+
+def in_view(figure: go.Figure, index: int) -> bool:
+    """True when call ``index`` is drawn as a node inside the figure's own view (its axes' ranges;
+    a visitor's pan or zoom is the browser's and not known here)."""
+    point = drawn_point(figure, index)
+    if point is None:
+        return False
+    xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
+    return all(r is None or min(r) <= v <= max(r) for v, r in ((point[0], xr), (point[1], yr)))
 
 
 def _picked(rollout: Rollout, picker: str, drawn_for: int | None) -> None:
