@@ -71,9 +71,12 @@ def test_a_key_step_reruns_only_the_selection_view(samples_app):
         assert after["ring"] == [after["x"][k], after["y"][k]] != before["ring"]
         # the control: a sidebar toggle reruns the whole page, and its frames do hold the headline
         page.get_by_text("Show whitespace in token views").click()
-        settled(page)
-        page.wait_for_timeout(300)
-        sent = frames.take()
+        sent = b""
+        for _ in range(300):  # the page's events are taken in while Playwright waits
+            page.wait_for_timeout(200)
+            sent += frames.take()
+            if all(text in sent for text in OUTSIDE):
+                break
         assert all(text in sent for text in OUTSIDE)
 
 
