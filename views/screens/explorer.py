@@ -29,7 +29,7 @@ from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live, widgets
 from rollout_graph.ui.state import signals as signals_source
-from rollout_graph.ui.state.sources import decoder
+from rollout_graph.ui.state.sources import decoder, page_run
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
@@ -136,6 +136,11 @@ def selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_ke
     in the DAG, a relative or a hit reruns only this (the keyboard bridge, the search box and its
     hits, the filters, the DAG, the call's detail and the timeline), never the sidebar, the
     headline, the findings triage or the panels below (docs/performance.md "The app")."""
+    with page_run():  # a fragment's own rerun is a page run too: background writes pause for it
+        _selection_view(rollout, workspace, rollout_decoder, view_key, detail_key, newest)
+
+
+def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
     link_notice(workspace, rollout)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
