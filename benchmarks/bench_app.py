@@ -5,7 +5,14 @@ call (trace parsed), token page flip, bytes pushed to the browser for the first 
 frames), and the server's resident memory for the open rollout.
 
 ``python benchmarks/bench_app.py [--sizes 200x64000,1000,5000] [--runs 1]``. The persistent cache
-goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end.
+goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end. Every row gives the load
+average beside it (the machine may be shared).
+
+``python benchmarks/bench_app.py --crossover [--sizes 5000x4500x300] [--runs 3]``: the app's cold
+read of the trace (the server's share of the cold first paint that depends on the reader) in a new
+process each time, as a new server reads it: one process alone against two worker processes,
+interleaved, quiet and with another process keeping one core busy; wall and CPU time (the process
+and its workers).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -284,17 +292,75 @@ COLUMNS = [
 ]
 
 
+READ_JS = """
+import os, resource, sys, time
+from pathlib import Path
+from rollout_graph.ingest import parallel
+start, cpu = time.perf_counter(), time.process_time()
+loaded = parallel.load_files_parallel([Path(sys.argv[1])], workers=int(sys.argv[2]))
+wall = time.perf_counter() - start
+parallel.shutdown()
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(wall, time.process_time() - cpu + children.ru_utime + children.ru_stime, sum(len(s.calls) for s in loaded.sessions.values()))
+"""
+
+
+def _read(path: Path, workers: int) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", READ_JS, str(path), str(workers)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+@contextlib.contextmanager
+def busy_core():
+    """Another process keeping one core busy for as long as the block runs."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
+
+
+def crossover(path: Path, runs: int) -> None:
+    """One process against two workers, interleaved, quiet and with a core busy."""
+    print(f"{path.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores")
+    print("| condition | one process: wall | CPU | two workers: wall | CPU | ratio (workers / one) | load average |")
+    print("|---|---|---|---|---|---|---|")
+    for name, around in (("quiet", contextlib.nullcontext), ("one core busy", busy_core)):
+        seen: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+        loads = []
+        with around():
+            for _ in range(runs):
+                for workers in (1, 2):
+                    loads.append(os.getloadavg()[0])
+                    seen[workers].append(_read(path, workers))
+        one = [statistics.median(v) for v in zip(*seen[1], strict=True)]
+        two = [statistics.median(v) for v in zip(*seen[2], strict=True)]
+        print(
+            f"| {name} | {one[0]:.2f} s | {one[1]:.2f} s | {two[0]:.2f} s | {two[1]:.2f} s | {two[0] / one[0]:.2f} |"
+            f" {min(loads):.1f} to {max(loads):.1f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument(
         "--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT[xSUMMARY_TOKENS],... (default %(default)s)"
     )
+    parser.add_argument("--crossover", action="store_true", help="the cold read: one process against two workers")
     args = parser.parse_args()
+    if args.crossover and args.sizes == DEFAULT_SIZES:
+        args.sizes = "5000x4500x300"
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ROLLOUT_GRAPH_CACHE"] = str(Path(tmp) / "cache")
-        print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
-        print("|---" * (len(COLUMNS) + 1) + "|")
+        if not args.crossover:
+            print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " | load average |")
+            print("|---" * (len(COLUMNS) + 2) + "|")
         for size in args.sizes.split(","):
             parts = size.split("x")
             n, max_context = int(parts[0]), int(parts[1]) if len(parts) > 1 else 8000
@@ -302,6 +368,10 @@ def main() -> None:
             folder = Path(tmp) / f"c{n}x{max_context}x{summary}"
             tokens = write(folder, n, max_context, int(summary))
             mb = (folder / "trace.jsonl").stat().st_size / 1e6
+            if args.crossover:
+                crossover(folder / "trace.jsonl", args.runs)
+                continue
+            loads = os.getloadavg()[0]
             results = [measure(folder, node=min(n - 2, 30), other=min(n - 1, 60)) for _ in range(args.runs)]
             cells = []
             for key, _, fmt in COLUMNS:
@@ -312,6 +382,7 @@ def main() -> None:
                 value = statistics.median(values)
                 cells.append(fmt.format(value / 1e6 if key in ("bytes", "rss") else value))
             label = f"{n:,} calls, {max_context // 1000}k contexts, {tokens / 1e6:.1f}M tokens, {mb:.0f} MB"
+            cells.append(f"{loads:.1f} to {os.getloadavg()[0]:.1f}")
             print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
