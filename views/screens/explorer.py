@@ -4,7 +4,9 @@ The first screen shows the picture: the headline numbers, the search box, then a
 DAG on the left, the selected call's detail (header, relatives, tabs) on the right, so a click
 shows its call beside the graph and the graph keeps its place. Everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
 collapsed unless it matters. Traces given on the command line are followed as they grow: the part
-a new call changes reruns on its own (views/state/live.py).
+a new call changes reruns on its own (views/state/live.py). What the selection and the search
+change (keys, search, filters, the DAG, the call's detail, the timeline) is one fragment that
+reruns alone (``selection_view``).
 """
 
 import sys
