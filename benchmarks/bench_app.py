@@ -5,14 +5,23 @@ call (trace parsed), token page flip, bytes pushed to the browser for the first 
 frames), and the server's resident memory for the open rollout.
 
 ``python benchmarks/bench_app.py [--sizes 200x64000,1000,5000] [--runs 1]``. The persistent cache
-goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end.
+goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end. Every row gives the load
+average beside it (the machine may be shared).
+
+``python benchmarks/bench_app.py --crossover [--sizes 5000x4500x300] [--runs 3]``: the app's cold
+read of the trace (the server's share of the cold first paint that depends on the reader) in a new
+process each time, as a new server reads it: one process alone against two worker processes,
+interleaved, quiet and with another process keeping one core busy; wall and CPU time (the process
+and its workers).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,12 +51,32 @@ def write(folder: Path, calls: int, max_context: int, summary_tokens: int = 1500
     return w.tokens
 
 
-def server_rss(url: str) -> int:
+def server_process(url: str) -> psutil.Process | None:
     port = int(url.rsplit(":", 1)[1])
     for proc in psutil.process_iter(["cmdline"]):
         if proc.info["cmdline"] and "--server.port" in proc.info["cmdline"] and str(port) in proc.info["cmdline"]:
-            return proc.memory_info().rss
-    return 0
+            return proc
+    return None
+
+
+def server_rss(url: str) -> int:
+    proc = server_process(url)
+    return 0 if proc is None else proc.memory_info().rss
+
+
+def server_cpu(url: str) -> float:
+    """CPU seconds the server has used so far: its own threads and its worker processes (running,
+    or exited and waited for)."""
+    proc = server_process(url)
+    if proc is None:
+        return 0.0
+    t = proc.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            c = child.cpu_times()
+            total += c.user + c.system
+    return total
 
 
 def _title(page, node_id: str, timeout: float = 120_000) -> None:
@@ -119,6 +148,55 @@ def _finding(page, current: str) -> float | None:
     return start
 
 
+CHANGED_JS = (
+    "(old) => { const t = document.querySelector('.rg-node-title');"
+    " return t && !t.textContent.startsWith(old + ' ') && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }"
+)
+# Words of the synthetic traces' texts (benchmarks/synthetic.py): each search is a new query.
+SEARCHES = ("failing test", "main.py", "pytest again")
+
+
+def key_steps(page, steps: int = 6) -> list[float]:
+    """Press j (next call) ``steps`` times with the focus on the page; seconds from each key press
+    until the next call's detail is shown and the page is idle."""
+    times = []
+    for _ in range(steps):
+        before = _title_text(page)
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        start = time.perf_counter()
+        page.keyboard.press("j")
+        page.wait_for_function(CHANGED_JS, arg=before, timeout=120_000)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def search_steps(page) -> list[float]:
+    """Type each of ``SEARCHES`` in the search box and press Enter; seconds until its hits are
+    listed and the page is idle."""
+    box = page.get_by_label("Search this rollout")
+    times = []
+    for text in SEARCHES:
+        box.fill(text)
+        start = time.perf_counter()
+        box.press("Enter")
+        page.wait_for_function(
+            "(text) => Array.from(document.querySelectorAll('.st-key-rg-search-hits button'))"
+            "  .some(b => b.textContent.includes(text))"
+            "  && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+            arg=text,
+            timeout=120_000,
+        )
+        times.append(time.perf_counter() - start)
+        box.fill("")
+        box.press("Enter")
+        page.wait_for_function(
+            "() => !document.querySelector('.st-key-rg-search-hits button')"
+            " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+            timeout=120_000,
+        )
+    return times
+
+
 def _entries() -> int:
     return sum(p.name.startswith("v") for p in Path(os.environ["ROLLOUT_GRAPH_CACHE"]).glob("*"))
 
@@ -168,6 +246,14 @@ def measure(folder: Path, node: int, other: int) -> dict[str, float]:
                     out["finding"] = time.perf_counter() - start
             except Exception as exc:
                 print(f"  finding: not measured ({type(exc).__name__})", file=sys.stderr)
+            try:
+                out["keys"] = statistics.median(key_steps(page))
+            except Exception as exc:
+                print(f"  j/k: not measured ({type(exc).__name__})", file=sys.stderr)
+            try:
+                out["search"] = statistics.median(search_steps(page))
+            except Exception as exc:
+                print(f"  search: not measured ({type(exc).__name__})", file=sys.stderr)
         # a second visitor opens the deep link to the clicked call: the trace is already parsed
         with browser_page(height=1400) as page:
             start = time.perf_counter()
@@ -197,11 +283,68 @@ COLUMNS = [
     ("click", "chart click", "{:.2f} s"),
     ("picker", "picker", "{:.2f} s"),
     ("finding", "finding row", "{:.2f} s"),
+    ("keys", "j/k key step", "{:.2f} s"),
+    ("search", "search", "{:.2f} s"),
     ("deep_link", "deep link", "{:.2f} s"),
     ("flip", "token page flip", "{:.2f} s"),
     ("bytes", "bytes pushed (first paint)", "{:.1f} MB"),
     ("rss", "server memory", "{:.0f} MB"),
 ]
+
+
+READ_JS = """
+import sys, time
+from pathlib import Path
+import psutil
+from rollout_graph.ingest import parallel
+start, cpu = time.perf_counter(), time.process_time()
+loaded = parallel.load_files_parallel([Path(sys.argv[1])], workers=int(sys.argv[2]))
+wall = time.perf_counter() - start
+workers = sum(sum(c.cpu_times()[:2]) for c in psutil.Process().children(recursive=True))
+parallel.shutdown()
+print(wall, time.process_time() - cpu + workers, sum(len(s.calls) for s in loaded.sessions.values()))
+"""
+
+
+def _read(path: Path, workers: int) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", READ_JS, str(path), str(workers)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+@contextlib.contextmanager
+def busy_core():
+    """Another process keeping one core busy for as long as the block runs."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
+
+
+def crossover(path: Path, runs: int) -> None:
+    """One process against two workers, interleaved, quiet and with a core busy."""
+    print(f"{path.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores")
+    print("| condition | one process: wall | CPU | two workers: wall | CPU | ratio (workers / one) | load average |")
+    print("|---|---|---|---|---|---|---|")
+    for name, around in (("no other process added", contextlib.nullcontext), ("one core kept busy", busy_core)):
+        seen: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+        loads = []
+        with around():
+            for _ in range(runs):
+                for workers in (1, 2):
+                    loads.append(os.getloadavg()[0])
+                    seen[workers].append(_read(path, workers))
+        one = [statistics.median(v) for v in zip(*seen[1], strict=True)]
+        two = [statistics.median(v) for v in zip(*seen[2], strict=True)]
+        print(
+            f"| {name} | {one[0]:.2f} s | {one[1]:.2f} s | {two[0]:.2f} s | {two[1]:.2f} s | {two[0] / one[0]:.2f} |"
+            f" {min(loads):.1f} to {max(loads):.1f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -210,11 +353,15 @@ def main() -> None:
     parser.add_argument(
         "--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT[xSUMMARY_TOKENS],... (default %(default)s)"
     )
+    parser.add_argument("--crossover", action="store_true", help="the cold read: one process against two workers")
     args = parser.parse_args()
+    if args.crossover and args.sizes == DEFAULT_SIZES:
+        args.sizes = "5000x4500x300"
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["ROLLOUT_GRAPH_CACHE"] = str(Path(tmp) / "cache")
-        print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " |")
-        print("|---" * (len(COLUMNS) + 1) + "|")
+        if not args.crossover:
+            print("| trace | " + " | ".join(title for _, title, _ in COLUMNS) + " | load average |")
+            print("|---" * (len(COLUMNS) + 2) + "|")
         for size in args.sizes.split(","):
             parts = size.split("x")
             n, max_context = int(parts[0]), int(parts[1]) if len(parts) > 1 else 8000
@@ -222,6 +369,10 @@ def main() -> None:
             folder = Path(tmp) / f"c{n}x{max_context}x{summary}"
             tokens = write(folder, n, max_context, int(summary))
             mb = (folder / "trace.jsonl").stat().st_size / 1e6
+            if args.crossover:
+                crossover(folder / "trace.jsonl", args.runs)
+                continue
+            loads = os.getloadavg()[0]
             results = [measure(folder, node=min(n - 2, 30), other=min(n - 1, 60)) for _ in range(args.runs)]
             cells = []
             for key, _, fmt in COLUMNS:
@@ -232,6 +383,7 @@ def main() -> None:
                 value = statistics.median(values)
                 cells.append(fmt.format(value / 1e6 if key in ("bytes", "rss") else value))
             label = f"{n:,} calls, {max_context // 1000}k contexts, {tokens / 1e6:.1f}M tokens, {mb:.0f} MB"
+            cells.append(f"{loads:.1f} to {os.getloadavg()[0]:.1f}")
             print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rollout_graph.ingest.loading import load_sources
 from rollout_graph.ingest.reading import Source
-from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
+from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 from tests.builders import Turn, jsonl, vllm_chat
 from tests.waiting import wait_until
 
@@ -112,3 +112,68 @@ def test_size_estimate_grows_with_the_trace():
     small = load_sources([Source.from_bytes("a.jsonl", jsonl([vllm_chat(Turn("c0", [1] * 10, [2]))]))])
     big = load_sources([Source.from_bytes("a.jsonl", jsonl([vllm_chat(Turn("c0", [1] * 100_000, [2]))]))])
     assert estimate_bytes(big) - estimate_bytes(small) >= 100_000 * 4
+
+
+def test_background_work_waits_for_a_quiet_server_and_pauses_while_a_page_runs():
+    activity = Activity()
+    steps: list[str] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def work(pause) -> None:
+        steps.append("start")
+        started.set()
+        gate.wait(30)
+        pause()  # between two batches: waits while a page runs
+        steps.append("resumed")
+
+    with activity.run():  # the page that read the trace is still running (its first paint)
+        thread = when_quiet(activity, work, quiet=0.05, max_pause=60)
+        thread.join(0.3)
+        assert thread.is_alive() and steps == []  # nothing while the page runs
+    started.wait(30)
+    assert steps == ["start"]  # after the page ended and the server was quiet
+    with activity.run():  # a visitor's click: the work stops at its next step
+        gate.set()
+        thread.join(0.3)
+        assert thread.is_alive() and steps == ["start"]
+    thread.join(30)
+    assert steps == ["start", "resumed"] and activity.active == 0 and activity.runs == 2
+
+
+def test_a_page_runs_count_even_when_it_stops_by_raising():
+    activity = Activity()
+    with pytest.raises(RuntimeError), activity.run():
+        assert activity.active == 1
+        raise RuntimeError("st.stop / st.rerun raise through the page run")
+    assert activity.active == 0
+    assert activity.wait_quiet(0.0, 1.0)
+
+
+def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pages(tmp_path, monkeypatch):
+    from rollout_graph.ingest import cache as persistent
+    from rollout_graph.ui.state import sources
+
+    monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(jsonl([vllm_chat(Turn(f"c{i}", prompt=[1, 2, i], sampled=[5, 6])) for i in range(600)]))
+    key = persistent.key_for_files([trace])
+    pauses: list[int] = []
+    real_store = persistent.store
+
+    def counting_store(key, loaded, folder=None, between=None):
+        def counted() -> None:
+            pauses.append(1)
+            assert between is not None
+            between()
+
+        return real_store(key, loaded, folder, between=counted)
+
+    monkeypatch.setattr(persistent, "store", counting_store)
+    with sources.page_run():  # the page that reads the trace
+        loaded = persistent.load_files([trace], workers=1, defer_store=sources.store_after_paint)
+        assert key in sources.pending_stores()
+        time.sleep(0.2)
+        assert persistent.load(key) is None  # not while the page runs
+    wait_until(lambda: not sources.pending_stores(), timeout=60, what="the cache entry written after the paint")
+    assert sum(len(s.calls) for s in loaded.sessions.values()) == 600 and persistent.load(key) is not None
+    assert pauses  # the writer offered to pause between batches of calls

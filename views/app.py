@@ -17,13 +17,19 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.ui import state
-from rollout_graph.ui.state import live
+from rollout_graph.ui.state import live, sources
 
 SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit would treat that as old-style pages
 
 
 def main() -> None:
-    """Configure the page and run the page the visitor chose."""
+    """Configure the page and run the page the visitor chose (a marked page run: background work,
+    such as writing a trace's cache entry, waits for it to end)."""
+    with sources.page_run():
+        _main()
+
+
+def _main() -> None:
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
     _warm_charts()
     # A training run's folder (many files naming steps) opens on the Run page and is not read whole.

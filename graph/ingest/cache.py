@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -447,8 +447,10 @@ def load(key: str, folder: Path | None = None) -> LoadResult | None:
     return result
 
 
-def store(key: str, result: LoadResult, folder: Path | None = None) -> bool:
-    """Write the load under ``key``; False when it cannot be cached (values or disk)."""
+def store(key: str, result: LoadResult, folder: Path | None = None, between: Callable[[], None] | None = None) -> bool:
+    """Write the load under ``key``; False when it cannot be cached (values or disk). ``between``
+    is called before each batch of calls is encoded (a server pauses the write there while a page
+    runs)."""
     root = folder or cache_dir()
     entry = _entry(key, root)
     try:
@@ -459,6 +461,8 @@ def store(key: str, result: LoadResult, folder: Path | None = None) -> bool:
             with pa.OSFile(str(tmp / "calls.arrow"), "wb") as sink, ipc.new_file(sink, schema) as writer:
                 for table in tables:
                     writer.write_table(table)
+                    if between is not None:
+                        between()
             with pa.OSFile(str(tmp / "messages.arrow"), "wb") as sink, ipc.new_file(sink, message_table.schema) as w:
                 w.write_table(message_table, max_chunksize=4096)
             (tmp / "meta.json").write_bytes(meta)
@@ -510,6 +514,7 @@ def load_files(
     folder: Path | None = None,
     background_store: bool = False,
     store_delay: float = 0.0,
+    defer_store: Callable[[str, LoadResult], None] | None = None,
 ) -> LoadResult:
     """These trace files, from the cache when they were read before, else parsed (on several cores where that wins)
     (:func:`rollout_graph.ingest.parallel.load_files_parallel`) and cached.
@@ -519,7 +524,8 @@ def load_files(
     entry is complete (an interrupted write leaves no entry: it is renamed into place at the end).
     With ``store_delay`` (seconds) the write starts that much later, so it does not compete with
     the caller's next steps for the CPU (the app draws its first screen meanwhile); a process that
-    ends before then writes no entry.
+    ends before then writes no entry. ``defer_store(key, result)``, when given, is handed the new
+    entry instead and writes it (with :func:`store`) when it chooses: the app, after the first paint.
     """
     from rollout_graph.ingest.parallel import load_files_parallel
 
@@ -534,7 +540,9 @@ def load_files(
         if cached is not None:
             return cached
     result = load_files_parallel(files, progress, workers, limits)
-    if key is not None and background_store:
+    if key is not None and defer_store is not None:
+        defer_store(key, result)
+    elif key is not None and background_store:
         writer = threading.Thread(target=store, args=(key, result, folder), name="rg-cache-store")
         if store_delay > 0:  # a daemon timer: waiting never holds a process that wants to end
             timer = threading.Timer(store_delay, writer.start)

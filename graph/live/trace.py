@@ -11,6 +11,7 @@ waits (pending) instead of being a bad record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,18 @@ class _Session:
 class LiveTrace:
     """The followed paths' current content, loaded and linked; :meth:`poll` reads what is new."""
 
-    def __init__(self, paths: list[str] | list[Path], store_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        paths: list[str] | list[Path],
+        store_delay: float = 0.0,
+        defer_store: Callable[[str, LoadResult], None] | None = None,
+    ) -> None:
         """``store_delay``: when the first look reads the files with the batch loader, how long to
-        wait before writing the persistent cache entry (``rollout_graph.ingest.cache.load_files``)."""
+        wait before writing the persistent cache entry; ``defer_store``: who writes it instead, and
+        when (``rollout_graph.ingest.cache.load_files``)."""
         self.paths = [Path(p) for p in paths]
         self.store_delay = store_delay
+        self.defer_store = defer_store
         self.loaded = LoadResult()
         self.polls = 0
         self.pending: dict[str, int] = {}  # file -> bytes of an unfinished last line
@@ -155,7 +163,12 @@ class LiveTrace:
             return
         from rollout_graph.ingest.cache import load_files
 
-        result = load_files([f.path for _, _, f, _ in lead], background_store=True, store_delay=self.store_delay)
+        result = load_files(
+            [f.path for _, _, f, _ in lead],
+            background_store=True,
+            store_delay=self.store_delay,
+            defer_store=self.defer_store,
+        )
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {
             n for _, n, _, _ in lead
         }:

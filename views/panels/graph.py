@@ -15,7 +15,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, legend_html, mark_selected, subtree
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, drawn_point, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
@@ -31,6 +31,44 @@ function bringDag() {
 }
 [400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
 </script>"""
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _base_figure(
+    key: str,
+    session_id: str,
+    highlight: int | None,
+    near_misses: bool,
+    collapse: bool,
+    expanded: frozenset[int],
+    focus: int | None,
+    newest: int | None,
+    _rollout: Rollout,
+    dimmed: frozenset[int] = frozenset(),
+    highlighted: frozenset[int] = frozenset(),
+    fit_all: bool = False,
+    colour_by: str | None = None,
+) -> go.Figure:
+    """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
+    (search hits, a findings group) calls; when following a live trace, the newest call is ringed
+    too. The view (its range and ``uirevision``) depends only on the call chosen outside the chart,
+    so a click keeps it in place. ``colour_by``: a correction's label, calls filled by the share of
+    their tokens it affects. Never changed: :func:`_figure` rings the selected call on a copy."""
+    shares = None if colour_by is None else mismatch.correction_shares(_rollout, colour_by)
+    figure = dag_figure(
+        _rollout,
+        highlight,
+        near_misses=near_misses,
+        collapse=collapse,
+        expanded=expanded,
+        focus=focus,
+        dimmed=dimmed,
+        highlighted=highlighted,
+        fit_all=fit_all,
+        shares=shares,
+        shares_label=colour_by or "",
+    )
+    return figure if newest is None else mark_newest(figure, newest)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -50,28 +88,17 @@ def _figure(
     fit_all: bool = False,
     colour_by: str | None = None,
 ) -> go.Figure:
-    """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
-    (search hits, a findings group) calls; when following a live trace, the newest call is ringed
-    too; the selected call (however it was chosen) ringed and labelled. The view (its range and
-    ``uirevision``) depends only on the call chosen outside the chart, so a click keeps it in place.
-    ``colour_by``: a correction's label, calls filled by the share of their tokens it affects."""
-    shares = None if colour_by is None else mismatch.correction_shares(_rollout, colour_by)
-    figure = dag_figure(
-        _rollout,
-        highlight,
-        near_misses=near_misses,
-        collapse=collapse,
-        expanded=expanded,
-        focus=focus,
-        dimmed=dimmed,
-        highlighted=highlighted,
-        fit_all=fit_all,
-        shares=shares,
-        shares_label=colour_by or "",
-    )
-    if newest is not None:
-        figure = mark_newest(figure, newest)
-    return figure if selected is None else mark_selected(figure, selected, _rollout.calls[selected].node_id)
+    """The base figure with the selected call (however it was chosen) ringed and labelled. A new
+    selection in the same view costs a copy of the base figure (0.04 s at 5,000 calls) rather than
+    building it again (0.1 to 0.5 s): a j/k step or a chart click keeps everything but the ring."""
+    base = _base_figure(
+        key, session_id, highlight, near_misses, collapse, expanded, focus, newest, _rollout, dimmed, highlighted,
+        fit_all, colour_by,
+    )  # fmt: skip
+    if selected is None:
+        return base
+    figure = go.Figure(data=base.data, layout=base.layout, _validate=False)  # a copy: the base stays as it is
+    return mark_selected(figure, selected, _rollout.calls[selected].node_id)
 
 
 ROLE = "role"
@@ -172,22 +199,31 @@ def render(
         choice = st.session_state[state.DAG_COLOUR]
         colour_by = None if choice == ROLE else choice
 
-    figure = _figure(
-        workspace_key,
-        rollout.session_id,
-        highlight,
-        near_misses,
-        collapse,
-        frozenset(expanded),
-        focus,
-        newest,
-        rollout,
-        frozenset(dimmed),
-        frozenset(highlighted),
-        current,
-        fit_all,
-        colour_by,
-    )
+    def draw(highlight: int | None, selected: int | None) -> go.Figure:
+        return _figure(
+            workspace_key,
+            rollout.session_id,
+            highlight,
+            near_misses,
+            collapse,
+            frozenset(expanded),
+            focus,
+            newest,
+            rollout,
+            frozenset(dimmed),
+            frozenset(highlighted),
+            selected,
+            fit_all,
+            colour_by,
+        )
+
+    keep = st.session_state.pop(state.KEEP_VIEW, None)
+    if current is not None and keep == rollout.calls[current].node_id and not in_view(draw(highlight, None), current):
+        # a key moved to a call this view does not show (off screen, or inside a collapsed chain):
+        # centre the DAG on it, as for any call chosen outside the chart
+        state.select_node(rollout, current)
+        highlight = current
+    figure = draw(highlight, current)
     st.plotly_chart(
         figure,
         key=chart_key,
@@ -226,6 +262,16 @@ def render(
         on_change=_picked,  # before the next run: that run draws the chart with the call chosen
         args=(rollout, picker, current),
     )
+
+
+def in_view(figure: go.Figure, index: int) -> bool:
+    """True when call ``index`` is drawn as a node inside the figure's own view (its axes' ranges;
+    a visitor's pan or zoom is the browser's and not known here)."""
+    point = drawn_point(figure, index)
+    if point is None:
+        return False
+    xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
+    return all(r is None or min(r) <= v <= max(r) for v, r in ((point[0], xr), (point[1], yr)))
 
 
 def _picked(rollout: Rollout, picker: str, drawn_for: int | None) -> None:

@@ -4,7 +4,9 @@ The first screen shows the picture: the headline numbers, the search box, then a
 DAG on the left, the selected call's detail (header, relatives, tabs) on the right, so a click
 shows its call beside the graph and the graph keeps its place. Everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
 collapsed unless it matters. Traces given on the command line are followed as they grow: the part
-a new call changes reruns on its own (views/state/live.py).
+a new call changes reruns on its own (views/state/live.py). What the selection and the search
+change (keys, search, filters, the DAG, the call's detail, the timeline) is one fragment that
+reruns alone (``selection_view``).
 """
 
 import sys
@@ -30,11 +32,10 @@ from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state import signals as signals_source
-from rollout_graph.ui.state.sources import decoder
+from rollout_graph.ui.state.sources import decoder, page_run
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
-drawn: dict = {}  # what the overview drew with: the workspace (signals joined), its widget key, the detail pane
 SPLIT = [3, 2]  # the DAG's share of the width and the selected call's
 DETAIL_HEIGHT = 760  # px: the detail pane's own scroll area
 
@@ -94,16 +95,12 @@ def overview_and_graph(workspace):
     # the panels' widget keys follow the workspace drawn (signals joined): a search hit opens the token
     # view the call detail below draws with the same key
     view_key = workspace.key
-    drawn.update(workspace=workspace, key=view_key)
     if not workspace.rollouts:
         overview.load_report(workspace)
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
-    link_notice(workspace, rollout)
-    # keys and token clicks first: they move the selection every panel below reads
-    keyboard.render(rollout, [state.search_key(view_key, session_id)], find_view.SEARCH_BOX_LABEL)
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
@@ -113,16 +110,10 @@ def overview_and_graph(workspace):
     if rewrites:
         st.warning(rewrites)
     rollout_decoder = decoder(workspace.key, session_id, rollout, workspace.trace_paths)
-    hits = find_view.search_panel(rollout, rollout_decoder, view_key)
-    dimmed = find_view.filter_panel(rollout, view_key)
-    ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
     newest = following.newest_index(rollout) if following else None
-    graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
-    # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
-    drawn["detail"] = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
-    with graph_pane:
-        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
-    timeline_view.render(rollout, view_key)  # a click selects a call too
+    # a live workspace's key changes with every new call; the call's widgets keep the live source's
+    detail_key: str = following.key if following else view_key
+    selection_view(rollout, workspace, rollout_decoder, view_key, detail_key, newest)
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
@@ -137,28 +128,43 @@ def overview_and_graph(workspace):
     return rollout
 
 
+@st.fragment
+def selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
+    """What the selection and the search change, as one fragment: a key (j/k...), a search, a click
+    in the DAG, a relative or a hit reruns only this (the keyboard bridge, the search box and its
+    hits, the filters, the DAG, the call's detail and the timeline), never the sidebar, the
+    headline, the findings triage or the panels below (docs/performance.md "The app")."""
+    with page_run():  # a fragment's own rerun is a page run too: background writes pause for it
+        _selection_view(rollout, workspace, rollout_decoder, view_key, detail_key, newest)
+
+
+def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
+    link_notice(workspace, rollout)
+    # keys and token clicks first: they move the selection every panel below reads
+    keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
+    hits = find_view.search_panel(rollout, rollout_decoder, view_key)
+    dimmed = find_view.filter_panel(rollout, view_key)
+    ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
+    graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
+    # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
+    detail = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
+    with graph_pane:
+        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
+    timeline_view.render(rollout, view_key)  # a click selects a call too
+    graph_view.bring_into_view()
+    node = state.current_node(rollout)
+    with detail:
+        if node is None:
+            start_view.render(rollout)  # how to select, and the calls worth a look as buttons
+        else:
+            call_detail(rollout, node, rollout_decoder, detail_key, options.show_whitespace, workspace.sources)
+            notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+
+
 if following is not None:
     workspace, rollout = live.follow(following, overview_and_graph)
     if rollout is not None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
         audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
 elif workspace is not None:
-    rollout = overview_and_graph(workspace)
-else:
-    rollout = None
-if rollout is None:
-    st.stop()
-graph_view.bring_into_view()
-
-node = state.current_node(rollout)
-with drawn.get("detail") or st.container():
-    if node is None:
-        start_view.render(rollout)  # how to select, and the calls worth a look as buttons
-    else:
-        workspace = drawn.get("workspace", workspace)
-        assert workspace is not None  # a rollout was drawn from it
-        # a live workspace's key changes with every new call; the call's widgets keep the live source's
-        key: str = following.key if following else drawn.get("key", workspace.key)
-        rollout_decoder = decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths)
-        call_detail(rollout, node, rollout_decoder, key, options.show_whitespace, workspace.sources)
-        notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+    overview_and_graph(workspace)

@@ -43,6 +43,7 @@ DAG_FOCUS = "rg_dag_focus"  # {session id: node id whose subtree alone is drawn}
 DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 DAG_COLOUR = "rg_dag_colour"  # "Colour calls by": "role", or a chosen correction's label (share of tokens affected)
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
+KEEP_VIEW = "rg_keep_view"  # node id chosen by a key: the DAG keeps its view if the call is drawn in it
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
 SEARCH = "rg_search"  # prefix of the search box's widget keys
@@ -152,10 +153,17 @@ def current_node(rollout: Rollout) -> int | None:
     return _index(rollout, NODE)
 
 
-def select_node(rollout: Rollout, index: int, from_chart: bool = False) -> None:
+def select_node(rollout: Rollout, index: int, from_chart: bool = False, keep_view: bool = False) -> None:
+    """Select call ``index``. A call chosen outside the chart becomes the DAG's highlight (the figure
+    is centred on it, its id boxed); ``from_chart``: a click in the chart, which only rings it;
+    ``keep_view`` (a key step): it is only ringed when it is drawn in the DAG's view, else centred
+    (views/panels/graph.py decides, it knows the figure)."""
     st.session_state[LINK_MISSED] = None
     st.session_state[NODE] = rollout.calls[index].node_id
-    if not from_chart:
+    st.session_state[KEEP_VIEW] = st.session_state[NODE] if keep_view else None
+    if keep_view:
+        st.session_state[SCROLL_TO_DAG] = True
+    elif not from_chart:
         st.session_state[HIGHLIGHT] = st.session_state[NODE]
         st.session_state[SCROLL_TO_DAG] = True
     _sync_url()

@@ -27,7 +27,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS, drawn_point
 from rollout_graph.ui.builders.palette import NEWEST_RING
 from rollout_graph.ui.state.lru import LRU
-from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
+from rollout_graph.ui.state.sources import Workspace, store_after_paint
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
@@ -43,7 +43,7 @@ class LiveSource:
         self.label = label
         digest = hashlib.sha256("\n".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:12]
         self.key = f"live-{digest}"
-        self.trace = LiveTrace(paths, store_delay=CACHE_STORE_DELAY_SECONDS)
+        self.trace = LiveTrace(paths, defer_store=store_after_paint)  # written after the first paint
         self.generation = 0
         self.last_poll = 0.0
         self.last_change = time.time()

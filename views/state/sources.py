@@ -28,11 +28,11 @@ from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from rollout_graph.ingest.reading import Source
 from rollout_graph.pipeline import analyse
 from rollout_graph.resources import SAMPLES
-from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
+from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 
-# A trace read for the first time is cached on disk (graph/ingest/cache.py) this long after it was
-# read: writing the entry right away took CPU from the first screen (docs/performance.md).
-CACHE_STORE_DELAY_SECONDS = 5.0
+# A trace read for the first time is cached on disk (graph/ingest/cache.py) after the first paint:
+# once no page has run for a moment, on a low-priority thread that pauses while a page runs
+# (store_after_paint; docs/performance.md "The app").
 
 # The sidebar's trace sources (the value of the state.SOURCE session key).
 BUNDLED = "Bundled samples"
@@ -79,6 +79,33 @@ def _progress_bar(bar):
 
 # One per server process: shared by every browser session (views/state/workspace_cache.py).
 WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
+# The page runs in progress (views/app.py and the explorer's selection view mark theirs).
+ACTIVITY = Activity()
+_STORES: dict[str, threading.Thread] = {}  # cache entries being written after the paint, by key
+_STORES_LOCK = threading.Lock()
+
+
+def page_run():
+    """Mark a page run (a context manager): background writes wait for the end of it."""
+    return ACTIVITY.run()
+
+
+def store_after_paint(key: str, loaded: LoadResult) -> None:
+    """Write this trace's persistent cache entry once the page that read it has been drawn: when no
+    page has run for a moment, on a low-priority thread that stops between batches of calls while
+    any page runs (a visitor's click right after the first paint is not slowed by it)."""
+    with _STORES_LOCK:
+        if key in _STORES and _STORES[key].is_alive():
+            return
+        _STORES[key] = when_quiet(
+            ACTIVITY, lambda pause: persistent.store(key, loaded, between=pause), name="rg-cache-store"
+        )
+
+
+def pending_stores() -> list[str]:
+    """Keys of the cache entries still being written (tests, benchmarks)."""
+    with _STORES_LOCK:
+        return [key for key, thread in _STORES.items() if thread.is_alive()]
 
 
 def _analysed(
@@ -149,9 +176,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(
-            paths, progress=report, limits=limits, background_store=True, store_delay=CACHE_STORE_DELAY_SECONDS
-        )
+        loaded = persistent.load_files(paths, progress=report, limits=limits, defer_store=store_after_paint)
         return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
 
     bar = st.progress(0.0, text="Loading traces…")

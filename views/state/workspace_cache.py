@@ -14,6 +14,10 @@ next. Three rules keep a public server healthy with several visitors:
 
 Entries built from uploads belong to the browser sessions that uploaded them and are dropped as
 soon as none of those sessions is alive (:meth:`WorkspaceCache.release_dead`).
+
+Work that no page waits for (writing a trace's persistent cache entry) waits for a quiet server:
+:class:`Activity` counts the page runs in progress, and :func:`when_quiet` runs such work on a
+low-priority thread once no page has run for a moment, pausing it while a page runs.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -224,3 +229,87 @@ def wait_with(future: Future, tick: Callable[[], None], poll: float = 0.2) -> An
         except TimeoutError:
             if time.monotonic() - start > poll:
                 tick()
+
+
+class Activity:
+    """The page runs in progress on this server (whole pages and fragments), so that background
+    work can wait for a quiet moment and pause while a visitor waits for a page."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._last_end = time.monotonic()
+        self.runs = 0  # page runs begun (tests)
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """Around one page run (also when it stops or reruns by raising)."""
+        with self._cond:
+            self._active += 1
+            self.runs += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._last_end = time.monotonic()
+                self._cond.notify_all()
+
+    @property
+    def active(self) -> int:
+        with self._cond:
+            return self._active
+
+    def wait_quiet(self, quiet: float, timeout: float) -> bool:
+        """Until no page has run for ``quiet`` seconds (True), or ``timeout`` seconds (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._active == 0 and now - self._last_end >= quiet:
+                    return True
+                if now >= deadline:
+                    return False
+                wait = quiet - (now - self._last_end) if self._active == 0 else quiet
+                self._cond.wait(max(0.01, min(wait, deadline - now)))
+
+
+QUIET_SECONDS = 1.0  # no page run for this long: the first paint is drawn and the visitor's first click has started
+MAX_PAUSE_SECONDS = 30.0  # background work waits at most this long per step for the pages (never starves)
+BACKGROUND_NICE = 10  # the background thread's niceness (Linux: per thread)
+
+
+def lower_priority() -> None:
+    """Lower the calling thread's CPU priority (Linux schedules threads one by one); elsewhere,
+    or when not allowed, nothing changes."""
+    try:
+        tid = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, max(current, BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
+
+
+def when_quiet(
+    activity: Activity,
+    work: Callable[[Callable[[], None]], Any],
+    quiet: float = QUIET_SECONDS,
+    max_pause: float = MAX_PAUSE_SECONDS,
+    name: str = "rg-background",
+) -> threading.Thread:
+    """Run ``work(pause)`` on a low-priority thread once no page has run for ``quiet`` seconds;
+    ``work`` calls ``pause()`` between its steps, which waits while a page runs (each wait at most
+    ``max_pause`` seconds). The thread is not a daemon: a server that stops lets it finish (a
+    cache entry is renamed into place only when complete)."""
+
+    def pause() -> None:
+        activity.wait_quiet(0.0, max_pause)
+
+    def run() -> None:
+        lower_priority()
+        activity.wait_quiet(quiet, max_pause)
+        work(pause)
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    return thread

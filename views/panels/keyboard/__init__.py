@@ -86,7 +86,7 @@ def handle(event: Any, rollout: Rollout, search_keys: list[str]) -> bool:
         target = navigation.step(rollout.topology, state.current_node(rollout), MOVES[action])
         if target is None:
             return False
-        state.select_node(rollout, target)
+        state.select_node(rollout, target, keep_view=True)  # the DAG rings it in place when it is in view
         return True
     if action == "pin" and isinstance(event.get("strip"), str) and isinstance(event.get("pos"), int):
         key, position = event["strip"], event["pos"]
