@@ -28,6 +28,7 @@ from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from rollout_graph.ingest.reading import Source
 from rollout_graph.pipeline import analyse
 from rollout_graph.resources import SAMPLES
+from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload
 from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
 
 # A trace read for the first time is cached on disk (graph/ingest/cache.py) this long after it was
@@ -172,15 +173,18 @@ def upload_limits() -> tuple[int, int]:
     return per_file, total
 
 
-class UploadTooLarge(ValueError):
+class UploadTooLarge(UploadRefused):
     """A visitor's uploads add up to more than the per-visitor cap."""
 
 
 def load_uploads(uploads, limits: Any = None) -> Workspace:
-    """Uploads: parsed in a worker process, shared while the uploading session lives, freed after.
+    """Uploads: parsed, linked and analysed in a capped child process with a time budget, killed
+    when the uploading browser session ends (views/state/upload_worker.py); shared while that
+    session lives, freed after.
 
     Raises:
         UploadTooLarge: the uploads add up to more than the per-visitor cap.
+        UploadRefused: the load ran over its time or memory budget, or its session ended.
     """
     release_closed_sessions()
     per_file, total_cap = upload_limits()
@@ -200,7 +204,10 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
 
     def build(report) -> Workspace:
         sources = {name: Source.from_bytes(name, data) for name, data in named}
-        return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
+        done = load_upload(named, limits, None if owner is None else (lambda: _alive(owner)), report)
+        if done is None:  # the columnar form cannot carry this load: read it here (the child showed it fits)
+            return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
+        return Workspace(key, label, done[0], [], done[1], sources)
 
     bar = st.progress(0.0, text="Loading uploads…")
     try:
