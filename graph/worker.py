@@ -405,11 +405,10 @@ def child_main(folder: Path) -> int:
 
 
 def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
-    from rollout_graph.analysis.decode import decoder_for
     from rollout_graph.ingest import cache
     from rollout_graph.ingest.loading import load_sources
     from rollout_graph.ingest.reading import Source
-    from rollout_graph.pipeline import analyse
+    from rollout_graph.pipeline import Decoders, analyse
 
     names = manifest["names"]
     limits = Limits(**manifest["limits"])
@@ -428,8 +427,9 @@ def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
     state.update(stage="analysing", sessions_total=total, sessions_done=0)
     _write_json(folder, _PROGRESS, state)
     last = time.monotonic()
+    decoders = Decoders()
     for done, (sid, session) in enumerate(loaded.sessions.items(), 1):
-        rollouts.append(encode_rollout(analyse(session, decoder=decoder_for(session.calls, []))))
+        rollouts.append(encode_rollout(analyse(session, decoder=decoders(session.calls))))
         if time.monotonic() - last > 0.2 or done == total:
             last = time.monotonic()
             state.update(sessions_done=done)

@@ -26,7 +26,7 @@ from rollout_graph.ingest.cache import key_for_bytes, key_for_files
 from rollout_graph.ingest.loading import trace_files
 from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from rollout_graph.ingest.reading import Source
-from rollout_graph.pipeline import analyse
+from rollout_graph.pipeline import Decoders, analyse
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload
 from rollout_graph.ui.state.workspace_cache import WorkspaceCache, estimate_bytes
@@ -85,7 +85,8 @@ WORKSPACES: WorkspaceCache[Workspace] = WorkspaceCache()
 def _analysed(
     key: str, label: str, loaded: LoadResult, trace_paths: list[Path], sources: dict[str, Source]
 ) -> Workspace:
-    rollouts = {sid: analyse(s, decoder=decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
+    decoders = Decoders(trace_paths)  # the tokenizer search once per model, not per rollout
+    rollouts = {sid: analyse(s, decoder=decoders(s.calls)) for sid, s in loaded.sessions.items()}
     return Workspace(key, label, loaded, trace_paths, rollouts, sources)
 
 
