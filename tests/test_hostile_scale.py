@@ -624,3 +624,46 @@ def test_a_sigkilled_proxy_keeps_the_calls_that_completed_beside_a_big_record(tm
     assert len(answered) >= 5
     # bounded: only the last few answered (queued behind the big record's one write) can be lost
     assert len(lost) <= 3 and all(i >= answered[-1] - 3 for i in lost), lost
+
+
+# --- audit streams a file of more rollouts than max_sessions ---
+
+
+def _mixed_sessions(path: Path, n: int) -> Path:
+    """``n`` rollouts: most one call, every tenth two calls whose second call comes 5 rollouts later
+    (interleaved), every fiftieth with a failed call too."""
+    lines = []
+    for i in range(n):
+        lines.append({**good(f"a{i}", [1, 2, 3], [4, 5]), "session_id": f"s{i}"})
+        if i % 10 == 0 and i >= 5:
+            lines.append({**good(f"b{i - 5}", [1, 2, 3, 4, 5, 6], [7]), "session_id": f"s{i - 5}"})
+        if i % 50 == 0:
+            lines.append(_failed(f"f{i}", f"s{i}"))
+    path.write_bytes(jsonl(lines))
+    return path
+
+
+def test_audit_streams_a_file_of_more_rollouts_than_max_sessions_with_the_rows_of_a_whole_load(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.reports import audit
+
+    path = str(_mixed_sessions(tmp_path / "many.jsonl", 3000))
+    whole = audit.audit_file(path, Limits(max_sessions=1_000_000))
+    streamed = audit.audit_file(path, Limits(max_sessions=100))
+    assert len(whole) == 3000 and not any(r["error"] for r in whole)
+    assert sorted(streamed, key=lambda r: r["session_id"]) == sorted(whole, key=lambda r: r["session_id"])
+    assert {r["n_turns"] for r in whole} == {1, 2} and sum(r["n_failed_calls"] for r in whole) == 60
+    assert whole[0]["file_skipped_records"] == 60
+
+
+def test_a_streamed_audit_stops_a_file_whose_rollouts_stay_open_past_max_sessions(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.reports import audit
+
+    records = [{**good(f"a{i}", [1, 2, 3], [4]), "session_id": f"s{i}"} for i in range(400)]
+    records += [{**good(f"b{i}", [1, 2, 3, 4, 9], [5]), "session_id": f"s{i}"} for i in range(400)]
+    path = tmp_path / "open.jsonl"
+    path.write_bytes(jsonl(records))
+    rows = audit.audit_file(str(path), Limits(max_sessions=100))
+    reasons = rows[0]["file_skip_reasons"]
+    assert any("open at once" in r and "max_sessions" in r for r in reasons), reasons
