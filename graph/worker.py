@@ -242,7 +242,9 @@ def load_in_child(
         label: how messages name the load ("this upload").
         alive: polled every ``poll`` seconds; False kills the child (a visitor left).
         progress: called on this thread with the child's latest progress
-            (``{"files_done", "files_total", "records", "sessions_done", "sessions_total", "stage"}``).
+            (``{"stage", "files_done", "files_total", "records", "lines_total", "sessions_done",
+            "sessions_total", "elapsed", "budget"}``; ``lines_total`` is None for compressed files),
+            when it changes and at least every second.
 
     Raises:
         LoadTimedOut: over ``budget.seconds``.
@@ -282,7 +284,7 @@ def load_in_child(
                 start_new_session=True,
             )
         try:
-            last = None
+            last, reported = None, 0.0
             while child.poll() is None:
                 time.sleep(poll)
                 if time.monotonic() - start > budget.seconds:
@@ -293,9 +295,10 @@ def load_in_child(
                     raise LoadCancelled(f"{label} was cancelled: its browser session ended")
                 if progress is not None:
                     now = _read_json(folder / _PROGRESS)
-                    if now is not None and now != last:
-                        last = now
-                        progress(now)
+                    elapsed = time.monotonic() - start
+                    if now is not None and (now != last or elapsed - reported >= 1.0):
+                        last, reported = now, elapsed
+                        progress({**now, "elapsed": elapsed, "budget": budget.seconds})
         finally:
             if child.poll() is None:
                 _kill(child)
@@ -418,7 +421,13 @@ def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
         state.update(files_done=done, records=records)
         _write_json(folder, _PROGRESS, state)
 
-    sources = [Source.from_bytes(name, (folder / "in" / str(i)).read_bytes()) for i, name in enumerate(names)]
+    datas = [(folder / "in" / str(i)).read_bytes() for i in range(len(names))]
+    # lines bound the records from above (plain files; a compressed one is unknown): the bar's reading half
+    compressed = any(d[:2] == b"\x1f\x8b" or d[:4] == b"\x28\xb5\x2f\xfd" for d in datas)
+    lines = sum(d.count(b"\n") + (1 if d and not d.endswith(b"\n") else 0) for d in datas)
+    state["lines_total"] = None if compressed else lines
+    sources = [Source.from_bytes(name, data) for name, data in zip(names, datas, strict=True)]
+    del datas
     loaded = load_sources(sources, report, limits)
     del sources
     shutil.rmtree(folder / "in", ignore_errors=True)

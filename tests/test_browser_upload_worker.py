@@ -99,3 +99,11 @@ def test_a_slow_upload_holds_up_no_one_dies_with_its_page_and_stops_at_the_budge
         assert "other-big.jsonl" in text.replace("\u2060", "") and "rollout-graph audit" in text
         screenshot(budget_page, "upload-worker-over-budget")
         wait_until(lambda: not _workers_of(port) or None, timeout=20, what="no load child left")
+
+        # the page's next run refuses the same bytes at once instead of spending the budget again
+        budget_page.get_by_text("Show whitespace in token views").click()
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            assert not _workers_of(port), "the refused upload was loaded again"
+            time.sleep(0.1)
+        budget_page.wait_for_selector(f"text=took longer than {BUDGET} s to analyse", timeout=30_000)

@@ -150,3 +150,20 @@ def test_budget_from_the_environment():
     assert Budget.from_env({"ROLLOUT_GRAPH_MAX_LOAD_SECONDS": "soon", "ROLLOUT_GRAPH_MAX_LOAD_MEMORY": "0"}) == Budget(
         60.0, None
     )
+
+
+def test_the_sidebar_bar_reads_the_childs_progress():
+    from rollout_graph.ui.state.upload_worker import _progress, upload_label
+
+    reading = _progress({"stage": "reading", "files_done": 0, "files_total": 2, "records": 250, "lines_total": 1000,
+                         "elapsed": 3.2, "budget": 60.0})  # fmt: skip
+    assert reading.bytes_done == 125 and reading.bytes_total == 1000
+    assert reading.describe() == "reading file 1 of 2 · 250 records · 3 s of at most 60 s"
+    compressed = _progress({"stage": "reading", "files_done": 1, "files_total": 2, "records": 9, "lines_total": None})
+    assert compressed.bytes_done == 250
+    analysing = _progress({"stage": "analysing", "files_done": 2, "files_total": 2, "sessions_done": 30,
+                           "sessions_total": 40, "elapsed": 10, "budget": 60})  # fmt: skip
+    assert analysing.bytes_done == 875 and analysing.describe() == "analysing rollout 30 of 40 · 10 s of at most 60 s"
+    # file names are escaped for Markdown and at most three are named
+    label = upload_label(["**bold**.jsonl", "b", "c", "d", "e"])
+    assert "**bold**" not in label and label.endswith("and 2 more)")

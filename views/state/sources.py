@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,24 @@ class UploadTooLarge(UploadRefused):
     """A visitor's uploads add up to more than the per-visitor cap."""
 
 
+# The browser sessions waiting for each upload's load: it is cancelled only once none of them is
+# alive (two visitors who drop the same file share one load).
+_UPLOAD_WAITERS: dict[str, set[str]] = {}
+_WAITERS_LOCK = threading.Lock()
+
+
+# Uploads refused for good (over a budget, or failed): the same bytes are refused at once on the
+# page's next run instead of spending the budget again (a visitor clicking anything reruns the page).
+_REFUSED: OrderedDict[str, str] = OrderedDict()
+_REFUSED_KEPT = 64
+
+
+def _anyone_waiting(key: str) -> bool:
+    with _WAITERS_LOCK:
+        waiting = set(_UPLOAD_WAITERS.get(key, ()))
+    return not waiting or any(_alive(o) for o in waiting)
+
+
 def load_uploads(uploads, limits: Any = None) -> Workspace:
     """Uploads: parsed, linked and analysed in a capped child process with a time budget, killed
     when the uploading browser session ends (views/state/upload_worker.py); shared while that
@@ -201,11 +220,23 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
     cached = WORKSPACES.get(key, owner)
     if cached is not None:
         return cached
+    with _WAITERS_LOCK:
+        refused = _REFUSED.get(key)
+    if refused is not None:
+        raise UploadRefused(refused)
     label = f"{len(named)} uploaded file(s)"
+
+    if owner is not None:
+        with _WAITERS_LOCK:
+            _UPLOAD_WAITERS.setdefault(key, set()).add(owner)
 
     def build(report) -> Workspace:
         sources = {name: Source.from_bytes(name, data) for name, data in named}
-        done = load_upload(named, limits, None if owner is None else (lambda: _alive(owner)), report)
+        try:
+            done = load_upload(named, limits, lambda: _anyone_waiting(key), report)
+        finally:
+            with _WAITERS_LOCK:
+                _UPLOAD_WAITERS.pop(key, None)
         if done is None:  # the columnar form cannot carry this load: read it here (the child showed it fits)
             return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
         return Workspace(key, label, done[0], [], done[1], sources)
@@ -213,6 +244,13 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
     bar = st.progress(0.0, text="Loading uploads…")
     try:
         return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar), owner=owner)
+    except UploadRefused as exc:
+        if exc.final:
+            with _WAITERS_LOCK:
+                _REFUSED[key] = str(exc)
+                while len(_REFUSED) > _REFUSED_KEPT:
+                    _REFUSED.popitem(last=False)
+        raise
     finally:
         bar.empty()
 

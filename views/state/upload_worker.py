@@ -16,12 +16,17 @@ from typing import Any
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
-from rollout_graph.worker import Budget, LoadRefused, load_in_child
+from rollout_graph.worker import Budget, LoadCancelled, LoadRefused, load_in_child
 
 
 class UploadRefused(ValueError):
     """An upload the app will not show: too large, too slow, too big in memory, or cancelled.
-    The message is Markdown-safe (file names go through the escaper)."""
+    The message is Markdown-safe (file names go through the escaper). ``final``: the same bytes
+    would be refused again (over a budget, or failed), so the refusal can be remembered."""
+
+    def __init__(self, message: str, final: bool = True) -> None:
+        super().__init__(message)
+        self.final = final
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,16 @@ class ChildProgress:
     records: int
     sessions_done: int
     sessions_total: int
+    lines_total: int | None = None  # None: a compressed upload (the reading half moves file by file)
+    elapsed: float = 0.0
+    budget: float = 0.0
 
     @property
     def bytes_done(self) -> int:
-        # reading is the first half of the bar, analysing the second
+        # reading is the first half of the bar (records over the upload's lines), analysing the second
         if self.stage == "reading":
+            if self.lines_total:
+                return int(500 * min(self.records / self.lines_total, 1.0))
             return int(500 * self.files_done / max(self.files_total, 1))
         return 500 + int(500 * self.sessions_done / max(self.sessions_total, 1))
 
@@ -47,9 +57,12 @@ class ChildProgress:
         return 1000
 
     def describe(self) -> str:
+        """``reading file 1 of 2 · 1,200 records · 3 s of at most 60 s``."""
         if self.stage == "reading":
-            return f"reading file {min(self.files_done + 1, self.files_total)} of {self.files_total} · {self.records:,} records"
-        return f"analysing rollout {self.sessions_done:,} of {self.sessions_total:,}"
+            what = f"reading file {min(self.files_done + 1, self.files_total)} of {self.files_total} · {self.records:,} records"
+        else:
+            what = f"analysing rollout {self.sessions_done:,} of {self.sessions_total:,}"
+        return what + (f" · {self.elapsed:.0f} s of at most {self.budget:.0f} s" if self.budget else "")
 
 
 def _progress(raw: dict[str, Any]) -> ChildProgress:
@@ -60,6 +73,9 @@ def _progress(raw: dict[str, Any]) -> ChildProgress:
         records=int(raw.get("records", 0)),
         sessions_done=int(raw.get("sessions_done", 0)),
         sessions_total=int(raw.get("sessions_total", 0)),
+        lines_total=None if raw.get("lines_total") is None else int(raw["lines_total"]),
+        elapsed=float(raw.get("elapsed", 0.0)),
+        budget=float(raw.get("budget", 0.0)),
     )
 
 
@@ -86,6 +102,8 @@ def load_upload(
         done = load_in_child(
             named, limits, Budget.from_env(), label=label, alive=alive, progress=lambda raw: report(_progress(raw))
         )
+    except LoadCancelled as exc:
+        raise UploadRefused(str(exc), final=False) from None
     except LoadRefused as exc:
         if exc.detail is not None:  # the child's own words may quote the trace
             raise UploadRefused(f"{label} could not be analysed: {md(exc.detail, 300)}") from None
