@@ -254,12 +254,19 @@ def load_in_child(
     """
     budget = budget or Budget.from_env()
     limits = limits or Limits()
-    folder = Path(tempfile.mkdtemp(prefix="rg-load-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="rg-load-"))
+    except OSError as exc:
+        raise LoadRefused(f"{label} could not be analysed: no temporary folder ({exc.strerror or exc})") from None
     try:
         inputs = folder / "in"
         inputs.mkdir()
-        for i, (_, data) in enumerate(named):
-            (inputs / str(i)).write_bytes(data)
+        try:
+            for i, (_, data) in enumerate(named):
+                (inputs / str(i)).write_bytes(data)
+        except OSError as exc:  # a full temporary disk: say so, never a traceback
+            detail = f"it could not be written to a temporary folder ({exc.strerror or exc})"
+            raise LoadRefused(f"{label} could not be analysed: {detail}", detail) from None
         manifest = {
             "names": [name for name, _ in named],
             "limits": {f.name: getattr(limits, f.name) for f in dataclasses.fields(Limits)},
@@ -374,7 +381,10 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _cap(manifest: dict[str, Any]) -> None:
-    import resource
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: the wall-clock budget still holds
+        return
 
     memory = manifest.get("memory_bytes")
     if memory:

@@ -167,3 +167,33 @@ def test_the_sidebar_bar_reads_the_childs_progress():
     # file names are escaped for Markdown and at most three are named
     label = upload_label(["**bold**.jsonl", "b", "c", "d", "e"])
     assert "**bold**" not in label and label.endswith("and 2 more)")
+
+
+def test_a_load_the_columnar_form_cannot_carry_comes_back_as_none_for_an_in_process_load():
+    line = orjson.dumps(good("a", [1, 2, 3], [4])).replace(b'"temperature":1.0', b'"temperature":NaN', 1)
+    assert b"NaN" in line
+    done = load_in_child([("nan.jsonl", line + b"\n")])
+    assert done.loaded is None and done.rollouts is None and done.peak_bytes
+    # what the app then does: the same bytes in process (the child showed they fit the budgets)
+    loaded = load_sources([Source.from_bytes("nan.jsonl", line + b"\n")])
+    assert loaded.loaded == 1
+
+
+def test_a_temporary_folder_that_cannot_be_written_is_a_named_refusal(monkeypatch, tmp_path):
+    from rollout_graph.worker import LoadRefused
+
+    full = tmp_path / "full"
+    full.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(full))
+    real = Path.write_bytes
+
+    def no_space(self, data):
+        if self.parent.name == "in":
+            raise OSError(28, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", no_space)
+    with pytest.raises(LoadRefused, match="No space left on device") as caught:
+        load_in_child([("a.jsonl", b"{}\n")], label="This upload")
+    assert str(caught.value).startswith("This upload could not be analysed")
+    assert not list(full.iterdir())  # the temporary folder is removed
