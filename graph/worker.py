@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from rollout_graph.core.records import Finding, LoadResult, NearMiss
+from rollout_graph.core.records import Finding, LoadResult, NearMiss, Skipped
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
@@ -327,6 +327,7 @@ def load_in_child(
         loaded = cache.load(_CACHE_KEY, folder / "out")
         if loaded is None:
             return ChildLoad(None, None, peak, seconds)
+        loaded.pending = [Skipped(str(f), int(line), str(reason)) for f, line, reason in status.get("pending", ())]
         raw = orjson.loads((folder / _ROLLOUTS).read_bytes())
         rollouts = {}
         for item in raw:
@@ -460,7 +461,10 @@ def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
             _write_json(folder, _ROLLOUTS, rollouts)
         except TypeError:
             transferable = False
-    _write_json(folder, _STATUS, {"state": "done", "transferable": transferable, "peak_bytes": _peak()})
+    # the cache's form has no place for pending last lines (a file still being written): they travel here
+    pending = [[p.file, p.line, p.reason] for p in loaded.pending]
+    status = {"state": "done", "transferable": transferable, "peak_bytes": _peak(), "pending": pending}
+    _write_json(folder, _STATUS, status)
     return 0
 
 

@@ -197,3 +197,18 @@ def test_a_temporary_folder_that_cannot_be_written_is_a_named_refusal(monkeypatc
         load_in_child([("a.jsonl", b"{}\n")], label="This upload")
     assert str(caught.value).startswith("This upload could not be analysed")
     assert not list(full.iterdir())  # the temporary folder is removed
+
+
+def test_every_hostile_case_uploaded_gives_the_load_report_of_an_in_process_load(tmp_path):
+    from tests.hostile import write_all
+
+    paths = write_all(tmp_path / "hostile")
+    named = [(p.name, p.read_bytes()) for p in paths.values()]
+    expected = load_sources([Source.from_bytes(n, d) for n, d in named])
+    done = load_in_child(named)
+    if done.loaded is None:  # a value the columnar form cannot carry: the app loads it in process
+        pytest.skip("not transferable")
+    assert done.loaded.report() == expected.report()
+    assert set(done.rollouts) == set(expected.sessions)
+    for sid, session in expected.sessions.items():
+        assert _shape(done.rollouts[sid]) == _shape(analyse(session, decoder=decoder_for(session.calls, [])))
