@@ -212,9 +212,10 @@ def audit_file(
             reason = loaded.skipped[0].reason if loaded.skipped else "no records"
             return [{**error_row(path, reason), **file_figures}]
         if streamed:
-            rows = [
-                {**row, "n_failed_calls": failed.get(row["session_id"], 0), **file_figures} for row in streamed_rows
-            ]
+            rows = streamed_rows
+            for row in rows:  # in place: a copy of every row would double the peak
+                row["n_failed_calls"] = failed.get(row["session_id"], 0)
+                row.update(file_figures)
         else:
             rollouts = _joined(
                 [analyse(session) for session in loaded.sessions.values()], signals, threshold, corrections
