@@ -1,21 +1,27 @@
-"""The capture proxy's cost: added latency per call, and many concurrent streaming sessions.
+"""The capture proxy's cost: added latency per call, alone and with many concurrent sessions.
 
 The fake vLLM-shaped engine (tests/fake_upstream.py) and ``rollout-graph capture`` run as their
-own processes, as in real use; this process is the harness.
+own processes, as in real use; this process is the harness. The machine is usually shared: every
+figure is printed with the load average next to it, and latencies are compared in pairs (the
+same call straight to the engine and through the proxy, back to back, the order rotating).
 
-1. Added latency: the same small chat call, alternately straight to the engine and through the
-   proxy (non-streamed, and streamed to the last byte); median of each, and the difference.
-   Then the same streamed call under load: ``--concurrent`` sessions (32) at once, each
-   alternating direct and proxied calls, every call timed to its last byte (issue 24's goal:
-   median added latency <= 3 ms per streamed call with 32 concurrent sessions), once with an
-   engine that answers at once (the sessions never pause: the proxy's CPU is shared 32 ways)
-   and once with the engine pausing ``--delay`` between chunks (closer to a real engine).
-2. Concurrency: 64 sessions, each a 4-turn conversation of streamed calls (the engine waits
-   ``--delay`` seconds between chunks), all at once; then the capture file is loaded and every
-   session must be one complete chain with nothing lost.
+1. One call at a time: the same small chat call alternately straight to the engine and through
+   the proxy (non-streamed, streamed to the last byte, a 32,000-token prompt); medians and the
+   difference.
+2. Loaded: ``--levels`` (1, 8, 32) concurrent harness sessions, each sending the same streamed
+   call straight to the engine and through every proxy in turn, timed to the last byte: the
+   median and 95th percentile of the paired differences (issue 24's goal: median added latency
+   <= 3 ms per streamed call with 32 concurrent sessions) and the proxy's CPU milliseconds per
+   call (from /proc: the figure the machine's load does not change much). Once with an engine
+   that answers at once (every session always sending: the proxy's CPU is shared 32 ways) and once
+   with the engine pausing ``--delay`` between chunks (closer to a real engine).
+   ``--baseline DIR`` runs a second proxy from another checkout (a folder with ``graph/``, e.g.
+   ``git archive <commit> graph | tar -x -C DIR``) in the same rounds: before/after on one load.
+3. Concurrency: 64 sessions, each a 4-turn conversation of streamed calls, all at once; then the
+   capture file is loaded and every session must be one complete chain with nothing lost.
 
-``python benchmarks/bench_capture.py [--calls 300] [--concurrent 32] [--sessions 64] [--turns 4]
-[--delay 0.01]``
+``python benchmarks/bench_capture.py [--calls 300] [--levels 1,8,32] [--rounds 160]
+[--sessions 64] [--turns 4] [--delay 0.01] [--baseline DIR]``
 """
 
 from __future__ import annotations
@@ -118,10 +124,29 @@ def latency(engine: str, proxy: str, calls: int) -> None:
             )
 
 
-async def concurrent_latency(engine: str, proxy: str, sessions: int, calls: int) -> None:
-    """Streamed calls from ``sessions`` concurrent harnesses, each alternating direct and proxied
-    calls (the order flipping every call), timed to the last byte."""
-    limits = httpx.Limits(max_connections=sessions * 2, max_keepalive_connections=sessions * 2)
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f}"
+
+
+async def concurrent_latency(
+    engine: str, proxies: dict[str, tuple[str, int]], sessions: int, calls: int
+) -> dict[str, tuple[float, float, float, float]]:
+    """Streamed calls from ``sessions`` concurrent harnesses, each sending the same call straight
+    to the engine and through every proxy in turn (the order rotating every call), timed to the
+    last byte. Per proxy: the median and 95th percentile of the paired differences (proxied minus
+    the direct call of the same round) and its CPU milliseconds per call."""
+    limits = httpx.Limits(max_connections=sessions * 4, max_keepalive_connections=sessions * 4)
+    names = list(proxies)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
         async def one(url: str) -> float:
@@ -132,28 +157,37 @@ async def concurrent_latency(engine: str, proxy: str, sessions: int, calls: int)
                     pass
             return time.perf_counter() - t0
 
-        async def harness(s: int, n: int) -> tuple[list[float], list[float]]:
-            direct, through = [], []
-            urls = (f"{engine}/v1/chat/completions", f"{proxy}/session/lat{s}/v1/chat/completions")
+        async def harness(s: int, n: int) -> list[dict[str, float]]:
+            urls = {"direct": f"{engine}/v1/chat/completions"}
+            urls |= {name: f"{proxies[name][0]}/session/lat{s}/v1/chat/completions" for name in names}
+            order = list(urls)
+            rounds = []
             for i in range(n):
-                first, second = urls if (i + s) % 2 == 0 else urls[::-1]
-                a, b = await one(first), await one(second)
-                d, p = (a, b) if first == urls[0] else (b, a)
-                direct.append(d)
-                through.append(p)
-            return direct, through
+                k = (i + s) % len(order)
+                timed = {}
+                for name in order[k:] + order[:k]:
+                    timed[name] = await one(urls[name])
+                rounds.append(timed)
+            return rounds
 
-        await asyncio.gather(*(harness(s, 3) for s in range(sessions)))  # warm-up: connections, code paths
+        await asyncio.gather(*(harness(s, 2) for s in range(sessions)))  # warm-up: connections, code paths
+        before = {name: cpu_seconds(pid) for name, (_, pid) in proxies.items()}
         results = await asyncio.gather(*(harness(s, calls) for s in range(sessions)))
-    direct = [t for d, _ in results for t in d]
-    through = [t for _, p in results for t in p]
-    added = [p - d for d, p in zip(direct, through, strict=True)]
-    dm, pm = statistics.median(direct), statistics.median(through)
-    print(
-        f"{'streamed, ' + str(sessions) + ' concurrent':>24}: direct {dm * 1e3:6.2f} ms · through the proxy "
-        f"{pm * 1e3:6.2f} ms · added {(pm - dm) * 1e3:5.2f} ms (medians of {len(direct)} each; median of the "
-        f"paired differences {statistics.median(added) * 1e3:5.2f} ms)"
+        spent = {name: cpu_seconds(pid) - before[name] for name, (_, pid) in proxies.items()}
+    rounds = [r for session in results for r in session]
+    out = {}
+    direct = statistics.median(r["direct"] for r in rounds)
+    for name in names:
+        added = sorted(r[name] - r["direct"] for r in rounds)
+        p95 = statistics.quantiles(added, n=20)[18] if len(added) >= 20 else added[-1]
+        ratio = statistics.median(r[name] for r in rounds) / direct
+        out[name] = (statistics.median(added), p95, spent[name] / len(rounds), ratio)
+    text = " · ".join(
+        f"{name}: added median {m * 1e3:5.2f} ms, p95 {p * 1e3:6.2f} ms, x{q:.2f} of direct, CPU {c * 1e3:4.2f} ms/call"
+        for name, (m, p, c, q) in out.items()
     )
+    print(f"{sessions:>3} concurrent ({len(rounds)} rounds, direct median {direct * 1e3:6.2f} ms): {text}")
+    return out
 
 
 async def conversation(client: httpx.AsyncClient, proxy: str, session: int, turns: int) -> int:
@@ -181,72 +215,119 @@ async def concurrent_sessions(proxy: str, sessions: int, turns: int) -> tuple[fl
         return time.perf_counter() - t0, sum(chunks)
 
 
+def start_proxy(engine_url: str, out: Path, port: int, source: str | None = None) -> subprocess.Popen:
+    """``rollout-graph capture`` as its own process; ``source``: a folder whose ``rollout_graph``
+    package (or ``graph`` folder) is run instead of this checkout's (an earlier version)."""
+    cli = [sys.executable, "-m", "rollout_graph", "capture", "--upstream", engine_url, "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if source is not None:
+        base = Path(tempfile.mkdtemp(prefix="bench-capture-src-"))
+        src = Path(source).resolve()
+        (base / "rollout_graph").symlink_to(src / "graph" if (src / "graph").is_dir() else src / "rollout_graph")
+        env["PYTHONPATH"] = f"{base}{os.pathsep}{ROOT}"
+    return subprocess.Popen(
+        [*cli, "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--concurrent", type=int, default=32, help="sessions at once for the loaded latency")
-    parser.add_argument("--concurrent-calls", type=int, default=20, help="calls per session, each way")
+    parser.add_argument(
+        "--levels", default="1,8,32", help="concurrent sessions for the loaded latency, comma-separated (0: skip)"
+    )
+    parser.add_argument("--rounds", type=int, default=160, help="rounds per level (split over its sessions)")
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--delay", type=float, default=0.01, help="engine delay between stream chunks (s)")
-    args = parser.parse_args()
-
-    out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
-    engine_port, proxy_port = free_port(), free_port()
-    engine_url, proxy_url = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{proxy_port}"
-    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port)])
-    cli = [sys.executable, "-m", "rollout_graph", "capture", "--upstream", engine_url, "--out", str(out)]
-    proxy = start([*cli, "--port", str(proxy_port)])
-    try:
-        wait_up(engine_url, engine)
-        wait_up(proxy_url, proxy)
-        print(f"added latency per call ({os.cpu_count()} cores, shared machine):")
-        latency(engine_url, proxy_url, args.calls)
-        if args.concurrent:
-            print("with an engine that answers at once (every session always sending):")
-            asyncio.run(concurrent_latency(engine_url, proxy_url, args.concurrent, args.concurrent_calls))
-    finally:
-        print(f"proxy exit code on SIGINT: {stop(proxy)}")
-        stop(engine)
-        shutil.rmtree(out, ignore_errors=True)
-
-    # Concurrency: a fresh engine with chunk delays, a fresh proxy and capture folder.
-    out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
-    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port), str(args.delay)])
-    proxy = start(
-        [
-            sys.executable,
-            "-m",
-            "rollout_graph",
-            "capture",
-            "--upstream",
-            engine_url,
-            "--out",
-            str(out),
-            "--port",
-            str(proxy_port),
-        ]
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="also run the proxy of another checkout (a folder with graph/), interleaved"
     )
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",") if int(x) > 0]
+
+    def proxies(engine_url: str, folders: list[Path]) -> dict[str, tuple[str, subprocess.Popen]]:
+        running = {}
+        for name, source in [("proxy", None), ("baseline", args.baseline)][: 2 if args.baseline else 1]:
+            port = free_port()
+            folder = Path(tempfile.mkdtemp(prefix="bench-capture-"))
+            folders.append(folder)
+            running[name] = (f"http://127.0.0.1:{port}", start_proxy(engine_url, folder, port, source))
+        for url, process in running.values():
+            wait_up(url, process)
+        return running
+
+    def levels_run(engine_url: str, title: str) -> None:
+        folders: list[Path] = []
+        running = proxies(engine_url, folders)
+        try:
+            print(title)
+            for n in levels:
+                before = load()
+                asyncio.run(
+                    concurrent_latency(
+                        engine_url,
+                        {k: (u, p.pid) for k, (u, p) in running.items()},
+                        n,
+                        max(2, args.rounds // n),
+                    )
+                )
+                print(f"      ({before} before, {load()} after; {os.cpu_count()} cores)")
+        finally:
+            for _, process in running.values():
+                print(f"  proxy exit code on SIGINT: {stop(process)}")
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    engine_port = free_port()
+    engine_url = f"http://127.0.0.1:{engine_port}"
+    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port)])
     try:
         wait_up(engine_url, engine)
-        wait_up(proxy_url, proxy)
-        if args.concurrent:
-            print(f"with an engine waiting {args.delay * 1e3:.0f} ms between stream chunks:")
-            asyncio.run(concurrent_latency(engine_url, proxy_url, args.concurrent, args.concurrent_calls))
-        seconds, chunks = asyncio.run(concurrent_sessions(proxy_url, args.sessions, args.turns))
+        if args.calls:
+            out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
+            proxy_port = free_port()
+            proxy_url = f"http://127.0.0.1:{proxy_port}"
+            proxy = start_proxy(engine_url, out, proxy_port)
+            try:
+                wait_up(proxy_url, proxy)
+                print(f"added latency per call, one at a time ({os.cpu_count()} cores, {load()}):")
+                latency(engine_url, proxy_url, args.calls)
+            finally:
+                print(f"proxy exit code on SIGINT: {stop(proxy)}")
+                shutil.rmtree(out, ignore_errors=True)
+        if levels:
+            levels_run(engine_url, "streamed calls, engine answering at once (every session always sending):")
     finally:
-        code = stop(proxy)
+        stop(engine)
+
+    # A fresh engine with chunk delays (closer to a real engine): the loaded latency, then the
+    # concurrency check on a fresh proxy and capture folder.
+    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port), str(args.delay)])
+    out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
+    proxy_port = free_port()
+    proxy_url = f"http://127.0.0.1:{proxy_port}"
+    try:
+        wait_up(engine_url, engine)
+        if levels:
+            levels_run(engine_url, f"streamed calls, engine waiting {args.delay * 1e3:.0f} ms between chunks:")
+        if not args.sessions:
+            return 0
+        proxy = start_proxy(engine_url, out, proxy_port)
+        try:
+            wait_up(proxy_url, proxy)
+            seconds, chunks = asyncio.run(concurrent_sessions(proxy_url, args.sessions, args.turns))
+        finally:
+            code = stop(proxy)
+    finally:
         stop(engine)
     loaded = load_paths([out])
     shutil.rmtree(out, ignore_errors=True)
-    # Every call is recorded: the conversations' and the loaded-latency calls (warm-up included).
-    expected = args.sessions * args.turns + (args.concurrent * (3 + args.concurrent_calls) if args.concurrent else 0)
+    expected = args.sessions * args.turns
     chains = sum(
         1
-        for sid, s in loaded.sessions.items()
-        if not sid.startswith("lat")
-        and (r := analyse(s)).stats["n_roots"] == 1
-        and r.linked_by.count("tokens") == args.turns - 1
+        for s in loaded.sessions.values()
+        if (r := analyse(s)).stats["n_roots"] == 1 and r.linked_by.count("tokens") == args.turns - 1
     )
     print(
         f"{args.sessions} concurrent streaming sessions x {args.turns} turns: {seconds:.2f} s wall, "

@@ -130,3 +130,25 @@ def reference_correction(name: str, params: dict, rows: list[list[float | None]]
         "weight_lost": weight_lost,
         "ess": sum_w * sum_w / (n_tokens * sum_w2) if n_tokens and sum_w2 > 0 else None,
     }
+
+
+def reference_discarded(prompts: list[list[int] | None], parents: list[int | None]) -> dict[int, int]:
+    """docs/semantics.md "Discarded", read literally: sibling groups are the children of every
+    call with two or more children, and the roots with identical non-empty prompts; in a group
+    where some member has children, every childless member is discarded, continued by the
+    earliest member with children. Returns discarded call -> the member that continued."""
+    n = len(parents)
+    children: list[list[int]] = [[c for c in range(n) if parents[c] == p] for p in range(n)]
+    groups = [kids for kids in children if len(kids) > 1]
+    roots: dict[tuple[int, ...], list[int]] = {}
+    for r in range(n):
+        if parents[r] is None and prompts[r]:
+            roots.setdefault(tuple(prompts[r] or ()), []).append(r)
+    groups += [g for g in roots.values() if len(g) > 1]
+    discarded: dict[int, int] = {}
+    for group in groups:
+        continuing = sorted(m for m in group if children[m])
+        for m in group:
+            if continuing and not children[m]:
+                discarded[m] = continuing[0]
+    return discarded

@@ -449,3 +449,50 @@ def test_an_upstream_cut_is_logged_in_one_line_not_a_traceback(tmp_path):
     assert cut, [r.getMessage() for r in seen]
     assert all(r.exc_info is None and "\n" not in r.getMessage() for r in proxy_records), [r.getMessage() for r in seen]
     assert "upstream stream cut" in read_records(tmp_path)[0]["error"]
+
+
+# --- stream framing: the proxy cuts the engine's bytes into lines itself ------------------------
+
+
+def _framed_upstream(pieces: list[bytes]) -> Starlette:
+    """An engine whose stream comes in exactly these byte pieces."""
+
+    async def chat(request: Request) -> Response:
+        async def body():
+            for piece in pieces:
+                yield piece
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def _sse(content: str, ids: list[int]) -> bytes:
+    chunk = {"choices": [{"index": 0, "delta": {"content": content}, "token_ids": ids, "finish_reason": None}]}
+    return b"data: " + orjson.dumps(chunk)
+
+
+def test_events_split_joined_crlf_or_unterminated_reach_the_harness_whole_and_recorded(tmp_path):
+    """Two events in one read, one event cut mid-JSON across reads, CRLF endings, a comment, and
+    a last line without its newline: the harness gets every event (without the added ids), the
+    record every chunk, and nothing is called an error."""
+    a, b, c = _sse("a", [1]), _sse("b", [2]), _sse("c", [3])
+    pieces = [
+        b": keep-alive\r\n\r\n" + a + b"\r\n\r\n" + b + b"\r\n\r\n",  # a comment and two events in one read
+        c[:17],  # an event cut in the middle of its JSON
+        c[17:] + b"\n\n",
+        b"data: [DONE]",  # no newline at the end
+    ]
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+    with serve_in_thread(_framed_upstream(pieces)) as url, running_proxy(url, tmp_path) as proxy:
+        r = http.post(f"{proxy}/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    events = [d for _, d in sse_events(r.text)]
+    assert [e["choices"][0]["delta"]["content"] for e in events[:-1]] == ["a", "b", "c"]
+    assert events[-1] == "[DONE]"
+    assert all("token_ids" not in e["choices"][0] for e in events[:-1])  # the proxy added them: stripped
+    assert ": keep-alive\n" in r.text  # a comment passes through
+    (record,) = read_records(tmp_path)
+    assert "error" not in record and "stream_notes" not in record
+    assert [ch["choices"][0]["token_ids"] for ch in record["response"][:-1]] == [[1], [2], [3]]
+    assert record["response"][-1] == "data: [DONE]"

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -150,6 +149,8 @@ def test_a_child_before_its_parent_is_adopted_and_ends_like_inspect(tmp_path):
     for turn in (C2, C0, C3, C1B, C1):  # c2 arrives before c1, its parent
         append(path, line(turn))
         events += log.events(trace, trace.poll())
+    assert not [e for e in events if e["event"] in ("discarded", "undiscarded")]  # verdicts wait for the end
+    events += log.finish(trace)
     kinds = [(e["event"], e.get("node_id")) for e in events if e["event"] != "file"]
     assert ("adopted", "c2") in kinds
     adoptions = [(e["parent_id"], e["previous_parent_id"]) for e in events if e["event"] == "adopted"]
@@ -272,8 +273,9 @@ def tail_command(*args: str) -> list[str]:
 
 
 def run_while_writing(args: list[str], steps, timeout: float = 60) -> tuple[list[dict], str]:
-    """Start `tail --json`; once it printed its first event, run the writer steps (0.4 s apart,
-    the command looks every 0.1 s) and collect every event until it exits on idle."""
+    """Start `tail --json`; once it printed its first event, run the writer steps, each a pair
+    (write, what tail prints once it read the write: a predicate on the events so far), and
+    collect every event until it exits on idle. No step waits a fixed time."""
     proc = subprocess.Popen(tail_command(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines: list[bytes] = []
     started = threading.Event()
@@ -283,13 +285,16 @@ def run_while_writing(args: list[str], steps, timeout: float = 60) -> tuple[list
             lines.append(raw)
             started.set()
 
+    def events() -> list[dict]:
+        return [json.loads(x) for x in list(lines)]
+
     thread = threading.Thread(target=reader)
     thread.start()
     try:
         assert started.wait(timeout), "tail printed nothing"
-        for step in steps:
-            time.sleep(0.4)
-            step()
+        for k, (write, seen) in enumerate(steps):
+            write()
+            wait_until(lambda seen=seen: seen(events()), timeout=timeout, what=f"tail to read step {k}")
         proc.wait(timeout=timeout)
     finally:
         if proc.poll() is None:
@@ -297,7 +302,13 @@ def run_while_writing(args: list[str], steps, timeout: float = 60) -> tuple[list
         thread.join()
     err = proc.stderr.read().decode()
     assert proc.returncode == 0, err
-    return [json.loads(x) for x in lines], err
+    return events(), err
+
+
+def _called(node: str, session: str = "s1"):
+    return lambda events: any(
+        e["event"] == "call" and e["node_id"] == node and e["session_id"] == session for e in events
+    )
 
 
 @pytest.mark.slow
@@ -309,11 +320,13 @@ def test_tail_follows_appends_partial_lines_and_new_files(tmp_path):
     half = line(C1)
     other = Turn("x0", [7, 7], [8], session="other")
     steps = [
-        lambda: append(first, line(C0)),
-        lambda: append(first, half[:30]),  # a partial line: nothing reported, nothing skipped
-        lambda: append(first, half[30:]),
-        lambda: (folder / "b.jsonl").write_bytes(line(other)),  # a new file in the folder
-        lambda: append(first, line(C1B)),
+        (lambda: append(first, line(C0)), _called("c0")),
+        # a partial line (nothing reported, nothing skipped), then a new file in the folder: the look
+        # that finds the new file reads the first file's partial line too
+        (lambda: append(first, half[:30]), lambda events: True),
+        (lambda: (folder / "b.jsonl").write_bytes(line(other)), _called("x0", "other")),
+        (lambda: append(first, half[30:]), _called("c1")),
+        (lambda: append(first, line(C1B)), _called("c1b")),
     ]
     events, err = run_while_writing(["--json", "--until-idle", "1.5", str(folder)], steps)
     assert "Traceback" not in err
@@ -340,8 +353,8 @@ def test_tail_text_and_ctrl_c(tmp_path):
     reader.start()
     try:
         wait_until(lambda: b"[s1] c1" in b"".join(printed), timeout=30, what="tail to print the calls")
-        append(path, line(C2)[:25])
-        time.sleep(0.5)  # 5 looks; nothing shows a partial line before the exit summary to wait on
+        append(path, line(C1B) + line(C2)[:25])  # the look that prints c1b has read the partial line too
+        wait_until(lambda: b"[s1] c1b" in b"".join(printed), timeout=30, what="tail to read the partial line")
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
     finally:
@@ -354,9 +367,35 @@ def test_tail_text_and_ctrl_c(tmp_path):
     assert "Traceback" not in err.decode()
     assert "[s1] c1  ← c0 by tokens (+1 context, 4 sampled tokens)" in text
     assert "25 bytes of an unfinished last line" in text
+    assert "· the follow ended: no call is discarded" in text  # c1b and c1 are both leaves: none continued
 
 
 def test_tail_needs_existing_paths(tmp_path):
     done = subprocess.run(tail_command(str(tmp_path / "nope.jsonl")), cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.startswith("rollout-graph: cannot read")
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_follow_with_the_verdicts(tmp_path):
+    """SIGTERM (a supervisor stopping tail) ends the follow like Ctrl-C: the discarded calls of
+    the trace as it is then, in inspect's words, and exit code 0."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(C0) + line(C1) + line(C1B) + line(C2))  # c1b: a retry of c1, which c2 continued
+    proc = subprocess.Popen(tail_command(str(path)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed: list[bytes] = []
+    reader = threading.Thread(target=lambda: printed.extend(proc.stdout))
+    reader.start()
+    try:
+        wait_until(lambda: b"[s1] c2" in b"".join(printed), timeout=30, what="tail to print the calls")
+        assert b"discarded" not in b"".join(printed)  # no verdict while following
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(10)
+    text = b"".join(printed).decode()
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    assert "· the follow ended: 1 discarded call" in text
+    assert "[s1] c1b  discarded: c1 continued (retry: " in text

@@ -39,6 +39,7 @@ import httpx
 import orjson
 import uvicorn
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -320,6 +321,14 @@ class CaptureApp:
         self.config = config
         self.recorder = recorder
         self.client: httpx.AsyncClient | None = None
+        self._urls: dict[str, httpx.URL] = {}
+
+    def _upstream_url(self, path: str) -> httpx.URL:
+        """The engine's absolute URL for ``path``, parsed once (httpx parses a relative one per call)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = self._client().base_url.join(path.lstrip("/"))
+        return url
 
     def _client(self) -> httpx.AsyncClient:
         if self.client is None:
@@ -449,7 +458,7 @@ class CaptureApp:
         query = request.url.query  # ?api-version=... reaches the engine as sent
         upstream_request = client.build_request(
             "POST",
-            dialect.upstream_path + (f"?{query}" if query else ""),
+            dialect.upstream_path + f"?{query}" if query else self._upstream_url(dialect.upstream_path),
             content=orjson.dumps(submitted),
             headers=_forward_headers(request, dialect.translated),
         )
@@ -496,15 +505,23 @@ class CaptureApp:
         if not isinstance(parsed, dict):
             return self._fail(record, dialect, 502, "upstream answered with something that is not JSON", None)
         answer = dialect.from_upstream(stripped_copy(parsed, added), body)
-        self.recorder.finish(record)
+        # The record is written once the answer went out (off the harness's clock); a harness
+        # hanging up meanwhile still gets it written (BackgroundTask runs after the send, and
+        # the lifespan writes any record left open).
+        after = BackgroundTask(self._finish_later, record)
         if dialect.translated and streamed:
             # The harness asked for a stream but the engine answered in one piece: replay it as events.
             translator = dialect.stream(body)
             pieces = translator.feed(_as_one_chunk(parsed)) + translator.close()
-            return Response(b"".join(pieces), media_type="text/event-stream")
+            return Response(b"".join(pieces), media_type="text/event-stream", background=after)
         if dialect.translated:
-            return JSONResponse(answer)
-        return Response(content if not added.anything else orjson.dumps(answer), media_type="application/json")
+            return JSONResponse(answer, background=after)
+        return Response(
+            content if not added.anything else orjson.dumps(answer), media_type="application/json", background=after
+        )
+
+    async def _finish_later(self, record: dict) -> None:
+        self.recorder.finish(record)
 
     def _fail(self, record: dict, dialect: Dialect, status: int, message: str, upstream: Any) -> Response:
         body = dialect.error_body(status, message, upstream)
@@ -520,50 +537,70 @@ class CaptureApp:
         chunks: list[Any] = []
         record["response"] = chunks
         translator = dialect.stream(body)
-        first = True
+        state = {"first": True}
+
+        def handle(raw: bytes, out: list[bytes]) -> bool:
+            """One SSE line: record it, add what the harness gets to ``out``; True: the stream failed."""
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if not line.startswith(b"data:"):
+                if line and not dialect.translated:
+                    out.append(line + b"\n")  # SSE comments and fields pass through
+                return False
+            data = line[5:].strip()
+            if state["first"]:
+                record["ttft_s"] = round(time.time() - record["started_at"], 6)
+                state["first"] = False
+            if data == b"[DONE]":
+                chunks.append("data: [DONE]")
+                if not dialect.translated:
+                    out.append(b"data: [DONE]\n\n")
+                return False
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                chunks.append(line.decode("utf-8", "replace"))
+                if not dialect.translated:
+                    out.append(line + b"\n\n")
+                return False
+            chunks.append(chunk)
+            if not isinstance(chunk, dict):
+                return False
+            if chunk.get("error") and not chunk.get("choices"):
+                # The engine reported a failure inside the stream (vLLM does): a failed call.
+                record["error"] = f"upstream error in stream: {_error_message(chunk)}"
+                if dialect.translated:
+                    out += translator.fail(record["error"])
+                    return True
+            # A translated dialect builds new events (the capture fields never reach the
+            # harness); chat chunks go back without what the proxy added.
+            stripped = added.anything and not dialect.translated
+            try:
+                out += translator.feed(stripped_copy(chunk, added) if stripped else chunk)
+            except Exception as exc:  # noqa: BLE001 - one odd chunk ({"choices": 7}) never cuts the stream
+                note = f"stream chunk {len(chunks)} skipped: {_describe(exc)}"
+                record.setdefault("stream_notes", []).append(note)
+            return False
+
+        rest = b""
         try:
-            async for line in upstream.aiter_lines():
-                if not line.startswith("data:"):
-                    if line and not dialect.translated:
-                        yield line.encode() + b"\n"  # SSE comments and fields pass through
-                    continue
-                data = line[5:].strip()
-                if first:
-                    record["ttft_s"] = round(time.time() - record["started_at"], 6)
-                    first = False
-                if data == "[DONE]":
-                    chunks.append("data: [DONE]")
-                    if not dialect.translated:
-                        yield b"data: [DONE]\n\n"
-                    continue
-                try:
-                    chunk = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    chunks.append(line)
-                    if not dialect.translated:
-                        yield line.encode() + b"\n\n"
-                    continue
-                chunks.append(chunk)
-                if not isinstance(chunk, dict):
-                    continue
-                if chunk.get("error") and not chunk.get("choices"):
-                    # The engine reported a failure inside the stream (vLLM does): a failed call.
-                    record["error"] = f"upstream error in stream: {_error_message(chunk)}"
-                    if dialect.translated:
-                        for piece in translator.fail(record["error"]):
-                            yield piece
-                        return
-                # A translated dialect builds new events (the capture fields never reach the
-                # harness); chat chunks go back without what the proxy added.
-                stripped = added.anything and not dialect.translated
-                try:
-                    pieces = translator.feed(stripped_copy(chunk, added) if stripped else chunk)
-                except Exception as exc:  # noqa: BLE001 - one odd chunk ({"choices": 7}) never cuts the stream
-                    note = f"stream chunk {len(chunks)} skipped: {_describe(exc)}"
-                    record.setdefault("stream_notes", []).append(note)
-                    continue
-                for piece in pieces:
-                    yield piece
+            # Bytes as they come, cut into lines here: every event of one read from the engine is
+            # handled, then sent to the harness in one piece (one send, not one per event).
+            async for piece_read in upstream.aiter_bytes():
+                lines = (rest + piece_read).split(b"\n")
+                rest = lines.pop()
+                out: list[bytes] = []
+                failed = any(handle(raw, out) for raw in lines)
+                if out:
+                    yield b"".join(out)
+                if failed:
+                    return
+            if rest:  # a last line without its newline
+                out = []
+                failed = handle(rest, out)
+                if out:
+                    yield b"".join(out)
+                if failed:
+                    return
             for piece in translator.close():
                 yield piece
         except httpx.HTTPError as exc:
@@ -586,9 +623,16 @@ class CaptureApp:
         except BaseException as exc:  # the harness hung up (cancelled) or the proxy is stopping
             record.setdefault("error", f"stream ended early: {type(exc).__name__}")
             raise
+        else:
+            # The stream ended normally: the record is assembled and queued right after the
+            # harness got the stream's last bytes (the response sends them in this same step of
+            # the event loop, before the callback runs), so its serialisation is off the
+            # harness's clock. Any other ending records it at once (below).
+            asyncio.get_running_loop().call_soon(self.recorder.finish, record)
         finally:
             await upstream.aclose()
-            self.recorder.finish(record)
+            if "error" in record:
+                self.recorder.finish(record)
 
 
 def _as_one_chunk(response: dict) -> dict:

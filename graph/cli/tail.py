@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
+from typing import Any
 
 import orjson
 
@@ -37,30 +39,48 @@ def run(args: argparse.Namespace) -> int:
     check_paths(args.paths)
     trace = LiveTrace(args.paths)
     log = EventLog(args.session)
-    out = sys.stdout
     idle_since = time.monotonic()
+    try:
+        previous: Any = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends the follow like Ctrl-C
+    except ValueError:  # not the main thread (run from a program): it keeps its own handlers
+        previous = None
     try:
         while True:
             update = trace.poll()
-            for event in log.events(trace, update):
-                if args.json:
-                    out.write(orjson.dumps(event).decode() + "\n")
-                else:
-                    out.write(event_text(event) + "\n")
-            out.flush()
+            _write(log.events(trace, update), args.json)
             now = time.monotonic()
             if update.changed:
                 idle_since = now
             if args.until_idle is not None and now - idle_since >= args.until_idle:
-                _pending_note(trace, args.json)
-                return 0
+                break
             time.sleep(args.interval)
     except KeyboardInterrupt:
-        _pending_note(trace, args.json)
-        return 0
+        pass
     except BrokenPipeError:  # `tail ... | head`: the reader has gone
         sys.stderr.close()
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    try:
+        _write(log.finish(trace), args.json)  # the verdicts, which wait for the end (docs/live.md)
+        _pending_note(trace, args.json)
+    except BrokenPipeError:
+        sys.stderr.close()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _write(events: list[dict[str, Any]], as_json: bool) -> None:
+    out = sys.stdout
+    for event in events:
+        out.write(orjson.dumps(event).decode() + "\n" if as_json else event_text(event) + "\n")
+    out.flush()
 
 
 def _pending_note(trace: LiveTrace, as_json: bool) -> None:

@@ -1,16 +1,20 @@
-"""What ``rollout-graph tail`` reports: each call as it is linked, adoptions, discarded retries,
-near misses named or renamed, file notices and skipped records, as JSON-ready dicts and as one-line text.
+"""What ``rollout-graph tail`` reports: each call as it is linked, adoptions, near misses named or
+renamed, file notices and skipped records while following, and the discarded calls once the follow
+ends, as JSON-ready dicts and as one-line text.
 
-:class:`EventLog` remembers what it reported per session (parent, discarded status, near miss) and,
-after each poll, compares the re-analysed rollouts with it. So the last parent and the last near
-miss reported for every call are the ones in the current rollout, which is what ``inspect`` says
-once the files are complete; the words are the library's one sentence for a near miss
+:class:`EventLog` remembers what it reported per session (parent, near miss) and, after each poll,
+compares the re-analysed rollouts with it. So the last parent and the last near miss reported for
+every call are the ones in the current rollout, which is what ``inspect`` says once the files are
+complete; the words are the library's one sentence for a near miss
 (rollout_graph.analysis.near_miss.describe), so ``tail`` and ``inspect``/``explain`` read the same.
 
-A call is reported discarded only once its verdict is settled: a later call of the same
-conversation (its root's tree) arrived and it still has no child. A call that just arrived has no
-child yet by construction; calling it discarded then and "no longer discarded" when its child comes
-would flip-flop on a call whose parent is already known.
+Discarded verdicts wait for the end of the follow (:meth:`EventLog.finish`). By the rules of
+docs/semantics.md ("Discarded") a call is discarded while it has no child and a sibling has one,
+so any later call can undo the verdict (a child of the call, in any arrival order) or make it
+again (a better parent adopting that child away). No point while following is final, so ``tail``
+never prints a verdict it may have to take back: ``finish`` prints every discarded call of the
+trace as it is then, with the near miss that explains it, which equals ``inspect``'s. The near
+miss a discarded call carries from its own side (why was it discarded?) waits with it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ CALL = "call"
 ADOPTED = "adopted"
 RELINKED = "relinked"
 DISCARDED = "discarded"
-UNDISCARDED = "undiscarded"
+UNDISCARDED = "undiscarded"  # no longer printed: verdicts wait for the end of the follow
+FINAL = "final"  # the end of the follow: the discarded calls follow
 EXPLAINED = "explained"  # a near miss named for a call already reported, or renamed by new evidence
 SKIPPED = "skipped"
 FILE = "file"
@@ -40,13 +45,12 @@ def near_miss_text(rollout: Rollout, miss: NearMiss | None, node: int) -> str:
     return describe(rollout.calls, miss)
 
 
-def _settled(rollout: Rollout) -> list[bool]:
-    """Per call: a later call of its conversation (the same root's tree) has arrived."""
-    root_of = rollout.topology.root_of
-    last: dict[int, int] = {}
-    for i, root in enumerate(root_of):
-        last[root] = i
-    return [last[root_of[i]] > i for i in range(len(root_of))]
+def _live_miss(rollout: Rollout, i: int) -> NearMiss | None:
+    """The near miss ``tail`` prints for call ``i`` while following: none for the one a discarded
+    call carries from its own side (``node == earlier``: why it was discarded), which waits for
+    the verdict (the module docstring)."""
+    miss = rollout.near_misses.get(i)
+    return None if miss is not None and miss.node == miss.earlier else miss
 
 
 def _miss_key(rollout: Rollout, miss: NearMiss | None) -> tuple | None:
@@ -63,12 +67,12 @@ class EventLog:
     def __init__(self, session: str | None = None) -> None:
         self.session = session  # report only this session
         self._parents: dict[str, dict[str, str | None]] = {}
-        self._discarded: dict[str, dict[str, str | None]] = {}
         self._misses: dict[str, dict[str, tuple | None]] = {}
 
     def events(self, trace: LiveTrace, update: Update) -> list[dict[str, Any]]:
         """The events of one poll: file notices, skipped records, then per changed session its
-        new calls (in arrival order), adoptions and discard changes."""
+        new calls (in arrival order), adoptions and renamed near misses (no discarded verdict:
+        :meth:`finish`)."""
         out: list[dict[str, Any]] = []
         restarted = False
         for notice in update.notices:
@@ -86,55 +90,55 @@ class EventLog:
     def _session_events(self, rollout: Rollout, restarted: bool) -> list[dict[str, Any]]:
         sid = rollout.session_id
         printed = self._parents.setdefault(sid, {})
-        discarded = self._discarded.setdefault(sid, {})
         misses = self._misses.setdefault(sid, {})
         calls, topo = rollout.calls, rollout.topology
         present = {c.node_id for c in calls}
         for gone in [n for n in printed if n not in present]:  # dropped by a restarted file
             del printed[gone]
-            discarded.pop(gone, None)
             misses.pop(gone, None)
-        settled = _settled(rollout)
         new, changed = [], []
         for i, call in enumerate(calls):
             parent = topo.parents[i]
             parent_id = None if parent is None else calls[parent].node_id
-            kept = topo.discarded.get(i) if settled[i] else None  # no verdict before the conversation moved on
-            continued = None if kept is None else calls[kept].node_id
-            miss = rollout.near_misses.get(i)
-            if miss is not None and miss.node == miss.earlier and i in topo.discarded and not settled[i]:
-                miss = None  # why it was discarded waits for the verdict (the module docstring)
+            miss = _live_miss(rollout, i)
             if call.node_id not in printed:
-                new.append(self._call_event(rollout, i, parent_id, continued, miss))
-            else:
-                relinked = printed[call.node_id] != parent_id
-                if relinked:
-                    changed.append(
-                        {
-                            "event": ADOPTED if parent_id is not None and not restarted else RELINKED,
-                            "session_id": sid,
-                            "node_id": call.node_id,
-                            "parent_id": parent_id,
-                            "previous_parent_id": printed[call.node_id],
-                            "linked_by": rollout.linked_by[i],
-                            "near_miss": None if miss is None else near_miss_json(calls, miss),
-                        }
-                    )
-                elif misses.get(call.node_id) != _miss_key(rollout, miss):
-                    changed.append(self._explained_event(rollout, i, miss))
-                if discarded.get(call.node_id) != continued:
-                    changed.append(self._discard_event(rollout, i, continued))
+                new.append(self._call_event(rollout, i, parent_id, miss))
+            elif printed[call.node_id] != parent_id:
+                changed.append(
+                    {
+                        "event": ADOPTED if parent_id is not None and not restarted else RELINKED,
+                        "session_id": sid,
+                        "node_id": call.node_id,
+                        "parent_id": parent_id,
+                        "previous_parent_id": printed[call.node_id],
+                        "linked_by": rollout.linked_by[i],
+                        "near_miss": None if miss is None else near_miss_json(calls, miss),
+                    }
+                )
+            elif misses.get(call.node_id) != _miss_key(rollout, miss):
+                changed.append(self._explained_event(rollout, i, miss))
             printed[call.node_id] = parent_id
             misses[call.node_id] = _miss_key(rollout, miss)
-            if continued is None:
-                discarded.pop(call.node_id, None)
-            else:
-                discarded[call.node_id] = continued
         return new + changed
 
-    def _call_event(
-        self, rollout: Rollout, i: int, parent_id: str | None, continued: str | None, miss: NearMiss | None
-    ) -> dict[str, Any]:
+    def finish(self, trace: LiveTrace) -> list[dict[str, Any]]:
+        """The end of the follow: one ``final`` event, then per session the discarded calls of the
+        trace as it is now (by arrival), each with the sibling that continued and the near miss
+        that explains it: ``inspect``'s verdicts on the same files. A discarded call's near miss
+        was held back while following; it is part of its ``discarded`` event."""
+        out: list[dict[str, Any]] = []
+        for sid in trace.session_ids:
+            if self.session is not None and sid != self.session:
+                continue
+            rollout = trace.rollout(sid)
+            for i, sibling in sorted(rollout.topology.discarded.items()):
+                out.append(self._discard_event(rollout, i, rollout.calls[sibling].node_id))
+                self._misses.setdefault(sid, {})[rollout.calls[i].node_id] = _miss_key(
+                    rollout, rollout.near_misses.get(i)
+                )
+        return [{"event": FINAL, "n_discarded": len(out)}, *out]
+
+    def _call_event(self, rollout: Rollout, i: int, parent_id: str | None, miss: NearMiss | None) -> dict[str, Any]:
         call = rollout.calls[i]
         event: dict[str, Any] = {
             "event": CALL,
@@ -144,8 +148,8 @@ class EventLog:
             "parent_id": parent_id,
             "linked_by": rollout.linked_by[i],
             "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
-            "discarded": continued is not None,
-            "continued_by": continued,
+            "discarded": False,  # verdicts wait for the end of the follow (EventLog.finish)
+            "continued_by": None,
             "n_prompt": call.n_prompt,
             "n_sampled": call.n_sampled,
             "n_context": call.n_prompt - rollout.context_start(i),
@@ -165,10 +169,8 @@ class EventLog:
             "why": "no near miss any more" if miss is None else near_miss_text(rollout, miss, i),
         }
 
-    def _discard_event(self, rollout: Rollout, i: int, continued: str | None) -> dict[str, Any]:
+    def _discard_event(self, rollout: Rollout, i: int, continued: str) -> dict[str, Any]:
         call = rollout.calls[i]
-        if continued is None:
-            return {"event": UNDISCARDED, "session_id": rollout.session_id, "node_id": call.node_id}
         miss = rollout.near_misses.get(i)
         return {
             "event": DISCARDED,
@@ -192,6 +194,11 @@ def event_text(event: dict[str, Any]) -> str:
             event["status"],
             f"· {name} was {event['status']}: dropped its {event.get('dropped', 0):,} calls, reading it again from the start",
         )
+    if kind == FINAL:
+        n = event["n_discarded"]
+        if not n:
+            return "· the follow ended: no call is discarded"
+        return f"· the follow ended: {n:,} discarded call{'s' if n != 1 else ''} (verdicts wait until now: a later call can continue any call)"
     if kind == SKIPPED:
         return f"! {Path(event['file']).name}:{event['line']} skipped: {event['reason']}"
     head = f"[{event['session_id']}] {event['node_id']}"
@@ -202,9 +209,6 @@ def event_text(event: dict[str, Any]) -> str:
             text = f"{head}  ← {event['parent_id']} by {event['linked_by']}"
             if event["linked_by"] != "messages":
                 text += f" (+{event['n_context']:,} context, {event['n_sampled']:,} sampled tokens)"
-        if event["discarded"]:
-            text += f" · discarded: {event['continued_by']} continued"
-            return text + (f" ({event['why']})" if "why" in event else "")
         return text + (f" · {event['why']}" if "why" in event else "")
     if kind == ADOPTED:
         was = event["previous_parent_id"] or "a root"
