@@ -59,9 +59,11 @@ def _upload(page, url: str, path: Path) -> None:
 
 def test_a_slow_upload_holds_up_no_one_dies_with_its_page_and_stops_at_the_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("ROLLOUT_GRAPH_MAX_LOAD_SECONDS", str(BUDGET))
-    # about 50 s of work each on an idle core (more under load): past the budget
-    big = _sessions(tmp_path / "big.jsonl", 95_000, "b")
-    other_big = _sessions(tmp_path / "other-big.jsonl", 95_000, "o")
+    # more rollouts than the default max_sessions, so that the load is past the budget on any machine
+    # (250,000 one-call rollouts, 150 MB: about a minute of work on an idle core, more under load)
+    monkeypatch.setenv("ROLLOUT_GRAPH_MAX_SESSIONS", "1000000")
+    big = _sessions(tmp_path / "big.jsonl", 250_000, "b")
+    other_big = _sessions(tmp_path / "other-big.jsonl", 250_000, "o")
     small = _sessions(tmp_path / "small.jsonl", 1, "small-")
     with running_app() as url, browser_page() as slow_page:
         port = int(url.rsplit(":", 1)[1])
