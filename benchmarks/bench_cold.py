@@ -49,8 +49,9 @@ def load_text() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def run(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[float, int]:
-    """Seconds and peak resident bytes of one child process (its output discarded)."""
+def run(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[float, int, float]:
+    """Seconds, peak resident bytes and CPU seconds (user + system) of one child process (its
+    output discarded)."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     assert child.stderr is not None
@@ -60,7 +61,7 @@ def run(command: list[str], env: dict[str, str] | None = None, cwd: str | None =
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({child.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return elapsed, usage.ru_maxrss * 1024
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 @contextlib.contextmanager
@@ -125,21 +126,25 @@ def measure(trace: Path, prev: Path, cache_dir: Path, rounds: int, busy: bool) -
     run(*cmds["floor"])  # the page cache holds the file: every command reads it from memory
     order = list(cmds)
     times: dict[str, list[float]] = {name: [] for name in order}
+    cpus: dict[str, list[float]] = {name: [] for name in order}
     peaks: dict[str, int] = dict.fromkeys(order, 0)
     with busy_core(busy):
         for r in range(rounds):
             for name in order[r % len(order) :] + order[: r % len(order)]:
-                seconds, peak = run(*cmds[name])
+                seconds, peak, cpu = run(*cmds[name])
                 times[name].append(seconds)
+                cpus[name].append(cpu)
                 peaks[name] = max(peaks[name], peak)
     out = {}
     for name in order:
         ratios = [t / f for t, f in zip(times[name], times["floor"], strict=True)]
+        cpu_ratios = [t / f for t, f in zip(cpus[name], cpus["floor"], strict=True)]
         out[name] = {
             "median_s": statistics.median(times[name]),
             "ratio": statistics.median(ratios),
             "ratio_min": min(ratios),
             "ratio_max": max(ratios),
+            "cpu_ratio": statistics.median(cpu_ratios),
             "peak_rss": peaks[name],
         }
     return out
@@ -175,6 +180,7 @@ def main() -> None:
     parser.add_argument("--prev", help="a checkout of the previous release (default: git worktree add)")
     parser.add_argument("--steps", action="store_true", help="each step's share, measured in-process")
     args = parser.parse_args()
+    table: list[str] = []
     with contextlib.ExitStack() as stack:
         data = args.data or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-cold-")))
         data.mkdir(parents=True, exist_ok=True)
@@ -200,9 +206,22 @@ def main() -> None:
                 for name, r in result.items():
                     print(
                         f"  {name:6} {r['median_s']:6.2f} s  ratio to floor {r['ratio']:.2f}"
-                        f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})  peak {r['peak_rss'] / 1e6:5.0f} MB"
-                        f" = {r['peak_rss'] / tokens:.1f} B/token"
+                        f" ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), CPU {r['cpu_ratio']:.2f}"
+                        f"  peak {r['peak_rss'] / 1e6:5.0f} MB = {r['peak_rss'] / tokens:.1f} B/token"
                     )
+                ours, old, reopen = result["ours"], result["prev"], result["reopen"]
+                table.append(
+                    f"| {shape}, {mode} | **{ours['ratio']:.2f}** ({ours['ratio_min']:.2f}-{ours['ratio_max']:.2f})"
+                    f" | {ours['cpu_ratio']:.2f} | {old['ratio']:.2f} | {reopen['ratio']:.2f}"
+                    f" | {ours['peak_rss'] / 1e6:.0f} MB ({ours['peak_rss'] / tokens:.1f} B/token)"
+                    f" | {before.removeprefix('load ')} -> {load_text().removeprefix('load ')} |"
+                )
+    print(f"\n{args.rounds} interleaved rounds, {os.cpu_count()} cores; ratios to the floor (lower is better):\n")
+    print(
+        "| shape, mode | ours (min-max) | ours, CPU time | previous release | reopen | peak (ours) | load (1, 5, 15 min) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(table))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import build_sequences
 from rollout_graph.core.topology import Topology, build_topology
 from rollout_graph.core.types import BY_DOCUMENT
-from rollout_graph.signals.embedded import attach_embedded
 
 
 def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decoder | None = None) -> Rollout:
@@ -86,7 +85,12 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         tokenizer=decoder.label if isinstance(decoder, TokenizerDecoder) else None,
         document=session.document,
     )
-    # Trainer columns an RL framework wrote beside the tokens join as signals (rollout_graph.signals.embedded).
+    # Trainer columns an RL framework wrote beside the tokens join as signals (rollout_graph.signals.embedded,
+    # imported only for a rollout that carries them: the signals modules cost a start-up otherwise).
+    if not any(isinstance(c.claims.get("signals"), dict) for c in calls):
+        return rollout
+    from rollout_graph.signals.embedded import attach_embedded
+
     return attach_embedded(rollout)
 
 

@@ -8,7 +8,6 @@ entry point the distribution declares (pyproject.toml).
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from importlib.resources import files
 from importlib.util import find_spec
 from pathlib import Path
@@ -28,6 +27,8 @@ def app_script(name: str = "explorer") -> Path:
     Raises:
         LookupError: the app is not installed (no such entry point, or its module is missing).
     """
+    from importlib.metadata import entry_points  # only here: it costs a start-up a tenth of a second
+
     found = [ep for ep in entry_points(group=APPS_GROUP) if ep.name == name]
     spec = find_spec(found[0].value) if found else None
     if spec is None or spec.origin is None:

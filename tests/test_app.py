@@ -25,7 +25,7 @@ def test_opens_the_bundled_samples(monkeypatch):
         "forks",
         "retries",
         "broken replays",
-        "trainable tokens",
+        "trainable tokens (rows)",
     ]
     assert at.metric[0].value == "25"
     harness_traces = len(list((SAMPLES / "harnesses").glob("*.jsonl.gz")))  # a rollout each

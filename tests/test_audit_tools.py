@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 from rollout_graph.analysis.breaks import REASONS, prefix_breaks
 from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SUBAGENT
+from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SIDE_CALL, SUBAGENT
 from rollout_graph.analysis.origin import HARNESS, context_origin
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
@@ -76,6 +76,7 @@ def test_why_it_split_on_the_samples(samples):
     reasons = {samples.calls[b.root].node_id: b.reason for b in prefix_breaks(samples)}
     assert reasons == {
         "c01": REASONS[RETRY],
+        "c02": REASONS[SIDE_CALL],  # the first root: a title call before the main conversation
         "c03": REASONS[NEW_CONVERSATION],
         "c08": REASONS[SUBAGENT],
         "c18": REASONS[RETRY],

@@ -142,3 +142,170 @@ def test_a_signals_upload_joins_and_reports_a_misaligned_row(app, tmp_path):
         assert "Findings: FATAL 2" in body  # the short row and the row naming no leaf
         assert "no usable row for this rollout" in body and "Traceback" not in body
         assert page.locator("text=signals_misaligned").count() >= 1  # in the findings table
+
+
+# ---- issue 22 item 5: a call two rows cover, the SECOND row holding a -2.5 nat token
+
+WIDTH, HEIGHT = 1440, 900
+FLAGGED_JS = """const flagged = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(g => g._fullData && g._fullData.some(t => t.name === 'outliers'));
+const pointOf = (gd, node, offset, trace) => {
+    for (const t of gd._fullData) {
+        if (!t.customdata || (trace && t.name !== trace)) continue;
+        for (let k = 0; k < t.customdata.length; k++) {
+            const c = Array.from(t.customdata[k]);
+            if (c[0] === node && c[2] === offset) return {trace: t.name, seq: c[1], d: t.y[k] - t.x[k], x: t.x[k], y: t.y[k]};
+        }
+    }
+    return null;
+};"""
+
+
+@pytest.fixture(scope="module")
+def two_rows(tmp_path_factory):
+    from tests.test_mismatch_rows import write_case
+
+    return write_case(tmp_path_factory.mktemp("two-rows"))
+
+
+@pytest.fixture(scope="module")
+def two_rows_cli(two_rows):
+    require_chromium()
+    trace, signals = two_rows
+    with running_app(str(trace), "--signals", str(signals), via_cli=True) as url:
+        yield url
+
+
+def open_findings_and_jump(page) -> None:
+    """In the findings list (not the call detail): the WARN group, then its jump button."""
+    page.get_by_text("Findings: FATAL", exact=False).first.click()
+    page.get_by_text("logprob_mismatch", exact=False).first.wait_for(timeout=30_000)
+    page.locator('[data-testid="stExpander"] summary').filter(has_text="logprob_mismatch").first.click()
+    button = page.get_by_role("button", name="jump to the worst token").first
+    button.wait_for(timeout=30_000)
+    assert "c0, sampled token 3, Δ -2.5 nats, row c2" in button.inner_text()
+    button.click()
+
+
+def the_worst_token_is_selected_and_plotted(page, name: str, docs: bool = False) -> None:
+    from tests.test_mismatch_rows import WORST_OFFSET
+
+    position = 8 + WORST_OFFSET  # c0's context span (its whole prompt: a root), then its sampled tokens
+    page.wait_for_selector(f'.rg-tokens .rg-m[data-i="{position}"]', timeout=30_000)  # ringed
+    settle(page)
+    assert page.locator(".rg-node-title").first.inner_text().startswith("c0")
+    body = page.inner_text("body")
+    assert "Traceback" not in body
+    assert "WARN" in body and "logprob_mismatch" in body
+    assert "row c2 (two-rows.signals.jsonl line 2) is the default: it holds the call's worst token" in body
+    shown = page.evaluate(PICKER_JS + "() => picked()")
+    assert shown == "row c2 (two-rows.signals.jsonl line 2) · step 3 · worst Δ -2.5 at sampled token 3 · default"
+    mark_in_view(page, position)  # scrolled into view inside the detail pane, on the screen
+    page.wait_for_function(FLAGGED_JS + "() => !!flagged()", timeout=30_000)
+    hit = page.evaluate(FLAGGED_JS + f"() => pointOf(flagged(), 0, {WORST_OFFSET})")
+    assert hit is not None and hit["trace"] == "outliers" and hit["d"] == pytest.approx(-2.5, abs=1e-6)
+    # coloured by trainer − inference: the ringed token is the red one
+    page.get_by_text("Trainer − inference", exact=True).click()
+    page.wait_for_function("() => document.querySelector('.rg-tokens .rg-t[class*=\"rg-d\"]')", timeout=30_000)
+    settle(page)
+    mark_in_view(page, position)
+    assert "rg-d0" in page.locator(f'.rg-tokens .rg-m[data-i="{position}"]').first.get_attribute(
+        "class"
+    )  # saturated red
+    page.mouse.move(0, 0)
+    screenshot(page, name, docs=docs)  # the 1440x900 screen
+
+
+# the row picker's shown value (the selectbox's input holds it)
+PICKER_JS = """const picked = () => {
+    const box = Array.from(document.querySelectorAll('[data-testid="stSelectbox"]'))
+        .find(e => e.innerText.includes('Signals row shown'));
+    return box ? box.querySelector('input').value : '';
+};"""
+
+
+def mark_in_view(page, position: int) -> None:
+    """Until the ringed token is on the screen (the jump scrolls the detail pane to it)."""
+    page.wait_for_function(
+        f"""() => {{
+            const m = document.querySelector('.rg-tokens .rg-m[data-i="{position}"]');
+            if (!m) return false;
+            const b = m.getBoundingClientRect();
+            return b.top >= 0 && b.bottom <= window.innerHeight;
+        }}""",
+        timeout=30_000,
+    )
+    page.wait_for_timeout(2200)  # the scroll script's last look, before anything else is clicked
+
+
+def pick_the_other_row_and_click_its_flagged_point(page) -> None:
+    """Row c1 picked for c0: the -2.5 nat token of row c2 stays plotted (a red diamond); a click on
+    it selects c0, row c2 again and rings the token."""
+    from tests.test_mismatch_rows import WORST_OFFSET
+
+    picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Signals row shown")
+    picker.scroll_into_view_if_needed()  # in the detail pane, scrolled down to the token
+    page.wait_for_timeout(300)
+    picker.locator("input").click()
+    page.get_by_role("option", name="row c1", exact=False).click()
+    page.wait_for_function(
+        FLAGGED_JS + "() => !!flagged() && flagged()._fullData.some(t => t.name === 'flagged, in another row')",
+        timeout=30_000,
+    )
+    settle(page)
+    hit = page.evaluate(FLAGGED_JS + f"() => pointOf(flagged(), 0, {WORST_OFFSET}, 'flagged, in another row')")
+    assert hit is not None and hit["d"] == pytest.approx(-2.5, abs=1e-6)
+    page.get_by_text("Inference vs trainer logprob per sampled token").first.scroll_into_view_if_needed()
+    settle(page)
+    x, y = page.evaluate(
+        FLAGGED_JS
+        + """() => {
+            const gd = flagged();
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const t = gd._fullData.find(t => t.name === 'flagged, in another row');
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(t.x[0]), box.top + ya._offset + ya.l2p(t.y[0])];
+        }"""
+    )
+    page.mouse.click(x, y)
+    page.wait_for_function(
+        FLAGGED_JS + "() => !!flagged() && !flagged()._fullData.some(t => t.name === 'flagged, in another row')",
+        timeout=30_000,
+    )
+    settle(page)
+    position = 8 + WORST_OFFSET
+    page.wait_for_selector(f'.rg-tokens .rg-m[data-i="{position}"]', timeout=30_000)
+    page.wait_for_function(PICKER_JS + "() => picked().startsWith('row c2 (')", timeout=30_000)  # row c2 again
+    mark_in_view(page, position)
+
+
+def test_command_line_signals_jump_to_the_worst_token_of_the_second_row(two_rows_cli):
+    with browser_page(WIDTH, HEIGHT) as page:
+        page.goto(two_rows_cli)
+        wait_ready(page)
+        settle(page)
+        open_findings_and_jump(page)
+        the_worst_token_is_selected_and_plotted(page, "signals-worst-token", docs=True)
+        pick_the_other_row_and_click_its_flagged_point(page)
+
+
+def test_uploaded_trace_and_signals_jump_to_the_worst_token(app, two_rows):
+    trace, signals = two_rows
+    with browser_page(WIDTH, HEIGHT) as page:
+        page.goto(app)
+        wait_ready(page)
+        page.get_by_test_id("stRadio").get_by_text("Upload", exact=True).click()  # the source radio
+        page.get_by_test_id("stSidebar").locator('input[type="file"]').first.set_input_files(str(trace))
+        page.wait_for_selector("text=1 uploaded file(s)", timeout=60_000)
+        wait_ready(page)
+        page.get_by_text("Add a signals file").click()
+        page.wait_for_selector("text=Signals file (JSONL or Parquet)", timeout=30_000)
+        page.locator('[data-testid="stFileUploader"]').filter(has_text="Signals file").locator(
+            'input[type="file"]'
+        ).set_input_files(str(signals))
+        page.wait_for_selector("text=Training signals: reward", timeout=60_000)
+        wait_ready(page)
+        settle(page)
+        open_findings_and_jump(page)
+        the_worst_token_is_selected_and_plotted(page, "signals-worst-upload")
+        pick_the_other_row_and_click_its_flagged_point(page)

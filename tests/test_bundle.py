@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.cli import main
+from rollout_graph.core.messages import display_text
 from rollout_graph.ingest.loading import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports import notes as notes_io
@@ -258,17 +259,26 @@ def test_the_page_script_never_builds_markup_from_text():
 
 
 def test_content_nested_deeper_than_the_encoder_allows_is_named_not_a_traceback(tmp_path, capsys):
+    # the bundle reads message text through the app's display_text (one reader, depth-safe:
+    # tests/test_messages.py nests it 100,000 deep)
     deep: object = "bottom"
     for _ in range(300):
         deep = [deep]
-    record = vllm_chat(
-        Turn("deep", [1, 2, 3], [7, 8], messages=[{"role": "user", "content": [{"type": "x", "v": deep}]}])
-    )
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "x", "v": deep}]},
+        {"role": "user", "content": {"v": deep}},
+        {"role": "user", "content": "hi", "meta": deep},
+    ]
+    record = vllm_chat(Turn("deep", [1, 2, 3], [7, 8], messages=messages))
     trace = tmp_path / "deep.jsonl"
     trace.write_bytes(jsonl([record]))
     _, page = bundle(tmp_path, str(trace))
     (session,) = page_data(page)["sessions"]
     assert [c["id"] for c in session["calls"]] == ["deep"]
-    text = session["details"]["0"]["messages"]["request"][0]["text"]
-    assert text.startswith("(not shown: ") and "Recursion limit" in text
+    parts, whole, extra = session["details"]["0"]["messages"]["request"]
+    assert parts["text"] == "look\n[x]"  # a part that is not text is named by its type, as in the app
+    shown = display_text({"v": deep})
+    assert whole["text"].startswith(shown[:2000]) and "more characters left out" in whole["text"]
+    assert extra["text"] == "hi"
+    assert extra["extra"].startswith("(not shown: ") and "Recursion limit" in extra["extra"]
     assert "Traceback" not in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 
 from rollout_graph.ingest import parallel, reading
 from rollout_graph.ingest.limits import MB, Limits
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.loading import load_paths, load_sources
 from rollout_graph.ingest.reading import Source, read_values
 from tests.builders import Turn, assert_same_load, vllm_chat
 
@@ -151,3 +151,154 @@ def test_a_one_core_load_reports_the_bytes_read_as_it_goes(tmp_path, monkeypatch
     assert during and all(0 < p.bytes_done <= size for p in during)  # within the first file, never 0
     assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
     assert seen[-1].bytes_done == seen[-1].bytes_total == total
+
+
+# ------------------------------------------------------------------------------------------------
+# Top-k alternatives left in the file until read (graph/ingest/typed.py, docs/performance.md)
+
+
+def _vllm_lines(n: int = 30, sampled: int = 60, choices: int = 1) -> list[bytes]:
+    """Compact vLLM chat lines (as vLLM writes them) whose content arrays are long enough to be cut."""
+    lines = []
+    prompt = [1, 2, 3]
+    for i in range(n):
+        ids = [1000 + i * sampled + k for k in range(sampled)]
+        record = vllm_chat(Turn(f"c{i}", list(prompt), ids))
+        if choices > 1:
+            first = record["response"]["choices"][0]
+            record["response"]["choices"] = [dict(first, index=j) for j in range(choices)]
+        lines.append(orjson.dumps(record))
+        prompt = prompt + ids + [9]
+    return lines
+
+
+def _calls(result):
+    return [c for s in result.sessions.values() for c in s.calls]
+
+
+def test_alternatives_stay_in_the_file_until_read_and_equal_the_eager_ones(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(_vllm_lines()) + b"\n")
+    lazy = load_paths([path])
+    eager = load_sources([Source.from_bytes(str(path), path.read_bytes())])  # an upload: decoded at once
+    assert all(c.top_k is not None and c.top_k.pending for c in _calls(lazy))
+    assert not any(c.top_k.pending for c in _calls(eager))
+    assert "not read yet" in repr(_calls(lazy)[0].top_k)
+    assert_same_load(lazy, eager)  # reads every deferred top-k
+    assert not any(c.top_k.pending for c in _calls(lazy))
+    assert _calls(lazy)[0].top_k.ids.shape == (60, 2)
+
+
+def test_the_summary_never_reads_the_alternatives(tmp_path):
+    from rollout_graph.analysis.decode import decoder_for
+    from rollout_graph.pipeline import analyse
+    from rollout_graph.reports.contract import inspect_json
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(_vllm_lines()) + b"\n")
+    loaded = load_paths([path])
+    rollouts = [analyse(s, decoder=decoder_for(s.calls)) for s in loaded.sessions.values()]
+    payload = orjson.dumps(inspect_json(loaded, rollouts, with_tokens=False), option=orjson.OPT_SERIALIZE_NUMPY)
+    assert all(c.top_k.pending for c in _calls(loaded))
+    eager = load_sources([Source.from_bytes(str(path), path.read_bytes())])
+    eager_rollouts = [analyse(s, decoder=decoder_for(s.calls)) for s in eager.sessions.values()]
+    assert payload == orjson.dumps(
+        inspect_json(eager, eager_rollouts, with_tokens=False), option=orjson.OPT_SERIALIZE_NUMPY
+    )
+
+
+def test_several_choices_and_spaced_json_take_the_skim_and_agree(tmp_path):
+    path = tmp_path / "t.jsonl"
+    spaced = [orjson.dumps(orjson.loads(line)).replace(b'":', b'": ') for line in _vllm_lines(5)]
+    path.write_bytes(b"\n".join(_vllm_lines(5, choices=2) + spaced) + b"\n")
+    lazy = load_paths([path])
+    eager = load_sources([Source.from_bytes(str(path), path.read_bytes())])
+    calls = _calls(lazy)
+    assert len(calls) == 15
+    assert all(c.top_k.pending for c in calls[:10])  # both choices of a line: deferred via the skim
+    assert_same_load(lazy, eager)
+
+
+def test_a_changed_or_removed_file_gives_empty_alternatives_and_says_why(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(_vllm_lines(3)) + b"\n")
+    calls = _calls(load_paths([path]))
+    path.write_bytes(path.read_bytes().replace(b"token_id:1001", b"token_id:7777"))  # same size, new bytes
+    top = calls[0].top_k
+    assert top.ids.shape == (60, 0) and top.logprobs.shape == (60, 0) and top.texts is None
+    assert "changed since it was loaded" in (top.unavailable or "")
+    path.unlink()
+    assert "cannot read" in (calls[1].top_k.unavailable or "") and calls[1].top_k.ids.shape == (60, 0)
+
+
+def test_appending_to_the_file_keeps_the_alternatives_readable(tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = _vllm_lines(4)
+    path.write_bytes(b"\n".join(lines[:3]) + b"\n")
+    calls = _calls(load_paths([path]))
+    with path.open("ab") as f:  # a capture still writing
+        f.write(lines[3] + b"\n")
+    assert calls[2].top_k.unavailable is None and calls[2].top_k.ids.shape == (60, 2)
+
+
+def test_a_deferred_top_k_survives_pickling_and_the_cache(tmp_path):
+    import pickle
+
+    from rollout_graph.ingest import cache
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(_vllm_lines(4)) + b"\n")
+    call = _calls(load_paths([path]))[1]
+    copy = pickle.loads(pickle.dumps(call.top_k))
+    assert copy.pending and (copy.ids == call.top_k.ids).all()
+    folder = tmp_path / "cache"
+    first = cache.load_files([path], folder=folder)
+    assert _calls(first)[0].top_k.pending is False  # the cache writer read them to store them
+    again = cache.load_files([path], folder=folder)
+    assert_same_load(first, again)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        (b'"token_id:1061","logprob":-2.0}', b'"token_id:\xff\xfe","logprob":-2.0}'),  # invalid UTF-8, skipped
+        (b'"token_id:1061","logprob":-2.0}', b'"token_id:\x01","logprob":-2.0}'),  # a control character
+        (b'"logprob":-2.0}]', b'"logprob":NaN}]'),  # not JSON (the stdlib reads it)
+        (b'"logprob":-2.0}]', b'"logprob":-2.0},]'),  # a trailing comma
+        (b'"logprob":-2.0}]', b'"logprob":1e999}]'),  # beyond a double
+        (b'{"token":"token_id:1061","logprob":-2.0}', b'{"token":["x"],"logprob":true}'),  # odd types
+        (b'{"token":"token_id:1061","logprob":-2.0}', b'{"token":"\\ud800","logprob":-2}'),  # a lone surrogate
+    ],
+)
+def test_a_malformed_alternative_is_reported_as_the_eager_path_reports_it(tmp_path, damage):
+    lines = _vllm_lines(3)
+    old, new = damage
+    assert old in lines[1]
+    lines[1] = lines[1].replace(old, new, 1)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    lazy = load_paths([path])
+    eager = load_sources([Source.from_bytes(str(path), path.read_bytes())])
+    assert_same_load(lazy, eager)
+
+
+def test_inspect_imports_only_its_own_verb():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom rollout_graph import cli\ntry:\n    cli.main(['inspect', '--help'])\n"
+        "except SystemExit:\n    pass\nprint(sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("rollout_graph.reports.bundle", "rollout_graph.live.events", "rollout_graph.signals.join"):
+        assert heavy not in out
+    assert (
+        "importlib.metadata"
+        not in subprocess.run(
+            [sys.executable, "-c", "import sys, rollout_graph.cli.inspect; print(list(sys.modules))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )

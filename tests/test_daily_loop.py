@@ -103,7 +103,14 @@ def test_a_link_to_an_uploaded_trace_asks_for_the_file(monkeypatch):
 
 # Words the glossary retired (docs/semantics.md, Glossary). Finding codes keep their names
 # (truncated_turn, discarded_turns): they are matched as whole identifiers and left out first.
-RETIRED = re.compile(r"\bturns?\b|\bretried\b|\bresampled\b|a retry that led nowhere|model's (own )?turn", re.I)
+RETIRED = re.compile(
+    r"\bturns?\b|\bretried\b|\bresampled\b|a retry that led nowhere|model's (own )?turn"
+    # a discarded call is not necessarily a retry; a broken replay has one name; replies re-tokenized
+    # are not "edited"; token counts have the glossary's names ("trained" is no count)
+    r"|discarded retr(?:y|ies)|history rewritten|rewrites its history|come back edited|broken prefix"
+    r"|rewritten continuation of|context added|never trained|trained: yes",
+    re.I,
+)
 CODES = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")  # snake_case identifiers: finding codes, JSON keys
 
 
@@ -134,9 +141,11 @@ def test_the_app_uses_no_retired_word(monkeypatch, node):
     assert retired_words(text) == [], text[:0]
 
 
-def test_the_command_line_uses_no_retired_word():
+def test_the_command_line_uses_no_retired_word(tmp_path):
     outputs = []
     for args in (
+        ["tail", str(VLLM), "--until-idle", "1"],
+        ["audit", str(VLLM), "--out", str(tmp_path / "audit.parquet"), "--workers", "1"],
         ["inspect", str(SAMPLES)],
         ["explain", str(SAMPLES), "--session", "fix-config-bug"],
         ["explain", str(SAMPLES / "harnesses")],
@@ -240,3 +249,194 @@ def test_a_bad_file_leads_with_the_reasons(monkeypatch, tmp_path):
     assert "bad.jsonl:1: not JSON" in warning and "bad.jsonl:2: unknown record shape (keys: what)" in warning
     assert "0 loaded: nothing else to load." in warning
     assert "every other record loaded normally" not in warning
+
+
+# One word, one number (docs/semantics.md, Glossary): "(rows)" sums the training rows, "(calls)"
+# counts each call's own tokens once. inspect, explain and the app print the same number per word.
+WORDS = re.compile(
+    r"(trainable tokens \((?:rows|calls)\)|context tokens \((?:rows|calls)\)|discarded tokens|inherited tokens"
+    r"|sampled tokens) ([\d,]+)"
+)
+STAT_OF = {
+    "trainable tokens (rows)": "n_trainable_tokens",
+    "context tokens (rows)": "n_context_tokens",
+    "trainable tokens (calls)": "n_trainable_call_tokens",
+    "context tokens (calls)": "n_context_call_tokens",
+    "discarded tokens": "n_discarded_tokens",
+    "inherited tokens": "n_inherited_tokens",
+    "sampled tokens": "n_sampled_tokens",
+}
+
+
+def numbers_by_word(text: str) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    for m in WORDS.finditer(text):
+        found.setdefault(m.group(1), set()).add(int(m.group(2).replace(",", "")))
+    return found
+
+
+def fixture_with_an_untrainable_call(tmp_path: Path) -> Path:
+    """The builders' small rollout (a retry, a fork, a side call) with c2's logprobs dropped: c2's
+    sampled tokens stay context (mask 0), so "(calls)" and "(rows)" differ in more than scope."""
+    from tests.builders import ROLLOUT, vllm_chat, write
+
+    def strip(value):
+        if isinstance(value, dict):
+            value.pop("logprobs", None)
+            for v in value.values():
+                strip(v)
+        elif isinstance(value, list):
+            for v in value:
+                strip(v)
+
+    records = [vllm_chat(t) for t in ROLLOUT]
+    strip(records[2])
+    folder = tmp_path / "fixture"
+    folder.mkdir()
+    write(folder / "trace.jsonl", records)
+    return folder
+
+
+@pytest.mark.parametrize("source", ["samples", "fixture"])
+def test_inspect_explain_and_the_app_show_one_number_per_word(monkeypatch, tmp_path, source):
+    import orjson
+
+    path, session = (
+        (VLLM, "fix-config-bug") if source == "samples" else (fixture_with_an_untrainable_call(tmp_path), "s1")
+    )
+    contract = orjson.loads(run_cli("inspect", str(path), "--session", session, "--json").stdout)
+    (stats,) = [s["stats"] for s in contract["sessions"]]
+    expected = {word: {stats[key]} for word, key in STAT_OF.items()}
+    if source == "samples":  # the issue's example: the two scopes really differ
+        assert (stats["n_trainable_tokens"], stats["n_trainable_call_tokens"]) == (3230, 1982)
+        assert (stats["n_context_tokens"], stats["n_context_call_tokens"]) == (2980, 1552)
+    else:  # hand-counted: c2's 2 sampled tokens are context once as a call, and in its one row
+        assert (stats["n_trainable_tokens"], stats["n_context_tokens"]) == (7, 13)
+        assert (stats["n_trainable_call_tokens"], stats["n_context_call_tokens"]) == (5, 10)
+        assert (stats["n_discarded_tokens"], stats["n_inherited_tokens"], stats["n_sampled_tokens"]) == (1, 18, 7)
+        assert stats["n_trainable_tokens_in_discarded_rows"] == 3
+
+    inspect_text = run_cli("inspect", str(path), "--session", session).stdout
+    explain_text = run_cli("explain", str(path), "--session", session).stdout
+    assert numbers_by_word(inspect_text) == expected
+    assert numbers_by_word(explain_text) == expected
+    table = explain_text.splitlines()
+    head = next(i for i, line in enumerate(table) if line.split()[:2] == ["scope", "calls"])
+    cells = table[head + 1].replace(",", "").split()
+    assert cells[0] == "rollout"
+    sampled, trainable, discarded, never, context, inherited = map(int, cells[2:8])
+    assert (sampled, trainable, discarded, context, inherited) == (
+        stats["n_sampled_tokens"], stats["n_trainable_call_tokens"], stats["n_discarded_tokens"],
+        stats["n_context_call_tokens"], stats["n_inherited_tokens"],
+    )  # fmt: skip
+    assert trainable + never == sampled
+
+    at = app(monkeypatch, path, session=session)
+    no_errors(at)
+    tile = next(m for m in at.metric if m.label == "trainable tokens (rows)")
+    assert tile.value == f"{stats['n_trainable_tokens']:,}"
+    assert f"{stats['n_trainable_call_tokens']:,} trainable tokens (calls)" in tile.proto.help
+    at.toggle(key="rg_show_audit").set_value(True).run()
+    no_errors(at)
+    flows = next(d.value for d in at.dataframe if "trainable tokens (calls)" in d.value.columns)
+    whole = flows.iloc[0]
+    assert whole["scope"] == "rollout"
+    shown = {word: {int(whole[word])} for word in STAT_OF if word in flows.columns}
+    assert shown == {w: expected[w] for w in shown} and len(shown) == 5
+    caption = next(c.value for c in at.caption if "Summed over the training rows" in c.value)
+    assert numbers_by_word(caption) == {w: expected[w] for w in ("trainable tokens (rows)", "context tokens (rows)")}
+
+
+def retokenized_roots() -> list:
+    """Three calls, each replaying the previous reply's text with other ids inside its sampled span:
+    three roots, the last two broken replays (re-tokenized: the same text, other ids)."""
+    from tests.test_replays import END, GEN, LIMIT, NL, SYSTEM, TASK, USER, turn
+
+    prompt, history, records = SYSTEM + USER + GEN, [TASK], []
+    for k, (ids, replayed) in enumerate([([30, 31, 32], [33, 32]), ([34, 35], [36]), ([37, 38, 39], None)]):
+        text = f"part {k} of the answer"
+        records.append(turn(f"X{k + 1}", prompt, ids, history, text, finish="length"))
+        if replayed is not None:
+            history = [*history, {"role": "assistant", "content": text}, {"role": "user", "content": "limit hit"}]
+            prompt = prompt + replayed + [END, NL] + LIMIT + GEN
+    return records
+
+
+def test_the_broken_replay_banner_counts_roots_and_says_re_tokenized_not_edited():
+    from rollout_graph.ui.panels.near_miss import banner
+    from tests.builders import rollout_of
+    from tests.test_replays import discarded_continuer_direction
+
+    r = rollout_of(retokenized_roots())
+    assert [r.calls[i].node_id for i in r.topology.roots] == ["X1", "X2", "X3"]
+    text = banner(r).replace("\\", "")
+    assert text.startswith("**This harness breaks its replays:** 2 of the 3 roots begin with a broken replay")
+    assert "2 re-tokenize an earlier reply (the same text, other token ids)" in text
+    assert "edited" not in text and "rewrite" not in text
+    # the library's one sentence, worded from the later call's side, with its evidence
+    assert "For example, broken replay (re-tokenized): X2 re-tokenizes X1's reply: the same text, other ids" in text
+    assert "[its request carries the reply as text" in text
+    assert "Fix: replay token ids, not text" in text
+    # a re-tokenized replay on a call that is not a root is no root: one root, no banner
+    one_root = rollout_of(discarded_continuer_direction())
+    assert len(one_root.topology.roots) == 1 and one_root.near_misses and banner(one_root) is None
+
+
+def test_the_near_miss_expander_shows_the_library_sentence_and_handles_thin_evidence():
+    from rollout_graph.analysis.near_miss import UNKNOWN, describe
+    from rollout_graph.core.records import SessionInput
+    from rollout_graph.pipeline import analyse
+    from rollout_graph.ui.panels.near_miss import headline, summary
+    from tests.builders import calls_from_tokens, rollout_of
+
+    system, gen = list(range(100, 110)), [1, 5]
+    thin = analyse(
+        SessionInput("s", calls_from_tokens([(system + gen, [50]), (system + gen + [50, 7], [51]), ([1, 2, 3], [4])]))
+    )
+    miss = thin.near_misses[2]
+    assert miss.kind == UNKNOWN
+    assert headline(thin, miss) == "n2 nearly continues n0 (the evidence is thin: cause unknown)"
+    text = summary(thin, miss)
+    assert text.startswith(describe(thin.calls, miss))
+    assert f"The evidence is thin ({miss.evidence}): the cause cannot be named from these records" in text
+    r = rollout_of(retokenized_roots())
+    miss = r.near_misses[r.index_of("X2")]
+    assert headline(r, miss) == "X2 re-tokenizes X1's reply (a broken replay)"
+    assert summary(r, miss).startswith("broken replay (re-tokenized): X2 re-tokenizes X1's reply: the same text")
+
+
+def test_the_app_shows_the_broken_replay_banner_and_the_sentence(monkeypatch, tmp_path):
+    from tests.builders import write
+
+    write(tmp_path / "replays.jsonl", retokenized_roots())
+    at = app(monkeypatch, tmp_path, session="s1", node="X3")
+    no_errors(at)
+    (banner_text,) = [w for w in warnings(at) if "breaks its replays" in w]
+    assert "2 of the 3 roots" in banner_text and "re-tokenize" in banner_text
+    assert any(
+        e.label.replace("\\", "") == "Near miss: X3 re-tokenizes X2's reply (a broken replay)" for e in at.expander
+    )
+    assert "broken replay (re-tokenized): X3 re-tokenizes X2&#x27;s reply: the same text" in html_of(at)
+
+
+def test_the_tour_explains_each_example_with_the_library_sentence():
+    from rollout_graph.analysis.near_miss import describe
+    from rollout_graph.core.records import SessionInput
+    from rollout_graph.pipeline import analyse
+    from rollout_graph.ui.panels.tour import interesting_calls
+    from tests.builders import calls_from_tokens, rollout_of
+
+    r = rollout_of(retokenized_roots())
+    found = {e.label: e for e in interesting_calls(r)}
+    replay = found["a broken replay"]
+    assert r.calls[replay.node].node_id == "X2"
+    assert replay.why == describe(r.calls, r.near_misses[replay.node])
+    assert replay.why.startswith("broken replay (re-tokenized): X2 re-tokenizes X1's reply: the same text")
+    system, gen = list(range(100, 110)), [1, 5]
+    thin = analyse(
+        SessionInput("s", calls_from_tokens([(system + gen, [50]), (system + gen + [50, 7], [51]), ([1, 2, 3], [4])]))
+    )
+    example = next(e for e in interesting_calls(thin) if e.label == "a break with thin evidence")
+    assert (
+        example.why == describe(thin.calls, thin.near_misses[2]) + "; the evidence is thin, so the cause is not named"
+    )

@@ -73,7 +73,7 @@ entries = st.lists(
 )
 
 
-def _generic(raw: bytes):
+def _generic(raw: bytes, *args):
     return raw, {}
 
 
@@ -81,9 +81,13 @@ def _load_both(lines: list[bytes]):
     data = b"\n".join(lines) + b"\n"
     with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
         fast = load_sources([Source.from_bytes("t.jsonl", data)])
-    with mock.patch.object(id_arrays, "cut_logprobs", _generic):
+    with mock.patch.object(id_arrays, "cut_logprobs", _generic), mock.patch.object(id_arrays, "located_span", _none):
         slow = load_sources([Source.from_bytes("t.jsonl", data)])
     return fast, slow
+
+
+def _none(raw: bytes):
+    return None
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # float32 top-k, both paths

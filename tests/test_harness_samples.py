@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 
 import pytest
 
@@ -22,6 +23,7 @@ TRACES = sorted((SAMPLES / "harnesses").glob("*.jsonl.gz"))
 def _runner():
     spec = importlib.util.spec_from_file_location("run_harness_samples", ROOT / "tools" / "run_harness_samples.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 

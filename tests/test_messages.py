@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core.linking import message_parents
-from rollout_graph.core.messages import canonical
+from rollout_graph.core.messages import MAX_DISPLAY_DEPTH, canonical, display_text
 from tests.builders import Turn, examples, message_only, rollout_of
 from tests.reference import reference_message_parents
 
@@ -113,3 +113,26 @@ def test_message_fallback_matches_the_naive_reference(spec):
         records.append(rec)
     r = rollout_of(records)
     assert message_parents(r.calls) == reference_message_parents(r.calls)
+
+
+def test_display_text_survives_hostile_nesting():
+    """The chat transcript and the HTML bundle read message text through display_text: nesting a
+    Python stack cannot hold is named, never a RecursionError."""
+    nested: object = "bottom"
+    for _ in range(100_000):
+        nested = [{"type": "tool_result", "tool_use_id": "t", "content": nested}]
+    text = display_text(nested)
+    assert text.count("[tool_result t]") == MAX_DISPLAY_DEPTH + 1
+    assert text.endswith(f"(not shown: tool results nested more than {MAX_DISPLAY_DEPTH} deep)")
+    deep: object = "bottom"
+    for _ in range(100_000):
+        deep = {"k": deep}
+    assert display_text(deep) == "(not shown: nested deeper than the JSON encoder can walk)"
+    arguments = "[" * 100_000 + "]" * 100_000
+    shown = display_text([{"type": "tool_use", "name": "ls", "input": arguments}])
+    assert shown.startswith("[tool_use ls] [[[") and shown.endswith(
+        "(not pretty-printed: nested deeper than the JSON decoder can walk)"
+    )
+    # ordinary content is unchanged
+    assert display_text([{"type": "text", "text": "a"}, {"type": "image_url"}]) == "a\n[image_url]"
+    assert display_text({"a": 1}) == '{\n  "a": 1\n}'

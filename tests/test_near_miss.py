@@ -201,7 +201,8 @@ def test_views_banner_break_and_dashed_edges():
     r = per_turn_roots_rollout()
     assert r.topology.roots == [0, 1, 2, 3]
     assert banner(r).startswith(
-        "This harness rewrites its history: 3 of 4 roots are broken replays of the model's own reply."
+        "**This harness breaks its replays:** 3 of the 4 roots begin with a broken replay of the model's own reply: "
+        "3 rewrite an earlier reply"
     )
     miss = r.near_misses[1]
     assert (
@@ -230,7 +231,7 @@ def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
     write(tmp_path / "rewrites.jsonl", records)
     at = app(monkeypatch, tmp_path, session="s1", node="n2")
     no_errors(at)
-    assert at.warning and "rewrites its history" in at.warning[0].value
+    assert at.warning and "This harness breaks its replays" in at.warning[0].value
     assert any(e.label.startswith("Near miss: n2 rewrites n1") for e in at.expander)
     assert 'class="rg-ins"' in html_of(at)
 

@@ -19,6 +19,13 @@ style): the offered tools listed in the system turn, an assistant's tool calls r
 same). Stop strings end a reply as vLLM ends it: the text is cut before the stop string, the
 token ids keep the token that completed it.
 
+Ending replies (``--cut-replies N``): SmolLM2 rarely ends a reply within a small cap, so a harness
+that recovers from length cuts (qwen-code replays the cut reply with "Output token limit hit")
+never finishes its turn, and what it does after a turn (qwen-code's memory agent) never runs. With
+``--cut-replies N`` only the first N replies that reach the cap are cut; later ones are ended at the
+cap by teacher-forcing the end token (its logprob recorded), ``finish_reason`` ``stop``, and the
+response says ``"steered": "reply ended at the K-token cap (end token forced)"``.
+
 Steering: SmolLM2 never writes a usable tool call, so a harness would end after one turn. The
 first call of each conversation that offers a shell tool (no tool call in its history yet) is
 steered: instead of sampling, the engine teacher-forces a scripted tool call (``--first-command``)
@@ -136,8 +143,9 @@ def render(view: list[dict]) -> str:
 
 
 def steered_call(tools: list[dict] | None, messages: list[dict], command: str) -> tuple[str, str] | None:
-    """(scripted reply, reason) for the first call of a conversation that offers a shell tool."""
-    if not tools or any(m.get("tool_calls") for m in messages if m.get("role") == "assistant"):
+    """(scripted reply, reason) for the first call of a conversation that offers a shell tool
+    (never, with an empty ``command``)."""
+    if not command or not tools or any(m.get("tool_calls") for m in messages if m.get("role") == "assistant"):
         return None
     for tool in tools:
         fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
@@ -164,6 +172,7 @@ class Sampled:
     top_logprobs: list[list[float]] = field(default_factory=list)
     text: str = ""
     finish: str = "length"
+    ended: bool = False  # ended at the cap by a forced end token (``--cut-replies``)
 
 
 class Engine:
@@ -236,9 +245,18 @@ class Engine:
                 self.saved.pop(next(iter(self.saved)))
 
     def run(
-        self, prompt: list[int], max_tokens: int, temperature: float, seed: int, stop: list[str], forced: list[int]
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        temperature: float,
+        seed: int,
+        stop: list[str],
+        forced: list[int],
+        end_at_cap: bool = False,
     ) -> Sampled:
-        """Sample (or teacher-force ``forced``) after ``prompt``, recording logprobs and the top-5."""
+        """Sample (or teacher-force ``forced``) after ``prompt``, recording logprobs and the top-5;
+        ``end_at_cap``: a reply that reaches ``max_tokens`` is ended there by forcing the end token
+        (its logprob recorded as for any token), so it stops instead of being cut."""
         rng = np.random.default_rng(seed)
         out = Sampled()
         context = list(prompt)
@@ -269,6 +287,17 @@ class Engine:
             self.cached = list(context)
         if forced:
             out.finish = "stop"
+        elif end_at_cap and out.finish == "length":
+            logits = self._logits() / max(temperature, 1e-3)
+            logprobs = logits - logits.max()
+            logprobs -= np.log(np.exp(logprobs).sum())
+            top = np.argsort(logprobs)[::-1][:TOP_K]
+            out.ids.append(self.eos)
+            out.logprobs.append(round(float(logprobs[self.eos]), 6))
+            out.top_ids.append([int(t) for t in top])
+            out.top_logprobs.append([round(float(logprobs[t]), 6) for t in top])
+            out.finish = "stop"
+            out.ended = True
         out.text = text.decode("utf-8", errors="replace")
         return out
 
@@ -299,9 +328,10 @@ def parse_reply(text: str) -> tuple[str | None, list[dict]]:
 class Server:
     """The HTTP side: vLLM's chat completions shape, one request at a time on the model."""
 
-    def __init__(self, engine: Engine, max_tokens: int, first_command: str) -> None:
+    def __init__(self, engine: Engine, max_tokens: int, first_command: str, cut_replies: int | None = None) -> None:
         self.engine, self.max_tokens, self.first_command = engine, max_tokens, first_command
         self.served = 0
+        self.cut_replies, self.cut = cut_replies, 0  # replies cut at the cap so far
 
     def _complete(self, body: dict) -> tuple[list[int], Sampled, str | None]:
         messages = body.get("messages") or []
@@ -312,19 +342,26 @@ class Server:
         requested = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         stop = body.get("stop") or []
         stop = [stop] if isinstance(stop, str) else list(stop)
+        cap = min(int(requested), self.max_tokens)
         with self.engine.lock:
             self.served += 1
             sampled = self.engine.run(
                 prompt,
-                min(int(requested), self.max_tokens),
+                cap,
                 float(body.get("temperature") if body.get("temperature") is not None else 1.0),
                 int(body.get("seed") or self.served),
                 stop,
                 forced,
+                end_at_cap=self.cut_replies is not None and self.cut >= self.cut_replies,
             )
+            if not steer and sampled.finish == "length":
+                self.cut += 1
         if steer:
             sampled.text = steer[0]
-        return prompt, sampled, steer[1] if steer else None
+            return prompt, sampled, steer[1]
+        if sampled.ended:
+            return prompt, sampled, f"reply ended at the {cap}-token cap (end token forced)"
+        return prompt, sampled, None
 
     def _logprobs(self, sampled: Sampled, k: int) -> list[dict]:
         piece = self.engine.piece
@@ -458,13 +495,21 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48, help="cap on every reply (default 48)")
     parser.add_argument("--n-ctx", type=int, default=16384)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--first-command", default="ls", help="the scripted first shell command of each conversation")
+    parser.add_argument(
+        "--first-command", default="ls", help="the scripted first shell command of each conversation ('': no steering)"
+    )
+    parser.add_argument(
+        "--cut-replies",
+        type=int,
+        help="cut only the first N replies that reach --max-tokens (finish_reason length); later ones are "
+        "ended there by forcing the end token (finish_reason stop, the response marked steered)",
+    )
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "rollout-graph")
     args = parser.parse_args()
     import uvicorn
 
     engine = Engine(f16_gguf(gguf_path(), args.cache), args.n_ctx, args.threads)
-    server = Server(engine, args.max_tokens, args.first_command)
+    server = Server(engine, args.max_tokens, args.first_command, args.cut_replies)
     uvicorn.run(server.app(), host="127.0.0.1", port=args.port, log_level="warning")
 
 

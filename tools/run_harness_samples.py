@@ -26,7 +26,6 @@ import contextlib
 import gzip
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,7 +33,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 OUT = ROOT / "sample_traces" / "harnesses"
 GOLDEN = ROOT / "tests" / "golden" / "harness_samples.json"
+BREAKS = ROOT / "tests" / "golden" / "breaks.json"
+FIXTURES = ROOT / "tests" / "fixtures"  # hand-made captures in real harnesses' shapes (make_break_fixtures.py)
 MODEL_NAME = "SmolLM2-135M-Instruct"  # the engine's served name; also names the bundled tokenizer
 TASK = "The test in tests/test_loader.py fails. Find out why and fix configlib/loader.py. Be brief."
 FILES = {
@@ -119,12 +121,30 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def qwen_code(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+def qwen_code(
+    tools: Path, url: str, repo: Path, home: Path, core_tools: list[str] | None = None
+) -> tuple[list[str], dict]:
+    # its user settings: no usage statistics (no network here: they queue and retry), and a request
+    # timeout above the engine's slowest prompt (its default 120 s cancels a long prompt and re-sends it)
+    settings: dict = {
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "model": {"generationConfig": {"timeout": 1_800_000}},
+    }
+    if core_tools is not None:
+        settings["tools"] = {"core": core_tools}
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
     # its own system prompt is ~7k tokens: on this shared CPU SmolLM2 reads it at ~10 tokens/s
     argv = [str(tools / "node_modules/.bin/qwen"), TASK, "--yolo", "--auth-type", "openai",
             "--openai-base-url", f"{url}/v1", "--openai-api-key", KEY, "-m", MODEL_NAME,
             "--system-prompt", SHORT_SYSTEM]  # fmt: skip
     return argv, _env(home, OPENAI_MODEL=MODEL_NAME)
+
+
+def qwen_code_token_limit(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    """qwen-code offering only its shell tool (shorter prompts: faster here, a smaller file)."""
+    return qwen_code(tools, url, repo, home, core_tools=["run_shell_command"])
 
 
 def opencode(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
@@ -168,15 +188,62 @@ def mini_swe_agent(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[
     return argv, _env(home, OPENAI_API_KEY=KEY, MSWEA_CONFIGURED="true", MSWEA_COST_TRACKING="ignore_errors")
 
 
+def claude_code(tools: Path, url: str, repo: Path, home: Path) -> list[tuple[list[str], dict]]:
+    """Claude Code (Anthropic Messages through the proxy) run twice in one directory: the task, then
+    ``--continue`` (a new invocation resuming the saved session). No tools and a one-line system
+    prompt: the break under test is the resume, and Claude Code's own prompts stay out of the file."""
+    common = [str(tools / "node_modules/.bin/claude"), "-p", "--bare", "--model", MODEL_NAME,
+              "--system-prompt", "You are a coding assistant. Answer briefly.", "--tools", "",
+              "--output-format", "text"]  # fmt: skip
+    env = _env(
+        home,
+        ANTHROPIC_BASE_URL=url,  # no /v1: Claude Code appends /v1/messages itself
+        ANTHROPIC_API_KEY=KEY,
+        ANTHROPIC_MODEL=MODEL_NAME,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL=MODEL_NAME,
+        ANTHROPIC_SMALL_FAST_MODEL=MODEL_NAME,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+        CLAUDE_CODE_MAX_OUTPUT_TOKENS="8000",
+    )
+    return [([*common, TASK], env), ([*common, "--continue", "Go on, briefly."], env)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One bundled sample: how to run the harness, its package, and the engine's cap on every
+    reply for it (None: ``--max-tokens``)."""
+
+    build: Callable[[Path, str, Path, Path], object]
+    package: str
+    version_of: str  # the harness whose version is reported
+    engine_cap: int | None = None
+    engine_args: tuple[str, ...] = ()  # more tools/harness_engine.py options
+
+
 HARNESSES = {
-    "mini-swe-agent": (mini_swe_agent, "mini-swe-agent (PyPI)"),
-    "qwen-code": (qwen_code, "@qwen-code/qwen-code (npm)"),
-    "opencode": (opencode, "opencode-ai (npm)"),
-    "codex": (codex, "@openai/codex (npm)"),
-    # qwen-code again, run with a smaller engine cap (--max-tokens 12): the escalated re-send is cut
-    # too, so it replays each cut reply as text plus "Output token limit hit. Resume directly ..."
-    # (up to 3 times): the re-tokenized replay chain of docs/semantics.md, "Why a call broke"
-    "qwen-code-token-limit": (qwen_code, "@qwen-code/qwen-code (npm)"),
+    "mini-swe-agent": Scenario(mini_swe_agent, "mini-swe-agent (PyPI)", "mini-swe-agent"),
+    "qwen-code": Scenario(qwen_code, "@qwen-code/qwen-code (npm)", "qwen-code"),
+    "opencode": Scenario(opencode, "opencode-ai (npm)", "opencode"),
+    "codex": Scenario(codex, "@openai/codex (npm)", "codex"),
+    # qwen-code again, the engine capping every reply at 12 tokens and steering nothing: the first
+    # reply is cut, the escalated re-send (64k max tokens) is cut too, so it replays each cut reply
+    # as text plus "Output token limit hit. Resume directly ..." (3 times: the replay chain of
+    # docs/semantics.md, "Why a call broke"); the engine ends the third recovery at the cap
+    # (--cut-replies 4), so the turn finishes without a tool call and qwen-code runs its
+    # memory-extraction agent (its own system prompt and tools, the history in its context)
+    "qwen-code-token-limit": Scenario(
+        qwen_code_token_limit,
+        "@qwen-code/qwen-code (npm)",
+        "qwen-code",
+        engine_cap=12,
+        engine_args=("--cut-replies", "4", "--first-command", ""),
+    ),
+    # Claude Code's print mode, then --continue in the same directory: the resume drops the
+    # "Output token limit hit" recovery messages of the first run
+    "claude-code-continue": Scenario(claude_code, "@anthropic-ai/claude-code (npm)", "claude-code", engine_cap=12),
 }
 
 
@@ -184,10 +251,10 @@ def version_of(name: str, tools: Path) -> str:
     argv = {
         "mini-swe-agent": [str(tools / "msw/bin/python"), "-c", "import minisweagent; print(minisweagent.__version__)"],
         "qwen-code": [str(tools / "node_modules/.bin/qwen"), "--version"],
-        "qwen-code-token-limit": [str(tools / "node_modules/.bin/qwen"), "--version"],
         "opencode": [str(tools / "node_modules/.bin/opencode"), "--version"],
         "codex": [str(tools / "node_modules/.bin/codex"), "--version"],
-    }[name]
+        "claude-code": [str(tools / "node_modules/.bin/claude"), "--version"],
+    }[HARNESSES[name].version_of]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
         return out[-1] if out else "unknown"
@@ -196,31 +263,37 @@ def version_of(name: str, tools: Path) -> str:
 
 
 def run_one(name: str, tools: Path, engine_url: str, base: Path, timeout: float) -> dict:
-    """Run one harness through a fresh capture proxy; returns what happened (for the README)."""
-    build, _ = HARNESSES[name]
+    """Run one scenario through a fresh capture proxy (every invocation of it, in order, in one
+    directory and one rollout); returns what happened (for the README)."""
     work = base / name
     home = work / "home"
     home.mkdir(parents=True)
     repo = workspace(work)
     captures = work / "captures"
     port = free_port()
-    proxy = [sys.executable, "-m", "graph", "capture", "--upstream", engine_url, "--out", str(captures),
-             "--port", str(port), "--harness", name, "--drain", "5"]  # fmt: skip
+    proxy = [sys.executable, "-m", "rollout_graph", "capture", "--upstream", engine_url, "--out", str(captures),
+             "--port", str(port), "--harness", name, "--drain", "5", "--timeout", "1800"]  # fmt: skip
+    codes: list[int | str] = []
+    started = time.time()
     with process(proxy, work / "proxy.log"):
         wait_for(f"http://127.0.0.1:{port}/v1/models", 30)
-        argv, env = build(tools, f"http://127.0.0.1:{port}/session/{name}", repo, home)
-        started = time.time()
+        built = HARNESSES[name].build(tools, f"http://127.0.0.1:{port}/session/{name}", repo, home)
+        steps = built if isinstance(built, list) else [built]
         with open(work / "harness.log", "wb") as log:
-            env["PWD"] = str(repo)  # bun-based harnesses (opencode) find their project by $PWD
-            proc = subprocess.Popen(argv, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-            try:
-                code: int | str = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                code = f"stopped after {timeout:.0f} s"
-            stop(proc)
+            for argv, env in steps:
+                env["PWD"] = str(repo)  # bun-based harnesses (opencode) find their project by $PWD
+                log.write(f"$ {' '.join(argv)}\n".encode())
+                log.flush()
+                proc = subprocess.Popen(argv, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                try:
+                    codes.append(proc.wait(timeout))
+                except subprocess.TimeoutExpired:
+                    codes.append(f"stopped after {timeout:.0f} s")
+                stop(proc)
         seconds = time.time() - started
     records = [line for f in sorted(captures.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
+    code = codes[0] if len(codes) == 1 else codes
     return {"harness": name, "exit": code, "seconds": round(seconds), "records": records, "log": work / "harness.log"}
 
 
@@ -274,47 +347,127 @@ def golden() -> dict:
     return out
 
 
+def break_files() -> list[Path]:
+    """The traces whose breaks tests/golden/breaks.json records: the bundled real-harness samples,
+    then the hand-made fixtures in the same shapes."""
+    return [*sorted(OUT.glob("*.jsonl.gz")), *sorted(FIXTURES.glob("*.jsonl"))]
+
+
+def breaks(path: Path, decoder=None) -> dict[str, dict]:
+    """Per rollout of ``path``: every call that starts a root, a branch of a fork, is discarded or
+    has a near miss, with its place in the graph, the one classifier's cause (near-miss kind) and
+    the call it is named against; and the rollout's findings (level and code, sorted)."""
+    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.pipeline import analyse
+
+    out: dict[str, dict] = {}
+    for sid, session in sorted(load_paths([path]).sessions.items()):
+        r = analyse(session, decoder=decoder)
+        t = r.topology
+        branches = {child for fork in t.forks for child in sorted(t.children[fork])[1:]}
+        calls: dict[str, dict] = {}
+        for i, call in enumerate(r.calls):
+            miss = r.near_misses.get(i)
+            place = (
+                "discarded" if i in t.discarded
+                else "root" if t.parents[i] is None
+                else "branch" if i in branches
+                else "child"
+            )  # fmt: skip
+            if miss is None and place == "child":
+                continue
+            entry: dict = {"place": place, "cause": miss.kind if miss else None}
+            if miss is not None:
+                entry["of"] = r.calls[miss.other].node_id
+            else:  # the other end of a near miss keyed by another call (a discarded call it replays)
+                named = sorted(r.calls[k].node_id for k, m in r.near_misses.items() if m.other == i and k != i)
+                if named:
+                    entry["named_by"] = named
+            codes = sorted({f.code for f in r.findings if f.node_id == call.node_id})
+            if codes:
+                entry["findings"] = codes
+            calls[call.node_id] = entry
+        out[sid] = {"calls": calls, "findings": sorted(f"{f.level} {f.code}" for f in r.findings)}
+    return out
+
+
+def breaks_golden() -> dict:
+    return {path.relative_to(ROOT).as_posix(): breaks(path) for path in break_files()}
+
+
+def write_golden() -> None:
+    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+    GOLDEN.write_text(json.dumps(golden(), indent=2) + "\n")
+    BREAKS.write_text(json.dumps(breaks_golden(), indent=2, ensure_ascii=False) + "\n")
+    print(f"golden -> {GOLDEN.relative_to(ROOT)}, {BREAKS.relative_to(ROOT)}")
+
+
+def default_engine_python(tools: Path) -> str:
+    """The engine's interpreter: the harness tools' ``engine`` venv when there is one (it holds
+    llama-cpp-python and the model), else this one."""
+    venv = tools / "engine" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+@contextlib.contextmanager
+def engine(python: str, cap: int, extra: tuple[str, ...], base: Path, external: str | None) -> Iterator[str]:
+    """A running engine capping every reply at ``cap`` tokens (or the ``--engine`` one); yields its URL."""
+    if external:
+        yield external
+        return
+    port = free_port()
+    argv = [python, str(ROOT / "tools" / "harness_engine.py"), "--port", str(port), "--max-tokens", str(cap), *extra]
+    with process(argv, base / f"engine-{cap}{''.join(extra).replace('-', '')}.log"):
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/v1/models", 600)
+        yield url
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--tools", type=Path, default=Path("/work/harness_tools"), help="where the harnesses are installed"
     )
-    parser.add_argument("--only", default=",".join(HARNESSES), help="comma-separated harness names")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per harness run")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--golden", action="store_true", help="only rewrite the golden file from the bundled traces")
+    parser.add_argument("--only", default=",".join(HARNESSES), help="comma-separated scenario names")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per harness invocation")
+    parser.add_argument("--max-tokens", type=int, default=48, help="the engine's cap on every reply (default 48); "
+                        "scenarios with a cap of their own (qwen-code-token-limit, claude-code-continue: 12) keep it")  # fmt: skip
+    parser.add_argument("--engine-python", help="interpreter for tools/harness_engine.py (default: TOOLS/engine/bin/python "
+                        "when it exists, else this one)")  # fmt: skip
+    parser.add_argument("--golden", action="store_true", help="only rewrite the golden files from the bundled traces")
     parser.add_argument("--engine", help="use this running engine (e.g. tests/fake_upstream.py) and write no traces")
     args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in HARNESSES]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)} (known: {', '.join(HARNESSES)})")
     if not args.golden:
         base = Path(tempfile.mkdtemp(prefix="harness-samples-"))
-        port = free_port()
-        engine = [sys.executable, str(ROOT / "tools" / "harness_engine.py"), "--port", str(port),
-                  "--max-tokens", str(args.max_tokens)]  # fmt: skip
-        if args.engine:
-            engine = [sys.executable, "-c", "import time; time.sleep(1e6)"]
-        engine_url = args.engine or f"http://127.0.0.1:{port}"
+        python = args.engine_python or default_engine_python(args.tools)
         results = []
-        with process(engine, base / "engine.log"):
-            wait_for(f"{engine_url}/v1/models", 600)
-            for name in args.only.split(","):
-                result = run_one(name, args.tools, engine_url, base, args.timeout)
-                result["version"] = version_of(name, args.tools)
-                parsed = [json.loads(line) for line in result["records"]]
-                result["steered"] = sum(1 for r in parsed if steered(r))
-                if parsed and not args.engine:
-                    write_trace(name, result["records"])
-                tail = result["log"].read_text(errors="replace")[-400:]
-                print(f"{name} {result['version']}: exit {result['exit']} in {result['seconds']} s, "
-                      f"{len(parsed)} calls ({result['steered']} steered)\n{tail}", flush=True)  # fmt: skip
-                results.append({k: v for k, v in result.items() if k not in ("records", "log")})
+        by_engine: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+        for name in names:
+            scenario = HARNESSES[name]
+            by_engine.setdefault((scenario.engine_cap or args.max_tokens, scenario.engine_args), []).append(name)
+        for (cap, extra), group in by_engine.items():
+            with engine(python, cap, extra, base, args.engine) as engine_url:
+                for name in group:
+                    result = run_one(name, args.tools, engine_url, base, args.timeout)
+                    result["version"] = version_of(name, args.tools)
+                    result["engine_cap"] = cap
+                    parsed = [json.loads(line) for line in result["records"]]
+                    result["steered"] = sum(1 for r in parsed if steered(r))
+                    if parsed and not args.engine:
+                        write_trace(name, result["records"])
+                    tail = result["log"].read_text(errors="replace")[-600:]
+                    print(f"{name} {result['version']}: exit {result['exit']} in {result['seconds']} s, "
+                          f"{len(parsed)} calls ({result['steered']} steered)\n{tail}", flush=True)  # fmt: skip
+                    results.append({k: v for k, v in result.items() if k not in ("records", "log")})
         (base / "results.json").write_text(json.dumps(results, indent=2, default=str))
         print(f"work files in {base}")
-        shutil.rmtree(base / "repo", ignore_errors=True)
     if args.engine:
         return
-    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-    GOLDEN.write_text(json.dumps(golden(), indent=2) + "\n")
-    print(f"golden -> {GOLDEN.relative_to(ROOT)}")
+    write_golden()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
     NEW_CONVERSATION,
+    REJECTED,
     RESUMED,
     RETOKENIZED,
     RETRY,
@@ -35,6 +36,7 @@ REASONS = {
     RETRY: "a retry: discarded, the harness re-sent the same prompt",
     RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
     REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
+    REJECTED: "rejected: the harness left the reply out and asked again (a format error, a length cut)",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
     RESUMED: "resumed conversation: the history re-sent with a re-rendered system prompt or tools",
     NEW_CONVERSATION: "the main conversation, begun after another call",
@@ -120,10 +122,21 @@ def replay_details(rollout: Rollout, miss: NearMiss) -> ReplayDetails:
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
-    """Every root after the first, with the call it nearly continued, a reason and a fix."""
+    """Every root after the first, and the first when it has a near miss (a title call that arrived
+    before the main conversation), with the call it nearly continued, a reason and a fix."""
     out = []
-    for root in rollout.topology.roots[1:]:
+    roots = rollout.topology.roots
+    listed = {r for r in roots if r in rollout.near_misses}
+    for root in roots:
         miss = rollout.near_misses.get(root)
+        if miss is None:
+            # the other end of a near miss keyed by another call (a discarded root re-sent with the
+            # same prompt: the re-send is this root): explained there, or here when that call is no root
+            miss = next((m for _, m in sorted(rollout.near_misses.items()) if root in (m.later, m.other)), None)
+            if miss is not None and miss.node in listed:
+                continue
+        if root == roots[0] and miss is None:
+            continue
         if miss is None:
             out.append(Break(root, None, UNRELATED))
         else:

@@ -14,11 +14,12 @@ parent of every call (a property test checks both).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rollout_graph.analysis.near_miss import COMPACTION, RETOKENIZED, REWRITTEN
+from rollout_graph.analysis.near_miss import COMPACTION, RETOKENIZED, RETRY, REWRITTEN
 
 if TYPE_CHECKING:
     from rollout_graph.core.rollout import Rollout
@@ -77,6 +78,7 @@ def pinned_calls(rollout: Rollout, keep: Collection[int] = ()) -> set[int]:
     pins.update(i for i in range(len(rollout.calls)) if rollout.findings_for(i))
     for miss in rollout.near_misses.values():
         pins.update((miss.node, miss.other, miss.earlier, miss.later))
+    pins.update(compacted_calls(rollout).values())
     pins.update(keep)
     return pins
 
@@ -180,3 +182,55 @@ def continuations(rollout: Rollout) -> dict[int, int]:
         and parents[m.later] is None
         and m.earlier < m.later
     }
+
+
+def compacted_calls(rollout: Rollout) -> dict[int, int]:
+    """Compaction roots -> the call whose history each one summarised (docs/semantics.md,
+    "Compactions in the DAG").
+
+    A compaction's near miss names the call it shares its head with (``earlier``: often the first
+    call of the conversation, even a discarded first attempt, since the system prompt and task
+    are what a compaction keeps). The history it replaced is the conversation as it stood when the
+    compaction arrived: the last call before it, not discarded, in ``earlier``'s tree or in the
+    tree of a call ``earlier`` was re-sent as (a retry of the first call). Only the trees' exact
+    links are read; no ids are compared."""
+    parents = rollout.topology.parents
+    misses = [
+        m
+        for m in rollout.near_misses.values()
+        if m.kind == COMPACTION and m.node == m.later and parents[m.later] is None and m.earlier < m.later
+    ]
+    if not misses:
+        return {}
+    root_of: list[int] = []
+    for i, parent in enumerate(parents):
+        # a parent arrives before its child (its end ids are the child's prompt head)
+        root_of.append(i if parent is None or parent >= i else root_of[parent])
+    resent = {
+        root_of[m.node]: root_of[m.other]
+        for m in rollout.near_misses.values()
+        if m.kind == RETRY and m.node == m.earlier and parents[m.node] is None
+    }
+    discarded = rollout.topology.discarded
+    members: dict[int, list[int]] = {}  # root -> its tree's calls, in arrival order
+    kept: dict[int, list[int]] = {}  # the same without discarded calls
+    for i, root in enumerate(root_of):
+        members.setdefault(root, []).append(i)
+        if i not in discarded:
+            kept.setdefault(root, []).append(i)
+
+    def last_before(lists: dict[int, list[int]], trees: set[int], end: int) -> int | None:
+        found = [lst[k - 1] for t in trees if (lst := lists.get(t)) and (k := bisect.bisect_left(lst, end))]
+        return max(found) if found else None
+
+    out: dict[int, int] = {}
+    for m in misses:
+        trees, r = set(), root_of[m.earlier]
+        while r not in trees:  # the first call's tree, then the trees it was re-sent as
+            trees.add(r)
+            r = resent.get(r, r)
+        best = last_before(kept, trees, m.later)
+        if best is None:
+            best = last_before(members, trees, m.later)
+        out[m.later] = m.earlier if best is None else best
+    return out

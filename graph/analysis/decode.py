@@ -131,12 +131,54 @@ def _piece_bytes(token: str) -> bytes:
     return token.replace("▁", " ").encode()
 
 
-@dataclass
 class TraceTextDecoder:
-    """No tokenizer: the token strings the trace carried for sampled tokens, else ``<id>``."""
+    """No tokenizer: the token strings the trace carried for sampled tokens, else ``<id>``.
 
-    known: dict[int, str]
-    source: str = TRACE_TEXT
+    :meth:`from_calls` collects those strings only when first used (a summary never decodes, and
+    collecting them reads every call's top-k alternatives, which a loader may have left in the file).
+    """
+
+    __slots__ = ("_known", "_source", "_calls")
+
+    def __init__(self, known: dict[int, str], source: str = TRACE_TEXT) -> None:
+        self._known: dict[int, str] | None = known
+        self._source: str | None = source
+        self._calls: list[Call] | None = None
+
+    @classmethod
+    def from_calls(cls, calls: list[Call]) -> TraceTextDecoder:
+        """The texts carried by ``calls`` (:func:`trace_token_texts`), collected when first used;
+        the source is ``TRACE_TEXT`` when there are any, else ``RAW_IDS``."""
+        decoder = cls({})
+        decoder._known, decoder._source, decoder._calls = None, None, list(calls)
+        return decoder
+
+    @property
+    def known(self) -> dict[int, str]:
+        """Token id -> the text the trace carried for it."""
+        if self._known is None:
+            self._known = trace_token_texts(self._calls or [])
+            self._calls = None
+        return self._known
+
+    @property
+    def source(self) -> str:
+        """``TRACE_TEXT`` or ``RAW_IDS``."""
+        if self._source is None:
+            self._source = TRACE_TEXT if self.known else RAW_IDS
+        return self._source
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TraceTextDecoder):
+            return NotImplemented
+        return (self.known, self.source) == (other.known, other.source)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if self._known is None:
+            return "TraceTextDecoder(texts not collected yet)"
+        return f"TraceTextDecoder({len(self._known)} texts, source={self.source!r})"
 
     @property
     def label(self) -> str:
@@ -283,5 +325,4 @@ def decoder_for(
     found = find_tokenizer(model, list(trace_paths), user_path, allow_download, samples)
     if found is not None:
         return found
-    known = trace_token_texts(calls)
-    return TraceTextDecoder(known, TRACE_TEXT if known else RAW_IDS)
+    return TraceTextDecoder.from_calls(calls)

@@ -24,6 +24,9 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
   or nothing could tell (no messages, no tokenizer: the miss records that the text was not checked).
 - Breaks inside the earlier call's prompt, told apart by system text, tool names and history (the
   non-system messages; without messages, by the token overlap alone):
+  - ``rejected``: the same system text and tools, the later history is the earlier one with the
+    earlier reply left out and only harness messages (user, tool) added: the harness rejected the
+    reply (a format error, a length cut) and asked again (mini-swe-agent);
   - ``subagent`` / ``side_call``: a system prompt written for another job (not a re-render of the
     earlier one), or a history pasted into a user message (a memory agent): with tools or a
     continuation of its own a subagent, else a side call;
@@ -56,6 +59,7 @@ from rollout_graph.core.types import (
     NEAR_MISS_KINDS,
     NEW_CONVERSATION,
     NEW_CONVERSATIONS,
+    REJECTED,
     RESUMED,
     RETOKENIZED,
     RETRY,
@@ -67,7 +71,8 @@ from rollout_graph.core.types import (
 )
 
 __all__ = [
-    "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "RESUMED", "RETOKENIZED",
+    "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "REJECTED", "RESUMED",
+    "RETOKENIZED",
     "RETRY", "REWRITTEN", "SIDE_CALL", "SUBAGENT", "UNKNOWN", "NearMiss", "describe", "near_misses",
     "replay_chains", "replayed", "retokenized_finding", "rewrite_finding", "text_replays",
 ]  # fmt: skip
@@ -254,8 +259,9 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
     distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them."""
     words = text.split()
-    n = 3 if len(words) >= 20 else 1
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    if len(words) >= 20:
+        return set(zip(words, words[1:], words[2:], strict=False))  # the 3-grams, no slice for each
+    return {(word,) for word in words}
 
 
 def _pasted(earlier: Call, later: Call) -> int:
@@ -312,6 +318,23 @@ def _dropped_words(dropped: list[str]) -> str:
     return f"dropped {len(dropped)} message{'s' * (len(dropped) != 1)} ({named}{more})"
 
 
+def _rejected(earlier: Call, later: Call) -> str | None:
+    """The evidence that the harness rejected the earlier reply and asked again: the later history
+    is the earlier history, whole and in order, then only harness messages (user, tool), none of
+    them the earlier reply (None otherwise, or when the earlier call recorded no reply)."""
+    before, after = history(earlier), history(later)
+    reply = _with_reply(earlier)[len(before) :]
+    if not before or not reply or len(after) <= len(before) or after[: len(before)] != before:
+        return None
+    added = after[len(before) :]
+    if any(key.startswith("assistant\0") for key in added) or any(key in added for key in reply):
+        return None
+    counts = Counter(f"{key.split(chr(0))[0]} {_quote(key.split(chr(0))[1])}" for key in added)
+    named = ", ".join(what + (f" ×{n}" if n > 1 else "") for what, n in counts.most_common(2))
+    more = "" if len(counts) <= 2 else f" and {len(counts) - 2} more"
+    return f"the same history, {earlier.node_id}'s reply left out, then {named}{more} added"
+
+
 def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call (or unknown when there is too little to tell), with the evidence in words."""
@@ -337,6 +360,9 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
         if later.has_tools or continued:
             return SUBAGENT, what + ("; tools of its own" if later.has_tools else "; it continues")
         return SIDE_CALL, what + "; a single call without tools"
+    rejected = _rejected(earlier, later) if same_tools else None
+    if rejected is not None:
+        return REJECTED, rejected
     shares = _shares_history(earlier, later)
     gap = _gap(earlier, later)
     lost = _dropped(earlier, later)
@@ -474,8 +500,9 @@ def _replay_kind(
     tail = earlier.n_end - (found.segments[-1][0] + earlier.n_prompt) if found.segments else 0
     if text is None and not found.synced and earlier.finish_reason == "stop" and tail <= STOP_TAIL:
         return REWRITTEN, False, f"{name}'s last sampled ids replaced (a stop string cut or a tag appended)"
-    how = "the tokenizer decodes both sides to the same text" if text else "its request carries the reply as text"
-    return RETOKENIZED, text is True, f"{how}; the ids diverge inside {name}'s reply"
+    # the same words with or without a tokenizer (tail has none): the messages are the evidence, a
+    # tokenizer's agreement is recorded in text_checked
+    return RETOKENIZED, text is True, f"its request carries the reply as text; the ids diverge inside {name}'s reply"
 
 
 def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder | None = None) -> dict[int, NearMiss]:
@@ -708,6 +735,10 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
         )
         found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked, evidence)
+        if kind == RETRY and parents[sibling] is None and sibling not in found and sibling > node:
+            # the re-send is a root of its own (qwen-code re-sending its first call with a larger
+            # max_tokens): it gets the retry from its side too, never "shares no token"
+            found[sibling] = NearMiss(sibling, node, node, sibling, shared, kept, where, kind, checked, evidence)
     unfinished = {m for group in topology.unfinished for m in group}
     for group in topology.unfinished:  # re-sends nobody continued (qwen-code after a length cut)
         members = set(group)
@@ -721,7 +752,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     for fork in topology.forks:  # why did the second branch start? the same rules, against the branch before it
         branches = sorted(children[fork])
         for k, child in enumerate(branches[1:], 1):
-            if child in found or child in discarded or child in unfinished or calls[child].prompt_ids is None:
+            if child in found or child in discarded or calls[child].prompt_ids is None:
                 continue
             if any(m.other == child or m.later == child for m in (found.get(b) for b in branches[:k]) if m):
                 continue  # already the other end of a sibling's near miss
@@ -730,6 +761,8 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             kind, where, kept, checked, evidence = classify_with_evidence(
                 calls[earlier], calls[child], shared, decoder, continued=bool(children[child])
             )
+            if child in unfinished and kind != REJECTED:
+                continue  # an attempt nobody continued is named only when its messages show why
             found[child] = NearMiss(child, earlier, earlier, child, shared, kept, where, kind, checked, evidence)
     by_text: set[int] = set()
     for node, miss in text_replays(calls, parents, decoder).items():
@@ -846,6 +879,7 @@ LABELS = {
     RETRY: "retry",
     RETOKENIZED: "broken replay (re-tokenized)",
     REWRITTEN: "broken replay (rewritten)",
+    REJECTED: "rejected",
     COMPACTION: "compaction",
     RESUMED: "resumed",
     NEW_CONVERSATION: "new conversation",
@@ -884,6 +918,8 @@ def describe(calls: list[Call], miss: NearMiss) -> str:
             if miss.where == "sampled"
             else f"{later} replays {earlier}'s reply, then breaks at token {at:,}"
         ) + f" ({kept:,} of {e.n_sampled:,} sampled tokens kept)"
+    elif miss.kind == REJECTED:
+        text = f"{later} asks again without {earlier}'s reply"
     elif miss.kind == COMPACTION:
         text = f"{later} compacts {earlier}'s history: {at:,} tokens shared, then replaced"
     elif miss.kind == RESUMED:

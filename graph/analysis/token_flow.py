@@ -26,11 +26,11 @@ class Flow:
     label: str
     n_calls: int
     sampled: int  # every sampled token
-    sampled_trained: int  # sampled with mask 1 (counted once per call, not per row)
-    sampled_discarded: int  # sampled in discarded calls
-    sampled_untrainable: int  # sampled but never trained (no/misaligned logprobs, FATAL)
-    context: int  # prompt tokens the harness added (context spans, counted once per call)
-    inherited: int  # prompt tokens inherited from the parent's end
+    sampled_trained: int  # trainable tokens (calls): sampled with mask 1, counted once per call, not per row
+    sampled_discarded: int  # discarded tokens: sampled in discarded calls
+    sampled_untrainable: int  # sampled but never trainable (no/misaligned logprobs, FATAL): mask 0
+    context: int  # context tokens (calls): mask 0 once per call, the prompt tokens it adds + never-trainable sampled
+    inherited: int  # inherited tokens: prompt tokens shared with the parent's end ids
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ def _flow(rollout: Rollout, label: str, nodes: list[int]) -> Flow:
     sampled = sum(calls[k].n_sampled for k in nodes)
     trained = sum(calls[k].n_sampled for k in nodes if rollout.trainable[k])
     dropped = sum(calls[k].n_sampled for k in nodes if k in discarded)
-    context = sum(calls[k].n_prompt - rollout.context_start(k) for k in nodes)
+    # mask 0, as in the rows: a never-trainable sampled span "stays as context" (docs/semantics.md)
+    context = sum(calls[k].n_prompt - rollout.context_start(k) for k in nodes) + sampled - trained
     inherited = sum(rollout.context_start(k) for k in nodes)
     return Flow(label, len(nodes), sampled, trained, dropped, sampled - trained, context, inherited)
 

@@ -41,7 +41,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from rollout_graph.capture import anthropic, responses
@@ -59,7 +59,10 @@ from rollout_graph.capture.tokens import (
     cap_max_tokens,
     stripped_copy,
 )
+from rollout_graph.capture.upstream import UpstreamClient, UpstreamResponse, usable
 from rollout_graph.capture.writer import RecordWriter
+
+Upstream = httpx.Response | UpstreamResponse
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
@@ -265,7 +268,8 @@ async def read_body(request: Request, cap: int, timeout: float) -> bytes:
     pieces = request.stream().__aiter__()
     while True:
         try:
-            piece = await asyncio.wait_for(pieces.__anext__(), timeout)
+            async with asyncio.timeout(timeout):  # no task per piece, unlike asyncio.wait_for
+                piece = await pieces.__anext__()
         except StopAsyncIteration:
             break
         except TimeoutError:
@@ -322,6 +326,13 @@ class CaptureApp:
         self.recorder = recorder
         self.client: httpx.AsyncClient | None = None
         self._urls: dict[str, httpx.URL] = {}
+        # Recorded calls go through the lean client (capture/upstream.py) unless the engine is
+        # reached through an HTTP proxy from the environment; everything else through httpx.
+        self.fast: UpstreamClient | None = None
+        if usable(config.upstream_base):
+            self.fast = UpstreamClient(
+                config.upstream_base, config.timeout, connect=10.0, keepalive_expiry=2.0, max_idle=200
+            )
 
     def _upstream_url(self, path: str) -> httpx.URL:
         """The engine's absolute URL for ``path``, parsed once (httpx parses a relative one per call)."""
@@ -343,6 +354,21 @@ class CaptureApp:
         """Close the upstream client."""
         if self.client is not None:
             await self.client.aclose()
+        if self.fast is not None:
+            await self.fast.aclose()
+
+    async def _send(self, target: str, headers: list[tuple[bytes, bytes]], content: bytes) -> Upstream:
+        """POST a recorded call to the engine; the response once its head came (the body not read)."""
+        if self.fast is not None:
+            return await self.fast.send(target, headers, content)
+        client = self._client()
+        url = target if "?" in target else self._upstream_url(target)
+        upstream_request = client.build_request("POST", url, content=content, headers=headers)
+        try:
+            return await client.send(upstream_request, stream=True)
+        except httpx.RemoteProtocolError:
+            # A pooled connection the engine closed as it was reused: nothing was processed.
+            return await client.send(upstream_request, stream=True)
 
     async def handle(self, request: Request) -> Response:
         """Every request: recorded endpoints by path, everything else passed through."""
@@ -454,20 +480,10 @@ class CaptureApp:
         if streamed and dialect.translated:
             submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
         record["submitted_request"] = mask_secrets(submitted)
-        client = self._client()
         query = request.url.query  # ?api-version=... reaches the engine as sent
-        upstream_request = client.build_request(
-            "POST",
-            dialect.upstream_path + f"?{query}" if query else self._upstream_url(dialect.upstream_path),
-            content=orjson.dumps(submitted),
-            headers=_forward_headers(request, dialect.translated),
-        )
+        target = dialect.upstream_path + f"?{query}" if query else dialect.upstream_path
         try:
-            try:
-                upstream = await client.send(upstream_request, stream=True)
-            except httpx.RemoteProtocolError:
-                # A pooled connection the engine closed as it was reused: nothing was processed.
-                upstream = await client.send(upstream_request, stream=True)
+            upstream = await self._send(target, _forward_headers(request, dialect.translated), orjson.dumps(submitted))
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -475,11 +491,7 @@ class CaptureApp:
         record["status"] = upstream.status_code
         is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
         if upstream.status_code == 200 and is_sse:
-            return StreamingResponse(
-                self._stream(record, dialect, upstream, added, body),
-                media_type="text/event-stream",
-                headers={"cache-control": "no-cache"},
-            )
+            return EventStream(self._stream(record, dialect, upstream, added, body))
         try:
             content = await upstream.aread()
         except httpx.TimeoutException as exc:
@@ -532,7 +544,7 @@ class CaptureApp:
         return JSONResponse(body, status_code=status)
 
     async def _stream(
-        self, record: dict, dialect: Dialect, upstream: httpx.Response, added: Added, body: dict
+        self, record: dict, dialect: Dialect, upstream: Upstream, added: Added, body: dict
     ) -> AsyncIterator[bytes]:
         chunks: list[Any] = []
         record["response"] = chunks
@@ -635,6 +647,56 @@ class CaptureApp:
                 self.recorder.finish(record)
 
 
+class EventStream(Response):
+    """A server-sent event stream to the harness: Starlette's StreamingResponse without anyio.
+
+    On uvicorn's h11 server (ASGI spec 2.3) StreamingResponse runs the stream and a disconnect
+    listener in an anyio task group per call, a visible share of the proxy's CPU per call. Here
+    the listener is one asyncio task that cancels the response's own task when the harness hangs
+    up (the stream's generator sees the cancellation as before, records the call and closes the
+    engine's response); a hang-up is not an error, so the response then ends normally.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, content: AsyncIterator[bytes]) -> None:
+        self.body_iterator = content
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"cache-control": "no-cache"})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Send the events as they come; stop (without an error) when the harness hangs up."""
+        task = asyncio.current_task()
+        ending = False
+        hung_up = False
+
+        async def listen() -> None:
+            nonlocal hung_up
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not ending and task is not None:
+                hung_up = True
+                task.cancel()
+
+        listener = asyncio.get_running_loop().create_task(listen())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            ending = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not hung_up or task is None or task.uncancel() > 0:
+                raise
+        finally:
+            ending = True
+            listener.cancel()
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
 def _as_one_chunk(response: dict) -> dict:
     """A whole chat completion as the one stream chunk that would have carried it."""
     choices = []
@@ -659,6 +721,26 @@ def _error_message(parsed: Any) -> str:
     return str(parsed)[:2000]
 
 
+class _CaptureStarlette(Starlette):
+    """Starlette with model calls (POST) going straight to the handler.
+
+    Every path goes to the one handler anyway, and :meth:`CaptureApp.recorded` answers every
+    failure itself, so Starlette's middleware stack and router (about a tenth of the proxy's CPU
+    per call) are skipped for POSTs; the lifespan and other methods still go through them.
+    """
+
+    handlers: CaptureApp | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """POSTs to the handler, the rest through Starlette."""
+        if self.handlers is not None and scope["type"] == "http" and scope["method"] == "POST":
+            scope["app"] = self
+            response = await self.handlers.handle(Request(scope, receive, send))
+            await response(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     config: CaptureConfig,
     writer: RecordWriter,
@@ -680,7 +762,8 @@ def create_app(
 
     install_log_filter()
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
-    app = Starlette(routes=[Route("/{path:path}", handlers.handle, methods=methods)], lifespan=lifespan)
+    app = _CaptureStarlette(routes=[Route("/{path:path}", handlers.handle, methods=methods)], lifespan=lifespan)
+    app.handlers = handlers
     app.state.recorder = recorder
     app.state.writer = writer
     return app

@@ -75,10 +75,27 @@ def strip_leading_system(turns: list[Turn]) -> list[Turn]:
     return turns[start:]
 
 
-def display_text(content: Any) -> str:
+MAX_DISPLAY_DEPTH = 32  # tool results inside tool results shown as text; deeper ones are named, not walked
+
+
+def _json_or_note(value: Any) -> str:
+    """``value`` as indented JSON, or a note saying why not (hostile nesting deeper than the
+    encoder can walk): never a RecursionError."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except RecursionError:
+        return "(not shown: nested deeper than the JSON encoder can walk)"
+    except (TypeError, ValueError) as exc:
+        return f"(not shown: {type(exc).__name__}: {str(exc)[:120]})"
+
+
+def display_text(content: Any, depth: int = 0) -> str:
     """A message's content as a reader sees it: text parts joined by newlines, tool-use and
     tool-result blocks labelled, other parts named by their type, anything else as JSON (the app's
-    chat transcript; linking compares :func:`canonical` instead)."""
+    chat transcript and the HTML bundle; linking compares :func:`canonical` instead).
+
+    Depth-safe on hostile input: tool results nested more than :data:`MAX_DISPLAY_DEPTH` deep are
+    named and not walked, and JSON too deep to encode becomes a "(not shown: ...)" note."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -91,11 +108,16 @@ def display_text(content: Any) -> str:
             elif isinstance(part, dict) and part.get("type") == "tool_use":  # Anthropic blocks kept raw
                 parts.append(f"[tool_use {part.get('name', '?')}] {pretty_arguments(part.get('input'))}")
             elif isinstance(part, dict) and part.get("type") == "tool_result":
-                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {display_text(part.get('content'))}")
+                inner = (
+                    display_text(part.get("content"), depth + 1)
+                    if depth < MAX_DISPLAY_DEPTH
+                    else f"(not shown: tool results nested more than {MAX_DISPLAY_DEPTH} deep)"
+                )
+                parts.append(f"[tool_result {part.get('tool_use_id', '')}] {inner}")
             else:
                 parts.append(f"[{part.get('type', 'part') if isinstance(part, dict) else type(part).__name__}]")
         return "\n".join(parts)
-    return json.dumps(content, indent=2, ensure_ascii=False)
+    return _json_or_note(content)
 
 
 def pretty_arguments(arguments: Any) -> str:
@@ -104,9 +126,11 @@ def pretty_arguments(arguments: Any) -> str:
         text: str = arguments
         try:
             arguments = json.loads(text)
+        except RecursionError:
+            return text + "\n(not pretty-printed: nested deeper than the JSON decoder can walk)"
         except ValueError:
             return text + "\n(not valid JSON)"
-    return json.dumps(arguments, indent=2, ensure_ascii=False)
+    return _json_or_note(arguments)
 
 
 def content_text(content: object) -> str:

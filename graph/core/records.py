@@ -7,6 +7,7 @@ reach tens of millions of tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,21 +64,121 @@ class Finding:
         return f"Finding({self.level} {short(self.code, 30, quoted=False)}{where}: {short(self.detail, 60)})"
 
 
-@dataclass(slots=True, repr=False)
 class TopK:
     """Recorded alternatives per sampled position, padded to a common width.
 
     ``ids`` is -1 where an alternative is missing or was recorded only as text; ``texts`` keeps
     the alternatives' strings (row-major, ``n_sampled * k``) when the trace carried strings.
+
+    A loader may leave the alternatives in the file until they are first read
+    (:meth:`deferred`): the first access to ``ids``, ``logprobs`` or ``texts`` decodes them
+    (docs/performance.md, "The cold path"). If they can no longer be read then (the file changed
+    or went away), they are empty (``k`` = 0) and :attr:`unavailable` says why.
     """
 
-    ids: np.ndarray  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
-    logprobs: np.ndarray  # (n_sampled, k) float32, NaN = absent
-    texts: list[str] | None = None
+    __slots__ = ("_ids", "_logprobs", "_texts", "_load", "_rows", "_unavailable")
+
+    def __init__(self, ids: np.ndarray, logprobs: np.ndarray, texts: list[str] | None = None) -> None:
+        self._ids = ids  # (n_sampled, k) int32 when every id fits, else int64; -1 = absent
+        self._logprobs = logprobs  # (n_sampled, k) float32, NaN = absent
+        self._texts = texts
+        self._load: Callable[[], TopK] | None = None
+        self._rows = int(ids.shape[0]) if ids.ndim else 0
+        self._unavailable: str | None = None
+
+    @classmethod
+    def deferred(cls, rows: int, load: Callable[[], TopK]) -> TopK:
+        """Alternatives for ``rows`` sampled positions, decoded by ``load()`` when first read.
+
+        ``load`` must never raise: it returns empty alternatives with :attr:`unavailable` set.
+        """
+        top = cls(_NO_IDS, _NO_LOGPROBS)
+        top._rows = rows
+        top._load = load
+        return top
+
+    @property
+    def pending(self) -> bool:
+        """Whether the alternatives are still unread (left in the file)."""
+        return self._load is not None
+
+    @property
+    def rows(self) -> int:
+        """Sampled positions covered (known without reading deferred alternatives)."""
+        return self._rows
+
+    def _resolve(self) -> None:
+        load = self._load
+        if load is None:
+            return
+        top = load()
+        self._ids, self._logprobs, self._texts = top.ids, top.logprobs, top.texts
+        self._unavailable = top.unavailable
+        self._load = None
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why deferred alternatives could not be read (None when they were, or never deferred)."""
+        if self._load is not None:
+            self._resolve()
+        return self._unavailable
+
+    @unavailable.setter
+    def unavailable(self, value: str | None) -> None:
+        self._resolve()
+        self._unavailable = value
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The alternatives' ids, ``(n_sampled, k)``."""
+        if self._load is not None:
+            self._resolve()
+        return self._ids
+
+    @ids.setter
+    def ids(self, value: np.ndarray) -> None:
+        self._resolve()
+        self._ids = value
+
+    @property
+    def logprobs(self) -> np.ndarray:
+        """Their logprobs, ``(n_sampled, k)`` float32."""
+        if self._load is not None:
+            self._resolve()
+        return self._logprobs
+
+    @logprobs.setter
+    def logprobs(self, value: np.ndarray) -> None:
+        self._resolve()
+        self._logprobs = value
+
+    @property
+    def texts(self) -> list[str] | None:
+        """Their strings (row-major), when the trace carried strings."""
+        if self._load is not None:
+            self._resolve()
+        return self._texts
+
+    @texts.setter
+    def texts(self, value: list[str] | None) -> None:
+        self._resolve()
+        self._texts = value
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self._ids, self._logprobs, self._texts, self._load, self._rows, self._unavailable)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._ids, self._logprobs, self._texts, self._load, self._rows, self._unavailable = state
 
     def __repr__(self) -> str:
-        rows, width = self.ids.shape if self.ids.ndim == 2 else (len(self.ids), 0)
-        return f"TopK({rows} positions x {width} alternatives{', with texts' if self.texts is not None else ''})"
+        if self._load is not None:
+            return f"TopK({self._rows} positions, alternatives not read yet)"
+        rows, width = self._ids.shape if self._ids.ndim == 2 else (len(self._ids), 0)
+        return f"TopK({rows} positions x {width} alternatives{', with texts' if self._texts is not None else ''})"
+
+
+_NO_IDS = np.empty((0, 0), dtype=np.int32)
+_NO_LOGPROBS = np.empty((0, 0), dtype=np.float32)
 
 
 @dataclass(slots=True, repr=False)

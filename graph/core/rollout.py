@@ -13,7 +13,7 @@ from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
 from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, sequence_tokens
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import BROKEN_REPLAYS, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
+from rollout_graph.core.types import BROKEN_REPLAYS, DISCARDED, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -103,9 +103,13 @@ class Rollout:
             "n_forks": len(self.topology.forks),
             "n_discarded": len(self.topology.discarded),
             "n_sequences": len(self.sequences),
-            "n_trainable_tokens": sum(s.n_trainable for s in self.sequences),
-            "n_context_tokens": sum(s.n_context for s in self.sequences),
+            # the glossary's two counting scopes (docs/semantics.md): "(rows)" sums the training rows, a
+            # call in several rows counted in each; "(calls)" counts each call's own tokens once
+            "n_trainable_tokens": sum(s.n_trainable for s in self.sequences),  # trainable tokens (rows)
+            "n_context_tokens": sum(s.n_context for s in self.sequences),  # context tokens (rows)
+            "n_trainable_tokens_in_discarded_rows": sum(s.n_trainable for s in self.sequences if s.role == DISCARDED),
             "n_sampled_tokens": sum(c.n_sampled for c in self.calls),
+            **self._call_token_counts,
             # discarded calls the harness re-sent with the same prompt, vs replays of the model's own
             # turn that broke the token prefix (near-miss kinds, graph/analysis/near_miss.py)
             "n_discarded_retries": sum(
@@ -115,6 +119,28 @@ class Rollout:
             # unfinished attempts the harness did not continue in text either (a replay chain is one conversation)
             "n_unfinished": sum(len(g) for g in self._unfinished_left),
             "n_retokenized": sum(1 for m in self.near_misses.values() if m.kind == RETOKENIZED),
+        }
+
+    @cached_property
+    def _call_token_counts(self) -> dict[str, int]:
+        """Each call's own tokens counted once: trainable (mask 1), context (mask 0: the prompt tokens
+        it adds, and its sampled tokens when it is never trainable), discarded, inherited."""
+        trainable = context = discarded = inherited = 0
+        for k, call in enumerate(self.calls):
+            start = self.context_start(k)
+            inherited += start
+            context += call.n_prompt - start
+            if self.trainable[k]:
+                trainable += call.n_sampled
+            else:
+                context += call.n_sampled
+            if k in self.topology.discarded:
+                discarded += call.n_sampled
+        return {
+            "n_trainable_call_tokens": trainable,
+            "n_context_call_tokens": context,
+            "n_discarded_tokens": discarded,
+            "n_inherited_tokens": inherited,
         }
 
     @cached_property

@@ -44,6 +44,7 @@ NearMissKind = Literal[
     "retry",
     "retokenized",
     "rewritten_continuation",
+    "rejected",
     "resumed",
     "compaction",
     "subagent",
@@ -54,6 +55,7 @@ NearMissKind = Literal[
 RETRY: NearMissKind = "retry"
 RETOKENIZED: NearMissKind = "retokenized"
 REWRITTEN: NearMissKind = "rewritten_continuation"
+REJECTED: NearMissKind = "rejected"  # the harness dropped the reply and asked again (a format error)
 RESUMED: NearMissKind = "resumed"
 COMPACTION: NearMissKind = "compaction"
 SUBAGENT: NearMissKind = "subagent"
@@ -64,6 +66,7 @@ NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
     RETRY,
     RETOKENIZED,
     REWRITTEN,
+    REJECTED,
     COMPACTION,
     RESUMED,
     NEW_CONVERSATION,

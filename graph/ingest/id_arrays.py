@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from bisect import bisect_right
 from typing import Any
 
 import numpy as np
 
 from rollout_graph.ingest.limits import LimitExceeded
-from rollout_graph.ingest.typed import cut_logprobs
+from rollout_graph.ingest.typed import FileRef, columns_for, cut_logprobs, located_span
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
 # for their common tail finds both.
@@ -76,25 +77,87 @@ class IdArrayCutter:
             del self._recent[:-_RECENT]
         return ids
 
-    def cut(self, raw: bytes, max_ids: int | None = None) -> tuple[bytes, dict[str, Any]]:
+    def cut(
+        self,
+        raw: bytes,
+        max_ids: int | None = None,
+        file: FileRef | None = None,
+        offset: int | None = None,
+        locate: bool = True,
+    ) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
 
         Chat logprob entries are cut next (:func:`rollout_graph.ingest.typed.cut_logprobs`), from
         what is left of the line (the skim for them then never reads the id arrays again): their
-        markers map to decoded columns rather than arrays.
+        markers map to decoded columns rather than arrays. With ``file`` and ``offset`` (where the
+        line starts in that plain file) their alternatives are left in the file until read. ``locate``:
+        see :func:`rollout_graph.ingest.typed.cut_logprobs` (the caller checks with ``placed``).
 
         Raises:
             LimitExceeded: an array holds more than ``max_ids`` ids.
         """
-        raw, arrays = self._cut_ids(raw, max_ids)
-        raw, columns = cut_logprobs(raw)
+        if locate:
+            span = located_span(raw)
+            if span is not None:
+                done = self._cut_located(raw, span, max_ids, file, offset)
+                if done is not None:
+                    return done
+        shifts: list[tuple[int, int]] = [(0, 0)]
+        raw, arrays = self._cut_ids(raw, max_ids, shifts)
+        where = None
+        if file is not None and offset is not None:
+            starts = [new for new, _ in shifts]
+
+            def where(pos: int) -> int:
+                return offset + pos + shifts[bisect_right(starts, pos) - 1][1]
+
+        raw, columns = cut_logprobs(raw, file, where)
         arrays.update(columns)
         return raw, arrays
 
-    def _cut_ids(self, raw: bytes, max_ids: int | None) -> tuple[bytes, dict[str, Any]]:
+    def _cut_located(
+        self, raw: bytes, span: tuple[int, int], max_ids: int | None, file: FileRef | None, offset: int | None
+    ) -> tuple[bytes, dict[str, Any]] | None:
+        """The one-choice compact layout: the content array found by bytes, the id arrays looked
+        for only around it (never through it). None when the array does not decode as one."""
+        start, end = span
+        columns = columns_for(raw[start:end], file, None if offset is None else offset + start, located=True)
+        if columns is None:
+            return None
         arrays: dict[str, Any] = {}
         pieces: list[bytes] = []
         pos = 0
+        content = _marker(0)
+        for lo, hi in ((0, start), (end, len(raw))):
+            for a, b in _array_spans(raw, lo, hi):
+                if lo == 0 and b >= start:
+                    continue  # runs into the content array: not an id array (left to the parser)
+                ids = self._ids(raw[a:b])
+                if ids is None:
+                    continue
+                if max_ids is not None and ids.shape[0] > max_ids:
+                    raise LimitExceeded(
+                        f"an id array holds {ids.shape[0]:,} ids (limit max_ids {max_ids:,}, --max-ids)"
+                    )
+                marker = _marker(len(arrays) + 1)
+                arrays[marker] = ids
+                pieces += [raw[pos : a - 1], b'"\\u0000', marker[1:].encode(), b'"']
+                pos = b + 1
+            if lo == 0:
+                arrays[content] = columns
+                pieces += [raw[pos:start], b'"\\u0000', content[1:].encode(), b'"']
+                pos = end
+        pieces.append(raw[pos:])
+        return b"".join(pieces), arrays
+
+    def _cut_ids(
+        self, raw: bytes, max_ids: int | None, shifts: list[tuple[int, int]] | None = None
+    ) -> tuple[bytes, dict[str, Any]]:
+        """``shifts`` gets (position in the cut line, bytes removed before it) after each cut."""
+        arrays: dict[str, Any] = {}
+        pieces: list[bytes] = []
+        pos = 0
+        length = 0  # of the cut line so far
         for start, end in _array_spans(raw):
             if start < pos:
                 continue
@@ -106,17 +169,22 @@ class IdArrayCutter:
             marker = _marker(len(arrays))
             arrays[marker] = ids
             pieces += [raw[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
+            length += start - 1 - pos + 8 + len(marker) - 1
             pos = end + 1
+            if shifts is not None:
+                shifts.append((length, pos - length))
         if not pieces:
             return raw, arrays
         pieces.append(raw[pos:])
         return b"".join(pieces), arrays
 
 
-def _array_spans(raw: bytes) -> list[tuple[int, int]]:
-    """(start, end) of each array body under one of the keys, in order (bytes.find is memchr-fast)."""
+def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each array body under one of the keys, in order, whose key starts in
+    ``raw[lo:hi]`` (its array may run on)."""
     spans = []
-    at = raw.find(_TAIL)
+    hi = len(raw) if hi is None else hi
+    at = raw.find(_TAIL, lo, hi)
     while at >= 0:
         after = at + len(_TAIL)
         if any(raw[at - len(head) : at] == head for head in _HEADS):
@@ -127,7 +195,7 @@ def _array_spans(raw: bytes) -> list[tuple[int, int]]:
                     break
                 spans.append((opening.end(), end))
                 after = end
-        at = raw.find(_TAIL, after)
+        at = raw.find(_TAIL, after, hi)
     return spans
 
 

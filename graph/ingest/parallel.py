@@ -24,13 +24,11 @@ from __future__ import annotations
 import atexit
 import io
 import mmap
-import multiprocessing
 import os
 import sys
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,7 @@ from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 CHUNK_BYTES = 48 << 20  # a range per task: big enough to amortise, small enough to balance
 PARALLEL_MIN_BYTES = 24 << 20  # below this in total, the pool costs more than it saves
@@ -349,6 +347,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             context = multiprocessing.get_context("forkserver")
@@ -501,6 +500,10 @@ class _CountedReads:
 
     def close(self) -> None:
         self._stream.close()
+
+    def fileno(self) -> int:
+        """The file's descriptor: a plain file's lines can be read back (graph/ingest/typed.py)."""
+        return self._stream.fileno()
 
     def __enter__(self) -> _CountedReads:
         return self

@@ -31,6 +31,7 @@ import orjson
 from rollout_graph.core.records import short
 from rollout_graph.ingest.id_arrays import IdArrayCutter, restore
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human
+from rollout_graph.ingest.typed import FileRef, placed
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -195,7 +196,9 @@ def _zstd_chunks(stream: IO[bytes], first: bytes) -> Iterator[bytes]:
             yield out
 
 
-def _chunks(stream: IO[bytes], limits: Limits) -> Iterator[bytes]:
+def _chunks(stream: IO[bytes], limits: Limits, seen: _Counter | None = None) -> Iterator[bytes]:
+    """The stream's bytes (decompressed), at most ``max_file_bytes``; ``seen.plain`` is set when
+    they are the file's own bytes (not compressed), so a line's offset is its place in the file."""
     head = stream.read(4)
     while len(head) < 4:  # a pipe-like short read
         more = stream.read(4 - len(head))
@@ -208,6 +211,8 @@ def _chunks(stream: IO[bytes], limits: Limits) -> Iterator[bytes]:
         chunks = _zstd_chunks(stream, head)
     else:
         chunks = _plain_chunks(stream, head)
+        if seen is not None:
+            seen.plain = True
     total = 0
     for chunk in chunks:
         total += len(chunk)
@@ -232,12 +237,14 @@ class _Line:
     number: int
     raw: bytes | None  # None when the line is over max_line_bytes
     final: bool = False  # the file's last line, with no newline after it
+    offset: int = -1  # of the line's first byte in the (decompressed) stream
 
 
 class _Counter:
-    """Newlines consumed so far: where a stream break happened."""
+    """Newlines consumed so far: where a stream break happened; whether the stream is plain."""
 
     newlines = 0
+    plain = False
 
 
 def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_Line]:
@@ -245,8 +252,11 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
     line_no = 0  # newlines consumed so far
     carry: list[bytes] = []
     carry_len = 0
+    carry_at = 0  # stream offset of the carried line's first byte
     too_long = False
+    base = 0  # stream offset of the chunk's first byte
     for chunk in chunks:
+        at, base = base, base + len(chunk)
         pos = 0
         if carry or too_long:
             end = chunk.find(b"\n")
@@ -262,7 +272,7 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
                 yield _Line(line_no + 1, None)
             else:
                 carry.append(chunk[:end])
-                yield _Line(line_no + 1, b"".join(carry))
+                yield _Line(line_no + 1, b"".join(carry), offset=carry_at)
             carry, carry_len, too_long = [], 0, False
             line_no += 1
             pos = end + 1
@@ -283,19 +293,20 @@ def _split(chunks: Iterator[bytes], max_line: int, seen: _Counter) -> Iterator[_
             seen.newlines = line_no
             if end < 0:
                 carry_len = len(chunk) - start
+                carry_at = at + start
                 if carry_len > max_line:
                     carry, carry_len, too_long = [], 0, True
                 else:
                     carry = [chunk[start:]]
                 break
-            yield _Line(line_no + 1, chunk[start:end] if end - start <= max_line else None)
+            yield _Line(line_no + 1, chunk[start:end] if end - start <= max_line else None, offset=at + start)
             line_no += 1
             pos = end + 1
     seen.newlines = line_no
     if too_long:
         yield _Line(line_no + 1, None, final=True)
     elif carry:
-        yield _Line(line_no + 1, b"".join(carry), final=True)
+        yield _Line(line_no + 1, b"".join(carry), final=True, offset=carry_at)
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -396,6 +407,7 @@ def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
 
 
 _IDENTITY_KEYS = (b'"session_id"', b'"call_id"', b'"node_id"')  # top-level keys that place a record
+_EARLY = 1024  # bytes at each end of a line searched for each identity key
 _KEY_AFTER = re.compile(rb"[ \t\r\n]*:")
 
 
@@ -406,6 +418,12 @@ def _duplicate_identity_key(raw: bytes) -> str | None:
     bytes are searched first (a memchr); only a line where such a key occurs twice is scanned for
     where each occurrence is (inside a string, nested, or a key of the top-level object).
     """
+    # One scan decides for nearly every line: each occurrence of an identity key is one of `_id"`,
+    # so when the keys met near either end account for all of those, none occurs twice.
+    ends = len(raw) - _EARLY
+    met = sum(1 for key in _IDENTITY_KEYS if raw.find(key, 0, _EARLY) >= 0 or raw.find(key, max(0, ends)) >= 0)
+    if raw.count(b'_id"') <= met:
+        return None
     for key in _IDENTITY_KEYS:
         if raw.count(key) < 2:
             continue
@@ -423,18 +441,37 @@ def _duplicate_identity_key(raw: bytes) -> str | None:
     return None
 
 
-def parse_line(line: int, raw: bytes, cutter: IdArrayCutter, limits: Limits | None = None) -> RawValue:
+def _parsed_cut(cut: bytes, arrays: dict[str, Any], limits: Limits) -> Any:
+    value = parse_json(cut, limits.max_depth)
+    if arrays:
+        restore(value, arrays)
+    return value
+
+
+def parse_line(
+    line: int,
+    raw: bytes,
+    cutter: IdArrayCutter,
+    limits: Limits | None = None,
+    file: FileRef | None = None,
+    offset: int = -1,
+) -> RawValue:
     """One JSONL line -> a value, or an error value naming why it is not one. Never raises.
 
     A line whose object holds ``session_id``, ``call_id`` or ``node_id`` twice is skipped (which
     one counts is ambiguous, and a parser keeping the last would silently move the record).
+    With ``file`` (the plain file on disk the line is read from) and ``offset`` (where the line
+    starts in it), chat logprob alternatives are left in the file until read
+    (graph/ingest/typed.py).
     """
     limits = limits or Limits()
     try:
-        cut, arrays = cutter.cut(raw, limits.max_ids)
-        value = parse_json(cut, limits.max_depth)
-        if arrays:
-            restore(value, arrays)
+        at = offset if offset >= 0 else None
+        cut, arrays = cutter.cut(raw, limits.max_ids, file, at)
+        value = _parsed_cut(cut, arrays, limits)
+        if not placed(value, arrays):  # a byte-located logprob cut the record does not confirm
+            cut, arrays = cutter.cut(raw, limits.max_ids, file, at, locate=False)
+            value = _parsed_cut(cut, arrays, limits)
         duplicate = _duplicate_identity_key(cut) if isinstance(value, dict) else None
         if duplicate is not None:
             return RawValue(line, error=f"duplicate key {duplicate!r} in one object: which value counts is ambiguous")
@@ -489,15 +526,16 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
     cutter = IdArrayCutter()
     with source.open() as stream:
         seen = _Counter()
-        lines = _split(_chunks(stream, limits), limits.max_line_bytes, seen)
+        lines = _split(_chunks(stream, limits, seen), limits.max_line_bytes, seen)
         try:
             first = next(lines, None)
             if first is None:
                 return
+            file = _file_ref(source, stream) if seen.plain else None
             if first.raw is None:
                 yield _too_long(first.number, limits)
             else:
-                value = parse_line(first.number, first.raw, cutter, limits)
+                value = parse_line(first.number, first.raw, cutter, limits, file, first.offset)
                 if value.error and first.raw[:1] in (b"{", b"["):
                     second = next(lines, None)
                     if second is not None and not _standalone(second, cutter, limits):
@@ -505,23 +543,33 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
                         return
                     yield _final(value, first)
                     if second is not None:
-                        yield from _line_values(second, cutter, limits)
+                        yield from _line_values(second, cutter, limits, file)
                 elif isinstance(value.value, list):  # json.dump(list) writes one line
                     second = next(lines, None)
                     if second is None:
                         yield from _items(value.value)
                         return
                     yield value
-                    yield from _line_values(second, cutter, limits)
+                    yield from _line_values(second, cutter, limits, file)
                 else:
                     yield _final(value, first)
             for line in lines:
-                yield from _line_values(line, cutter, limits)
+                yield from _line_values(line, cutter, limits, file)
         except StreamBreak as exc:
             yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {exc}")
         except OSError as exc:
             reason = exc.strerror or str(exc)
             yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {reason}")
+
+
+def _file_ref(source: Source, stream: IO[bytes]) -> FileRef | None:
+    """The file on disk a plain source reads (lines can be read back from it), else None."""
+    if source.path is None:
+        return None
+    try:
+        return FileRef.of(stream.fileno(), source.path)
+    except (OSError, AttributeError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
 
 
 def _final(value: RawValue, line: _Line) -> RawValue:
@@ -530,11 +578,11 @@ def _final(value: RawValue, line: _Line) -> RawValue:
     return value
 
 
-def _line_values(line: _Line, cutter: IdArrayCutter, limits: Limits) -> Iterator[RawValue]:
+def _line_values(line: _Line, cutter: IdArrayCutter, limits: Limits, file: FileRef | None = None) -> Iterator[RawValue]:
     if line.raw is None:
         yield _too_long(line.number, limits)
     else:
-        yield _final(parse_line(line.number, line.raw, cutter, limits), line)
+        yield _final(parse_line(line.number, line.raw, cutter, limits, file, line.offset), line)
 
 
 def _standalone(line: _Line, cutter: IdArrayCutter, limits: Limits) -> bool:

@@ -13,15 +13,32 @@ document or a flat trace entry) are cut, so the columns always reach the chat pa
 typed decoder does not accept exactly (a token or logprob of another type, an entry that is not an
 object, non-standard JSON) leaves the whole array in the line for the validating generic path, so
 both paths give the same calls and the same findings (a property test checks this).
+
+**Alternatives left in the file.** When the line comes from a plain (uncompressed) file on disk
+(:class:`FileRef`), the top-k alternatives are not decoded at all: the entries are read with a
+decoder that keeps only each entry's ``token`` and ``logprob`` and skips ``top_logprobs`` (msgspec
+still checks the skipped bytes' JSON syntax: strings, escapes, numbers, literals, nesting; the span
+must also be ASCII or valid UTF-8, or it takes the eager path), and the call's
+:class:`~rollout_graph.core.records.TopK` is :meth:`~rollout_graph.core.records.TopK.deferred`: a
+:class:`DeferredTop` holding the span's offset in the file reads and decodes it when the
+alternatives are first read (the token view, the cache writer, an export). A summary never reads
+them. Types inside the alternatives (which never produce findings: an alternative that is not an
+id is kept as text or left absent) are checked then, by the same typed-then-generic decode as the
+eager path, so the result is the same array either way (tests/test_cold_path.py).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 import numpy as np
+
+from rollout_graph.core.records import TopK
 
 _NONCE = os.urandom(4).hex()
 # The array spans worth cutting: shorter ones cost more to cut than to parse.
@@ -67,8 +84,19 @@ class _Envelope(msgspec.Struct):
     completion_tokens: _RAW = msgspec.UNSET
 
 
+class _SampledEntry(msgspec.Struct, gc=False):
+    """An entry without its alternatives (``top_logprobs`` is skipped, not built)."""
+
+    token: str | int | None = None
+    logprob: int | float | None = None
+
+
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _ENTRIES = msgspec.json.Decoder(list[_Entry])
+_SAMPLED = msgspec.json.Decoder(list[_SampledEntry])
+# Present alternatives, as every engine writes them (compact): anything else is decoded at once.
+_ALTERNATIVES = b'"top_logprobs":[{'
+_PROBE = 32  # bytes at each end of a span kept to check the file still holds it
 
 
 @dataclass(slots=True)
@@ -84,6 +112,8 @@ class LogprobColumns:
     lengths: list[int]
     alt_tokens: list
     alt_logprobs: list
+    top: TopK | None = None  # set (deferred) when the alternatives were left in the file
+    located: bool = False  # cut where the bytes say it is: the parsed record must confirm (placed())
 
 
 def _columns(entries: list[_Entry]) -> LogprobColumns:
@@ -95,6 +125,135 @@ def _columns(entries: list[_Entry]) -> LogprobColumns:
         lengths=[len(top) for top in tops],
         alt_tokens=[a.token for a in alts],
         alt_logprobs=[a.logprob for a in alts],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A plain file on disk as it was when its lines were read: alternatives are read back from it."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, fd: int, path: str) -> FileRef | None:
+        """The open regular file ``fd`` at ``path`` (None for anything else)."""
+        st = os.fstat(fd)
+        return cls(path, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+@dataclass(slots=True)
+class DeferredTop:
+    """Reads one choice's alternatives from the file when they are first needed; never raises."""
+
+    file: FileRef
+    offset: int  # of the ``[`` opening the content array, in the file
+    length: int
+    rows: int  # entries (sampled positions)
+    head: bytes = field(default=b"")
+    tail: bytes = field(default=b"")
+    check: int = 0  # hash of the entries' sampled tokens and logprobs, checked once the file changed
+    _untouched: bool = False
+
+    def __call__(self) -> TopK:
+        """The alternatives, read from the file now (empty with ``unavailable`` set if they cannot be)."""
+        try:
+            span = self._read()
+        except OSError as exc:
+            return _unavailable(self.rows, f"cannot read {self.file.path} again: {exc.strerror or exc}")
+        if span is None:
+            return _unavailable(self.rows, f"{self.file.path} changed since it was loaded")
+        top = decode_top(span, self.rows, None if self._untouched else self.check)
+        if top is None:
+            return _unavailable(self.rows, f"{self.file.path} changed since it was loaded")
+        return top
+
+    def _read(self) -> bytes | None:
+        from rollout_graph.ingest.reading import _open_regular
+
+        with _open_regular(Path(self.file.path)) as stream:  # never blocks on a FIFO put in its place
+            st = os.fstat(stream.fileno())
+            if st.st_size < self.file.size:
+                return None  # truncated or rewritten (appending keeps every span where it was)
+            self._untouched = (st.st_size, st.st_mtime_ns) == (self.file.size, self.file.mtime_ns)
+            stream.seek(self.offset)
+            span = stream.read(self.length)
+        ok = len(span) == self.length and span[:_PROBE] == self.head and span[-_PROBE:] == self.tail
+        return span if ok else None
+
+
+def _unavailable(rows: int, why: str) -> TopK:
+    top = TopK(np.full((rows, 0), -1, dtype=np.int32), np.full((rows, 0), np.nan, dtype=np.float32))
+    top.unavailable = why
+    return top
+
+
+def _check(tokens: list, logprobs: list) -> int:
+    return hash((tuple(tokens), tuple(logprobs)))
+
+
+def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
+    """The alternatives of a content array's bytes, exactly as the eager path builds them (typed
+    decode, else the generic columns); None when the bytes are not such an array of ``rows``
+    (or, with ``check``, not the entries whose sampled tokens and logprobs hashed to it)."""
+    from rollout_graph.ingest.tokens import top_k
+
+    try:
+        entries = _ENTRIES.decode(span)
+    except (msgspec.DecodeError, ValueError):
+        entries = None
+    if entries is not None:
+        if len(entries) != rows:
+            return None
+        c = _columns(entries)
+        if check is not None and _check(c.tokens, c.logprobs) != check:
+            return None
+        top = top_k(c.lengths, c.alt_tokens, c.alt_logprobs)
+    else:
+        from rollout_graph.ingest.formats.engine_pair import top_of_entries
+        from rollout_graph.ingest.reading import parse_json
+
+        try:
+            content = parse_json(span)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+        if not isinstance(content, list) or len(content) != rows:
+            return None
+        if check is not None:
+            from rollout_graph.ingest.formats.engine_pair import _column
+
+            if _check(_column(content, "token"), _column(content, "logprob")) != check:
+                return None
+        top = top_of_entries(content)
+    if top is None:  # every entry's list was empty after all: no alternatives, same rows
+        return TopK(np.full((rows, 0), -1, dtype=np.int32), np.full((rows, 0), np.nan, dtype=np.float32))
+    return top
+
+
+def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> LogprobColumns | None:
+    """The entries' tokens and logprobs, the alternatives left in the file (None: decode eagerly)."""
+    if file is None or offset is None or span.find(_ALTERNATIVES) < 0:
+        return None
+    if not span.isascii():
+        try:
+            span.decode("utf-8")  # the check orjson would make of the skipped strings
+        except UnicodeDecodeError:
+            return None
+    try:
+        entries = _SAMPLED.decode(span)
+    except (msgspec.DecodeError, ValueError):
+        return None
+    rows = len(entries)
+    tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
+    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], _check(tokens, logprobs))
+    return LogprobColumns(
+        tokens=tokens,
+        logprobs=logprobs,
+        lengths=[],
+        alt_tokens=[],
+        alt_logprobs=[],
+        top=TopK.deferred(rows, load),
     )
 
 
@@ -136,20 +295,91 @@ def _spans(raw: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-def cut_logprobs(raw: bytes) -> tuple[bytes, dict[str, LogprobColumns]]:
-    """The line with each typed-decodable logprob content array replaced by a marker string."""
+# vLLM's compact layout of a choice: the content array, then the end of the logprobs object and
+# the next key. Found by byte searches instead of the skim (the opening from the line's start,
+# the closing from its end: neither reads the content); placed() then checks the parsed record
+# holds the cut exactly as a choice's logprobs.content.
+_CONTENT_OPENS = b'"logprobs":{"content":['
+_CONTENT_CLOSES = b']},"finish_reason"'
+_HEAD_BYTES = 512  # where a capture record's "request" key opens
+
+
+def located_span(raw: bytes) -> tuple[int, int] | None:
+    """The span of a one-choice line's content array by the bytes alone (None: another layout).
+
+    With several choices the span found runs from the first array to the last and does not
+    decode as one array: the caller then takes the skim.
+    """
+    if raw.find(b'"request":{', 0, _HEAD_BYTES) < 0:
+        return None  # not a capture record's layout (a flat entry's ids are never scanned for it)
+    at = raw.find(_CONTENT_OPENS)
+    if at < 0:
+        return None
+    start = at + len(_CONTENT_OPENS) - 1
+    end = raw.rfind(_CONTENT_CLOSES, start)
+    if end < 0 or end + 1 - start < MIN_CUT_BYTES:
+        return None
+    return start, end + 1
+
+
+def columns_for(span: bytes, file: FileRef | None, offset: int | None, located: bool) -> LogprobColumns | None:
+    """A content array's columns (the alternatives left in the file when it is given); None when
+    the typed decoder does not accept the bytes."""
+    columns = _sampled_only(span, file, offset)
+    if columns is None:
+        try:
+            columns = _columns(_ENTRIES.decode(span))
+        except (msgspec.DecodeError, ValueError):
+            return None
+    columns.located = located
+    return columns
+
+
+_FLAT_KEYS = ("prompt_token_ids", "completion_token_ids", "per_token_logps", "completion_tokens")
+
+
+def placed(value: object, arrays: dict) -> bool:
+    """Whether every located cut in ``arrays`` came back as a choice's ``logprobs.content`` of an
+    engine pair (what the skim checks before it cuts); False: the line must be cut again, skimmed."""
+    located = {id(c) for c in arrays.values() if isinstance(c, LogprobColumns) and c.located}
+    if not located:
+        return True
+    if not isinstance(value, dict) or "request" not in value or not isinstance(value.get("response"), dict):
+        return False
+    if ("turns" in value and "sequences" in value) or any(k in value for k in _FLAT_KEYS):
+        return False
+    choices = value["response"].get("choices")
+    if not isinstance(choices, list):
+        return False
+    seen = set()
+    for choice in choices:
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        if isinstance(content, LogprobColumns):
+            seen.add(id(content))
+    return seen == located
+
+
+def cut_logprobs(
+    raw: bytes, file: FileRef | None = None, where: Callable[[int], int] | None = None
+) -> tuple[bytes, dict[str, LogprobColumns]]:
+    """The line with each typed-decodable logprob content array (found by the skim) replaced by
+    a marker string.
+
+    With ``file`` and ``where`` (a position in ``raw`` -> its offset in that file) the
+    alternatives are left in the file (see the module docstring).
+    """
     if b'"content"' not in raw or b'"top_logprobs"' not in raw:
         return raw, {}
     found: dict[str, LogprobColumns] = {}
     pieces: list[bytes] = []
     pos = 0
     for start, end in _spans(raw):
-        try:
-            entries = _ENTRIES.decode(raw[start:end])
-        except (msgspec.DecodeError, ValueError):
+        columns = columns_for(raw[start:end], file, None if where is None else where(start), located=False)
+        if columns is None:
             continue
         marker = _marker(len(found))
-        found[marker] = _columns(entries)
+        found[marker] = columns
         pieces += [raw[pos:start], b'"\\u0000', marker[1:].encode(), b'"']
         pos = end
     if not found:

@@ -47,6 +47,10 @@ COLUMNS = (
     "n_failed_calls", "file_skipped_records", "file_skip_reasons",
     # the run view (graph/reports/run.py): training step, fidelity grade and source format (docs/formats.md)
     "step", "fidelity", "source_format", "n_broken_replays", "n_sampled_tokens",
+    # the glossary's names (docs/semantics.md): n_calls (n_turns is its deprecated alias), each call's
+    # own tokens counted once, and n_discarded_tokens (discarded_sampled_tokens is its deprecated alias)
+    "n_calls", "n_trainable_call_tokens", "n_context_call_tokens", "n_discarded_tokens", "n_inherited_tokens",
+    "n_trainable_tokens_in_discarded_rows",
 )  # fmt: skip
 SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") : COLUMNS.index("n_failed_calls")]
 REASONS_KEPT = 8  # distinct skip reasons listed per file (the most frequent first)
@@ -91,7 +95,7 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "rows_discarded": roles.get(DISCARDED, 0),
         "n_trainable_tokens": s["n_trainable_tokens"],
         "n_context_tokens": s["n_context_tokens"],
-        "discarded_sampled_tokens": sum(rollout.calls[k].n_sampled for k in rollout.topology.discarded),
+        "discarded_sampled_tokens": s["n_discarded_tokens"],  # deprecated alias of n_discarded_tokens
         "n_fatal": counts[FATAL],
         "n_warn": counts[WARN],
         "n_info": counts[INFO],
@@ -110,6 +114,7 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "source_format": rollout_format(rollout.calls),
         "n_broken_replays": s["n_broken_replays"],
         "n_sampled_tokens": s["n_sampled_tokens"],
+        **{k: s[k] for k in COLUMNS[COLUMNS.index("n_calls") :]},
     }
 
 
@@ -553,6 +558,7 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("file_skip_reasons", pa.list_(pa.string())),
             ("step", pa.int64()), ("fidelity", pa.string()), ("source_format", pa.string()),
             ("n_broken_replays", pa.int64()), ("n_sampled_tokens", pa.int64()),
+            *[(c, pa.int64()) for c in COLUMNS[COLUMNS.index("n_calls") :]],
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)

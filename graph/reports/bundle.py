@@ -41,6 +41,7 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
 from rollout_graph.analysis.near_miss import RETOKENIZED, end_ids, near_miss_json, prompt_of
 from rollout_graph.core.findings import top_codes
+from rollout_graph.core.messages import display_text  # the app's chat transcript reads the same text
 from rollout_graph.core.records import LEVELS, Call, NearMiss
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, visible  # the one escaper, shared with the app
@@ -121,22 +122,6 @@ def _json_text(value: Any, indent: bool = False) -> str:
         return f"(not shown: {type(exc).__name__}: {str(exc)[:120]})"
 
 
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            else:
-                parts.append(_json_text(part))
-        return "\n".join(parts)
-    return _json_text(content)
-
-
 def _cut(text: str) -> str:
     if len(text) <= MAX_MESSAGE_CHARS:
         return text
@@ -156,8 +141,8 @@ def _readable_call(call: Any) -> Any:
 
 def _message(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
-        return {"role": "?", "text": _cut(_content_text(message))}
-    out: dict[str, Any] = {"role": str(message.get("role", "?")), "text": _cut(_content_text(message.get("content")))}
+        return {"role": "?", "text": _cut(display_text(message))}
+    out: dict[str, Any] = {"role": str(message.get("role", "?")), "text": _cut(display_text(message.get("content")))}
     extra = {k: v for k, v in message.items() if k not in ("role", "content") and v is not None}
     if isinstance(extra.get("tool_calls"), list):  # arguments shown as the JSON they hold, as the app does
         extra["tool_calls"] = [_readable_call(c) for c in extra["tool_calls"]]
@@ -211,7 +196,7 @@ def _detail_cost(rollout: Rollout, i: int) -> int:
     call = rollout.calls[i]
     k = 0 if call.top_k is None else call.top_k.ids.shape[1]
     context = call.n_prompt - rollout.context_start(i)
-    text = sum(len(_content_text(m.get("content"))) for m in (call.request_messages or []) if isinstance(m, dict))
+    text = sum(len(display_text(m.get("content"))) for m in (call.request_messages or []) if isinstance(m, dict))
     return DETAIL_OVERHEAD + context * 16 + call.n_sampled * (30 + 28 * k) + min(text, MAX_MESSAGE_CHARS * 50)
 
 

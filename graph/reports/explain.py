@@ -28,19 +28,26 @@ from rollout_graph.analysis.origin import HARNESS, context_origin, text_origin
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import lowest_tokens, token_flows
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.reports.summary import call_tokens_text, row_tokens_text
 
 CONTEXT_TOKENS = 6
 
 
 def _flows(rollout: Rollout) -> list[str]:
-    head = f"  {'scope':<18}{'calls':>6}{'sampled':>9}{'trainable':>10}{'discarded':>11}{'untrainable':>12}{'context':>9}{'inherited':>11}"
+    head = f"  {'scope':<18}{'calls':>6}{'sampled':>9}{'trainable':>10}{'discarded':>11}{'never trainable':>16}{'context':>9}{'inherited':>11}"
     rows = [
         f"  {f.label[:18]:<18}{f.n_calls:>6}{f.sampled:>9,}{f.sampled_trained:>10,}{f.sampled_discarded:>11,}"
-        f"{f.sampled_untrainable:>12,}{f.context:>9,}{f.inherited:>11,}"
+        f"{f.sampled_untrainable:>16,}{f.context:>9,}{f.inherited:>11,}"
         for f in token_flows(rollout)
     ]
     return [
-        "where the tokens went (sampled: trainable / discarded tokens / never trainable; prompt: context / inherited)",
+        "where the tokens went",
+        f"  {row_tokens_text(rollout.stats)}  (summed over the training rows: a call in several rows counts in each)",
+        f"  {call_tokens_text(rollout.stats)}  (each call counted once: the table below)",
+        "  columns, each call once: trainable = trainable tokens (calls) · discarded = discarded tokens (sampled in"
+        " discarded calls)",
+        "    · never trainable = sampled, mask 0 · context = context tokens (calls), the mask-0 tokens a call adds"
+        " · inherited = inherited tokens",
         head,
         *rows,
     ]
@@ -139,8 +146,10 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 b = "—" if d.other_token is None else f"{decoder.text([d.other_token])!r} ({d.other_logprob})"
                 top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
                 what = f"first divergence at sampled token {d.divergence}: {a} vs {b}; {top} the original's top-k"
+            miss = rollout.near_misses.get(d.other) or rollout.near_misses.get(d.original)
+            said = f" — {describe(calls, miss)}" if miss is not None and miss.kind == RETRY else ""
             lines.append(
-                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}"
+                f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}{said}"
             )
         rivals = {d.original for d in diffs} | {d.other for d in diffs}
         unfinished = {m for group in rollout.topology.unfinished for m in group} - replayed(rollout.near_misses)

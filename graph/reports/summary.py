@@ -27,6 +27,26 @@ def load_lines(loaded: LoadResult) -> list[str]:
     return lines
 
 
+def row_tokens_text(stats: dict[str, int]) -> str:
+    """The token counts summed over the training rows (a call in several rows counts in each), under
+    the glossary's names (docs/semantics.md): the same words and numbers in inspect, explain and the app."""
+    in_discarded = stats["n_trainable_tokens_in_discarded_rows"]
+    return (
+        f"trainable tokens (rows) {stats['n_trainable_tokens']:,}"
+        + (f" ({in_discarded:,} of them in discarded rows)" if in_discarded else "")
+        + f" · context tokens (rows) {stats['n_context_tokens']:,}"
+    )
+
+
+def call_tokens_text(stats: dict[str, int]) -> str:
+    """The token counts with each call's own tokens counted once, under the glossary's names."""
+    return (
+        f"sampled tokens {stats['n_sampled_tokens']:,} · trainable tokens (calls) {stats['n_trainable_call_tokens']:,}"
+        f" · discarded tokens {stats['n_discarded_tokens']:,} · context tokens (calls) {stats['n_context_call_tokens']:,}"
+        f" · inherited tokens {stats['n_inherited_tokens']:,}"
+    )
+
+
 def rollout_lines(rollout: Rollout) -> list[str]:
     """A rollout's summary as text lines: calls, roots, sequences by role, findings."""
     s = rollout.stats
@@ -45,14 +65,38 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         f" · leaves {s['n_leaves']}",
         f"  retries (discarded, the same prompt re-sent) {s['n_discarded_retries']}"
         f" · broken replays {s['n_broken_replays']} · unfinished attempts {s['n_unfinished']}",
-        f"  sequences {s['n_sequences']} ({role_text}) · trainable tokens {s['n_trainable_tokens']:,}"
-        f" · context tokens {s['n_context_tokens']:,}",
+        f"  sequences {s['n_sequences']} ({role_text}) · {row_tokens_text(s)}",
+        f"  each call once: {call_tokens_text(s)}",
         "  findings: " + " · ".join(findings),
     ]
     lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))
     if rollout.signals is not None:
         lines.append("  signals: " + signals_text(rollout.signals.summary()))
+        lines += mismatch_lines(rollout)
         lines += ["  correction " + line for line in text_lines(rollout.signals.summary().get("corrections") or [])]
+    return lines
+
+
+MAX_MISMATCH_LINES = 10  # logprob_mismatch calls named in the text report (`inspect --json` lists them all)
+
+
+def mismatch_lines(rollout: Rollout) -> list[str]:
+    """One line per ``logprob_mismatch`` call, worst first: the call, its worst token's index in
+    its sampled span, the row holding it (leaf, file line) and its position in that row."""
+    signals = rollout.signals
+    if signals is None:
+        return []
+    from rollout_graph.signals.join import worst_words  # only for rollouts that carry signals
+
+    flagged = [rollout.index_of(f.node_id) for f in signals.findings if f.code == "logprob_mismatch" and f.node_id]
+    flagged.sort(key=lambda k: -signals.calls[k].worst_abs_diff)
+    lines = [
+        f"  logprob_mismatch {rollout.calls[k].node_id}: |Δ| up to {signals.calls[k].worst_abs_diff:.3g} nats"
+        + worst_words(rollout, signals, k)
+        for k in flagged[:MAX_MISMATCH_LINES]
+    ]
+    if len(flagged) > MAX_MISMATCH_LINES:
+        lines.append(f"  ... {len(flagged) - MAX_MISMATCH_LINES} more logprob_mismatch calls (inspect --json)")
     return lines
 
 

@@ -115,6 +115,9 @@ class RolloutSignals:
     findings: list[Finding] = field(default_factory=list)
     corrections: Evaluation | None = None  # the corrections chosen at join time (--correction)
     worst: list[dict[str, Any]] = field(default_factory=list)  # the WORST_K largest |d| tokens
+    # every joined row covering a call: arrival index -> [(sequence index, where its sampled span
+    # starts in that row)], leaf order (the app's row picker offers them; ``calls`` holds the default)
+    spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     memo: dict[tuple[str, ...], Evaluation] = field(default_factory=dict, repr=False)
 
     def evaluate(self, corrections: list[Correction]) -> Evaluation:
@@ -301,7 +304,7 @@ def join_rollout(
                     "logprob_mismatch",
                     f"trainer and inference logprobs differ by up to {call.max_abs_diff:.3g} nats "
                     f"(mean {call.mean_abs_diff:.3g}) over {call.n_tokens} sampled tokens; threshold {threshold:g}"
-                    + ("" if call.worst_offset is None else f"; the worst is sampled token {call.worst_offset}"),
+                    + worst_words(rollout, out, node),
                     node_id=node_id,
                 )
             )
@@ -316,6 +319,30 @@ def join_rollout(
     out.reward = _rollout_reward(rollout, out)
     out.findings = problems
     return out
+
+
+def row_name(rollout: Rollout, signals: RolloutSignals, sequence: int) -> str:
+    """How a joined row is named to a user: its leaf, and the signals file line it came from
+    (``row c2 (mine.signals.jsonl line 2)``)."""
+    leaf_id = rollout.calls[rollout.sequences[sequence].leaf].node_id
+    joined = signals.rows.get(sequence)
+    if joined is None:
+        return f"row {leaf_id}"
+    where = f"{joined.row.file.replace(chr(92), '/').rsplit('/', 1)[-1]} line {joined.row.line}".strip()
+    return f"row {leaf_id} ({where})"
+
+
+def worst_words(rollout: Rollout, signals: RolloutSignals, node: int) -> str:
+    """``; the worst is sampled token 1 (Δ -2.5 nats), in row c2 (f.jsonl line 2) at position 4``:
+    where a call's worst token is (empty when nothing was compared)."""
+    call = signals.calls.get(node)
+    if call is None or call.worst_offset is None:
+        return ""
+    d = signals.rows[call.sequence].d[call.begin + call.worst_offset]
+    return (
+        f"; the worst is sampled token {call.worst_offset} (Δ {d:+.3g} nats), in "
+        f"{row_name(rollout, signals, call.sequence)} at position {call.begin + call.worst_offset}"
+    )
 
 
 def _worst(
@@ -369,6 +396,7 @@ def _per_call(
             continue
         begin = int(start) + call.n_prompt - rollout.context_start(node) if call.prompt_ids is not None else int(start)
         span = slice(begin, begin + n)
+        out.spans.setdefault(node, []).append((sequence, begin))
         worst, worst_at = -1.0, None
         if row.trainer_logprobs is not None:
             here = compared[span]

@@ -47,6 +47,7 @@ class SignalRow:
     reward: float | None = None
     input_ids: np.ndarray | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    file: str = ""  # the signals file it was read from (its name as given; an upload's file name)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,7 +99,7 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def parse_row(value: Any, line: int) -> SignalRow:
+def parse_row(value: Any, line: int, file: str = "") -> SignalRow:
     """One JSON object -> a :class:`SignalRow`.
 
     Raises:
@@ -112,7 +113,7 @@ def parse_row(value: Any, line: int) -> SignalRow:
         if not isinstance(v, str) or not v:
             raise ValueError(f"no {column} (a non-empty string)")
         keys.append(v)
-    row = SignalRow(keys[0], keys[1], line)
+    row = SignalRow(keys[0], keys[1], line, file=file)
     for column in ARRAY_COLUMNS:
         if value.get(column) is not None:
             setattr(row, column, _float_array(value[column], column))
@@ -146,7 +147,7 @@ def _jsonl(source: Source, out: SignalsFile, limits: Limits) -> None:
             out.skipped.append(Skipped(source.name, raw.line, raw.error))
             continue
         try:
-            out.rows.append(parse_row(raw.value, raw.line))
+            out.rows.append(parse_row(raw.value, raw.line, source.name))
         except ValueError as exc:
             out.skipped.append(Skipped(source.name, raw.line, str(exc)))
 
@@ -160,7 +161,7 @@ def _parquet(name: str, data: bytes, out: SignalsFile, limits: Limits) -> None:
         raise SignalsError(str(exc)) from None
     for i, value in enumerate(table.to_pylist(), start=1):
         try:
-            out.rows.append(parse_row(value, i))
+            out.rows.append(parse_row(value, i, name))
         except ValueError as exc:
             out.skipped.append(Skipped(name, i, str(exc)))
 

@@ -59,8 +59,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from rollout_graph.analysis.chains import Chain, continuations, linear_chains, pinned_calls
+from rollout_graph.analysis.chains import Chain, compacted_calls, continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.chains import collapse as collapse_chains
+from rollout_graph.analysis.near_miss import COMPACTION, RETRY
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
 from rollout_graph.escape import html_text, plot
@@ -69,16 +70,19 @@ from rollout_graph.ui.builders.mismatch import NO_SHARE, share_colours, share_gr
 from rollout_graph.ui.builders.palette import (
     AGENT,
     FORK,
+    HIGHLIGHT_RING,
     INNER,
     KIND_GLYPHS,
     KIND_LABELS,
     LEAF,
     NEAR_MISS_DRAWN,
+    NEWEST_RING,
     ROLE_COLORS,
     ROLE_GLYPHS,
     ROLE_LABELS,
     ROLE_LINES,
     ROOT,
+    SELECTED_RING,
     role_symbol,
 )
 
@@ -95,10 +99,9 @@ MAX_HEIGHT = 480
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
-HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group (one meaning per ring colour)
-SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
 FILLED = {100: 0, 300: 200, 128: 28}  # open symbols (inner calls) -> filled, when calls are coloured by share
 SHARE_OUTLINE = "#475569"
+BOX_MARGIN = 8  # px kept free beside the selected call's box when neighbours' labels are left out
 SIDES = ("top center", "middle right", "bottom center")  # where a call's label may go, in order of preference
 
 
@@ -157,6 +160,23 @@ class DagView:
     n_lanes: int
 
 
+def laid_out_after(rollout: Rollout) -> dict[int, int]:
+    """Roots drawn as a continuation of an earlier call (root -> that call): a broken replay after
+    the call whose reply it replays, a compaction after the call whose history it summarised
+    (``chains.compacted_calls``, not the first call it shares its head with)."""
+    return {**continuations(rollout), **compacted_calls(rollout)}
+
+
+def retries_of_compactions(rollout: Rollout, compacted: Mapping[int, int]) -> dict[int, int]:
+    """Discarded roots re-sent as a compaction (a retry of it) -> the call that compaction
+    summarised: drawn beside the compaction, after that call."""
+    return {
+        m.node: compacted[m.other]
+        for m in rollout.near_misses.values()
+        if m.kind == RETRY and m.node == m.earlier and m.other in compacted and rollout.topology.parents[m.node] is None
+    }
+
+
 def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
     """``node`` and everything below it: exact descendants, and near-miss continuations."""
     import networkx as nx
@@ -164,7 +184,7 @@ def subtree(rollout: Rollout, node: int, near_misses: bool = True) -> set[int]:
     graph = rollout.to_networkx()
     if near_misses:
         ids = rollout.node_ids
-        graph.add_edges_from((ids[e], ids[r]) for r, e in continuations(rollout).items())
+        graph.add_edges_from((ids[e], ids[r]) for r, e in laid_out_after(rollout).items())
     names = nx.descendants(graph, rollout.calls[node].node_id) | {rollout.calls[node].node_id}
     return {rollout.index_of(name) for name in names}
 
@@ -181,7 +201,8 @@ def dag_view(
     """Which calls are drawn and where (pure; see the module docstring for the arguments)."""
     topo, n = rollout.topology, len(rollout.calls)
     keep = set(keep) | ({focus} if focus is not None else set())
-    continued = continuations(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
+    compacted = compacted_calls(rollout)  # compaction -> the call it summarised: drawn after it, always
+    continued = laid_out_after(rollout) if near_misses else {}  # both ends are pinned (chains.pinned_calls)
     if collapse:
         chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in rollout.calls])
         # a "chain" of one call is drawn as that call: a bar labelled "1 call" hides it for nothing
@@ -196,11 +217,12 @@ def dag_view(
         folded = [c for c in folded if c.before in inside and c.after in inside]
         via = {v: c for v, c in via.items() if v in inside and c.before in inside}
         continued = {r: e for r, e in continued.items() if r in inside and e in inside}
+    after = {**compacted, **retries_of_compactions(rollout, compacted)}
     layout_parent = _acyclic({v: (continued.get(v) if drawn[v] is None else drawn[v]) for v in visible})
     if focus is not None:
         layout_parent[focus] = None
     length = {v: CHAIN_LENGTH for v in via}
-    placed = pack(visible, layout_parent, length)
+    placed = pack(visible, layout_parent, length, after, aside=topo.discarded)
     return DagView(visible, drawn, via, folded, continued, placed.x, placed.y, placed.n_lanes)
 
 
@@ -342,6 +364,27 @@ def _default_view(
     return height, plot_h, xr, yr, overview
 
 
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in px, y down
+
+
+def _label_box(cxp: float, cyp: float, text: str, side: str) -> Box:
+    """Where a label of the labels trace is drawn, around its point (px)."""
+    lines = text.split("<br>")
+    w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
+    h = 13 * len(lines)
+    return {
+        "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
+        "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
+        "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
+    }[side]
+
+
+def _selected_box(cxp: float, cyp: float, node_id: str) -> Box:
+    """The selected call's boxed id, 30 px above its point, with its stem (px)."""
+    w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
+    return (cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6)
+
+
 def _place_labels(
     rollout: Rollout,
     vis: list[int],
@@ -374,8 +417,7 @@ def _place_labels(
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
     if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
         cxp, cyp = px(x[centre], y[centre])
-        w = 7.5 * len(rollout.calls[highlight].node_id[:LABEL_CHARS]) + 10
-        boxes.add((cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6))
+        boxes.add(_selected_box(cxp, cyp, rollout.calls[highlight].node_id))
     rank = {ROOT: 1, FORK: 2, LEAF: 4, INNER: 5}
     order = sorted(
         range(len(vis)),
@@ -385,15 +427,8 @@ def _place_labels(
 
     def place(xv: float, yv: float, text: str, sides: tuple[str, ...] = SIDES) -> str | None:
         cxp, cyp = px(xv, yv)
-        lines = text.split("<br>")
-        w = CHAR_PX * max(len(html.unescape(t)) for t in lines) + 4
-        h = 13 * len(lines)
         for side in sides:
-            box = {
-                "top center": (cxp - w / 2, cyp - 7 - h, cxp + w / 2, cyp - 7),
-                "bottom center": (cxp - w / 2, cyp + 7, cxp + w / 2, cyp + 7 + h),
-                "middle right": (cxp + 7, cyp - h / 2, cxp + 9 + w, cyp + h / 2),
-            }[side]
+            box = _label_box(cxp, cyp, text, side)
             if boxes.fits(box):
                 boxes.add(box)
                 return side
@@ -534,11 +569,14 @@ def dag_figure(
             showlegend=False,
         )
     )
+    # a compaction's link starts at the call it summarised (where it is drawn after), not at the
+    # first call it shares its head with
     links = [
-        (m.earlier, m.later)
+        (view.continued.get(m.later, m.earlier) if m.kind == COMPACTION else m.earlier, m.later)
         for m in rollout.near_misses.values()
         if near_misses and m.kind in NEAR_MISS_DRAWN and m.earlier in pos and m.later in pos
     ]
+    links = [(e, r) for e, r in links if e in pos]
     nx = np.array([[x[pos[e]], x[pos[r]]] for e, r in links]).reshape(-1, 2)
     ny = np.array([[y[pos[e]], y[pos[r]]] for e, r in links]).reshape(-1, 2)
     shapes = [
@@ -644,7 +682,46 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
     # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
     others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
     fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
+    _clear_labels_under_box(fig, x, y, node_id)
     return fig
+
+
+def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
+    """Leave out the labels the selected call's box would cover in the default view (its own
+    plain label and any neighbour's it collides with; hover still shows their ids), so the boxed
+    id never overlaps a neighbour's label. Labels placed by :func:`dag_figure` for a call chosen
+    outside the chart already kept clear of its box."""
+    labels = next((t for t in fig.data if t.name == "labels"), None)
+    xr, yr, height = fig.layout.xaxis.range, fig.layout.yaxis.range, fig.layout.height
+    if labels is None or labels.x is None or not len(labels.x) or xr is None or yr is None or height is None:
+        return
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (height - 120) / (yr[1] - yr[0])
+
+    def px(xv: float, yv: float) -> tuple[float, float]:
+        return (xv - xr[0]) * sx, (yr[1] - yv) * sy
+
+    # a margin: the chart is often narrower than PLOT_WIDTH (the split pane at 1440 px is ~550 px)
+    x0, y0, x1, y1 = _selected_box(*px(x, y), node_id)
+    box = (x0 - BOX_MARGIN, y0 - 2, x1 + BOX_MARGIN, y1 + 2)
+    sides = labels.textposition
+    keep = []
+    for k, (lx, ly, text) in enumerate(zip(labels.x, labels.y, labels.text, strict=True)):
+        side = sides[k] if isinstance(sides, (list, tuple)) else sides
+        a0, b0, a1, b1 = _label_box(*px(lx, ly), text, side)
+        own = lx == x and ly == y
+        keep.append(not own and not (a0 < box[2] and box[0] < a1 and b0 < box[3] and box[1] < b1))
+    if all(keep):
+        return
+    pick = [k for k, ok in enumerate(keep) if ok]
+    colours = labels.textfont.color
+    labels.update(
+        x=[labels.x[k] for k in pick],
+        y=[labels.y[k] for k in pick],
+        text=[labels.text[k] for k in pick],
+        textposition=[sides[k] for k in pick] if isinstance(sides, (list, tuple)) else sides,
+        textfont={"color": [colours[k] for k in pick] if isinstance(colours, (list, tuple)) else colours},
+    )
+    labels.marker.maxdisplayed = max(1, len(pick))
 
 
 def _layout(
@@ -735,9 +812,10 @@ def _overlays(
 _ITEM = "display:inline-flex;align-items:center;gap:5px;margin-right:16px;white-space:nowrap"
 
 
-def legend_html(shares_label: str | None = None) -> str:
-    """The legend under the DAG; with ``shares_label`` (calls coloured by a correction's share of
-    tokens affected) a first line explains that scale."""
+def legend_html(shares_label: str | None = None, newest: bool = False) -> str:
+    """The legend under the DAG, one meaning per chip (the glossary's words); with ``shares_label``
+    (calls coloured by a correction's share of tokens affected) a first line explains that scale;
+    ``newest``: the newest-call ring is drawn (a growing trace is followed)."""
     roles = "".join(
         f'<span style="{_ITEM}"><span style="color:{color};font-size:15px;-webkit-text-stroke:0.4px #334155">'
         f"{ROLE_GLYPHS[role]}</span>{html_text(ROLE_LABELS[role])}</span>"
@@ -748,10 +826,25 @@ def legend_html(shares_label: str | None = None) -> str:
         for k in (ROOT, FORK, LEAF, INNER)
     )
     edges = (
-        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>exact token prefix</span>'
+        f'<span style="{_ITEM}"><span style="color:#cbd5e1;font-weight:700">──</span>'
+        "exact link: the call extends its parent's ids</span>"
         f'<span style="{_ITEM}"><span style="display:inline-block;width:22px;height:5px;background:#94a3b8;border-radius:2px"></span>'
-        "a chain of calls collapsed (click its handle to expand)</span>"
-        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>near miss: nearly continued (history rewritten or compacted)</span>'
+        "collapsed chain of inner calls (click its handle to expand)</span>"
+        f'<span style="{_ITEM}"><span style="color:#d97706;font-weight:700">- -</span>'
+        "near miss: a root that nearly continued that call (broken replay, compaction, resume)</span>"
+    )
+    ring = "display:inline-block;width:11px;height:11px;border-radius:50%;box-sizing:border-box"
+    rings = (
+        f'<span style="{_ITEM}"><span style="{ring};border:3px solid {SELECTED_RING}"></span>'
+        "selected call (its id boxed)</span>"
+        f'<span style="{_ITEM}"><span style="{ring};border:2px solid {HIGHLIGHT_RING}"></span>'
+        "search hit or chosen findings group</span>"
+        + (
+            f'<span style="{_ITEM}"><span style="{ring};border:2px solid {NEWEST_RING}"></span>'
+            "newest call of the growing trace</span>"
+            if newest
+            else ""
+        )
     )
     share = ""
     if shares_label is not None:
@@ -766,5 +859,5 @@ def legend_html(shares_label: str | None = None) -> str:
         )
     return (
         f'<div style="font-size:12px;color:#334155;line-height:1.7">{share}<div>{roles}</div><div>{kinds}</div>'
-        f"<div>{edges}</div></div>"
+        f"<div>{edges}</div><div>{rings}</div></div>"
     )

@@ -42,6 +42,8 @@ def token_facts(strip: TokenStrip, pos: int, decoder: Decoder) -> list[tuple[str
         rows.append(("logprob", "not recorded (or invalid)"))
     else:
         rows += [("logprob", f"{lp:.6f}"), ("probability", f"{math.exp(lp):.6f}")]
+    if strip.overlay is not None:  # with signals joined: the trainer's logprob, from the row shown
+        rows += strip.overlay.facts(pos)
     rows.append(("rank", _rank(strip, pos)))
     rows.append(("loss mask", "1 (trained)" if strip.trained[pos] else "0 (sampled but NOT trained)"))
     alternatives = alternatives_at(strip, pos)

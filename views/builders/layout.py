@@ -1,22 +1,30 @@
 """DAG layout, computed in Python (pure geometry: it never decides what a call is).
 
 Roots on the left, depth to the right, one lane per branch. A chain is a straight line; the
-first child of a node (the one with the largest subtree, so the main line stays straight)
-continues its parent's lane, and each other child's branch goes to the first lane below its
-parent that is free over the branch's whole horizontal extent (lanes are packed: a retry that
-ends at once shares a lane with the retries after it). Roots are taken in arrival order: the
-first at the left of lane 0, each later one (a subagent, a side call) in the column of the call
-that arrived just before it, in the first free lane below that call, so side conversations sit
-under the point of the main line where they happened.
+first child of a node (the one with the largest subtree, so the main line stays straight; on a
+tie, not a discarded call) continues its parent's lane, and each other child's branch goes to the first lane below its
+parent that is free over the branch's whole horizontal extent.
+
+Lanes are packed (interval-graph colouring): a lane is reused as soon as its previous
+occupant's span has ended, so a retry that ends at once shares a lane with the retries after it
+and a conversation that starts after another ended takes the lane that one left. Roots are taken
+in arrival order: the first at the left of lane 0, each later one (a subagent, a side call, a new
+conversation) in the column of the call that arrived just before it, in the first lane free
+from there on (the top lane when the main line has ended), so side conversations sit under the
+point of the main line where they happened and a new main line does not step down the chart.
+A root given in ``after`` (a compaction: the call whose history it summarised) is drawn one step
+to the right of that call, in its lane when that is free, else the first free lane below: after
+the call, never beside it.
 
 ``pack`` lays out any forest given as a parent map over the drawn nodes, with an edge length
-per node (a collapsed chain is a longer edge); ``layout`` is the uncollapsed exact graph.
+per node (a collapsed chain is a longer edge); ``layout`` is the uncollapsed exact graph. Cost:
+O(N log N) for the bisect-kept lane intervals, plus a scan of the lanes in use for each branch.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from rollout_graph.core.topology import Topology
@@ -66,7 +74,11 @@ class _Lanes:
 
 
 def pack(
-    nodes: Sequence[int], parent_of: Mapping[int, int | None], length: Mapping[int, float] | None = None
+    nodes: Sequence[int],
+    parent_of: Mapping[int, int | None],
+    length: Mapping[int, float] | None = None,
+    after: Mapping[int, int] | None = None,
+    aside: Collection[int] = (),
 ) -> Placement:
     """Lay out a forest.
 
@@ -74,12 +86,18 @@ def pack(
         nodes: the drawn nodes; roots are taken in this order.
         parent_of: each node's drawn parent (``None`` or a node not drawn: a root).
         length: horizontal length of each node's incoming edge (default 1).
+        after: roots drawn one step after a call placed before them (root -> that call), in its
+            lane or the first free one below, instead of in the column of the call that arrived
+            just before them.
+        aside: nodes never chosen to continue their parent's lane over a sibling with as large a
+            subtree (discarded calls: the main line goes on through the call that was kept).
 
     Returns:
         The :class:`Placement`.
     """
     drawn = set(nodes)
     length = length or {}
+    after = after or {}
     children: dict[int, list[int]] = {v: [] for v in nodes}
     roots = []
     for v in nodes:
@@ -88,19 +106,29 @@ def pack(
             roots.append(v)
         else:
             children[p].append(v)
-    # subtree sizes, children before parents
+    # subtree sizes, children before parents; a root drawn after a call counts in that call's
+    # subtree (the conversation goes on through it: a compacted call stays on the main line)
+    followers: dict[int, list[int]] = {v: [] for v in nodes}
+    following: set[int] = set()
+    for root in roots[1:]:
+        anchor = after.get(root)
+        if anchor is not None and anchor in drawn and anchor < root:
+            followers[anchor].append(root)
+            following.add(root)
     order: list[int] = []
-    stack = list(roots)
+    stack = [root for root in roots if root not in following]
     while stack:
         v = stack.pop()
         order.append(v)
         stack.extend(children[v])
+        stack.extend(followers[v])
     size = dict.fromkeys(nodes, 1)
     for v in reversed(order):
-        for c in children[v]:
+        for c in (*children[v], *followers[v]):
             size[v] += size[c]
+    aside = set(aside)
     for v in nodes:
-        children[v].sort(key=lambda k: (-size[k], k))
+        children[v].sort(key=lambda k: (-size[k], k in aside, k))
     x: dict[int, float] = {}
     y: dict[int, int] = {}
     lanes = _Lanes()
@@ -109,12 +137,19 @@ def pack(
     for n_root, root in enumerate(roots):
         if n_root == 0:
             x[root], pending = 0.0, [(root, -1, 0.0)]
+        elif after.get(root) in x:
+            # drawn after the call it follows (a compaction after the call it compacted): in that
+            # call's lane when it is free from there on (the main line goes on), else below it
+            anchor = after[root]
+            x[root] = x[anchor] + float(length.get(root, 1))
+            pending = [(root, y[anchor] - 1, x[root])]
         else:
-            # a later root starts where the call that arrived just before it was drawn, below it
+            # a later root starts where the call that arrived just before it was drawn, in the
+            # first lane free from there on (lanes are reused once their occupant has ended)
             k = bisect.bisect_left(placed, root)
             anchor = placed[k - 1] if k else placed[0]
             x[root] = x[anchor]
-            pending = [(root, y[anchor], x[root])]
+            pending = [(root, -1, x[root])]
         while pending:
             first, parent_lane, hang_x = pending.pop()
             # the branch: first node, then main children all the way down

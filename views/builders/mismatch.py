@@ -29,6 +29,7 @@ from rollout_graph.signals.corrections import (
     Evaluation,
     parse_correction,
 )
+from rollout_graph.signals.join import row_name
 
 NONE, CLIPPED, MASKED = 0, 1, 2
 # the corrections chosen in the Corrections panel (a multiselect's key): the DAG's colour control reads it too
@@ -405,3 +406,302 @@ def share_gradient(steps: int = 5) -> str:
         + ", ".join(sample_colorscale(SHARE_SCALE, [i / (steps - 1) for i in range(steps)]))
         + ")"
     )
+
+
+# ---- which joined row a call's overlay and scatter show (the row picker), and every flagged token
+
+STEP_KEYS = ("step", "global_step", "train_step", "training_step", "iteration")  # row metadata naming its step
+MISMATCH = "logprob_mismatch"
+
+
+@dataclass(frozen=True)
+class RowChoice:
+    """One joined row covering a call: what the row picker offers."""
+
+    sequence: int  # index into rollout.sequences
+    leaf_id: str
+    begin: int  # where the call's sampled span starts in the row
+    name: str  # "row c2 (mine.signals.jsonl line 2)"
+    step: str | None  # the row's training step, from its metadata (STEP_KEYS)
+    n_compared: int  # the call's sampled tokens this row compares
+    worst_offset: int | None  # the row's worst token of the call (index in its sampled span)
+    worst_d: float | None  # that token's trainer - inference logprob
+
+    @property
+    def worst_abs(self) -> float:
+        return -1.0 if self.worst_d is None else abs(self.worst_d)
+
+
+def _span_d(rollout: Rollout, node: int, sequence: int, begin: int) -> np.ndarray:
+    """trainer - inference per sampled token of ``node`` in the joined row ``sequence`` (NaN: not compared)."""
+    assert rollout.signals is not None
+    joined = rollout.signals.rows[sequence]
+    return joined.d[begin : begin + rollout.calls[node].n_sampled]
+
+
+def covering_rows(rollout: Rollout, node: int) -> list[RowChoice]:
+    """Every joined row covering the call's sampled span, in leaf order (the rollout's sequences)."""
+    signals = rollout.signals
+    if signals is None:
+        return []
+    out = []
+    for sequence, begin in signals.spans.get(node, []):
+        joined = signals.rows[sequence]
+        d = _span_d(rollout, node, sequence, begin)
+        compared = np.flatnonzero(~np.isnan(d))
+        worst = int(compared[np.argmax(np.abs(d[compared]))]) if compared.size else None
+        step = next((str(joined.row.extra[k]) for k in STEP_KEYS if k in joined.row.extra), None)
+        out.append(
+            RowChoice(
+                sequence, rollout.calls[rollout.sequences[sequence].leaf].node_id, begin,
+                row_name(rollout, signals, sequence), step, int(compared.size), worst,
+                None if worst is None else float(d[worst]),
+            )
+        )  # fmt: skip
+    return out
+
+
+def default_row(rows: list[RowChoice]) -> RowChoice | None:
+    """The row shown unless the user picks another: the one holding the call's worst token (the
+    largest |trainer - inference|); on a tie, or when no row compares a token, the first in leaf
+    order. The same rule as the join's per-call arrays (``RolloutSignals.calls``)."""
+    best = None
+    for r in rows:
+        if best is None or r.worst_abs > best.worst_abs:
+            best = r
+    return best
+
+
+def resolve_row(rows: list[RowChoice], wanted_leaf: str | None) -> RowChoice | None:
+    """The row named ``wanted_leaf`` when it covers the call, else the default."""
+    return next((r for r in rows if r.leaf_id == wanted_leaf), None) or default_row(rows)
+
+
+def row_label(choice: RowChoice, default: RowChoice | None) -> str:
+    """One picker option: the row's leaf, step and source, its worst token, whether it is the default."""
+    parts = [choice.name]
+    if choice.step is not None:
+        parts.append(f"step {choice.step}")
+    if choice.worst_d is None:
+        parts.append("no trainer logprobs here")
+    else:
+        parts.append(f"worst Δ {choice.worst_d:+.3g} at sampled token {choice.worst_offset}")
+    if default is not None and choice.sequence == default.sequence:
+        parts.append("default")
+    return " · ".join(parts)
+
+
+def default_reason(rows: list[RowChoice]) -> str:
+    """Why the default row is the default, in one sentence."""
+    best = default_row(rows)
+    if best is None:
+        return "No joined row covers this call."
+    if len(rows) == 1:
+        return f"{best.name} is the only joined row through this call."
+    if best.worst_d is None:
+        return f"No row compares a token of this call: {best.name}, the first in leaf order, is shown."
+    tied = [r for r in rows if r.worst_abs == best.worst_abs]
+    why = (
+        f"{best.name} is the default: it holds the call's worst token (sampled token {best.worst_offset}, "
+        f"Δ {best.worst_d:+.3g} nats) of the {len(rows)} rows through this call"
+    )
+    return why + (" (a tie: the first in leaf order)." if len(tied) > 1 else ".")
+
+
+def row_arrays(rollout: Rollout, node: int, sequence: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(trainer logprobs, advantages) of the call's sampled span as the joined row ``sequence``
+    gives them (trainer NaN where not compared), or None when that row does not cover the call."""
+    signals = rollout.signals
+    begin = next((b for s, b in signals.spans.get(node, []) if s == sequence), None) if signals else None
+    if signals is None or begin is None:
+        return None
+    row = signals.rows[sequence].row
+    n = rollout.calls[node].n_sampled
+    span = slice(begin, begin + n)
+    trainer = np.full(n, np.nan)
+    if row.trainer_logprobs is not None:
+        trainer = np.where(~np.isnan(signals.rows[sequence].d[span]), row.trainer_logprobs[span], np.nan)
+    return trainer, None if row.advantages is None else row.advantages[span].copy()
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A token that raised WARN ``logprob_mismatch``: over the threshold in one joined row."""
+
+    node: int
+    sequence: int
+    offset: int  # index in the call's sampled span
+    d: float
+
+
+def flagged_tokens(rollout: Rollout) -> list[Flagged]:
+    """Every token over the threshold, in every joined row, of every call with a ``logprob_mismatch``
+    (call order, then leaf order, then position)."""
+    signals = rollout.signals
+    if signals is None:
+        return []
+    flagged_calls = sorted({rollout.index_of(f.node_id) for f in signals.findings if f.code == MISMATCH and f.node_id})
+    out = []
+    for node in flagged_calls:
+        for sequence, begin in signals.spans.get(node, []):
+            d = _span_d(rollout, node, sequence, begin)
+            for k in np.flatnonzero(np.abs(np.nan_to_num(d)) > signals.threshold):
+                out.append(Flagged(node, sequence, int(k), float(d[k])))
+    return out
+
+
+@dataclass(frozen=True)
+class Points:
+    """The scatter's tokens: each call's sampled tokens from the row shown for it, then the flagged
+    tokens of the other rows (``other``), each with its call, row and index in the sampled span."""
+
+    node: np.ndarray
+    sequence: np.ndarray
+    offset: np.ndarray
+    inference: np.ndarray
+    trainer: np.ndarray
+    other: np.ndarray  # bool: a flagged token of a row not shown for its call
+
+    @property
+    def diff(self) -> np.ndarray:
+        return self.trainer - self.inference
+
+
+def shown_rows(rollout: Rollout, wanted: dict[int, str] | None = None) -> dict[int, int]:
+    """The row shown per call with signals (arrival index -> sequence index): the leaf ``wanted``
+    names for it when that row covers it, else the default (the join's per-call row)."""
+    signals = rollout.signals
+    if signals is None:
+        return {}
+    out = {k: cs.sequence for k, cs in signals.calls.items()}
+    for node, leaf_id in (wanted or {}).items():
+        for sequence, _ in signals.spans.get(node, []):
+            if rollout.calls[rollout.sequences[sequence].leaf].node_id == leaf_id:
+                out[node] = sequence
+    return out
+
+
+def scatter_points(rollout: Rollout, shown: dict[int, int] | None = None) -> Points:
+    """One point per compared sampled token of each call (from the row ``shown`` for it; default:
+    :func:`shown_rows`), then every flagged token of the other rows, so each token that raised
+    ``logprob_mismatch`` is plotted."""
+    signals = rollout.signals
+    rows = shown_rows(rollout) if shown is None else shown
+    nodes, seqs, offsets, inf, tr, other = [], [], [], [], [], []
+
+    def add(node: int, sequence: int, keep: np.ndarray, trainer: np.ndarray, is_other: bool) -> None:
+        inference = rollout.calls[node].sampled_logprobs
+        assert inference is not None  # logprobs_aligned
+        nodes.append(np.full(keep.size, node))
+        seqs.append(np.full(keep.size, sequence))
+        offsets.append(keep)
+        inf.append(inference[keep].astype(np.float64))
+        tr.append(trainer[keep])
+        other.append(np.full(keep.size, is_other))
+
+    for k in sorted(signals.calls) if signals is not None else []:
+        call = rollout.calls[k]
+        sequence = rows.get(k, signals.calls[k].sequence)
+        arrays = row_arrays(rollout, k, sequence)
+        if arrays is None or not call.logprobs_aligned:
+            continue
+        keep = np.flatnonzero(np.isfinite(arrays[0]))
+        if keep.size:
+            add(k, sequence, keep, arrays[0], False)
+    for f in flagged_tokens(rollout):
+        inference = rollout.calls[f.node].sampled_logprobs
+        if rows.get(f.node) != f.sequence and rollout.calls[f.node].logprobs_aligned and inference is not None:
+            trainer = np.full(rollout.calls[f.node].n_sampled, np.nan)
+            trainer[f.offset] = inference[f.offset] + f.d
+            add(f.node, f.sequence, np.array([f.offset]), trainer, True)
+    if not nodes:
+        e = np.empty(0)
+        return Points(e.astype(int), e.astype(int), e.astype(int), e, e, e.astype(bool))
+    cat = np.concatenate
+    return Points(cat(nodes), cat(seqs), cat(offsets), cat(inf), cat(tr), cat(other))
+
+
+TOP_OUTLIERS = 20  # the largest differences are drawn as outliers even under the threshold
+OTHER_ROW = "flagged, in another row"  # the scatter trace of flagged tokens of rows not shown
+
+
+def outliers(p: Points, threshold: float) -> np.ndarray:
+    """Indices of the outliers among the shown rows' points: over the threshold, or among the
+    largest differences."""
+    shown = np.flatnonzero(~p.other)
+    absd = np.abs(p.diff[shown])
+    top = shown[np.argsort(-absd, kind="stable")[:TOP_OUTLIERS]]
+    return np.union1d(shown[absd > threshold], top)
+
+
+def scatter_groups(p: Points, threshold: float) -> dict[str, np.ndarray]:
+    """The point indices of each marker trace, by trace name, in drawing order."""
+    out = outliers(p, threshold)
+    rest = np.setdiff1d(np.flatnonzero(~p.other), out)
+    return {"tokens": rest, "outliers": out, OTHER_ROW: np.flatnonzero(p.other)}
+
+
+def scatter_figure(rollout: Rollout, p: Points, threshold: float) -> go.Figure:
+    """Inference (x) vs trainer (y) logprob; the diagonal is agreement; outliers in orange; flagged
+    tokens of rows not shown as red open diamonds. Each point's ``customdata`` is
+    [arrival index, sequence index, offset in the sampled span]. The same inputs give the same
+    figure (a rerun keeps the chart and its selection)."""
+    names = [c.node_id for c in rollout.calls]
+    leaves = [names[s.leaf] for s in rollout.sequences]
+    lo = float(min(p.inference.min(), p.trainer.min())) if p.node.size else -1.0
+
+    def hover(idx: np.ndarray) -> list[str]:
+        return [
+            f"{plot(names[p.node[i]])} · sampled token {p.offset[i]} · row {plot(leaves[p.sequence[i]])}"
+            f"<br>inference {p.inference[i]:.4f} · trainer {p.trainer[i]:.4f}"
+            f"<br>Δ {p.diff[i]:+.4f} · ratio {np.exp(np.clip(p.diff[i], -LOG_BOUND, LOG_BOUND)):.3f}"
+            for i in idx
+        ]
+
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(x=[lo, 0], y=[lo, 0], mode="lines", line={"color": "#94a3b8", "dash": "dot"}, hoverinfo="skip",
+                   name="agreement")
+    )  # fmt: skip
+    styles = {
+        "tokens": {"color": "#2563eb", "size": 5, "opacity": 0.75, "line": {"width": 0}},
+        "outliers": {"color": "#ea580c", "size": 9, "opacity": 0.75, "line": {"width": 0}},
+        OTHER_ROW: {"color": "#dc2626", "size": 11, "symbol": "diamond-open", "line": {"width": 2}},
+    }
+    for name, idx in scatter_groups(p, threshold).items():
+        if name == OTHER_ROW and not idx.size:
+            continue
+        fig.add_trace(
+            go.Scattergl(
+                x=p.inference[idx], y=p.trainer[idx], mode="markers", name=name, marker=styles[name],
+                customdata=np.stack([p.node[idx], p.sequence[idx], p.offset[idx]], axis=1).tolist() if idx.size else None,
+                hovertext=hover(idx), hoverinfo="text",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        height=360, margin={"l": 10, "r": 10, "t": 30, "b": 30}, title="Inference vs trainer logprob per sampled token",
+        xaxis_title="inference logprob", yaxis_title="trainer logprob", legend={"orientation": "h", "y": -0.2},
+        clickmode="event+select", uirevision=rollout.session_id, plot_bgcolor="#ffffff",
+    )  # fmt: skip
+    return fig
+
+
+def picked_point(points: list) -> tuple[int, int, int] | None:
+    """(arrival index, sequence index, offset) of the first clicked scatter point, from its customdata."""
+    for q in points:
+        data = q.get("customdata")
+        if isinstance(data, dict):  # a row of a typed array arrives as {"0": .., "1": .., "2": ..}
+            data = [data.get(str(k)) for k in range(3)]
+        if isinstance(data, list | tuple) and len(data) == 3:
+            try:
+                return int(data[0]), int(data[1]), int(data[2])
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+def view_position(rollout: Rollout, node: int, offset: int) -> int:
+    """The position of the call's sampled token ``offset`` in its token view (context span first)."""
+    call = rollout.calls[node]
+    context = call.n_prompt - rollout.context_start(node) if call.prompt_ids is not None else 0
+    return context + offset

@@ -10,7 +10,7 @@ the engine did (d > 0, ratio > 1, positive advantage), red where less; entropy u
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from plotly.colors import sample_colorscale
@@ -20,6 +20,7 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 from rollout_graph.signals.corrections import CorrectionError, parse_correction
 from rollout_graph.signals.join import RATIO_BAND
+from rollout_graph.ui.builders.mismatch import row_arrays
 from rollout_graph.ui.builders.palette import text_color_on
 
 LOGPROB = "logprob"
@@ -94,6 +95,23 @@ class Overlay:
     signals: object = None  # the rollout's RolloutSignals (for the correction marks)
     spans: tuple[tuple[int, int, int], ...] = ()  # (node, strip position of its sampled span, n sampled)
     marks: dict[str, np.ndarray] | None = None  # per shown correction label: 0 / 1 clipped / 2 masked per position
+    # the joined row each call's span shows when not the join's default: node -> (sequence index, span start in it)
+    rows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    leaves: dict[int, str] = field(default_factory=dict)  # node -> the leaf id of the row its span shows
+
+    def facts(self, pos: int) -> list[tuple[str, str]]:
+        """The pinned-token inspector's signals rows: the trainer logprob (and the row it is from),
+        the difference and the ratio; none where the trainer gave nothing."""
+        trainer, inference = self.trainer[pos], self.inference[pos]
+        if not math.isfinite(trainer):
+            return []
+        node = next((k for k, at, n in self.spans if at <= pos < at + n), None)
+        leaf = self.leaves.get(node) if node is not None else None
+        out = [("trainer logprob", f"{trainer:.6f}" + (f" (row {leaf})" if leaf else ""))]
+        if math.isfinite(inference):
+            d = trainer - inference
+            out.append(("Δ trainer − inf.", f"{d:+.4f} · ratio {math.exp(max(-20.0, min(20.0, d))):.4f}"))
+        return out
 
     def show_corrections(self, labels: list[str]) -> None:
         """Mark the tokens each of these corrections (labels, docs/corrections.md) clips or masks;
@@ -115,10 +133,11 @@ class Overlay:
             flags = np.zeros(n, dtype=np.int8)
             for node, at, count in self.spans:
                 found = signals.calls.get(node)  # type: ignore[attr-defined]
-                result = None if found is None else evaluation.rows[c.label].get(found.sequence)
+                sequence, begin = self.rows.get(node) or ((-1, 0) if found is None else (found.sequence, found.begin))
+                result = evaluation.rows[c.label].get(sequence)
                 if result is None:
                     continue
-                span = slice(found.begin, found.begin + count)
+                span = slice(begin, begin + count)
                 flags[at : at + count][result.affected[span]] = 1
                 flags[at : at + count][result.masked[span]] = 2
             marks[c.label] = flags
@@ -211,9 +230,37 @@ def build(rollout: Rollout, parts: list[tuple[int, int]]) -> Overlay:
     def joined(arrays: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(arrays) if arrays else np.empty(0)
 
+    leaves = {
+        k: rollout.calls[rollout.sequences[signals.calls[k].sequence].leaf].node_id
+        for k, _ in parts
+        if signals is not None and k in signals.calls and signals.calls[k].sequence >= 0
+    }
     return Overlay(
-        joined(inference), joined(trainer), joined(advantages), joined(entropy), signals=signals, spans=tuple(spans)
-    )
+        joined(inference), joined(trainer), joined(advantages), joined(entropy), signals=signals, spans=tuple(spans),
+        leaves=leaves,
+    )  # fmt: skip
+
+
+def show_rows(rollout: Rollout, overlay: Overlay | None, shown: dict[int, int]) -> None:
+    """Fill each call's sampled span with the joined row ``shown`` for it (arrival index -> sequence
+    index; the row picker's choice, or a Sequence tab's own row) instead of the join's default.
+    A call the row does not cover keeps its default."""
+    if overlay is None or rollout.signals is None:
+        return
+    for node, at, count in overlay.spans:
+        sequence = shown.get(node)
+        found = rollout.signals.calls.get(node)
+        if sequence is None or (found is not None and found.sequence == sequence and node not in overlay.rows):
+            continue
+        arrays = row_arrays(rollout, node, sequence)
+        if arrays is None:
+            continue
+        trainer, advantages = arrays
+        overlay.trainer[at : at + count] = trainer
+        overlay.advantages[at : at + count] = np.nan if advantages is None else advantages
+        begin = next(b for s, b in rollout.signals.spans[node] if s == sequence)
+        overlay.rows[node] = (sequence, begin)
+        overlay.leaves[node] = rollout.calls[rollout.sequences[sequence].leaf].node_id
 
 
 def _gradient(colours: list[str]) -> str:

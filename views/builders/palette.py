@@ -29,18 +29,25 @@ def role_symbol(kind_symbol: int, role: str) -> int:
     return kind_symbol
 
 
+# Legend words (one meaning each, the glossary's words: docs/semantics.md). "continued" is kept for
+# the near-miss chip ("nearly continued"); exact links are said with "extends".
 ROLE_LABELS = {
-    AGENT: "agent: on a path that is the agent's work",
+    AGENT: "agent: on the path of the agent's work",
     AUXILIARY: "auxiliary: title, summary or other side call",
-    DISCARDED: "discarded: no row continues it as trained (a sibling did)",
+    DISCARDED: "discarded: abandoned, a sibling was kept (no trained row goes through it)",
 }
+
+# Rings in the DAG, one meaning each (docs/semantics.md, Glossary)
+SELECTED_RING = "#0f172a"  # the selected call: a thick dark ring and its boxed id
+HIGHLIGHT_RING = "#e11d48"  # search hits and a chosen findings group
+NEWEST_RING = "#16a34a"  # the newest call of a growing trace
 
 KIND_GLYPHS = {ROOT: "◆", FORK: "■", LEAF: "●", INNER: "○"}
 KIND_LABELS = {
-    ROOT: "root: a new conversation (no token prefix among earlier calls)",
-    FORK: "fork: more than one call continued it",
-    LEAF: "leaf: the end of a training sequence",
-    INNER: "inner call of a chain",
+    ROOT: "root: no earlier call's ids start its prompt",
+    FORK: "fork: more than one call extends its ids",
+    LEAF: "leaf: the end of a training row",
+    INNER: "inner: one parent, one child",
 }
 
 # Token spans: context (mask 0) vs context the policy sampled earlier (the origin view). Clearly

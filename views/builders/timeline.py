@@ -34,7 +34,7 @@ def _hover(rollout: Rollout, tl: Timeline, i: int) -> str:
         lines.append(f"first token after {tl.ttft[i] - tl.start[i]:.3f} s")
     kept = rollout.topology.discarded.get(i)
     if kept is not None:
-        lines.append(f"discarded retry: {plot(rollout.calls[kept].node_id)} continued")
+        lines.append(f"discarded: {plot(rollout.calls[kept].node_id)} continued")
     lines.append(f"sampled {call.n_sampled:,} tokens · finish {plot(str(call.finish_reason))}")
     return "<br>".join(lines)
 

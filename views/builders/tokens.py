@@ -179,7 +179,12 @@ def origin_strip(rollout: Rollout, node: int, decoder: Decoder | None = None) ->
 
 
 def sequence_strip(rollout: Rollout, seq: Sequence) -> TokenStrip:
-    return _strip(rollout, [(k, rollout.context_start(k)) for k in seq.nodes], label_turns=True)
+    strip = _strip(rollout, [(k, rollout.context_start(k)) for k in seq.nodes], label_turns=True)
+    # the row's own trainer logprobs and advantages (another row through a shared call may differ)
+    index = next((i for i, s in enumerate(rollout.sequences) if s is seq), None)
+    if index is not None:
+        overlays.show_rows(rollout, strip.overlay, dict.fromkeys(seq.nodes, index))
+    return strip
 
 
 def page_bounds(strip: TokenStrip, page: int, page_size: int = PAGE_SIZE) -> tuple[int, int]:
@@ -290,16 +295,20 @@ def page_html(
 
 
 def legend_html() -> str:
+    """The token legend: one chip per meaning, each named with the glossary's words."""
     gradient = ",".join(_bucket_color(b) for b in range(0, BUCKETS, 4))
     return (
         '<div style="font:12px system-ui,sans-serif;color:#334155;display:flex;flex-wrap:wrap;gap:14px;align-items:center">'
-        f'<span><span style="{TOKEN_STYLE};{CONTEXT_STYLE}">context</span> mask 0, not trained</span>'
-        f'<span>sampled, logprob <span style="font-size:11px">{LOGPROB_FLOOR:g}</span> '
+        f'<span><span style="{TOKEN_STYLE};{CONTEXT_STYLE}">context</span> context tokens: mask 0, not trained</span>'
+        f'<span>trainable, logprob <span style="font-size:11px">{LOGPROB_FLOOR:g}</span> '
         f'<span style="display:inline-block;width:150px;height:11px;vertical-align:middle;border-radius:2px;'
         f'background:linear-gradient(90deg,{gradient})"></span> <span style="font-size:11px">0</span> '
         f'<span style="color:#64748b">({html_text(LOGPROB_SCALE)}; darker = less likely)</span></span>'
-        f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">sampled</span> not trained (no valid logprob or a FATAL finding)</span>'
-        f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">context</span> sampled earlier by the policy (origin view)</span>'
-        f'<span><span style="{TOKEN_STYLE};{REINSERTED_STYLE}">context</span> policy text re-inserted by the harness</span>'
+        f'<span><span style="{TOKEN_STYLE};{UNTRAINED_STYLE}">not trainable</span> sampled, but no valid logprob '
+        "or a FATAL finding</span>"
+        f'<span><span style="{TOKEN_STYLE};{ORIGIN_STYLE}">sampled earlier</span> context tokens the policy '
+        "sampled in an earlier call (origin view)</span>"
+        f'<span><span style="{TOKEN_STYLE};{REINSERTED_STYLE}">re-inserted</span> context tokens: policy text the '
+        "harness put back with other ids</span>"
         "<span>· space ↵ newline → tab</span></div>"
     )

@@ -14,6 +14,7 @@ from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import logprobs_by_role, lowest_tokens, token_flows
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
+from rollout_graph.reports.summary import row_tokens_text
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.palette import ROLE_COLORS
 from rollout_graph.ui.state.widgets import picked_row
@@ -22,9 +23,10 @@ from rollout_graph.ui.state.widgets import picked_row
 def flows_frame(rollout: Rollout) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"scope": f.label, "calls": f.n_calls, "sampled": f.sampled, "trained": f.sampled_trained,
-             "in discarded calls": f.sampled_discarded, "never trained": f.sampled_untrainable,
-             "context added": f.context, "inherited from parent": f.inherited}
+            {"scope": f.label, "calls": f.n_calls, "sampled tokens": f.sampled,
+             "trainable tokens (calls)": f.sampled_trained, "discarded tokens": f.sampled_discarded,
+             "never trainable": f.sampled_untrainable, "context tokens (calls)": f.context,
+             "inherited tokens": f.inherited}
             for f in token_flows(rollout)
         ]
     )  # fmt: skip
@@ -77,6 +79,10 @@ def render(rollout: Rollout, decoder: Decoder) -> None:
         )
         calls = rollout.calls
         with went:
+            st.caption(
+                "Each call's own tokens counted once (docs/semantics.md, Glossary). Summed over the training rows "
+                f"instead, a call in several rows counted in each: {row_tokens_text(rollout.stats)}."
+            )
             st.dataframe(flows_frame(rollout), hide_index=True, width="stretch")
             st.plotly_chart(logprob_histogram(rollout), width="stretch")
             low = lowest_tokens(rollout)

@@ -21,11 +21,21 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.corpus import SORTS, filter_signals, has_signals, sort_rows
 from rollout_graph.ui.state.signals import BUNDLED_SIGNALS
-from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, bundled_files, files_under, run_heavy
+from rollout_graph.ui.state.sources import (
+    BUNDLED,
+    COMMAND_LINE,
+    UPLOAD,
+    UploadTooLarge,
+    bundled_files,
+    files_under,
+    load_uploads,
+    run_heavy,
+)
 
 BUNDLED_AUDIT = "Bundled samples (audited now)"
 COMMAND_LINE_AUDIT = "Command-line traces (audited now)"
 UPLOADED = "Upload an audit Parquet"
+UPLOADED_TRACES = "Uploaded traces (audited now)"  # the trace files dropped in the explorer's sidebar
 FOLDERS = "Parquet files in the command-line folders"
 NOTICE = state.CORPUS_NOTICE
 
@@ -63,11 +73,26 @@ def _read_parquet(data: bytes, name: str) -> pd.DataFrame | None:
         return None
 
 
+def _audit_uploads(uploads) -> pd.DataFrame | None:
+    """The uploaded trace files' rollouts as audit rows (the same rows `rollout-graph audit` writes),
+    from the workspace the explorer already analysed."""
+    try:
+        workspace = load_uploads(uploads)
+    except UploadTooLarge as exc:
+        st.error(md(exc))
+        return None
+    rows = [audit.audit_row(r, Path(r.calls[0].source).name) for r in workspace.rollouts.values()]
+    return pd.DataFrame(rows, columns=list(audit.COLUMNS))
+
+
 def _table(cli_directories: list[str]) -> pd.DataFrame | None:
-    # traces given on the command line come first: the page opens on them
-    kinds = ([COMMAND_LINE_AUDIT] if cli_directories else []) + [BUNDLED_AUDIT, UPLOADED]
-    kinds += [FOLDERS] if cli_directories else []
+    # traces given on the command line come first: the page opens on them; then traces uploaded
+    uploads = st.session_state.get(state.KEPT_UPLOADS)
+    kinds = ([COMMAND_LINE_AUDIT] if cli_directories else []) + ([UPLOADED_TRACES] if uploads else [])
+    kinds += [BUNDLED_AUDIT, UPLOADED] + ([FOLDERS] if cli_directories else [])
     kind = st.sidebar.radio("Audit table", kinds, key=state.CORPUS_SOURCE)
+    if kind == UPLOADED_TRACES:
+        return _audit_uploads(uploads)
     if kind == COMMAND_LINE_AUDIT:
         files = files_under(cli_directories)
         if not files:
@@ -123,14 +148,21 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     if isinstance(row["error"], str):
         st.session_state[NOTICE] = f"{row['source_file']} could not be read: {row['error']}"
         return
+    if st.session_state.get(state.CORPUS_SOURCE) == UPLOADED_TRACES:  # opened from the uploads themselves
+        state.choose_source(UPLOAD)
+        state.select_session(str(row["session_id"]))
+        st.session_state[state.GOTO_EXPLORER] = True
+        return
     path = Path(str(row["source_file"]))
     target = (path if path.is_absolute() else SAMPLES.parent / path).resolve()
     bundled = {p.resolve(): p for p in bundled_files()}
     cli = {p.resolve(): p for p in files_under(cli_directories)} if cli_directories else {}
     if target in bundled:
-        st.session_state[state.SOURCE], st.session_state[state.BUNDLED_FILE] = BUNDLED, bundled[target]
+        state.choose_source(BUNDLED)
+        st.session_state[state.BUNDLED_FILE] = bundled[target]
     elif target in cli:
-        st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = COMMAND_LINE, cli[target]
+        state.choose_source(COMMAND_LINE)
+        st.session_state[state.CLI_FILE] = cli[target]
     else:
         st.session_state[NOTICE] = (
             f"{path.name} is not among the files this app may open (bundled samples or command-line folders)."
@@ -153,13 +185,15 @@ def render(cli_directories: list[str]) -> None:
     codes = cols[2].multiselect("Finding code", _values(frame["finding_codes"]))
     discards_only = cols[3].checkbox("Only rollouts with discards")
     top = int(frame["n_trainable_tokens"].fillna(0).max() or 0)
-    trainable = st.slider("Trainable tokens", 0, max(top, 1), (0, max(top, 1)))
+    trainable = st.slider("Trainable tokens (rows)", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
     shown = signals_filters(frame, shown)
     left, right = st.columns(2)
     if len(shown):
         left.plotly_chart(
-            px.histogram(shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens per rollout", height=280),
+            px.histogram(
+                shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens (rows) per rollout", height=280
+            ),
             width="stretch",
         )
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()

@@ -162,17 +162,14 @@ def render(
             focus_ids[rollout.session_id] = rollout.calls[current].node_id
             focus = current
 
+    # the colour choice is drawn under the chart, beside the legend it changes (in the toolbar it
+    # wrapped the toolbar onto a second row at 1440 px); its value is read here, before the figure
     colour_options = _colour_options(rollout)
     colour_by = None
     if len(colour_options) > 1:
         if st.session_state.get(state.DAG_COLOUR) not in colour_options:
             st.session_state[state.DAG_COLOUR] = ROLE  # its correction is no longer chosen
-        choice = bar.selectbox(
-            "Colour calls by", colour_options, key=state.DAG_COLOUR, format_func=_colour_name,
-            label_visibility="collapsed", width="stretch",
-            help="Fill each call by its role, or by the share of its compared sampled tokens a chosen "
-            "correction clips or masks (choose corrections under Off-policy corrections)",
-        )  # fmt: skip
+        choice = st.session_state[state.DAG_COLOUR]
         colour_by = None if choice == ROLE else choice
 
     figure = _figure(
@@ -197,14 +194,23 @@ def render(
         on_select="rerun",
         selection_mode="points",
         width="stretch",
-        # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable)
+        # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable): its
+        # button is removed, and a double click resets the view instead of autoscaling it
         config={
             "displaylogo": False,
             "scrollZoom": True,
+            "doubleClick": "reset",
             "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
         },
     )
-    st.html(legend_html(colour_by))
+    if len(colour_options) > 1:
+        st.selectbox(
+            "Colour calls by", colour_options, key=state.DAG_COLOUR, format_func=_colour_name,
+            label_visibility="collapsed", width=420,
+            help="Fill each call by its role, or by the share of its compared sampled tokens a chosen "
+            "correction clips or masks (choose corrections under Off-policy corrections)",
+        )  # fmt: skip
+    st.html(legend_html(colour_by, newest=newest is not None))
     ids = rollout.node_ids
     # The picker is drawn for one selection (its key holds it) and told which in its callback: while
     # a live source ticks, the browser can send a picker's value after the selection moved on (the

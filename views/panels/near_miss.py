@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from rollout_graph.analysis.breaks import fix_for, reason_for, token_boundaries
+from rollout_graph.analysis.breaks import NO_TOKENIZER, fix_for, reason_for, token_boundaries
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, NearMiss
+from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, RETRY, UNKNOWN, NearMiss, describe
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
 
@@ -28,7 +28,14 @@ def _end_ids(call) -> np.ndarray:
     return np.concatenate([call.prompt_ids, call.sampled_ids])
 
 
+def _unchecked(miss: NearMiss) -> bool:
+    """A rewrite neither a tokenizer nor the messages checked: it may only be re-tokenized."""
+    return reason_for(miss).endswith(f"({NO_TOKENIZER})")
+
+
 def summary(rollout: Rollout, miss: NearMiss) -> str:
+    """The near miss as the library states it (one classifier, one sentence: ``describe``), then
+    where the break falls and the fix (plain text; escape it for Markdown or HTML)."""
     calls = rollout.calls
     earlier, later = calls[miss.earlier], calls[miss.later]
     where = {"prompt": "inside its prompt", "sampled": "inside its sampled span", "after": "after its end"}[miss.where]
@@ -38,9 +45,16 @@ def summary(rollout: Rollout, miss: NearMiss) -> str:
         else ""
     )
     fix = fix_for(rollout, miss)
+    unchecked = f" ({NO_TOKENIZER})" if _unchecked(miss) else ""
+    thin = (
+        f" The evidence is thin ({miss.evidence or 'nothing recorded beyond the ids'}): the cause cannot be named"
+        " from these records; record the request messages (or use the capture proxy) to tell more."
+        if miss.kind == UNKNOWN
+        else ""
+    )
     return (
-        f"{later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of {earlier.node_id}; "
-        f"the break falls {where}{kept}. {reason_for(miss)}." + (f" Fix: {fix}." if fix else "")
+        f"{describe(calls, miss)}{unchecked}. {later.node_id}'s prompt shares {miss.common_prefix:,} tokens with the end of "
+        f"{earlier.node_id}; the break falls {where}{kept}.{thin}" + (f" Fix: {fix}." if fix else "")
     )
 
 
@@ -83,15 +97,35 @@ def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
 
 
 def banner(rollout: Rollout) -> str | None:
-    """A rollout-level warning when history rewrites explain most of the roots."""
-    roots = [m for i, m in rollout.near_misses.items() if i == m.later]
-    rewritten = [m for m in roots if m.kind in BROKEN_REPLAYS]
-    if not rewritten or len(rewritten) * 2 < len(roots):
+    """A rollout-level warning (Markdown, escaped) when broken replays begin at least half of the
+    roots that nearly continued an earlier call. A root is a call without a parent; each broken
+    replay is worded from the later call's side, in the library's sentence (``describe``)."""
+    parents, misses = rollout.topology.parents, rollout.near_misses
+    roots = [m for i, m in misses.items() if parents[i] is None and m.node == m.later]
+    broken = [m for m in roots if m.kind in BROKEN_REPLAYS]
+    if not broken or len(broken) * 2 < len(roots):
         return None
+    retokenized = sum(1 for m in broken if m.kind == RETOKENIZED)
+    kinds = []
+    if retokenized:
+        kinds.append(f"{retokenized} re-tokenize an earlier reply (the same text, other token ids)")
+    if len(broken) - retokenized:
+        unchecked = any(_unchecked(m) for m in broken)
+        kinds.append(
+            f"{len(broken) - retokenized} rewrite an earlier reply (the replayed text differs"
+            + (
+                "; without a tokenizer or messages, whether it was only re-tokenized was not checked)"
+                if unchecked
+                else ")"
+            )
+        )
+    first = min(broken, key=lambda m: m.later)
+    fix = fix_for(rollout, first)
     return (
-        f"This harness rewrites its history: {len(rewritten)} of {rollout.stats['n_roots']} roots are broken replays of the model's own reply. "
-        "The model's own replies come back edited, so the exact token graph splits them into new roots and "
-        "their tokens are trained as separate rows, or not at all."
+        f"**This harness breaks its replays:** {len(broken)} of the {rollout.stats['n_roots']} roots begin with a "
+        f"broken replay of the model's own reply: {'; '.join(kinds)}. Each starts a new root and a training row "
+        "of its own, in which the replayed reply is context (mask 0), not the model's sample. "
+        f"For example, {md(describe(rollout.calls, first), 300)}." + (f" Fix: {md(fix)}." if fix else "")
     )
 
 
@@ -100,18 +134,22 @@ PHRASES = {
     "retry": "{later} retries {earlier} (the same prompt, sent again)",
     "retokenized": "{later} re-tokenizes {earlier}'s reply (a broken replay)",
     "rewritten_continuation": "{later} rewrites {earlier}'s reply (a broken replay)",
+    "rejected": "{later} asks again without {earlier}'s reply",
     "compaction": "{later} compacts the history of {earlier}",
     "resumed": "{later} resumes {earlier}",
     "new_conversation": "{later} starts a new conversation after {earlier}",
     "subagent": "{later} starts a subagent from {earlier}",
     "side_call": "{later} is a side call beside {earlier}",
+    "unknown": "{later} nearly continues {earlier} (the evidence is thin: cause unknown)",
 }
 
 
 def headline(rollout: Rollout, miss: NearMiss) -> str:
     """The near miss in words, worded from the later call's side: "c14 re-tokenizes c12's reply"
-    (plain text; escape it for Markdown or HTML)."""
-    later, earlier = rollout.calls[miss.later].node_id, rollout.calls[miss.earlier].node_id
+    (plain text; escape it for Markdown or HTML). A retry is worded from the call that arrived
+    later, as the library's sentence is (``describe``)."""
+    first, second = (miss.earlier, miss.later) if miss.kind != RETRY else sorted((miss.earlier, miss.later))
+    later, earlier = rollout.calls[second].node_id, rollout.calls[first].node_id
     phrase = PHRASES.get(miss.kind, "{later} nearly continues {earlier} (" + miss.kind.replace("_", " ") + ")")
     return phrase.format(later=later, earlier=earlier)
 

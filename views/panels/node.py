@@ -14,10 +14,12 @@ from rollout_graph.core.records import FATAL
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import AGENT
 from rollout_graph.escape import html_text
+from rollout_graph.ui.builders import overlays
 from rollout_graph.ui.builders.chat import chat_html
 from rollout_graph.ui.builders.dag import node_kind
 from rollout_graph.ui.builders.palette import ROLE_COLORS, ROLE_TEXT
 from rollout_graph.ui.builders.tokens import TokenStrip, node_strip, origin_strip, sequence_strip
+from rollout_graph.ui.state import signals as signals_state
 
 
 def _when(value) -> str:
@@ -39,10 +41,11 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
         ("discarded", f"yes: sibling {rollout.calls[kept].node_id} continued" if kept is not None else "no"),
         (
             "tokens",
-            f"prompt {call.n_prompt:,} (context {call.n_prompt - rollout.context_start(i):,}, "
-            f"{inherited_share(rollout, i):.0%} inherited from the parent) · sampled {call.n_sampled:,}",
+            f"prompt {call.n_prompt:,}: {call.n_prompt - rollout.context_start(i):,} context + "
+            f"{rollout.context_start(i):,} inherited tokens ({inherited_share(rollout, i):.0%} inherited from the "
+            f"parent) · sampled {call.n_sampled:,}",
         ),
-        ("trained", "yes" if rollout.trainable[i] else "no" + (" (no sampled tokens)" if not call.n_sampled else "")),
+        ("trainable", _trainable(rollout, i)),
         ("finish reason", str(call.finish_reason)),
         ("model", str(call.model)),
         ("shape", f"{call.shape} · {Path(call.source).name}:{call.line}"),
@@ -53,6 +56,18 @@ def facts(rollout: Rollout, i: int) -> list[tuple[str, str]]:
     if call.usage:
         rows.append(("usage", ", ".join(f"{k} {v}" for k, v in call.usage.items() if not isinstance(v, dict))))
     return rows
+
+
+def _trainable(rollout: Rollout, i: int) -> str:
+    """Whether the call's sampled tokens are trainable (mask 1), and in which rows (the glossary's words)."""
+    call = rollout.calls[i]
+    if not call.n_sampled:
+        return "no (no sampled tokens)"
+    if not rollout.trainable[i]:
+        return "no: its sampled tokens stay context (mask 0)"
+    if i in rollout.topology.discarded:
+        return f"yes, {call.n_sampled:,} tokens, but only in its discarded row (a sibling continued)"
+    return f"yes, {call.n_sampled:,} tokens (mask 1)"
 
 
 def _param(params: dict, key: str) -> str:
@@ -96,12 +111,24 @@ def header_html(rollout: Rollout, i: int) -> str:
     )
 
 
+FACTS_STYLE = (
+    "<style>.rg-facts{width:100%;border-collapse:collapse;font:13px system-ui,sans-serif;color:#0f172a}"
+    ".rg-facts th,.rg-facts td{border-bottom:1px solid #e2e8f0;padding:5px 8px;text-align:left;vertical-align:top}"
+    ".rg-facts th{font-weight:500;color:#475569;white-space:nowrap;width:1%}"
+    ".rg-facts td{overflow-wrap:anywhere;white-space:pre-wrap}</style>"
+)
+
+
+def facts_html(rows: list[tuple[str, str]]) -> str:
+    """The Facts rows as a table whose values wrap (everything from the trace escaped)."""
+    body = "".join(f"<tr><th>{html_text(k)}</th><td>{html_text(v)}</td></tr>" for k, v in rows)
+    return f'{FACTS_STYLE}<table class="rg-facts">{body}</table>'
+
+
 def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
     """The call's identity and provenance, and its sampling params (the Facts tab)."""
-    rows = facts(rollout, i)
-    st.dataframe(
-        pd.DataFrame(rows, columns=["", "value"]), hide_index=True, width="stretch", height=38 + 35 * len(rows)
-    )
+    # an HTML table, not a grid: long values (tokens, usage, shape) wrap instead of being cut at the cell's edge
+    st.html(facts_html(facts(rollout, i)))
     params = params_table(rollout, i)
     if params is not None:
         st.caption("Sampling params: requested by the harness vs submitted to the engine")
@@ -147,12 +174,16 @@ def tokens_choice(rollout: Rollout, i: int, decoder: Decoder, key: str) -> tuple
             "The whole prompt: purple tokens were sampled earlier by the policy, amber ones are policy text the harness "
             "re-inserted, grey ones inserted by the harness; then the sampled span."
         )
-        return origin_strip(rollout, i, decoder), f"org-{key}"
+        strip = origin_strip(rollout, i, decoder)
+        overlays.show_rows(rollout, strip.overlay, signals_state.shown_rows(rollout))  # the row picked
+        return strip, f"org-{key}"
     st.caption(
         "The context span (what the harness added since the parent's end: tool output, user text, template glue) "
         "then the sampled span."
     )
-    return node_strip(rollout, i), f"tok-{key}"
+    strip = node_strip(rollout, i)
+    overlays.show_rows(rollout, strip.overlay, signals_state.shown_rows(rollout))  # the row picked
+    return strip, f"tok-{key}"
 
 
 def messages_panel(rollout: Rollout, i: int) -> None:
@@ -173,6 +204,8 @@ def findings_panel(rollout: Rollout, i: int) -> None:
         )
     else:
         st.caption("No findings for this call.")
+    if any(f.code == "logprob_mismatch" for f in found):
+        signals_state.worst_token_button(rollout, i, "findings-tab")
 
 
 def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str] | None:
@@ -196,8 +229,8 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
     c = st.columns(5)
     c[0].metric("role", seq.role)
     c[1].metric("calls", seq.n_calls)
-    c[2].metric("trainable tokens", f"{seq.n_trainable:,}")
-    c[3].metric("context tokens", f"{seq.n_context:,}")
+    c[2].metric("trainable tokens (row)", f"{seq.n_trainable:,}")
+    c[3].metric("context tokens (row)", f"{seq.n_context:,}")
     c[4].metric("prompt_len", f"{seq.prompt_len:,}")
     rows = []
     for k in seq.nodes:

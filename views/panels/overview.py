@@ -32,7 +32,11 @@ def load_report(workspace: Workspace) -> None:
     # the reasons first: they are what a user must fix
     reasons = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}: {md(x.reason, 160)}" for x in skipped[:SHOWN_REASONS])
     more = f" (and {len(skipped) - SHOWN_REASONS:,} more below)" if len(skipped) > SHOWN_REASONS else ""
-    rest = "nothing else to load." if not loaded.loaded else f"the other {loaded.loaded:,} records loaded normally."
+    rest = (
+        "nothing else to load."
+        if not loaded.loaded
+        else f"the other {loaded.loaded:,} record{'s' if loaded.loaded != 1 else ''} loaded normally."
+    )
     st.warning(
         f"**{len(skipped):,} skipped** of {loaded.records:,} records in {md(workspace.label, 120)}: {reasons}{more}. "
         f"{loaded.loaded:,} loaded: {rest}"
@@ -65,7 +69,7 @@ def rollouts_table(workspace: Workspace, current: str) -> None:
                 "roots": s["n_roots"],
                 "forks": s["n_forks"],
                 "discarded": s["n_discarded"],
-                "trainable tokens": s["n_trainable_tokens"],
+                "trainable tokens (rows)": s["n_trainable_tokens"],
                 "FATAL": counts[FATAL],
                 "WARN": counts[WARN],
                 **groups_view.extra_columns(workspace, sid, by_group),
@@ -94,6 +98,11 @@ def headline(rollout: Rollout) -> None:
         f'<span style="font-weight:400;font-size:13px;color:#64748b;margin-left:10px">{html_text(shapes)}</span></div>'
     )
     tiles = headline_tiles(rollout)
+    # a tile's label wraps instead of ending in "…" ("trainable tokens (rows)" at 1440 px wide)
+    st.html(
+        "<style>[data-testid='stMetricLabel'] *{white-space:normal!important;overflow:visible!important;"
+        "text-overflow:clip!important}</style>"
+    )
     for col, (label, value, why) in zip(st.columns(len(tiles)), tiles, strict=True):
         col.metric(label, value, help=why)
 
@@ -110,7 +119,10 @@ def headline_tiles(rollout: Rollout) -> list[tuple[str, str | int, str | None]]:
         ("broken replays", s["n_broken_replays"],
          "the model's own reply replayed so that the token prefix broke (edited or re-tokenized): "
          "a new root or a call that only looks discarded"),
-        ("trainable tokens", compact(s["n_trainable_tokens"]), None),
+        ("trainable tokens (rows)", compact(s["n_trainable_tokens"]),
+         "loss-mask-1 tokens summed over the training rows (a call in several rows counts in each; "
+         f"{s['n_trainable_tokens_in_discarded_rows']:,} of them in discarded rows). Each call once: "
+         f"{s['n_trainable_call_tokens']:,} trainable tokens (calls), the Audit panel's count"),
         ("FATAL · WARN", f"{counts[FATAL]} · {counts[WARN]}", "findings by level (the findings panel lists every code)"),
     ]  # fmt: skip
 

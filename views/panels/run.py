@@ -84,7 +84,7 @@ def figures(steps: pd.DataFrame) -> dict[str, go.Figure]:
 
     return {
         CHART_KEYS[0]: fig("Rollouts and calls", [("n_rollouts", "rollouts", None), ("n_calls", "calls", None)]),
-        CHART_KEYS[1]: fig("Tokens", [("n_tokens", "all tokens", None), ("n_trainable_tokens", "trainable", None)]),
+        CHART_KEYS[1]: fig("Tokens", [("n_tokens", "all tokens", None), ("n_trainable_tokens", "trainable tokens (rows)", None)]),
         CHART_KEYS[2]: fig("Reward", [("reward_mean", "mean", None), ("reward_min", "min", None), ("reward_max", "max", None)]),
         CHART_KEYS[3]: fig("Discarded and broken calls", [("discard_rate", "discard rate", None), ("break_rate", "broken-replay rate", None)], percent=True),
         CHART_KEYS[4]: fig("Findings", [("n_fatal", "FATAL", None), ("n_warn", "WARN", None), ("n_info", "INFO", None)]),

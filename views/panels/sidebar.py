@@ -47,15 +47,23 @@ def _pick_files(files: list[Path], root: Path | None, key: str) -> list[Path]:
     return [choice] if isinstance(choice, Path) else files
 
 
+def _keep(widget: str, kept: str) -> None:
+    """A sidebar widget's new value, kept for the other pages (their widgets start empty); called
+    only when the visitor changes the widget, so a page's fresh, empty uploader forgets nothing."""
+    value = st.session_state.get(widget)
+    st.session_state[kept] = list(value) if isinstance(value, list) else value
+
+
 def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
-    st.sidebar.caption(
-        "LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded retries."
-    )
+    st.sidebar.caption("LLM-agent rollouts linked by exact token prefix into roots, forks, leaves and discarded calls.")
     kinds = [COMMAND_LINE, BUNDLED, UPLOAD] if cli_directories else [BUNDLED, UPLOAD]
     from_link = st.query_params.get("source") == "upload"
-    if from_link and state.SOURCE not in st.session_state:  # a link to an uploaded trace
-        st.session_state[state.SOURCE] = UPLOAD
-    kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE)
+    kept = st.session_state.get(state.KEPT_SOURCE)
+    if from_link and state.SOURCE not in st.session_state and kept is None:  # a link to an uploaded trace
+        state.choose_source(UPLOAD)
+    elif kept in kinds and st.session_state.get(state.SOURCE) != kept:  # chosen on another page
+        st.session_state[state.SOURCE] = kept
+    kind = st.sidebar.radio("Traces", kinds, key=state.SOURCE, on_change=_keep, args=(state.SOURCE, state.KEPT_SOURCE))
     if (kind == UPLOAD) != from_link:  # links to an uploaded trace say so (source=upload)
         if kind == UPLOAD:
             st.query_params["source"] = "upload"
@@ -77,8 +85,15 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         following = live.source(paths, live.COMMAND_LINE_LABEL)
     else:
         uploads = st.sidebar.file_uploader(
-            "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS
-        )
+            "Trace files", type=UPLOAD_TYPES, accept_multiple_files=True, key=state.UPLOADS,
+            on_change=_keep, args=(state.UPLOADS, state.KEPT_UPLOADS),
+        )  # fmt: skip
+        if not uploads and st.session_state.get(state.KEPT_UPLOADS):  # dropped on another page: still open
+            uploads = st.session_state[state.KEPT_UPLOADS]
+            st.sidebar.caption(
+                f"Open: {len(uploads)} file(s) uploaded on another page "
+                f"({md(', '.join(u.name for u in uploads), 120)}). Drop files above to replace them."
+            )
         if uploads:
             try:
                 workspace = load_uploads(uploads)
@@ -100,7 +115,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
             "Show near-miss links in the graph",
             value=True,
             key=state.NEAR_MISSES,
-            help="Dashed: a call that nearly continued another (history rewritten or compacted). "
+            help="Dashed: a call that nearly continued an earlier one (a retry, a broken replay, a compaction, ...). "
             "They never change the exact graph, its sequences or exports.",
         ),
     )

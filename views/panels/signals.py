@@ -3,96 +3,25 @@ scatter of inference vs trainer logprob per token whose points open their token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.escape import html_text, plot
+from rollout_graph.escape import html_text
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import mismatch
+from rollout_graph.ui.builders.mismatch import Points
+from rollout_graph.ui.state import signals as signals_state
 from rollout_graph.ui.state.signals import Joined, report_caption
-from rollout_graph.ui.state.widgets import jump_to
 
-TOP_OUTLIERS = 20  # the largest differences are drawn as outliers even under the threshold
-
-
-@dataclass(frozen=True)
-class Points:
-    """Every compared token of the rollout: its call, its index in the sampled span, both logprobs."""
-
-    node: np.ndarray
-    offset: np.ndarray
-    inference: np.ndarray
-    trainer: np.ndarray
-
-    @property
-    def diff(self) -> np.ndarray:
-        return self.trainer - self.inference
+# the scatter's points and figure are pure builders (views/builders/mismatch.py), named here too
+outliers, scatter_figure = mismatch.outliers, mismatch.scatter_figure
 
 
-def points(rollout: Rollout) -> Points:
-    """One point per compared sampled token, each call once (its first joined row), arrival order."""
-    nodes, offsets, inf, tr = [], [], [], []
-    signals = rollout.signals
-    for k in sorted(signals.calls) if signals is not None else []:
-        call = rollout.calls[k]
-        trainer = signals.calls[k].trainer
-        keep = np.flatnonzero(np.isfinite(trainer))
-        if not keep.size or not call.logprobs_aligned:
-            continue
-        nodes.append(np.full(keep.size, k))
-        offsets.append(keep)
-        inf.append(call.sampled_logprobs[keep].astype(np.float64))
-        tr.append(trainer[keep])
-    if not nodes:
-        empty = np.empty(0)
-        return Points(empty.astype(int), empty.astype(int), empty, empty)
-    return Points(np.concatenate(nodes), np.concatenate(offsets), np.concatenate(inf), np.concatenate(tr))
-
-
-def outliers(p: Points, threshold: float) -> np.ndarray:
-    """Indices of the outliers: over the threshold, or among the largest differences."""
-    absd = np.abs(p.diff)
-    top = np.argsort(-absd, kind="stable")[:TOP_OUTLIERS]
-    return np.union1d(np.flatnonzero(absd > threshold), top)
-
-
-def scatter_figure(rollout: Rollout, p: Points, threshold: float) -> go.Figure:
-    """Inference (x) vs trainer (y) logprob; the diagonal is agreement; outliers in orange (pure)."""
-    names = [c.node_id for c in rollout.calls]
-    out = outliers(p, threshold)
-    rest = np.setdiff1d(np.arange(p.node.shape[0]), out)
-    lo = float(min(p.inference.min(), p.trainer.min())) if p.node.size else -1.0
-
-    def hover(idx: np.ndarray) -> list[str]:
-        return [
-            f"{plot(names[p.node[i]])} · sampled token {p.offset[i]}<br>inference {p.inference[i]:.4f}"
-            f" · trainer {p.trainer[i]:.4f}<br>Δ {p.diff[i]:+.4f} · ratio {np.exp(p.diff[i]):.3f}"
-            for i in idx
-        ]
-
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(x=[lo, 0], y=[lo, 0], mode="lines", line={"color": "#94a3b8", "dash": "dot"}, hoverinfo="skip",
-                   name="agreement")
-    )  # fmt: skip
-    for idx, name, colour, size in ((rest, "tokens", "#2563eb", 5), (out, "outliers", "#ea580c", 9)):
-        fig.add_trace(
-            go.Scattergl(
-                x=p.inference[idx], y=p.trainer[idx], mode="markers", name=name,
-                marker={"color": colour, "size": size, "opacity": 0.75, "line": {"width": 0}},
-                hovertext=hover(idx), hoverinfo="text",
-            )
-        )  # fmt: skip
-    fig.update_layout(
-        height=360, margin={"l": 10, "r": 10, "t": 30, "b": 30}, title="Inference vs trainer logprob per sampled token",
-        xaxis_title="inference logprob", yaxis_title="trainer logprob", legend={"orientation": "h", "y": -0.2},
-        clickmode="event+select", uirevision=rollout.session_id, plot_bgcolor="#ffffff",
-    )  # fmt: skip
-    return fig
+def points(rollout: Rollout, shown: dict[int, int] | None = None) -> Points:
+    """Each call's compared sampled tokens from the row shown for it, then every flagged token of
+    the other rows (:func:`rollout_graph.ui.builders.mismatch.scatter_points`)."""
+    return mismatch.scatter_points(rollout, shown)
 
 
 def rows_frame(rollout: Rollout) -> pd.DataFrame:
@@ -143,11 +72,12 @@ def render(rollout: Rollout, joined: Joined) -> None:
         for col, (label, value) in zip(cols, tiles, strict=True):
             col.metric(label, value)
         st.dataframe(rows_frame(rollout), hide_index=True, width="stretch")
-        p = points(rollout)
+        shown = signals_state.shown_rows(rollout)
+        p = points(rollout, shown)
         if not p.node.size:
             st.caption("No trainer logprobs on trained tokens: nothing to plot.")
             return
-        st.caption("Select a point (outliers in orange) to open its token in the call view.")
+        st.caption(scatter_caption(rollout, p, shown))
         event = st.plotly_chart(
             scatter_figure(rollout, p, signals.threshold), key=f"signals-scatter-{joined.workspace.key}-{rollout.session_id}",
             on_select="rerun", selection_mode="points", width="stretch",
@@ -156,16 +86,34 @@ def render(rollout: Rollout, joined: Joined) -> None:
         _open_point(rollout, p, event.selection.points if event else [], joined.workspace.key)
 
 
+def scatter_caption(rollout: Rollout, p: Points, shown: dict[int, int]) -> str:
+    """What the scatter plots: which row per call (when several cover one) and the flagged tokens."""
+    text = "Select a point (outliers in orange) to open its call, its row and its token in the call view."
+    signals = rollout.signals
+    several = [k for k, spans in sorted(signals.spans.items()) if len(spans) > 1] if signals is not None else []
+    if several:
+        names = [c.node_id for c in rollout.calls]
+        picked = [f"{names[k]}: row {names[rollout.sequences[shown[k]].leaf]}" for k in several if k in shown][:6]
+        text += (
+            f" {len(several)} call(s) are covered by several joined rows; each call's points come from one row "
+            f"(default: the row holding its worst token; pick another in the call's detail): {', '.join(picked)}"
+            + (" …" if len(several) > 6 else "")
+            + "."
+        )
+    n_other = int(p.other.sum())
+    if n_other:
+        text += f" {n_other} flagged token(s) of rows not shown are the red diamonds ({mismatch.OTHER_ROW})."
+    return text
+
+
 def _open_point(rollout: Rollout, p: Points, picked: list, workspace_key: str) -> None:
-    out = outliers(p, rollout.signals.threshold)
-    groups = {1: np.setdiff1d(np.arange(p.node.shape[0]), out), 2: out}
-    hit = next((q for q in picked if q.get("curve_number") in groups), None)
-    index = None if hit is None else int(groups[hit["curve_number"]][int(hit["point_index"])])
-    if not state.new_pick(f"signals-scatter-{rollout.session_id}", index):
+    """A clicked point selects its call, shows its row and marks its token (once per new click)."""
+    hit = mismatch.picked_point(picked)
+    if not state.new_pick(f"signals-scatter-{rollout.session_id}", hit):
         return
-    node, offset = int(p.node[index]), int(p.offset[index])
-    call = rollout.calls[node]
-    position = call.n_prompt - rollout.context_start(node) + offset if call.prompt_ids is not None else offset
-    jump_to(f"tok-{workspace_key}-{rollout.session_id}-{call.node_id}", position)
-    state.select_node(rollout, node)
+    assert hit is not None
+    node, sequence, offset = hit
+    if not 0 <= node < len(rollout.calls) or not 0 <= sequence < len(rollout.sequences):
+        return
+    signals_state.jump_to_token(rollout, node, sequence, offset)
     st.rerun()

@@ -41,7 +41,7 @@ def render(rollout: Rollout, workspace_key: str) -> None:
         if tl.untimed:
             note += f"; {len(tl.untimed)} without timing are not drawn"
         st.caption(
-            note + ". Bars: start to end, by role (agent plain, auxiliary hatched, discarded retries cross-hatched);"
+            note + ". Bars: start to end, by role (agent plain, auxiliary hatched, discarded calls cross-hatched);"
             " ticks: first token. Click a bar to open its call."
         )
         selected = state.current_node(rollout)

@@ -87,4 +87,5 @@ def inspector(strip: TokenStrip, decoder: Decoder, key: str) -> None:
         active = st.session_state.get(state.PINNED_STRIP)
         if active != key and not (active in shown and isinstance(st.session_state.get(f"{active}-mark"), int)):
             st.session_state[state.PINNED_STRIP] = key  # a jump pinned it: the arrow keys follow it
-        st.code(facts_text(token_facts(strip, position, decoder)), language=None)
+        # wrapped: a long alternative (top-k text) is read whole, never cut at the panel's edge
+        st.code(facts_text(token_facts(strip, position, decoder)), language=None, wrap_lines=True)

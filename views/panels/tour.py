@@ -6,7 +6,17 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RESUMED, RETRY, SIDE_CALL, SUBAGENT
+from rollout_graph.analysis.near_miss import (
+    BROKEN_REPLAYS,
+    COMPACTION,
+    REJECTED,
+    RESUMED,
+    RETRY,
+    SIDE_CALL,
+    SUBAGENT,
+    UNKNOWN,
+    describe,
+)
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
@@ -38,46 +48,20 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
             if kinds[n] in wanted and (roots is None or (topo.parents[n] is None) == roots)
         )  # fmt: skip
 
-    def other(n: int) -> str:
-        return calls[rollout.near_misses[n].other].node_id
+    def sentence(n: int) -> str:  # the library's one sentence, worded from the later call's side
+        return describe(calls, rollout.near_misses[n])
 
+    first("a retry", (d for d in of_kind(RETRY, roots=False) if d in topo.discarded), sentence)
+    first("a retry of the first call", (d for d in of_kind(RETRY, roots=True) if d in topo.discarded), sentence)
+    first("a broken replay", of_kind(*BROKEN_REPLAYS), sentence)
+    first("a rejected reply", of_kind(REJECTED), sentence)
+    first("a subagent", of_kind(SUBAGENT), sentence)
+    first("a side call", of_kind(SIDE_CALL), sentence)
+    first("a compaction or resume", of_kind(COMPACTION, RESUMED), sentence)
     first(
-        "a retry",
-        (d for d in of_kind(RETRY, roots=False) if d in topo.discarded),
-        lambda d: (
-            f"{calls[d].node_id} was discarded by the harness: the same prompt was re-sent and {other(d)} continued"
-        ),
-    )
-    first(
-        "a retry of the first call",
-        (d for d in of_kind(RETRY, roots=True) if d in topo.discarded),
-        lambda d: f"{calls[d].node_id} has the same prompt as {other(d)}, which continued",
-    )
-    first(
-        "a broken replay",
-        of_kind(*BROKEN_REPLAYS),
-        lambda n: (
-            f"{calls[n].node_id} {'re-tokenizes' if kinds[n] == 'retokenized' else 'rewrites'} {other(n)}'s reply: "
-            "the harness replayed the model's own reply so that the token prefix broke"
-        ),
-    )
-    first(
-        "a subagent",
-        of_kind(SUBAGENT),
-        lambda r: f"{calls[r].node_id} starts a conversation of its own (its own system prompt or tools)",
-    )
-    first(
-        "a side call",
-        of_kind(SIDE_CALL),
-        lambda r: f"{calls[r].node_id} is a single call of its own (a title, a summary, ...)",
-    )
-    first(
-        "a compaction or resume",
-        of_kind(COMPACTION, RESUMED),
-        lambda r: (
-            f"{calls[r].node_id} {'compacts' if kinds[r] == 'compaction' else 'resumes'} {other(r)}: the "
-            "conversation goes on with a history that is not a token prefix"
-        ),
+        "a break with thin evidence",
+        of_kind(UNKNOWN),
+        lambda n: f"{sentence(n)}; the evidence is thin, so the cause is not named",
     )
     truncated = [i for i, c in enumerate(calls) if c.finish_reason == "length"]
     first(
@@ -102,12 +86,17 @@ def render(rollout: Rollout, expanded: bool) -> None:
     with st.expander("New here? What you are looking at, and where to click", expanded=expanded):
         st.markdown(GUIDE)
         if examples:
-            cols = st.columns(len(examples))
+            # labels wrap onto a second line instead of ending in "…" (1440 px wide, seven buttons)
+            st.html(
+                "<style>.st-key-rg-tour button *{white-space:normal!important;overflow:visible!important;"
+                "text-overflow:clip!important}</style>"
+            )
+            cols = st.container(key="rg-tour").columns(len(examples))
             for col, example in zip(cols, examples, strict=True):
                 col.button(
                     md(example.label),
                     key=f"tour-{rollout.session_id}-{example.label}",
-                    help=md(example.why, 300),
+                    help=md(example.why, 600),
                     on_click=state.select_node,
                     args=(rollout, example.node),
                     width="stretch",

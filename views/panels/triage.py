@@ -11,6 +11,8 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md_escape
 from rollout_graph.reports.triage import FindingGroup, finding_groups
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import mismatch
+from rollout_graph.ui.state import signals as signals_state
 
 MAX_ROWS = 60  # finding rows per group; the CLI's `inspect --json` lists them all
 LEVEL_ICONS = {FATAL: "⛔", WARN: "⚠️", INFO: "ℹ️"}  # a glyph per level, so level is never colour alone
@@ -74,6 +76,8 @@ def _group(rollout: Rollout, group: FindingGroup, ringed: tuple[str, str] | None
                 type="tertiary",
                 help="Open this call",
             )
+            if f.code == mismatch.MISMATCH:  # the finding points at its token
+                signals_state.worst_token_button(rollout, rollout.index_of(f.node_id), f"triage-{k}")
         if count > MAX_ROWS:
             st.caption(f"First {MAX_ROWS} of {count} shown; `rollout-graph inspect --json` lists them all.")
 

@@ -24,10 +24,11 @@ from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
 from rollout_graph.ui.panels import signals as signals_view
+from rollout_graph.ui.panels import start as start_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
-from rollout_graph.ui.state import live, widgets
+from rollout_graph.ui.state import live
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder
 
@@ -47,15 +48,9 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side"):
             st.html(near_miss_view.fork_html(rollout, i, decoder))
     key = node_view.widget_key(workspace_key, rollout, i)
-    worst = node_view.worst_token(rollout, i)
-    if worst is not None:  # the logprob_mismatch finding points at its token
-        st.button(
-            f"⚠ logprob_mismatch: jump to the worst token (|Δ| {worst[1]:.3g} nats)",
-            key=f"worst-{key}",
-            on_click=widgets.jump_to,
-            args=(f"tok-{key}", worst[0]),
-            help="Marks the sampled token whose trainer and inference logprobs differ most, in the Tokens tab.",
-        )
+    # the signals row shown for the call, and the logprob_mismatch finding's jump to its worst token
+    signals_source.render_row_picker(rollout, i, key)
+    signals_source.apply_jump(rollout, i, key)  # a jump from here, the findings list or the scatter
     tokens, facts, messages, sequence, findings, raw = st.tabs(node_view.tab_labels(rollout, i))
     with tokens:
         strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
@@ -72,6 +67,7 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         node_view.findings_panel(rollout, i)
     with raw:
         raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
+    signals_source.scroll_to_mark()  # after a jump to a token: its ring, scrolled into view
 
 
 def link_notice(workspace, rollout) -> None:
@@ -157,7 +153,7 @@ graph_view.bring_into_view()
 node = state.current_node(rollout)
 with drawn.get("detail") or st.container():
     if node is None:
-        st.info("Click a node in the graph (or pick a call) to see its tokens, messages and training row here.")
+        start_view.render(rollout)  # how to select, and the calls worth a look as buttons
     else:
         workspace = drawn.get("workspace", workspace)
         assert workspace is not None  # a rollout was drawn from it

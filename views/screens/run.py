@@ -16,7 +16,8 @@ def open_rollout(file: str, session_id: str) -> str | None:
     target = Path(file).resolve()
     if target not in cli:
         return f"{Path(file).name} is not among the command-line folders' trace files."
-    st.session_state[state.SOURCE], st.session_state[state.CLI_FILE] = sidebar.COMMAND_LINE, cli[target]
+    state.choose_source(sidebar.COMMAND_LINE)
+    st.session_state[state.CLI_FILE] = cli[target]
     state.select_session(session_id)
     st.session_state[state.GOTO_EXPLORER] = True
     return None

@@ -22,6 +22,11 @@ SOURCE = "rg_source"  # sidebar: which kind of source
 BUNDLED_FILE = "rg_bundled_file"
 CLI_FILE = "rg_cli_file"
 UPLOADS = "rg_uploads"
+# The sidebar's source and uploads as the visitor last chose them, kept apart from the widgets: each
+# page has widgets of its own, so without these a page switch would drop the upload (and show the
+# bundled samples instead, silently)
+KEPT_SOURCE = "rg_source_kept"
+KEPT_UPLOADS = "rg_uploads_kept"
 SHOW_WHITESPACE = "rg_ws"
 NEAR_MISSES = "rg_near"
 CORPUS_SOURCE = "rg_corpus_source"
@@ -118,6 +123,11 @@ def missing_call(rollout: Rollout) -> str | None:
     """The call id the link (or the selection) names when this rollout has no such call."""
     node_id = st.session_state.get(NODE)
     return node_id if node_id is not None and current_node(rollout) is None else None
+
+
+def choose_source(kind: str) -> None:
+    """Point the sidebar's "Traces" radio at ``kind`` from code (a corpus or run row), on every page."""
+    st.session_state[SOURCE] = st.session_state[KEPT_SOURCE] = kind
 
 
 def select_session(sid: str) -> None:

@@ -25,13 +25,14 @@ from rollout_graph.ingest.reading import Source
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS, drawn_point
+from rollout_graph.ui.builders.palette import NEWEST_RING
 from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import CACHE_STORE_DELAY_SECONDS, Workspace
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
 TICK_SECONDS = 1.0  # how often the live panel looks for new calls
 MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
-NEWEST_COLOR = "#16a34a"  # green: red rings are search hits, the dark ring the selected call
+NEWEST_COLOR = NEWEST_RING  # green: red rings are search hits, the dark ring the selected call
 
 
 class LiveSource:

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import streamlit as st
 
+from rollout_graph.core.rollout import Rollout
 from rollout_graph.resources import SAMPLES, SIGNALS_ENV
 from rollout_graph.signals.join import DEFAULT_THRESHOLD, JoinReport, attach_all
 from rollout_graph.signals.reading import SignalsError, SignalsFile, read_signals_bytes
 from rollout_graph.ui import state
-from rollout_graph.ui.builders import overlays
+from rollout_graph.ui.builders import mismatch, overlays
 from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, Workspace
+from rollout_graph.ui.state.widgets import jump_to
 
 BUNDLED_SIGNALS = SAMPLES / "signals" / "samples.signals.jsonl"
 ENV = SIGNALS_ENV  # set by `rollout-graph view --signals FILE` (os.pathsep-separated)
@@ -148,3 +150,139 @@ def report_caption(joined: Joined) -> str | None:
     if r["n_unmatched_rows"]:
         text += f" · {r['n_unmatched_rows']} for rollouts not loaded"
     return text
+
+
+# ---- the row each call's overlay and scatter show, and the jump to a flagged token
+
+SCROLL_TO_MARK = "rg-scroll-to-mark"  # set by a jump: scroll the ringed token into view once drawn
+# our own script (never trace text): bring the ringed token into view in its scrolling pane, not the page
+SCROLL_JS = """<script>
+function bringMark() {
+  const mark = window.parent.document.querySelector('.rg-tokens .rg-m');
+  if (!mark) return;
+  let pane = mark.parentElement;
+  while (pane && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
+    pane = pane.parentElement;
+  if (!pane) return;
+  const box = mark.getBoundingClientRect(), pane_box = pane.getBoundingClientRect();
+  // what of the pane the window shows; the least scroll that shows the token there, so what is
+  // above it (header, row picker) stays in view when it can
+  const top = Math.max(pane_box.top, 0), bottom = Math.min(pane_box.bottom, window.parent.innerHeight);
+  if (box.bottom > bottom - 24) pane.scrollTop += box.bottom - bottom + 140;
+  else if (box.top < top) pane.scrollTop -= top - box.top + 48;
+  // the pane at its end and the token still under the window's edge: the page moves the rest
+  const below = mark.getBoundingClientRect().bottom - (window.parent.innerHeight - 100);
+  if (below > 0) {
+    let page = pane.parentElement;
+    while (page && !(page.scrollHeight > page.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(page).overflowY)))
+      page = page.parentElement;
+    if (page) page.scrollTop += below; else window.parent.scrollBy(0, below);
+  }
+}
+[300, 1000, 2000].forEach(t => setTimeout(bringMark, t));
+</script>"""
+ROWS = "rg-signals-rows"  # {session_id: {node_id: leaf_id}}: the joined row picked per call
+JUMP = "rg-signals-jump"  # (session_id, node_id, offset): a sampled token to mark when the call's detail draws
+
+
+def wanted_rows(rollout: Rollout) -> dict[int, str]:
+    """The rows picked for this rollout's calls (arrival index -> leaf id of the row)."""
+    picked = st.session_state.get(ROWS, {}).get(rollout.session_id, {})
+    ids = {c.node_id: k for k, c in enumerate(rollout.calls)}
+    return {ids[n]: leaf for n, leaf in picked.items() if n in ids}
+
+
+def shown_rows(rollout: Rollout) -> dict[int, int]:
+    """The row shown per call (arrival index -> sequence index): the one picked, else the default."""
+    return mismatch.shown_rows(rollout, wanted_rows(rollout))
+
+
+def pick_row(rollout: Rollout, node: int, leaf_id: str) -> None:
+    """Show the joined row ending at ``leaf_id`` for the call (its overlay and its scatter points)."""
+    rows = st.session_state.setdefault(ROWS, {})
+    rows.setdefault(rollout.session_id, {})[rollout.calls[node].node_id] = leaf_id
+
+
+def jump_to_token(rollout: Rollout, node: int, sequence: int | None = None, offset: int | None = None) -> None:
+    """Select the call, show the row ``sequence`` for it and mark its sampled token ``offset`` in the
+    token view; without them, the call's worst token in the row holding it (the default row)."""
+    signals = rollout.signals
+    if signals is None or node not in signals.calls:
+        return
+    if sequence is None or offset is None:
+        default = mismatch.default_row(mismatch.covering_rows(rollout, node))
+        if default is None or default.worst_offset is None:
+            return
+        sequence, offset = default.sequence, default.worst_offset
+    pick_row(rollout, node, rollout.calls[rollout.sequences[sequence].leaf].node_id)
+    st.session_state[JUMP] = (rollout.session_id, rollout.calls[node].node_id, int(offset))
+    state.select_node(rollout, node)
+
+
+def apply_jump(rollout: Rollout, node: int, key: str) -> None:
+    """Mark the token a jump asked for, in the call's token views (``tok-`` and ``org-`` + ``key``),
+    before they render; a jump for another call waits."""
+    pending = st.session_state.get(JUMP)
+    if not pending or pending[:2] != (rollout.session_id, rollout.calls[node].node_id):
+        return
+    st.session_state[JUMP] = None
+    st.session_state[SCROLL_TO_MARK] = True  # the token view drawn below scrolls its ringed token into view
+    offset = int(pending[2])
+    jump_to(f"tok-{key}", mismatch.view_position(rollout, node, offset))
+    call = rollout.calls[node]
+    jump_to(f"org-{key}", (call.n_prompt if call.prompt_ids is not None else 0) + offset)
+
+
+JUMP_LABEL = "jump to the worst token"
+
+
+def worst_token_button(rollout: Rollout, node: int, where: str, rows: list | None = None) -> None:
+    """The ``logprob_mismatch`` finding's "jump to the worst token" button (wherever the finding is
+    shown): it selects the call, shows the row holding the token, and rings the token."""
+    rows = mismatch.covering_rows(rollout, node) if rows is None else rows
+    default = mismatch.default_row(rows)
+    if default is None or default.worst_offset is None or default.worst_d is None:
+        return
+    st.button(
+        f"⚠ logprob_mismatch: {JUMP_LABEL} ({rollout.calls[node].node_id}, sampled token {default.worst_offset}, "
+        f"Δ {default.worst_d:+.3g} nats, {default.name})",
+        key=f"worst-{where}-{rollout.session_id}-{rollout.calls[node].node_id}",
+        on_click=jump_to_token,
+        args=(rollout, node),
+        help="Selects the call, shows the row holding the token and rings the sampled token whose trainer and "
+        "inference logprobs differ most, in the Tokens tab.",
+    )
+
+
+def render_row_picker(rollout: Rollout, node: int, key: str) -> None:
+    """The call's signals-row picker (only when two or more joined rows cover it), and its worst-token
+    jump when the call has a ``logprob_mismatch``. The picker says which row is shown and why the
+    default is the default; the Tokens tab's overlay and the signals scatter follow it."""
+    rows = mismatch.covering_rows(rollout, node)
+    flagged = any(f.code == mismatch.MISMATCH for f in rollout.findings_for(node))
+    default = mismatch.default_row(rows)
+    if flagged:
+        worst_token_button(rollout, node, "detail", rows)
+    if len([r for r in rows if r.n_compared]) < 2:
+        return
+    widget = f"rg-row-pick-{key}"
+    current = mismatch.resolve_row(rows, wanted_rows(rollout).get(node))
+    leaves = [r.leaf_id for r in rows]
+    if current is not None and st.session_state.get(widget) != current.leaf_id:
+        st.session_state[widget] = current.leaf_id  # before the widget is drawn: a jump or a scatter click moved it
+    by_leaf = {r.leaf_id: r for r in rows}
+    st.selectbox(
+        f"Signals row shown ({len(rows)} joined rows cover this call)",
+        leaves,
+        format_func=lambda leaf: mismatch.row_label(by_leaf[leaf], default),
+        key=widget,
+        on_change=lambda: pick_row(rollout, node, st.session_state[widget]),
+        help="The Tokens tab's trainer colours and the signals scatter show this row's trainer logprobs for the call.",
+    )
+    st.caption(mismatch.default_reason(rows))
+
+
+def scroll_to_mark() -> None:
+    """After a jump, scroll the ringed token into view in the call's detail pane (once)."""
+    if st.session_state.pop(SCROLL_TO_MARK, False):
+        st.iframe(SCROLL_JS, height="content")

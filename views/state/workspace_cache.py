@@ -51,7 +51,7 @@ def estimate_bytes(loaded: Any) -> int:
             total += _PER_CALL_OVERHEAD
             for arr in (call.prompt_ids, call.sampled_ids, call.sampled_logprobs):
                 total += 0 if arr is None else int(arr.nbytes)
-            if call.top_k is not None:
+            if call.top_k is not None and not call.top_k.pending:  # deferred ones stay in the file
                 total += int(call.top_k.ids.nbytes + call.top_k.logprobs.nbytes)
             for message in call.request_messages or ():
                 content = message.get("content")

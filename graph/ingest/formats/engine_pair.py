@@ -236,19 +236,26 @@ def _flatten(rows: list) -> tuple[list[int], list]:
     return [len(r) for r in lists], list(chain.from_iterable(lists))
 
 
+def top_of_entries(content: list) -> TopK | None:
+    """The alternatives of chat logprob entries parsed as generic JSON (``top_logprobs`` lists)."""
+    lengths, alternatives = _flatten(_column(content, "top_logprobs"))
+    return top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
+
+
 def _from_chat_logprobs(content: Any) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
     if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
-        tokens, values, lengths = content.tokens, content.logprobs, content.lengths
-        alt_tokens, alt_values = content.alt_tokens, content.alt_logprobs
+        tokens, values = content.tokens, content.logprobs
+        # Left in the file (deferred) when the line came from a plain file on disk.
+        top = (
+            content.top if content.top is not None else top_k(content.lengths, content.alt_tokens, content.alt_logprobs)
+        )
     elif isinstance(content, list):
         tokens, values = _column(content, "token"), _column(content, "logprob")
-        lengths, alternatives = _flatten(_column(content, "top_logprobs"))
-        alt_tokens, alt_values = _column(alternatives, "token"), _column(alternatives, "logprob")
+        top = top_of_entries(content)
     else:
         return _Sampled()
     split = split_tokens(tokens)
-    top = top_k(lengths, alt_tokens, alt_values)
     invalid = split.describe_invalid(tokens, "logprobs.content[].token")
     return _Sampled(
         ids=split.ids if split.all_ids else None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import PurePath
 from typing import Any
 
@@ -66,8 +67,10 @@ def _stem(name: str) -> str:
     return name
 
 
+@lru_cache(maxsize=1024)
 def step_from_path(source: str) -> int | None:
-    """The training step a file's path names (the nearest path part that names one), or None."""
+    """The training step a file's path names (the nearest path part that names one), or None.
+    Cached: every record of a file asks for its path."""
     parts = PurePath(source).parts
     for k, part in enumerate(reversed(parts)):
         name = _stem(part) if k == 0 else part
