@@ -12,7 +12,9 @@ Shapes (each written on the fly into a temporary folder):
 - ``long_line``: one record of N KB of text rejected by orjson (a NaN logprob), so the stdlib
   fallback and its depth check run over the whole line.
 
-Each run is a child process (``os.wait4`` gives its peak RSS); N and 2N runs are interleaved
+Each run is a child process (``os.wait4`` gives its peak RSS and its CPU time, user + system:
+on a shared machine the CPU time is the firmer figure, wall time grows with everyone else's
+load); N and 2N runs are interleaved
 (N, 2N, N, 2N ...) and each figure is the median of ``--rounds`` runs, so load changes on a
 shared machine hit both sizes alike. Cold only (``--no-cache``): a warm reopen is another figure
 (benchmarks/bench_cold.py).
@@ -94,14 +96,15 @@ SHAPES: dict[str, tuple[Callable[[Path, int], None], int, list[str]]] = {
 }
 
 
-def run_once(path: Path, flags: list[str]) -> tuple[float, int, int]:
-    """Seconds, peak RSS bytes and exit code of one cold ``inspect --json``."""
+def run_once(path: Path, flags: list[str]) -> tuple[float, float, int, int]:
+    """Wall seconds, CPU seconds, peak RSS bytes and exit code of one cold ``inspect --json``."""
     args = [sys.executable, "-m", "rollout_graph", "inspect", str(path), "--json", "--no-cache", *flags]
     start = time.perf_counter()
     child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - start, usage.ru_maxrss * 1024, child.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - start, cpu, usage.ru_maxrss * 1024, child.returncode
 
 
 def measure(shape: str, scale: float, rounds: int, folder: Path) -> dict:
@@ -113,15 +116,18 @@ def measure(shape: str, scale: float, rounds: int, folder: Path) -> dict:
         write(paths[size], size)
     times: dict[int, list[float]] = {n: [], 2 * n: []}
     peaks: dict[int, list[int]] = {n: [], 2 * n: []}
+    cpus: dict[int, list[float]] = {n: [], 2 * n: []}
     for r in range(rounds):
         order = (n, 2 * n) if r % 2 == 0 else (2 * n, n)
         for size in order:
-            seconds, peak, code = run_once(paths[size], flags)
+            seconds, cpu, peak, code = run_once(paths[size], flags)
             if code != 0:
                 raise SystemExit(f"{shape} at {size}: inspect exited {code}")
             times[size].append(seconds)
+            cpus[size].append(cpu)
             peaks[size].append(peak)
     t1, t2 = statistics.median(times[n]), statistics.median(times[2 * n])
+    c1, c2 = statistics.median(cpus[n]), statistics.median(cpus[2 * n])
     return {
         "shape": shape,
         "n": n,
@@ -129,6 +135,9 @@ def measure(shape: str, scale: float, rounds: int, folder: Path) -> dict:
         "seconds_n": round(t1, 3),
         "seconds_2n": round(t2, 3),
         "growth": round(t2 / t1, 2),
+        "cpu_n": round(c1, 3),
+        "cpu_2n": round(c2, 3),
+        "cpu_growth": round(c2 / c1, 2),
         "peak_mb_n": round(max(peaks[n]) / 2**20),
         "peak_mb_2n": round(max(peaks[2 * n]) / 2**20),
         "memory_growth": round(max(peaks[2 * n]) / max(peaks[n]), 2),
@@ -144,7 +153,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         if not args.json:
-            print(f"{'shape':<10} {'N':>8} {'MB at N':>8} {'s at N':>8} {'s at 2N':>8} {'2N/N':>6} {'peak MB':>14}")
+            print(
+                f"{'shape':<10} {'N':>8} {'MB at N':>8} {'s at N':>8} {'s at 2N':>8} {'2N/N':>6} "
+                f"{'cpu N':>7} {'cpu 2N':>7} {'2N/N':>6} {'peak MB':>14}"
+            )
         for shape in args.shapes.split(","):
             row = measure(shape, args.scale, args.rounds, Path(tmp))
             if args.json:
@@ -153,6 +165,7 @@ def main() -> None:
                 print(
                     f"{row['shape']:<10} {row['n']:>8,} {row['bytes_n'] / 2**20:>8.1f} {row['seconds_n']:>8.2f} "
                     f"{row['seconds_2n']:>8.2f} {row['growth']:>6.2f} "
+                    f"{row['cpu_n']:>7.2f} {row['cpu_2n']:>7.2f} {row['cpu_growth']:>6.2f} "
                     f"{row['peak_mb_n']:>6} -> {row['peak_mb_2n']:<6}",
                     flush=True,
                 )

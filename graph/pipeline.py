@@ -7,9 +7,20 @@ imports the other's callers (tests/test_layers.py keeps it so).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 
-from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.analysis.decode import (
+    RAW_IDS,
+    TRACE_TEXT,
+    Decoder,
+    TokenizerDecoder,
+    TraceTextDecoder,
+    find_tokenizer,
+    trace_token_texts,
+)
 from rollout_graph.analysis.near_miss import near_misses, replayed, retokenized_finding, rewrite_finding
 from rollout_graph.core import claims
 from rollout_graph.core.findings import is_trainable, rollout_findings, turn_findings
@@ -49,7 +60,8 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     assign_roles(calls, topology, sequences)
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
-    misses = near_misses(calls, topology, decoder)
+    # one call has nothing it nearly continued: the near-miss pass's set-up is most of a small rollout's cost
+    misses = near_misses(calls, topology, decoder) if len(calls) > 1 else {}
     findings = _unfinished_not_replayed(findings, calls, topology, replayed(misses))
     for finding in (retokenized_finding(calls, misses), rewrite_finding(calls, misses, topology.discarded)):
         if finding is not None:
@@ -80,6 +92,27 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     from rollout_graph.signals.embedded import attach_embedded
 
     return attach_embedded(rollout)
+
+
+class Decoders:
+    """``decoder_for(calls, trace_paths)`` for many rollouts of one load, with the tokenizer search
+    (a walk of the folders beside the traces and of the bundled samples) done once per model
+    instead of once per rollout: for a file of many small rollouts that walk was most of the time."""
+
+    def __init__(self, trace_paths: Sequence[Path] = ()) -> None:
+        self.trace_paths = list(trace_paths)
+        self._found: dict[str | None, TokenizerDecoder | None] = {}
+
+    def __call__(self, calls: list[Call]) -> Decoder:
+        """The decoder :func:`rollout_graph.analysis.decode.decoder_for` would choose for these calls."""
+        model = next((c.model for c in calls if c.model), None)
+        if model not in self._found:
+            self._found[model] = find_tokenizer(model, self.trace_paths)
+        found = self._found[model]
+        if found is not None:
+            return found
+        known = trace_token_texts(calls)
+        return TraceTextDecoder(known, TRACE_TEXT if known else RAW_IDS)
 
 
 def _unfinished_not_replayed(

@@ -7,19 +7,26 @@ space is capped with ``resource.setrlimit(RLIMIT_AS)``, reporting their peak res
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import httpx
 import orjson
 import pyarrow.parquet as pq
 import pytest
 
 from rollout_graph.cli import main
+from rollout_graph.ingest.loading import load_paths
 from tests.builders import jsonl
 from tests.hostile import AFTER, BEFORE, _raw_surrogates, good
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -450,3 +457,213 @@ def test_an_upload_named_after_a_server_file_is_never_opened_for_the_projection(
     loaded = load_sources([upload], limits=Limits(max_sessions=1000))
     assert 1000 <= loaded.loaded <= 1200  # stopped by the real count, not by the server file's size
     assert "projected" not in loaded.skipped[-1].reason
+
+
+# --- the capture proxy on a real full disk, and SIGKILLed with a big record queued (slow) ---
+
+
+@contextlib.contextmanager
+def _tmpfs(folder: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``folder`` (root only: the test skips when it cannot mount)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@contextlib.contextmanager
+def _capture_process(upstream: str, out: Path, err_path: Path):
+    """A real ``rollout-graph capture`` process (stderr to ``err_path``); yields (port, process)."""
+    from tests.fake_upstream import free_socket
+
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    command = [sys.executable, "-m", "graph", "capture", "--upstream", upstream, "--out", str(out), "--port", str(port)]
+    with open(err_path, "wb") as err:
+        process = subprocess.Popen(command, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
+    try:
+
+        def serving() -> bool:
+            assert process.poll() is None, "capture exited before it served"
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            except httpx.HTTPError:
+                return False
+            return True
+
+        wait_until(serving, timeout=30, what="the capture proxy to start")
+        yield port, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _call(port: int, text: str, timeout: float = 60) -> httpx.Response:
+    body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 4}
+    return httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=timeout)
+
+
+def _lines(path: Path) -> list[dict]:
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n"), "the capture file ends in a half line"
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+@pytest.mark.slow
+def test_capture_on_a_real_full_tmpfs_reports_each_lost_call_keeps_whole_lines_and_recovers(tmp_path):
+    from tests.fake_upstream import running_upstream
+
+    with _tmpfs(tmp_path / "disk", "1m") as disk, running_upstream() as (url, _):
+        out = disk / "captures"
+        err_path = tmp_path / "capture.err"
+        with _capture_process(url, out, err_path) as (port, process):
+            (path,) = out.glob("*.jsonl")
+            filler = disk / "filler"
+            filler.write_bytes(b"\0" * (600 << 10))  # most of the disk: the captures fill the rest
+            word = "w" * 20
+            answered = 0
+
+            def settled() -> int | None:
+                """Reports once every answered call is a whole line or a report (the writer is behind the answer)."""
+                reports = err_path.read_text().count("was not recorded")
+                return reports if len(_lines(path)) + reports == answered else None
+
+            for i in range(40):  # ~30 KB a record (the request text, its token ids and the prompt)
+                assert _call(port, f"call {i} " + " ".join([word] * 1500)).status_code == 200
+                answered += 1
+                wait_until(lambda: settled() is not None, timeout=10, what="the call's line or its report")
+                if settled():
+                    break
+            assert settled() == 1, "the disk never filled"
+            # reported as it happened: the proxy still runs, the line names the call and the reason
+            assert process.poll() is None
+            err = err_path.read_text()
+            assert "No space left on device" in err and str(path) in err
+            before = _lines(path)
+            assert len(before) == answered - 1
+            # two more calls on the full disk: each reported at once, the file stays whole
+            for _ in range(2):
+                assert _call(port, "full " + " ".join([word] * 1500)).status_code == 200
+            wait_until(
+                lambda: err_path.read_text().count("was not recorded") >= 3 or None,
+                timeout=10,
+                what="a report per lost call",
+            )
+            assert len(_lines(path)) == len(before)
+            # space returns: the next calls land on clean lines
+            filler.unlink()
+            for i in range(3):
+                assert _call(port, f"after {i}").status_code == 200
+            wait_until(lambda: len(_lines(path)) == len(before) + 3 or None, timeout=10, what="the calls after")
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(30) == 1  # calls were lost: the exit status says so
+        records = _lines(path)
+        as_they_happened, at_exit = err_path.read_text().split("stopped; ")
+        lost = as_they_happened.count("was not recorded")
+        assert "was not recorded" in at_exit  # the exit summary repeats them
+        assert lost == 3 and len(records) == answered + 2 + 3 - lost
+        assert [r["request"]["messages"][0]["content"] for r in records[-3:]] == [f"after {i}" for i in range(3)]
+        assert at_exit.startswith(f"{len(records)} call(s) recorded")
+
+
+@pytest.mark.slow
+def test_a_sigkilled_proxy_keeps_the_calls_that_completed_beside_a_big_record(tmp_path):
+    """Small calls all the time, one 40 MB call, and a SIGKILL the moment the big call is answered
+    (its ~100 MB record is queued or being written then): the small calls answered before the kill
+    are on disk but for a bounded few, the ones answered while that one record was written
+    (docs/limits.md)."""
+    from tests.fake_upstream import running_upstream
+
+    with running_upstream() as (url, _):
+        out = tmp_path / "captures"
+        err_path = tmp_path / "capture.err"
+        with _capture_process(url, out, err_path) as (port, process):
+            (path,) = out.glob("*.jsonl")
+            answered: list[int] = []
+            stop = threading.Event()
+
+            def small_calls() -> None:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        if _call(port, f"small {i}", timeout=10).status_code == 200 and not stop.is_set():
+                            answered.append(i)
+                    except httpx.HTTPError:
+                        return
+                    i += 1
+
+            thread = threading.Thread(target=small_calls)
+            thread.start()
+            wait_until(lambda: len(answered) >= 5 or None, timeout=20, what="small calls")
+            big = _call(port, " ".join(["big"] * (10 << 20)), timeout=120)
+            stop.set()
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+            thread.join(30)
+            assert big.status_code == 200
+        data = path.read_bytes()
+        whole, _, torn = data.rpartition(b"\n")  # a SIGKILL mid-write can leave the last line torn
+        records = [orjson.loads(line) for line in whole.splitlines()]
+        loaded = load_paths([path])
+        assert loaded.loaded == len(records)
+        if torn:  # the reader reports it as an unfinished last line, never as a loaded call
+            assert [p.line for p in loaded.pending] == [len(records) + 1], (loaded.pending, loaded.skipped)
+    contents = {r["request"]["messages"][0]["content"] for r in records}
+    lost = [i for i in answered if f"small {i}" not in contents]
+    big_kept = any(c.startswith("big big") for c in contents)
+    print(
+        f"answered {len(answered)} small calls before the kill; lost {lost}; the big record kept: {big_kept}; "
+        f"torn last line: {len(torn):,} bytes"
+    )
+    assert len(answered) >= 5
+    # bounded: only the last few answered (queued behind the big record's one write) can be lost
+    assert len(lost) <= 3 and all(i >= answered[-1] - 3 for i in lost), lost
+
+
+# --- audit streams a file of more rollouts than max_sessions ---
+
+
+def _mixed_sessions(path: Path, n: int) -> Path:
+    """``n`` rollouts: most one call, every tenth two calls whose second call comes 5 rollouts later
+    (interleaved), every fiftieth with a failed call too."""
+    lines = []
+    for i in range(n):
+        lines.append({**good(f"a{i}", [1, 2, 3], [4, 5]), "session_id": f"s{i}"})
+        if i % 10 == 0 and i >= 5:
+            lines.append({**good(f"b{i - 5}", [1, 2, 3, 4, 5, 6], [7]), "session_id": f"s{i - 5}"})
+        if i % 50 == 0:
+            lines.append(_failed(f"f{i}", f"s{i}"))
+    path.write_bytes(jsonl(lines))
+    return path
+
+
+def test_audit_streams_a_file_of_more_rollouts_than_max_sessions_with_the_rows_of_a_whole_load(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.reports import audit
+
+    path = str(_mixed_sessions(tmp_path / "many.jsonl", 3000))
+    whole = audit.audit_file(path, Limits(max_sessions=1_000_000))
+    streamed = audit.audit_file(path, Limits(max_sessions=100))
+    assert len(whole) == 3000 and not any(r["error"] for r in whole)
+    assert sorted(streamed, key=lambda r: r["session_id"]) == sorted(whole, key=lambda r: r["session_id"])
+    assert {r["n_turns"] for r in whole} == {1, 2} and sum(r["n_failed_calls"] for r in whole) == 60
+    assert whole[0]["file_skipped_records"] == 60
+
+
+def test_a_streamed_audit_stops_a_file_whose_rollouts_stay_open_past_max_sessions(tmp_path):
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.reports import audit
+
+    records = [{**good(f"a{i}", [1, 2, 3], [4]), "session_id": f"s{i}"} for i in range(400)]
+    records += [{**good(f"b{i}", [1, 2, 3, 4, 9], [5]), "session_id": f"s{i}"} for i in range(400)]
+    path = tmp_path / "open.jsonl"
+    path.write_bytes(jsonl(records))
+    rows = audit.audit_file(str(path), Limits(max_sessions=100))
+    reasons = rows[0]["file_skip_reasons"]
+    assert any("open at once" in r and "max_sessions" in r for r in reasons), reasons

@@ -61,6 +61,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="join this signals file to the command-line traces (docs/signals.md); the app also takes uploads",
     )
+    command.add_argument(
+        "--max-load-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop analysing an upload after S seconds (default 60; docs/limits.md)",
+    )
     add_correction(command)
     command.set_defaults(run=guarded(run))
 
@@ -93,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
 
         os.environ[CORRECTIONS_ENV] = ";".join(c.label for c in corrections)
     command = streamlit_command(args)
+    if args.max_load_seconds is not None:  # read by rollout_graph.worker (each upload's child process)
+        from rollout_graph.worker import ENV_SECONDS
+
+        if not args.max_load_seconds > 0:
+            print("rollout-graph view: --max-load-seconds must be more than 0", file=sys.stderr)
+            return 2
+        os.environ[ENV_SECONDS] = str(args.max_load_seconds)
     if args.public:  # the app reads traces under the public limits (docs/limits.md)
         os.environ[PUBLIC_ENV] = "1"
     os.execv(sys.executable, command)

@@ -80,6 +80,8 @@ def _specified_distribution(call: Call) -> dict[str, str]:
 
 def _sampling_change(calls: list[Call]) -> Finding | None:
     """A call that sets a distribution param to a different value than an earlier call did."""
+    if len(calls) < 2:  # a change needs two calls
+        return None
     first_seen: dict[str, tuple[str, str]] = {}
     for call in calls:
         for key, value in _specified_distribution(call).items():

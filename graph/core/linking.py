@@ -83,6 +83,8 @@ class Links:
 
 def link(calls: list[Call]) -> Links:
     """Parents of every call and how each link was found: by tokens, else by messages."""
+    if len(calls) < 2:  # a lone call is a root (no call links to itself): skip the hashing set-up
+        return Links([None] * len(calls), [None] * len(calls))
     parents = token_parents(calls)
     linked_by: list[LinkedBy | None] = [TOKENS if p is not None else None for p in parents]
     for i, parent in message_parents(calls).items():

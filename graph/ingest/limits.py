@@ -174,8 +174,8 @@ class SessionBudget:
         return (
             f"over a limit: this load would hold {what}, more than {self.limit:,} "
             f"(limit max_sessions, --max-sessions); the rest of this file is not read. For one row per "
-            f"rollout run `rollout-graph audit FILE --out audit.parquet --max-sessions N` (it needs the "
-            f"memory of the whole file), or split the file"
+            f"rollout run `rollout-graph audit FILE --out audit.parquet` (it streams the file, holding only "
+            f"the rollouts open at once), or split the file"
         )
 
 

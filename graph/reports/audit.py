@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import FATAL, INFO, WARN, Skipped
+from rollout_graph.core.records import FATAL, INFO, WARN, LoadResult, SessionInput, Skipped
 from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.engine_pair import FAILED_SESSION
 from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
-from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_paths, rollout_name, walk_traces
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
+from rollout_graph.ingest.loading import add_value, load_paths, rollout_name, walk_traces
+from rollout_graph.ingest.reading import Source, read_values
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
 from rollout_graph.signals.corrections import audit_columns, parse_corrections
@@ -199,7 +200,12 @@ def audit_file(
     A session whose every record is a failed call still gets a row, whose ``error`` says so.
     """
     try:
-        loaded = load_paths([path], limits=limits)
+        limits = limits or Limits()
+        streamed = may_exceed_sessions([path], limits)
+        if streamed:  # more rollouts than a load may hold: each is analysed as soon as its last line is read
+            loaded, streamed_rows = _streamed(path, limits, signals, threshold, corrections)
+        else:
+            loaded = load_paths([path], limits=limits)
         skipped = list(loaded.skipped)
         file_figures = {"file_skipped_records": len(skipped), "file_skip_reasons": skip_summary(skipped)}
         failed: Counter[str] = Counter()
@@ -210,16 +216,21 @@ def audit_file(
         if loaded.nothing_readable and not failed:
             reason = loaded.skipped[0].reason if loaded.skipped else "no records"
             return [{**error_row(path, reason), **file_figures}]
-        rollouts = [analyse(session) for session in loaded.sessions.values()]
-        if signals:
-            rollouts, _ = attach_all(rollouts, load_signals(signals), threshold, parse_corrections(corrections))
-        elif corrections:  # the trainer columns the traces carry themselves
-            rollouts = with_corrections(rollouts, parse_corrections(corrections))
-        rows = [
-            {**audit_row(rollout, path), "n_failed_calls": failed.get(rollout.session_id, 0), **file_figures}
-            for rollout in rollouts
-        ]
-        for session in sorted(set(failed) - set(loaded.sessions)):
+        if streamed:
+            rows = streamed_rows
+            for row in rows:  # in place: a copy of every row would double the peak
+                row["n_failed_calls"] = failed.get(row["session_id"], 0)
+                row.update(file_figures)
+        else:
+            rollouts = _joined(
+                [analyse(session) for session in loaded.sessions.values()], signals, threshold, corrections
+            )
+            rows = [
+                {**audit_row(rollout, path), "n_failed_calls": failed.get(rollout.session_id, 0), **file_figures}
+                for rollout in rollouts
+            ]
+        seen = {r["session_id"] for r in rows} if streamed else set(loaded.sessions)
+        for session in sorted(set(failed) - seen):
             note = f"no calls loaded: all {failed[session]} of this session's calls failed"
             rows.append(
                 {**error_row(path, note), "session_id": session, "n_failed_calls": failed[session], **file_figures}
@@ -231,6 +242,81 @@ def audit_file(
         ]
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop a corpus audit
         return [error_row(path, f"{type(exc).__name__}: {exc}")]
+
+
+def _joined(
+    rollouts: list[Rollout], signals: tuple[str, ...], threshold: float, corrections: tuple[str, ...]
+) -> list[Rollout]:
+    if signals:
+        return attach_all(rollouts, load_signals(signals), threshold, parse_corrections(corrections))[0]
+    if corrections:  # the trainer columns the traces carry themselves
+        return with_corrections(rollouts, parse_corrections(corrections))
+    return rollouts
+
+
+STREAM_BATCH = 1000  # rollouts analysed (and joined) together when a file is streamed
+
+
+def _streamed(
+    path: str, limits: Limits, signals: tuple[str, ...], threshold: float, corrections: tuple[str, ...]
+) -> tuple[LoadResult, list[dict[str, Any]]]:
+    """A file of more rollouts than ``max_sessions``, read twice so it is never held whole.
+
+    The first pass notes the line where each rollout's last call is; the second loads the file
+    again and analyses each rollout as soon as that line is read, keeps its row and lets its calls
+    go. Memory is the rollouts open at once (in a file written rollout by rollout, one) plus the
+    rows; ``max_sessions`` then bounds the rollouts open at once. The returned load holds the
+    file's counts and skipped records but no sessions; the rows lack the file's figures.
+    """
+    source = Source.from_path(Path(path))
+    default = rollout_name(path)
+    last: dict[str, int] = {}
+    with using(limits):
+        scratch = LoadResult()
+        for raw in read_values(source, limits):
+            if raw.pending:
+                continue
+            for call in add_value(scratch, raw, source.name, default, {}):
+                last[call.session_id] = raw.line
+            scratch.sessions.clear()
+            scratch.skipped.clear()
+        result = LoadResult(files=[source.name])
+        shared: dict[str, str] = {}
+        rows: list[dict[str, Any]] = []
+        ready: list[SessionInput] = []
+
+        def flush() -> None:
+            rows.extend(
+                audit_row(r, path) for r in _joined([analyse(s) for s in ready], signals, threshold, corrections)
+            )
+            ready.clear()
+
+        for raw in read_values(source, limits):
+            if raw.pending:
+                result.pending.append(Skipped(source.name, raw.line, raw.error or "incomplete last line"))
+                continue
+            for sid in {c.session_id for c in add_value(result, raw, source.name, default, shared)}:
+                if last.get(sid, raw.line) <= raw.line and sid in result.sessions:
+                    ready.append(result.sessions.pop(sid))
+            if len(ready) >= STREAM_BATCH:
+                flush()
+            if len(shared) > 100_000:  # one copy of each message text: only a saving, never needed
+                shared.clear()
+            if len(result.sessions) > limits.max_sessions:
+                result.skipped.append(
+                    Skipped(
+                        source.name,
+                        raw.line,
+                        f"over a limit: more than {limits.max_sessions:,} rollouts are open at once in this file "
+                        "(their calls interleave; limit max_sessions, --max-sessions); the rest of this file is not read",
+                    )
+                )
+                result.records += 1
+                break
+        ready.extend(result.sessions.values())  # the file changed between the passes: whatever is left
+        result.sessions.clear()
+        flush()
+    return result, rows
 
 
 Progress = Callable[[int, int, int], None]  # files done, files total, rows so far

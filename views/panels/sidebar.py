@@ -15,7 +15,7 @@ from rollout_graph.ui.state.sources import (
     BUNDLED,
     COMMAND_LINE,
     UPLOAD,
-    UploadTooLarge,
+    UploadRefused,
     Workspace,
     bundled_files,
     files_under,
@@ -97,7 +97,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
         if uploads:
             try:
                 workspace = load_uploads(uploads)
-            except UploadTooLarge as exc:
+            except UploadRefused as exc:
                 st.error(str(exc))
         elif from_link and st.query_params.get("session"):
             wanted = st.query_params.get("node") or st.query_params.get("session")

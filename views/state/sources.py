@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from rollout_graph.ingest.cache import key_for_bytes, key_for_files
 from rollout_graph.ingest.loading import trace_files
 from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from rollout_graph.ingest.reading import Source
-from rollout_graph.pipeline import analyse
+from rollout_graph.pipeline import Decoders, analyse
 from rollout_graph.resources import SAMPLES
+from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload
 from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 
 # A trace read for the first time is cached on disk (graph/ingest/cache.py) after the first paint:
@@ -111,7 +113,8 @@ def pending_stores() -> list[str]:
 def _analysed(
     key: str, label: str, loaded: LoadResult, trace_paths: list[Path], sources: dict[str, Source]
 ) -> Workspace:
-    rollouts = {sid: analyse(s, decoder=decoder_for(s.calls, trace_paths)) for sid, s in loaded.sessions.items()}
+    decoders = Decoders(trace_paths)  # the tokenizer search once per model, not per rollout
+    rollouts = {sid: analyse(s, decoder=decoders(s.calls)) for sid, s in loaded.sessions.items()}
     return Workspace(key, label, loaded, trace_paths, rollouts, sources)
 
 
@@ -197,15 +200,36 @@ def upload_limits() -> tuple[int, int]:
     return per_file, total
 
 
-class UploadTooLarge(ValueError):
+class UploadTooLarge(UploadRefused):
     """A visitor's uploads add up to more than the per-visitor cap."""
 
 
+# The browser sessions waiting for each upload's load: it is cancelled only once none of them is
+# alive (two visitors who drop the same file share one load).
+_UPLOAD_WAITERS: dict[str, set[str]] = {}
+_WAITERS_LOCK = threading.Lock()
+
+
+# Uploads refused for good (over a budget, or failed): the same bytes are refused at once on the
+# page's next run instead of spending the budget again (a visitor clicking anything reruns the page).
+_REFUSED: OrderedDict[str, str] = OrderedDict()
+_REFUSED_KEPT = 64
+
+
+def _anyone_waiting(key: str) -> bool:
+    with _WAITERS_LOCK:
+        waiting = set(_UPLOAD_WAITERS.get(key, ()))
+    return not waiting or any(_alive(o) for o in waiting)
+
+
 def load_uploads(uploads, limits: Any = None) -> Workspace:
-    """Uploads: parsed in a worker process, shared while the uploading session lives, freed after.
+    """Uploads: parsed, linked and analysed in a capped child process with a time budget, killed
+    when the uploading browser session ends (views/state/upload_worker.py); shared while that
+    session lives, freed after.
 
     Raises:
         UploadTooLarge: the uploads add up to more than the per-visitor cap.
+        UploadRefused: the load ran over its time or memory budget, or its session ended.
     """
     release_closed_sessions()
     per_file, total_cap = upload_limits()
@@ -221,15 +245,37 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
     cached = WORKSPACES.get(key, owner)
     if cached is not None:
         return cached
+    with _WAITERS_LOCK:
+        refused = _REFUSED.get(key)
+    if refused is not None:
+        raise UploadRefused(refused)
     label = f"{len(named)} uploaded file(s)"
+
+    if owner is not None:
+        with _WAITERS_LOCK:
+            _UPLOAD_WAITERS.setdefault(key, set()).add(owner)
 
     def build(report) -> Workspace:
         sources = {name: Source.from_bytes(name, data) for name, data in named}
-        return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
+        try:
+            done = load_upload(named, limits, lambda: _anyone_waiting(key), report)
+        finally:
+            with _WAITERS_LOCK:
+                _UPLOAD_WAITERS.pop(key, None)
+        if done is None:  # the columnar form cannot carry this load: read it here (the child showed it fits)
+            return _analysed(key, label, load_bytes_parallel(named, report, limits), [], sources)
+        return Workspace(key, label, done[0], [], done[1], sources)
 
     bar = st.progress(0.0, text="Loading uploads…")
     try:
         return WORKSPACES.get_or_build(key, build, _size, _progress_bar(bar), owner=owner)
+    except UploadRefused as exc:
+        if exc.final:
+            with _WAITERS_LOCK:
+                _REFUSED[key] = str(exc)
+                while len(_REFUSED) > _REFUSED_KEPT:
+                    _REFUSED.popitem(last=False)
+        raise
     finally:
         bar.empty()
 
