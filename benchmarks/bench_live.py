@@ -90,7 +90,7 @@ def library(records: list[bytes], folder: Path, appends: int) -> None:
 def tail(records: list[bytes], folder: Path, appends: int) -> None:
     path = folder / "tail.jsonl"
     path.write_bytes(b"".join(r + b"\n" for r in records[:-appends]))
-    command = [sys.executable, "-m", "graph", "tail", "--json", "--interval", "0.1", str(path)]
+    command = [sys.executable, "-m", "rollout_graph", "tail", "--json", "--interval", "0.1", str(path)]
     proc = subprocess.Popen(command, cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     seen: dict[str, float] = {}
     lock = threading.Lock()

@@ -51,7 +51,7 @@ def running_app(*args: str, via_cli: bool = False):
     project's own ``rollout-graph view`` command."""
     port = free_port()
     if via_cli:
-        full = [sys.executable, "-m", "graph", "view", "--port", str(port), "--headless", *args]
+        full = [sys.executable, "-m", "rollout_graph", "view", "--port", str(port), "--headless", *args]
     else:
         full = [
             sys.executable,

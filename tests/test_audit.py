@@ -75,7 +75,7 @@ def test_engines_write_the_same_rows(corpus):
 def test_cli_writes_parquet_with_a_progress_bar(corpus, tmp_path):
     out = tmp_path / "audit.parquet"
     done = subprocess.run(
-        [sys.executable, "-m", "graph", "audit", str(corpus), "--out", str(out), "--workers", "2"],
+        [sys.executable, "-m", "rollout_graph", "audit", str(corpus), "--out", str(out), "--workers", "2"],
         capture_output=True,
         text=True,
     )
@@ -102,7 +102,15 @@ def test_cli_writes_parquet_with_a_progress_bar(corpus, tmp_path):
 def test_cli_without_inputs_exits_2(tmp_path):
     write(tmp_path / "notes.txt", [])
     done = subprocess.run(
-        [sys.executable, "-m", "graph", "audit", str(tmp_path / "*.jsonl"), "--out", str(tmp_path / "a.parquet")],
+        [
+            sys.executable,
+            "-m",
+            "rollout_graph",
+            "audit",
+            str(tmp_path / "*.jsonl"),
+            "--out",
+            str(tmp_path / "a.parquet"),
+        ],
         capture_output=True,
         text=True,
     )

@@ -109,7 +109,7 @@ def test_retokenization_finds_a_non_canonical_run():
 
 def test_explain_command(samples):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "graph", "explain", str(SAMPLES / "vllm"), "--session", "fix-config-bug", *args],
+        return subprocess.run([sys.executable, "-m", "rollout_graph", "explain", str(SAMPLES / "vllm"), "--session", "fix-config-bug", *args],
                               capture_output=True, text=True)  # fmt: skip
 
     out = run()

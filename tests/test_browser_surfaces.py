@@ -108,7 +108,7 @@ def test_compare_and_corpus_on_an_upload(samples_app):
 def test_corpus_on_an_uploaded_audit_parquet(samples_app, tmp_path):
     table = tmp_path / "audit.parquet"
     done = subprocess.run(
-        [sys.executable, "-m", "graph", "audit", str(SAMPLE), "--out", str(table), "--workers", "1"],
+        [sys.executable, "-m", "rollout_graph", "audit", str(SAMPLE), "--out", str(table), "--workers", "1"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

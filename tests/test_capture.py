@@ -307,7 +307,18 @@ def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_sig
         port = sock.getsockname()[1]
         sock.close()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
+        command = [
+            sys.executable,
+            "-m",
+            "rollout_graph",
+            "capture",
+            "--upstream",
+            url,
+            "--out",
+            str(out),
+            "--port",
+            str(port),
+        ]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         try:
             wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")
@@ -470,7 +481,18 @@ def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
         sock = free_socket()
         port = sock.getsockname()[1]
         sock.close()
-        command = [sys.executable, "-m", "graph", "capture", "--upstream", url, "--out", str(out), "--port", str(port)]
+        command = [
+            sys.executable,
+            "-m",
+            "rollout_graph",
+            "capture",
+            "--upstream",
+            url,
+            "--out",
+            str(out),
+            "--port",
+            str(port),
+        ]
         process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
         try:
             wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")

@@ -10,7 +10,7 @@ from tests.builders import ROLLOUT, TOOLS, Turn, vllm_chat, write
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rollout_graph", *args], capture_output=True, text=True)
 
 
 def trace(tmp_path):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "graph", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rollout_graph", *map(str, args)], capture_output=True, text=True)
 
 
 def c04_first_sampled(leaf_id: str) -> int | None:

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "graph", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rollout_graph", *map(str, args)], capture_output=True, text=True)
 
 
 def flags():

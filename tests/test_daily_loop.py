@@ -49,7 +49,9 @@ def run_cli(*args: str, cwd: Path | None = None):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rollout_graph", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.mark.parametrize(("name", "starts"), [("g.graphml", b"<?xml"), ("r.jsonl", b'{"'), ("r.parquet", b"PAR1")])

@@ -52,7 +52,7 @@ def test_trace_entries_round_trip_through_the_loader(tmp_path):
 def test_cli_export_jsonl_parquet_and_bad_roles(tmp_path):
     def run(*args):
         return subprocess.run(
-            [sys.executable, "-m", "graph", "export", str(VLLM), *args], capture_output=True, text=True
+            [sys.executable, "-m", "rollout_graph", "export", str(VLLM), *args], capture_output=True, text=True
         )
 
     assert run("--out", str(tmp_path / "rows.jsonl")).returncode == 0

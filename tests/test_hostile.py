@@ -115,14 +115,21 @@ def test_a_fifo_is_reported_not_waited_on(tmp_path):
     cases_by_name = {c.name: c for c in CASES}
     cases_by_name["crlf_lines"].write(good)
     result = subprocess.run(
-        [sys.executable, "-m", "graph", "inspect", str(tmp_path), "--json"], capture_output=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "rollout_graph", "inspect", str(tmp_path), "--json"],
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert result.returncode == 0
     load = orjson.loads(result.stdout)["load"]
     assert load["loaded"] == 2
     assert any("FIFO" in s["reason"] for s in load["skipped"]), load["skipped"]
     direct = subprocess.run(
-        [sys.executable, "-m", "graph", "inspect", str(fifo)], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "rollout_graph", "inspect", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert direct.returncode == 2 and "FIFO" in direct.stderr
 
@@ -182,7 +189,7 @@ def test_a_killed_audit_worker_is_reported_and_the_audit_finishes(tmp_path):
         write_trace(corpus / f"r{i}.jsonl", 120, seed=i)
     out = tmp_path / "audit.parquet"
     process = subprocess.Popen(
-        [sys.executable, "-m", "graph", "audit", str(corpus), "--out", str(out), "--workers", "2"],
+        [sys.executable, "-m", "rollout_graph", "audit", str(corpus), "--out", str(out), "--workers", "2"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

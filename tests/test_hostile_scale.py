@@ -483,7 +483,18 @@ def _capture_process(upstream: str, out: Path, err_path: Path):
     sock = free_socket()
     port = sock.getsockname()[1]
     sock.close()
-    command = [sys.executable, "-m", "graph", "capture", "--upstream", upstream, "--out", str(out), "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "rollout_graph",
+        "capture",
+        "--upstream",
+        upstream,
+        "--out",
+        str(out),
+        "--port",
+        str(port),
+    ]
     with open(err_path, "wb") as err:
         process = subprocess.Popen(command, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
     try:

@@ -274,7 +274,7 @@ def test_inspect_names_the_call_row_and_position_of_the_worst_token(tmp_path):
 
     trace, signals = write_case(tmp_path)
     text = subprocess.run(
-        [sys.executable, "-m", "graph", "inspect", str(trace), "--signals", str(signals)],
+        [sys.executable, "-m", "rollout_graph", "inspect", str(trace), "--signals", str(signals)],
         capture_output=True,
         text=True,
     )
@@ -282,7 +282,7 @@ def test_inspect_names_the_call_row_and_position_of_the_worst_token(tmp_path):
     line = "  logprob_mismatch c0: |Δ| up to 2.5 nats; the worst is sampled token 3 (Δ -2.5 nats), in row c2 "
     assert line + "(two-rows.signals.jsonl line 2) at position 11" in text.stdout
     doc = subprocess.run(
-        [sys.executable, "-m", "graph", "inspect", str(trace), "--signals", str(signals), "--json"],
+        [sys.executable, "-m", "rollout_graph", "inspect", str(trace), "--signals", str(signals), "--json"],
         capture_output=True,
         text=True,
     )

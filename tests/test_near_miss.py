@@ -162,7 +162,7 @@ def test_contract_carries_near_miss_keys(tmp_path):
     path = write(tmp_path / "t.jsonl", records)
     doc = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "graph", "inspect", str(path), "--json"], capture_output=True, text=True
+            [sys.executable, "-m", "rollout_graph", "inspect", str(path), "--json"], capture_output=True, text=True
         ).stdout
     )
     nodes = {n["node_id"]: n for n in doc["sessions"][0]["nodes"]}

@@ -272,7 +272,7 @@ def test_export_drop_unfinished_and_contract(tmp_path):
     path = write(tmp_path / "t.jsonl", records)
 
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "rollout_graph", *args], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         return out.stdout
 

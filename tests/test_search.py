@@ -122,7 +122,7 @@ def test_without_a_decoder_only_messages_and_responses(rollout):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "graph", "search", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rollout_graph", "search", *args], capture_output=True, text=True)
 
 
 @pytest.fixture

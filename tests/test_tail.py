@@ -269,7 +269,7 @@ def _parents(rollout):
 
 
 def tail_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "graph", "tail", "--interval", "0.1", *args]
+    return [sys.executable, "-m", "rollout_graph", "tail", "--interval", "0.1", *args]
 
 
 def run_while_writing(args: list[str], steps, timeout: float = 60) -> tuple[list[dict], str]:
