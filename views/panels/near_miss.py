@@ -6,9 +6,10 @@ import numpy as np
 import streamlit as st
 
 from rollout_graph.analysis.breaks import NO_TOKENIZER, fix_for, reason_for, token_boundaries
+from rollout_graph.analysis.chains import compacted_calls
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, RETOKENIZED, RETRY, UNKNOWN, NearMiss, describe
+from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RETOKENIZED, RETRY, UNKNOWN, NearMiss, describe
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
 
@@ -151,7 +152,14 @@ def headline(rollout: Rollout, miss: NearMiss) -> str:
     first, second = (miss.earlier, miss.later) if miss.kind != RETRY else sorted((miss.earlier, miss.later))
     later, earlier = rollout.calls[second].node_id, rollout.calls[first].node_id
     phrase = PHRASES.get(miss.kind, "{later} nearly continues {earlier} (" + miss.kind.replace("_", " ") + ")")
-    return phrase.format(later=later, earlier=earlier)
+    text = phrase.format(later=later, earlier=earlier)
+    if miss.kind == COMPACTION:
+        # the DAG draws a compaction after the call it compacted (docs/semantics.md, "Compactions
+        # in the DAG"): name that call too, so the sentence and the picture agree
+        last = compacted_calls(rollout).get(second)
+        if last is not None and last != first:
+            text += f" (the conversation up to {rollout.calls[last].node_id})"
+    return text
 
 
 def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
