@@ -17,6 +17,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, drawn_point, legend_html, mark_selected, subtree
 from rollout_graph.ui.state.live import mark_newest
+from rollout_graph.ui.state.widgets import run_script
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
 # the figure itself is centred on the call. Runs in the component's same-origin iframe.
@@ -303,4 +304,4 @@ def bring_into_view() -> None:
     """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
     live view's periodic rerun cannot remove the script before it runs)."""
     if st.session_state.pop(state.SCROLL_TO_DAG, False):
-        st.iframe(SCROLL_JS, height="content")  # our own script, never trace text
+        run_script(SCROLL_JS, "rg-script-dag")  # our own script, never trace text

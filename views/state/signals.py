@@ -18,7 +18,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch, overlays
 from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import BUNDLED, COMMAND_LINE, Workspace
-from rollout_graph.ui.state.widgets import jump_to
+from rollout_graph.ui.state.widgets import jump_to, run_script
 
 BUNDLED_SIGNALS = SAMPLES / "signals" / "samples.signals.jsonl"
 ENV = SIGNALS_ENV  # set by `rollout-graph view --signals FILE` (os.pathsep-separated)
@@ -254,6 +254,14 @@ def worst_token_button(rollout: Rollout, node: int, where: str, rows: list | Non
     )
 
 
+ROW_PICKED = "rg-signals-row-picked"  # set by the row picker: the page (not only the fragment) redraws
+
+
+def _picked(rollout: Rollout, node: int, leaf_id: str) -> None:
+    pick_row(rollout, node, leaf_id)
+    st.session_state[ROW_PICKED] = True
+
+
 def render_row_picker(rollout: Rollout, node: int, key: str) -> None:
     """The call's signals-row picker (only when two or more joined rows cover it), and its worst-token
     jump when the call has a ``logprob_mismatch``. The picker says which row is shown and why the
@@ -276,13 +284,17 @@ def render_row_picker(rollout: Rollout, node: int, key: str) -> None:
         leaves,
         format_func=lambda leaf: mismatch.row_label(by_leaf[leaf], default),
         key=widget,
-        on_change=lambda: pick_row(rollout, node, st.session_state[widget]),
+        on_change=lambda: _picked(rollout, node, st.session_state[widget]),
         help="The Tokens tab's trainer colours and the signals scatter show this row's trainer logprobs for the call.",
     )
+    if st.session_state.pop(ROW_PICKED, False):
+        # the picker sits in the selection fragment, which reruns alone; the signals scatter below it
+        # (outside the fragment) plots the row picked too, so the whole page draws again
+        st.rerun(scope="app")
     st.caption(mismatch.default_reason(rows))
 
 
 def scroll_to_mark() -> None:
     """After a jump, scroll the ringed token into view in the call's detail pane (once)."""
     if st.session_state.pop(SCROLL_TO_MARK, False):
-        st.iframe(SCROLL_JS, height="content")
+        run_script(SCROLL_JS, "rg-script-mark")

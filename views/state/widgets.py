@@ -27,3 +27,12 @@ def jump_to(key: str, position: int) -> None:
     """Open the page of ``position`` in the token view ``key`` with a ring on it (before it renders)."""
     st.session_state[f"{key}-page"] = page_of(position)
     st.session_state[f"{key}-mark"] = position
+
+
+def run_script(script: str, key: str) -> None:
+    """Run one of our own scripts (never trace text) in an iframe that takes no room on the page: a
+    visible script frame is a blank block (about 150 px) that vanishes on the next rerun, so what
+    sits above it in a scrolling pane moved when it went (the detail pane lost its ringed token)."""
+    with st.container(key=key):  # hidden by the style inside it: no gap, no height
+        st.html(f"<style>.st-key-{key}, [data-testid='stLayoutWrapper']:has(> .st-key-{key}){{display:none}}</style>")
+        st.iframe(script, height=1)
