@@ -212,3 +212,31 @@ def test_every_hostile_case_uploaded_gives_the_load_report_of_an_in_process_load
     assert set(done.rollouts) == set(expected.sessions)
     for sid, session in expected.sessions.items():
         assert _shape(done.rollouts[sid]) == _shape(analyse(session, decoder=decoder_for(session.calls, [])))
+
+
+def test_an_upload_is_read_under_the_apps_limits_public_and_environment(monkeypatch):
+    """`view --public` (ROLLOUT_GRAPH_PUBLIC=1) and ROLLOUT_GRAPH_MAX_* reach an upload's load
+    (docs/limits.md): the upload is not read under the library's defaults."""
+    from rollout_graph.ingest.limits import PUBLIC
+    from rollout_graph.ui.state import sources
+
+    seen = []
+
+    def capture(named, limits, alive, report):
+        seen.append(limits)
+        raise sources.UploadRefused("stop here")
+
+    class Upload:
+        def __init__(self, name: str, data: bytes) -> None:
+            self.name, self.size, self._data = name, len(data), data
+
+        def getvalue(self) -> bytes:
+            return self._data
+
+    monkeypatch.setattr(sources, "load_upload", capture)
+    monkeypatch.setenv("ROLLOUT_GRAPH_PUBLIC", "1")
+    monkeypatch.setenv("ROLLOUT_GRAPH_MAX_SESSIONS", "7")
+    with pytest.raises(sources.UploadRefused):
+        sources.load_uploads([Upload("a.jsonl", _many_sessions(3))])
+    assert seen and seen[0].max_sessions == 7
+    assert seen[0].max_line_bytes == PUBLIC.max_line_bytes

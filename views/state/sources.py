@@ -24,6 +24,7 @@ from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest import cache as persistent
 from rollout_graph.ingest.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.limits import for_app
 from rollout_graph.ingest.loading import trace_files
 from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
 from rollout_graph.ingest.reading import Source
@@ -232,6 +233,8 @@ def load_uploads(uploads, limits: Any = None) -> Workspace:
         UploadRefused: the load ran over its time or memory budget, or its session ended.
     """
     release_closed_sessions()
+    if limits is None:  # the app's limits: the public ones under `view --public`, then ROLLOUT_GRAPH_MAX_*
+        limits = for_app()
     per_file, total_cap = upload_limits()
     total = sum(upload.size for upload in uploads)
     if total > total_cap:
