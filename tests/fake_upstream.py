@@ -341,6 +341,16 @@ def free_socket() -> socket.socket:
     return sock
 
 
+def capture_command(upstream: str, out: Any) -> tuple[int, list[str]]:
+    """A free loopback port and the ``rollout-graph capture`` command that serves on it, recording
+    calls to ``upstream`` into ``out`` (for tests that run the proxy as a real process)."""
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    command = [sys.executable, "-m", "rollout_graph", "capture", "--upstream", upstream, "--out", str(out)]
+    return port, [*command, "--port", str(port)]
+
+
 @contextlib.contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
     """Serve an ASGI app on a free loopback port in a thread; yields its base URL."""

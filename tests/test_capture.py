@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from rollout_graph.capture.writer import RecordWriter, new_capture_path
 from rollout_graph.ingest.loading import load_paths
 from rollout_graph.pipeline import analyse
 from tests.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
-from tests.fake_upstream import free_socket, render, running_upstream, tokenize
+from tests.fake_upstream import capture_command, free_socket, render, running_upstream, tokenize
 from tests.waiting import wait_until
 
 INJECTED = ("prompt_token_ids", "token_ids")
@@ -303,22 +302,8 @@ def test_capture_fields_are_added_only_when_absent():
 def test_sigint_drains_in_flight_calls_flushes_and_exits_zero(tmp_path, stop_signal):
     out = tmp_path / "captures"
     with running_upstream() as (url, _):
-        sock = free_socket()
-        port = sock.getsockname()[1]
-        sock.close()
+        port, command = capture_command(url, out)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        command = [
-            sys.executable,
-            "-m",
-            "rollout_graph",
-            "capture",
-            "--upstream",
-            url,
-            "--out",
-            str(out),
-            "--port",
-            str(port),
-        ]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         try:
             wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")
@@ -478,21 +463,7 @@ def test_the_documented_capture_record_loads(tmp_path):
 def test_a_second_ctrl_c_stops_at_once_and_still_writes_the_open_call(tmp_path):
     out = tmp_path / "captures"
     with running_upstream() as (url, _):
-        sock = free_socket()
-        port = sock.getsockname()[1]
-        sock.close()
-        command = [
-            sys.executable,
-            "-m",
-            "rollout_graph",
-            "capture",
-            "--upstream",
-            url,
-            "--out",
-            str(out),
-            "--port",
-            str(port),
-        ]
+        port, command = capture_command(url, out)
         process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
         try:
             wait_until(lambda: _serving(http, port, process), timeout=20, what="the capture proxy to start")

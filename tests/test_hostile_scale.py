@@ -478,23 +478,9 @@ def _tmpfs(folder: Path, size: str):
 @contextlib.contextmanager
 def _capture_process(upstream: str, out: Path, err_path: Path):
     """A real ``rollout-graph capture`` process (stderr to ``err_path``); yields (port, process)."""
-    from tests.fake_upstream import free_socket
+    from tests.fake_upstream import capture_command
 
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    command = [
-        sys.executable,
-        "-m",
-        "rollout_graph",
-        "capture",
-        "--upstream",
-        upstream,
-        "--out",
-        str(out),
-        "--port",
-        str(port),
-    ]
+    port, command = capture_command(upstream, out)
     with open(err_path, "wb") as err:
         process = subprocess.Popen(command, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
     try:
