@@ -297,3 +297,15 @@ def test_a_huge_array_is_left_to_the_validating_path(monkeypatch):
     cutter = MessageCutter()
     assert cutter.cut(_record(_conversation(1)))[1] is not None
     assert cutter.cut(_record(_conversation(3)))[1] is None
+
+
+def test_the_shortcut_stops_trying_on_a_file_where_it_does_not_pay():
+    fresh, growing = MessageCutter(), MessageCutter()
+    for n in range(message_prefix._PROBE_LINES + 2):
+        for cutter, conv in ((fresh, _conversation(2, f"{n} {FILL}")), (growing, _conversation(2 + n // 8))):
+            if cutter.cut(_record(conv))[1] is not None:
+                cutter.keep()
+    assert fresh.off and not growing.off
+    assert fresh.cut(_record(_conversation(2)))[1] is None
+    lines = [_record(_conversation(2, f"{n} {FILL}")) for n in range(message_prefix._PROBE_LINES + 4)]
+    _assert_same(lines + [_record(_conversation(3))])

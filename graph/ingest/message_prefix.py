@@ -56,6 +56,11 @@ _KEPT_BYTES = 32 << 20  # the remembered arrays' bytes, at most
 _DEPTH_ROOM = 960  # nesting allowed around and in a cut array (orjson refuses beyond 1024)
 _COMMA, _CLOSE = 0x2C, 0x5D
 _TAIL_BYTES = 16  # bytes after a cut array's "]" looked for in the next line, to find its end by a memchr
+# Whether the shortcut pays is decided on a file's first lines: it must reuse several times the
+# bytes it parses itself (a flat trace entry reuses ~10x; short conversations arriving shuffled,
+# each call before the one it continues, ~1x: there the scan costs more than it saves).
+_PROBE_LINES = 128
+_PAYS = 4
 
 
 @dataclass(slots=True, eq=False)
@@ -118,13 +123,21 @@ class MessageCutter:
         self._recent: list[_Seen] = []
         self._tail = b""  # the bytes after the last cut array's "]"
         self._pending: tuple[_Seen | None, _Seen | None, bytes] | None = None
+        self._tried = self._reused = self._parsed = 0
+        self.off = False  # the shortcut did not pay on the first lines: not tried again
 
     def _longest(self, raw: bytes, start: int) -> _Seen | None:
         """The longest remembered array whose bytes start this one and end at an element (the
         first match, longest first: the shorter states of one conversation are never compared)."""
         for seen in sorted(self._recent, key=lambda s: len(s.body), reverse=True):
             after = start + len(seen.body)
-            if after < len(raw) and raw[after] in (_COMMA, _CLOSE) and raw.startswith(seen.body, start):
+            if (
+                after < len(raw)
+                and raw[after] in (_COMMA, _CLOSE)
+                # the last bytes first: the states of one conversation share their start, not their end
+                and raw.endswith(seen.body[-_TAIL_BYTES:], start, after)
+                and raw.startswith(seen.body, start)
+            ):
                 return seen
         return None
 
@@ -137,6 +150,12 @@ class MessageCutter:
         shortened line parsed); otherwise its values are dropped with the caller's reference.
         """
         self._pending = None
+        if self.off:
+            return raw, None
+        self._tried += 1
+        if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
+            self.off = True
+            self._recent.clear()
         key = raw.find(_KEY)
         if key < 0 or _escaped(raw, key):
             return raw, None
@@ -163,6 +182,9 @@ class MessageCutter:
                 items, opens = seen.items + new, seen.opens + _opens(raw, first, end)
         if opens + _opens(raw, 0, key) >= _DEPTH_ROOM:
             return raw, None
+        reused = 0 if seen is None else len(seen.body)
+        self._reused += reused
+        self._parsed += end - start - reused
         grown = seen is None or end > start + len(seen.body)
         self._pending = (seen, _Seen(raw[start:end], items, opens) if grown else None, raw[end : end + _TAIL_BYTES])
         return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
