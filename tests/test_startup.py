@@ -3,6 +3,7 @@ command only, and ``import rollout_graph`` light enough for the command to set t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def test_main_with_arguments_never_touches_the_process():
         "import sys, os\nimport rollout_graph.cli as cli\ncalls = []\n"
         "cli.one_blas_thread = lambda: calls.append(1) or False\n"
         f"cli.main(['inspect', '--json', {TRACE!r}])\nsys.argv = ['rollout-graph', 'inspect', '--json', {TRACE!r}]\n"
-        "cli.main()\nprint(calls, file=sys.stderr)"
+        "import atexit\natexit.register(lambda: print(calls, file=sys.stderr))\ncli.main()"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stderr.strip().splitlines()[-1] == "[1]"
@@ -90,3 +91,35 @@ def test_python_dash_m_runs_the_command_line():
         [sys.executable, "-m", "rollout_graph", "inspect", "--json", TRACE], capture_output=True, check=True, cwd=ROOT
     ).stdout
     assert out.startswith(b'{"load":')
+
+
+def _console(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_inspect_ends_its_process_once_printed_with_exit_handlers_run():
+    code = (
+        "import atexit, sys\natexit.register(lambda: print('handler ran', file=sys.stderr))\n"
+        f"sys.argv = ['rollout-graph', 'inspect', '--json', {TRACE!r}]\n"
+        "from rollout_graph.cli import main\nmain()\nprint('not reached', file=sys.stderr)"
+    )
+    done = _console(code)
+    assert done.returncode == 0
+    assert "handler ran" in done.stderr and "not reached" not in done.stderr
+    assert json.loads(done.stdout)["sessions"]
+
+
+def test_a_failing_inspect_keeps_its_exit_code_and_message():
+    code = "import sys\nsys.argv = ['rollout-graph', 'inspect', 'no-such-file.jsonl']\nfrom rollout_graph.cli import main\nmain()"
+    done = _console(code)
+    assert done.returncode == 2 and "no-such-file.jsonl" in done.stderr
+
+
+def test_with_another_thread_running_the_process_exits_the_normal_way():
+    code = (
+        "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(3,)).start()\n"
+        f"sys.argv = ['rollout-graph', 'inspect', '--json', {TRACE!r}]\n"
+        "from rollout_graph.cli import main\nmain()\nprint('returned', file=sys.stderr)"
+    )
+    done = _console(code)
+    assert done.returncode == 0 and "returned" in done.stderr
