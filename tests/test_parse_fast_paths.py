@@ -142,3 +142,82 @@ def test_loads_with_odd_tokens_agree_with_the_validating_path(contents, with_tok
     fast, slow = _load(data, True), _load(data, False)
     assume(slow.loaded)
     assert_same_load(fast, slow)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fewer numpy calls per call: the conversions give what the code before them gave (kept here as
+# the reference: every value looked at, every check made)
+
+
+def _reference_float_array(values: list) -> np.ndarray:
+    if set(map(type, values)) <= {float, int}:
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except OverflowError:
+            arr = np.array([v if tokens._valid_logprob(v) else np.nan for v in values], dtype=np.float64)
+        arr[~np.isfinite(arr)] = np.nan
+        return arr
+    return np.array([v if tokens._valid_logprob(v) else np.nan for v in values], dtype=np.float64)
+
+
+def _reference_logprobs(values: list, problems: tokens.Problems) -> np.ndarray:
+    arr = _reference_float_array(values)
+    bad = np.flatnonzero(np.isnan(arr))
+    if bad.size:
+        problems.invalid_logprobs.append(tokens._describe(values, bad.tolist(), "lp"))
+    positive = np.flatnonzero(arr > 0)
+    if positive.size:
+        problems.positive_logprobs.append(tokens._describe(values, positive.tolist(), "lp"))
+    return arr
+
+
+def _reference_token_ids(value: list, problems: tokens.Problems) -> np.ndarray:
+    bad = [i for i, v in enumerate(value) if not tokens._valid_id(v)]
+    if bad:
+        problems.invalid_ids.append(tokens._describe(value, bad, "ids"))
+    return tokens._narrow(np.array([v if tokens._valid_id(v) else tokens.INVALID_ID for v in value], dtype=np.int64))
+
+
+logprob_value = st.one_of(
+    st.floats(-30, 0),
+    st.floats(),  # NaN, infinities, positives, huge
+    st.integers(-(2**1100), 2**1100),
+    st.integers(-3, 3),
+    st.sampled_from([10**300, 10**305, -(10**305), 0.0, -0.0, 1e308, -1e308]),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=2),
+)
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(logprob_value, max_size=10))
+def test_logprobs_agree_with_the_reference(values):
+    got, want = tokens.Problems(), tokens.Problems()
+    a, b = tokens.logprobs(values, "lp", got), _reference_logprobs(values, want)
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == b.dtype
+    assert got == want
+
+
+id_value = st.one_of(
+    st.integers(0, 2**31 - 1),
+    st.integers(-(2**31) - 2, 2**64 + 2),
+    st.sampled_from([2**31 - 1, 2**31, -1, 0, 2**63 - 1, 2**63, -(2**31), -(2**31) - 1]),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.text(max_size=2),
+)
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(id_value, min_size=1, max_size=10))
+def test_token_ids_agree_with_the_reference(value):
+    assume(not any(isinstance(v, (list, dict)) for v in value))
+    got, want = tokens.Problems(), tokens.Problems()
+    a, b = tokens.token_ids(value, "ids", got), _reference_token_ids(value, want)
+    assert a is not None
+    assert a.dtype == b.dtype, (value, a.dtype, b.dtype)
+    np.testing.assert_array_equal(a, b)
+    assert got == want

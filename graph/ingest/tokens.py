@@ -73,6 +73,12 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
             return None
         arr = np.empty(0, dtype=object)
     else:
+        try:  # int32 at once when every id fits (numpy refuses an int beyond it: then int64)
+            arr = np.array(value, dtype=np.int32)
+            if int(arr.min()) >= 0:
+                return arr
+        except OverflowError:
+            pass
         try:
             arr = np.array(value, dtype=np.int64)
         except OverflowError:  # an id beyond 64 bits
@@ -111,7 +117,9 @@ def _float_array(values: list) -> np.ndarray:
             arr = np.array(values, dtype=np.float64)
         except OverflowError:
             arr = np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
-        arr[~np.isfinite(arr)] = np.nan
+        finite = np.isfinite(arr)
+        if not finite.all():
+            arr[~finite] = np.nan
         return arr
     return np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
 
@@ -119,6 +127,8 @@ def _float_array(values: list) -> np.ndarray:
 def logprobs(values: list, what: str, problems: Problems) -> np.ndarray:
     """Convert logprob values; invalid ones become NaN and are reported."""
     arr = _float_array(values)
+    if not arr.size or arr.max() <= 0:  # the common case in one reduction (a NaN makes max NaN)
+        return arr
     bad = np.flatnonzero(np.isnan(arr))
     if bad.size:
         problems.invalid_logprobs.append(_describe(values, bad.tolist(), what))
@@ -154,11 +164,14 @@ class SplitTokens:
     ids: np.ndarray
     texts: list[str] | None
     invalid: tuple[int, ...] = ()
+    valid: bool = False  # every id is known to be valid (read by the token_id:N shortcut)
 
     @property
     def all_ids(self) -> bool:
         """Every token was written as an id (an invalid one is -1 and listed in ``invalid``)."""
-        return self.texts is None and bool((self.ids >= 0).all()) if not self.invalid else self.texts is None
+        if self.valid or self.invalid:
+            return self.texts is None
+        return self.texts is None and bool((self.ids >= 0).all())
 
     def describe_invalid(self, tokens: list, what: str) -> str | None:
         """The invalid-id finding detail, or None when every id is valid."""
@@ -172,6 +185,8 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
     """
     n = len(tokens)
     ids = _token_id_texts(tokens) if n and type(tokens[0]) is str else None
+    if ids is not None:  # every token a valid id: no -1 to look for
+        return SplitTokens(ids, texts if texts is not None and any(texts) else None, valid=True)
     if ids is None and n and type(tokens[0]) is not str and set(map(type, tokens)) == {int}:
         try:
             ids = np.array(tokens, dtype=np.int64)
