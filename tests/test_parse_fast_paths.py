@@ -221,3 +221,65 @@ def test_token_ids_agree_with_the_reference(value):
     assert a.dtype == b.dtype, (value, a.dtype, b.dtype)
     np.testing.assert_array_equal(a, b)
     assert got == want
+
+
+# ------------------------------------------------------------------------------------------------
+# The content array found by bytes (typed.located_span, confirmed by typed.placed) when the same
+# bytes occur elsewhere in the record: an echoed response in the request, a second choice, a
+# message text naming the keys
+
+
+def _echo_in_request(record: dict) -> None:
+    echoed = {"role": "assistant", "content": "x", "logprobs": {"content": [{"token": "token_id:9", "logprob": -1}]}}
+    record["request"]["messages"].append(echoed)
+
+
+def _echo_only_in_request(record: dict) -> None:
+    """The request's echoed choice is the only place the bytes say: it decodes, placed() refuses it."""
+    echoed = {"logprobs": {"content": [{"token": "token_id:9", "logprob": -1}] * 3}, "finish_reason": "stop"}
+    record["request"]["messages"].append({"role": "assistant", "content": "x", "choice": echoed})
+    record["response"]["choices"][0]["logprobs"] = None
+
+
+def _second_choice(record: dict) -> None:
+    choice = json.loads(json.dumps(record["response"]["choices"][0]))
+    choice["index"] = 1
+    record["response"]["choices"].append(choice)
+
+
+def _keys_in_text(record: dict) -> None:
+    record["request"]["messages"][-1]["content"] = '"logprobs":{"content":[ and ]},"finish_reason"'
+
+
+def _finish_after_usage(record: dict) -> None:
+    choice = record["response"]["choices"][0]
+    choice["finish_reason"] = choice.pop("finish_reason")  # the key after token_ids now
+
+
+def _content_last(record: dict) -> None:
+    choice = record["response"]["choices"][0]
+    choice["logprobs"] = choice.pop("logprobs")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_echo_in_request, _echo_only_in_request, _second_choice, _keys_in_text, _finish_after_usage, _content_last],
+)
+def test_a_located_cut_agrees_with_the_validating_path_when_the_bytes_recur(change, tmp_path):
+    lines = []
+    for i in range(3):
+        record = vllm_chat(Turn(f"c{i}", [1, 2, 3, 4 + i], [5, 6, 7, 8]))
+        change(record)
+        lines.append(json.dumps(record, separators=(",", ":")).encode())
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)  # a plain file: the alternatives are left in it (the located path's case)
+    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+        fast = load_sources([Source.from_path(path)])
+    with (
+        mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
+        mock.patch.object(id_arrays, "located_span", lambda raw: None),
+    ):
+        slow = load_sources([Source.from_path(path)])
+    assert fast.loaded == slow.loaded > 0
+    assert_same_load(fast, slow)
