@@ -113,9 +113,9 @@ class IdArrayCutter:
     prompt, a slot full) is written whole in a new slot. Larger ids give plain int64 arrays.
     """
 
-    def __init__(self, arena_ids: int = ARENA_IDS) -> None:
+    def __init__(self, arena_ids: int | None = None) -> None:
         self._recent: list[_Seen] = []
-        self._arena_ids = arena_ids
+        self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
         self._arena: np.ndarray | None = None
         self._top = 0  # where the current arena's next slot begins
 
