@@ -161,6 +161,9 @@ def content_text(content: object) -> str:
     return "" if content is None else json.dumps(content, sort_keys=True, default=str)
 
 
+_ONLY_STR = {str}
+
+
 def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
     """Keep one object for what the calls of a load repeat (docs/performance.md, "Message texts
     are shared"): each message text (request and response), each message whose values are all
@@ -175,10 +178,17 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
     if messages:
         for i, message in enumerate(messages):
             content = message.get("content")
-            if type(content) is str:
-                message["content"] = shared.setdefault(content, content)
-                if all(type(v) is str for v in message.values()):
-                    messages[i] = shared.setdefault(tuple(message.items()), message)
+            if type(content) is not str:
+                continue
+            whole = {*map(type, message.values())} == _ONLY_STR
+            if whole:
+                seen = shared.get(tuple(message.items()))
+                if seen is not None:  # its text is the shared one already
+                    messages[i] = seen
+                    continue
+            message["content"] = shared.setdefault(content, content)
+            if whole:  # keyed by the shared text, so the key keeps no copy of its own
+                shared[tuple(message.items())] = message
     response = call.response_message
     if response is not None and type(response.get("content")) is str:
         response["content"] = shared.setdefault(response["content"], response["content"])
