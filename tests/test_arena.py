@@ -6,6 +6,7 @@ arena (graph/ingest/id_arrays.py), roots grouped without copying their prompts
 from __future__ import annotations
 
 import json
+import pickle
 import random
 
 import numpy as np
@@ -103,12 +104,16 @@ def test_arena_shares_memory_with_the_parent_prompt(monkeypatch):
     assert all(np.shares_memory(calls[i].prompt_ids, calls[i + 1].prompt_ids) for i in range(22, 59))
 
 
-def test_arena_views_are_read_only(monkeypatch):
-    loaded = _load(_jsonl(agent_records(20, session="a")), monkeypatch, fast=True)
-    prompt = loaded.sessions["a"].calls[5].prompt_ids
+def test_arena_views_are_read_only_and_pickle_as_their_own_ids(monkeypatch):
+    loaded = _load(_jsonl(agent_records(40, session="a")), monkeypatch, fast=True, arena_ids=1 << 16)
+    prompt = loaded.sessions["a"].calls[30].prompt_ids
+    assert prompt.base is not None and prompt.base.nbytes > 4 * prompt.nbytes
     assert not prompt.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         prompt[0] = 1
+    blob = pickle.dumps(prompt)  # the parallel reader's workers and upload workers send calls so
+    assert len(blob) < prompt.nbytes + 512  # the view's ids, never the whole arena
+    assert np.array_equal(pickle.loads(blob), prompt)
 
 
 @pytest.mark.parametrize("body", [b"[1, ,2]", b"[ ,1]", b"[1,\t,2]", b"[1 2,3]", b"[1,2,]", b"[,1]"])
