@@ -247,3 +247,20 @@ def test_repeated_messages_and_tools_are_one_object_and_lookalikes_are_not():
     wide = _call([], tools=[{"default": 2**70}])
     share_repeats(wide, shared)
     assert wide.tools[0]["default"] == 2**70
+
+
+def test_the_app_cache_counts_shared_prompt_ids_once(monkeypatch):
+    """The app's byte-bounded cache sizes a load by what it holds: prompts sharing one arena
+    count its written part once, so an arena-backed load is counted far below its plain twin."""
+    from rollout_graph.ui.state.workspace_cache import estimate_bytes
+
+    data = _jsonl(agent_records(200, session="a", chain=100, retry_every=0))
+    fast = _load(data, monkeypatch, fast=True, arena_ids=1 << 16)
+    plain = _load(data, monkeypatch, fast=False)
+    prompts = [c.prompt_ids for c in fast.sessions["a"].calls]
+    arena = id_arrays.held_bytes(prompts)
+    assert arena < sum(p.nbytes for p in prompts) / 5
+    assert arena >= max(p.nbytes for p in prompts)  # never less than the longest prompt
+    plain_prompts = [c.prompt_ids for c in plain.sessions["a"].calls]
+    assert id_arrays.held_bytes(plain_prompts) == sum(p.nbytes for p in plain_prompts)
+    assert estimate_bytes(fast) < estimate_bytes(plain) - (sum(p.nbytes for p in prompts) - arena)

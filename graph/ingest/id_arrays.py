@@ -19,7 +19,9 @@ import mmap
 import os
 import re
 import warnings
+import weakref
 from bisect import bisect_right
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -99,7 +101,13 @@ def _new_arena(ids: int) -> np.ndarray:
     """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
     left after each prompt costs address space, not memory; numpy's own large arrays ask for
     2 MB pages, which a written byte would make resident whole)."""
-    return np.frombuffer(mmap.mmap(-1, ids * 4), dtype=np.int32)
+    arena = np.frombuffer(mmap.mmap(-1, ids * 4), dtype=np.int32)
+    _ARENAS[id(arena)] = arena
+    return arena
+
+
+# for held_bytes: which bases are arenas (an entry goes when its arena does)
+_ARENAS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
 
 class IdArrayCutter:
@@ -354,3 +362,25 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
                     remaining -= 1
             elif isinstance(child, (dict, list)):
                 pending.append(child)
+
+
+def held_bytes(arrays: Iterable[np.ndarray | None]) -> int:
+    """Bytes these arrays hold together: a plain array its own, the views of one arena (prompts
+    sharing their parent's ids) the part of it at least one of them covers, counted once."""
+    total = 0
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for arr in arrays:
+        if arr is None:
+            continue
+        base = arr.base
+        if not isinstance(base, np.ndarray) or _ARENAS.get(id(base)) is not base:
+            total += arr.nbytes
+            continue
+        start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        spans.setdefault(id(base), []).append((start, start + arr.nbytes))
+    for intervals in spans.values():
+        end = -1
+        for a, b in sorted(intervals):
+            total += max(0, b - max(a, end))
+            end = max(end, b)
+    return total
