@@ -264,3 +264,19 @@ def test_the_app_cache_counts_shared_prompt_ids_once(monkeypatch):
     plain_prompts = [c.prompt_ids for c in plain.sessions["a"].calls]
     assert id_arrays.held_bytes(plain_prompts) == sum(p.nbytes for p in plain_prompts)
     assert estimate_bytes(fast) < estimate_bytes(plain) - (sum(p.nbytes for p in prompts) - arena)
+
+
+def test_a_small_trace_maps_a_small_arena_and_a_refused_mapping_skips_lines(monkeypatch):
+    data = _jsonl(agent_records(30, session="a"))
+    loaded = load_sources([Source.from_bytes("trace.jsonl", data)])
+    prompt = loaded.sessions["a"].calls[-1].prompt_ids
+    assert prompt.base is not None and prompt.base.nbytes <= 1 << 20
+
+    def refused(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(id_arrays.mmap, "mmap", refused)
+    loaded = load_sources([Source.from_bytes("trace.jsonl", data)])
+    # the lines whose ids needed an arena are skipped, each naming its line and why; nothing raises
+    assert loaded.loaded < 30 and loaded.records == 30
+    assert loaded.skipped and all("MemoryError" in s.reason and s.line > 0 for s in loaded.skipped)

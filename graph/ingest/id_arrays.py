@@ -9,8 +9,8 @@ validating path. The cut is replaced by a marker string that :func:`restore` swa
 
 Arrays whose ids fit int32 are stored in an append-only arena (:class:`IdArrayCutter`): a prompt
 that extends the array written last is only its new tail written after it, and the prompt is a
-read-only view of the arena from its parent's start (docs/performance.md, "Prompts share their
-parent's ids"). Nothing is ever written over a part of an arena a view covers.
+read-only view of the arena from its parent's start (docs/performance.md, "Peak memory of the
+cold path"). Nothing is ever written over a part of an arena a view covers.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ _RECENT = 16
 _INT32_MAX = 2**31 - 1
 # Ids per arena: 64 MB of address space, of which only the pages written become resident.
 ARENA_IDS = 1 << 24
+_FIRST_ARENA_IDS = 1 << 18  # 1 MB of address space for a cutter's first arena
 _SMALL = 64  # arrays this short are neither remembered nor put in an arena
 _PAGE_IDS = 1024  # int32 ids in a 4 KB page: slots start on a page
 _ROOM = 4 * _PAGE_IDS  # the least room left after an array written whole
@@ -100,8 +101,16 @@ class _Seen:
 def _new_arena(ids: int) -> np.ndarray:
     """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
     left after each prompt costs address space, not memory; numpy's own large arrays ask for
-    2 MB pages, which a written byte would make resident whole)."""
-    arena = np.frombuffer(mmap.mmap(-1, ids * 4), dtype=np.int32)
+    2 MB pages, which a written byte would make resident whole). Private to this process.
+
+    Raises:
+        MemoryError: the system refused the mapping (the loader reports it as out of memory).
+    """
+    try:
+        memory = mmap.mmap(-1, ids * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as exc:
+        raise MemoryError(f"cannot map {ids * 4:,} bytes for token ids: {exc.strerror or exc}") from None
+    arena = np.frombuffer(memory, dtype=np.int32)
     _ARENAS[id(arena)] = arena
     return arena
 
@@ -114,7 +123,8 @@ class IdArrayCutter:
     """Cuts id arrays out of lines, remembering a few recent ones to parse only new tails.
 
     Arrays of more than 64 ids that fit int32 become read-only views of append-only arenas
-    (docs/performance.md, "Prompts share their parent's ids"): each array written whole gets a
+    (the first 1 MB of address space, each next one twice as big up to ``ARENA_IDS`` ids;
+    docs/performance.md, "Peak memory of the cold path"): each array written whole gets a
     slot with as much room again after it; a later prompt that extends the array written last in
     its slot adds only its tail there, and a prompt that is a prefix of a recent one (a parent
     read after its child) is a view of that one's ids. Any other (a fork, a retry of an older
@@ -124,6 +134,9 @@ class IdArrayCutter:
     def __init__(self, arena_ids: int | None = None) -> None:
         self._recent: list[_Seen] = []
         self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
+        # the first arena is small (a small trace, or many small files, maps little); each next
+        # one twice the last, up to arena_ids
+        self._next_ids = min(self._arena_ids, _FIRST_ARENA_IDS)
         self._arena: np.ndarray | None = None
         self._top = 0  # where the current arena's next slot begins
 
@@ -211,7 +224,8 @@ class IdArrayCutter:
         """A new slot for ``n`` ids and as many again to grow into (whole pages of ids)."""
         size = -(-(2 * n + _ROOM) // _PAGE_IDS) * _PAGE_IDS
         if self._arena is None or self._top + size > self._arena.shape[0]:
-            self._arena = _new_arena(max(self._arena_ids, size))
+            self._arena = _new_arena(max(self._next_ids, size))
+            self._next_ids = min(self._arena_ids, 2 * self._next_ids)
             self._top = 0
         slot = _Slot(self._arena, self._top, self._top + size)
         self._top += size
