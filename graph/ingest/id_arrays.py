@@ -60,22 +60,52 @@ _SPACE = b" \t\r\n"
 _EMPTY_ELEMENT = re.compile(rb"(?:^|,)[ \t\r\n]*(?:,|$)")
 
 
+def _fromstring_warns() -> bool:
+    """Whether this numpy warns (DeprecationWarning, numpy 1.x) rather than raises ValueError on
+    text ``np.fromstring`` cannot read to its end ("1 2"); newer numpy raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            np.fromstring(b"1 2", dtype=np.int64, sep=",")
+        except DeprecationWarning:
+            return True
+        except ValueError:
+            return False
+    return True
+
+
+_WARNS = _fromstring_warns()
+# A number with a leading zero ("01"): numpy reads it, JSON refuses it.
+_LEADING_ZERO = re.compile(rb"(?:^|[^0-9])0[0-9]")
+
+
 def _parse_plain(text: bytes) -> np.ndarray | None:
     """The ids of a comma-separated run of digits, or None when it is not exactly one JSON array's
-    body (an empty element, two numbers in one, a trailing comma)."""
+    body (an empty element, two numbers in one, a trailing comma, a leading zero)."""
     if not text.strip():
         return np.empty(0, dtype=np.int64)
     if text.translate(None, _DIGITS):  # whitespace too: look for an element that holds none
-        if _EMPTY_ELEMENT.search(text):
+        if _EMPTY_ELEMENT.search(text) or _LEADING_ZERO.search(text):
             return None
     elif text[:1] == b"," or text[-1:] == b"," or b",," in text:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            arr = np.fromstring(text, dtype=np.int64, sep=",")
-        except ValueError:  # "1 2": left to the JSON parser, which says why
+    else:  # digits and commas only: a leading zero opens the text or follows a comma
+        if text[:1] == b"0" and text[1:2].isdigit():
             return None
+        at = text.find(b",0")
+        while at >= 0:
+            if text[at + 2 : at + 3].isdigit():
+                return None
+            at = text.find(b",0", at + 2)
+    try:
+        if _WARNS:  # numpy 1.x: the text not read to its end is a warning, not an error
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", DeprecationWarning)
+                arr = np.fromstring(text, dtype=np.int64, sep=",")
+        else:
+            arr = np.fromstring(text, dtype=np.int64, sep=",")
+    except (ValueError, DeprecationWarning):  # "1 2": left to the JSON parser, which says why
+        return None
     return arr if arr.shape[0] == text.count(b",") + 1 else None
 
 

@@ -34,66 +34,28 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 
 from rollout_graph.core.records import TopK
+
+if TYPE_CHECKING:
+    from rollout_graph.ingest import typed_decoders
+
+
+def _typed():  # -> the module rollout_graph.ingest.typed_decoders
+    """The msgspec decoders (msgspec imported on first use: a flat trace never needs it)."""
+    from rollout_graph.ingest import typed_decoders
+
+    return typed_decoders
+
 
 _NONCE = os.urandom(4).hex()
 # The array spans worth cutting: shorter ones cost more to cut than to parse.
 MIN_CUT_BYTES = 2048
 
 
-class _Alt(msgspec.Struct, gc=False):
-    token: str | int | None = None
-    logprob: int | float | None = None
-
-
-class _Entry(msgspec.Struct, gc=False):
-    token: str | int | None = None
-    logprob: int | float | None = None
-    top_logprobs: list[_Alt] | None = None
-
-
-class _Logprobs(msgspec.Struct):
-    content: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _Choice(msgspec.Struct):
-    logprobs: _Logprobs | None = None
-
-
-class _Response(msgspec.Struct):
-    choices: list[_Choice] | None = None
-
-
-# Any shape other than these (a stream's list of chunks, choices that are not objects, ...) fails
-# the skim: such a line goes the generic path whole.
-_RAW = msgspec.Raw | msgspec.UnsetType
-
-
-class _Envelope(msgspec.Struct):
-    request: _RAW = msgspec.UNSET
-    response: _Response | msgspec.UnsetType = msgspec.UNSET
-    turns: _RAW = msgspec.UNSET
-    sequences: _RAW = msgspec.UNSET
-    prompt_token_ids: _RAW = msgspec.UNSET
-    completion_token_ids: _RAW = msgspec.UNSET
-    per_token_logps: _RAW = msgspec.UNSET
-    completion_tokens: _RAW = msgspec.UNSET
-
-
-class _SampledEntry(msgspec.Struct, gc=False):
-    """An entry without its alternatives (``top_logprobs`` is skipped, not built)."""
-
-    token: str | int | None = None
-    logprob: int | float | None = None
-
-
-_ENVELOPE = msgspec.json.Decoder(_Envelope)
-_ENTRIES = msgspec.json.Decoder(list[_Entry])
-_SAMPLED = msgspec.json.Decoder(list[_SampledEntry])
 # Present alternatives, as every engine writes them (compact): anything else is decoded at once.
 _ALTERNATIVES = b'"top_logprobs":[{'
 _PROBE = 32  # bytes at each end of a span kept to check the file still holds it
@@ -116,7 +78,7 @@ class LogprobColumns:
     located: bool = False  # cut where the bytes say it is: the parsed record must confirm (placed())
 
 
-def _columns(entries: list[_Entry]) -> LogprobColumns:
+def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
     tops = [e.top_logprobs or () for e in entries]
     alts = [a for top in tops for a in top]
     return LogprobColumns(
@@ -199,9 +161,10 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     (or, with ``check``, not the entries whose sampled tokens and logprobs hashed to it)."""
     from rollout_graph.ingest.tokens import top_k
 
+    t = _typed()
     try:
-        entries = _ENTRIES.decode(span)
-    except (msgspec.DecodeError, ValueError):
+        entries = t.ENTRIES.decode(span)
+    except (t.DecodeError, ValueError):
         entries = None
     if entries is not None:
         if len(entries) != rows:
@@ -240,9 +203,10 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
             span.decode("utf-8")  # the check orjson would make of the skipped strings
         except UnicodeDecodeError:
             return None
+    t = _typed()
     try:
-        entries = _SAMPLED.decode(span)
-    except (msgspec.DecodeError, ValueError):
+        entries = t.SAMPLED.decode(span)
+    except (t.DecodeError, ValueError):
         return None
     rows = len(entries)
     tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
@@ -267,16 +231,17 @@ def _address(buffer) -> int:
 
 def _spans(raw: bytes) -> list[tuple[int, int]]:
     """Byte spans of each choice's ``logprobs.content`` array in an engine-pair line."""
+    t = _typed()
     try:
-        envelope = _ENVELOPE.decode(raw)
-    except (msgspec.DecodeError, ValueError):
+        envelope = t.ENVELOPE.decode(raw)
+    except (t.DecodeError, ValueError):
         return []
-    if envelope.request is msgspec.UNSET or not isinstance(envelope.response, _Response):
+    if envelope.request is t.UNSET or not isinstance(envelope.response, t.Response):
         return []
-    if envelope.turns is not msgspec.UNSET and envelope.sequences is not msgspec.UNSET:
+    if envelope.turns is not t.UNSET and envelope.sequences is not t.UNSET:
         return []  # a rollout document
     flat = (envelope.prompt_token_ids, envelope.completion_token_ids, envelope.per_token_logps)
-    if any(v is not msgspec.UNSET for v in (*flat, envelope.completion_tokens)):
+    if any(v is not t.UNSET for v in (*flat, envelope.completion_tokens)):
         return []  # a flat trace entry
     choices = envelope.response.choices or []
     base = _address(raw)
@@ -327,9 +292,10 @@ def columns_for(span: bytes, file: FileRef | None, offset: int | None, located: 
     the typed decoder does not accept the bytes."""
     columns = _sampled_only(span, file, offset)
     if columns is None:
+        t = _typed()
         try:
-            columns = _columns(_ENTRIES.decode(span))
-        except (msgspec.DecodeError, ValueError):
+            columns = _columns(t.ENTRIES.decode(span))
+        except (t.DecodeError, ValueError):
             return None
     columns.located = located
     return columns
