@@ -21,7 +21,7 @@ import re
 import warnings
 import weakref
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -75,28 +75,20 @@ def _fromstring_warns() -> bool:
 
 
 _WARNS = _fromstring_warns()
-# A number with a leading zero ("01"): numpy reads it, JSON refuses it.
-_LEADING_ZERO = re.compile(rb"(?:^|[^0-9])0[0-9]")
 
 
-def _parse_plain(text: bytes) -> np.ndarray | None:
-    """The ids of a comma-separated run of digits, or None when it is not exactly one JSON array's
-    body (an empty element, two numbers in one, a trailing comma, a leading zero)."""
+def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
+    """The ids of a comma-separated run of digits and the largest (0 when none), or None when it
+    is not exactly one JSON array's body (an empty element, two numbers in one, a trailing comma,
+    a leading zero)."""
     if not text.strip():
-        return np.empty(0, dtype=np.int64)
-    if text.translate(None, _DIGITS):  # whitespace too: look for an element that holds none
-        if _EMPTY_ELEMENT.search(text) or _LEADING_ZERO.search(text):
+        return np.empty(0, dtype=np.int64), 0
+    others = text.translate(None, _DIGITS)  # whitespace
+    if others:  # look for an element that holds none
+        if _EMPTY_ELEMENT.search(text):
             return None
     elif text[:1] == b"," or text[-1:] == b"," or b",," in text:
         return None
-    else:  # digits and commas only: a leading zero opens the text or follows a comma
-        if text[:1] == b"0" and text[1:2].isdigit():
-            return None
-        at = text.find(b",0")
-        while at >= 0:
-            if text[at + 2 : at + 3].isdigit():
-                return None
-            at = text.find(b",0", at + 2)
     try:
         if _WARNS:  # numpy 1.x: the text not read to its end is a warning, not an error
             with warnings.catch_warnings():
@@ -106,7 +98,18 @@ def _parse_plain(text: bytes) -> np.ndarray | None:
             arr = np.fromstring(text, dtype=np.int64, sep=",")
     except (ValueError, DeprecationWarning):  # "1 2": left to the JSON parser, which says why
         return None
-    return arr if arr.shape[0] == text.count(b",") + 1 else None
+    n = arr.shape[0]
+    if n != text.count(b",") + 1:
+        return None
+    # Each element is one run of digits: the numbers read must have as many digits as the text
+    # (fewer: a leading zero, "01", which JSON refuses; or a number numpy clamped).
+    digits = n
+    top = int(arr.max())
+    power = 10
+    while power <= top:
+        digits += int(np.count_nonzero(arr >= power))
+        power *= 10
+    return (arr, top) if digits == len(text) - (n - 1) - len(others) else None
 
 
 class _Slot:
@@ -211,10 +214,12 @@ class IdArrayCutter:
         head, tail = (_NO_IDS, text) if prefix is None else (prefix.ids, text[len(prefix.text) + 1 :])
         if tail.translate(None, _PLAIN):
             return None
-        rest = _parse_plain(tail)
-        if rest is None or (prefix is not None and len(text) > len(prefix.text) and rest.shape[0] == 0):
+        parsed = _parse_plain(tail)
+        if parsed is None:
             return None
-        top = int(rest.max()) if rest.shape[0] else 0
+        rest, top = parsed
+        if prefix is not None and len(text) > len(prefix.text) and rest.shape[0] == 0:
+            return None
         if top >= _IMPLAUSIBLE_ID:
             return None
         n = head.shape[0] + rest.shape[0]
@@ -268,6 +273,7 @@ class IdArrayCutter:
         file: FileRef | None = None,
         offset: int | None = None,
         locate: bool = True,
+        known: Callable[[bytes, int], tuple[int, int] | None] | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
 
@@ -276,18 +282,28 @@ class IdArrayCutter:
         markers map to decoded columns rather than arrays. With ``file`` and ``offset`` (where the
         line starts in that plain file) their alternatives are left in the file until read. ``locate``:
         see :func:`rollout_graph.ingest.typed.cut_logprobs` (the caller checks with ``placed``).
+        ``known`` (:meth:`rollout_graph.ingest.message_prefix.MessageCutter.known`): a span of the
+        line that holds no id key nor ``"top_logprobs"``, which the searches for them then skip
+        (asked from where the first id array found ends: the search for its key starts there).
 
         Raises:
             LimitExceeded: an array holds more than ``max_ids`` ids.
         """
+        skip = _Skip(known)
         if locate:
             span = located_span(raw)
             if span is not None:
-                done = self._cut_located(raw, span, max_ids, file, offset)
+                done = self._cut_located(raw, span, max_ids, file, offset, skip)
                 if done is not None:
                     return done
         shifts: list[tuple[int, int]] = [(0, 0)]
-        raw, arrays = self._cut_ids(raw, max_ids, shifts)
+        line = raw
+        raw, arrays = self._cut_ids(raw, max_ids, shifts, skip)
+        span = skip.span
+        if span is not None:  # where the span is in the cut line (no cut is inside it: no id key is)
+            removed = [gone for new, gone in shifts if new + gone <= span[0]][-1]  # the last cut before it
+            a, b = span[0] - removed, span[1] - removed
+            span = (a, b) if raw[a:b] == line[span[0] : span[1]] else None
         where = None
         if file is not None and offset is not None:
             starts = [new for new, _ in shifts]
@@ -295,12 +311,18 @@ class IdArrayCutter:
             def where(pos: int) -> int:
                 return offset + pos + shifts[bisect_right(starts, pos) - 1][1]
 
-        raw, columns = cut_logprobs(raw, file, where)
+        raw, columns = cut_logprobs(raw, file, where, span)
         arrays.update(columns)
         return raw, arrays
 
     def _cut_located(
-        self, raw: bytes, span: tuple[int, int], max_ids: int | None, file: FileRef | None, offset: int | None
+        self,
+        raw: bytes,
+        span: tuple[int, int],
+        max_ids: int | None,
+        file: FileRef | None,
+        offset: int | None,
+        skip: _Skip | None = None,
     ) -> tuple[bytes, dict[str, Any]] | None:
         """The one-choice compact layout: the content array found by bytes, the id arrays looked
         for only around it (never through it). None when the array does not decode as one."""
@@ -313,7 +335,7 @@ class IdArrayCutter:
         pos = 0
         content = _marker(0)
         for lo, hi in ((0, start), (end, len(raw))):
-            for a, b in _array_spans(raw, lo, hi):
+            for a, b in _array_spans(raw, lo, hi, skip):
                 if lo == 0 and b >= start:
                     continue  # runs into the content array: not an id array (left to the parser)
                 ids = self._ids(raw[a:b])
@@ -335,14 +357,18 @@ class IdArrayCutter:
         return b"".join(pieces), arrays
 
     def _cut_ids(
-        self, raw: bytes, max_ids: int | None, shifts: list[tuple[int, int]] | None = None
+        self,
+        raw: bytes,
+        max_ids: int | None,
+        shifts: list[tuple[int, int]] | None = None,
+        skip: _Skip | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         """``shifts`` gets (position in the cut line, bytes removed before it) after each cut."""
         arrays: dict[str, Any] = {}
         pieces: list[bytes] = []
         pos = 0
         length = 0  # of the cut line so far
-        for start, end in _array_spans(raw):
+        for start, end in _array_spans(raw, skip=skip):
             if start < pos:
                 continue
             ids = self._ids(raw[start:end])
@@ -363,12 +389,43 @@ class IdArrayCutter:
         return b"".join(pieces), arrays
 
 
-def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+def find_outside(raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int] | None) -> int:
+    """``raw.find(key, pos, hi)`` where ``raw[skip[0]:skip[1]]`` is known to hold no ``key``: that
+    span is not searched (an occurrence straddling either of its ends still is)."""
+    if skip is not None:
+        a, b = skip
+        if pos < a:
+            at = raw.find(key, pos, min(hi, a + len(key) - 1))
+            if at >= 0:
+                return at
+        pos = max(pos, b - len(key) + 1)
+    return raw.find(key, pos, hi)
+
+
+class _Skip:
+    """A span of a line known to hold no id key nor ``"top_logprobs"``, asked for once (from where
+    the first id array found ends: asking costs a search from there for a ``messages`` key)."""
+
+    __slots__ = ("known", "span")
+
+    def __init__(self, known: Callable[[bytes, int], tuple[int, int] | None] | None) -> None:
+        self.known = known
+        self.span: tuple[int, int] | None = None
+
+    def ask(self, raw: bytes, pos: int) -> tuple[int, int] | None:
+        if self.known is not None:
+            self.span = self.known(raw, pos)
+            self.known = None
+        return self.span
+
+
+def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, skip: _Skip | None = None) -> list[tuple[int, int]]:
     """(start, end) of each array body under one of the keys, in order, whose key starts in
-    ``raw[lo:hi]`` (its array may run on)."""
+    ``raw[lo:hi]`` (its array may run on); ``skip``: a span holding no key, not searched."""
     spans = []
     hi = len(raw) if hi is None else hi
-    at = raw.find(_TAIL, lo, hi)
+    span = None if skip is None else skip.span
+    at = find_outside(raw, _TAIL, lo, hi, span)
     while at >= 0:
         after = at + len(_TAIL)
         if any(raw[at - len(head) : at] == head for head in _HEADS):
@@ -379,7 +436,9 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[i
                     break
                 spans.append((opening.end(), end))
                 after = end
-        at = raw.find(_TAIL, after, hi)
+        if skip is not None:
+            span = skip.ask(raw, after)
+        at = find_outside(raw, _TAIL, after, hi, span)
     return spans
 
 

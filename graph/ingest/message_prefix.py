@@ -66,6 +66,14 @@ _TAIL_BYTES = 16  # bytes after a cut array's "]" looked for in the next line, t
 # each call before the one it continues, ~1x: there the scan costs more than it saves).
 _PROBE_LINES = 128
 _PAYS = 4
+# What the other cutters search a line for (graph/ingest/id_arrays.py, typed.py): a remembered
+# body holding none of them is skipped by their searches when a line repeats it (known()).
+OTHER_KEYS = (b'_ids"', b'"top_logprobs"')
+
+
+def _clean(body: bytes, start: int = 0) -> bool:
+    """Whether no key of OTHER_KEYS starts in ``body`` at ``start`` or after (or straddles it)."""
+    return all(body.find(key, max(0, start - len(key) + 1)) < 0 for key in OTHER_KEYS)
 
 
 @dataclass(slots=True, eq=False)
@@ -74,6 +82,7 @@ class _Seen:
     items: list[Any]  # their values
     opens: int  # ``[`` and ``{`` bytes in the body: a bound on its nesting
     extended: bool = False  # a longer remembered array starts with this one
+    clean: bool = False  # the body holds none of OTHER_KEYS (the other cutters need not search it)
 
 
 def _opens(data: bytes, start: int = 0, end: int | None = None) -> int:
@@ -191,8 +200,31 @@ class MessageCutter:
         self._reused += reused
         self._parsed += end - start - reused
         grown = seen is None or end > start + len(seen.body)
-        self._pending = (seen, _Seen(raw[start:end], items, opens) if grown else None, raw[end : end + _TAIL_BYTES])
+        longer = None
+        if grown:
+            body = raw[start:end]
+            clean = _clean(body) if seen is None else seen.clean and _clean(body, len(seen.body))
+            longer = _Seen(body, items, opens, clean=clean)
+        self._pending = (seen, longer, raw[end : end + _TAIL_BYTES])
         return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
+
+    def known(self, raw: bytes, pos: int = 0) -> tuple[int, int] | None:
+        """A span of ``raw`` holding the bytes of a remembered array that contains no key of
+        :data:`OTHER_KEYS` (the start of this line's first ``messages`` array from ``pos`` on,
+        repeated): the other cutters' searches for those keys may skip it. None when there is none."""
+        if self.off or not self._recent:
+            return None
+        key = raw.find(_KEY, pos)
+        if key < 0:
+            return None
+        opening = _OPENING.match(raw, key + len(_KEY))
+        if opening is None:
+            return None
+        start = opening.end()
+        seen = self._longest(raw, start)
+        if seen is None or not seen.clean:
+            return None
+        return start, start + len(seen.body)
 
     def keep(self) -> None:
         """Remember the array the last :meth:`cut` took (its line parsed)."""

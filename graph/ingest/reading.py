@@ -486,10 +486,11 @@ def parse_line(
     limits = limits or Limits()
     try:
         at = offset if offset >= 0 else None
-        cut, arrays = cutter.cut(raw, limits.max_ids, file, at)
+        known = None if messages is None else messages.known
+        cut, arrays = cutter.cut(raw, limits.max_ids, file, at, known=known)
         value, parsed = _parsed_cut(cut, arrays, limits, messages)
         if not placed(value, arrays):  # a byte-located logprob cut the record does not confirm
-            cut, arrays = cutter.cut(raw, limits.max_ids, file, at, locate=False)
+            cut, arrays = cutter.cut(raw, limits.max_ids, file, at, locate=False, known=known)
             value, parsed = _parsed_cut(cut, arrays, limits, messages)
         # The cut messages array is a nested value: the top-level keys are those of ``cut``.
         duplicate = _duplicate_identity_key(parsed) if isinstance(value, dict) else None

@@ -44,11 +44,16 @@ if TYPE_CHECKING:
     from rollout_graph.ingest import typed_decoders
 
 
+_decoders: list = []  # the module rollout_graph.ingest.typed_decoders, once imported
+
+
 def _typed():  # -> the module rollout_graph.ingest.typed_decoders
     """The msgspec decoders (msgspec imported on first use: a flat trace never needs it)."""
-    from rollout_graph.ingest import typed_decoders
+    if not _decoders:
+        from rollout_graph.ingest import typed_decoders
 
-    return typed_decoders
+        _decoders.append(typed_decoders)
+    return _decoders[0]
 
 
 _NONCE = os.urandom(4).hex()
@@ -326,16 +331,32 @@ def placed(value: object, arrays: dict) -> bool:
     return seen == located
 
 
+_TOP_KEY = b'"top_logprobs"'
+
+
+def _find_outside(raw: bytes, key: bytes, skip: tuple[int, int] | None) -> int:
+    """``raw.find(key)``, ``raw[skip[0]:skip[1]]`` known to hold no ``key`` (not searched)."""
+    if skip is None:
+        return raw.find(key)
+    a, b = skip
+    at = raw.find(key, 0, a + len(key) - 1)
+    return at if at >= 0 else raw.find(key, max(0, b - len(key) + 1))
+
+
 def cut_logprobs(
-    raw: bytes, file: FileRef | None = None, where: Callable[[int], int] | None = None
+    raw: bytes,
+    file: FileRef | None = None,
+    where: Callable[[int], int] | None = None,
+    skip: tuple[int, int] | None = None,
 ) -> tuple[bytes, dict[str, LogprobColumns]]:
     """The line with each typed-decodable logprob content array (found by the skim) replaced by
     a marker string.
 
     With ``file`` and ``where`` (a position in ``raw`` -> its offset in that file) the
-    alternatives are left in the file (see the module docstring).
+    alternatives are left in the file (see the module docstring). ``skip``: a span of ``raw`` known
+    to hold no ``"top_logprobs"`` (a repeated ``messages`` array), not searched for it.
     """
-    if b'"content"' not in raw or b'"top_logprobs"' not in raw:
+    if b'"content"' not in raw or _find_outside(raw, _TOP_KEY, skip) < 0:
         return raw, {}
     found: dict[str, LogprobColumns] = {}
     pieces: list[bytes] = []
