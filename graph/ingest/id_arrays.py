@@ -273,7 +273,7 @@ class IdArrayCutter:
         file: FileRef | None = None,
         offset: int | None = None,
         locate: bool = True,
-        known: Callable[[bytes, int], tuple[int, int] | None] | None = None,
+        known: Callable[[bytes, int, int | None], tuple[int, int] | None] | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         """The line with each plain prompt-id array replaced by a marker, and the arrays.
 
@@ -402,20 +402,25 @@ def find_outside(raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int
     return raw.find(key, pos, hi)
 
 
+_NEAR = 512
+
+
 class _Skip:
     """A span of a line known to hold no id key nor ``"top_logprobs"``, asked for once (from where
     the first id array found ends: asking costs a search from there for a ``messages`` key)."""
 
     __slots__ = ("known", "span")
 
-    def __init__(self, known: Callable[[bytes, int], tuple[int, int] | None] | None) -> None:
+    def __init__(self, known: Callable[[bytes, int, int | None], tuple[int, int] | None] | None) -> None:
         self.known = known
         self.span: tuple[int, int] | None = None
 
-    def ask(self, raw: bytes, pos: int) -> tuple[int, int] | None:
+    def ask(self, raw: bytes, pos: int, end: int | None = None) -> tuple[int, int] | None:
+        """The span, asked for from ``pos`` (with ``end``: asked again later unless found before it)."""
         if self.known is not None:
-            self.span = self.known(raw, pos)
-            self.known = None
+            span = self.known(raw, pos, end)
+            if span is not None or end is None:
+                self.span, self.known = span, None
         return self.span
 
 
@@ -424,7 +429,9 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, skip: _Skip | N
     ``raw[lo:hi]`` (its array may run on); ``skip``: a span holding no key, not searched."""
     spans = []
     hi = len(raw) if hi is None else hi
-    span = None if skip is None else skip.span
+    # a messages key near where the search starts (a capture record's request) is asked for at
+    # once; else from where the first id array ends (a flat entry's ids come first)
+    span = None if skip is None else skip.ask(raw, lo, lo + _NEAR)
     at = find_outside(raw, _TAIL, lo, hi, span)
     while at >= 0:
         after = at + len(_TAIL)

@@ -208,13 +208,13 @@ class MessageCutter:
         self._pending = (seen, longer, raw[end : end + _TAIL_BYTES])
         return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
 
-    def known(self, raw: bytes, pos: int = 0) -> tuple[int, int] | None:
+    def known(self, raw: bytes, pos: int = 0, end: int | None = None) -> tuple[int, int] | None:
         """A span of ``raw`` holding the bytes of a remembered array that contains no key of
-        :data:`OTHER_KEYS` (the start of this line's first ``messages`` array from ``pos`` on,
-        repeated): the other cutters' searches for those keys may skip it. None when there is none."""
+        :data:`OTHER_KEYS` (the start of this line's first ``messages`` array whose key starts in
+        ``raw[pos:end]``, repeated): the other cutters' searches for those keys may skip it. None when there is none."""
         if self.off or not self._recent:
             return None
-        key = raw.find(_KEY, pos)
+        key = raw.find(_KEY, pos, len(raw) if end is None else end + len(_KEY))
         if key < 0:
             return None
         opening = _OPENING.match(raw, key + len(_KEY))
