@@ -4,8 +4,8 @@ Every call's ``prompt_token_ids`` repeats the whole context, so a rollout's prom
 of millions of ids, nearly all of them the previous prompt again. Before the line goes to the JSON
 parser, each plain array of digits under a prompt-ids key is cut out and parsed with numpy; when
 a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
-the array (a sign, a decimal point, a string, ``true``) leaves it in the line for the ordinary,
-validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
+the array (a sign, a decimal point, a string, ``true``, a leading zero) leaves it in the line for
+the ordinary, validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
 
 Arrays whose ids fit int32 are stored in an append-only arena (:class:`IdArrayCutter`): a prompt
 that extends the array written last is only its new tail written after it, and the prompt is a
