@@ -7,6 +7,11 @@ Prints each step as it is measured.
 ``python benchmarks/bench_paint.py FOLDER`` (e.g. a folder holding the 5,000-call trace written
 by ``synthetic.py``). One headless Chromium page at 1440x900; the cache goes to a temporary
 folder, removed at the end.
+
+``--profile DIR``: the server sampled by py-spy (``pip install py-spy``) from its start to the first
+paint, for each session: ``DIR/cold.txt`` and ``DIR/reopen.txt`` (collapsed stacks per thread, idle
+samples included, so a thread waiting on a lock shows where it waited). ``--paint-only``: stop after
+each first paint (no clicks, keys, searches or deep links).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_app import key_steps, search_steps, server_cpu  # noqa: E402
+from bench_app import key_steps, search_steps, server_cpu, server_process  # noqa: E402
 
 from tests.browser import (  # noqa: E402
     CHROMIUM,
@@ -40,24 +47,57 @@ IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 VIEW = {"width": 1440, "height": 900}
 
 
-def session(folder: str, label: str, cache: str) -> None:
+def _profiler(url: str, out: Path) -> subprocess.Popen | None:
+    """py-spy sampling the server (and its worker processes) until stopped with SIGINT."""
+    proc = server_process(url)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if proc is None or not Path(spy).exists():
+        print("profile: py-spy or the server not found: not profiled", flush=True)
+        return None
+    command = [spy, "record", "--pid", str(proc.pid), "--subprocesses", "--threads", "--idle", "--rate", "100"]
+    command += ["--format", "raw", "--output", str(out), "--nonblocking"]
+    spying = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the page is opened
+    return spying
+
+
+def _stop(spying: subprocess.Popen | None) -> None:
+    if spying is not None:
+        spying.send_signal(signal.SIGINT)
+        spying.wait(timeout=60)
+
+
+def session(
+    folder: str, label: str, cache: str, profile: str | None = None, paint_only: bool = False, via_cli: bool = True
+) -> None:
     from playwright.sync_api import sync_playwright
 
-    with running_app("--", folder) as url, sync_playwright() as p:
+    launched = time.perf_counter()
+    args = (folder,) if via_cli else ("--", folder)
+    with running_app(*args, via_cli=via_cli) as url, sync_playwright() as p:
+        up = time.perf_counter() - launched
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         first = browser.new_context(viewport=VIEW)  # the first visitor (browser cache empty)
         page = first.new_page()
         pushed = [0]
         page.on("websocket", lambda ws: ws.on("framereceived", lambda p: pushed.__setitem__(0, pushed[0] + len(p))))
+        spying = _profiler(url, Path(profile) / f"{label}.txt") if profile else None
         cpu = server_cpu(url)
         start = time.perf_counter()
         page.goto(url)
         wait_ready(page, timeout=600_000)
+        now = time.perf_counter()
         print(
-            f"{label}: first paint {time.perf_counter() - start:.1f} s (server CPU {server_cpu(url) - cpu:.1f} s),"
-            f" pushed {pushed[0] / 1e6:.2f} MB, load {os.getloadavg()[0]:.1f}",
+            f"{label}: first paint {now - start:.1f} s (server CPU {server_cpu(url) - cpu:.1f} s),"
+            f" pushed {pushed[0] / 1e6:.2f} MB, load {os.getloadavg()[0]:.1f};"
+            f" from the command {now - launched:.1f} s (server up in {up:.1f} s)",
             flush=True,
         )
+        _stop(spying)
+        if paint_only:
+            _wait_store(cache)
+            browser.close()
+            return
         page.wait_for_timeout(1000)
         shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
         node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
@@ -115,22 +155,39 @@ def session(folder: str, label: str, cache: str) -> None:
                 )
             page.close()
         browser.close()
-        # the cache entry is written in the background a few seconds after the trace was read: wait
-        # for it (bounded) before this server stops
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not list(Path(cache).glob("*/meta.json")):
-            time.sleep(0.5)
+        _wait_store(cache)
+
+
+def _wait_store(cache: str) -> None:
+    """The cache entry is written in the background once the page is idle: wait for it (bounded)
+    before this server stops."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(Path(cache).glob("*/meta.json")):
+        time.sleep(0.5)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("folder")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy the server to each first paint (DIR/cold.txt, reopen.txt)"
+    )
+    parser.add_argument("--paint-only", action="store_true", help="measure the first paints only")
+    parser.add_argument(
+        "--launch",
+        choices=("cli", "streamlit"),
+        default="cli",
+        help="start the server with `rollout-graph view` (default: what users run) or `streamlit run app.py`",
+    )
     args = parser.parse_args()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     cache = tempfile.mkdtemp(prefix="rollout-graph-bench-cache-")
     os.environ["ROLLOUT_GRAPH_CACHE"] = cache
     try:
-        session(args.folder, "cold", cache)
-        session(args.folder, "reopen", cache)
+        via_cli = args.launch == "cli"
+        session(args.folder, "cold", cache, args.profile, args.paint_only, via_cli)
+        session(args.folder, "reopen", cache, args.profile, args.paint_only, via_cli)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
