@@ -17,6 +17,7 @@ each first paint (no clicks, keys, searches or deep links).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -61,6 +62,19 @@ def _profiler(url: str, out: Path) -> subprocess.Popen | None:
     return spying
 
 
+def _memory(url: str) -> str:
+    """The server's resident memory now and its peak (Linux), in MB."""
+    proc = server_process(url)
+    if proc is None:
+        return "server memory not found"
+    peak = ""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peak = f", peak {int(line.split()[1]) / 1e3:,.0f} MB"
+    return f"server memory {proc.memory_info().rss / 1e6:,.0f} MB{peak}"
+
+
 def _stop(spying: subprocess.Popen | None) -> None:
     if spying is not None:
         spying.send_signal(signal.SIGINT)
@@ -90,7 +104,8 @@ def session(
         print(
             f"{label}: first paint {now - start:.1f} s (server CPU {server_cpu(url) - cpu:.1f} s),"
             f" pushed {pushed[0] / 1e6:.2f} MB, load {os.getloadavg()[0]:.1f};"
-            f" from the command {now - launched:.1f} s (server up in {up:.1f} s)",
+            f" from the command {now - launched:.1f} s (server up in {up:.1f} s, server CPU since its start"
+            f" {server_cpu(url):.1f} s); {_memory(url)}",
             flush=True,
         )
         _stop(spying)
