@@ -11,7 +11,9 @@ folder, removed at the end.
 ``--profile DIR``: the server sampled by py-spy (``pip install py-spy``) from its start to the first
 paint, for each session: ``DIR/cold.txt`` and ``DIR/reopen.txt`` (collapsed stacks per thread, idle
 samples included, so a thread waiting on a lock shows where it waited). ``--paint-only``: stop after
-each first paint (no clicks, keys, searches or deep links).
+each first paint (no clicks, keys, searches or deep links). ``--compare-launch ROUNDS``: the first
+paints only, ``streamlit run app.py`` (the traces read when the first page runs) against
+``rollout-graph view`` (read as the server starts), interleaved, with a table of medians.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def _stop(spying: subprocess.Popen | None) -> None:
 
 def session(
     folder: str, label: str, cache: str, profile: str | None = None, paint_only: bool = False, via_cli: bool = True
-) -> None:
+) -> dict[str, float]:
+    """One new server and its first visitor; returns the first paint's figures."""
     from playwright.sync_api import sync_playwright
 
     launched = time.perf_counter()
@@ -101,6 +104,13 @@ def session(
         page.goto(url)
         wait_ready(page, timeout=600_000)
         now = time.perf_counter()
+        figures = {
+            "paint": now - start,
+            "command": now - launched,
+            "cpu_window": server_cpu(url) - cpu,
+            "cpu_total": server_cpu(url),
+            "load": os.getloadavg()[0],
+        }
         print(
             f"{label}: first paint {now - start:.1f} s (server CPU {server_cpu(url) - cpu:.1f} s),"
             f" pushed {pushed[0] / 1e6:.2f} MB, load {os.getloadavg()[0]:.1f};"
@@ -112,7 +122,7 @@ def session(
         if paint_only:
             _wait_store(cache)
             browser.close()
-            return
+            return figures
         page.wait_for_timeout(1000)
         shown = page.evaluate(DAG_JS + "() => Array.from(dag()._fullData[1].customdata)")
         node = min(shown, key=lambda c: (abs(c - 30), c))  # an early call: in the first window
@@ -171,6 +181,7 @@ def session(
             page.close()
         browser.close()
         _wait_store(cache)
+        return figures
 
 
 def _wait_store(cache: str) -> None:
@@ -179,6 +190,38 @@ def _wait_store(cache: str) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(Path(cache).glob("*/meta.json")):
         time.sleep(0.5)
+
+
+def compare_launch(folder: str, rounds: int) -> None:
+    """Cold and reopen first paints, the two launches interleaved (each with an empty cache first)."""
+    seen: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for _ in range(rounds):
+        for launch in ("streamlit", "cli"):
+            cache = tempfile.mkdtemp(prefix="rollout-graph-bench-cache-")
+            os.environ["ROLLOUT_GRAPH_CACHE"] = cache
+            try:
+                for label in ("cold", "reopen"):
+                    figures = session(folder, label, cache, paint_only=True, via_cli=launch == "cli")
+                    seen.setdefault((launch, label), []).append(figures)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+    names = {
+        "streamlit": "`streamlit run` (read at the first page run)",
+        "cli": "`rollout-graph view` (read with the server)",
+    }
+    print(f"\n{rounds} interleaved rounds, medians (lower is better):\n")
+    print(
+        "| launch, first paint | from opening the page | from the command | server CPU in the window | server CPU since its start | load |"
+    )
+    print("|---|---|---|---|---|---|")
+    for (launch, label), runs in seen.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        loads = [r["load"] for r in runs]
+        print(
+            f"| {names[launch]}, {label} | {med['paint']:.1f} s | {med['command']:.1f} s | {med['cpu_window']:.1f} s |"
+            f" {med['cpu_total']:.1f} s | {min(loads):.1f} to {max(loads):.1f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -194,7 +237,17 @@ def main() -> None:
         default="cli",
         help="start the server with `rollout-graph view` (default: what users run) or `streamlit run app.py`",
     )
+    parser.add_argument(
+        "--compare-launch",
+        type=int,
+        metavar="ROUNDS",
+        help="first paints only, `streamlit run` (read at the first page run) against `rollout-graph view`"
+        " (read with the server), interleaved, ROUNDS times each; prints a table of medians",
+    )
     args = parser.parse_args()
+    if args.compare_launch:
+        compare_launch(args.folder, args.compare_launch)
+        return
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     cache = tempfile.mkdtemp(prefix="rollout-graph-bench-cache-")
