@@ -265,7 +265,7 @@ class _SystemGrams:
     distinct word, so equal words, and only those, get equal numbers) and a 3-gram is its three
     numbers packed into one integer, ``w0 << 42 | w1 << 21 | w2``. The packing is one-to-one, so
     the intersection and union have the sizes the tuple sets have and every decision is theirs
-    (tests/test_near_miss_similar.py compares the two on random texts). A text under 20 words
+    (tests/test_near_miss_fast.py compares the two on random texts). A text under 20 words
     keeps the set of its words, as :func:`_shingles` does."""
 
     BITS = 21
@@ -742,6 +742,29 @@ def _last_before(topology, start: int, before: int, reach: int = 20_000) -> int:
     return best
 
 
+def _prompt_groups(
+    calls: list[Call], parents: list[int | None], explained: list[int]
+) -> tuple[_SamePrompt, _SamePrompt]:
+    """The calls grouped by identical prompt: across all calls (``same``: looked up only for the
+    ``explained`` roots) and among one parent's children or the roots (``siblings``). Only calls
+    that can be a twin are added, since an identical prompt has the same length: to ``same`` the
+    calls of a length some explained root has, to ``siblings`` the calls that share their parent and
+    length with another call. The lookups answer what they answer with every call added
+    (tests/test_near_miss_fast.py), at a fraction of the fingerprints."""
+    prompted = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_prompt]
+    lengths = {calls[r].n_prompt for r in explained}
+    same = _SamePrompt(calls)
+    for i in prompted:
+        if calls[i].n_prompt in lengths:
+            same.add(i)
+    siblings = _SamePrompt(calls, scope=parents, prints=same.prints)
+    scoped = Counter((parents[i], calls[i].n_prompt) for i in prompted)
+    for i in prompted:
+        if scoped[parents[i], calls[i].n_prompt] > 1:
+            siblings.add(i)
+    return same, siblings
+
+
 def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
     """Every root after the first, every discarded call, every later child of a fork and every
     call whose request replays an earlier reply with other ids, explained (keyed by that call).
@@ -755,10 +778,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
     # calls by prompt length and a sample of their ids: an identical prompt is looked for only
     # among these (a harness that compacts into same-sized summaries makes every root the same length)
-    same = _SamePrompt(calls)
-    for i, c in enumerate(calls):
-        if c.prompt_ids is not None and c.n_prompt:
-            same.add(i)
+    same, siblings = _prompt_groups(calls, parents, explained)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
     grams = _SystemGrams()  # each distinct system text's 3-grams, computed once for the whole pass
@@ -793,12 +813,6 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             calls[main], calls[first], shared, decoder, bool(children[first]), grams=grams
         )
         found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked, evidence)
-    siblings = _SamePrompt(
-        calls, scope=parents, prints=same.prints
-    )  # identical prompts among one parent's children (or the roots)
-    for i, c in enumerate(calls):
-        if c.prompt_ids is not None and c.n_prompt:
-            siblings.add(i)
     for node, sibling in discarded.items():
         if calls[node].prompt_ids is None:
             continue

@@ -1,9 +1,12 @@
-"""The near-miss system-text comparison (graph/analysis/near_miss.py, ``_similar``) keeps each
-text's word 3-grams packed into integers, computed once per text for a whole near-miss pass. Every
-decision must be the one the plain sets of word tuples give (tests/reference.py): on random texts
-near the threshold, around the 20-word and the truncation boundaries, with odd whitespace, and with
-one cache shared by many comparisons while its word numbering starts over and its arrays are
-dropped."""
+"""The near-miss pass's shortcuts (graph/analysis/near_miss.py) against the plain computations.
+
+The system-text comparison (``_similar``) keeps each text's word 3-grams packed into integers,
+computed once per text for a whole pass: every decision must be the one the plain sets of word
+tuples give (tests/reference.py), on random texts near the threshold, around the 20-word and the
+truncation boundaries, with odd whitespace, and with one cache shared by many comparisons while its
+word numbering starts over and its arrays are dropped. The identical-prompt groups
+(``_prompt_groups``) add only the calls that can be a twin: the near misses must be the ones every
+call added gives, on random traces full of retries and identical prompts."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import SIMILAR_SYSTEM, SYSTEM_COMPARED, _similar, _SystemGrams
-from tests.builders import examples
+from rollout_graph.analysis.near_miss import SIMILAR_SYSTEM, SYSTEM_COMPARED, _SamePrompt, _similar, _SystemGrams
+from tests.builders import examples, harness_traces, rollout_of_tokens
 from tests.reference import reference_similar
 
 WORDS = ["the", "agent", "ran", "ls", "main.py", "fixed", "test", "a", "b", "é", "日本", "x\u00a0y", "tab\tbed"]
@@ -97,3 +100,30 @@ def test_one_cache_for_many_comparisons_decides_as_the_tuple_sets(monkeypatch):
 
 def test_the_module_keeps_the_threshold_the_docs_state():
     assert near_miss.SIMILAR_SYSTEM == 0.5 and near_miss.SYSTEM_COMPARED == 4000
+
+
+def _every_call_grouped(calls, parents, explained):
+    """The groups as they were built before the shortcut: every call with a prompt added to both."""
+    same, siblings = _SamePrompt(calls), None
+    for i, c in enumerate(calls):
+        if c.prompt_ids is not None and c.n_prompt:
+            same.add(i)
+    siblings = _SamePrompt(calls, scope=parents, prints=same.prints)
+    for i, c in enumerate(calls):
+        if c.prompt_ids is not None and c.n_prompt:
+            siblings.add(i)
+    return same, siblings
+
+
+@CHECKED
+@given(harness_traces(max_calls=24))
+def test_twin_groups_of_possible_twins_find_what_every_call_grouped_finds(spec):
+    fast = rollout_of_tokens(spec).near_misses
+    assume(fast)
+    original = near_miss._prompt_groups
+    near_miss._prompt_groups = _every_call_grouped
+    try:
+        plain = rollout_of_tokens(spec).near_misses
+    finally:
+        near_miss._prompt_groups = original
+    assert fast == plain
