@@ -73,13 +73,13 @@ def test_packed_comparison_cuts_where_the_sets_cut(width, tail, data):
 def test_one_cache_for_many_comparisons_decides_as_the_tuple_sets(monkeypatch):
     """A pass keeps one cache: the word numbering starting over (a small WORDS here) and the kept
     arrays being dropped (a small KEPT_BYTES) change no decision; both decisions occur."""
-    monkeypatch.setattr(_SystemGrams, "WORDS", 64)
+    monkeypatch.setattr(_SystemGrams, "WORDS", 256)  # two texts of 120 words fit
     monkeypatch.setattr(_SystemGrams, "KEPT_BYTES", 4096)
     rng = random.Random(24)
     vocabulary = [f"w{i}" for i in range(300)] + WORDS
     bases, variants = [], []
     for _ in range(30):
-        pool = rng.sample(vocabulary, 25)  # at most 50 distinct words a pair: the numbering holds a pair
+        pool = rng.sample(vocabulary, 25)
         base = " ".join(rng.choices(pool, k=rng.randint(15, 120)))
         bases.append(base)
         words = base.split()

@@ -256,6 +256,14 @@ def _similar(a: str, b: str, grams: _SystemGrams | None = None) -> bool:
     return (grams or _SystemGrams()).similar(a, b)
 
 
+class _Numbers(dict[str, int]):
+    """Words numbered in the order they are first looked up (a lookup numbers a new word)."""
+
+    def __missing__(self, word: str) -> int:
+        number = self[word] = len(self)
+        return number
+
+
 class _SystemGrams:
     """The word 3-gram sets of system texts, each distinct text's computed once.
 
@@ -269,11 +277,11 @@ class _SystemGrams:
     keeps the set of its words, as :func:`_shingles` does."""
 
     BITS = 21
-    WORDS = 1 << 16  # numbered words kept (a pair needs at most 2 * SYSTEM_COMPARED // 2 + 2)
+    WORDS = 1 << 16  # numbered words kept: >= the words of a pair, 2 * (SYSTEM_COMPARED // 2 + 1)
     KEPT_BYTES = 32 << 20  # packed arrays kept before the cache starts over
 
     def __init__(self) -> None:
-        self.number: dict[str, int] = {}
+        self.number = _Numbers()
         self.grams: dict[str, np.ndarray | frozenset[str]] = {}
         self.kept = 0
         self.generation = 0  # bumped when the numbering starts over (arrays of before are void)
@@ -288,16 +296,12 @@ class _SystemGrams:
         if len(words) < 20:
             found = frozenset(words)
         else:
-            number = self.number
-            new = set(words).difference(number)
-            if len(number) + len(new) > self.WORDS:
-                number.clear()
+            if len(self.number) + len(words) > self.WORDS:  # (at most: some words are numbered already)
+                self.number.clear()
                 self.grams.clear()
                 self.kept = 0
                 self.generation += 1
-                new = set(words)
-            number.update(zip(new, range(len(number), len(number) + len(new)), strict=True))
-            ids = np.fromiter(map(number.__getitem__, words), dtype=np.int64, count=len(words))
+            ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
             packed = (ids[:-2] << (2 * self.BITS)) | (ids[1:-1] << self.BITS) | ids[2:]
             packed.sort()
             found = packed[np.concatenate(([True], packed[1:] != packed[:-1]))]
