@@ -8,7 +8,8 @@ The trace is loaded once; each round links and analyses every rollout once with 
 the order alternating each round. Prints the minimum and median CPU seconds
 (``time.process_time``) of each, their ratio, and the load average, as one JSON line.
 
-    .venv/bin/python benchmarks/bench_analyse.py /work/bench_data/cold/cold-vllm.jsonl --against 0d2915e
+    .venv/bin/python benchmarks/synthetic.py vllm.jsonl --calls 5000 --max-context 3000 --summary-tokens 50
+    .venv/bin/python benchmarks/bench_analyse.py vllm.jsonl --against 0d2915e
 """
 
 from __future__ import annotations
