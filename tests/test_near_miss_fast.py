@@ -73,6 +73,7 @@ def test_packed_comparison_cuts_where_the_sets_cut(width, tail, data):
 def test_one_cache_for_many_comparisons_decides_as_the_tuple_sets(monkeypatch):
     """A pass keeps one cache: the word numbering starting over (a small WORDS here) and the kept
     arrays being dropped (a small KEPT_BYTES) change no decision; both decisions occur."""
+    monkeypatch.setattr(_SystemGrams, "FIRST_WORDS", 40)
     monkeypatch.setattr(_SystemGrams, "WORDS", 256)  # two texts of 120 words fit
     monkeypatch.setattr(_SystemGrams, "KEPT_BYTES", 4096)
     rng = random.Random(24)

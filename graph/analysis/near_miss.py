@@ -43,6 +43,7 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -271,45 +272,60 @@ class _SystemGrams:
     tuples for each text was half of a cold analysis of a trace with many distinct system
     prompts, and ten times the memory): the words are numbered (``number``: one number for each
     distinct word, so equal words, and only those, get equal numbers) and a 3-gram is its three
-    numbers packed into one integer, ``w0 << 42 | w1 << 21 | w2``. The packing is one-to-one, so
-    the intersection and union have the sizes the tuple sets have and every decision is theirs
-    (tests/test_near_miss_fast.py compares the two on random texts). A text under 20 words
-    keeps the set of its words, as :func:`_shingles` does."""
+    numbers packed into one integer, ``w0 << 2b | w1 << b | w2`` with ``b`` bits a number. The
+    packing is one-to-one, so the intersection and union have the sizes the tuple sets have and
+    every decision is theirs (tests/test_near_miss_fast.py compares the two on random texts). A
+    text under 20 words keeps the set of its words, as :func:`_shingles` does.
 
-    BITS = 21
-    WORDS = 1 << 16  # numbered words kept: >= the words of a pair, 2 * (SYSTEM_COMPARED // 2 + 1)
+    While at most ``FIRST_WORDS`` distinct words are numbered (a harness's prompts, a synthetic
+    trace) a number has 10 bits and a 3-gram fits 4 bytes; past that the numbering starts over
+    with 16 bits (8 bytes a 3-gram), and again past ``WORDS``. Texts are kept by a 16-byte
+    digest, not by their text."""
+
+    FIRST_WORDS, FIRST_BITS = 1 << 10, 10
+    WORDS, BITS = 1 << 16, 16  # WORDS >= the words of a pair, 2 * (SYSTEM_COMPARED // 2 + 1)
     KEPT_BYTES = 32 << 20  # packed arrays kept before the cache starts over
 
     def __init__(self) -> None:
         self.number = _Numbers()
-        self.grams: dict[str, np.ndarray | frozenset[str]] = {}
+        self.grams: dict[bytes, np.ndarray | frozenset[str]] = {}
         self.kept = 0
         self.generation = 0  # bumped when the numbering starts over (arrays of before are void)
+
+    def _start_over(self) -> None:
+        self.number.clear()
+        self.grams.clear()
+        self.kept = 0
+        self.generation += 1
 
     def of(self, text: str) -> np.ndarray | frozenset[str]:
         """The text's 3-grams, packed (a frozenset of words for a text under 20 words)."""
         text = text[:SYSTEM_COMPARED]
-        found = self.grams.get(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self.grams.get(key)
         if found is not None:
             return found
         words = text.split()
         if len(words) < 20:
             found = frozenset(words)
         else:
-            if len(self.number) + len(words) > self.WORDS:  # (at most: some words are numbered already)
-                self.number.clear()
-                self.grams.clear()
-                self.kept = 0
-                self.generation += 1
-            ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
-            packed = (ids[:-2] << (2 * self.BITS)) | (ids[1:-1] << self.BITS) | ids[2:]
+            while True:
+                limit = self.FIRST_WORDS if self.generation == 0 else self.WORDS
+                ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
+                if len(self.number) <= limit:  # every number fits the generation's bits
+                    break
+                self._start_over()  # (a text alone always fits WORDS)
+            bits = self.FIRST_BITS if self.generation == 0 else self.BITS
+            packed = (ids[:-2] << (2 * bits)) | (ids[1:-1] << bits) | ids[2:]
+            if self.generation == 0:
+                packed = packed.astype(np.uint32)
             packed.sort()
             found = packed[np.concatenate(([True], packed[1:] != packed[:-1]))]
             if self.kept + found.nbytes > self.KEPT_BYTES:
                 self.grams.clear()
                 self.kept = 0
             self.kept += found.nbytes
-        self.grams[text] = found
+        self.grams[key] = found
         return found
 
     def similar(self, a: str, b: str) -> bool:
