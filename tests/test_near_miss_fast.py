@@ -21,6 +21,7 @@ from tests.builders import examples, harness_traces, rollout_of_tokens
 from tests.reference import reference_similar
 
 WORDS = ["the", "agent", "ran", "ls", "main.py", "fixed", "test", "a", "b", "é", "日本", "x\u00a0y", "tab\tbed"]
+WORDS += ["\ud83d"]  # a lone surrogate: raw surrogates reach system texts
 SPACES = [" ", "  ", "\n", "\t", "\u00a0", "\u2003", "\x1c", "\r\n", "\u3000"]
 CHECKED = settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
