@@ -42,7 +42,6 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 from collections import Counter
@@ -638,30 +637,90 @@ def _key(ids: np.ndarray, wide: bool) -> bytes:
     return ids.astype(">u8" if wide else ">u4").tobytes()
 
 
+def _end_slice(call: Call, start: int, stop: int) -> np.ndarray:
+    """The call's end ids ``[start:stop]`` (prompt then sampled), a view when it lies in one part."""
+    prompt = _prompt(call)
+    n = prompt.shape[0]
+    if stop <= n:
+        return prompt[start:stop]
+    if start >= n:
+        return call.sampled_ids[start - n : stop - n]
+    return np.concatenate([prompt[start:], call.sampled_ids[: stop - n]])
+
+
 @dataclass
 class _Ends:
-    """Every call's end ids, sorted: the call sharing the longest prefix with a prompt sits next to
-    where the prompt would sort, so a search looks at a few neighbours, not at every call.
+    """Every call's end ids in sorted order: the call sharing the longest prefix with a prompt sits
+    next to where the prompt would sort, so a search looks at a few neighbours, not at every call.
 
-    Keys are cut to ``limit`` tokens, the longest prompt that will be looked up: a shared prefix
-    can never be longer than the prompt, so the cut changes no answer."""
+    The order is the one of the end ids cut to ``limit`` tokens (the longest prompt that will be
+    looked up: a shared prefix can never be longer than the prompt, so the cut changes no answer),
+    as big-endian keys, equal keys in call order. No key is kept: the calls are sorted chunk by
+    chunk (``CHUNK`` tokens; only calls tied on every earlier chunk compare the next), so at most
+    one chunk of each call is copied at a time, and a prompt finds its place by comparing ids."""
 
-    keys: list[bytes]
     nodes: list[int]
     wide: bool
+    limit: int
+    rank: dict[int, int]  # node -> its index in ``nodes``
+    BUDGET = 1 << 20  # ids copied at a time while sorting (4 MB, 8 with 64-bit ids)
+    CHUNK = 128  # the fewest ids compared per call in one round
 
     @classmethod
-    def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
-        """The sorted end ids of ``nodes``, cut to ``limit`` tokens."""
+    def of(cls, calls: list[Call], nodes: list[int], limit: int, budget: int | None = None) -> _Ends:
+        """The calls ``nodes`` (in call order) sorted by their end ids cut to ``limit`` tokens."""
         wide = any(_prompt(calls[i]).dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
-        pairs = []
-        for i in nodes:
-            call = calls[i]
-            head = _prompt(call)[:limit]
-            tail = call.sampled_ids[: max(0, limit - head.shape[0])]
-            pairs.append((_key(np.concatenate([head, tail]) if tail.shape[0] else head, wide), i))
-        pairs.sort()
-        return cls([k for k, _ in pairs], [i for _, i in pairs], wide)
+        order = list(nodes)
+        todo = [(0, len(order), 0)]  # segments of ``order`` tied on every id before ``start``
+        while todo:
+            lo, hi, start = todo.pop()
+            # a segment's calls copy ``budget`` ids in all: the fewer calls tie, the longer the chunk
+            stop = min(start + max(cls.CHUNK, (budget or cls.BUDGET) // (hi - lo)), limit)
+            keyed = sorted(
+                ((_key(_end_slice(calls[i], start, min(stop, calls[i].n_end)), wide), i) for i in order[lo:hi]),
+                key=lambda pair: pair[0],
+            )  # stable: ties stay in call order
+            order[lo:hi] = [i for _, i in keyed]
+            if stop >= limit:
+                continue
+            full = (stop - start) * (8 if wide else 4)
+            run = 0
+            for j in range(1, len(keyed) + 1):
+                if j == len(keyed) or keyed[j][0] != keyed[run][0]:
+                    if j - run > 1 and len(keyed[run][0]) == full:  # tied on a whole chunk: the next decides
+                        todo.append((lo + run, lo + j, stop))
+                    run = j
+        return cls(order, wide, limit, {node: j for j, node in enumerate(order)})
+
+    def _before(self, call: Call, prompt: np.ndarray) -> bool:
+        """Whether the call's end ids, cut to ``limit``, sort before ``prompt`` (as the keys would)."""
+        shared = common_prefix(call, prompt)
+        if shared == prompt.shape[0]:
+            return False  # the prompt is a prefix of the ends (or equal): not before
+        if shared >= call.n_end:
+            return True  # the ends are a proper prefix of the prompt
+        return _key(_end_slice(call, shared, shared + 1), self.wide) < _key(prompt[shared : shared + 1], self.wide)
+
+    def position(self, calls: list[Call], prompt: np.ndarray, hint: int | None = None) -> int:
+        """Where ``prompt`` would sort among the ends (bisect_left: before any equal ends).
+
+        ``hint`` is an index known not to sort before the prompt (the call's own ends, which start
+        with the prompt): the search gallops back from it, so a prompt next to its own ends costs
+        a comparison or two instead of a whole binary search."""
+        lo, hi = 0, len(self.nodes)
+        if hint is not None:
+            hi, step = hint, 1
+            while hi - step >= 0 and not self._before(calls[self.nodes[hi - step]], prompt):
+                hi -= step
+                step *= 2
+            lo = max(0, hi - step)  # sorts before the prompt (or is 0)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._before(calls[self.nodes[mid]], prompt):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
 
 def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int]) -> tuple[int, int] | None:
@@ -672,7 +731,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int
     position the shared prefix only shrinks, so each direction stops at the first candidate that
     shares no more than the best found."""
     prompt = _prompt(calls[node])
-    start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
+    start = ends.position(calls, prompt, ends.rank.get(node))
     best: tuple[int, int] | None = None
     for step in (-1, 1):
         j = start - 1 if step < 0 else start
