@@ -7,8 +7,10 @@ them, and where their time goes.
   trace for a first visitor; then each of ``--links`` links (calls spread over the file) is opened
   in a new browser (nothing cached) and in a tab of a browser that has the app's scripts cached.
   Per link: the call's detail shown (``.rg-node-title``), the page idle, the time to the first
-  websocket frame, the browser's main-thread time by kind (Chromium's Performance domain over CDP:
-  script, layout, style) and the server's CPU for the link's run.
+  websocket frame, the browser's main-thread time until the detail is shown and until idle, by
+  kind (Chromium's Performance domain over CDP: script, layout, style, all tasks; CPU time of the
+  page's main thread, steadier than wall time on a shared machine) and the server's CPU for the
+  link's run.
 * **cold** (a deep link to a trace the server has not read yet): ``--cold`` times, a new server
   with an empty cache and a deep link opened at once in a new browser (a new server is a new
   origin: nothing is cached): the early detail
@@ -82,6 +84,7 @@ def open_link(context, url: str, query: str) -> dict[str, float]:
     page.goto(f"{url}/?{query}")
     page.wait_for_selector(".rg-node-title", timeout=300_000)
     detail = time.perf_counter() - start
+    at_detail = _metrics(cdp)  # the browser's main-thread time until the detail was shown
     page.wait_for_function(IDLE_JS, timeout=120_000)
     idle = time.perf_counter() - start
     after = _metrics(cdp)
@@ -90,6 +93,7 @@ def open_link(context, url: str, query: str) -> dict[str, float]:
         "idle": idle,
         "first frame": (first_frame[0] - start) if first_frame else float("nan"),
         "server CPU": server_cpu(url) - cpu,
+        "browser main thread to detail": at_detail.get("TaskDuration", 0) - before.get("TaskDuration", 0),
         **{k.removesuffix("Duration").lower(): after.get(k, 0) - before.get(k, 0) for k in METRICS},
     }
     page.close()
