@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_app import server_cpu  # noqa: E402
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, running_app, wait_ready  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, running_app, wait_ready  # noqa: E402
 
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 VIEW = {"width": 1440, "height": 900}
@@ -65,12 +65,25 @@ def links(folder: str, n: int) -> list[str]:
     return out
 
 
+# When the call's detail and the DAG first appear in the page (performance.now(), ms from navigation)
+ORDER_JS = """
+window.__rg = {};
+new MutationObserver(() => {
+  const now = performance.now();
+  if (!window.__rg.detail && document.querySelector('.rg-node-title')) window.__rg.detail = now;
+  if (!window.__rg.dag && Array.from(document.querySelectorAll('.js-plotly-plot'))
+      .some(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls')) window.__rg.dag = now;
+}).observe(document, {childList: true, subtree: true});
+"""
+
+
 def _metrics(cdp) -> dict[str, float]:
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] in METRICS}
 
 
 def open_link(context, url: str, query: str) -> dict[str, float]:
     page = context.new_page()
+    page.add_init_script(ORDER_JS)
     cdp = context.new_cdp_session(page)
     cdp.send("Performance.enable")
     first_frame: list[float] = []
@@ -88,11 +101,15 @@ def open_link(context, url: str, query: str) -> dict[str, float]:
     page.wait_for_function(IDLE_JS, timeout=120_000)
     idle = time.perf_counter() - start
     after = _metrics(cdp)
+    page.wait_for_function(DAG_JS + "() => !!dag()", timeout=120_000)
+    page.wait_for_timeout(200)  # the observer's last callback
+    order = page.evaluate("() => window.__rg")
     result = {
         "detail": detail,
         "idle": idle,
         "first frame": (first_frame[0] - start) if first_frame else float("nan"),
         "server CPU": server_cpu(url) - cpu,
+        "DAG after detail": (order.get("dag", 0) - order.get("detail", 0)) / 1000,
         "browser main thread to detail": at_detail.get("TaskDuration", 0) - before.get("TaskDuration", 0),
         **{k.removesuffix("Duration").lower(): after.get(k, 0) - before.get(k, 0) for k in METRICS},
     }

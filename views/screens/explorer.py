@@ -166,17 +166,29 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
     graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
     # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
     detail = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
+
+    def draw_detail() -> None:
+        node = state.current_node(rollout)
+        with detail:
+            if node is None:
+                start_view.render(rollout)  # how to select, and the calls worth a look as buttons
+            else:
+                call_detail(rollout, node, rollout_decoder, detail_key, options.show_whitespace, workspace.sources)
+                notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+
+    # A session's first run (a deep link, a first visit) sends the call's detail before the DAG: the
+    # browser draws it while the DAG's figure (the page's heaviest element) is still on its way. Later
+    # runs draw the DAG first: a click in it selects the call the detail then shows.
+    first_run = not st.session_state.get(state.SPLIT_DRAWN)
+    if first_run:
+        draw_detail()
     with graph_pane:
         graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
     graph_view.bring_into_view()
-    node = state.current_node(rollout)
-    with detail:
-        if node is None:
-            start_view.render(rollout)  # how to select, and the calls worth a look as buttons
-        else:
-            call_detail(rollout, node, rollout_decoder, detail_key, options.show_whitespace, workspace.sources)
-            notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+    if not first_run:
+        draw_detail()
+    st.session_state[state.SPLIT_DRAWN] = True
 
 
 EARLY = None  # a deep link into traces still being read: its call's detail, shown first
