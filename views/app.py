@@ -31,7 +31,10 @@ def main() -> None:
 
 def _main() -> None:
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
-    _warm_charts()
+    # decided once per session, so the page's elements keep their places on every run: a deep link
+    # draws its call's detail first, before the browser evaluates the chart code (docs/performance.md)
+    if st.session_state.setdefault(state.WARM_CHARTS, not st.query_params.get("node")):
+        _warm_charts()
     # A training run's folder (many files naming steps) opens on the Run page and is not read whole.
     run_folder = bool(sys.argv[1:]) and _looks_like_run(tuple(sys.argv[1:]))
     # command-line traces: start reading them now, while the page's modules load; a deep link that

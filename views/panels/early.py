@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.analysis.decode import decoder_for
@@ -59,3 +60,10 @@ def render(found: tuple[Call, Path, str, int], split: list[int], height: int, sh
             st.caption("No sampled tokens in this record.")
         st.markdown("**Messages**")
         st.html(chat_html(call))
+    # then the chart code, while the rest of the trace is read (the DAG needs it once the read ends)
+    with st.container(key="rg-early-warm"):
+        st.html(
+            "<style>.st-key-rg-early-warm,"
+            " [data-testid='stLayoutWrapper']:has(> .st-key-rg-early-warm){display:none}</style>"
+        )
+        st.plotly_chart(go.Figure(layout={"height": 10}), config={"staticPlot": True}, key="rg-early-warm-plot")

@@ -50,6 +50,9 @@ DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 DAG_COLOUR = "rg_dag_colour"  # "Colour calls by": "role", or a chosen correction's label (share of tokens affected)
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 KEEP_VIEW = "rg_keep_view"  # node id chosen by a key: the DAG keeps its view if the call is drawn in it
+WARM_CHARTS = (
+    "rg_warm_charts"  # this session's pages start with a hidden chart (its code loads early); not for a deep link
+)
 SPLIT_DRAWN = "rg_split_drawn"  # set once this session's split view was drawn (its first run draws the detail first)
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
