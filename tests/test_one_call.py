@@ -125,3 +125,19 @@ def test_any_jsonl_layout_reads_back_the_loads_calls(tmp_path_factory, records, 
     path = tmp_path_factory.mktemp("prop") / "t.jsonl"
     path.write_bytes(body.encode())
     _check_every_call(path)
+
+
+def test_the_early_detail_escapes_the_record_and_colours_only_its_sampled_tokens(tmp_path):
+    from rollout_graph.ui.builders import early
+
+    hostile = "<script>window.__pwned=1</script>"
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(_lines([vllm_chat(Turn(hostile, [1, 2, 3], [4, 5], logprobs=[-0.5, -3.0], session=hostile))]))
+    (call,) = read_calls_at(Source.from_path(path), 1)
+    html = early.header_html(call, "h.jsonl", 1)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    strip = early.sampled_strip(call)
+    assert strip.ids.tolist() == [4, 5] and strip.sampled.all()
+    assert strip.logprobs.tolist() == [-0.5, -3.0]
+    assert strip.top_ids.shape == (2, 2) and strip.top_ids[:, 0].tolist() == [4, 5]  # its alternatives
+    assert "<script>" not in early.note_html(479_000_000) and "479 MB" in early.note_html(479_000_000)
