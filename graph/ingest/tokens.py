@@ -96,6 +96,8 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
 
 def _narrow(ids: np.ndarray) -> np.ndarray:
     """int32 when every id fits (4 bytes a token), else int64."""
+    if ids.dtype == np.int32 and not ids.flags.writeable:
+        return ids  # a read-only view of the id arena (ingest/id_arrays.py): never copied
     if ids.shape[0] == 0 or int(ids.max()) <= _INT32_MAX:
         return ids.astype(np.int32)
     return ids.astype(np.int64)
