@@ -70,7 +70,9 @@ def tabs_show_their_content(page) -> None:
         else:
             page.wait_for_function(FINDINGS_JS, timeout=60_000)
     # Raw JSON's record left with its tab: a tab not shown holds nothing
-    page.wait_for_function("() => !document.querySelector(\"[data-testid='stCode']\")", timeout=30_000)
+    page.wait_for_function(
+        "() => !document.querySelector(\".st-key-rg-detail [data-testid='stCode']\")", timeout=30_000
+    )
 
 
 def test_a_deep_link_into_a_trace_not_read_yet_shows_its_call_first(fresh_app, trace_folder):
