@@ -57,6 +57,11 @@ class LiveSource:
         self._workspace: Workspace | None = None
         self.prefetched = False
 
+    @property
+    def ready(self) -> bool:
+        """Whether the first read has ended (a snapshot exists): :meth:`workspace` will not wait for it."""
+        return self._workspace is not None
+
     def workspace(self, poll: bool = True) -> Workspace:
         """The current snapshot; reads what is new first unless paused (or read just now)."""
         with self._lock:
