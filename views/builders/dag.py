@@ -455,6 +455,19 @@ def _place_labels(
     return labels, hidden_ids
 
 
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """Where a ring for a call goes in a figure: ``nodes``, each drawn call's point; ``chains``,
+    each call folded into a drawn collapsed chain -> that chain's handle (its middle)."""
+
+    nodes: dict[int, tuple[float, float]]
+    chains: dict[int, tuple[float, float]]
+
+    def point(self, index: int) -> tuple[float, float] | None:
+        """The call's own point, else its chain's handle, else None (not drawn: outside a focus)."""
+        return self.nodes.get(index) or self.chains.get(index)
+
+
 def dag_figure(
     rollout: Rollout,
     highlight: int | None = None,
@@ -471,6 +484,29 @@ def dag_figure(
     shares_label: str = "",
 ) -> go.Figure:
     """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
+    return dag_drawing(
+        rollout, highlight, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep,
+        dimmed=dimmed, highlighted=highlighted, fit_all=fit_all, shares=shares, shares_label=shares_label,
+    )[0]  # fmt: skip
+
+
+def dag_drawing(
+    rollout: Rollout,
+    highlight: int | None = None,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+    dimmed: Collection[int] = (),
+    highlighted: Collection[int] = (),
+    fit_all: bool = False,
+    shares: Mapping[int, float] | None = None,
+    shares_label: str = "",
+) -> tuple[go.Figure, Targets]:
+    """The DAG figure and where each call's ring goes in it (:class:`Targets`, for the rings the
+    browser draws: :func:`rings`)."""
     keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
     view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
     vis = view.visible
@@ -638,7 +674,9 @@ def dag_figure(
     fig.update_layout(
         _layout(rollout.session_id, highlight, focus, fit_all, annotations, shapes, height, xr, yr, overview)
     )
-    return fig
+    nodes = {v: (float(x[k]), float(y[k])) for k, v in enumerate(vis)}
+    folded = {call: (float(mx[k]), float(my[k])) for k, chain in enumerate(drawn_chains) for call in chain.calls}
+    return fig, Targets(nodes, folded)
 
 
 def _selected_label(x: float, y: float, node_id: str) -> dict:
@@ -686,15 +724,14 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
     return fig
 
 
-def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
-    """Leave out the labels the selected call's box would cover in the default view (its own
-    plain label and any neighbour's it collides with; hover still shows their ids), so the boxed
-    id never overlaps a neighbour's label. Labels placed by :func:`dag_figure` for a call chosen
-    outside the chart already kept clear of its box."""
+def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[int]:
+    """The points of the labels trace the selected call's box (at ``x``, ``y``) would cover in the
+    default view: its own plain label and any neighbour's it collides with. Labels placed by
+    :func:`dag_figure` for a call chosen outside the chart already kept clear of its box."""
     labels = next((t for t in fig.data if t.name == "labels"), None)
     xr, yr, height = fig.layout.xaxis.range, fig.layout.yaxis.range, fig.layout.height
     if labels is None or labels.x is None or not len(labels.x) or xr is None or yr is None or height is None:
-        return
+        return []
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (height - 120) / (yr[1] - yr[0])
 
     def px(xv: float, yv: float) -> tuple[float, float]:
@@ -710,9 +747,48 @@ def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) ->
         a0, b0, a1, b1 = _label_box(*px(lx, ly), text, side)
         own = lx == x and ly == y
         keep.append(not own and not (a0 < box[2] and box[0] < a1 and b0 < box[3] and box[1] < b1))
-    if all(keep):
+    return [k for k, ok in enumerate(keep) if not ok]
+
+
+RING_SELECTED = "rg-ring-selected"  # layout shape names of the rings the browser draws (panels/dag_client)
+RING_HIT = "rg-ring-hit"
+
+
+def rings(
+    fig: go.Figure, targets: Targets, rollout: Rollout, selected: int | None, ringed: Collection[int] = ()
+) -> dict:
+    """What the browser draws over an unchanged figure (views/panels/dag_client): the selected
+    call's ring and boxed id (``selected``: its point, the box's text, escaped for plotly, and the
+    points of the labels trace the box covers, hidden while it is there), and a ring on each of
+    ``ringed`` (search hits, a findings group): on the call's own point, or on the handle of the
+    collapsed chain it is folded into (one ring per chain). JSON only: no HTML is built here."""
+    chosen = None
+    point = targets.nodes.get(selected) if selected is not None else None
+    if selected is not None and point is not None:
+        node_id = rollout.calls[selected].node_id
+        chosen = {
+            "x": point[0],
+            "y": point[1],
+            "text": f"<b>{_label(node_id)}</b>",
+            "hide": labels_under_box(fig, point[0], point[1], node_id),
+        }
+    points = sorted({p for i in ringed if (p := targets.point(i)) is not None})
+    return {
+        "selected": chosen,
+        "hits": [[px, py] for px, py in points],
+        "colours": {"selected": SELECTED_RING, "hit": HIGHLIGHT_RING},
+    }
+
+
+def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
+    """Leave out the labels the selected call's box would cover (:func:`labels_under_box`; hover
+    still shows their ids), so the boxed id never overlaps a neighbour's label."""
+    covered = set(labels_under_box(fig, x, y, node_id))
+    if not covered:
         return
-    pick = [k for k, ok in enumerate(keep) if ok]
+    labels = next(t for t in fig.data if t.name == "labels")
+    sides = labels.textposition
+    pick = [k for k in range(len(labels.x)) if k not in covered]
     colours = labels.textfont.color
     labels.update(
         x=[labels.x[k] for k in pick],
@@ -747,7 +823,9 @@ def _layout(
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         dragmode="pan",
-        clickmode="event+select",
+        # a click is an event only: the browser's DAG client sends it (a plotly selection would be
+        # kept across reruns of an unchanged figure, and a second click on its point would clear it)
+        clickmode="event",
         hovermode="closest",
         hoverdistance=12,
         uirevision=f"{session_id}:{highlight}:{focus}:{'fit' if fit_all else 'window'}",
