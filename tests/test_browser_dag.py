@@ -195,9 +195,8 @@ def test_deep_link_opens_the_call_labelled_and_centred(big_app):
             DAG_JS
             + """() => {
                 const gd = dag(), lay = gd._fullLayout;
-                const boxed = lay.annotations.filter(a => a.bordercolor && a.bordercolor !== 'rgba(0,0,0,0)');
-                const a = boxed[0], xr = lay.xaxis.range;
-                return [a ? a.text : null, a ? Math.abs((a.x - xr[0]) / (xr[1] - xr[0]) - 0.5) < 0.1 : false];
+                const a = (lay.shapes || []).filter(s => s.name === 'rg-ring-box')[0], xr = lay.xaxis.range;
+                return [a ? a.label.text : null, a ? Math.abs((a.xanchor - xr[0]) / (xr[1] - xr[0]) - 0.5) < 0.1 : false];
             }"""
         )
         assert label == "<b>c2510</b>" and centred

@@ -663,11 +663,9 @@ def dag_drawing(
         if trace.name not in SKELETON:
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
-    annotations = (
-        []
-        if centre is None or highlight is None
-        else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
-    )
+    annotations: list = []
+    if centre is not None and highlight is not None:  # boxed as the browser boxes a selection (rings)
+        shapes += selection_shapes(float(x[centre]), float(y[centre]), ids[highlight])
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -702,10 +700,11 @@ def drawn_point(fig: go.Figure, index: int) -> tuple[float, float] | None:
 
 
 def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
-    """Ring the selected call ``index`` (arrival index) and box its id above it, in place. A call
-    chosen outside the chart is already boxed by :func:`dag_figure`; a click in the chart is ringed
-    here without moving the view (the figure's ``uirevision`` is unchanged, so plotly keeps its
-    zoom and pan). Nothing else changes: no other call fades."""
+    """Ring the selected call ``index`` (arrival index) and box its id above it, in place: a figure
+    with the selection drawn in (a trace and an annotation; the box of a call chosen outside the
+    chart goes), without moving the view (``uirevision`` unchanged). The app does not send such a
+    figure: the browser draws :func:`rings` over the unchanged one. Nothing else changes: no other
+    call fades."""
     point = drawn_point(fig, index)
     if point is None:
         return fig
@@ -718,6 +717,7 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
         )
     )  # fmt: skip
     # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
+    fig.layout.shapes = [sh for sh in fig.layout.shapes if not (sh.name or "").startswith(RING)]
     others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
     fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
     _clear_labels_under_box(fig, x, y, node_id)
@@ -750,34 +750,84 @@ def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[i
     return [k for k, ok in enumerate(keep) if not ok]
 
 
-RING_SELECTED = "rg-ring-selected"  # layout shape names of the rings the browser draws (panels/dag_client)
-RING_HIT = "rg-ring-hit"
+RING = "rg-ring-"  # the names of the shapes that ring calls start with this (the browser replaces them)
+RING_SELECTED, RING_BOX, RING_STEM, RING_COVER, RING_HIT = (
+    f"{RING}{part}" for part in ("selected", "box", "stem", "cover", "hit")
+)
+SELECTED_R = 11.5  # px: the selected call's ring (radius), over a 10-13 px marker
+HIT_R = 10.5
+
+
+def _at(x: float, y: float, **shape) -> dict:
+    """A shape anchored at data point (x, y), sized in px from it (y up): the same at any zoom."""
+    return {"xref": "x", "yref": "y", "xsizemode": "pixel", "ysizemode": "pixel", "xanchor": x, "yanchor": y,
+            "layer": "above", **shape}  # fmt: skip
+
+
+def selection_shapes(x: float, y: float, node_id: str, covers: Collection[tuple[float, float, Box]] = ()) -> list[dict]:
+    """The selected call at (x, y) as layout shapes: a thick dark ring, its id boxed 20-40 px above
+    it on a stem (a white box whose label is the id, escaped for plotly), and a white cover over
+    each label in ``covers`` ((x, y, box in px around that label's point, y down): the labels the box
+    would overlap, its own plain label among them). Shapes, not an annotation and a trace: moving
+    them is one cheap ``Plotly.relayout`` of the shapes (an annotation or a restyle makes plotly
+    draw the whole chart again; docs/performance.md)."""
+    w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
+    out = [
+        _at(lx, ly, type="rect", name=RING_COVER, x0=a0 - 1, x1=a1 + 1, y0=-b1 - 1, y1=-b0 + 1,
+            line={"width": 0}, fillcolor="#ffffff")
+        for lx, ly, (a0, b0, a1, b1) in covers
+    ]  # fmt: skip
+    out += [
+        _at(x, y, type="line", name=RING_STEM, x0=0, x1=0, y0=SELECTED_R + 1, y1=20,
+            line={"color": SELECTED_RING, "width": 1}),
+        _at(x, y, type="rect", name=RING_BOX, x0=-w / 2, x1=w / 2, y0=20, y1=40, fillcolor="#ffffff",
+            line={"color": SELECTED_RING, "width": 1},
+            label={"text": f"<b>{_label(node_id)}</b>", "font": {"size": 12, "color": SELECTED_RING},
+                   "textposition": "middle center"}),
+        _at(x, y, type="circle", name=RING_SELECTED, x0=-SELECTED_R, x1=SELECTED_R, y0=-SELECTED_R,
+            y1=SELECTED_R, line={"color": SELECTED_RING, "width": 3}, fillcolor="rgba(0,0,0,0)"),
+    ]  # fmt: skip
+    return out
+
+
+def hit_shapes(points: Collection[tuple[float, float]]) -> list[dict]:
+    """A red ring (a search hit, a findings group) on each point."""
+    return [
+        _at(px, py, type="circle", name=RING_HIT, x0=-HIT_R, x1=HIT_R, y0=-HIT_R, y1=HIT_R,
+            line={"color": HIGHLIGHT_RING, "width": 2.5}, fillcolor="rgba(0,0,0,0)")
+        for px, py in points
+    ]  # fmt: skip
 
 
 def rings(
     fig: go.Figure, targets: Targets, rollout: Rollout, selected: int | None, ringed: Collection[int] = ()
 ) -> dict:
-    """What the browser draws over an unchanged figure (views/panels/dag_client): the selected
-    call's ring and boxed id (``selected``: its point, the box's text, escaped for plotly, and the
-    points of the labels trace the box covers, hidden while it is there), and a ring on each of
-    ``ringed`` (search hits, a findings group): on the call's own point, or on the handle of the
-    collapsed chain it is folded into (one ring per chain). JSON only: no HTML is built here."""
-    chosen = None
+    """What the browser draws over an unchanged figure (views/panels/dag_client): ``shapes``, the
+    rings of ``ringed`` (search hits, a findings group: on the call's own point, or on the handle
+    of the collapsed chain it is folded into, one ring per chain), then the selected call's ring
+    and boxed id (:func:`selection_shapes`, with covers over the labels its box would overlap).
+    The browser puts them in place of the figure's own ``rg-ring-`` shapes. JSON data only: the
+    one text, the call's id, is escaped for plotly (rollout_graph.escape); no HTML is built."""
+    points = sorted({p for i in ringed if (p := targets.point(i)) is not None})
+    shapes = hit_shapes(points)
     point = targets.nodes.get(selected) if selected is not None else None
     if selected is not None and point is not None:
         node_id = rollout.calls[selected].node_id
-        chosen = {
-            "x": point[0],
-            "y": point[1],
-            "text": f"<b>{_label(node_id)}</b>",
-            "hide": labels_under_box(fig, point[0], point[1], node_id),
-        }
-    points = sorted({p for i in ringed if (p := targets.point(i)) is not None})
-    return {
-        "selected": chosen,
-        "hits": [[px, py] for px, py in points],
-        "colours": {"selected": SELECTED_RING, "hit": HIGHLIGHT_RING},
-    }
+        shapes += selection_shapes(point[0], point[1], node_id, _covers(fig, point[0], point[1], node_id))
+    return {"shapes": shapes}
+
+
+def _covers(fig: go.Figure, x: float, y: float, node_id: str) -> list[tuple[float, float, Box]]:
+    labels = next((t for t in fig.data if t.name == "labels"), None)
+    covered = labels_under_box(fig, x, y, node_id)
+    if labels is None or not covered:
+        return []
+    sides = labels.textposition
+    out = []
+    for k in covered:
+        side = sides[k] if isinstance(sides, (list, tuple)) else sides
+        out.append((float(labels.x[k]), float(labels.y[k]), _label_box(0.0, 0.0, labels.text[k], side)))
+    return out
 
 
 def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:

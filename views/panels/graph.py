@@ -28,6 +28,7 @@ from rollout_graph.ui.state.widgets import run_script
 # sends clicks (views/panels/dag_client/index.html; a static component, no build step).
 _client = components.declare_component("rg_dag_client", path=str(Path(__file__).parent / "dag_client"))
 CLIENT_BOX = "rg-dag-client"  # its container, hidden: the component draws nothing of its own
+SCROLL_NONCE = "rg_dag_scroll_nonce"  # counts the client's bring-into-view requests
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
 # the figure itself is centred on the call. Runs in the component's same-origin iframe.
@@ -220,8 +221,15 @@ def render(
         st.html(
             f"<style>.st-key-{CLIENT_BOX}, [data-testid='stLayoutWrapper']:has(> .st-key-{CLIENT_BOX}){{display:none}}</style>"
         )
+        # a call chosen below the chart (a key step, a tour button, a finding): the client brings
+        # the DAG into view (it persists across reruns: no script frame is made for it each step)
+        scroll = _scroll_nonce() if st.session_state.pop(state.SCROLL_TO_DAG, False) else None
         _client(
-            chart=chart_key, rings=rings(figure, targets, rollout, current, highlighted), key=client_key, default=None
+            chart=chart_key,
+            rings=rings(figure, targets, rollout, current, highlighted),
+            scroll=scroll,
+            key=client_key,
+            default=None,
         )
     if len(colour_options) > 1:
         st.selectbox(
@@ -246,6 +254,12 @@ def render(
         on_change=_picked,  # before the next run: that run draws the chart with the call chosen
         args=(rollout, picker, current),
     )
+
+
+def _scroll_nonce() -> int:
+    n = st.session_state.get(SCROLL_NONCE, 0) + 1
+    st.session_state[SCROLL_NONCE] = n
+    return n
 
 
 def clicked(rollout: Rollout, event: object) -> int | None:
@@ -301,7 +315,7 @@ def _subtree(key: str, rollout: Rollout, focus: int) -> frozenset[int]:
 
 
 def bring_into_view() -> None:
-    """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
-    live view's periodic rerun cannot remove the script before it runs)."""
+    """Scroll the page back to the DAG when a call was chosen below it after the DAG was drawn in
+    this run (the DAG client does it for a choice made before: :func:`render` takes the request)."""
     if st.session_state.pop(state.SCROLL_TO_DAG, False):
         run_script(SCROLL_JS, "rg-script-dag")  # our own script, never trace text
