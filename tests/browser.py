@@ -153,8 +153,7 @@ def wait_rings(page, expected: list, name: str = "rg-ring-selected", timeout: fl
 def boxed(page) -> list[str]:
     """The text of the DAG's boxed id (the label of the selected call's box shape), as plotly holds it."""
     return page.evaluate(
-        DAG_JS
-        + "() => (dag()._fullLayout.shapes || []).filter(s => s.name === 'rg-ring-box').map(s => s.label.text)"
+        DAG_JS + "() => (dag()._fullLayout.shapes || []).filter(s => s.name === 'rg-ring-box').map(s => s.label.text)"
     )
 
 
