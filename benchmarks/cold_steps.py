@@ -6,6 +6,7 @@ read: the file's bytes split into lines (nothing parsed); parse: the loader the 
 linking; analyse: the rest of :func:`rollout_graph.pipeline.analyse` (given the links); print:
 the JSON contract built and serialised. Each step is given in seconds of wall-clock time and, as
 ``cpu_*``, of this process's CPU time (``time.process_time``: steadier on a shared machine).
+numpy is loaded as the console command loads it (``rollout_graph.cli.one_blas_thread``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import time
 
 START = time.perf_counter()
 START_CPU = time.process_time()
+
+from rollout_graph.cli import one_blas_thread  # noqa: E402
+
+one_blas_thread()  # numpy loaded as the console command loads it (one BLAS thread)
 
 import orjson  # noqa: E402
 

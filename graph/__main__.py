@@ -1,4 +1,4 @@
-"""``python -m graph``: run the rollout-graph command line."""
+"""``python -m rollout_graph``: run the rollout-graph command line."""
 
 from rollout_graph.cli import main
 

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rollout_graph import __version__
+
+# Thread-count variables OpenBLAS (numpy's BLAS) reads when it loads; any one set is the user's choice.
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+# Verbs whose console process ends as soon as it has printed (:func:`_exit_now`).
+_QUICK_EXIT = frozenset({"inspect"})
 
 # Verbs in the order `--help` lists them; each names a module of this package.
 VERBS = ("inspect", "explain", "search", "export", "bundle", "audit", "run", "compare", "tail", "view", "capture")
@@ -31,9 +38,63 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     return top
 
 
+def one_blas_thread() -> bool:
+    """Load numpy with one BLAS thread in a command-line process (True: done here).
+
+    numpy's OpenBLAS starts a worker thread per core when it loads, and each spins for a while
+    waiting for work before it sleeps: on two cores that was 0.15-0.2 s of CPU for every command,
+    one that never multiplies a matrix (docs/performance.md). Done only by the console command
+    (``rollout-graph``, ``python -m rollout_graph``) before numpy is imported, never when the user
+    set a thread count, and never for a process that imports the library (numpy already loaded).
+    The variable is removed again once numpy is loaded: processes the command starts (the app's
+    server, parse workers) choose for themselves.
+    """
+    if "numpy" in sys.modules or any(name in os.environ for name in _BLAS_THREADS):
+        return False
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401 - OpenBLAS reads the variable once, as numpy loads it
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code.
+
+    Without ``argv`` (the console command) the process is the command's own: numpy is loaded with
+    one BLAS thread first (:func:`one_blas_thread`).
+    """
+    if argv is None:
+        one_blas_thread()
     given = sys.argv[1:] if argv is None else argv
     verb = given[0] if given and given[0] in VERBS else None
     args = parser(verb).parse_args(given)
-    return int(args.run(args))
+    code = int(args.run(args))
+    if argv is None and verb in _QUICK_EXIT:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the console process now that its output is written: the exit handlers run (a parse
+    pool is stopped, logs flushed) but the interpreter does not take apart the loaded traces
+    object by object, a tenth of a cold ``inspect``'s CPU (docs/performance.md). Returns (the
+    normal exit follows) while other threads run or when the output cannot be flushed, so an
+    error such as a closed pipe is reported as it always was."""
+    import atexit
+    import threading
+
+    if threading.active_count() > 1:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)

@@ -19,8 +19,9 @@ from rollout_graph.cli.common import (
     write_text,
 )
 from rollout_graph.reports.contract import inspect_json
-from rollout_graph.reports.summary import summary_text
-from rollout_graph.reports.transcript import default_sequence, sequence_through, transcript
+
+# The summary and transcript modules are imported by the output that needs them: --json (the
+# cold path's output) never does (docs/performance.md).
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -58,11 +59,15 @@ def run(args: argparse.Namespace) -> int:
         )
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
+        from rollout_graph.reports.summary import summary_text
+
         write_text(summary_text(inputs.loaded, inputs.rollouts, inputs.signals_load))
     return 0
 
 
 def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:
+    from rollout_graph.reports.transcript import default_sequence, sequence_through, transcript
+
     for rollout in inputs.rollouts:
         decoder = inputs.decoder(rollout)
         if args.node is None:

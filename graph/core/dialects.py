@@ -32,8 +32,12 @@ def request_dialect(body: dict[str, Any]) -> str:
     return CHAT
 
 
-def _dialect_of(body: dict[str, Any], recorded: str | None) -> str:
-    """The dialect a record names (a capture record's ``dialect``), else the detected one."""
+def dialect_of(body: dict[str, Any], recorded: str | None) -> str:
+    """The dialect a record names (a capture record's ``dialect``), else the detected one.
+
+    Pass the result as ``dialect`` to :func:`chat_messages`, :func:`chat_tools` and
+    :func:`chat_sampling` to detect it once (the detection scans the messages for blocks).
+    """
     if recorded in (ANTHROPIC, RESPONSES):
         return recorded
     if recorded in (CHAT, "completions"):
@@ -357,7 +361,7 @@ def chat_messages(body: dict[str, Any], upstream: bool = False, dialect: str | N
 
     ``dialect`` is what the record says (a capture record's ``dialect``); detected when None.
     """
-    dialect = _dialect_of(body, dialect)
+    dialect = dialect_of(body, dialect)
     if dialect == ANTHROPIC:
         return anthropic_messages(body, upstream)
     if dialect == RESPONSES:
@@ -367,7 +371,7 @@ def chat_messages(body: dict[str, Any], upstream: bool = False, dialect: str | N
 
 def chat_tools(body: dict[str, Any], dialect: str | None = None) -> list[Any] | None:
     """The tool manifest of a request body in any dialect, as chat tools."""
-    dialect = _dialect_of(body, dialect)
+    dialect = dialect_of(body, dialect)
     if dialect == ANTHROPIC:
         return anthropic_tools(body.get("tools"))
     if dialect == RESPONSES:
@@ -380,7 +384,7 @@ def chat_sampling(body: dict[str, Any], dialect: str | None = None) -> dict[str,
 
     Anthropic ``stop_sequences`` -> ``stop``; Responses ``max_output_tokens`` -> ``max_tokens``.
     """
-    dialect = _dialect_of(body, dialect)
+    dialect = dialect_of(body, dialect)
     if dialect == ANTHROPIC and "stop_sequences" in body:
         return {**{k: v for k, v in body.items() if k != "stop_sequences"}, "stop": body["stop_sequences"]}
     if dialect == RESPONSES and "max_output_tokens" in body:

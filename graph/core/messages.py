@@ -8,7 +8,12 @@ compared on what the model saw, not on bytes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from rollout_graph.core.records import Call
 
 # (role, text, ((tool name, canonical arguments), ...))
 ToolCalls = tuple[tuple[str, str], ...]
@@ -154,3 +159,44 @@ def content_text(content: object) -> str:
                     parts.append(json.dumps(block.get("input", block.get("arguments")), sort_keys=True, default=str))
         return "\n".join(parts)
     return "" if content is None else json.dumps(content, sort_keys=True, default=str)
+
+
+_ONLY_STR = {str}
+
+
+def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
+    """Keep one object for what the calls of a load repeat (docs/performance.md, "Message texts
+    are shared"): each message text (request and response), each message whose values are all
+    strings (the same dict, key order included), and each tool list (the same JSON).
+
+    ``shared`` is the load's table; the objects it hands out are never written to afterwards (a
+    message read from the persistent cache is a copy). Only exact repeats are shared: a message
+    holding a number, a list or an object is kept as it is (``1``, ``1.0`` and ``true`` are equal
+    in Python and must stay apart), and so is a tool list whose JSON cannot say what it holds
+    exactly (NaN or an infinity, which JSON writes as null; an integer beyond 64 bits)."""
+    messages = call.request_messages
+    if messages:
+        for i, message in enumerate(messages):
+            content = message.get("content")
+            if type(content) is not str:
+                continue
+            whole = {*map(type, message.values())} == _ONLY_STR
+            if whole:
+                seen = shared.get(tuple(message.items()))
+                if seen is not None:  # its text is the shared one already
+                    messages[i] = seen
+                    continue
+            message["content"] = shared.setdefault(content, content)
+            if whole:  # keyed by the shared text, so the key keeps no copy of its own
+                shared[tuple(message.items())] = message
+    response = call.response_message
+    if response is not None and type(response.get("content")) is str:
+        response["content"] = shared.setdefault(response["content"], response["content"])
+    tools = call.tools
+    if tools:
+        try:
+            key = orjson.dumps(tools)
+        except (TypeError, orjson.JSONEncodeError):
+            return
+        if b"null" not in key:
+            call.tools = shared.setdefault(key, tools)

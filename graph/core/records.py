@@ -2,7 +2,10 @@
 
 A :class:`Call` is one model call as the capture proxy saw it. Token ids live in numpy arrays
 (int32 where the ids fit) because a rollout's prompts repeat the whole context on every call and
-reach tens of millions of tokens.
+reach tens of millions of tokens. A loaded prompt is usually a read-only view of an id arena its
+parent's prompt shares (rollout_graph.ingest.id_arrays): copy an array before writing into it.
+Message dicts and tool lists repeated across calls may be one shared object
+(rollout_graph.core.messages.share_repeats): never write into a loaded call's messages.
 """
 
 from __future__ import annotations

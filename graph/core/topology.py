@@ -97,10 +97,26 @@ def build_topology(calls: list[Call], parents: list[int | None]) -> Topology:
 def sibling_groups(calls: list[Call], children: list[list[int]], roots: list[int], forks: list[int]) -> list[list[int]]:
     """Children of each fork, and roots with identical non-empty prompt ids (a retried first call)."""
     groups = [children[f] for f in forks]
-    by_prompt: dict[bytes, list[int]] = {}
+    # Roots bucketed by a hash of their prompt (length and a few ids), then split by exact
+    # comparison: no root's prompt is copied into a key (they added up to the size of every root).
+    by_print: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
     for r in roots:
         prompt = calls[r].prompt_ids
-        if prompt is not None and prompt.shape[0]:
-            by_prompt.setdefault(prompt.astype(np.int64).tobytes(), []).append(r)
-    groups.extend(g for g in by_prompt.values() if len(g) > 1)
+        if prompt is None or not prompt.shape[0]:
+            continue
+        same = by_print.setdefault(_fingerprint(prompt), [])
+        for first, group in same:
+            if np.array_equal(first, prompt):
+                group.append(r)
+                break
+        else:
+            same.append((prompt, [r]))
+    groups.extend(sorted((g for same in by_print.values() for _, g in same if len(g) > 1), key=lambda g: g[0]))
     return groups
+
+
+def _fingerprint(ids: np.ndarray) -> tuple[int, int]:
+    """(length, hash of the first, middle and last 16 ids as int64): equal prompts, equal prints."""
+    n, mid = ids.shape[0], ids.shape[0] // 2
+    sample = np.concatenate([ids[:16], ids[max(0, mid - 8) : mid + 8], ids[-16:]]).astype(np.int64, copy=False)
+    return n, hash(sample.tobytes())

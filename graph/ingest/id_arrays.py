@@ -6,14 +6,22 @@ parser, each plain array of digits under a prompt-ids key is cut out and parsed 
 a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
 the array (a sign, a decimal point, a string, ``true``) leaves it in the line for the ordinary,
 validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
+
+Arrays whose ids fit int32 are stored in an append-only arena (:class:`IdArrayCutter`): a prompt
+that extends the array written last is only its new tail written after it, and the prompt is a
+read-only view of the arena from its parent's start (docs/performance.md, "Peak memory of the
+cold path"). Nothing is ever written over a part of an arena a view covers.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import warnings
+import weakref
 from bisect import bisect_right
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -30,52 +38,198 @@ _PLAIN = b"0123456789, \t\r\n"
 # numpy clamps numbers beyond int64 to its maximum: anything this large goes the validating path.
 _IMPLAUSIBLE_ID = 2**62
 _NONCE = os.urandom(4).hex()
-_RECENT = 8
+_RECENT = 16
+_INT32_MAX = 2**31 - 1
+# Ids per arena: 64 MB of address space, of which only the pages written become resident.
+ARENA_IDS = 1 << 24
+_FIRST_ARENA_IDS = 1 << 18  # 1 MB of address space for a cutter's first arena
+_SMALL = 64  # arrays this short are neither remembered nor put in an arena
+_PAGE_IDS = 1024  # int32 ids in a 4 KB page: slots start on a page
+_ROOM = 4 * _PAGE_IDS  # the least room left after an array written whole
 
 
 def _marker(i: int) -> str:
     return f"\x00ids-{_NONCE}:{i}"
 
 
+_NO_IDS = np.empty(0, dtype=np.int32)
+_NO_IDS.flags.writeable = False
+_DIGITS = b"0123456789,"
+_SPACE = b" \t\r\n"
+# An element with no digits (``[1, ,2]``, ``[ ,1]``): numpy reads it as 0, JSON refuses it.
+_EMPTY_ELEMENT = re.compile(rb"(?:^|,)[ \t\r\n]*(?:,|$)")
+
+
 def _parse_plain(text: bytes) -> np.ndarray | None:
+    """The ids of a comma-separated run of digits, or None when it is not exactly one JSON array's
+    body (an empty element, two numbers in one, a trailing comma)."""
     if not text.strip():
         return np.empty(0, dtype=np.int64)
+    if text.translate(None, _DIGITS):  # whitespace too: look for an element that holds none
+        if _EMPTY_ELEMENT.search(text):
+            return None
+    elif text[:1] == b"," or text[-1:] == b"," or b",," in text:
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        arr = np.fromstring(text, dtype=np.int64, sep=",")
+        try:
+            arr = np.fromstring(text, dtype=np.int64, sep=",")
+        except ValueError:  # "1 2": left to the JSON parser, which says why
+            return None
     return arr if arr.shape[0] == text.count(b",") + 1 else None
 
 
+class _Slot:
+    """Room in an arena where one line of prompts grows: ids up to ``written`` are covered by
+    views and never written again; ``limit`` is where the next slot begins."""
+
+    __slots__ = ("arena", "written", "limit")
+
+    def __init__(self, arena: np.ndarray, start: int, limit: int) -> None:
+        self.arena, self.written, self.limit = arena, start, limit
+
+
+class _Seen:
+    """A recently cut array: its text, its ids, and the slot and start of its arena view (or None)."""
+
+    __slots__ = ("text", "ids", "slot", "start")
+
+    def __init__(self, text: bytes, ids: np.ndarray, slot: _Slot | None, start: int) -> None:
+        self.text, self.ids, self.slot, self.start = text, ids, slot, start
+
+
+def _new_arena(ids: int) -> np.ndarray:
+    """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
+    left after each prompt costs address space, not memory; numpy's own large arrays ask for
+    2 MB pages, which a written byte would make resident whole). Private to this process.
+
+    Raises:
+        MemoryError: the system refused the mapping (the loader reports it as out of memory).
+    """
+    try:
+        memory = mmap.mmap(-1, ids * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as exc:
+        raise MemoryError(f"cannot map {ids * 4:,} bytes for token ids: {exc.strerror or exc}") from None
+    arena = np.frombuffer(memory, dtype=np.int32)
+    _ARENAS[id(arena)] = arena
+    return arena
+
+
+# for held_bytes: which bases are arenas (an entry goes when its arena does)
+_ARENAS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+
 class IdArrayCutter:
-    """Cuts id arrays out of lines, remembering a few recent ones to parse only new tails."""
+    """Cuts id arrays out of lines, remembering a few recent ones to parse only new tails.
 
-    def __init__(self) -> None:
-        self._recent: list[tuple[bytes, np.ndarray]] = []
+    Arrays of more than 64 ids that fit int32 become read-only views of append-only arenas
+    (the first 1 MB of address space, each next one twice as big up to ``ARENA_IDS`` ids;
+    docs/performance.md, "Peak memory of the cold path"): each array written whole gets a
+    slot with as much room again after it; a later prompt that extends the array written last in
+    its slot adds only its tail there, and a prompt that is a prefix of a recent one (a parent
+    read after its child) is a view of that one's ids. Any other (a fork, a retry of an older
+    prompt, a slot full) is written whole in a new slot. Larger ids give plain int64 arrays.
+    """
 
-    def _longest_seen_prefix(self, text: bytes) -> tuple[bytes, np.ndarray] | None:
-        best = None
-        for seen, arr in self._recent:
-            n = len(seen)
-            if (best is None or n > len(best[0])) and text.startswith(seen) and text[n : n + 1] in (b"", b","):
-                best = (seen, arr)
-        return best
+    def __init__(self, arena_ids: int | None = None) -> None:
+        self._recent: list[_Seen] = []
+        self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
+        # the first arena is small (a small trace, or many small files, maps little); each next
+        # one twice the last, up to arena_ids
+        self._next_ids = min(self._arena_ids, _FIRST_ARENA_IDS)
+        self._arena: np.ndarray | None = None
+        self._top = 0  # where the current arena's next slot begins
+
+    def _seen_around(self, text: bytes) -> tuple[_Seen | None, _Seen | None]:
+        """The longest recent text that opens ``text`` at an element boundary, and a recent
+        text that ``text`` opens (so its ids are a prefix of that one's)."""
+        best = longer = None
+        size = len(text)
+        for seen in self._recent:
+            n = len(seen.text)
+            if n <= size:
+                if (
+                    (best is None or n > len(best.text))
+                    and text.startswith(seen.text)
+                    and text[n : n + 1] in (b"", b",")
+                ):
+                    best = seen
+            elif (
+                longer is None
+                and seen.slot is not None
+                and seen.text[size : size + 1] == b","
+                and seen.text.startswith(text)
+            ):
+                longer = seen
+        return best, longer
+
+    def _remember(self, seen: _Seen) -> None:
+        self._recent.append(seen)
+        del self._recent[:-_RECENT]
 
     def _ids(self, text: bytes) -> np.ndarray | None:
-        prefix = self._longest_seen_prefix(text)
+        prefix, longer = self._seen_around(text)
+        if longer is not None and (prefix is None or len(prefix.text) < len(text)):
+            # Every element of a remembered text was checked and parsed when it was first met.
+            assert longer.slot is not None
+            n = text.count(b",") + 1
+            view = longer.slot.arena[longer.start : longer.start + n]
+            view.flags.writeable = False
+            self._remember(_Seen(text, view, longer.slot, longer.start))
+            return view
         # Only text not already parsed needs checking: a seen prefix was checked when first met.
-        head, tail = (np.empty(0, dtype=np.int64), text) if prefix is None else (prefix[1], text[len(prefix[0]) + 1 :])
+        head, tail = (_NO_IDS, text) if prefix is None else (prefix.ids, text[len(prefix.text) + 1 :])
         if tail.translate(None, _PLAIN):
             return None
         rest = _parse_plain(tail)
-        if rest is None or (prefix is not None and len(text) > len(prefix[0]) and rest.shape[0] == 0):
+        if rest is None or (prefix is not None and len(text) > len(prefix.text) and rest.shape[0] == 0):
             return None
-        if rest.shape[0] and int(rest.max()) >= _IMPLAUSIBLE_ID:
+        top = int(rest.max()) if rest.shape[0] else 0
+        if top >= _IMPLAUSIBLE_ID:
             return None
-        ids = np.concatenate([head, rest]) if head.shape[0] else rest
-        if ids.shape[0] > 64:
-            self._recent.append((text, ids))
-            del self._recent[:-_RECENT]
-        return ids
+        n = head.shape[0] + rest.shape[0]
+        if n <= _SMALL:
+            return np.concatenate([head, rest]) if head.shape[0] else rest
+        if top <= _INT32_MAX and head.dtype != np.int64:
+            seen = self._place(text, prefix, head, rest)
+        else:
+            seen = _Seen(text, np.concatenate([head, rest]) if head.shape[0] else rest, None, 0)
+        self._remember(seen)
+        return seen.ids
+
+    def _place(self, text: bytes, prefix: _Seen | None, head: np.ndarray, rest: np.ndarray) -> _Seen:
+        """``head + rest`` as a read-only int32 view of an arena (``head`` is ``prefix``'s ids)."""
+        m, k = head.shape[0], rest.shape[0]
+        slot = None if prefix is None else prefix.slot
+        if (
+            slot is not None
+            and prefix is not None
+            and (k == 0 or (prefix.start + m == slot.written and slot.written + k <= slot.limit))
+        ):
+            start = prefix.start
+            if k:
+                slot.arena[slot.written : slot.written + k] = rest
+                slot.written += k
+        else:
+            slot = self._slot(m + k)
+            start = slot.written
+            slot.arena[start : start + m] = head
+            slot.arena[start + m : start + m + k] = rest
+            slot.written = start + m + k
+        view = slot.arena[start : start + m + k]
+        view.flags.writeable = False
+        return _Seen(text, view, slot, start)
+
+    def _slot(self, n: int) -> _Slot:
+        """A new slot for ``n`` ids and as many again to grow into (whole pages of ids)."""
+        size = -(-(2 * n + _ROOM) // _PAGE_IDS) * _PAGE_IDS
+        if self._arena is None or self._top + size > self._arena.shape[0]:
+            self._arena = _new_arena(max(self._next_ids, size))
+            self._next_ids = min(self._arena_ids, 2 * self._next_ids)
+            self._top = 0
+        slot = _Slot(self._arena, self._top, self._top + size)
+        self._top += size
+        return slot
 
     def cut(
         self,
@@ -222,3 +376,25 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
                     remaining -= 1
             elif isinstance(child, (dict, list)):
                 pending.append(child)
+
+
+def held_bytes(arrays: Iterable[np.ndarray | None]) -> int:
+    """Bytes these arrays hold together: a plain array its own, the views of one arena (prompts
+    sharing their parent's ids) the part of it at least one of them covers, counted once."""
+    total = 0
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for arr in arrays:
+        if arr is None:
+            continue
+        base = arr.base
+        if not isinstance(base, np.ndarray) or _ARENAS.get(id(base)) is not base:
+            total += arr.nbytes
+            continue
+        start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        spans.setdefault(id(base), []).append((start, start + arr.nbytes))
+    for intervals in spans.values():
+        end = -1
+        for a, b in sorted(intervals):
+            total += max(0, b - max(a, end))
+            end = max(end, b)
+    return total

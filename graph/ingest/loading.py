@@ -7,6 +7,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
 from rollout_graph.ingest.formats import RecordError, parse_value
 from rollout_graph.ingest.limits import (
@@ -235,8 +236,6 @@ def _add_call(result: LoadResult, call: Call, shared_text: dict[str, str]) -> No
 
 
 def _share_messages(call: Call, shared_text: dict[str, str]) -> None:
-    """Every call repeats the conversation so far; keep one copy of each message text."""
-    for message in call.request_messages or ():
-        content = message.get("content")
-        if isinstance(content, str):
-            message["content"] = shared_text.setdefault(content, content)
+    """Every call repeats the conversation so far; keep one copy of each message text, message
+    and tool list (rollout_graph.core.messages.share_repeats)."""
+    share_repeats(call, shared_text)

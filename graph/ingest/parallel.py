@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
@@ -174,10 +175,7 @@ def _read_kwargs(limits: Any) -> dict[str, Any]:
 def _shared_texts(parsed: Parsed, shared: dict[str, str]) -> None:
     """One copy of each repeated message text before the result crosses to the parent."""
     for call in parsed.calls:
-        for message in call.request_messages or ():
-            content = message.get("content")
-            if isinstance(content, str):
-                message["content"] = shared.setdefault(content, content)
+        share_repeats(call, shared)
 
 
 def _parse_range(task: _Task) -> _Outcome:

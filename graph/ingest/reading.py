@@ -31,6 +31,7 @@ import orjson
 from rollout_graph.core.records import short
 from rollout_graph.ingest.id_arrays import IdArrayCutter, restore
 from rollout_graph.ingest.limits import LimitExceeded, Limits, human
+from rollout_graph.ingest.message_prefix import MARKER, MessageCutter
 from rollout_graph.ingest.typed import FileRef, placed
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -441,11 +442,26 @@ def _duplicate_identity_key(raw: bytes) -> str | None:
     return None
 
 
-def _parsed_cut(cut: bytes, arrays: dict[str, Any], limits: Limits) -> Any:
+def _parsed_cut(
+    cut: bytes, arrays: dict[str, Any], limits: Limits, messages: MessageCutter | None = None
+) -> tuple[Any, bytes]:
+    """The value of a cut line, and the bytes it was parsed from (the line with its ``messages``
+    array cut too when that shortcut holds: graph/ingest/message_prefix.py)."""
+    if messages is not None:
+        short, items = messages.cut(cut)
+        if items is not None:
+            try:
+                value = orjson.loads(short)
+            except orjson.JSONDecodeError:
+                del items, short  # the whole line, the validating way (its error is that path's)
+            else:
+                messages.keep()
+                restore(value, {**arrays, MARKER: items})
+                return value, short
     value = parse_json(cut, limits.max_depth)
     if arrays:
         restore(value, arrays)
-    return value
+    return value, cut
 
 
 def parse_line(
@@ -455,6 +471,7 @@ def parse_line(
     limits: Limits | None = None,
     file: FileRef | None = None,
     offset: int = -1,
+    messages: MessageCutter | None = None,
 ) -> RawValue:
     """One JSONL line -> a value, or an error value naming why it is not one. Never raises.
 
@@ -462,17 +479,20 @@ def parse_line(
     one counts is ambiguous, and a parser keeping the last would silently move the record).
     With ``file`` (the plain file on disk the line is read from) and ``offset`` (where the line
     starts in it), chat logprob alternatives are left in the file until read
-    (graph/ingest/typed.py).
+    (graph/ingest/typed.py). With ``messages`` (one per file read in order) a ``messages``
+    array whose start was seen in a recent line reuses those values
+    (graph/ingest/message_prefix.py).
     """
     limits = limits or Limits()
     try:
         at = offset if offset >= 0 else None
         cut, arrays = cutter.cut(raw, limits.max_ids, file, at)
-        value = _parsed_cut(cut, arrays, limits)
+        value, parsed = _parsed_cut(cut, arrays, limits, messages)
         if not placed(value, arrays):  # a byte-located logprob cut the record does not confirm
             cut, arrays = cutter.cut(raw, limits.max_ids, file, at, locate=False)
-            value = _parsed_cut(cut, arrays, limits)
-        duplicate = _duplicate_identity_key(cut) if isinstance(value, dict) else None
+            value, parsed = _parsed_cut(cut, arrays, limits, messages)
+        # The cut messages array is a nested value: the top-level keys are those of ``cut``.
+        duplicate = _duplicate_identity_key(parsed) if isinstance(value, dict) else None
         if duplicate is not None:
             return RawValue(line, error=f"duplicate key {duplicate!r} in one object: which value counts is ambiguous")
     except LimitExceeded as exc:
@@ -524,6 +544,7 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
         yield from binary_files.values(source, limits)
         return
     cutter = IdArrayCutter()
+    messages = MessageCutter()
     with source.open() as stream:
         seen = _Counter()
         lines = _split(_chunks(stream, limits, seen), limits.max_line_bytes, seen)
@@ -535,7 +556,7 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
             if first.raw is None:
                 yield _too_long(first.number, limits)
             else:
-                value = parse_line(first.number, first.raw, cutter, limits, file, first.offset)
+                value = parse_line(first.number, first.raw, cutter, limits, file, first.offset, messages)
                 if value.error and first.raw[:1] in (b"{", b"["):
                     second = next(lines, None)
                     if second is not None and not _standalone(second, cutter, limits):
@@ -543,18 +564,18 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
                         return
                     yield _final(value, first)
                     if second is not None:
-                        yield from _line_values(second, cutter, limits, file)
+                        yield from _line_values(second, cutter, limits, file, messages)
                 elif isinstance(value.value, list):  # json.dump(list) writes one line
                     second = next(lines, None)
                     if second is None:
                         yield from _items(value.value)
                         return
                     yield value
-                    yield from _line_values(second, cutter, limits, file)
+                    yield from _line_values(second, cutter, limits, file, messages)
                 else:
                     yield _final(value, first)
             for line in lines:
-                yield from _line_values(line, cutter, limits, file)
+                yield from _line_values(line, cutter, limits, file, messages)
         except StreamBreak as exc:
             yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {exc}")
         except OSError as exc:
@@ -578,11 +599,17 @@ def _final(value: RawValue, line: _Line) -> RawValue:
     return value
 
 
-def _line_values(line: _Line, cutter: IdArrayCutter, limits: Limits, file: FileRef | None = None) -> Iterator[RawValue]:
+def _line_values(
+    line: _Line,
+    cutter: IdArrayCutter,
+    limits: Limits,
+    file: FileRef | None = None,
+    messages: MessageCutter | None = None,
+) -> Iterator[RawValue]:
     if line.raw is None:
         yield _too_long(line.number, limits)
     else:
-        yield _final(parse_line(line.number, line.raw, cutter, limits, file, line.offset), line)
+        yield _final(parse_line(line.number, line.raw, cutter, limits, file, line.offset, messages), line)
 
 
 def _standalone(line: _Line, cutter: IdArrayCutter, limits: Limits) -> bool:

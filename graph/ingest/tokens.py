@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -74,6 +73,12 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
             return None
         arr = np.empty(0, dtype=object)
     else:
+        try:  # int32 at once when every id fits (numpy refuses an int beyond it: then int64)
+            arr = np.array(value, dtype=np.int32)
+            if int(arr.min()) >= 0:
+                return arr
+        except OverflowError:
+            pass
         try:
             arr = np.array(value, dtype=np.int64)
         except OverflowError:  # an id beyond 64 bits
@@ -91,6 +96,8 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
 
 def _narrow(ids: np.ndarray) -> np.ndarray:
     """int32 when every id fits (4 bytes a token), else int64."""
+    if ids.dtype == np.int32 and not ids.flags.writeable:
+        return ids  # a read-only view of the id arena (ingest/id_arrays.py): never copied
     if ids.shape[0] == 0 or int(ids.max()) <= _INT32_MAX:
         return ids.astype(np.int32)
     return ids.astype(np.int64)
@@ -112,7 +119,9 @@ def _float_array(values: list) -> np.ndarray:
             arr = np.array(values, dtype=np.float64)
         except OverflowError:
             arr = np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
-        arr[~np.isfinite(arr)] = np.nan
+        finite = np.isfinite(arr)
+        if not finite.all():
+            arr[~finite] = np.nan
         return arr
     return np.array([v if _valid_logprob(v) else np.nan for v in values], dtype=np.float64)
 
@@ -120,6 +129,8 @@ def _float_array(values: list) -> np.ndarray:
 def logprobs(values: list, what: str, problems: Problems) -> np.ndarray:
     """Convert logprob values; invalid ones become NaN and are reported."""
     arr = _float_array(values)
+    if not arr.size or arr.max() <= 0:  # the common case in one reduction (a NaN makes max NaN)
+        return arr
     bad = np.flatnonzero(np.isnan(arr))
     if bad.size:
         problems.invalid_logprobs.append(_describe(values, bad.tolist(), what))
@@ -155,11 +166,14 @@ class SplitTokens:
     ids: np.ndarray
     texts: list[str] | None
     invalid: tuple[int, ...] = ()
+    valid: bool = False  # every id is known to be valid (read by the token_id:N shortcut)
 
     @property
     def all_ids(self) -> bool:
         """Every token was written as an id (an invalid one is -1 and listed in ``invalid``)."""
-        return self.texts is None and bool((self.ids >= 0).all()) if not self.invalid else self.texts is None
+        if self.valid or self.invalid:
+            return self.texts is None
+        return self.texts is None and bool((self.ids >= 0).all())
 
     def describe_invalid(self, tokens: list, what: str) -> str | None:
         """The invalid-id finding detail, or None when every id is valid."""
@@ -172,23 +186,17 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
     The common case (every token a ``token_id:N`` string) is parsed in one vectorised pass.
     """
     n = len(tokens)
-    kinds = set(map(type, tokens))
-    ids = None
-    if kinds <= {int}:
+    ids = _token_id_texts(tokens) if n and type(tokens[0]) is str else None
+    if ids is not None:  # every token a valid id: no -1 to look for
+        return SplitTokens(ids, texts if texts is not None and any(texts) else None, valid=True)
+    if ids is None and n and type(tokens[0]) is not str and set(map(type, tokens)) == {int}:
         try:
-            ids = np.array(tokens, dtype=np.int64) if n else np.empty(0, dtype=np.int64)
+            ids = np.array(tokens, dtype=np.int64)
             ids[ids < 0] = INVALID_ID
         except OverflowError:  # an id beyond 64 bits: the slow path below
             ids = None
-    elif kinds == {str}:
-        joined = ",".join(tokens)
-        if joined.count("token_id:") == n:
-            with warnings.catch_warnings():  # malformed text stops the parse early: caught below
-                warnings.simplefilter("ignore", DeprecationWarning)
-                ids = np.fromstring(joined.replace("token_id:", ""), dtype=np.int64, sep=",")
-        # numpy clamps numbers beyond int64 to its maximum: anything that large is re-checked.
-        if ids is None or ids.shape[0] != n or (ids < 0).any() or (ids >= _IMPLAUSIBLE).any():
-            ids = None
+    if ids is None and not n:
+        ids = np.empty(0, dtype=np.int64)
     if ids is None:
         ids = np.array([_one_id(tok) for tok in tokens], dtype=np.int64)
     invalid: tuple[int, ...] = ()
@@ -200,6 +208,48 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
 
 
 _IMPLAUSIBLE = 2**62
+_PREFIX = b"token_id:"
+_DIGITS = b"0123456789"
+
+
+def _token_id_texts(tokens: list) -> np.ndarray | None:
+    """The ids when every token is ``token_id:`` and 1 to 18 ASCII digits without a leading zero,
+    in a few C passes over the joined bytes; None otherwise: the per-token path then reads each
+    token exactly as :func:`parse_token_id_text` does (a sign, a space, a newline, a comma, a
+    non-ASCII digit, a leading zero or a number of 19 digits or more all land there).
+
+    Joined with commas: the bytes start with ``token_id:``, each of the n - 1 commas (so no token
+    holds one) is followed by it and it occurs n times, so every token holds it once, at its start;
+    what is left between the commas must then be digits, never empty, never starting with 0
+    (``token_id:0`` included: rare, and exact on the per-token path), and below 10**18.
+    """
+    n = len(tokens)
+    try:
+        joined = ",".join(tokens).encode()
+    except (TypeError, UnicodeEncodeError):  # not all strings; a lone surrogate
+        return None
+    if not joined.startswith(_PREFIX) or joined.count(b",") != n - 1 or joined.count(b",token_id:") != n - 1:
+        return None
+    digits = joined.replace(_PREFIX, b"")
+    if len(digits) != len(joined) - len(_PREFIX) * n:  # a token holds the prefix twice
+        return None
+    if (
+        not digits
+        or digits.translate(None, _DIGITS + b",")  # anything but digits and the separators
+        or digits[:1] in (b",", b"0")
+        or digits[-1:] == b","
+        or b",," in digits
+        or b",0" in digits
+    ):
+        return None
+    ids = np.fromstring(digits, dtype=np.int64, sep=",")  # only digits and commas here: no warning
+    # 18 digits at most (no leading zero): numpy clamps larger numbers to int64's maximum.
+    if ids.shape[0] != n or int(ids.max()) >= _EIGHTEEN_DIGITS:
+        return None
+    return ids
+
+
+_EIGHTEEN_DIGITS = 10**18
 
 
 def _one_id(tok) -> int:

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from rollout_graph.ingest.id_arrays import held_bytes
+
 T = TypeVar("T")
 
 DEFAULT_MAX_BYTES = 3 << 30
@@ -51,10 +53,12 @@ def estimate_bytes(loaded: Any) -> int:
     """Resident size of a LoadResult, estimated from its arrays and distinct message texts."""
     total = 0
     texts: set[int] = set()
+    # prompts that share their parent's ids (views of one arena) count what they hold together
+    total += held_bytes(call.prompt_ids for session in loaded.sessions.values() for call in session.calls)
     for session in loaded.sessions.values():
         for call in session.calls:
             total += _PER_CALL_OVERHEAD
-            for arr in (call.prompt_ids, call.sampled_ids, call.sampled_logprobs):
+            for arr in (call.sampled_ids, call.sampled_logprobs):
                 total += 0 if arr is None else int(arr.nbytes)
             if call.top_k is not None and not call.top_k.pending:  # deferred ones stay in the file
                 total += int(call.top_k.ids.nbytes + call.top_k.logprobs.nbytes)

@@ -8,7 +8,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from rollout_graph.core.dialects import chat_messages, chat_sampling, chat_tools
+from rollout_graph.core.dialects import chat_messages, chat_sampling, chat_tools, dialect_of
 from rollout_graph.core.records import WARN, Call, TopK
 from rollout_graph.ingest.formats.dialect_bodies import as_chat_response
 from rollout_graph.ingest.formats.fields import (
@@ -82,10 +82,11 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
 
     # Anthropic Messages and OpenAI Responses bodies are read as chat (docs/formats.md).
     dialect = record.get("dialect") if isinstance(record.get("dialect"), str) else None
+    spoken = dialect_of(request, dialect)  # detected once for the three readings below
     where = "request.messages" if "messages" in request else "request.input"
-    template.request_messages = message_list(chat_messages(request, dialect=dialect), where, problems)
-    template.tools = tool_list(chat_tools(request, dialect=dialect), problems)
-    template.requested_params = sampling_params(chat_sampling(request, dialect=dialect))
+    template.request_messages = message_list(chat_messages(request, dialect=spoken), where, problems)
+    template.tools = tool_list(chat_tools(request, dialect=spoken), problems)
+    template.requested_params = sampling_params(chat_sampling(request, dialect=spoken))
     model = response.get("model", request.get("model"))
     template.model = None if model is None else str(model)
     template.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None

@@ -1,0 +1,244 @@
+"""Fast path for a request's ``messages`` array in a raw JSON line: the messages already built
+are reused, only the new ones parsed.
+
+Every call of a conversation sends the conversation so far, so call N's ``messages`` array is
+call N-1's with a few elements added: in a flat trace entry they are 40% of the line's bytes (the
+token ids, cut by :mod:`rollout_graph.ingest.id_arrays`, are the rest). When the bytes of a
+recently seen array are a prefix of this line's array ending at an element boundary, its elements
+are those values again: the objects built then are reused, only the elements after it are parsed,
+and the array is replaced in the line by a marker string that
+:func:`rollout_graph.ingest.id_arrays.restore` swaps for the list of values. The line left to the
+JSON parser, the duplicate-key check and the message-text sharing of the loader then handle a few
+kilobytes instead of the whole conversation.
+
+Exactly what the validating path gives, or not taken (docs/performance.md, "The flat shape and
+start-up"):
+
+- The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
+  ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
+- The array's end is found by a memchr for the bytes that followed the last cut array (the same
+  request keys follow it line after line), else by a scan that skips strings; either way the
+  bytes up to it must parse (orjson) as
+  a sequence of values on their own. From the state after ``[`` (or after a reused prefix and its
+  comma) JSON lexing is deterministic, so they lex the same inside the line: the end is the real end.
+  A reused prefix is the same bytes in the same state, so the same values. A trailing comma or an
+  element that does not parse on its own leaves the array in the line.
+- Replacing one value by another (a string) keeps a line valid or invalid: the caller parses the
+  shortened line and, if that fails, parses the whole line the validating way (NaN, lone
+  surrogates, nesting limits get their own message from that path).
+- An array holding ``\\u0000`` (the escape of the cutters' markers) stays in the line; nesting is
+  bounded (the brackets before the key and in the array, counted) far below orjson's limit, so
+  cutting never lets through a line too deep for the validating path.
+
+The reused element objects are shared between the calls of a load (as message texts already
+are): the library never mutates a message after loading. Where it does not pay (a file whose
+first 128 arrays reuse less than 4x the bytes parsed here) the shortcut stops trying; an array
+over 8 MB is left to the validating path, and at most 32 MB of arrays are remembered.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+_KEY = b'"messages"'
+_OPENING = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
+# Everything up to the next bracket outside a string, strings skipped whole (possessive: a string
+# that never closes fails in linear time, the match then stops at its opening quote).
+_SKIP = re.compile(rb'[^"\[\]{}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"\[\]{}]*+)*+', re.DOTALL)
+_NONCE = os.urandom(4).hex()
+MARKER = f"\x00msg-{_NONCE}"
+_MARKER_JSON = b'"\\u0000msg-' + _NONCE.encode() + b'"'
+_NUL = b"\\u0000"
+_RECENT = 8  # arrays remembered: a conversation, its title call, its subagents
+_MIN_BYTES = 2048  # smaller arrays stay in the line: nothing to save
+_MAX_BYTES = 8 << 20  # larger arrays (or new elements) too: their copy would double a huge line's cost
+_KEPT_BYTES = 32 << 20  # the remembered arrays' bytes, at most
+_DEPTH_ROOM = 960  # nesting allowed around and in a cut array (orjson refuses beyond 1024)
+_COMMA, _CLOSE = 0x2C, 0x5D
+_TAIL_BYTES = 16  # bytes after a cut array's "]" looked for in the next line, to find its end by a memchr
+# Whether the shortcut pays is decided on a file's first lines: it must reuse several times the
+# bytes it parses itself (a flat trace entry reuses ~10x; short conversations arriving shuffled,
+# each call before the one it continues, ~1x: there the scan costs more than it saves).
+_PROBE_LINES = 128
+_PAYS = 4
+
+
+@dataclass(slots=True, eq=False)
+class _Seen:
+    body: bytes  # the array's bytes between its brackets
+    items: list[Any]  # their values
+    opens: int  # ``[`` and ``{`` bytes in the body: a bound on its nesting
+    extended: bool = False  # a longer remembered array starts with this one
+
+
+def _opens(data: bytes, start: int = 0, end: int | None = None) -> int:
+    end = len(data) if end is None else end
+    return data.count(b"[", start, end) + data.count(b"{", start, end)
+
+
+def _escaped(raw: bytes, at: int) -> bool:
+    """Whether the byte at ``at`` follows an odd run of backslashes."""
+    run = 0
+    while at - run - 1 >= 0 and raw[at - run - 1] == 0x5C:
+        run += 1
+    return run % 2 == 1
+
+
+def array_end(raw: bytes, pos: int, most: int | None = None) -> int | None:
+    """The position of the ``]`` closing the array whose elements start at ``pos`` (strings
+    skipped), or None: a string or the array never closes, or a bracket does not match in kind
+    is left to the parser's verdict (the caller always parses what this finds). With ``most``,
+    None as well when the array runs on past that many bytes."""
+    depth = 0
+    size = len(raw) if most is None else min(len(raw), pos + most + 1)
+    while True:
+        match = _SKIP.match(raw, pos)
+        pos = match.end() if match else pos
+        if pos >= size:
+            return None
+        byte = raw[pos]
+        if byte == 0x22:  # a string that never closes
+            return None
+        if byte in (0x5B, 0x7B):
+            depth += 1
+        elif depth == 0:
+            return pos if byte == _CLOSE else None
+        else:
+            depth -= 1
+        pos += 1
+
+
+def _values(data: bytes | memoryview) -> list[Any] | None:
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+class MessageCutter:
+    """Cuts a line's ``messages`` array out, reusing the values of a recently seen prefix of it."""
+
+    def __init__(self) -> None:
+        self._recent: list[_Seen] = []
+        self._tail = b""  # the bytes after the last cut array's "]"
+        self._pending: tuple[_Seen | None, _Seen | None, bytes] | None = None
+        self._tried = self._reused = self._parsed = 0
+        self.off = False  # the shortcut did not pay on the first lines: not tried again
+
+    def _longest(self, raw: bytes, start: int) -> _Seen | None:
+        """The longest remembered array whose bytes start this one and end at an element (the
+        first match, longest first: the shorter states of one conversation are never compared)."""
+        for seen in sorted(self._recent, key=lambda s: len(s.body), reverse=True):
+            after = start + len(seen.body)
+            if (
+                after < len(raw)
+                and raw[after] in (_COMMA, _CLOSE)
+                # the last bytes first: the states of one conversation share their start, not their end
+                and raw.endswith(seen.body[-_TAIL_BYTES:], start, after)
+                and raw.startswith(seen.body, start)
+            ):
+                return seen
+        return None
+
+    def cut(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
+        """The line with its ``messages`` array replaced by :data:`MARKER` (as a JSON string) and
+        the array's values, or the line unchanged and None (no array, a small one, or anything
+        this path does not prove equal: the validating path then reads it).
+
+        The array is remembered for the next lines only once the caller calls :meth:`keep` (the
+        shortened line parsed); otherwise its values are dropped with the caller's reference.
+        """
+        self._pending = None
+        if self.off:
+            return raw, None
+        self._tried += 1
+        if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
+            self.off = True
+            self._recent.clear()
+        key = raw.find(_KEY)
+        if key < 0 or _escaped(raw, key):
+            return raw, None
+        opening = _OPENING.match(raw, key + len(_KEY))
+        if opening is None:
+            return raw, None
+        start = opening.end()  # the array's first byte after "["
+        seen = self._longest(raw, start)
+        if seen is not None and raw[start + len(seen.body)] == _CLOSE:
+            end, items, opens = start + len(seen.body), list(seen.items), seen.opens  # the same array
+        else:
+            first = start if seen is None else start + len(seen.body) + 1  # after the prefix and its comma
+            found = self._rest(raw, first)
+            if found is None:
+                return raw, None
+            end, new = found
+            if seen is None:
+                if end - start < _MIN_BYTES:
+                    return raw, None
+                items, opens = new, _opens(raw, start, end)
+            elif not new:  # "[prefix,]": a trailing comma, invalid JSON
+                return raw, None
+            else:
+                items, opens = seen.items + new, seen.opens + _opens(raw, first, end)
+        if opens + _opens(raw, 0, key) >= _DEPTH_ROOM:
+            return raw, None
+        reused = 0 if seen is None else len(seen.body)
+        self._reused += reused
+        self._parsed += end - start - reused
+        grown = seen is None or end > start + len(seen.body)
+        self._pending = (seen, _Seen(raw[start:end], items, opens) if grown else None, raw[end : end + _TAIL_BYTES])
+        return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
+
+    def keep(self) -> None:
+        """Remember the array the last :meth:`cut` took (its line parsed)."""
+        if self._pending is None:
+            return
+        seen, grown, self._tail = self._pending
+        self._pending = None
+        if seen is not None:
+            self._recent.remove(seen)
+            self._recent.append(seen)  # most recently used last
+            if grown is not None:
+                seen.extended = True
+        if grown is not None:
+            self._remember(grown)
+
+    def _rest(self, raw: bytes, first: int) -> tuple[int, list[Any]] | None:
+        """Where the array whose elements start at ``first`` ends, and those elements' values.
+
+        The bytes that followed the last cut array (``],"temperature":...``) are looked for first
+        (a memchr), else the end is scanned for; either way the elements before it must parse on
+        their own, which proves it is the array's end (see the module docstring)."""
+        guess = raw.find(self._tail, first) if self._tail else -1
+        for end in (guess, None):
+            if end is None:
+                end = array_end(raw, first, _MAX_BYTES)
+                if end is None or end == guess:
+                    return None
+            elif end < 0:
+                continue
+            if end - first > _MAX_BYTES or raw.find(_NUL, first, end) >= 0:
+                return None  # a huge array; a marker of the other cutters or a NUL escape
+            # the elements with their brackets: the line's own bytes when "[" precedes them
+            values = _values(
+                memoryview(raw)[first - 1 : end + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:end] + b"]"
+            )
+            if values is not None:
+                return end, values
+        return None
+
+    def _remember(self, seen: _Seen) -> None:
+        """Keep ``seen``; when full, forget the least recently used array a longer one extends
+        (a conversation's older state: kept a while for forks and retries), else the least
+        recently used (another conversation, a subagent, left long ago)."""
+        self._recent.append(seen)
+        while len(self._recent) > _RECENT or (
+            len(self._recent) > 1 and sum(len(s.body) for s in self._recent) > _KEPT_BYTES
+        ):
+            old = next((s for s in self._recent if s.extended), self._recent[0])
+            self._recent.remove(old)
