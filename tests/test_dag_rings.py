@@ -132,3 +132,17 @@ def test_a_hostile_call_id_reaches_the_browser_escaped():
     # and the same box drawn by Python for a call chosen outside the chart
     lit = dag_figure(r, highlight=0).to_json()
     assert "<img" not in lit
+
+
+def test_a_search_with_thousands_of_hits_rings_the_ones_nearest_the_view(big):
+    from rollout_graph.ui.builders.dag import MAX_HIT_RINGS
+
+    fig, targets = dag_drawing(big, collapse=False)
+    every = range(len(big.calls))
+    hits = [(s["xanchor"], s["yanchor"]) for s in rings(fig, targets, big, None, every)["shapes"]]
+    assert len(hits) == MAX_HIT_RINGS < len(big.calls)
+    xr = fig.layout.xaxis.range
+    centre = (xr[0] + xr[1]) / 2
+    farthest = max(abs(x - centre) for x, _ in hits)
+    left_out = set(targets.nodes.values()) - set(hits)
+    assert all(abs(x - centre) >= farthest for x, _ in left_out)  # the nearest ones are ringed

@@ -26,7 +26,7 @@ Keyword arguments (all optional, neutral defaults, so callers keep working as op
 new options should follow the same rule and take call indices as sets):
 
 - ``highlight``: a call chosen outside the chart (deep link, finding, picker, tour): selected,
-  labelled with an arrow, and the view is centred on it;
+  ringed with its id boxed (``selection_shapes``), and the view is centred on it;
 - ``collapse``: draw linear chains as segments (``rollout_graph.analysis.chains``);
 - ``expanded``: keys of chains to draw call by call;
 - ``focus``: a call whose subtree (exact descendants and near-miss continuations) is the only part drawn;
@@ -40,8 +40,13 @@ new options should follow the same rule and take call indices as sets):
   (``mismatch.call_shares``, 0 pale .. 1 dark red; calls without compared tokens neutral grey)
   instead of by role, and name it in the hover (``shares_label``: the correction's label).
 
-``mark_selected(figure, index, node_id)`` rings the selected call and boxes its id (a trace
-``selected`` after the others) without moving the view.
+``dag_drawing`` returns the figure and its ``Targets`` (each call's point, or its collapsed
+chain's handle); ``rings(figure, targets, rollout, selected, ringed)`` builds what the browser
+draws over the unchanged figure (views/panels/dag_client): the selected call's ring and boxed id
+and the search hits' rings, as pixel-sized layout shapes named ``rg-ring-...``. A call chosen
+outside the chart (``highlight``) is boxed with the same shapes in the figure itself.
+``mark_selected(figure, index, node_id)`` draws a selection into a figure instead (a trace
+``selected`` and an annotation), without moving the view; the app does not use it.
 
 The figure depends only on these arguments, never on clicks made in the chart itself, so it
 stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
@@ -808,13 +813,27 @@ def rings(
     and boxed id (:func:`selection_shapes`, with covers over the labels its box would overlap).
     The browser puts them in place of the figure's own ``rg-ring-`` shapes. JSON data only: the
     one text, the call's id, is escaped for plotly (rollout_graph.escape); no HTML is built."""
-    points = sorted({p for i in ringed if (p := targets.point(i)) is not None})
+    points = _near_view(fig, sorted({p for i in ringed if (p := targets.point(i)) is not None}))
     shapes = hit_shapes(points)
     point = targets.nodes.get(selected) if selected is not None else None
     if selected is not None and point is not None:
         node_id = rollout.calls[selected].node_id
         shapes += selection_shapes(point[0], point[1], node_id, _covers(fig, point[0], point[1], node_id))
     return {"shapes": shapes}
+
+
+MAX_HIT_RINGS = 300  # hit rings drawn at most: each is a shape plotly draws on every pan (docs/user-guide.md)
+
+
+def _near_view(fig: go.Figure, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """All of ``points`` when there are few; else the ones nearest the figure's own view (its
+    x range, one view's width either side first), at most ``MAX_HIT_RINGS``: thousands of ring
+    shapes took plotly a second to draw at 5,000 calls."""
+    if len(points) <= MAX_HIT_RINGS:
+        return points
+    xr = fig.layout.xaxis.range
+    centre = (xr[0] + xr[1]) / 2 if xr is not None else 0.0
+    return sorted(sorted(points, key=lambda p: (abs(p[0] - centre), p))[:MAX_HIT_RINGS])
 
 
 def _covers(fig: go.Figure, x: float, y: float, node_id: str) -> list[tuple[float, float, Box]]:
