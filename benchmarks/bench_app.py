@@ -8,7 +8,7 @@ frames), and the server's resident memory for the open rollout.
 goes to a temporary folder (``ROLLOUT_GRAPH_CACHE``), removed at the end. Every row gives the load
 average beside it (the machine may be shared).
 
-``python benchmarks/bench_app.py --crossover [--sizes 5000x4500x300] [--runs 3]``: the app's cold
+``python benchmarks/bench_app.py --crossover [--sizes 5000x4500x300 | --trace FILE] [--runs 3]``: the app's cold
 read of the trace (the server's share of the cold first paint that depends on the reader) in a new
 process each time, as a new server reads it: one process alone against two worker processes,
 interleaved, quiet and with another process keeping one core busy; wall and CPU time (the process
@@ -54,8 +54,10 @@ def write(folder: Path, calls: int, max_context: int, summary_tokens: int = 1500
 def server_process(url: str) -> psutil.Process | None:
     port = int(url.rsplit(":", 1)[1])
     for proc in psutil.process_iter(["cmdline"]):
-        if proc.info["cmdline"] and "--server.port" in proc.info["cmdline"] and str(port) in proc.info["cmdline"]:
-            return proc
+        line = proc.info["cmdline"] or []
+        for flag in ("--server.port", "--port"):  # `streamlit run` or `rollout-graph view`
+            if flag in line and line.index(flag) + 1 < len(line) and line[line.index(flag) + 1] == str(port):
+                return proc
     return None
 
 
@@ -354,7 +356,11 @@ def main() -> None:
         "--sizes", default=DEFAULT_SIZES, help="CALLSxMAX_CONTEXT[xSUMMARY_TOKENS],... (default %(default)s)"
     )
     parser.add_argument("--crossover", action="store_true", help="the cold read: one process against two workers")
+    parser.add_argument("--trace", type=Path, help="with --crossover: this trace file instead of a synthetic one")
     args = parser.parse_args()
+    if args.crossover and args.trace:
+        crossover(args.trace, args.runs)
+        return
     if args.crossover and args.sizes == DEFAULT_SIZES:
         args.sizes = "5000x4500x300"
     with tempfile.TemporaryDirectory() as tmp:

@@ -30,3 +30,12 @@ def pick_call(at: AppTest, node_id: str) -> AppTest:
     picker = next(s for s in at.selectbox if s.label == "Call")
     index = next(i for i, label in enumerate(picker.options) if label.startswith(node_id + " "))
     return picker.select(index).run()
+
+
+def open_tab(at: AppTest, label: str) -> AppTest:
+    """Choose a tab of the call's detail (as a click on it does: the tabs are stateful, built only
+    when chosen) and rerun."""
+    key = next(k for k in at.session_state.keys() if str(k).startswith("tabs-"))
+    labels = [t.label for t in at.tabs]
+    at.session_state[key] = next(t for t in labels if t == label or t.startswith(label + " ("))
+    return at.run()

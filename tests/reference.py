@@ -152,3 +152,24 @@ def reference_discarded(prompts: list[list[int] | None], parents: list[int | Non
             if continuing and not children[m]:
                 discarded[m] = continuing[0]
     return discarded
+
+
+def reference_similar(a: str, b: str, share: float = 0.5, compared: int = 4000) -> bool:
+    """Two system texts are one prompt re-rendered (docs/semantics.md, "Why a call broke") when their
+    word 3-gram sets (single words for a text under 20 words), over the first ``compared``
+    characters, share at least ``share`` of their union: the sets built as sets of word tuples."""
+    if a == b:
+        return True
+
+    def grams(text: str) -> set[tuple[str, ...]]:
+        words = text[:compared].split()
+        if len(words) >= 20:
+            return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+        return {(w,) for w in words}
+
+    if not a or not b:
+        return False
+    grams_a, grams_b = grams(a), grams(b)
+    if not grams_a or not grams_b:
+        return False
+    return len(grams_a & grams_b) / len(grams_a | grams_b) >= share

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from rollout_graph.resources import SAMPLES
-from tests.apptest import app, html_of, no_errors, pick_call
+from tests.apptest import app, html_of, no_errors, open_tab, pick_call
 from tests.builders import TOOLS, Turn, vllm_chat, write
 
 
@@ -37,15 +37,19 @@ def test_selecting_a_call_shows_its_detail_and_updates_the_link(monkeypatch):
     at = pick_call(app(monkeypatch), "c07")
     no_errors(at)
     page = html_of(at)
-    assert ">c07 <span" in page and "Token text decoded with sample_traces/SmolLM2-135M-Instruct" in page
+    assert ">c07 <span" in page
+    assert "Token text decoded with" not in page and "rg-chat" not in page  # tabs not shown are not built
     assert at.query_params["node"] == "c07"
+    facts = html_of(open_tab(at, "Facts"))
+    assert "Token text decoded with sample_traces/SmolLM2-135M-Instruct" in facts
+    at = open_tab(at, "Tokens")
     assert {"Tokens", "Messages", "Sequence"} <= {t.label for t in at.tabs}
     assert "Where the tokens went" not in {t.label for t in at.tabs}  # the Audit panel runs only when opened
     at = next(t for t in at.toggle if t.label.startswith("Audit")).set_value(True).run()
     no_errors(at)
     assert {"Where the tokens went", "Why it split"} <= {t.label for t in at.tabs}
     assert "rg-b" in page and "rg-c" in page  # sampled tokens coloured, context tokens neutral
-    assert "You are a coding agent" in page  # the messages tab
+    assert "You are a coding agent" in html_of(open_tab(at, "Messages"))  # the messages tab
 
 
 def test_deep_link_restores_the_selection(monkeypatch):
@@ -108,7 +112,23 @@ def test_broken_file_shows_the_load_report(monkeypatch, tmp_path):
 def test_every_tab_renders_for_sample_calls(monkeypatch, node):
     at = app(monkeypatch, session="fix-config-bug", node=node)
     no_errors(at)
-    assert at.json  # raw JSON tab
+    assert not at.json and not at.code  # only the Tokens tab is built
+    assert "rg-tokens" in html_of(at)
+    seen = {}
+    for label in [t.label for t in at.tabs if not t.label.startswith("Tokens")]:
+        at = open_tab(at, label.split(" (")[0])
+        no_errors(at)
+        seen[label.split(" (")[0]] = (
+            html_of(at),
+            {m.label for m in at.metric},
+            bool(at.dataframe) or any("No findings" in c.value for c in at.caption),
+            bool(at.json) and bool(at.code),
+        )
+    assert "rg-facts" in seen["Facts"][0]
+    assert "rg-chat" in seen["Messages"][0]
+    assert "trainable tokens (row)" in seen["Sequence"][1]
+    assert seen["Findings"][2]
+    assert seen["Raw JSON"][3]  # the record read back, and the derived fields
 
 
 def test_view_command_serves_the_app(tmp_path):

@@ -49,6 +49,7 @@ def test_click_a_node_in_the_dag_shows_its_detail(samples_app):
         page.locator(".rg-tokens").first.scroll_into_view_if_needed()
         screenshot(page, "node-detail", docs=True)
         page.get_by_role("tab", name="Messages").click()
+        page.wait_for_selector(".rg-chat", timeout=30_000)  # built when chosen
         page.wait_for_timeout(300)
         screenshot(page, "messages", docs=True)
 
@@ -61,6 +62,7 @@ def test_deep_link_opens_the_same_view(samples_app):
         assert "c05" in header_text(page)
         assert "Rollout list-todos" in page.inner_text("body")
         page.get_by_role("tab", name="Sequence").click()
+        page.wait_for_selector("text=trainable tokens (row)", timeout=30_000)  # built when chosen
         page.wait_for_timeout(300)
         screenshot(page, "sequence", docs=True)
 
@@ -129,6 +131,7 @@ def test_hostile_trace_payloads_stay_text(tmp_path):
         for span in page.locator(".rg-t:visible").all()[:12]:
             span.hover()
         page.get_by_role("tab", name="Messages").click()
+        page.wait_for_selector(".rg-chat", timeout=30_000)  # built when chosen
         page.wait_for_timeout(500)
         body = page.inner_text("body")
         screenshot(page, "hostile")

@@ -57,7 +57,7 @@ def test_a_worker_never_holds_a_line_over_the_line_limit(tmp_path):
             pass
 
     worker_peak, sequential_peak = _peak(workers), _peak(sequential)
-    # The range holding the 48 MB line is read in chunks like a whole file (a few 8 MB chunks at
+    # The range holding the 48 MB line is read in chunks like a whole file (a few 1 MB chunks at
     # most) and the line dropped once it is over the limit; reading the range whole held all of it.
     assert worker_peak < 32 * MB, f"peak {worker_peak / MB:.1f} MB"
     assert worker_peak <= sequential_peak + 2 * MB

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.resources import SAMPLES
-from tests.apptest import app, html_of, no_errors, pick_call
+from tests.apptest import app, html_of, no_errors, open_tab, pick_call
 
 VLLM = SAMPLES / "vllm"
 
@@ -27,7 +27,7 @@ def raw_record_shown(at) -> str:
 
 
 def test_raw_json_reads_the_record_back_on_the_bundled_samples(monkeypatch):
-    at = app(monkeypatch, session="fix-config-bug", node="c07")  # bundled signals joined by default
+    at = open_tab(app(monkeypatch, session="fix-config-bug", node="c07"), "Raw JSON")  # bundled signals joined
     no_errors(at)
     text = raw_record_shown(at)
     assert '"prompt_token_ids"' in text or '"prompt_ids"' in text or "{" in text
@@ -38,7 +38,7 @@ def test_raw_json_reads_the_record_back_on_command_line_traces(monkeypatch):
     at = app(monkeypatch, VLLM)
     no_errors(at)
     session = at.query_params["session"]
-    at = app(monkeypatch, VLLM, session=session, node="c01")
+    at = open_tab(app(monkeypatch, VLLM, session=session, node="c01"), "Raw JSON")
     no_errors(at)
     text = raw_record_shown(at)
     assert "agent-rollouts.jsonl" in "\n".join(c.value.replace("\\", "") for c in at.caption)

@@ -244,6 +244,9 @@ def test_in_the_app_jump_to_the_worst_token_selects_call_row_and_token(monkeypat
     monkeypatch.setenv(SIGNALS_ENV, str(signals))
     at = app(monkeypatch, trace.parent)
     no_errors(at)
+    assert not [b for b in at.button if mismatch_jump(b.label)]  # a findings group is built when opened
+    at.session_state[f"triage-group-{SESSION}-WARN-logprob_mismatch"] = True  # as a click on its title does
+    at.run()
     jumps = [b for b in at.button if mismatch_jump(b.label)]
     assert jumps, [b.label for b in at.button]  # in the findings list, before any call is chosen
     assert "c0, sampled token 3, Δ -2.5 nats, row c2 (two-rows.signals.jsonl line 2)" in jumps[0].label

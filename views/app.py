@@ -31,10 +31,15 @@ def main() -> None:
 
 def _main() -> None:
     st.set_page_config(page_title="rollout-graph", page_icon="🕸️", layout="wide")
-    _warm_charts()
+    # decided once per session, so the page's elements keep their places on every run: a deep link
+    # draws its call's detail first, before the browser evaluates the chart code (docs/performance.md)
+    if st.session_state.setdefault(state.WARM_CHARTS, not st.query_params.get("node")):
+        _warm_charts()
     # A training run's folder (many files naming steps) opens on the Run page and is not read whole.
     run_folder = bool(sys.argv[1:]) and _looks_like_run(tuple(sys.argv[1:]))
-    if sys.argv[1:] and not run_folder:  # command-line traces: start reading them now, while the page's modules load
+    # command-line traces: start reading them now, while the page's modules load; a deep link that
+    # names its call's line reads that call first (views/screens/explorer.py), then the rest
+    if sys.argv[1:] and not run_folder and not (st.query_params.get("node") and state.link_location()):
         live.prefetch(sys.argv[1:])
     explorer = st.Page(SCREENS / "explorer.py", title="Explorer", icon=":material/hub:", default=not run_folder)
     corpus = st.Page(SCREENS / "corpus.py", title="Corpus audit", icon=":material/table_chart:", url_path="corpus")

@@ -42,7 +42,7 @@ Kinds, in the order they are decided (the evidence each needs: docs/semantics.md
 
 from __future__ import annotations
 
-import bisect
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -219,8 +219,10 @@ def classify_with_evidence(
     decoder: Decoder | None = None,
     continued: bool = False,
     main: bool = False,
+    grams: _SystemGrams | None = None,
 ) -> tuple[NearMissKind, str, float, bool, str]:
-    """:func:`classify`, and the evidence in words."""
+    """:func:`classify`, and the evidence in words (``grams``: the system texts' 3-grams kept
+    between the calls of one near-miss pass)."""
     p_e, n_e, n_l = earlier.n_prompt, earlier.n_end, later.n_prompt
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
@@ -238,26 +240,118 @@ def classify_with_evidence(
     if where != "prompt":
         evidence = "the tokenizer decodes the two sides to different text" if checked else "the token ids alone"
         return REWRITTEN, where, kept, checked, evidence
-    kind, evidence = _context_kind(earlier, later, shared, continued, main)
+    kind, evidence = _context_kind(earlier, later, shared, continued, main, grams)
     return kind, where, kept, checked, evidence
 
 
-def _similar(a: str, b: str) -> bool:
+def _similar(a: str, b: str, grams: _SystemGrams | None = None) -> bool:
     """Two system texts of one harness (one re-rendered: a date, a directory listing changed), as
-    opposed to two prompts written for different jobs."""
+    opposed to two prompts written for different jobs: their word 3-gram sets (:func:`_shingles`)
+    share at least ``SIMILAR_SYSTEM`` of their union (Jaccard). ``grams`` keeps each distinct
+    text's 3-grams for the next comparison (one near-miss pass compares ~1,000 pairs)."""
     if a == b:
         return True
     if not a or not b:
         return False
-    grams_a, grams_b = _shingles(a[:SYSTEM_COMPARED]), _shingles(b[:SYSTEM_COMPARED])
-    if not grams_a or not grams_b:
-        return False
-    return len(grams_a & grams_b) / len(grams_a | grams_b) >= SIMILAR_SYSTEM
+    return (grams or _SystemGrams()).similar(a, b)
+
+
+class _Numbers(dict[str, int]):
+    """Words numbered in the order they are first looked up (a lookup numbers a new word)."""
+
+    def __missing__(self, word: str) -> int:
+        number = self[word] = len(self)
+        return number
+
+
+class _SystemGrams:
+    """The word 3-gram sets of system texts, each distinct text's computed once.
+
+    A set is kept as a sorted array of integers, not as a set of word tuples (a set of ~600
+    tuples for each text was half of a cold analysis of a trace with many distinct system
+    prompts, and ten times the memory): the words are numbered (``number``: one number for each
+    distinct word, so equal words, and only those, get equal numbers) and a 3-gram is its three
+    numbers packed into one integer, ``w0 << 2b | w1 << b | w2`` with ``b`` bits a number. The
+    packing is one-to-one, so the intersection and union have the sizes the tuple sets have and
+    every decision is theirs (tests/test_near_miss_fast.py compares the two on random texts). A
+    text under 20 words keeps the set of its words, as :func:`_shingles` does.
+
+    While at most ``FIRST_WORDS`` distinct words are numbered (a harness's prompts, a synthetic
+    trace) a number has 10 bits and a 3-gram fits 4 bytes; past that the numbering starts over
+    with 16 bits (8 bytes a 3-gram), and again past ``WORDS``. Texts are kept by a 16-byte
+    digest, not by their text."""
+
+    FIRST_WORDS, FIRST_BITS = 1 << 10, 10
+    WORDS, BITS = 1 << 16, 16  # WORDS >= the words of a pair, 2 * (SYSTEM_COMPARED // 2 + 1)
+    KEPT_BYTES = 32 << 20  # packed arrays kept before the cache starts over
+
+    def __init__(self) -> None:
+        self.number = _Numbers()
+        self.grams: dict[bytes, np.ndarray | frozenset[str]] = {}
+        self.kept = 0
+        self.generation = 0  # bumped when the numbering starts over (arrays of before are void)
+
+    def _start_over(self) -> None:
+        self.number.clear()
+        self.grams.clear()
+        self.kept = 0
+        self.generation += 1
+
+    def of(self, text: str) -> np.ndarray | frozenset[str]:
+        """The text's 3-grams, packed (a frozenset of words for a text under 20 words)."""
+        text = text[:SYSTEM_COMPARED]
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self.grams.get(key)
+        if found is not None:
+            return found
+        words = text.split()
+        if len(words) < 20:
+            found = frozenset(words)
+        else:
+            while True:
+                limit = self.FIRST_WORDS if self.generation == 0 else self.WORDS
+                ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
+                if len(self.number) <= limit:  # every number fits the generation's bits
+                    break
+                self._start_over()  # (a text alone always fits WORDS)
+            bits = self.FIRST_BITS if self.generation == 0 else self.BITS
+            packed = (ids[:-2] << (2 * bits)) | (ids[1:-1] << bits) | ids[2:]
+            if self.generation == 0:
+                packed = packed.astype(np.uint32)
+            packed.sort()
+            found = packed[np.concatenate(([True], packed[1:] != packed[:-1]))]
+            if self.kept + found.nbytes > self.KEPT_BYTES:
+                self.grams.clear()
+                self.kept = 0
+            self.kept += found.nbytes
+        self.grams[key] = found
+        return found
+
+    def similar(self, a: str, b: str) -> bool:
+        """Whether the two texts' 3-gram sets share at least ``SIMILAR_SYSTEM`` of their union."""
+        generation = self.generation
+        grams_a = self.of(a)
+        grams_b = self.of(b)
+        if self.generation != generation:
+            generation = self.generation
+            grams_a = self.of(a)  # the numbering started over for b: number a's words again
+            assert self.generation == generation, "one pair's words exceed the numbering"
+        if isinstance(grams_a, frozenset) or isinstance(grams_b, frozenset):
+            if not isinstance(grams_a, frozenset) or not isinstance(grams_b, frozenset):
+                return False  # single words against 3-grams: nothing shared
+            if not grams_a or not grams_b:
+                return False
+            return len(grams_a & grams_b) / len(grams_a | grams_b) >= SIMILAR_SYSTEM
+        both = np.concatenate((grams_a, grams_b))
+        both.sort()
+        shared = int(np.count_nonzero(both[1:] == both[:-1]))  # each side is unique: a repeat is in both
+        return shared / (both.shape[0] - shared) >= SIMILAR_SYSTEM
 
 
 def _shingles(text: str) -> set[tuple[str, ...]]:
     """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
-    distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them."""
+    distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them.
+    :class:`_SystemGrams` keeps them packed, with the same counts."""
     words = text.split()
     if len(words) >= 20:
         return set(zip(words, words[1:], words[2:], strict=False))  # the 3-grams, no slice for each
@@ -335,7 +429,9 @@ def _rejected(earlier: Call, later: Call) -> str | None:
     return f"the same history, {earlier.node_id}'s reply left out, then {named}{more} added"
 
 
-def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main: bool) -> tuple[NearMissKind, str]:
+def _context_kind(
+    earlier: Call, later: Call, shared: int, continued: bool, main: bool, grams: _SystemGrams | None = None
+) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call (or unknown when there is too little to tell), with the evidence in words."""
     systems = system_text(earlier), system_text(later)
@@ -350,7 +446,7 @@ def _context_kind(earlier: Call, later: Call, shared: int, continued: bool, main
     same_system = systems[0] == systems[1]
     same_tools = tool_names(earlier) == tool_names(later)
     pasted = 0 if same_system else _pasted(earlier, later)  # a history pasted into a prompt of another job
-    if not _similar(systems[0], systems[1]) or (pasted and not same_system):
+    if not _similar(systems[0], systems[1], grams) or (pasted and not same_system):
         # a prompt written for another job: a subagent, a side agent (the history pasted in), a title
         if main:
             return NEW_CONVERSATION, "the root of the conversation with the most calls"
@@ -541,30 +637,90 @@ def _key(ids: np.ndarray, wide: bool) -> bytes:
     return ids.astype(">u8" if wide else ">u4").tobytes()
 
 
+def _end_slice(call: Call, start: int, stop: int) -> np.ndarray:
+    """The call's end ids ``[start:stop]`` (prompt then sampled), a view when it lies in one part."""
+    prompt = _prompt(call)
+    n = prompt.shape[0]
+    if stop <= n:
+        return prompt[start:stop]
+    if start >= n:
+        return call.sampled_ids[start - n : stop - n]
+    return np.concatenate([prompt[start:], call.sampled_ids[: stop - n]])
+
+
 @dataclass
 class _Ends:
-    """Every call's end ids, sorted: the call sharing the longest prefix with a prompt sits next to
-    where the prompt would sort, so a search looks at a few neighbours, not at every call.
+    """Every call's end ids in sorted order: the call sharing the longest prefix with a prompt sits
+    next to where the prompt would sort, so a search looks at a few neighbours, not at every call.
 
-    Keys are cut to ``limit`` tokens, the longest prompt that will be looked up: a shared prefix
-    can never be longer than the prompt, so the cut changes no answer."""
+    The order is the one of the end ids cut to ``limit`` tokens (the longest prompt that will be
+    looked up: a shared prefix can never be longer than the prompt, so the cut changes no answer),
+    as big-endian keys, equal keys in call order. No key is kept: the calls are sorted chunk by
+    chunk (``CHUNK`` tokens; only calls tied on every earlier chunk compare the next), so at most
+    one chunk of each call is copied at a time, and a prompt finds its place by comparing ids."""
 
-    keys: list[bytes]
     nodes: list[int]
     wide: bool
+    limit: int
+    rank: dict[int, int]  # node -> its index in ``nodes``
+    BUDGET = 1 << 20  # ids copied at a time while sorting (4 MB, 8 with 64-bit ids)
+    CHUNK = 128  # the fewest ids compared per call in one round
 
     @classmethod
-    def of(cls, calls: list[Call], nodes: list[int], limit: int) -> _Ends:
-        """The sorted end ids of ``nodes``, cut to ``limit`` tokens."""
+    def of(cls, calls: list[Call], nodes: list[int], limit: int, budget: int | None = None) -> _Ends:
+        """The calls ``nodes`` (in call order) sorted by their end ids cut to ``limit`` tokens."""
         wide = any(_prompt(calls[i]).dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
-        pairs = []
-        for i in nodes:
-            call = calls[i]
-            head = _prompt(call)[:limit]
-            tail = call.sampled_ids[: max(0, limit - head.shape[0])]
-            pairs.append((_key(np.concatenate([head, tail]) if tail.shape[0] else head, wide), i))
-        pairs.sort()
-        return cls([k for k, _ in pairs], [i for _, i in pairs], wide)
+        order = list(nodes)
+        todo = [(0, len(order), 0)]  # segments of ``order`` tied on every id before ``start``
+        while todo:
+            lo, hi, start = todo.pop()
+            # a segment's calls copy ``budget`` ids in all: the fewer calls tie, the longer the chunk
+            stop = min(start + max(cls.CHUNK, (budget or cls.BUDGET) // (hi - lo)), limit)
+            keyed = sorted(
+                ((_key(_end_slice(calls[i], start, min(stop, calls[i].n_end)), wide), i) for i in order[lo:hi]),
+                key=lambda pair: pair[0],
+            )  # stable: ties stay in call order
+            order[lo:hi] = [i for _, i in keyed]
+            if stop >= limit:
+                continue
+            full = (stop - start) * (8 if wide else 4)
+            run = 0
+            for j in range(1, len(keyed) + 1):
+                if j == len(keyed) or keyed[j][0] != keyed[run][0]:
+                    if j - run > 1 and len(keyed[run][0]) == full:  # tied on a whole chunk: the next decides
+                        todo.append((lo + run, lo + j, stop))
+                    run = j
+        return cls(order, wide, limit, {node: j for j, node in enumerate(order)})
+
+    def _before(self, call: Call, prompt: np.ndarray) -> bool:
+        """Whether the call's end ids, cut to ``limit``, sort before ``prompt`` (as the keys would)."""
+        shared = common_prefix(call, prompt)
+        if shared == prompt.shape[0]:
+            return False  # the prompt is a prefix of the ends (or equal): not before
+        if shared >= call.n_end:
+            return True  # the ends are a proper prefix of the prompt
+        return _key(_end_slice(call, shared, shared + 1), self.wide) < _key(prompt[shared : shared + 1], self.wide)
+
+    def position(self, calls: list[Call], prompt: np.ndarray, hint: int | None = None) -> int:
+        """Where ``prompt`` would sort among the ends (bisect_left: before any equal ends).
+
+        ``hint`` is an index known not to sort before the prompt (the call's own ends, which start
+        with the prompt): the search gallops back from it, so a prompt next to its own ends costs
+        a comparison or two instead of a whole binary search."""
+        lo, hi = 0, len(self.nodes)
+        if hint is not None:
+            hi, step = hint, 1
+            while hi - step >= 0 and not self._before(calls[self.nodes[hi - step]], prompt):
+                hi -= step
+                step *= 2
+            lo = max(0, hi - step)  # sorts before the prompt (or is 0)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._before(calls[self.nodes[mid]], prompt):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
 
 def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int]) -> tuple[int, int] | None:
@@ -575,7 +731,7 @@ def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int
     position the shared prefix only shrinks, so each direction stops at the first candidate that
     shares no more than the best found."""
     prompt = _prompt(calls[node])
-    start = bisect.bisect_left(ends.keys, _key(prompt, ends.wide))
+    start = ends.position(calls, prompt, ends.rank.get(node))
     best: tuple[int, int] | None = None
     for step in (-1, 1):
         j = start - 1 if step < 0 else start
@@ -665,6 +821,29 @@ def _last_before(topology, start: int, before: int, reach: int = 20_000) -> int:
     return best
 
 
+def _prompt_groups(
+    calls: list[Call], parents: list[int | None], explained: list[int]
+) -> tuple[_SamePrompt, _SamePrompt]:
+    """The calls grouped by identical prompt: across all calls (``same``: looked up only for the
+    ``explained`` roots) and among one parent's children or the roots (``siblings``). Only calls
+    that can be a twin are added, since an identical prompt has the same length: to ``same`` the
+    calls of a length some explained root has, to ``siblings`` the calls that share their parent and
+    length with another call. The lookups answer what they answer with every call added
+    (tests/test_near_miss_fast.py), at a fraction of the fingerprints."""
+    prompted = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_prompt]
+    lengths = {calls[r].n_prompt for r in explained}
+    same = _SamePrompt(calls)
+    for i in prompted:
+        if calls[i].n_prompt in lengths:
+            same.add(i)
+    siblings = _SamePrompt(calls, scope=parents, prints=same.prints)
+    scoped = Counter((parents[i], calls[i].n_prompt) for i in prompted)
+    for i in prompted:
+        if scoped[parents[i], calls[i].n_prompt] > 1:
+            siblings.add(i)
+    return same, siblings
+
+
 def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
     """Every root after the first, every discarded call, every later child of a fork and every
     call whose request replays an earlier reply with other ids, explained (keyed by that call).
@@ -678,12 +857,10 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
     # calls by prompt length and a sample of their ids: an identical prompt is looked for only
     # among these (a harness that compacts into same-sized summaries makes every root the same length)
-    same = _SamePrompt(calls)
-    for i, c in enumerate(calls):
-        if c.prompt_ids is not None and c.n_prompt:
-            same.add(i)
+    same, siblings = _prompt_groups(calls, parents, explained)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
+    grams = _SystemGrams()  # each distinct system text's 3-grams, computed once for the whole pass
     pending = []
     for node in explained:
         # an identical earlier prompt that no call continued (a discarded one is explained by the
@@ -703,7 +880,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
         if best is not None:
             shared, candidate = best
             kind, where, kept, checked, evidence = classify_with_evidence(
-                calls[candidate], calls[node], shared, decoder, continued=bool(children[node]), main=node == main
+                calls[candidate], calls[node], shared, decoder, bool(children[node]), node == main, grams
             )
             found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked, evidence)
     first = roots[0] if roots else None
@@ -712,15 +889,9 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
         # against the main conversation's first call
         shared = common_prefix(calls[main], _prompt(calls[first]))
         kind, where, kept, checked, evidence = classify_with_evidence(
-            calls[main], calls[first], shared, decoder, bool(children[first])
+            calls[main], calls[first], shared, decoder, bool(children[first]), grams=grams
         )
         found[first] = NearMiss(first, main, main, first, shared, kept, where, kind, checked, evidence)
-    siblings = _SamePrompt(
-        calls, scope=parents, prints=same.prints
-    )  # identical prompts among one parent's children (or the roots)
-    for i, c in enumerate(calls):
-        if c.prompt_ids is not None and c.n_prompt:
-            siblings.add(i)
     for node, sibling in discarded.items():
         if calls[node].prompt_ids is None:
             continue
@@ -732,7 +903,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             continue
         shared = common_prefix(calls[node], _prompt(calls[sibling]))
         kind, where, kept, checked, evidence = classify_with_evidence(
-            calls[node], calls[sibling], shared, decoder, continued=bool(children[sibling])
+            calls[node], calls[sibling], shared, decoder, bool(children[sibling]), grams=grams
         )
         found[node] = NearMiss(node, sibling, node, sibling, shared, kept, where, kind, checked, evidence)
         if kind == RETRY and parents[sibling] is None and sibling not in found and sibling > node:
@@ -759,7 +930,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             earlier = _last_before(topology, branches[k - 1], child)
             shared = common_prefix(calls[earlier], _prompt(calls[child]))
             kind, where, kept, checked, evidence = classify_with_evidence(
-                calls[earlier], calls[child], shared, decoder, continued=bool(children[child])
+                calls[earlier], calls[child], shared, decoder, bool(children[child]), grams=grams
             )
             if child in unfinished and kind != REJECTED:
                 continue  # an attempt nobody continued is named only when its messages show why

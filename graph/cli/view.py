@@ -74,7 +74,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     """The ``streamlit run`` command line this verb becomes."""
-    command = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(args.port)]
+    script = app_script()
+    # the app's launcher beside its script (views/serve.py): `streamlit run` in-process, the
+    # command-line traces read as the server starts; else Streamlit's own command
+    server = script.with_name("serve.py")
+    launcher = [str(server)] if server.is_file() else ["-m", "streamlit"]
+    command = [sys.executable, *launcher, "run", str(script), "--server.port", str(args.port)]
     command += BASE_FLAGS
     if args.public:
         command += PUBLIC_FLAGS

@@ -11,6 +11,7 @@ waits (pending) instead of being a bad record.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,10 @@ class LiveTrace:
         self.paths = [Path(p) for p in paths]
         self.store_delay = store_delay
         self.defer_store = defer_store
+        self._ahead: threading.Thread | None = None  # the first poll, started early (read_ahead)
+        self._ahead_result: tuple[Update | None, BaseException | None] = (None, None)
+        self._held: tuple[str, LoadResult] | None = None  # a cache entry waiting for a writer
+        self._store_lock = threading.Lock()
         self.loaded = LoadResult()
         self.polls = 0
         self.pending: dict[str, int] = {}  # file -> bytes of an unfinished last line
@@ -107,8 +112,59 @@ class LiveTrace:
 
     # -- reading ----------------------------------------------------------------------------------
 
+    def read_ahead(self) -> None:
+        """Start the first poll now, on a thread, and analyse every rollout it reads: a server calls
+        this when it starts, so the first visitor finds the trace read (or partly read) instead of
+        starting the read. The next :meth:`poll` waits for it and returns its update. A cache entry
+        the read makes waits (:meth:`hand_store_to`) until someone will write it; with nobody, it
+        is not written."""
+        if self._ahead is not None or self.polls:
+            return
+
+        def first() -> None:
+            try:
+                update = self._poll()
+                for sid in self.session_ids:
+                    self.rollout(sid)  # analysed now: the first page asks for every rollout
+                self._ahead_result = (update, None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the poll that waits for it
+                self._ahead_result = (None, exc)
+
+        self._ahead = threading.Thread(target=first, name="rg-read-ahead", daemon=True)
+        self._ahead.start()
+
+    def hand_store_to(self, writer: Callable[[str, LoadResult], None]) -> None:
+        """Who writes the persistent cache entry of the first read from now on; an entry already
+        waiting is handed over at once."""
+        with self._store_lock:
+            self.defer_store = writer
+            held, self._held = self._held, None
+        if held is not None:
+            writer(*held)
+
+    def _store_later(self, key: str, result: LoadResult) -> None:
+        with self._store_lock:
+            writer = self.defer_store
+            if writer is None:
+                self._held = (key, result)
+                return
+        writer(key, result)
+
     def poll(self) -> Update:
         """Look for new files and new bytes; load, link and return what changed."""
+        ahead = self._ahead
+        if ahead is not None:  # the first poll was started early: its update is this one
+            ahead.join()
+            self._ahead = None
+            update, error = self._ahead_result
+            self._ahead_result = (None, None)
+            if error is not None:
+                raise error
+            assert update is not None
+            return update
+        return self._poll()
+
+    def _poll(self) -> Update:
         self.polls += 1
         update = Update()
         self._discover(update)
@@ -163,11 +219,12 @@ class LiveTrace:
             return
         from rollout_graph.ingest.cache import load_files
 
+        early = self._ahead is not None  # read ahead: the entry waits for whoever will write it
         result = load_files(
             [f.path for _, _, f, _ in lead],
             background_store=True,
             store_delay=self.store_delay,
-            defer_store=self.defer_store,
+            defer_store=self._store_later if early else self.defer_store,
         )
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {
             n for _, n, _, _ in lead
@@ -281,3 +338,36 @@ class LiveTrace:
     def pending_bytes(self) -> dict[str, Any]:
         """Files whose last line is still unfinished, and how many bytes wait."""
         return {name: n for name, n in self.pending.items() if n}
+
+
+# Traces whose first read a server started when it started (``rollout-graph view``), by their
+# paths: the app's first look takes its trace from here instead of starting the read.
+_READ_AHEAD: dict[tuple[str, ...], LiveTrace] = {}
+_READ_AHEAD_LOCK = threading.Lock()
+
+
+def _paths_key(paths: list[str] | list[Path]) -> tuple[str, ...]:
+    return tuple(str(Path(p)) for p in paths)
+
+
+def read_ahead(paths: list[str] | list[Path]) -> LiveTrace:
+    """Start the first read of these paths now (:meth:`LiveTrace.read_ahead`), for
+    :func:`take_read_ahead` to find."""
+    with _READ_AHEAD_LOCK:
+        trace = _READ_AHEAD.get(_paths_key(paths))
+        if trace is None:
+            trace = _READ_AHEAD[_paths_key(paths)] = LiveTrace(paths)
+    trace.read_ahead()
+    return trace
+
+
+def take_read_ahead(
+    paths: list[str] | list[Path], defer_store: Callable[[str, LoadResult], None] | None = None
+) -> LiveTrace | None:
+    """The trace :func:`read_ahead` started for these paths (once: it is removed here), its cache
+    entry handed to ``defer_store``; None when none was started."""
+    with _READ_AHEAD_LOCK:
+        trace = _READ_AHEAD.pop(_paths_key(paths), None)
+    if trace is not None and defer_store is not None:
+        trace.hand_store_to(defer_store)
+    return trace

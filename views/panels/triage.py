@@ -50,7 +50,12 @@ def _group(rollout: Rollout, group: FindingGroup, ringed: tuple[str, str] | None
         f"{LEVEL_ICONS.get(group.level, '')} **{group.level}** `{group.code}` ×{count} — {md_escape(group.explanation)}"
     )
     group_id = (rollout.session_id, f"{group.level}:{group.code}")
-    with st.expander(title):
+    # built only when opened (a group of a big rollout holds up to MAX_ROWS buttons): a deep link's
+    # first page does not send or draw them below the fold
+    panel = st.expander(title, key=f"triage-group-{rollout.session_id}-{group.level}-{group.code}", on_change="rerun")
+    with panel:
+        if not panel.open:
+            return
         if group.nodes:
             on = ringed == group_id
             st.button(

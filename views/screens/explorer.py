@@ -17,6 +17,7 @@ from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import corrections as corrections_view
+from rollout_graph.ui.panels import early as early_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
@@ -32,7 +33,7 @@ from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state import signals as signals_source
-from rollout_graph.ui.state.sources import decoder, page_run
+from rollout_graph.ui.state.sources import decoder, files_under, page_run
 
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
@@ -52,22 +53,36 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
     # the signals row shown for the call, and the logprob_mismatch finding's jump to its worst token
     signals_source.render_row_picker(rollout, i, key)
     signals_source.apply_jump(rollout, i, key)  # a jump from here, the findings list or the scatter
-    tokens, facts, messages, sequence, findings, raw = st.tabs(node_view.tab_labels(rollout, i))
-    with tokens:
-        strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
-        token_view.render(strip, decoder, strip_key, show_whitespace)
-    with facts:
-        node_view.facts_panel(rollout, i, decoder)
-    with messages:
-        node_view.messages_panel(rollout, i)
-    with sequence:
-        chosen = node_view.sequence_choice(rollout, i, key)
-        if chosen is not None:
-            token_view.render(chosen[0], decoder, chosen[1], show_whitespace)
-    with findings:
-        node_view.findings_panel(rollout, i)
-    with raw:
-        raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
+    # the tabs not shown are not built until chosen (a tab change reruns the selection fragment only)
+    labels = node_view.tab_labels(rollout, i)
+    tab_key = f"tabs-{key}"
+    shown = st.session_state.get(tab_key)
+    if st.session_state.get(signals_source.SCROLL_TO_MARK):  # a jump to a token: its Tokens tab
+        st.session_state[tab_key] = labels[0]
+    elif shown is not None and shown not in labels:  # the findings count changed (a live trace)
+        st.session_state[tab_key] = next((t for t in labels if t.split(" (")[0] == shown.split(" (")[0]), labels[0])
+    tokens, facts, messages, sequence, findings, raw = st.tabs(labels, key=tab_key, on_change="rerun")
+    if tokens.open:
+        with tokens:
+            strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
+            token_view.render(strip, decoder, strip_key, show_whitespace)
+    if facts.open:
+        with facts:
+            node_view.facts_panel(rollout, i, decoder)
+    if messages.open:
+        with messages:
+            node_view.messages_panel(rollout, i)
+    if sequence.open:
+        with sequence:
+            chosen = node_view.sequence_choice(rollout, i, key)
+            if chosen is not None:
+                token_view.render(chosen[0], decoder, chosen[1], show_whitespace)
+    if findings.open:
+        with findings:
+            node_view.findings_panel(rollout, i)
+    if raw.open:
+        with raw:
+            raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
     signals_source.scroll_to_mark()  # after a jump to a token: its ring, scrolled into view
 
 
@@ -90,6 +105,8 @@ def link_notice(workspace, rollout) -> None:
 
 def overview_and_graph(workspace):
     """Everything a new call changes; when following, this part reruns on its own."""
+    if EARLY is not None:  # the linked call's early detail gives way to the whole page
+        EARLY.empty()
     signals = signals_source.apply(workspace)  # training signals joined, when a signals file is chosen
     workspace = signals.workspace
     # the panels' widget keys follow the workspace drawn (signals joined): a search hit opens the token
@@ -101,6 +118,7 @@ def overview_and_graph(workspace):
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
+    state.settle_location(rollout)  # the URL names the call's file and line (older links lack them)
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
     overview.headline(rollout)
@@ -148,19 +166,38 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
     graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
     # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
     detail = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
+
+    def draw_detail() -> None:
+        node = state.current_node(rollout)
+        with detail:
+            if node is None:
+                start_view.render(rollout)  # how to select, and the calls worth a look as buttons
+            else:
+                call_detail(rollout, node, rollout_decoder, detail_key, options.show_whitespace, workspace.sources)
+                notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+
+    # A session's first run (a deep link, a first visit) sends the call's detail before the DAG: the
+    # browser draws it while the DAG's figure (the page's heaviest element) is still on its way. Later
+    # runs draw the DAG first: a click in it selects the call the detail then shows.
+    first_run = not st.session_state.get(state.SPLIT_DRAWN)
+    if first_run:
+        draw_detail()
     with graph_pane:
         graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
     graph_view.bring_into_view()
-    node = state.current_node(rollout)
-    with detail:
-        if node is None:
-            start_view.render(rollout)  # how to select, and the calls worth a look as buttons
-        else:
-            call_detail(rollout, node, rollout_decoder, detail_key, options.show_whitespace, workspace.sources)
-            notes.render(rollout, node, workspace)  # notes on the call and its rows (views/state/notes.py)
+    if not first_run:
+        draw_detail()
+    st.session_state[state.SPLIT_DRAWN] = True
 
 
+EARLY = None  # a deep link into traces still being read: its call's detail, shown first
+if following is not None and not following.ready:
+    found = early_view.linked_call(files_under(sys.argv[1:]))
+    if found is not None:
+        EARLY = st.empty()
+        with EARLY.container():
+            early_view.render(found, SPLIT, DETAIL_HEIGHT, options.show_whitespace)
 if following is not None:
     workspace, rollout = live.follow(following, overview_and_graph)
     if rollout is not None:

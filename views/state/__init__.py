@@ -1,7 +1,12 @@
 """The selected rollout and call, kept in session state and mirrored in the URL (`session`,
-`node`) so a link in a bug report opens the same view."""
+`node`, and for a command-line trace `file` and `line`: where the call's record is, so a link to a
+trace the server has not read yet shows that call first) so a link in a bug report opens the same
+view."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -12,6 +17,7 @@ from rollout_graph.core.rollout import Rollout
 # call are built by the functions at the end of this block).
 SESSION = "rg_session"
 NODE = "rg_node"  # node id of the selected call
+NODE_AT = "rg_node_at"  # (file, line) of the selected call's record, as a link names them, or None
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
 URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
 SEEN = "rg_seen"  # last value seen from each selection widget
@@ -44,6 +50,10 @@ DAG_COLLAPSE = "rg_dag_collapse"  # toggle: draw linear chains as one segment
 DAG_COLOUR = "rg_dag_colour"  # "Colour calls by": "role", or a chosen correction's label (share of tokens affected)
 SCROLL_TO_DAG = "rg_scroll_to_dag"  # set when a call is chosen outside the chart: bring the DAG into view
 KEEP_VIEW = "rg_keep_view"  # node id chosen by a key: the DAG keeps its view if the call is drawn in it
+WARM_CHARTS = (
+    "rg_warm_charts"  # this session's pages start with a hidden chart (its code loads early); not for a deep link
+)
+SPLIT_DRAWN = "rg_split_drawn"  # set once this session's split view was drawn (its first run draws the detail first)
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
 SEARCH = "rg_search"  # prefix of the search box's widget keys
@@ -64,6 +74,47 @@ def filter_key(workspace_key: str, session_id: str, facet: str) -> str:
 
 def _url() -> tuple[str | None, str | None]:
     return st.query_params.get("session"), st.query_params.get("node")
+
+
+LINK_KEYS = ("session", "node", "file", "line")  # what the app writes to the URL for a selection
+
+
+def link_file(source: str, roots: list[str] | None = None) -> str | None:
+    """How a link names the file of a command-line trace: its path relative to the command-line
+    argument that holds it (the argument's own name when a file was given), never a server path;
+    None for a file not given on the command line (bundled samples, uploads)."""
+    for root in sys.argv[1:] if roots is None else roots:
+        base = Path(root)
+        path = Path(source)
+        if path == base:
+            return base.name
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return None
+
+
+def link_location() -> tuple[str, int] | None:
+    """(file, line) of the call the URL names, when the link carries them (links the app writes for
+    command-line traces do; older links do not)."""
+    file, line = st.query_params.get("file"), st.query_params.get("line")
+    if not file or not line or not line.isdigit() or not 0 < int(line) < 10**12:
+        return None
+    return file, int(line)
+
+
+def settle_location(rollout: Rollout) -> None:
+    """Once the rollout is read, the URL names the selected call's real file and line (a link's
+    own may be stale or absent: an older link)."""
+    index = current_node(rollout)
+    at = None if index is None else _node_at(rollout.calls[index])
+    if at != st.session_state.get(NODE_AT):
+        st.session_state[NODE_AT] = at
+        _sync_url()
+
+
+def _node_at(call) -> tuple[str, int] | None:
+    file = link_file(call.source)
+    return None if file is None else (file, int(call.line))
 
 
 # Training signals (views/state/signals.py, views/panels/signals.py) and the Compare page.
@@ -87,6 +138,7 @@ def current_session(session_ids: list[str], default: str) -> str:
         st.session_state[SESSION] = url_session if url_session in session_ids else default
         node = url_node if url_session == st.session_state[SESSION] else None
         st.session_state[NODE] = node
+        st.session_state[NODE_AT] = link_location() if node else None
         st.session_state[HIGHLIGHT] = node
         # a link to a rollout these traces lack keeps its URL (the page says so) until a choice is made
         st.session_state[LINK_MISSED] = (
@@ -99,6 +151,7 @@ def current_session(session_ids: list[str], default: str) -> str:
     ):
         st.session_state[SESSION] = url_session  # Back/Forward: restore that entry's selection
         st.session_state[NODE] = url_node
+        st.session_state[NODE_AT] = link_location() if url_node else None
         st.session_state[HIGHLIGHT] = url_node
     elif st.session_state[SESSION] not in session_ids:  # another source was opened
         select_session(default)
@@ -136,6 +189,7 @@ def select_session(sid: str) -> None:
     if st.session_state.get(SESSION) != sid:
         st.session_state[SESSION] = sid
         st.session_state[NODE] = None
+        st.session_state[NODE_AT] = None
         st.session_state[HIGHLIGHT] = None
         _sync_url()
 
@@ -160,6 +214,7 @@ def select_node(rollout: Rollout, index: int, from_chart: bool = False, keep_vie
     (views/panels/graph.py decides, it knows the figure)."""
     st.session_state[LINK_MISSED] = None
     st.session_state[NODE] = rollout.calls[index].node_id
+    st.session_state[NODE_AT] = _node_at(rollout.calls[index])
     st.session_state[KEEP_VIEW] = st.session_state[NODE] if keep_view else None
     if keep_view:
         st.session_state[SCROLL_TO_DAG] = True
@@ -210,8 +265,15 @@ def _sync_url() -> None:
     link these traces cannot open is left as it is (the page names what it lacks)."""
     if st.session_state.get(LINK_MISSED):
         return
-    wanted = {k: v for k, v in (("session", st.session_state.get(SESSION)), ("node", st.session_state.get(NODE))) if v}
-    if wanted != {k: st.query_params.get(k) for k in ("session", "node") if k in st.query_params}:
-        kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in ("session", "node")}
+    at = st.session_state.get(NODE_AT) if st.session_state.get(NODE) else None
+    pairs = (
+        ("session", st.session_state.get(SESSION)),
+        ("node", st.session_state.get(NODE)),
+        ("file", at[0] if at else None),
+        ("line", str(at[1]) if at else None),
+    )
+    wanted = {k: v for k, v in pairs if v}
+    if wanted != {k: st.query_params.get(k) for k in LINK_KEYS if k in st.query_params}:
+        kept = {k: st.query_params.get_all(k) for k in st.query_params if k not in LINK_KEYS}
         st.query_params.from_dict({**kept, **wanted})
     st.session_state[URL_SYNCED] = (wanted.get("session"), wanted.get("node"))

@@ -22,7 +22,7 @@ import streamlit as st
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 from rollout_graph.ingest.reading import Source
-from rollout_graph.live.trace import LiveTrace
+from rollout_graph.live.trace import LiveTrace, take_read_ahead
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS, drawn_point
 from rollout_graph.ui.builders.palette import NEWEST_RING
@@ -43,7 +43,10 @@ class LiveSource:
         self.label = label
         digest = hashlib.sha256("\n".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:12]
         self.key = f"live-{digest}"
-        self.trace = LiveTrace(paths, defer_store=store_after_paint)  # written after the first paint
+        # the read `rollout-graph view` started with the server, else a new one; the cache entry is
+        # written after the first paint either way
+        ahead = take_read_ahead(paths, defer_store=store_after_paint)
+        self.trace = ahead if ahead is not None else LiveTrace(paths, defer_store=store_after_paint)
         self.generation = 0
         self.last_poll = 0.0
         self.last_change = time.time()
@@ -53,6 +56,11 @@ class LiveSource:
         self._lock = threading.Lock()
         self._workspace: Workspace | None = None
         self.prefetched = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether the first read has ended (a snapshot exists): :meth:`workspace` will not wait for it."""
+        return self._workspace is not None
 
     def workspace(self, poll: bool = True) -> Workspace:
         """The current snapshot; reads what is new first unless paused (or read just now)."""

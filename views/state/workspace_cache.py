@@ -278,7 +278,9 @@ class Activity:
                 self._cond.wait(max(0.01, min(wait, deadline - now)))
 
 
-QUIET_SECONDS = 1.0  # no page run for this long: the first paint is drawn and the visitor's first click has started
+# No page run for this long: the first paint is drawn (the browser draws for a while after the page
+# run ends: with 1 s the write was seen starting before a 5,000-call paint was complete, under load)
+QUIET_SECONDS = 3.0
 MAX_PAUSE_SECONDS = 30.0  # background work waits at most this long per step for the pages (never starves)
 BACKGROUND_NICE = 10  # the background thread's niceness (Linux: per thread)
 

@@ -1,0 +1,217 @@
+"""One record read from its place in a file, without reading the rest: what a deep link to a trace
+not yet loaded shows first (docs/user-guide.md "Deep links").
+
+A call's id is a field of its record (``call_id``, ``id`` or ``node_id``; else its line number) and
+its rollout is another field (``session_id``...), so which line holds a given call cannot be known
+without reading every line before it. A link therefore carries the file and the line of the call
+(the app writes them); :func:`read_calls_at` reads that one line and converts it with the loader's
+own per-line path (:func:`rollout_graph.ingest.reading.parse_line` then
+:func:`rollout_graph.ingest.formats.parse_value`), so the calls are the ones a whole load gives for
+that line, field for field (``tests/test_one_call.py`` checks it on every bundled sample and on odd
+inputs). Two things only a whole load knows are not applied: a node id taken earlier in the same
+rollout is renamed by the load (``id~file:line``), and messages are shared across calls (the same
+text, one copy). :func:`find_call` accepts the renamed id.
+
+On a plain file the line is found by counting newlines in 8 MB blocks (memchr speed; never a
+memory map, which a file truncated under it turns into a crash) and only that line is parsed. A
+compressed file, a pretty-printed JSON document or an array (whose "lines" are items) is read with
+the loader's own reader up to that line instead: the same values, only slower.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.formats import RecordError, parse_value
+from rollout_graph.ingest.id_arrays import IdArrayCutter
+from rollout_graph.ingest.limits import LimitExceeded, Limits, using
+from rollout_graph.ingest.loading import rollout_name
+from rollout_graph.ingest.reading import (
+    _GZIP_MAGIC,
+    _NON_BLANK,
+    _ZSTD_MAGIC,
+    _ZSTD_SKIPPABLE,
+    RawValue,
+    Source,
+    parse_line,
+    read_values,
+)
+from rollout_graph.ingest.typed import FileRef
+
+_BLOCK = 8 << 20  # bytes read at a time (never a memory map: a file truncated under one kills the process)
+
+
+def _line_start(f: BinaryIO, line: int) -> int | None:
+    """Where line ``line`` (1-based) of the open plain file starts, counting newlines block by
+    block (memchr speed); None when the file has fewer lines."""
+    f.seek(0)
+    offset, seen, need = 0, 0, line - 1
+    while seen < need:
+        block = f.read(_BLOCK)
+        if not block:
+            return None
+        n = block.count(b"\n")
+        if seen + n >= need:
+            at = -1
+            for _ in range(need - seen):
+                at = block.find(b"\n", at + 1)
+            return offset + at + 1
+        seen += n
+        offset += len(block)
+    return 0
+
+
+def _record_at(f: BinaryIO, pos: int, limit: int) -> tuple[int, int, bytes | None] | None:
+    """(start, end, bytes) of the record on the line starting at ``pos``: from its first non-blank
+    byte to its newline (or the end), as the loader's splitter cuts them; bytes None when longer
+    than ``limit`` (never held whole); None when that line is blank or past the end."""
+    f.seek(pos)
+    parts: list[bytes] = []
+    start = -1
+    held = 0
+    too_long = False
+    at = pos
+    while True:
+        block = f.read(_BLOCK)
+        if not block:
+            end = at
+            break
+        nl = block.find(b"\n")
+        piece = block if nl < 0 else block[:nl]
+        if start < 0:
+            m = _NON_BLANK.search(piece)
+            if m is not None:
+                start = at + m.start()
+                piece = piece[m.start() :]
+        if start >= 0 and not too_long:
+            held += len(piece)
+            too_long = held > limit
+            if too_long:
+                parts.clear()
+            else:
+                parts.append(piece)
+        if nl >= 0:
+            end = at + nl
+            break
+        at += len(block)
+    if start < 0:
+        return None
+    return start, end, None if too_long else b"".join(parts)
+
+
+def _compressed_or_binary(path: str) -> bool:
+    from rollout_graph.ingest.formats import binary_files
+
+    if binary_files.is_binary(path):
+        return True
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return (
+        head.startswith(_GZIP_MAGIC)
+        or head.startswith(_ZSTD_MAGIC)
+        or (len(head) == 4 and head[0] & 0xF0 == 0x50 and head[1:] == _ZSTD_SKIPPABLE)
+    )
+
+
+def _values_at(source: Source, line: int, limits: Limits) -> RawValue | None:
+    """The loader's own reader, up to ``line`` (compressed files, documents, arrays)."""
+    values = read_values(source, limits)
+    try:
+        for raw in values:
+            if raw.line == line:
+                return raw
+            if raw.line > line:
+                return None
+    finally:
+        values.close()
+    return None
+
+
+def _fast_value(path: str, line: int, limits: Limits) -> RawValue | None | bool:
+    """The value at ``line`` of a plain file, parsed as the loader parses it; False when the file
+    must be read the loader's way after all: its first non-blank line is not a JSON object on its
+    own (a pretty-printed document or a one-line array numbers its records differently)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return None
+        lead = _first_record(f, limits.max_line_bytes)
+        if lead is None:
+            return None
+        if lead[2] is None:
+            return False
+        probe = parse_line(1, lead[2], IdArrayCutter(), limits)
+        if not isinstance(probe.value, dict):
+            return False
+        pos = _line_start(f, line)
+        if pos is None:
+            return None
+        where = _record_at(f, pos, limits.max_line_bytes)
+        if where is None:
+            return None
+        start, end, raw = where
+        if end > limits.max_file_bytes:
+            return None  # the loader stops reading before this line
+        if raw is None:
+            return RawValue(line, error="over a limit: line longer than max_line_bytes")
+        value = parse_line(line, raw, IdArrayCutter(), limits, FileRef.of(f.fileno(), path), start)
+    if value.error and end == size:
+        return RawValue(line, error=f"incomplete last line (no newline yet): {value.error}", pending=True)
+    return value
+
+
+def _first_record(f: BinaryIO, limit: int) -> tuple[int, int, bytes | None] | None:
+    """The file's first non-blank line, as :func:`_record_at` gives it (blank lines skipped)."""
+    pos = 0
+    f.seek(0)
+    while True:
+        block = f.read(_BLOCK)
+        if not block:
+            return None
+        m = _NON_BLANK.search(block)
+        if m is not None:
+            pos += m.start()
+            return _record_at(f, pos, limit)
+        pos += len(block)
+
+
+def read_calls_at(source: Source, line: int, limits: Limits | None = None) -> list[Call]:
+    """The calls the loader makes of the record at ``line`` (1-based) of ``source``: usually one;
+    several for a rollout document or a record with several choices; none when that line holds no
+    record, is skipped by the loader (the reason is then in the whole load's report) or the file
+    cannot be read. Never raises on bad input.
+    """
+    limits = limits or Limits()
+    if line < 1:
+        return []
+    try:
+        with using(limits):
+            raw: RawValue | None | bool = False
+            if source.path is not None and not _compressed_or_binary(source.path):
+                raw = _fast_value(source.path, line, limits)
+            if raw is False:
+                raw = _values_at(source, line, limits)
+            if not isinstance(raw, RawValue) or raw.error is not None or raw.pending:
+                return []
+            return parse_value(raw, source.name, rollout_name(source.name)).calls
+    except (OSError, ValueError, RecordError, LimitExceeded, RecursionError, MemoryError):
+        return []
+    except Exception:  # noqa: BLE001 - an untrusted record must never raise here either
+        return []
+
+
+def find_call(calls: list[Call], session_id: str, node_id: str) -> Call | None:
+    """The call of ``calls`` a link names: same rollout, and the same node id or the name a whole
+    load gives it when that id was taken earlier in its rollout (``id~file:line``)."""
+    for call in calls:
+        if call.session_id != session_id:
+            continue
+        if call.node_id == node_id:
+            return call
+        renamed = f"{call.node_id}~{Path(call.source).name}:{call.line}"
+        if node_id == renamed or node_id.startswith(renamed + "#"):
+            return call
+    return None

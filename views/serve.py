@@ -1,0 +1,78 @@
+"""The server ``rollout-graph view`` starts: ``streamlit run`` in this process, with the first page's
+slow parts started as the server starts instead of when the first visitor arrives.
+
+``python views/serve.py run APP [STREAMLIT FLAGS] -- [PATH ...]`` (graph/cli/view.py builds it):
+
+- the command-line traces' first read (and the analysis of every rollout) starts on a thread at
+  once (:func:`rollout_graph.live.trace.read_ahead`); the first page takes it from there instead
+  of starting it, so the read runs while the server starts and the browser loads the page;
+- the first page's imports and Streamlit's once-per-server work run on another thread once the
+  server's runtime exists (views/state/warm.py).
+
+The cache entry of a first read is written after the first visitor's first paint, as before
+(views/state/sources.py ``store_after_paint``). ``streamlit run app.py -- PATH`` still works and
+reads the traces when the first page runs (docs/performance.md "The app's first paint").
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+def trace_paths(argv: list[str]) -> list[str]:
+    """The paths after ``--`` (the app's own arguments)."""
+    return argv[argv.index("--") + 1 :] if "--" in argv else []
+
+
+def read_ahead(paths: list[str]) -> bool:
+    """Start the first read of the command-line traces now; a training run's folder opens on the
+    Run page and is not read whole (views/app.py). Whether a read was started."""
+    from rollout_graph.live.trace import read_ahead as start
+    from rollout_graph.reports.run import looks_like_run
+
+    if not paths or looks_like_run(paths):
+        return False
+    start(paths)
+    return True
+
+
+def warm_when_running(timeout: float = 60.0) -> threading.Thread:
+    """Run views/state/warm.py ``warm`` on a thread once the server's runtime exists (the app's
+    caches and components are set up against it)."""
+
+    def run() -> None:
+        from streamlit import runtime
+
+        deadline = time.monotonic() + timeout
+        while not runtime.exists():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        try:
+            from rollout_graph.ui.state.warm import warm
+
+            warm()
+        except Exception:  # noqa: BLE001 - warming is an optimisation: the first page run does it otherwise
+            pass
+
+    thread = threading.Thread(target=run, name="rg-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: list[str]) -> None:
+    # Streamlit and pandas are imported to the end first: plotly (which Streamlit sets up on import)
+    # looks pandas up in sys.modules, and the read's thread may be importing it (pyarrow does).
+    import pandas  # noqa: F401
+    from streamlit.web.cli import main as streamlit_main
+
+    read_ahead(trace_paths(argv))
+    warm_when_running()
+    sys.argv = ["streamlit", *argv]
+    streamlit_main(prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

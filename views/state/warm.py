@@ -1,0 +1,78 @@
+"""What the first visitor's page run would do once per server, done when the server starts.
+
+``rollout-graph view`` calls :func:`warm` (through the app module's ``warm``, found by the
+``rollout_graph.apps`` entry point) on a thread while the server starts, beside the first read of
+the command-line traces: the explorer page's imports (its panels, plotly), Streamlit's emoji
+catalogue (the page icon is checked against it on the first ``set_page_config``) and Streamlit's
+one-off "is this a REPL" check (``inspect.stack()`` over the page run's deep stack, reading the
+source file of every frame). Measured in the server's profile of a first paint: together about a
+second of the first page run on this 2-core machine (docs/performance.md "The app's first paint").
+Nothing here draws or reads a trace; a failure leaves the work to the first page run.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import types
+from pathlib import Path
+
+SCREENS = Path(__file__).resolve().parent.parent / "screens"
+FIRST_PAGE = "explorer.py"  # the page a visitor opens first (views/app.py)
+
+
+def page_imports(script: Path) -> list[tuple[str, list[str]]]:
+    """The modules a page script imports at its top level: ``(module, names imported from it)``."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.parse(script.read_text(encoding="utf-8"), str(script)).body:
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.module, [alias.name for alias in node.names]))
+    return found
+
+
+def declares_component(module_name: str) -> bool:
+    """Whether the module declares a Streamlit component when imported: Streamlit registers one
+    only inside a page run (outside, the page would wait for its code), so such a module is left
+    to the first page run."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return False
+    return "declare_component" in Path(spec.origin).read_text(encoding="utf-8")
+
+
+def import_page(script: Path) -> list[str]:
+    """Import what the page imports (a name that is a submodule, such as a panel, included), but
+    modules that declare a component; returns the modules imported."""
+    done = []
+    for module_name, names in page_imports(script):
+        if declares_component(module_name):
+            continue
+        module = importlib.import_module(module_name)
+        done.append(module_name)
+        for name in names:
+            full = f"{module_name}.{name}"
+            if hasattr(module, name) and not isinstance(getattr(module, name), types.ModuleType):
+                continue  # a name the module defines
+            try:
+                if declares_component(full):
+                    continue
+            except ModuleNotFoundError:  # not a submodule
+                continue
+            importlib.import_module(full)
+            done.append(full)
+    return done
+
+
+def warm() -> None:
+    """The first page run's once-per-server work, done now (see the module's docstring)."""
+    import plotly.graph_objects  # noqa: F401 - views/app.py draws its first chart with it
+    from streamlit import delta_generator
+    from streamlit.emojis import ALL_EMOJIS  # noqa: F401 - the catalogue set_page_config checks
+
+    import_page(SCREENS / FIRST_PAGE)
+    # Streamlit's warning for a script run without `streamlit run` walks the whole stack of the
+    # first element's page run; this server is `streamlit run`, so the warning never applies.
+    delta_generator._use_warning_has_been_displayed = True
