@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -117,6 +118,45 @@ def browser_page(width: int = 1500, height: int = 1100):
 DAG_JS = """const dag = () => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls' && g.offsetParent !== null);
 """
+# What the DAG client rings (views/panels/dag_client): its layout shapes named ``name``
+# ("rg-ring-selected" or "rg-ring-hit"), each as the call drawn at its point (arrival index), or as
+# "chain:<key>" for the handle of a collapsed chain, or -1 when nothing is drawn there.
+_RINGS_FN = """(name) => { const gd = dag(), calls = gd._fullData[1], chains = gd._fullData[2];
+    const at = (t, s) => { for (let i = 0; i < t.x.length; i++)
+        if (t.x[i] === s.xanchor && t.y[i] === s.yanchor) return i; return -1; };
+    return (gd._fullLayout.shapes || []).filter(s => s.name === name).map(s => {
+        const k = at(calls, s); if (k >= 0) return calls.customdata[k];
+        const c = at(chains, s); return c >= 0 ? 'chain:' + chains.customdata[c] : -1; }); }"""
+RINGS_JS = DAG_JS + _RINGS_FN
+
+
+def rings(page, name: str = "rg-ring-selected") -> list:
+    """The calls (or "chain:<key>") the DAG rings now: ``RINGS_JS``."""
+    return page.evaluate(RINGS_JS, name)
+
+
+def wait_rings(page, expected: list, name: str = "rg-ring-selected", timeout: float = 30_000) -> None:
+    """Until the DAG rings exactly ``expected``, in any order (the client rings a moment after the
+    run's data arrives); the assertion names what it rings instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            DAG_JS + f"(a) => {{ const f = {_RINGS_FN}; return JSON.stringify(f(a[0]).map(String).sort()) === a[1]; }}",
+            arg=[name, json.dumps(sorted(str(e) for e in expected), separators=(",", ":"))],
+            timeout=timeout,
+        )
+    except PlaywrightTimeout:
+        raise AssertionError(f"the DAG rings {rings(page, name)}, not {expected}") from None
+
+
+def boxed(page) -> list[str]:
+    """The text of the DAG's boxed id (the label of the selected call's box shape), as plotly holds it."""
+    return page.evaluate(
+        DAG_JS + "() => (dag()._fullLayout.shapes || []).filter(s => s.name === 'rg-ring-box').map(s => s.label.text)"
+    )
+
+
 # The page is ready: the script has finished running, the DAG is drawn and every element is (no
 # skeleton left while an element's code loads: the chart's code is loaded first, so the DAG can be
 # drawn before the widgets above it, and shown elements can be hidden again while one loads).

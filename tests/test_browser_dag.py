@@ -195,9 +195,8 @@ def test_deep_link_opens_the_call_labelled_and_centred(big_app):
             DAG_JS
             + """() => {
                 const gd = dag(), lay = gd._fullLayout;
-                const boxed = lay.annotations.filter(a => a.bordercolor && a.bordercolor !== 'rgba(0,0,0,0)');
-                const a = boxed[0], xr = lay.xaxis.range;
-                return [a ? a.text : null, a ? Math.abs((a.x - xr[0]) / (xr[1] - xr[0]) - 0.5) < 0.1 : false];
+                const a = (lay.shapes || []).filter(s => s.name === 'rg-ring-box')[0], xr = lay.xaxis.range;
+                return [a ? a.label.text : null, a ? Math.abs((a.xanchor - xr[0]) / (xr[1] - xr[0]) - 0.5) < 0.1 : false];
             }"""
         )
         assert label == "<b>c2510</b>" and centred
@@ -375,21 +374,27 @@ def test_with_signals_the_toolbar_stays_one_row_and_the_detail_pane_offers_calls
         wait_title(page, node_id)
         assert page.locator(".rg-node-title").first.bounding_box()["y"] < 900
         assert page.evaluate(TOOLBAR_JS)["height"] < 60  # a selection does not wrap it either
-        # the selected call's boxed id covers no other label
+        # the selected call's boxed id covers no other label: a label under the box is hidden whole,
+        # under a white shape (the box, or the cover drawn over a label the box would overlap)
         covered = page.evaluate(
             DAG_JS
-            + """() => {
-                const gd = dag(), a = Array.from(gd.querySelectorAll('.annotation')).find(e => e.textContent.trim() === '"""
-            + node_id
-            + """');
-                if (!a) return ['no box'];
-                const b = a.getBoundingClientRect();
+            + """(id) => {
+                const gd = dag();
+                const t = Array.from(gd.querySelectorAll('.shape-label-text')).find(e => e.textContent.trim() === id);
+                if (!t) return ['no box'];
+                const b = t.closest('.shape-group').querySelector('path').getBoundingClientRect();
+                const white = Array.from(gd.querySelectorAll('.shape-group path')).filter(p =>
+                    getComputedStyle(p).fill.replace(/ /g, '') === 'rgb(255,255,255)' && p.style.fillOpacity === '1')
+                    .map(p => p.getBoundingClientRect());
+                const inside = (r, w) => r.left >= w.left - 2 && r.right <= w.right + 2 && r.top >= w.top - 2 && r.bottom <= w.bottom + 2;
                 return Array.from(gd.querySelectorAll('.textpoint text')).filter(t => {
                     const r = t.getBoundingClientRect(), fill = getComputedStyle(t).fill;
                     if (!fill || fill === 'none' || fill.replace(/ /g, '') === 'rgba(0,0,0,0)') return false;  // hidden ids
-                    return t.textContent && r.width && r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom;
+                    const over = t.textContent && r.width && r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom;
+                    return over && !white.some(w => inside(r, w));
                 }).map(t => t.textContent);
-            }"""
+            }""",
+            node_id,
         )
         assert covered == [], covered
         screenshot(page, "dag-signals-selected")

@@ -15,11 +15,14 @@ from tests.browser import (
     DAG_JS,
     DOCS_IMAGES,
     ROOT,
+    boxed,
     browser_page,
     node_position,
     require_chromium,
+    rings,
     running_app,
     wait_ready,
+    wait_rings,
     wait_url,
 )
 
@@ -51,19 +54,8 @@ def dag_box(page) -> dict:
 
 
 def ringed(page) -> list[int]:
-    """The calls the DAG rings as selected (the 'selected' trace's points, as arrival indices)."""
-    return page.evaluate(
-        DAG_JS
-        + """() => {
-            const gd = dag(), calls = gd._fullData[1], ring = gd._fullData.find(t => t.name === 'selected');
-            if (!ring) return [];
-            return Array.from(ring.x).map((x, k) => {
-                for (let i = 0; i < calls.x.length; i++)
-                    if (calls.x[i] === x && calls.y[i] === ring.y[k]) return calls.customdata[i];
-                return -1;
-            });
-        }"""
-    )
+    """The calls the DAG rings as selected (the DAG client's ring, as arrival indices)."""
+    return rings(page)
 
 
 def faded(page) -> list[str]:
@@ -90,19 +82,16 @@ def click_call(page, index: int) -> str:
     x, y = node_position(page, index)
     page.mouse.click(x, y)
     page.wait_for_function(
-        DAG_JS + f"() => !!dag() && dag()._fullData.some(t => t.name === 'selected') && "
+        DAG_JS + "() => !!dag() && (dag()._fullLayout.shapes || []).some(s => s.name === 'rg-ring-selected') && "
         f"(document.querySelector('.rg-node-title') || {{}}).innerText?.includes('arrival #{index}')",
         timeout=30_000,
     )
     wait_ready(page)
     title = page.locator(".rg-node-title").first
     node_id = title.inner_text().split()[0]
-    assert ringed(page) == [index]  # ringed in the DAG ...
+    wait_rings(page, [index])  # ringed in the DAG ...
     assert faded(page) == []  # ... and nothing else fades
-    labels = page.evaluate(
-        DAG_JS + "() => (dag()._fullLayout.annotations || []).filter(a => a.name === 'selected').map(a => a.text)"
-    )
-    assert labels == [f"<b>{node_id}</b>"]  # its id boxed above it, and no other box
+    assert boxed(page) == [f"<b>{node_id}</b>"]  # its id boxed above it, and no other box
     box = title.bounding_box()
     after = dag_box(page)
     assert box["x"] > after["right"] - 5, (box, after)  # beside the DAG, not below it
@@ -144,7 +133,8 @@ def test_deep_link_selects_the_same_way(samples_app):
         wait_ready(page)
         page.wait_for_selector(".rg-node-title", timeout=30_000)
         assert page.locator(".rg-node-title").first.inner_text().startswith("c19")
-        assert ringed(page) == [18] and faded(page) == []
+        wait_rings(page, [18])
+        assert faded(page) == []
         box, dag = page.locator(".rg-node-title").first.bounding_box(), dag_box(page)
         assert box["x"] > dag["right"] - 5 and box["y"] < HEIGHT
         assert click_call(page, 6) == "c07"  # a click after a deep link moves the ring and the box

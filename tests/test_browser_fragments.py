@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import DAG_JS, browser_page, require_chromium, running_app, wait_ready
+from tests.browser import DAG_JS, browser_page, require_chromium, running_app, wait_ready, wait_rings
 from tests.test_browser_nav import SESSION, open_call, press, settled, wait_call
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
@@ -46,9 +46,9 @@ def dag_view(page) -> dict:
     return page.evaluate(
         DAG_JS
         + """() => { const gd = dag(); const calls = gd._fullData[1];
-            const ring = gd._fullData.find(t => t.name === 'selected');
+            const ring = (gd._fullLayout.shapes || []).find(s => s.name === 'rg-ring-selected');
             return {uirevision: gd.layout.uirevision, x: Array.from(calls.x), y: Array.from(calls.y),
-                    ids: Array.from(calls.customdata || []), ring: ring ? [ring.x[0], ring.y[0]] : null}; }"""
+                    ids: Array.from(calls.customdata || []), ring: ring ? [ring.xanchor, ring.yanchor] : null}; }"""
     )
 
 
@@ -59,6 +59,7 @@ def test_a_key_step_reruns_only_the_selection_view(samples_app):
         before = dag_view(page)
         frames.take()
         press(page, "j", "c06")
+        wait_rings(page, [5])
         sent = frames.take()
         assert b"c06" in sent  # the new call's detail was sent
         for text in OUTSIDE:

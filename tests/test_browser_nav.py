@@ -8,13 +8,16 @@ import pytest
 
 from tests.browser import (
     DAG_JS,
+    boxed,
     browser_page,
     click_until,
     node_position,
     require_chromium,
+    rings,
     running_app,
     screenshot,
     wait_ready,
+    wait_rings,
     wait_url,
 )
 
@@ -86,11 +89,12 @@ def test_search_hit_opens_the_call_at_the_token(samples_app):
         assert "KeyError" in marked.first.inner_text()
         assert marked.first.get_attribute("data-i") == "177"  # a root: its context span is its prompt
         # the hits are ringed in the DAG: one ring per matching call
-        rings = page.evaluate(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => g._fullData || [])"
-            ".flat().filter(t => t.name === 'highlighted').map(t => t.x.length)"
+        page.wait_for_function(
+            DAG_JS + "() => (dag()._fullLayout.shapes || []).filter(s => s.name === 'rg-ring-hit').length >= 2",
+            timeout=30_000,
         )
-        assert rings and rings[0] >= 2
+        hits = rings(page, "rg-ring-hit")
+        assert 1 in hits  # c01 (arrival #1)
 
 
 def test_keyboard_only_walk(samples_app):
@@ -151,12 +155,8 @@ def test_timeline_click_selects_the_call(samples_app):
         settled(page)
         wait_url(page, "node=c07")
         # the DAG follows: c07 is the selected call there (ringed, its id boxed)
-        boxed = page.evaluate(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(g => g._fullData"
-            " && g._fullData.some(t => t.name === 'selected')).flatMap(g => (g._fullLayout.annotations || [])"
-            ".filter(a => a.name === 'selected').map(a => a.text))"
-        )
-        assert boxed == ["<b>c07</b>"]
+        wait_rings(page, [6])
+        assert boxed(page) == ["<b>c07</b>"]
         page.get_by_text("Timeline: calls over wall time").scroll_into_view_if_needed()
         screenshot(page, "timeline", docs=True)
 

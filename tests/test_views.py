@@ -74,8 +74,12 @@ def test_dag_figure_changes_only_with_an_outside_highlight():
     assert list(plain.data[1].selectedpoints) == [] == list(lit.data[1].selectedpoints)
     assert plain.to_json() == dag_figure(r).to_json()  # nothing but the options changes the figure
     assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
-    boxed = [a for a in lit.layout.annotations if a.bordercolor]
-    assert [a.text for a in boxed] == ["<b>n1</b>"] and not [a for a in plain.layout.annotations if a.bordercolor]
+    # boxed by the shapes the browser moves when another call is selected (views/panels/dag_client)
+    boxed = [sh for sh in lit.layout.shapes if sh.name == "rg-ring-box"]
+    assert [sh.label.text for sh in boxed] == ["<b>n1</b>"] and not [
+        sh for sh in plain.layout.shapes if sh.name == "rg-ring-box"
+    ]
+    assert (boxed[0].xanchor, boxed[0].yanchor) == (lit.data[1].x[1], lit.data[1].y[1])
     assert line_segments(plain, "edges") == [((0, 0), (1, 0))]  # one edge: one segment of one path
 
 

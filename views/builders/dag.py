@@ -26,7 +26,7 @@ Keyword arguments (all optional, neutral defaults, so callers keep working as op
 new options should follow the same rule and take call indices as sets):
 
 - ``highlight``: a call chosen outside the chart (deep link, finding, picker, tour): selected,
-  labelled with an arrow, and the view is centred on it;
+  ringed with its id boxed (``selection_shapes``), and the view is centred on it;
 - ``collapse``: draw linear chains as segments (``rollout_graph.analysis.chains``);
 - ``expanded``: keys of chains to draw call by call;
 - ``focus``: a call whose subtree (exact descendants and near-miss continuations) is the only part drawn;
@@ -40,8 +40,13 @@ new options should follow the same rule and take call indices as sets):
   (``mismatch.call_shares``, 0 pale .. 1 dark red; calls without compared tokens neutral grey)
   instead of by role, and name it in the hover (``shares_label``: the correction's label).
 
-``mark_selected(figure, index, node_id)`` rings the selected call and boxes its id (a trace
-``selected`` after the others) without moving the view.
+``dag_drawing`` returns the figure and its ``Targets`` (each call's point, or its collapsed
+chain's handle); ``rings(figure, targets, rollout, selected, ringed)`` builds what the browser
+draws over the unchanged figure (views/panels/dag_client): the selected call's ring and boxed id
+and the search hits' rings, as pixel-sized layout shapes named ``rg-ring-...``. A call chosen
+outside the chart (``highlight``) is boxed with the same shapes in the figure itself.
+``mark_selected(figure, index, node_id)`` draws a selection into a figure instead (a trace
+``selected`` and an annotation), without moving the view; the app does not use it.
 
 The figure depends only on these arguments, never on clicks made in the chart itself, so it
 stays identical across reruns and plotly keeps its own selection, zoom and pan. Labels are placed
@@ -455,6 +460,19 @@ def _place_labels(
     return labels, hidden_ids
 
 
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """Where a ring for a call goes in a figure: ``nodes``, each drawn call's point; ``chains``,
+    each call folded into a drawn collapsed chain -> that chain's handle (its middle)."""
+
+    nodes: dict[int, tuple[float, float]]
+    chains: dict[int, tuple[float, float]]
+
+    def point(self, index: int) -> tuple[float, float] | None:
+        """The call's own point, else its chain's handle, else None (not drawn: outside a focus)."""
+        return self.nodes.get(index) or self.chains.get(index)
+
+
 def dag_figure(
     rollout: Rollout,
     highlight: int | None = None,
@@ -471,6 +489,29 @@ def dag_figure(
     shares_label: str = "",
 ) -> go.Figure:
     """The DAG figure (see the module docstring for the traces and the keyword arguments)."""
+    return dag_drawing(
+        rollout, highlight, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep,
+        dimmed=dimmed, highlighted=highlighted, fit_all=fit_all, shares=shares, shares_label=shares_label,
+    )[0]  # fmt: skip
+
+
+def dag_drawing(
+    rollout: Rollout,
+    highlight: int | None = None,
+    *,
+    near_misses: bool = False,
+    collapse: bool = True,
+    expanded: Collection[int] = (),
+    focus: int | None = None,
+    keep: Collection[int] = (),
+    dimmed: Collection[int] = (),
+    highlighted: Collection[int] = (),
+    fit_all: bool = False,
+    shares: Mapping[int, float] | None = None,
+    shares_label: str = "",
+) -> tuple[go.Figure, Targets]:
+    """The DAG figure and where each call's ring goes in it (:class:`Targets`, for the rings the
+    browser draws: :func:`rings`)."""
     keep = set(keep) | set(highlighted) | ({highlight} if highlight is not None else set())
     view = dag_view(rollout, near_misses=near_misses, collapse=collapse, expanded=expanded, focus=focus, keep=keep)
     vis = view.visible
@@ -627,18 +668,18 @@ def dag_figure(
         if trace.name not in SKELETON:
             trace.xaxis = MARKS_AXIS
             trace.marker.maxdisplayed = _cull(trace)
-    annotations = (
-        []
-        if centre is None or highlight is None
-        else [_selected_label(float(x[centre]), float(y[centre]), ids[highlight])]
-    )
+    annotations: list = []
+    if centre is not None and highlight is not None:  # boxed as the browser boxes a selection (rings)
+        shapes += selection_shapes(float(x[centre]), float(y[centre]), ids[highlight])
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
     fig.update_layout(
         _layout(rollout.session_id, highlight, focus, fit_all, annotations, shapes, height, xr, yr, overview)
     )
-    return fig
+    nodes = {v: (float(x[k]), float(y[k])) for k, v in enumerate(vis)}
+    folded = {call: (float(mx[k]), float(my[k])) for k, chain in enumerate(drawn_chains) for call in chain.calls}
+    return fig, Targets(nodes, folded)
 
 
 def _selected_label(x: float, y: float, node_id: str) -> dict:
@@ -664,10 +705,11 @@ def drawn_point(fig: go.Figure, index: int) -> tuple[float, float] | None:
 
 
 def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
-    """Ring the selected call ``index`` (arrival index) and box its id above it, in place. A call
-    chosen outside the chart is already boxed by :func:`dag_figure`; a click in the chart is ringed
-    here without moving the view (the figure's ``uirevision`` is unchanged, so plotly keeps its
-    zoom and pan). Nothing else changes: no other call fades."""
+    """Ring the selected call ``index`` (arrival index) and box its id above it, in place: a figure
+    with the selection drawn in (a trace and an annotation; the box of a call chosen outside the
+    chart goes), without moving the view (``uirevision`` unchanged). The app does not send such a
+    figure: the browser draws :func:`rings` over the unchanged one. Nothing else changes: no other
+    call fades."""
     point = drawn_point(fig, index)
     if point is None:
         return fig
@@ -680,21 +722,21 @@ def mark_selected(fig: go.Figure, index: int, node_id: str) -> go.Figure:
         )
     )  # fmt: skip
     # one box: the selected call's (a call chosen earlier outside the chart was boxed by dag_figure)
+    fig.layout.shapes = [sh for sh in fig.layout.shapes if not (sh.name or "").startswith(RING)]
     others = [a for a in fig.layout.annotations if getattr(a, "name", None) != "selected"]
     fig.layout.annotations = [*others, _selected_label(x, y, node_id)]
     _clear_labels_under_box(fig, x, y, node_id)
     return fig
 
 
-def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
-    """Leave out the labels the selected call's box would cover in the default view (its own
-    plain label and any neighbour's it collides with; hover still shows their ids), so the boxed
-    id never overlaps a neighbour's label. Labels placed by :func:`dag_figure` for a call chosen
-    outside the chart already kept clear of its box."""
+def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[int]:
+    """The points of the labels trace the selected call's box (at ``x``, ``y``) would cover in the
+    default view: its own plain label and any neighbour's it collides with. Labels placed by
+    :func:`dag_figure` for a call chosen outside the chart already kept clear of its box."""
     labels = next((t for t in fig.data if t.name == "labels"), None)
     xr, yr, height = fig.layout.xaxis.range, fig.layout.yaxis.range, fig.layout.height
     if labels is None or labels.x is None or not len(labels.x) or xr is None or yr is None or height is None:
-        return
+        return []
     sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (height - 120) / (yr[1] - yr[0])
 
     def px(xv: float, yv: float) -> tuple[float, float]:
@@ -710,9 +752,112 @@ def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) ->
         a0, b0, a1, b1 = _label_box(*px(lx, ly), text, side)
         own = lx == x and ly == y
         keep.append(not own and not (a0 < box[2] and box[0] < a1 and b0 < box[3] and box[1] < b1))
-    if all(keep):
+    return [k for k, ok in enumerate(keep) if not ok]
+
+
+RING = "rg-ring-"  # the names of the shapes that ring calls start with this (the browser replaces them)
+RING_SELECTED, RING_BOX, RING_STEM, RING_COVER, RING_HIT = (
+    f"{RING}{part}" for part in ("selected", "box", "stem", "cover", "hit")
+)
+SELECTED_R = 11.5  # px: the selected call's ring (radius), over a 10-13 px marker
+HIT_R = 10.5
+
+
+def _at(x: float, y: float, **shape) -> dict:
+    """A shape anchored at data point (x, y), sized in px from it (y up): the same at any zoom."""
+    return {"xref": "x", "yref": "y", "xsizemode": "pixel", "ysizemode": "pixel", "xanchor": x, "yanchor": y,
+            "layer": "above", **shape}  # fmt: skip
+
+
+def selection_shapes(x: float, y: float, node_id: str, covers: Collection[tuple[float, float, Box]] = ()) -> list[dict]:
+    """The selected call at (x, y) as layout shapes: a thick dark ring, its id boxed 20-40 px above
+    it on a stem (a white box whose label is the id, escaped for plotly), and a white cover over
+    each label in ``covers`` ((x, y, box in px around that label's point, y down): the labels the box
+    would overlap, its own plain label among them). Shapes, not an annotation and a trace: moving
+    them is one cheap ``Plotly.relayout`` of the shapes (an annotation or a restyle makes plotly
+    draw the whole chart again; docs/performance.md)."""
+    w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
+    out = [
+        _at(lx, ly, type="rect", name=RING_COVER, x0=a0 - 1, x1=a1 + 1, y0=-b1 - 1, y1=-b0 + 1,
+            line={"width": 0}, fillcolor="#ffffff")
+        for lx, ly, (a0, b0, a1, b1) in covers
+    ]  # fmt: skip
+    out += [
+        _at(x, y, type="line", name=RING_STEM, x0=0, x1=0, y0=SELECTED_R + 1, y1=20,
+            line={"color": SELECTED_RING, "width": 1}),
+        _at(x, y, type="rect", name=RING_BOX, x0=-w / 2, x1=w / 2, y0=20, y1=40, fillcolor="#ffffff",
+            line={"color": SELECTED_RING, "width": 1},
+            label={"text": f"<b>{_label(node_id)}</b>", "font": {"size": 12, "color": SELECTED_RING},
+                   "textposition": "middle center"}),
+        _at(x, y, type="circle", name=RING_SELECTED, x0=-SELECTED_R, x1=SELECTED_R, y0=-SELECTED_R,
+            y1=SELECTED_R, line={"color": SELECTED_RING, "width": 3}, fillcolor="rgba(0,0,0,0)"),
+    ]  # fmt: skip
+    return out
+
+
+def hit_shapes(points: Collection[tuple[float, float]]) -> list[dict]:
+    """A red ring (a search hit, a findings group) on each point."""
+    return [
+        _at(px, py, type="circle", name=RING_HIT, x0=-HIT_R, x1=HIT_R, y0=-HIT_R, y1=HIT_R,
+            line={"color": HIGHLIGHT_RING, "width": 2.5}, fillcolor="rgba(0,0,0,0)")
+        for px, py in points
+    ]  # fmt: skip
+
+
+def rings(
+    fig: go.Figure, targets: Targets, rollout: Rollout, selected: int | None, ringed: Collection[int] = ()
+) -> dict:
+    """What the browser draws over an unchanged figure (views/panels/dag_client): ``shapes``, the
+    rings of ``ringed`` (search hits, a findings group: on the call's own point, or on the handle
+    of the collapsed chain it is folded into, one ring per chain), then the selected call's ring
+    and boxed id (:func:`selection_shapes`, with covers over the labels its box would overlap).
+    The browser puts them in place of the figure's own ``rg-ring-`` shapes. JSON data only: the
+    one text, the call's id, is escaped for plotly (rollout_graph.escape); no HTML is built."""
+    points = _near_view(fig, sorted({p for i in ringed if (p := targets.point(i)) is not None}))
+    shapes = hit_shapes(points)
+    point = targets.nodes.get(selected) if selected is not None else None
+    if selected is not None and point is not None:
+        node_id = rollout.calls[selected].node_id
+        shapes += selection_shapes(point[0], point[1], node_id, _covers(fig, point[0], point[1], node_id))
+    return {"shapes": shapes}
+
+
+MAX_HIT_RINGS = 300  # hit rings drawn at most: each is a shape plotly draws on every pan (docs/user-guide.md)
+
+
+def _near_view(fig: go.Figure, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """All of ``points`` when there are few; else the ones nearest the figure's own view (its
+    x range, one view's width either side first), at most ``MAX_HIT_RINGS``: thousands of ring
+    shapes took plotly a second to draw at 5,000 calls."""
+    if len(points) <= MAX_HIT_RINGS:
+        return points
+    xr = fig.layout.xaxis.range
+    centre = (xr[0] + xr[1]) / 2 if xr is not None else 0.0
+    return sorted(sorted(points, key=lambda p: (abs(p[0] - centre), p))[:MAX_HIT_RINGS])
+
+
+def _covers(fig: go.Figure, x: float, y: float, node_id: str) -> list[tuple[float, float, Box]]:
+    labels = next((t for t in fig.data if t.name == "labels"), None)
+    covered = labels_under_box(fig, x, y, node_id)
+    if labels is None or not covered:
+        return []
+    sides = labels.textposition
+    out = []
+    for k in covered:
+        side = sides[k] if isinstance(sides, (list, tuple)) else sides
+        out.append((float(labels.x[k]), float(labels.y[k]), _label_box(0.0, 0.0, labels.text[k], side)))
+    return out
+
+
+def _clear_labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> None:
+    """Leave out the labels the selected call's box would cover (:func:`labels_under_box`; hover
+    still shows their ids), so the boxed id never overlaps a neighbour's label."""
+    covered = set(labels_under_box(fig, x, y, node_id))
+    if not covered:
         return
-    pick = [k for k, ok in enumerate(keep) if ok]
+    labels = next(t for t in fig.data if t.name == "labels")
+    sides = labels.textposition
+    pick = [k for k in range(len(labels.x)) if k not in covered]
     colours = labels.textfont.color
     labels.update(
         x=[labels.x[k] for k in pick],
@@ -747,7 +892,9 @@ def _layout(
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         dragmode="pan",
-        clickmode="event+select",
+        # a click is an event only: the browser's DAG client sends it (a plotly selection would be
+        # kept across reruns of an unchanged figure, and a second click on its point would clear it)
+        clickmode="event",
         hovermode="closest",
         hoverdistance=12,
         uirevision=f"{session_id}:{highlight}:{focus}:{'fit' if fit_all else 'window'}",

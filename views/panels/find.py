@@ -77,6 +77,17 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
     ignore_case = case_col.toggle("Ignore case", key=state.search_key(workspace_key, sid, "case"))
+    # the answer goes into one container, there with or without a search: the page keeps as many
+    # elements above the DAG, so the DAG's chart keeps its place in the page and is not mounted
+    # (and drawn by plotly) again when a search starts or ends
+    with st.container():
+        return _answer(rollout, decoder, workspace_key, text, regex, ignore_case)
+
+
+def _answer(
+    rollout: Rollout, decoder: Decoder, workspace_key: str, text: str, regex: bool, ignore_case: bool
+) -> frozenset[int]:
+    sid = rollout.session_id
     if not text:
         return frozenset()
     try:
@@ -175,6 +186,7 @@ def filter_panel(rollout: Rollout, workspace_key: str) -> frozenset[int]:
             st.markdown(f"**{int(keep.sum())} of {n} calls match**; the others are dimmed in the graph.")
         else:
             st.caption(f"No filter: all {n} calls shown. Values show how many calls have each.")
-    if wanted.active:
-        st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
+    with st.container():  # there with or without a filter: the elements above the DAG stay as many
+        if wanted.active:
+            st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
     return frozenset(int(i) for i in (~keep).nonzero()[0])

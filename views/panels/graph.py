@@ -1,23 +1,34 @@
 """The DAG panel: the figure, its legend, the click handling, chains, focus and a call picker.
 
-The chart keeps one widget key per rollout; its figure is cached on what it draws (chains
-expanded, focus, near-miss toggle, the call chosen outside the chart), never on chart clicks,
-so a click in the chart does not rebuild it.
+The chart keeps one key per rollout; its figure is cached on what it draws (chains expanded,
+focus, near-miss toggle, filters, the call chosen outside the chart), never on chart clicks, key
+steps or search hits: those are drawn in the browser over the same figure by the DAG client
+(views/panels/dag_client/index.html), which also sends the chart's clicks. Streamlit gives plotly
+the figure again only when its JSON changes, so a step redraws two shapes, not 5,000 calls.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import plotly.graph_objects as go
 import streamlit as st
+import streamlit.components.v1 as components
 
 from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, dag_figure, drawn_point, legend_html, mark_selected, subtree
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, Targets, dag_drawing, drawn_point, legend_html, rings, subtree
 from rollout_graph.ui.state.live import mark_newest
 from rollout_graph.ui.state.widgets import run_script
+
+# The browser side of the DAG: rings the selection and the search hits over an unchanged figure and
+# sends clicks (views/panels/dag_client/index.html; a static component, no build step).
+_client = components.declare_component("rg_dag_client", path=str(Path(__file__).parent / "dag_client"))
+CLIENT_BOX = "rg-dag-client"  # its container, hidden: the component draws nothing of its own
+SCROLL_NONCE = "rg_dag_scroll_nonce"  # counts the client's bring-into-view requests
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
 # the figure itself is centred on the call. Runs in the component's same-origin iframe.
@@ -35,7 +46,7 @@ function bringDag() {
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _base_figure(
+def _drawing(
     key: str,
     session_id: str,
     highlight: int | None,
@@ -46,17 +57,18 @@ def _base_figure(
     newest: int | None,
     _rollout: Rollout,
     dimmed: frozenset[int] = frozenset(),
-    highlighted: frozenset[int] = frozenset(),
     fit_all: bool = False,
     colour_by: str | None = None,
-) -> go.Figure:
-    """A pure function of the rollout and the drawing options: dimmed (filtered out) and ringed
-    (search hits, a findings group) calls; when following a live trace, the newest call is ringed
-    too. The view (its range and ``uirevision``) depends only on the call chosen outside the chart,
-    so a click keeps it in place. ``colour_by``: a correction's label, calls filled by the share of
-    their tokens it affects. Never changed: :func:`_figure` rings the selected call on a copy."""
+) -> tuple[go.Figure, Targets]:
+    """The figure sent to the browser, a pure function of the rollout and the drawing options, and
+    where each call's ring goes in it. Dimmed (filtered out) calls are veiled in it; when following
+    a live trace, the newest call is ringed in it. The selection and the search hits are not in it:
+    the browser rings them over it (views/panels/dag_client), so a key step, a click or a search
+    sends the same figure and plotly does not draw it again. The view (its range and
+    ``uirevision``) depends only on the call chosen outside the chart. ``colour_by``: a
+    correction's label, calls filled by the share of their tokens it affects."""
     shares = None if colour_by is None else mismatch.correction_shares(_rollout, colour_by)
-    figure = dag_figure(
+    figure, targets = dag_drawing(
         _rollout,
         highlight,
         near_misses=near_misses,
@@ -64,42 +76,11 @@ def _base_figure(
         expanded=expanded,
         focus=focus,
         dimmed=dimmed,
-        highlighted=highlighted,
         fit_all=fit_all,
         shares=shares,
         shares_label=colour_by or "",
     )
-    return figure if newest is None else mark_newest(figure, newest)
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _figure(
-    key: str,
-    session_id: str,
-    highlight: int | None,
-    near_misses: bool,
-    collapse: bool,
-    expanded: frozenset[int],
-    focus: int | None,
-    newest: int | None,
-    _rollout: Rollout,
-    dimmed: frozenset[int] = frozenset(),
-    highlighted: frozenset[int] = frozenset(),
-    selected: int | None = None,
-    fit_all: bool = False,
-    colour_by: str | None = None,
-) -> go.Figure:
-    """The base figure with the selected call (however it was chosen) ringed and labelled. A new
-    selection in the same view costs a copy of the base figure (0.04 s at 5,000 calls) rather than
-    building it again (0.1 to 0.5 s): a j/k step or a chart click keeps everything but the ring."""
-    base = _base_figure(
-        key, session_id, highlight, near_misses, collapse, expanded, focus, newest, _rollout, dimmed, highlighted,
-        fit_all, colour_by,
-    )  # fmt: skip
-    if selected is None:
-        return base
-    figure = go.Figure(data=base.data, layout=base.layout, _validate=False)  # a copy: the base stays as it is
-    return mark_selected(figure, selected, _rollout.calls[selected].node_id)
+    return (figure if newest is None else mark_newest(figure, newest)), targets
 
 
 ROLE = "role"
@@ -131,11 +112,10 @@ def render(
 ) -> None:
     expanded: set[int] = _per_session(state.DAG_EXPANDED, rollout, set())
     chart_key = f"dag-{workspace_key}-{rollout.session_id}"
-    # a click in the chart first (its state is known before the chart is drawn), so the toolbar,
-    # the picker and the figure of this run agree with it
-    clicked = st.session_state.get(chart_key)
-    points = clicked["selection"]["points"] if clicked and clicked.get("selection") else []
-    chain = state.chart_click(rollout, points, CALLS, CHAINS)
+    client_key = f"dag-client-{workspace_key}-{rollout.session_id}"
+    # a click in the chart first (the browser's DAG client sent it before this run), so the
+    # toolbar, the picker and the figure of this run agree with it
+    chain = clicked(rollout, st.session_state.get(client_key))
     if chain is not None:
         expanded.add(chain)
     focus_ids: dict = st.session_state.setdefault(state.DAG_FOCUS, {})
@@ -200,8 +180,8 @@ def render(
         choice = st.session_state[state.DAG_COLOUR]
         colour_by = None if choice == ROLE else choice
 
-    def draw(highlight: int | None, selected: int | None) -> go.Figure:
-        return _figure(
+    def draw(highlight: int | None) -> tuple[go.Figure, Targets]:
+        return _drawing(
             workspace_key,
             rollout.session_id,
             highlight,
@@ -212,24 +192,21 @@ def render(
             newest,
             rollout,
             frozenset(dimmed),
-            frozenset(highlighted),
-            selected,
             fit_all,
             colour_by,
         )
 
     keep = st.session_state.pop(state.KEEP_VIEW, None)
-    if current is not None and keep == rollout.calls[current].node_id and not in_view(draw(highlight, None), current):
+    figure, targets = draw(highlight)
+    if current is not None and keep == rollout.calls[current].node_id and not in_view(figure, current):
         # a key moved to a call this view does not show (off screen, or inside a collapsed chain):
-        # centre the DAG on it, as for any call chosen outside the chart
+        # centre the DAG on it, as for any call chosen outside the chart (a new figure)
         state.select_node(rollout, current)
         highlight = current
-    figure = draw(highlight, current)
+        figure, targets = draw(highlight)
     st.plotly_chart(
         figure,
         key=chart_key,
-        on_select="rerun",
-        selection_mode="points",
         width="stretch",
         # plotly's Autoscale is replaced by "Fit all" (an overview whose calls stay clickable): its
         # button is removed, and a double click resets the view instead of autoscaling it
@@ -240,6 +217,20 @@ def render(
             "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
         },
     )
+    with st.container(key=CLIENT_BOX):  # hidden by the style inside it: no gap, no height
+        st.html(
+            f"<style>.st-key-{CLIENT_BOX}, [data-testid='stLayoutWrapper']:has(> .st-key-{CLIENT_BOX}){{display:none}}</style>"
+        )
+        # a call chosen below the chart (a key step, a tour button, a finding): the client brings
+        # the DAG into view (it persists across reruns: no script frame is made for it each step)
+        scroll = _scroll_nonce() if st.session_state.pop(state.SCROLL_TO_DAG, False) else None
+        _client(
+            chart=chart_key,
+            rings=rings(figure, targets, rollout, current, highlighted),
+            scroll=scroll,
+            key=client_key,
+            default=None,
+        )
     if len(colour_options) > 1:
         st.selectbox(
             "Colour calls by", colour_options, key=state.DAG_COLOUR, format_func=_colour_name,
@@ -263,6 +254,29 @@ def render(
         on_change=_picked,  # before the next run: that run draws the chart with the call chosen
         args=(rollout, picker, current),
     )
+
+
+def _scroll_nonce() -> int:
+    n = st.session_state.get(SCROLL_NONCE, 0) + 1
+    st.session_state[SCROLL_NONCE] = n
+    return n
+
+
+def clicked(rollout: Rollout, event: object) -> int | None:
+    """Act on the DAG client's latest click (sent from the browser, so every field is checked): a
+    call's marker selects the call (ringed where it is, the view kept); a collapsed chain's handle
+    returns the chain's key (the caller expands it). Each click counts once (its nonce), so a second
+    click on the same call after a key moved away selects it again."""
+    if not isinstance(event, dict) or event.get("action") != "click":
+        return None
+    custom, curve = event.get("custom"), event.get("curve")
+    if not isinstance(custom, int) or isinstance(custom, bool) or not state.new_pick("dag-client", event.get("n")):
+        return None
+    if curve == CALLS and 0 <= custom < len(rollout.calls):
+        state.select_node(rollout, custom, from_chart=True)
+    elif curve == CHAINS and 0 <= custom < len(rollout.calls):
+        return custom
+    return None
 
 
 def in_view(figure: go.Figure, index: int) -> bool:
@@ -301,7 +315,7 @@ def _subtree(key: str, rollout: Rollout, focus: int) -> frozenset[int]:
 
 
 def bring_into_view() -> None:
-    """Scroll the page back to the DAG when a call was chosen below it (outside any fragment, so a
-    live view's periodic rerun cannot remove the script before it runs)."""
+    """Scroll the page back to the DAG when a call was chosen below it after the DAG was drawn in
+    this run (the DAG client does it for a choice made before: :func:`render` takes the request)."""
     if st.session_state.pop(state.SCROLL_TO_DAG, False):
         run_script(SCROLL_JS, "rg-script-dag")  # our own script, never trace text
