@@ -26,22 +26,11 @@ def _status() -> tuple[float, float]:
 
 
 def _written(arrays: list) -> int:
-    """Bytes of the id arenas covered by at least one view (each arena's union of intervals)."""
-    spans: dict[int, list[tuple[int, int]]] = {}
-    plain = 0
-    for arr in arrays:
-        if arr.base is None:
-            plain += arr.nbytes
-            continue
-        start = arr.__array_interface__["data"][0] - arr.base.__array_interface__["data"][0]
-        spans.setdefault(id(arr.base), []).append((start, start + arr.nbytes))
-    total = plain
-    for intervals in spans.values():
-        end = -1
-        for a, b in sorted(intervals):
-            total += max(0, b - max(a, end))
-            end = max(end, b)
-    return total
+    """Bytes of the id arenas covered by at least one view (each arena's union of intervals), plus
+    every array that is not a view of an arena: the loader's own measure (``held_bytes``)."""
+    from rollout_graph.ingest.id_arrays import held_bytes
+
+    return held_bytes(arrays)
 
 
 def main(path: str) -> None:
