@@ -156,5 +156,9 @@ def test_warming_imports_the_first_page_but_modules_that_declare_a_component():
     assert "keyboard" in imported and "graph" in imported
     # Streamlit registers a component only inside a page run: imported earlier, the page would wait
     assert warm.declares_component("rollout_graph.ui.panels.keyboard")
-    assert not warm.declares_component("rollout_graph.ui.panels.graph")
+    assert warm.declares_component("rollout_graph.ui.panels.graph")  # the DAG's browser component
     assert not warm.declares_component("rollout_graph.escape")
+    done = warm.import_page(warm.SCREENS / warm.FIRST_PAGE)
+    # neither component module is imported early, but what the DAG panel imports (its builder) is
+    assert "rollout_graph.ui.panels.graph" not in done and "rollout_graph.ui.panels.keyboard" not in done
+    assert "rollout_graph.ui.builders.dag" in done

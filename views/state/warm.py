@@ -43,12 +43,26 @@ def declares_component(module_name: str) -> bool:
     return "declare_component" in Path(spec.origin).read_text(encoding="utf-8")
 
 
-def import_page(script: Path) -> list[str]:
+def _origin(module_name: str) -> Path | None:
+    spec = importlib.util.find_spec(module_name)
+    return None if spec is None or spec.origin is None else Path(spec.origin)
+
+
+def import_page(script: Path, depth: int = 1) -> list[str]:
     """Import what the page imports (a name that is a submodule, such as a panel, included), but
-    modules that declare a component; returns the modules imported."""
-    done = []
+    modules that declare a component; of those, what they import themselves (``depth`` levels: the
+    DAG panel declares its browser component, but plotly and the DAG builder it imports are the
+    heavy part); returns the modules imported."""
+    done: list[str] = []
+
+    def skipped(name: str) -> None:
+        origin = _origin(name)
+        if depth > 0 and origin is not None and origin.suffix == ".py":
+            done.extend(import_page(origin, depth - 1))
+
     for module_name, names in page_imports(script):
         if declares_component(module_name):
+            skipped(module_name)
             continue
         module = importlib.import_module(module_name)
         done.append(module_name)
@@ -58,6 +72,7 @@ def import_page(script: Path) -> list[str]:
                 continue  # a name the module defines
             try:
                 if declares_component(full):
+                    skipped(full)
                     continue
             except ModuleNotFoundError:  # not a submodule
                 continue
