@@ -20,7 +20,6 @@ the loader's own reader up to that line instead: the same values, only slower.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,17 +30,20 @@ from rollout_graph.ingest.limits import LimitExceeded, Limits, using
 from rollout_graph.ingest.loading import rollout_name
 from rollout_graph.ingest.reading import (
     _GZIP_MAGIC,
-    _NON_BLANK,
     _ZSTD_MAGIC,
     _ZSTD_SKIPPABLE,
     RawValue,
     Source,
+    _Counter,
+    _Line,
+    _plain_chunks,
+    _split,
     parse_line,
     read_values,
 )
 from rollout_graph.ingest.typed import FileRef
 
-_BLOCK = 8 << 20  # bytes read at a time (never a memory map: a file truncated under one kills the process)
+_BLOCK = 8 << 20  # bytes counted at a time (never a memory map: a file truncated under one kills the process)
 
 
 def _line_start(f: BinaryIO, line: int) -> int | None:
@@ -64,42 +66,15 @@ def _line_start(f: BinaryIO, line: int) -> int | None:
     return 0
 
 
-def _record_at(f: BinaryIO, pos: int, limit: int) -> tuple[int, int, bytes | None] | None:
-    """(start, end, bytes) of the record on the line starting at ``pos``: from its first non-blank
-    byte to its newline (or the end), as the loader's splitter cuts them; bytes None when longer
-    than ``limit`` (never held whole); None when that line is blank or past the end."""
+def _record_from(f: BinaryIO, pos: int, limit: int) -> _Line | None:
+    """The first non-blank line at or after ``pos``, cut by the loader's own splitter (its raw
+    bytes None when over ``limit``, never held whole); ``number`` counts from ``pos`` (1: the line
+    starting there) and ``offset`` from the start of the file."""
     f.seek(pos)
-    parts: list[bytes] = []
-    start = -1
-    held = 0
-    too_long = False
-    at = pos
-    while True:
-        block = f.read(_BLOCK)
-        if not block:
-            end = at
-            break
-        nl = block.find(b"\n")
-        piece = block if nl < 0 else block[:nl]
-        if start < 0:
-            m = _NON_BLANK.search(piece)
-            if m is not None:
-                start = at + m.start()
-                piece = piece[m.start() :]
-        if start >= 0 and not too_long:
-            held += len(piece)
-            too_long = held > limit
-            if too_long:
-                parts.clear()
-            else:
-                parts.append(piece)
-        if nl >= 0:
-            end = at + nl
-            break
-        at += len(block)
-    if start < 0:
-        return None
-    return start, end, None if too_long else b"".join(parts)
+    found = next(_split(_plain_chunks(f, b""), limit, _Counter()), None)
+    if found is not None and found.offset >= 0:
+        found.offset += pos
+    return found
 
 
 def _compressed_or_binary(path: str) -> bool:
@@ -135,47 +110,28 @@ def _fast_value(path: str, line: int, limits: Limits) -> RawValue | None | bool:
     must be read the loader's way after all: its first non-blank line is not a JSON object on its
     own (a pretty-printed document or a one-line array numbers its records differently)."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return None
-        lead = _first_record(f, limits.max_line_bytes)
+        lead = _record_from(f, 0, limits.max_line_bytes)
         if lead is None:
             return None
-        if lead[2] is None:
+        if lead.raw is None:
             return False
-        probe = parse_line(1, lead[2], IdArrayCutter(), limits)
+        probe = parse_line(1, lead.raw, IdArrayCutter(), limits)
         if not isinstance(probe.value, dict):
             return False
         pos = _line_start(f, line)
         if pos is None:
             return None
-        where = _record_at(f, pos, limits.max_line_bytes)
-        if where is None:
-            return None
-        start, end, raw = where
-        if end > limits.max_file_bytes:
-            return None  # the loader stops reading before this line
-        if raw is None:
+        record = _record_from(f, pos, limits.max_line_bytes)
+        if record is None or record.number != 1:
+            return None  # a blank line
+        if record.raw is None:
             return RawValue(line, error="over a limit: line longer than max_line_bytes")
-        value = parse_line(line, raw, IdArrayCutter(), limits, FileRef.of(f.fileno(), path), start)
-    if value.error and end == size:
+        if record.offset + len(record.raw) > limits.max_file_bytes:
+            return None  # the loader stops reading before this line
+        value = parse_line(line, record.raw, IdArrayCutter(), limits, FileRef.of(f.fileno(), path), record.offset)
+    if value.error and record.final:
         return RawValue(line, error=f"incomplete last line (no newline yet): {value.error}", pending=True)
     return value
-
-
-def _first_record(f: BinaryIO, limit: int) -> tuple[int, int, bytes | None] | None:
-    """The file's first non-blank line, as :func:`_record_at` gives it (blank lines skipped)."""
-    pos = 0
-    f.seek(0)
-    while True:
-        block = f.read(_BLOCK)
-        if not block:
-            return None
-        m = _NON_BLANK.search(block)
-        if m is not None:
-            pos += m.start()
-            return _record_at(f, pos, limit)
-        pos += len(block)
 
 
 def read_calls_at(source: Source, line: int, limits: Limits | None = None) -> list[Call]:
