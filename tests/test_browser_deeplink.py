@@ -6,6 +6,7 @@ on a deep link into command-line traces, the bundled samples and an upload."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -17,6 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 WIDTH, HEIGHT = 1440, 900
 N_CALLS = 1_500
+SLOW_CALLS = 12_000
 SESSION = "deep"
 # records whether (and with what text) an element ever appeared: the early detail may be shown for
 # only as long as the rest of a small trace takes to read
@@ -36,12 +38,28 @@ FINDINGS_JS = """() => Array.from(document.querySelectorAll("[data-testid='stTab
         || p.innerText.includes('No findings for this call')))"""
 
 
-@pytest.fixture(scope="module")
-def trace_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("deep")
-    records = agent_records(N_CALLS, session=SESSION)
+def _trace(folder: Path, n_calls: int) -> Path:
+    records = agent_records(n_calls, session=SESSION)
     (folder / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return folder
+
+
+@pytest.fixture(scope="module")
+def trace_folder(tmp_path_factory):
+    return _trace(tmp_path_factory.mktemp("deep"), N_CALLS)
+
+
+@pytest.fixture
+def slow_app(tmp_path, monkeypatch):
+    """A new server on a trace whose whole read takes seconds (about 44 MB): on a fast machine the
+    1,500-call trace is read so soon after the early detail is drawn that the browser receives both
+    in one batch and never renders the early detail."""
+    require_chromium()
+    monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    with running_app("--", str(_trace(folder, SLOW_CALLS))) as url:
+        yield url
 
 
 @pytest.fixture
@@ -75,12 +93,12 @@ def tabs_show_their_content(page) -> None:
     )
 
 
-def test_a_deep_link_into_a_trace_not_read_yet_shows_its_call_first(fresh_app, trace_folder):
+def test_a_deep_link_into_a_trace_not_read_yet_shows_its_call_first(slow_app):
     line = 1_234
     node = f"c{line - 1:04d}"  # agent_records numbers calls by line
     with browser_page(WIDTH, HEIGHT) as page:
         page.add_init_script(SEEN_JS)
-        page.goto(f"{fresh_app}/?session={SESSION}&node={node}&file=trace.jsonl&line={line}")
+        page.goto(f"{slow_app}/?session={SESSION}&node={node}&file=trace.jsonl&line={line}")
         page.wait_for_selector(".rg-node-title", timeout=120_000)
         wait_ready(page, timeout=120_000)
         seen = page.evaluate("() => window.__seen")
