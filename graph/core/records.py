@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -67,6 +67,36 @@ class Finding:
         return f"Finding({self.level} {short(self.code, 30, quoted=False)}{where}: {short(self.detail, 60)})"
 
 
+_T = TypeVar("_T")
+
+
+class _ReadFirst(Generic[_T]):
+    """A :class:`TopK` attribute that reads deferred alternatives first (on get) or replaces them
+    (on set: whatever was left in the file is read before, so nothing read later overwrites it)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, top: None, owner: type) -> _ReadFirst[_T]: ...
+    @overload
+    def __get__(self, top: TopK, owner: type) -> _T: ...
+    def __get__(self, top: TopK | None, owner: type) -> _T | _ReadFirst[_T]:
+        if top is None:
+            return self
+        if top._load is not None:
+            top._resolve()
+        value: _T = getattr(top, self._slot)
+        return value
+
+    def __set__(self, top: TopK, value: _T) -> None:
+        top._resolve()
+        setattr(top, self._slot, value)
+
+
 class TopK:
     """Recorded alternatives per sampled position, padded to a common width.
 
@@ -119,53 +149,12 @@ class TopK:
         self._unavailable = top.unavailable
         self._load = None
 
-    @property
-    def unavailable(self) -> str | None:
-        """Why deferred alternatives could not be read (None when they were, or never deferred)."""
-        if self._load is not None:
-            self._resolve()
-        return self._unavailable
-
-    @unavailable.setter
-    def unavailable(self, value: str | None) -> None:
-        self._resolve()
-        self._unavailable = value
-
-    @property
-    def ids(self) -> np.ndarray:
-        """The alternatives' ids, ``(n_sampled, k)``."""
-        if self._load is not None:
-            self._resolve()
-        return self._ids
-
-    @ids.setter
-    def ids(self, value: np.ndarray) -> None:
-        self._resolve()
-        self._ids = value
-
-    @property
-    def logprobs(self) -> np.ndarray:
-        """Their logprobs, ``(n_sampled, k)`` float32."""
-        if self._load is not None:
-            self._resolve()
-        return self._logprobs
-
-    @logprobs.setter
-    def logprobs(self, value: np.ndarray) -> None:
-        self._resolve()
-        self._logprobs = value
-
-    @property
-    def texts(self) -> list[str] | None:
-        """Their strings (row-major), when the trace carried strings."""
-        if self._load is not None:
-            self._resolve()
-        return self._texts
-
-    @texts.setter
-    def texts(self, value: list[str] | None) -> None:
-        self._resolve()
-        self._texts = value
+    unavailable: _ReadFirst[str | None] = _ReadFirst(
+        "Why deferred alternatives could not be read (None when they were, or never deferred)."
+    )
+    ids: _ReadFirst[np.ndarray] = _ReadFirst("The alternatives' ids, ``(n_sampled, k)``.")
+    logprobs: _ReadFirst[np.ndarray] = _ReadFirst("Their logprobs, ``(n_sampled, k)`` float32.")
+    texts: _ReadFirst[list[str] | None] = _ReadFirst("Their strings (row-major), when the trace carried strings.")
 
     def __getstate__(self) -> tuple[Any, ...]:
         return (self._ids, self._logprobs, self._texts, self._load, self._rows, self._unavailable)
