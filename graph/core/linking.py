@@ -54,23 +54,73 @@ def prefix_hashes(ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _end_hash(call: Call) -> np.uint64:
-    assert call.prompt_ids is not None, "only calls with prompt ids have end ids"
-    with np.errstate(over="ignore"):
-        head = prefix_hashes(call.prompt_ids)[-1]
-        tail = (call.sampled_ids.astype(np.uint64) + np.uint64(1)) * _powers_upto(call.n_end)[call.n_prompt :]
-        return np.uint64(head + tail.sum(dtype=np.uint64))
-
-
 def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
     """Exact check that ``candidate``'s end ids open ``prompt``."""
     n_p, n_e = candidate.n_prompt, candidate.n_end
     return (
         candidate.prompt_ids is not None
         and n_e <= prompt.shape[0]
-        and np.array_equal(prompt[:n_p], candidate.prompt_ids)
+        and same_ids(prompt[:n_p], candidate.prompt_ids)
         and np.array_equal(prompt[n_p:n_e], candidate.sampled_ids)
     )
+
+
+def _start(ids: np.ndarray) -> tuple[int, tuple[int, ...], str]:
+    """Where an array's ids start in memory, read how: two arrays with the same start read the same
+    ids up to the shorter one's length (a loader's prompts of one conversation are views of one
+    arena from the same start: rollout_graph.ingest.id_arrays)."""
+    return ids.__array_interface__["data"][0], ids.strides, ids.dtype.str
+
+
+def same_ids(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal(a, b)``, without reading the ids when both are the same memory."""
+    if a.shape != b.shape:
+        return False
+    return (a.shape[0] == 0 or _start(a) == _start(b)) or bool(np.array_equal(a, b))
+
+
+def _shared_starts(calls: list[Call]) -> tuple[list[tuple[np.ndarray, list[int]]], list[Any]]:
+    """The calls with prompt ids, grouped by where their prompts start in memory: (the group's
+    longest prompt, its members in call order), and each call's start (None without prompt ids).
+    Each member's prefix hashes are the longest's cut to its length, so a group is hashed once
+    however many prompts it holds."""
+    groups: dict[tuple[int, tuple[int, ...], str], tuple[np.ndarray, list[int]]] = {}
+    starts: list[Any] = [None] * len(calls)
+    for i, call in enumerate(calls):
+        prompt = call.prompt_ids
+        if prompt is None or prompt.shape[0] == 0:
+            continue
+        key = starts[i] = _start(prompt)
+        found = groups.get(key)
+        if found is None:
+            groups[key] = (prompt, [i])
+        else:
+            found[1].append(i)
+            if prompt.shape[0] > found[0].shape[0]:
+                groups[key] = (prompt, found[1])
+    return list(groups.values()), starts
+
+
+def _tail_hashes(calls: list[Call], nodes: list[int], n_prompt: list[int]) -> np.ndarray:
+    """For each call of ``nodes``, the hash terms of its sampled ids (at their positions in its end
+    ids) summed: its end hash is its prompt's hash plus this. One vectorised pass for all calls."""
+    sampled = [calls[i].sampled_ids for i in nodes]
+    lengths = np.array([s.shape[0] for s in sampled], dtype=np.int64)
+    out = np.zeros(len(nodes), dtype=np.uint64)
+    total = int(lengths.sum())
+    if total == 0:
+        return out
+    first = np.zeros(len(nodes), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    heads = np.array([n_prompt[i] for i in nodes], dtype=np.int64)
+    # each sampled id's position in its call's end ids: the prompt's length, then 0, 1, 2, ...
+    position = np.arange(total, dtype=np.int64) + np.repeat(heads - first, lengths)
+    powers = _powers_upto(int((heads + lengths).max()))
+    with np.errstate(over="ignore"):
+        terms = (np.concatenate(sampled).astype(np.uint64) + np.uint64(1)) * powers[position]
+        filled = lengths > 0
+        out[filled] = np.add.reduceat(terms, first[filled], dtype=np.uint64)
+    return out
 
 
 @dataclass(slots=True)
@@ -97,32 +147,56 @@ def token_parents(calls: list[Call]) -> list[int | None]:
     """Token links: a call's parent is the call with the longest end ids that open its prompt (earliest on a tie)."""
     n = len(calls)
     parents: list[int | None] = [None] * n
-    candidates = [i for i, c in enumerate(calls) if c.n_end > 0]
+    n_prompt = [c.n_prompt for c in calls]
+    n_end = [0 if c.prompt_ids is None else n_prompt[i] + c.n_sampled for i, c in enumerate(calls)]
+    candidates = [i for i in range(n) if n_end[i] > 0]
     if not candidates:
         return parents
-    end_len = np.array([calls[i].n_end for i in candidates], dtype=np.int64)
+    end_len = np.array([n_end[i] for i in candidates], dtype=np.int64)
     # Longest end first, then earliest arrival: the first verified match is the parent.
     order = np.lexsort((np.array(candidates), -end_len))
     cand_index = np.array(candidates, dtype=np.int64)[order]
     cand_len = end_len[order]
-    cand_hash = np.array([_end_hash(calls[i]) for i in cand_index], dtype=np.uint64)
+    groups, starts = _shared_starts(calls)
+    # end hash = the prompt's hash + the sampled ids' terms. A group's prefix hashes are made
+    # twice (here, then for the prompts) rather than kept: kept, all groups' would be 8 bytes for
+    # each id of every group's longest prompt at once.
+    end_hash = np.zeros(n, dtype=np.uint64)
+    end_hash[candidates] = _tail_hashes(calls, candidates, n_prompt)
+    for longest, members in groups:
+        hashes = prefix_hashes(longest)
+        with np.errstate(over="ignore"):
+            end_hash[members] += hashes[[n_prompt[i] for i in members]]
+    cand_hash = end_hash[cand_index]
     neg_len = -cand_len  # ascending, for searchsorted
-    for i, call in enumerate(calls):
-        prompt = call.prompt_ids
-        if prompt is None or prompt.shape[0] == 0:
-            continue
-        size = prompt.shape[0]
-        start = int(np.searchsorted(neg_len, -size, side="left"))
+    for longest, members in groups:
+        start = int(np.searchsorted(neg_len, -longest.shape[0], side="left"))
         if start == cand_len.shape[0]:
             continue
-        hashes = prefix_hashes(prompt)
-        hits = np.flatnonzero(hashes[cand_len[start:]] == cand_hash[start:])
-        for hit in hits:
-            j = int(cand_index[start + hit])
-            candidate = calls[j]
-            if candidate.n_prompt < size and end_is_prefix(candidate, prompt):
-                parents[i] = j
-                break
+        hashes = prefix_hashes(longest)
+        # every member's prefix hashes are the longest's cut to its length: its hash matches are
+        # the group's at the end lengths it reaches (a suffix of them: the longest end first)
+        hits = start + np.flatnonzero(hashes[cand_len[start:]] == cand_hash[start:])
+        if not hits.shape[0]:
+            continue
+        neg_hit_len = neg_len[hits]
+        hit_nodes = cand_index[hits].tolist()
+        for i in members:
+            prompt = calls[i].prompt_ids
+            assert prompt is not None
+            size = n_prompt[i]
+            for j in hit_nodes[int(np.searchsorted(neg_hit_len, -size, side="left")) :]:
+                n_p = n_prompt[j]
+                if n_p >= size:
+                    continue
+                candidate = calls[j]
+                # hashes only filter: the ids decide (the prompt part without reading them when
+                # both prompts are the same memory)
+                if (starts[j] == starts[i] or np.array_equal(prompt[:n_p], candidate.prompt_ids)) and np.array_equal(
+                    prompt[n_p : n_end[j]], candidate.sampled_ids
+                ):
+                    parents[i] = j
+                    break
     return parents
 
 

@@ -1,0 +1,112 @@
+"""Linking's shortcuts for prompts that are the same memory (graph/core/linking.py): prompts that
+start at one place are hashed once, and a prompt part that is the same memory as the candidate's
+is equal without reading it. Each must give exactly what the plain arrays give: the naive
+reference (tests/reference.py) on random traces whose prompts are views of shared arenas, as the
+loader makes them (rollout_graph.ingest.id_arrays), and odd arrays that share a start but not
+their ids."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rollout_graph.core import linking
+from rollout_graph.core.linking import link, token_parents
+from rollout_graph.core.records import Call
+from tests.builders import calls_from_tokens, examples, harness_traces
+from tests.reference import reference_token_parents
+
+FAST = settings(max_examples=examples(2000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _arena_calls(spec, choices) -> list[Call]:
+    """The spec's calls with prompts placed in one arena as the loader places them: a prompt that
+    extends the array written last in its slot adds its tail there, one that is a prefix of a
+    slot's ids is a view of it, any other starts a new slot; ``choices`` (one per call) sometimes
+    give a plain copy, an int64 copy or a strided view instead."""
+    arena = np.zeros(4096, dtype=np.int32)
+    top = 0
+    slots: list[tuple[int, int]] = []  # (start, ids written)
+    calls = calls_from_tokens(spec)
+    for call, (prompt, _), choice in zip(calls, spec, choices, strict=True):
+        if prompt is None:
+            continue
+        ids = np.array(prompt, dtype=np.int32)
+        n = ids.shape[0]
+        if choice == "copy":
+            call.prompt_ids = ids
+            continue
+        if choice == "int64":
+            call.prompt_ids = ids.astype(np.int64)
+            continue
+        if choice == "strided":  # every other id of a doubled array: a start of its own
+            doubled = np.repeat(ids, 2)
+            call.prompt_ids = doubled[::2]
+            continue
+        view = None
+        for k, (start, written) in enumerate(slots):
+            if written >= n and np.array_equal(arena[start : start + n], ids):
+                view = arena[start : start + n]
+                break
+            at_top = start + written == top
+            if at_top and np.array_equal(arena[start : start + written], ids[:written]):
+                arena[top : start + n] = ids[written:]
+                top = start + n
+                slots[k] = (start, n)
+                view = arena[start : start + n]
+                break
+        if view is None:
+            arena[top : top + n] = ids
+            slots.append((top, n))
+            view = arena[top : top + n]
+            top += n
+        call.prompt_ids = view
+    arena.flags.writeable = False
+    return calls
+
+
+@FAST
+@given(harness_traces(max_calls=18), st.data())
+def test_prompts_sharing_memory_link_as_the_reference(spec, data):
+    kinds = st.sampled_from(["arena", "arena", "arena", "copy", "int64", "strided"])
+    choices = [data.draw(kinds) for _ in spec]
+    calls = _arena_calls(spec, choices)
+    assert token_parents(calls) == reference_token_parents(spec)
+    assert link(calls).parents == link(calls_from_tokens(spec)).parents
+
+
+@FAST
+@given(harness_traces(max_calls=12))
+def test_hash_collisions_never_decide_on_shared_memory(spec):
+    calls = _arena_calls(spec, ["arena"] * len(spec))
+    with_hashes = token_parents(calls)
+    original = linking.prefix_hashes, linking._tail_hashes
+    try:  # every hash collides: only the ids may decide
+        linking.prefix_hashes = lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64)
+        linking._tail_hashes = lambda _calls, nodes, _n: np.zeros(len(nodes), dtype=np.uint64)
+        assert token_parents(calls) == with_hashes == reference_token_parents(spec)
+    finally:
+        linking.prefix_hashes, linking._tail_hashes = original
+
+
+def test_a_shared_start_with_other_strides_is_other_ids():
+    # b reads every other id from a's first one: the same start in memory, not the same ids
+    base = np.array([1, 9, 2, 9, 3, 9, 4, 9], dtype=np.int32)
+    a = base[:4]  # 1 9 2 9
+    b = base[::2]  # 1 2 3 4
+    calls = calls_from_tokens([([1], [9]), ([1, 2], [3]), (None, []), (None, [])])
+    calls[2].prompt_ids, calls[2].sampled_ids = a, np.array([5], dtype=np.int32)
+    calls[3].prompt_ids, calls[3].sampled_ids = b, np.array([6], dtype=np.int32)
+    spec = [([1], [9]), ([1, 2], [3]), ([1, 9, 2, 9], [5]), ([1, 2, 3, 4], [6])]
+    assert token_parents(calls) == reference_token_parents(spec) == [None, None, 0, 1]
+
+
+def test_same_ids_reads_the_ids_unless_they_are_the_same_memory():
+    base = np.arange(10, dtype=np.int32)
+    assert linking.same_ids(base[:4], base[:4].copy())
+    assert linking.same_ids(base[2:6], base[2:6])
+    assert not linking.same_ids(base[:4], base[1:5])
+    assert not linking.same_ids(base[:4], base[:5])
+    assert not linking.same_ids(base[:4], base[::2][:4])
+    assert linking.same_ids(base[:0], np.empty(0, dtype=np.int64))
