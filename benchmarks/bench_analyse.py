@@ -1,93 +1,135 @@
-"""The link and analyse steps of a cold ``inspect`` in CPU time, against another revision's
-near-miss module, interleaved in one process on one loaded trace (docs/performance.md, "The
-analysis step").
+"""The link and analyse steps of a cold ``inspect`` in CPU time, against another checkout,
+interleaved (docs/performance.md, "Link and analyse of a cold inspect").
 
-The trace is loaded once; each round links and analyses every rollout once with this checkout's
-``rollout_graph.analysis.near_miss`` and, with ``--against REV``, once with that revision's
-``graph/analysis/near_miss.py`` (read with ``git show``; the rest of the code is this checkout's),
-the order alternating each round. Prints the minimum and median CPU seconds
-(``time.process_time``) of each, their ratio, and the load average, as one JSON line.
+Two worker processes load the trace once each: one imports ``rollout_graph`` from this checkout,
+the other from the checkout given with ``--against DIR`` (its root, e.g. made with ``git worktree
+add --detach DIR REV``; the whole library is that checkout's: linking, topology, near misses,
+findings). Each round asks both, one after the other (the order alternating each round), to link
+and analyse every rollout once, as ``inspect`` does; each answers with its CPU seconds
+(``time.process_time``) for the two steps. The two processes run in turn, never together, so a
+round's two figures see the same machine. Prints the minimum and median of each, the ratios of
+the medians, and the load average, as one JSON line. Without ``--against`` only this checkout runs.
 
-    .venv/bin/python benchmarks/synthetic.py vllm.jsonl --calls 5000 --max-context 3000 --summary-tokens 50
-    .venv/bin/python benchmarks/bench_analyse.py vllm.jsonl --against 0d2915e
+    git worktree add --detach /tmp/base main
+    .venv/bin/python benchmarks/bench_analyse.py /work/bench_data/cold/cold-vllm.jsonl --against /tmp/base
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
-
-import orjson
-
-from rollout_graph import pipeline
-from rollout_graph.analysis.decode import decoder_for
-from rollout_graph.core.linking import link
-from rollout_graph.ingest import cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A worker: maps the package names to one checkout's folders (a finder placed first, as the
+# editable install maps them to this one's), loads the trace, then on each line read from stdin
+# links and analyses every rollout once and prints its CPU seconds as JSON.
+WORKER = r"""
+import importlib.util, json, sys, time
+root, trace = sys.argv[1], sys.argv[2]
+folders = {"rollout_graph": "graph", "rollout_graph.ui": "views", "rollout_graph.samples": "sample_traces"}
 
-def _module_at(revision: str, folder: Path):
-    """That revision's near-miss module, imported under a name of its own."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{revision}:graph/analysis/near_miss.py"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    path = folder / "near_miss_at_revision.py"
-    path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("near_miss_at_revision", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+class Checkout:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in folders:
+            return None
+        folder = f"{root}/{folders[name]}"
+        return importlib.util.spec_from_file_location(name, f"{folder}/__init__.py", submodule_search_locations=[folder])
+
+sys.meta_path.insert(0, Checkout)
+from rollout_graph.cli import one_blas_thread
+one_blas_thread()
+from rollout_graph.analysis.decode import decoder_for
+from rollout_graph.core.linking import link
+from rollout_graph.ingest import cache
+from rollout_graph.pipeline import analyse
+loaded = cache.load_files([trace], use_cache=False)
+sessions = list(loaded.sessions.values())
+print(json.dumps({"calls": sum(len(s.calls) for s in sessions)}), flush=True)
+for _ in sys.stdin:
+    cpu = {"link": 0.0, "analyse": 0.0}
+    for session in sessions:
+        started = time.process_time()
+        links = link(session.calls)
+        cpu["link"] += time.process_time() - started
+        started = time.process_time()
+        analyse(session, links=links, decoder=decoder_for(session.calls, [], None, False))
+        cpu["analyse"] += time.process_time() - started
+    print(json.dumps(cpu), flush=True)
+"""
+
+
+class Worker:
+    def __init__(self, root: Path, trace: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(root), str(trace)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.calls = json.loads(self._line())["calls"]
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"a worker exited (code {self.process.wait()})")
+        return line
+
+    def round(self) -> dict[str, float]:
+        assert self.process.stdin is not None
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        figures: dict[str, float] = json.loads(self._line())
+        return figures
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", type=Path)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--against", metavar="REV", help="a git revision whose near-miss module to compare with")
+    parser.add_argument("--against", type=Path, metavar="DIR", help="another checkout's root to compare with")
     args = parser.parse_args()
-    loaded = cache.load_files([str(args.trace)], use_cache=False)
-    sessions = list(loaded.sessions.values())
-    variants = {"this": pipeline.near_misses}
-    with tempfile.TemporaryDirectory() as folder:
-        if args.against:
-            variants[args.against] = _module_at(args.against, Path(folder)).near_misses
-        link_cpu: list[float] = []
-        cpu: dict[str, list[float]] = {name: [] for name in variants}
+    names = ["this"] + (["against"] if args.against else [])
+    roots = {"this": ROOT, "against": args.against.resolve() if args.against else ROOT}
+    workers = {name: Worker(roots[name], args.trace) for name in names}
+    load_before = os.getloadavg()
+    figures: dict[str, dict[str, list[float]]] = {name: {"link": [], "analyse": [], "both": []} for name in names}
+    try:
         for round_ in range(args.rounds):
-            order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
-            for name in order:
-                pipeline.near_misses = variants[name]
-                took = 0.0
-                for session in sessions:
-                    started = time.process_time()
-                    links = link(session.calls)
-                    link_cpu.append(time.process_time() - started)
-                    started = time.process_time()
-                    pipeline.analyse(session, links=links, decoder=decoder_for(session.calls, [], None, False))
-                    took += time.process_time() - started
-                cpu[name].append(took)
-        pipeline.near_misses = variants["this"]
-    per_round_link = [sum(link_cpu[i : i + len(sessions)]) for i in range(0, len(link_cpu), len(sessions))]
-    out: dict = {"trace": args.trace.name, "calls": sum(len(s.calls) for s in sessions), "rounds": args.rounds}
-    out["cpu_link"] = {"min": round(min(per_round_link), 3), "median": round(statistics.median(per_round_link), 3)}
-    for name, values in cpu.items():
-        out[f"cpu_analyse_{name}"] = {"min": round(min(values), 3), "median": round(statistics.median(values), 3)}
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                cpu = workers[name].round()
+                figures[name]["link"].append(cpu["link"])
+                figures[name]["analyse"].append(cpu["analyse"])
+                figures[name]["both"].append(cpu["link"] + cpu["analyse"])
+    finally:
+        for worker in workers.values():
+            worker.close()
+    out: dict = {"trace": args.trace.name, "calls": workers["this"].calls, "rounds": args.rounds}
+    for name in names:
+        for step, values in figures[name].items():
+            out[f"cpu_{step}_{name}"] = _summary(values)
     if args.against:
-        out["ratio_median"] = round(statistics.median(cpu["this"]) / statistics.median(cpu[args.against]), 3)
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    print(orjson.dumps(out).decode())
+        for step in ("link", "analyse", "both"):
+            this, other = (statistics.median(figures[n][step]) for n in ("this", "against"))
+            out[f"ratio_{step}"] = round(this / other, 3) if other else None
+    out["load_average"] = [[round(x, 2) for x in load_before], [round(x, 2) for x in os.getloadavg()]]
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -120,3 +120,40 @@ def test_a_near_miss_pass_finds_what_the_keyed_search_finds(spec):
     finally:
         near_miss._Ends = original
     assert fast == plain
+
+
+def _walk_one_by_one(calls, node, ends, root_of, order=None):
+    """The candidate walk as it was: every neighbour looked at in turn, later arrivals too."""
+    prompt = _prompt(calls[node])
+    start = ends.position(calls, prompt, ends.rank.get(node))
+    best = None
+    for step in (-1, 1):
+        j = start - 1 if step < 0 else start
+        while 0 <= j < len(ends.nodes):
+            c = ends.nodes[j]
+            j += step
+            if c >= node or root_of[c] == node or np.array_equal(_prompt(calls[c]), prompt):
+                continue
+            shared = near_miss.common_prefix(calls[c], prompt)
+            if best is not None and shared <= best[0]:
+                break
+            best = (shared, c)
+    return best
+
+
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(harness_traces(max_calls=40), st.sampled_from([1, 2, 16]))
+def test_passing_later_arrivals_a_block_at_a_time_finds_what_the_plain_walk_finds(spec, block):
+    first_block = near_miss._FIRST_BLOCK
+    near_miss._FIRST_BLOCK = block  # small blocks: walks cross many of them
+    try:
+        fast = rollout_of_tokens(spec).near_misses
+    finally:
+        near_miss._FIRST_BLOCK = first_block
+    original = near_miss._best_candidate
+    near_miss._best_candidate = _walk_one_by_one
+    try:
+        plain = rollout_of_tokens(spec).near_misses
+    finally:
+        near_miss._best_candidate = original
+    assert fast == plain

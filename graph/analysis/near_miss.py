@@ -45,11 +45,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.core.ids import first_difference
 from rollout_graph.core.messages import canonical
 from rollout_graph.core.messages import content_text as _text
 from rollout_graph.core.records import EMPTY_IDS, FATAL, WARN, Call, Finding, NearMiss
@@ -100,15 +102,13 @@ def _prompt(call: Call) -> np.ndarray:
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
-    n_p = min(earlier.n_prompt, prompt.shape[0])
-    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
-    if diff.size:
-        return int(diff[0])
-    if n_p < earlier.n_prompt:
-        return n_p
-    rest = min(earlier.n_sampled, prompt.shape[0] - n_p)
-    diff = np.flatnonzero(earlier.sampled_ids[:rest] != prompt[n_p : n_p + rest])
-    return n_p + (int(diff[0]) if diff.size else rest)
+    own = _prompt(earlier)
+    n_p = min(own.shape[0], prompt.shape[0])
+    shared = first_difference(own[:n_p], prompt[:n_p])
+    if shared < n_p or n_p < own.shape[0]:
+        return shared
+    rest = min(earlier.sampled_ids.shape[0], prompt.shape[0] - n_p)
+    return n_p + first_difference(earlier.sampled_ids[:rest], prompt[n_p : n_p + rest])
 
 
 def prompt_of(call: Call) -> np.ndarray:
@@ -723,29 +723,53 @@ class _Ends:
         return lo
 
 
-def _best_candidate(calls: list[Call], node: int, ends: _Ends, root_of: list[int]) -> tuple[int, int] | None:
+def _best_candidate(
+    calls: list[Call], node: int, ends: _Ends, root_of: list[int], order: np.ndarray | None = None
+) -> tuple[int, int] | None:
     """The call the node (a root) nearly continued: among the calls that arrived before it, except
     its own descendants (a child that arrived before its parent extends it exactly) and those with
     an identical prompt (retries, matched first), the one whose end ids share the longest prefix
     with the node's prompt (on a tie, the first found). Walking away from the prompt's sorted
     position the shared prefix only shrinks, so each direction stops at the first candidate that
-    shares no more than the best found."""
+    shares no more than the best found. ``order`` is ``ends.nodes`` as an array: the calls that
+    arrived after the node are passed over a block at a time, not one by one."""
     prompt = _prompt(calls[node])
     start = ends.position(calls, prompt, ends.rank.get(node))
+    nodes = np.asarray(ends.nodes) if order is None else order
     best: tuple[int, int] | None = None
     for step in (-1, 1):
-        j = start - 1 if step < 0 else start
-        while 0 <= j < len(ends.nodes):
-            c = ends.nodes[j]
-            j += step
+        for c in _arrived_before(nodes, start, step, node):
             candidate = calls[c]
-            if c >= node or root_of[c] == node or np.array_equal(_prompt(candidate), prompt):
+            if root_of[c] == node or np.array_equal(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
                 break
             best = (shared, c)
     return best
+
+
+_FIRST_BLOCK = 16  # neighbours looked at first by the candidate walk (then 4x as many each time)
+
+
+def _arrived_before(nodes: np.ndarray, start: int, step: int, node: int) -> Iterator[int]:
+    """The calls of ``nodes`` below ``node``, walking from ``start`` (down from ``start - 1`` when
+    ``step`` is -1, up from ``start`` when it is 1), in walk order; blocks grow 4x."""
+    size = _FIRST_BLOCK
+    if step < 0:
+        hi = start
+        while hi > 0:
+            lo = max(0, hi - size)
+            block = nodes[lo:hi]
+            yield from block[block < node][::-1].tolist()
+            hi, size = lo, size * 4
+    else:
+        lo, end = start, nodes.shape[0]
+        while lo < end:
+            hi = min(end, lo + size)
+            block = nodes[lo:hi]
+            yield from block[block < node].tolist()
+            lo, size = hi, size * 4
 
 
 def _fingerprint(ids: np.ndarray) -> tuple[int, int]:
@@ -874,9 +898,10 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     limit = max((calls[r].n_prompt for r in pending), default=0)
     tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
     ends = _Ends.of(calls, tokened, limit) if pending else None
+    order = np.array(ends.nodes, dtype=np.int64) if ends is not None else None
     for node in pending:
         assert ends is not None  # built whenever something is pending
-        best = _best_candidate(calls, node, ends, topology.root_of)
+        best = _best_candidate(calls, node, ends, topology.root_of, order)
         if best is not None:
             shared, candidate = best
             kind, where, kept, checked, evidence = classify_with_evidence(

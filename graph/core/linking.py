@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rollout_graph.core.ids import same_ids, start_of
 from rollout_graph.core.messages import Turn, canonical, strip_leading_system
 from rollout_graph.core.records import Call
 from rollout_graph.core.types import BY_MESSAGES, BY_TOKENS, LinkedBy
@@ -65,32 +66,18 @@ def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
     )
 
 
-def _start(ids: np.ndarray) -> tuple[int, tuple[int, ...], str]:
-    """Where an array's ids start in memory, read how: two arrays with the same start read the same
-    ids up to the shorter one's length (a loader's prompts of one conversation are views of one
-    arena from the same start: rollout_graph.ingest.id_arrays)."""
-    return ids.__array_interface__["data"][0], ids.strides, ids.dtype.str
-
-
-def same_ids(a: np.ndarray, b: np.ndarray) -> bool:
-    """``np.array_equal(a, b)``, without reading the ids when both are the same memory."""
-    if a.shape != b.shape:
-        return False
-    return (a.shape[0] == 0 or _start(a) == _start(b)) or bool(np.array_equal(a, b))
-
-
 def _shared_starts(calls: list[Call]) -> tuple[list[tuple[np.ndarray, list[int]]], list[Any]]:
     """The calls with prompt ids, grouped by where their prompts start in memory: (the group's
     longest prompt, its members in call order), and each call's start (None without prompt ids).
     Each member's prefix hashes are the longest's cut to its length, so a group is hashed once
     however many prompts it holds."""
-    groups: dict[tuple[int, tuple[int, ...], str], tuple[np.ndarray, list[int]]] = {}
+    groups: dict[tuple[int, tuple[int, ...], Any], tuple[np.ndarray, list[int]]] = {}
     starts: list[Any] = [None] * len(calls)
     for i, call in enumerate(calls):
         prompt = call.prompt_ids
         if prompt is None or prompt.shape[0] == 0:
             continue
-        key = starts[i] = _start(prompt)
+        key = starts[i] = start_of(prompt)
         found = groups.get(key)
         if found is None:
             groups[key] = (prompt, [i])
