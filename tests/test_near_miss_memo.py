@@ -1,0 +1,83 @@
+"""The near-miss pass's shortcuts on messages (graph/analysis/near_miss.py) give exactly what the
+plain functions give: a call's texts for the pasted-history check read without writing the history
+keys (tool calls as JSON), per-call values kept for the pass, and the pasted check made before the
+system texts are compared; on random messages with odd roles (None, numbers, NUL inside) and
+contents, and on whole passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rollout_graph.analysis import near_miss
+from rollout_graph.analysis.near_miss import _history_texts, _pasted, _SystemGrams, _user_texts, _with_reply
+from rollout_graph.core.records import Call
+from rollout_graph.ingest.cache import load_files
+from rollout_graph.pipeline import analyse
+from tests.builders import examples
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+CHECKED = settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+_words = st.sampled_from(["", " ", "a", "b c", "\0", "x\0y", " pasted text that is long enough to count ", "\t\n"])
+_texts = st.lists(_words, max_size=4).map("".join)
+_roles = st.sampled_from(["user", "assistant", "tool", "system", "developer", None, 3, "a\0b", "u\0\0v", ""])
+_content = st.one_of(
+    _texts, st.none(), st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _texts}), max_size=2)
+)
+_tool_calls = st.lists(
+    st.fixed_dictionaries({"function": st.fixed_dictionaries({"name": _texts, "arguments": _texts})}), max_size=2
+)
+_message = st.one_of(
+    st.fixed_dictionaries({"role": _roles, "content": _content}, optional={"tool_calls": _tool_calls}),
+    st.just("not a dict"),
+)
+
+
+@st.composite
+def calls(draw):
+    reply = draw(st.one_of(st.none(), st.fixed_dictionaries({"content": _content}, optional={"role": _roles})))
+    messages = draw(st.one_of(st.none(), st.lists(_message, max_size=5)))
+    return Call("n", "s", "mem", 1, "test", request_messages=messages, response_message=reply)
+
+
+@CHECKED
+@given(calls())
+def test_history_texts_are_the_keys_second_fields(call):
+    assert _history_texts(call) == [key.split("\0")[1] for key in _with_reply(call)]
+
+
+def _plain_pasted(earlier: Call, later: Call) -> int:
+    users = _user_texts(later)
+    if not users:
+        return 0
+    texts = [key.split("\0")[1] for key in _with_reply(earlier)]
+    return sum(
+        1 for t in texts if len(t) >= near_miss.PASTED_MIN_CHARS and any(t in u and len(u) > len(t) for u in users)
+    )
+
+
+@CHECKED
+@given(calls(), calls())
+def test_pasted_with_a_pass_cache_is_the_plain_count(earlier, later):
+    grams = _SystemGrams()
+    assert _pasted(earlier, later) == _pasted(earlier, later, grams) == _plain_pasted(earlier, later)
+    assert _pasted(earlier, later, grams) == _plain_pasted(earlier, later)  # read from the cache
+
+
+def _near_misses_of_every_sample() -> list:
+    found = []
+    for path in sorted(SAMPLES.rglob("*.jsonl*")):
+        loaded = load_files([str(path)], use_cache=False)
+        found += [(path.name, analyse(s).near_misses) for s in loaded.sessions.values()]
+    return found
+
+
+def test_every_sample_without_the_per_call_cache_finds_the_same(monkeypatch):
+    fast = _near_misses_of_every_sample()
+    assert sum(len(m) for _, m in fast) > 20  # the samples have near misses of many kinds
+    monkeypatch.setattr(_SystemGrams, "of_call", lambda self, what, call: what(call))
+    assert _near_misses_of_every_sample() == fast
