@@ -11,7 +11,7 @@ round's two figures see the same machine. Prints the minimum and median of each,
 the medians, and the load average, as one JSON line. Without ``--against`` only this checkout runs.
 
     git worktree add --detach /tmp/base main
-    .venv/bin/python benchmarks/bench_analyse.py /work/bench_data/cold/cold-vllm.jsonl --against /tmp/base
+    .venv/bin/python benchmarks/bench_analyse.py TRACE.jsonl --against /tmp/base
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ imports ``rollout_graph`` from its checkout. Prints one line per input and exits
 difference (the first differing line of each is shown).
 
     git worktree add --detach /tmp/base main
-    .venv/bin/python benchmarks/same_inspect.py --against /tmp/base /work/bench_data/cold/cold-vllm.jsonl
+    .venv/bin/python benchmarks/same_inspect.py --against /tmp/base TRACE.jsonl
 """
 
 from __future__ import annotations

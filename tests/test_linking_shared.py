@@ -160,3 +160,16 @@ def test_common_prefix_of_shared_memory_is_the_plain_one(spec, data):
                 (k for k, (x, y) in enumerate(zip(end, prompt, strict=False)) if x != y), min(len(end), len(prompt))
             )
             assert common_prefix(calls[e], call.prompt_ids) == plain
+
+
+@FAST
+@given(harness_traces(max_calls=14), st.integers(1, 6))
+def test_end_hashes_in_small_blocks_link_the_same(spec, block):
+    calls = _arena_calls(spec, ["arena"] * len(spec))
+    whole = token_parents(calls)
+    original = linking._TAIL_IDS
+    linking._TAIL_IDS = block  # many blocks, a call's sampled ids longer than a block
+    try:
+        assert token_parents(calls) == whole == reference_token_parents(spec)
+    finally:
+        linking._TAIL_IDS = original

@@ -24,9 +24,12 @@ def start_of(ids: np.ndarray) -> tuple[int, tuple[int, ...], Any]:
 
 
 def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` start at the same place and are read the same way (a shared prefix
-    of ``min(len(a), len(b))`` ids, known without reading them)."""
-    return start_of(a) == start_of(b)
+    """Whether ``a`` and ``b`` are views of one array that start at the same place and are read
+    the same way (a shared prefix of ``min(len(a), len(b))`` ids, known without reading them).
+    False says nothing: the ids are compared. Views of different arrays are told apart by their
+    base alone (cheaper than reading where they start)."""
+    base = a.base
+    return base is not None and base is b.base and start_of(a) == start_of(b)
 
 
 def same_ids(a: np.ndarray, b: np.ndarray) -> bool:

@@ -88,9 +88,26 @@ def _shared_starts(calls: list[Call]) -> tuple[list[tuple[np.ndarray, list[int]]
     return list(groups.values()), starts
 
 
+_TAIL_IDS = 1 << 16  # sampled ids hashed in one vectorised step (a few MB of temporaries at most)
+
+
 def _tail_hashes(calls: list[Call], nodes: list[int], n_prompt: list[int]) -> np.ndarray:
     """For each call of ``nodes``, the hash terms of its sampled ids (at their positions in its end
-    ids) summed: its end hash is its prompt's hash plus this. One vectorised pass for all calls."""
+    ids) summed: its end hash is its prompt's hash plus this. Vectorised over the calls, a few
+    thousand calls' sampled ids at a time."""
+    out = np.zeros(len(nodes), dtype=np.uint64)
+    lo = 0
+    while lo < len(nodes):
+        hi, total = lo, 0
+        while hi < len(nodes) and (hi == lo or total + calls[nodes[hi]].sampled_ids.shape[0] <= _TAIL_IDS):
+            total += calls[nodes[hi]].sampled_ids.shape[0]
+            hi += 1
+        out[lo:hi] = _tail_block(calls, nodes[lo:hi], n_prompt)
+        lo = hi
+    return out
+
+
+def _tail_block(calls: list[Call], nodes: list[int], n_prompt: list[int]) -> np.ndarray:
     sampled = [calls[i].sampled_ids for i in nodes]
     lengths = np.array([s.shape[0] for s in sampled], dtype=np.int64)
     out = np.zeros(len(nodes), dtype=np.uint64)
