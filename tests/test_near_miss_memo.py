@@ -1,8 +1,7 @@
 """The near-miss pass's shortcuts on messages (graph/analysis/near_miss.py) give exactly what the
 plain functions give: a call's texts for the pasted-history check read without writing the history
-keys (tool calls as JSON), per-call values kept for the pass, and the pasted check made before the
-system texts are compared; on random messages with odd roles (None, numbers, NUL inside) and
-contents, and on whole passes."""
+keys (tool calls as JSON), on random messages with odd roles (None, numbers, NUL inside) and
+contents."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import _history_texts, _pasted, _SystemGrams, _user_texts, _with_reply
+from rollout_graph.analysis.near_miss import _history_texts, _pasted, _user_texts, _with_reply
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.cache import load_files
 from rollout_graph.pipeline import analyse
@@ -62,10 +61,8 @@ def _plain_pasted(earlier: Call, later: Call) -> int:
 
 @CHECKED
 @given(calls(), calls())
-def test_pasted_with_a_pass_cache_is_the_plain_count(earlier, later):
-    grams = _SystemGrams()
-    assert _pasted(earlier, later) == _pasted(earlier, later, grams) == _plain_pasted(earlier, later)
-    assert _pasted(earlier, later, grams) == _plain_pasted(earlier, later)  # read from the cache
+def test_pasted_is_the_count_from_the_history_keys(earlier, later):
+    assert _pasted(earlier, later) == _plain_pasted(earlier, later)
 
 
 def _near_misses_of_every_sample() -> list:
@@ -76,8 +73,8 @@ def _near_misses_of_every_sample() -> list:
     return found
 
 
-def test_every_sample_without_the_per_call_cache_finds_the_same(monkeypatch):
+def test_every_sample_with_the_plain_history_keys_finds_the_same(monkeypatch):
     fast = _near_misses_of_every_sample()
     assert sum(len(m) for _, m in fast) > 20  # the samples have near misses of many kinds
-    monkeypatch.setattr(_SystemGrams, "of_call", lambda self, what, call: what(call))
+    monkeypatch.setattr(near_miss, "_history_texts", lambda call: [k.split("\0")[1] for k in _with_reply(call)])
     assert _near_misses_of_every_sample() == fast

@@ -45,9 +45,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 
@@ -81,7 +80,6 @@ __all__ = [
 ]  # fmt: skip
 
 KINDS = NEAR_MISS_KINDS
-_V = TypeVar("_V")
 
 NEAR_IDENTICAL = 0.98
 SHARED_SYSTEM_TOKENS = 32
@@ -292,20 +290,6 @@ class _SystemGrams:
         self.grams: dict[bytes, np.ndarray | frozenset[str]] = {}
         self.kept = 0
         self.generation = 0  # bumped when the numbering starts over (arrays of before are void)
-        # text object -> (the text, its digest): a text met again as the same object is not hashed again
-        self.digests: dict[int, tuple[str, bytes]] = {}
-        # (what, call) -> (the call, its value): what a pass reads from one call's messages, read once
-        self.per_call: dict[tuple[Callable[[Call], Any], int], tuple[Call, Any]] = {}
-
-    def of_call(self, what: Callable[[Call], _V], call: Call) -> _V:
-        """``what(call)``, computed once per call for the pass (a loaded call's messages are never
-        written into: rollout_graph.core.records)."""
-        key = (what, id(call))
-        found = self.per_call.get(key)
-        if found is None or found[0] is not call:
-            found = self.per_call[key] = (call, what(call))
-        value: _V = found[1]
-        return value
 
     def _start_over(self) -> None:
         self.number.clear()
@@ -315,13 +299,8 @@ class _SystemGrams:
 
     def of(self, text: str) -> np.ndarray | frozenset[str]:
         """The text's 3-grams, packed (a frozenset of words for a text under 20 words)."""
-        known = self.digests.get(id(text))
-        if known is not None and known[0] is text:
-            key = known[1]
-        else:
-            key = hashlib.blake2b(text[:SYSTEM_COMPARED].encode("utf-8", "surrogatepass"), digest_size=16).digest()
-            self.digests[id(text)] = (text, key)
         text = text[:SYSTEM_COMPARED]
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         found = self.grams.get(key)
         if found is not None:
             return found
@@ -379,14 +358,14 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     return {(word,) for word in words}
 
 
-def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None) -> int:
+def _pasted(earlier: Call, later: Call) -> int:
     """How many of the earlier conversation's messages (with its reply) reappear as text inside
     one of the later call's user messages: a history pasted into a prompt (a memory or summary
-    agent), not re-sent as messages. ``grams`` keeps each call's texts for the pass."""
-    users = _user_texts(later) if grams is None else grams.of_call(_user_texts, later)
+    agent), not re-sent as messages."""
+    users = _user_texts(later)
     if not users:
         return 0
-    texts = _history_texts(earlier) if grams is None else grams.of_call(_history_texts, earlier)
+    texts = _history_texts(earlier)
     found = 0
     for text in texts:
         if len(text) >= PASTED_MIN_CHARS and any(text in u and len(u) > len(text) for u in users):
@@ -477,11 +456,7 @@ def _context_kind(
 ) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call (or unknown when there is too little to tell), with the evidence in words."""
-    if grams is None:
-        systems, tools = (system_text(earlier), system_text(later)), (tool_names(earlier), tool_names(later))
-    else:
-        systems = grams.of_call(system_text, earlier), grams.of_call(system_text, later)
-        tools = grams.of_call(tool_names, earlier), grams.of_call(tool_names, later)
+    systems = system_text(earlier), system_text(later)
     if systems[0] is None or systems[1] is None:
         if shared >= SHARED_SYSTEM_TOKENS:
             return COMPACTION, f"{shared:,} leading ids shared (no messages recorded to tell more)"
@@ -491,8 +466,8 @@ def _context_kind(
             return SUBAGENT, "a conversation of its own: " + ("tools offered" if later.has_tools else "it continues")
         return UNKNOWN, f"only {shared:,} ids shared and no messages recorded"
     same_system = systems[0] == systems[1]
-    same_tools = tools[0] == tools[1]
-    pasted = 0 if same_system else _pasted(earlier, later, grams)  # a history pasted into a prompt of another job
+    same_tools = tool_names(earlier) == tool_names(later)
+    pasted = 0 if same_system else _pasted(earlier, later)  # a history pasted into a prompt of another job
     if (pasted and not same_system) or not _similar(systems[0], systems[1], grams):
         # a prompt written for another job: a subagent, a side agent (the history pasted in), a title
         if main:
