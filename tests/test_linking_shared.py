@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rollout_graph.analysis.near_miss import common_prefix
 from rollout_graph.core import linking
-from rollout_graph.core.ids import first_difference, same_ids
+from rollout_graph.core.ids import same_ids
 from rollout_graph.core.linking import link, token_parents
 from rollout_graph.core.records import Call
 from tests.builders import calls_from_tokens, examples, harness_traces
@@ -112,36 +112,6 @@ def test_same_ids_reads_the_ids_unless_they_are_the_same_memory():
     assert not same_ids(base[:4], base[:5])
     assert not same_ids(base[:4], base[::2][:4])
     assert same_ids(base[:0], np.empty(0, dtype=np.int64))
-
-
-def _plain_first_difference(a: np.ndarray, b: np.ndarray) -> int:
-    diff = np.flatnonzero(a != b)
-    return int(diff[0]) if diff.size else a.shape[0]
-
-
-@FAST
-@given(
-    st.integers(0, 600),
-    st.integers(0, 600),
-    st.sampled_from(["copy", "same", "int64", "strided"]),
-    st.integers(-2, 2**31 - 1),
-)
-def test_first_difference_is_the_plain_one(n, cut, how, value):
-    base = np.arange(2 * n + 2, dtype=np.int32) % 7
-    a = base[:n]
-    if how == "same":
-        b = base[:n]
-    elif how == "int64":
-        b = a.astype(np.int64)
-    elif how == "strided":
-        b = np.repeat(base, 2)[: 2 * n : 2]
-    else:
-        b = a.copy()
-    if cut < n and how != "same":
-        b = b.copy()
-        b[cut] = value
-    assert first_difference(a, b) == _plain_first_difference(a, b)
-    assert same_ids(a, b) == bool(np.array_equal(a, b))
 
 
 @FAST

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
-from rollout_graph.core.ids import first_difference
 from rollout_graph.core.messages import canonical
 from rollout_graph.core.messages import content_text as _text
 from rollout_graph.core.records import EMPTY_IDS, FATAL, WARN, Call, Finding, NearMiss
@@ -102,13 +101,15 @@ def _prompt(call: Call) -> np.ndarray:
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
-    own = _prompt(earlier)
-    n_p = min(own.shape[0], prompt.shape[0])
-    shared = first_difference(own[:n_p], prompt[:n_p])
-    if shared < n_p or n_p < own.shape[0]:
-        return shared
-    rest = min(earlier.sampled_ids.shape[0], prompt.shape[0] - n_p)
-    return n_p + first_difference(earlier.sampled_ids[:rest], prompt[n_p : n_p + rest])
+    n_p = min(earlier.n_prompt, prompt.shape[0])
+    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
+    if diff.size:
+        return int(diff[0])
+    if n_p < earlier.n_prompt:
+        return n_p
+    rest = min(earlier.n_sampled, prompt.shape[0] - n_p)
+    diff = np.flatnonzero(earlier.sampled_ids[:rest] != prompt[n_p : n_p + rest])
+    return n_p + (int(diff[0]) if diff.size else rest)
 
 
 def prompt_of(call: Call) -> np.ndarray:
