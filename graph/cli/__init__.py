@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     verb = given[0] if given and given[0] in VERBS else None
     args = parser(verb).parse_args(given)
+    args.console = argv is None  # the process is the command's own: it ends once it has printed
     code = int(args.run(args))
     if argv is None and verb in _QUICK_EXIT:
         _exit_now(code)

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rollout_graph.analysis.decode import Decoder, decoder_for
-from rollout_graph.core.records import LoadResult
-from rollout_graph.core.rollout import Rollout
-from rollout_graph.escape import CONTROLS
 from rollout_graph.ingest import cache
 from rollout_graph.ingest.limits import Limits, parse_size
-from rollout_graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
-from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES, LoadProgress
-from rollout_graph.pipeline import analyse
+
+if TYPE_CHECKING:
+    from rollout_graph.analysis.decode import Decoder
+    from rollout_graph.core.records import LoadResult
+    from rollout_graph.core.rollout import Rollout
+    from rollout_graph.ingest.parallel import LoadProgress
+
+# What only loading needs (the loader, the analysis, the decoders) is imported by the functions
+# that load, and the escaper by the functions that print trace text: building the parser of a
+# verb, `--help` and a usage error import neither (docs/performance.md, "Start-up and the print").
 
 USAGE = 2  # a path cannot be read, an unknown session or role, a bad option
 OUTPUT_FAILED = 3  # the output file cannot be written (disk full, read-only folder)
@@ -29,15 +33,15 @@ class UsageError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
-# C0 controls but newline and tab, DEL, C1 controls, and the bidi controls (the one list, in
-# rollout_graph.escape): trace text printed raw could move the cursor, retitle the terminal or
-# reorder what the reader sees.
-_CONTROL = CONTROLS
-
-
 def terminal_safe(text: str) -> str:
-    """``text`` with control characters shown as escapes (``\\x1b``), never interpreted."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """``text`` with control characters shown as escapes (``\\x1b``), never interpreted.
+
+    The controls are C0 but newline and tab, DEL, C1 and the bidi controls (the one list,
+    ``rollout_graph.escape.CONTROLS``): trace text printed raw could move the cursor, retitle the
+    terminal or reorder what the reader sees."""
+    from rollout_graph.escape import CONTROLS
+
+    return CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def write_text(text: str, stream=None) -> None:
@@ -85,17 +89,24 @@ def load_inputs(
     signals: list[str] | list[Path] | None = None,
     threshold: float | None = None,
     corrections: list | None = None,
+    settled: bool = False,
 ) -> Inputs:
     """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given), each
     with the best decoder found for it (``tokenizer`` or the offline resolution order of
     graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
     replays), joining the ``signals`` files to them when given (docs/signals.md) with the chosen
-    ``corrections`` (docs/corrections.md).
+    ``corrections`` (docs/corrections.md). ``settled``: the loaded traces live as long as the
+    process (a console command that prints and ends), so the garbage collector is told to stop
+    scanning them (:func:`settle`).
 
     Raises:
         UsageError: a path is missing, nothing could be read, the session is unknown, the
             tokenizer path holds no tokenizer, or a signals file cannot be read.
     """
+    from rollout_graph.analysis.decode import decoder_for
+    from rollout_graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
+    from rollout_graph.pipeline import analyse
+
     check_paths(paths)
     files: list[Path] = []
     unreadable: list[tuple[str, str]] = []
@@ -105,6 +116,8 @@ def load_inputs(
         unreadable += errors
     loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
     note_unreadable(loaded, unreadable)
+    if settled:
+        settle()
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
@@ -149,11 +162,25 @@ def load_inputs(
     return Inputs(loaded, joined, decoders, report.as_dict())
 
 
+def settle() -> None:
+    """Exempt every object alive now from the garbage collector's scans (``gc.freeze``).
+
+    For a console command whose loaded traces live until it exits: each collection the analysis
+    and the JSON contract set off would otherwise walk the whole load again (0.05 s of CPU for
+    the contract of 5,000 vLLM calls, docs/performance.md). Nothing is kept alive by it: an
+    object no longer referenced is still freed; only a reference cycle among these objects would
+    stay (the load leaves almost none: about a hundred objects in a 480 MB trace)."""
+    gc.freeze()
+
+
 class StderrProgress:
     """Bytes read and calls parsed while a big load runs, on stderr (a line in place on a
     terminal; a line every few seconds in a log). Small loads print nothing."""
 
     def __init__(self, every: float | None = None) -> None:
+        from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES
+
+        self.min_bytes = PARALLEL_MIN_BYTES
         self.tty = sys.stderr.isatty()
         self.every = every if every is not None else (0.25 if self.tty else 5.0)
         self.last = 0.0
@@ -163,7 +190,7 @@ class StderrProgress:
         """Show this progress if the load is big and the last line is old enough."""
         now = time.monotonic()
         done = progress.bytes_done >= progress.bytes_total
-        if progress.bytes_total < PARALLEL_MIN_BYTES or (now - self.last < self.every and not done):
+        if progress.bytes_total < self.min_bytes or (now - self.last < self.every and not done):
             return
         self.last = now
         end = "\n" if done or not self.tty else ""

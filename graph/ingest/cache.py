@@ -17,12 +17,8 @@ field, numpy arrays where JSON was expected) is simply not cached. When the fold
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
-import shutil
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
@@ -34,6 +30,9 @@ import numpy as np
 import orjson
 
 from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
+
+# hashlib, shutil, tempfile and threading are imported by the functions that use them: a load
+# with the cache off (`inspect --no-cache`) needs none of them (docs/performance.md).
 
 
 class _LazyModule:
@@ -126,6 +125,8 @@ def _max_bytes() -> int:
 @cache
 def _code_fingerprint() -> str:
     """A hash of the reading code: a parser change must not serve results of the old parser."""
+    import hashlib
+
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     files = sorted(root.rglob("*.py")) + [root.parent / "core" / "records.py"]
@@ -140,6 +141,8 @@ def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
     The change time (``st_ctime_ns``) moves on every write even when a rewrite restores the size
     and the modification time (``touch -r``), and a file replaced by another gets a new inode.
     """
+    import hashlib
+
     parts = [f"format {FORMAT}", _code_fingerprint(), f"limits {limits!r}"]
     for f in files:
         p = Path(f)
@@ -150,6 +153,8 @@ def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
 
 def key_for_bytes(named: Iterable[tuple[str, bytes]], limits: Any = None) -> str:
     """The cache key of a load of in-memory files (uploads): a hash of names and contents."""
+    import hashlib
+
     digest = hashlib.sha256(f"format {FORMAT}\n{_code_fingerprint()}\nlimits {limits!r}".encode())
     for name, data in named:
         digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
@@ -429,6 +434,8 @@ def _entry(key: str, folder: Path | None = None) -> Path:
 
 def load(key: str, folder: Path | None = None) -> LoadResult | None:
     """The cached load under ``key``, or None (missing; a corrupt entry is removed)."""
+    import shutil
+
     entry = _entry(key, folder)
     if not entry.is_dir():
         return None
@@ -451,6 +458,9 @@ def store(key: str, result: LoadResult, folder: Path | None = None, between: Cal
     """Write the load under ``key``; False when it cannot be cached (values or disk). ``between``
     is called before each batch of calls is encoded (a server pauses the write there while a page
     runs)."""
+    import shutil
+    import tempfile
+
     root = folder or cache_dir()
     entry = _entry(key, root)
     try:
@@ -485,6 +495,8 @@ def _size(path: Path) -> int:
 
 def _evict(root: Path) -> None:
     """Remove the least recently used entries while the folder is over its size bound."""
+    import shutil
+
     try:
         entries = [(e.stat().st_mtime, e) for e in root.iterdir() if e.is_dir() and not e.name.startswith(".")]
         stale = [e for e in root.iterdir() if e.name.startswith(".writing-") and time.time() - e.stat().st_mtime > 3600]
@@ -527,6 +539,8 @@ def load_files(
     ends before then writes no entry. ``defer_store(key, result)``, when given, is handed the new
     entry instead and writes it (with :func:`store`) when it chooses: the app, after the first paint.
     """
+    import threading
+
     from rollout_graph.ingest.parallel import load_files_parallel
 
     key = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
 
@@ -39,6 +38,8 @@ def _describe(values: list, bad: list[int], what: str) -> str:
     if big and abs(value) >= _MAX_ID:
         # orjson (3.13 and later) reads an integer beyond 64 bits as a float, the typed decoder as
         # an int: one wording for both, whichever parser read the line (Decimal formats either)
+        from decimal import Decimal  # only for this rare message (docs/performance.md)
+
         text = f"{Decimal(value):.4g} (a number beyond 64 bits)"
     else:
         text = repr(value)

@@ -1,0 +1,85 @@
+"""What a cold ``rollout-graph inspect --json --no-cache`` process imports and does between the
+load and the print (issue 24): only the modules its output uses, the loaded traces exempt from the
+garbage collector's scans, and the same bytes as the command run in-process."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rollout_graph.cli import main
+from rollout_graph.resources import samples_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "sample_traces" / "vllm"
+
+# The console command, with an exit handler (the quick exit runs them) that reports the modules
+# imported and whether the garbage collector was told to leave the loaded objects alone.
+_CONSOLE = (
+    "import atexit, gc, json, sys\n"
+    "atexit.register(lambda: sys.stderr.write('\\nREPORT ' + json.dumps("
+    "{'modules': sorted(sys.modules), 'frozen': gc.get_freeze_count()}) + '\\n'))\n"
+    "sys.argv = ['rollout-graph', *sys.argv[1:]]\n"
+    "from rollout_graph.cli import main\n"
+    "raise SystemExit(main())\n"
+)
+
+
+def _console(*args: str) -> tuple[int, bytes, dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUT_GRAPH_")}
+    done = subprocess.run([sys.executable, "-c", _CONSOLE, *args], capture_output=True, env=env, cwd=ROOT)
+    report = next(line for line in done.stderr.decode().splitlines() if line.startswith("REPORT "))
+    return done.returncode, done.stdout, json.loads(report.removeprefix("REPORT "))
+
+
+def test_inspect_json_imports_only_what_its_output_uses():
+    code, out, report = _console("inspect", "--json", "--no-cache", str(TRACE))
+    assert code == 0 and json.loads(out)["sessions"]
+    modules = set(report["modules"])
+    assert "rollout_graph.reports.contract" in modules and "rollout_graph.pipeline" in modules
+    never = {
+        "rollout_graph.reports.summary",  # the text summary
+        "rollout_graph.reports.transcript",  # --decode
+        "rollout_graph.signals.join",  # --signals
+        "rollout_graph.escape",  # the terminal escaper: --json prints no trace text raw
+        "importlib.resources",  # the samples folder is found from its import spec
+        "importlib.metadata",
+        "zipfile",
+        "tempfile",  # the cache writer: --no-cache
+        "pyarrow",
+    }
+    assert not never & modules, sorted(never & modules)
+
+
+def test_the_console_command_prints_the_bytes_main_prints_in_process(capsysbinary):
+    code, out, report = _console("inspect", "--json", "--no-cache", str(TRACE))
+    assert code == 0
+    assert report["frozen"] > 0  # the console process settled its loaded traces
+    frozen = gc.get_freeze_count()
+    assert main(["inspect", "--json", "--no-cache", str(TRACE)]) == 0
+    assert capsysbinary.readouterr().out == out
+    assert gc.get_freeze_count() == frozen  # main(argv) in a library process never freezes anything
+
+
+def test_the_text_summary_and_a_usage_error_keep_working():
+    code, out, report = _console("inspect", "--no-cache", str(TRACE))
+    assert code == 0 and b"fix-config-bug" in out
+    assert "rollout_graph.reports.contract" not in report["modules"]
+    missing = subprocess.run(
+        [sys.executable, "-m", "rollout_graph", "inspect", "--json", str(ROOT / "no-such-trace.jsonl")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2
+    assert "no-such-trace.jsonl: no such file or directory" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_the_samples_folder_is_the_one_importlib_resources_finds():
+    from importlib.resources import files
+
+    assert samples_dir() == Path(str(files("rollout_graph.samples")))
+    assert (samples_dir() / "vllm").is_dir()
