@@ -22,7 +22,8 @@ TRACE = ROOT / "sample_traces" / "vllm"
 _CONSOLE = (
     "import atexit, gc, json, sys\n"
     "atexit.register(lambda: sys.stderr.write('\\nREPORT ' + json.dumps("
-    "{'modules': sorted(sys.modules), 'frozen': gc.get_freeze_count()}) + '\\n'))\n"
+    "{'modules': sorted(sys.modules), 'frozen': gc.get_freeze_count(), 'collecting': gc.isenabled()})"
+    " + '\\n'))\n"
     "sys.argv = ['rollout-graph', *sys.argv[1:]]\n"
     "from rollout_graph.cli import main\n"
     "raise SystemExit(main())\n"
@@ -59,6 +60,7 @@ def test_the_console_command_prints_the_bytes_main_prints_in_process(capsysbinar
     code, out, report = _console("inspect", "--json", "--no-cache", str(TRACE))
     assert code == 0
     assert report["frozen"] > 0  # the console process settled its loaded traces
+    assert report["collecting"]  # and collects again after the load
     frozen = gc.get_freeze_count()
     assert main(["inspect", "--json", "--no-cache", str(TRACE)]) == 0
     assert capsysbinary.readouterr().out == out
@@ -83,3 +85,47 @@ def test_the_samples_folder_is_the_one_importlib_resources_finds():
 
     assert samples_dir() == Path(str(files("rollout_graph.samples")))
     assert (samples_dir() / "vllm").is_dir()
+
+
+# Loads several shapes with the collector off and counts what a collection then finds: the
+# console inspect loads that way (rollout_graph.cli.common.settle), so a loader that began to
+# make a reference cycle per record would grow its memory; this keeps it from happening quietly.
+_CYCLES = (
+    "import gc, json, sys\n"
+    "from rollout_graph.ingest.loading import load_paths\n"
+    "gc.collect(); gc.disable()\n"
+    "loaded = load_paths([__import__('pathlib').Path(p) for p in sys.argv[1:]])\n"
+    "calls = sum(len(s.calls) for s in loaded.sessions.values())\n"
+    "print(json.dumps({'calls': calls, 'skipped': len(loaded.skipped), 'garbage': gc.collect()}))\n"
+)
+
+
+def test_the_load_makes_next_to_no_reference_cycles(tmp_path):
+    hostile = tmp_path / "hostile.jsonl"
+    lines = []
+    for i in range(4000):
+        lines += [
+            '{"broken": [1, 2,',  # not JSON
+            json.dumps({"unknown": i, "x": {"y": [1, 2, 3]}}),  # an unknown shape
+            "[1, 2, 3]",  # not an object
+            json.dumps({"request": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}}),  # no response
+        ]
+    hostile.write_text("\n".join(lines) + "\n")
+    chat = tmp_path / "chat.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "synthetic.py"), str(chat), "--calls", "400"],
+        check=True,
+        capture_output=True,
+    )
+    flat = tmp_path / "flat.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "synthetic.py"), str(flat), "--calls", "200", "--flat"],
+        check=True,
+        capture_output=True,
+    )
+    paths = [ROOT / "sample_traces", ROOT / "tests" / "fixtures", hostile, chat, flat]
+    done = subprocess.run([sys.executable, "-c", _CYCLES, *map(str, paths)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["calls"] > 600 and report["skipped"] > 0
+    assert report["garbage"] < 2000, report  # a few objects per file, not one cycle per record

@@ -96,8 +96,8 @@ def load_inputs(
     graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
     replays), joining the ``signals`` files to them when given (docs/signals.md) with the chosen
     ``corrections`` (docs/corrections.md). ``settled``: the loaded traces live as long as the
-    process (a console command that prints and ends), so the garbage collector is told to stop
-    scanning them (:func:`settle`).
+    process (a console command that prints and ends): the garbage collector is off while they
+    load and then told to stop scanning them (:func:`settle`).
 
     Raises:
         UsageError: a path is missing, nothing could be read, the session is unknown, the
@@ -114,7 +114,14 @@ def load_inputs(
         found, errors = walk_traces(p)
         files += found
         unreadable += errors
-    loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+    collecting = settled and gc.isenabled()
+    if collecting:  # the load makes next to no reference cycles: see settle()
+        gc.disable()
+    try:
+        loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+    finally:
+        if collecting:
+            gc.enable()
     note_unreadable(loaded, unreadable)
     if settled:
         settle()
@@ -165,11 +172,13 @@ def load_inputs(
 def settle() -> None:
     """Exempt every object alive now from the garbage collector's scans (``gc.freeze``).
 
-    For a console command whose loaded traces live until it exits: each collection the analysis
-    and the JSON contract set off would otherwise walk the whole load again (0.05 s of CPU for
-    the contract of 5,000 vLLM calls, docs/performance.md). Nothing is kept alive by it: an
-    object no longer referenced is still freed; only a reference cycle among these objects would
-    stay (the load leaves almost none: about a hundred objects in a 480 MB trace)."""
+    For a console command whose loaded traces live until it exits. The load makes next to no
+    reference cycles (78 objects in the 480 MB vLLM bench trace, 50 in 100,000 malformed lines;
+    tests/test_cold_start.py keeps it so), yet each collection during the load, the analysis and
+    the JSON contract walks everything loaded so far: 0.04 s of CPU in the load and 0.05 s in the
+    contract of 5,000 vLLM calls (docs/performance.md). So :func:`load_inputs` loads with the
+    collector off when asked and then freezes what it loaded. Nothing is kept alive by it: an
+    object no longer referenced is still freed; only those few cycles stay until the exit."""
     gc.freeze()
 
 
