@@ -129,3 +129,44 @@ def test_the_load_makes_next_to_no_reference_cycles(tmp_path):
     report = json.loads(done.stdout)
     assert report["calls"] > 600 and report["skipped"] > 0
     assert report["garbage"] < 2000, report  # a few objects per file, not one cycle per record
+
+
+def _helps(monkeypatch, columns: int) -> list[str]:
+    import argparse
+
+    from rollout_graph import cli
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    top = cli.parser()
+    verbs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    out = [top.format_help(), top.format_usage()]
+    for name, verb in verbs.choices.items():
+        out += [name, verb.format_help(), verb.format_usage()]
+    return out
+
+
+def test_every_verbs_help_is_argparses_at_every_width(monkeypatch):
+    import argparse
+
+    from rollout_graph import cli
+
+    # the verbs' program name given to add_subparsers is the one argparse works out itself
+    assert argparse.ArgumentParser(prog="rollout-graph").add_subparsers()._prog_prefix == "rollout-graph"
+    longest = []
+    for columns in (24, 50, 80, 132, 300):
+        ours = _helps(monkeypatch, columns)
+        with monkeypatch.context() as m:
+            m.setattr(cli, "_HelpFormatter", argparse.HelpFormatter)
+            theirs = _helps(monkeypatch, columns)
+        assert ours == theirs, columns
+        longest.append(max(len(line) for text in ours for line in text.splitlines()))
+    assert longest[1] < longest[3] < longest[4]  # the terminal's width is followed
+
+
+def test_building_the_inspect_parser_asks_no_terminal_width():
+    code = (
+        "import sys\nfrom rollout_graph.cli import parser\n"
+        "parser('inspect').parse_args(['inspect', '--json', 'x'])\nprint('shutil' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "False"
