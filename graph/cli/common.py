@@ -103,7 +103,9 @@ def load_inputs(
         found, errors = walk_traces(p)
         files += found
         unreadable += errors
-    loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+    loaded = cache.load_files(
+        files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled(), leave_messages=True
+    )
     note_unreadable(loaded, unreadable)
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)

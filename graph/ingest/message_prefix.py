@@ -34,16 +34,39 @@ The reused element objects are shared between the calls of a load (as message te
 are): the library never mutates a message after loading. Where it does not pay (a file whose
 first 128 arrays reuse less than 4x the bytes parsed here) the shortcut stops trying; an array
 over 8 MB is left to the validating path, and at most 32 MB of arrays are remembered.
+
+**Left in the file** (:func:`leave_messages_in_file`, docs/performance.md, "Request messages left
+in the file"). Where the shortcut is off and the line comes from a plain file on disk, the array
+is still cut the same way (its end proven by parsing its elements on their own, the rest of the
+line parsed without it), and its place in the file is noted (:class:`MessagesSpan`). When the
+loader then finds that very list (the same element objects, none dropped) as a call's request
+messages, the call holds the span instead of the values
+(:func:`rollout_graph.core.messages.share_repeats`), and ``Call.request_messages`` reads the
+bytes again when asked: the same bytes parse to the same values. The span is checked on reading
+(the file's size and modification time, else a CRC-32 of the bytes taken at load); a file that
+no longer holds them gives None and says why (:attr:`MessagesSpan.unavailable`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from rollout_graph.core.messages import note_left_in_file
+from rollout_graph.core.records import MessagesInFile
+
+if TYPE_CHECKING:
+    from rollout_graph.ingest.typed import FileRef
 
 _KEY = b'"messages"'
 _OPENING = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
@@ -69,6 +92,86 @@ _PAYS = 4
 # What the other cutters search a line for (graph/ingest/id_arrays.py, typed.py): a remembered
 # body holding none of them is skipped by their searches when a line repeats it (known()).
 OTHER_KEYS = (b'_ids"', b'"top_logprobs"')
+
+
+_LEAVE: ContextVar[bool] = ContextVar("rollout_graph_leave_messages", default=False)
+
+
+@contextmanager
+def leave_messages_in_file() -> Iterator[None]:
+    """Within this block, files read in order leave request messages the shortcut does not share
+    in the file (a one-shot command that writes no cache: ``--no-cache``)."""
+    token = _LEAVE.set(True)
+    try:
+        yield
+    finally:
+        _LEAVE.reset(token)
+
+
+class MessagesSpan(MessagesInFile):
+    """A request's ``messages`` array in a plain file: where it is, how many messages, its CRC-32."""
+
+    __slots__ = ("file", "offset", "length", "count", "check")
+
+    def __init__(self, file: FileRef, offset: int, length: int, count: int, check: int) -> None:
+        super().__init__()
+        self.file, self.offset, self.length, self.count, self.check = file, offset, length, count, check
+
+    @property
+    def size(self) -> int:
+        """Bytes of the array's JSON."""
+        return self.length
+
+    def read(self) -> list[dict[str, Any]] | None:
+        """The messages parsed from the span again, or None when the file no longer holds it."""
+        try:
+            span, untouched = _read_again(self.file, self.offset, self.length)
+        except OSError as exc:
+            self.unavailable = f"cannot read {self.file.path} again: {exc.strerror or exc}"
+            return None
+        changed = f"{self.file.path} changed since it was loaded: its request messages cannot be read again"
+        if len(span) != self.length or not (untouched or zlib.crc32(span) == self.check):
+            self.unavailable = changed
+            return None
+        value = _values(span)
+        if value is None or len(value) != self.count or not all(type(m) is dict for m in value):
+            self.unavailable = changed
+            return None
+        self.unavailable = None
+        return value
+
+    def __repr__(self) -> str:
+        return f"MessagesSpan({self.count} messages, {self.length} bytes at {self.offset} of {self.file.path!r})"
+
+    def __reduce__(self) -> Any:  # the values travel (another process, a copy), not the span
+        return (_resolved, (self.messages(),))
+
+
+_OPEN_FILES = 8  # files kept open for reading messages again (least recently used closed first)
+_open_files: dict[FileRef, Any] = {}
+_open_lock = threading.Lock()
+
+
+def _read_again(file: FileRef, offset: int, length: int) -> tuple[bytes, bool]:
+    """``length`` bytes of ``file`` at ``offset``, and whether the file is untouched since it was
+    loaded (its size and modification time). The file is kept open (one call's messages are read
+    several times over): one replaced after its first read again is still the one opened then."""
+    from rollout_graph.ingest.reading import _open_regular
+
+    with _open_lock:
+        stream = _open_files.pop(file, None)
+        if stream is None:
+            stream = _open_regular(Path(file.path))  # never blocks on a FIFO put in its place
+            while len(_open_files) >= _OPEN_FILES:
+                _open_files.pop(next(iter(_open_files))).close()
+        _open_files[file] = stream
+        fd = stream.fileno()
+        st = os.fstat(fd)
+        return os.pread(fd, length, offset), (st.st_size, st.st_mtime_ns) == (file.size, file.mtime_ns)
+
+
+def _resolved(value: Any) -> Any:
+    return value
 
 
 def _clean(body: bytes, start: int = 0) -> bool:
@@ -139,6 +242,44 @@ class MessageCutter:
         self._pending: tuple[_Seen | None, _Seen | None, bytes] | None = None
         self._tried = self._reused = self._parsed = 0
         self.off = False  # the shortcut did not pay on the first lines: not tried again
+        self._leave = _LEAVE.get()
+        self._line: tuple[FileRef, bytes, int] | None = None
+
+    def at(self, file: FileRef | None, raw: bytes, offset: int | None) -> None:
+        """The next :meth:`cut` is of this line, read from ``file`` at ``offset`` (after other
+        cutters may have shortened it): an array left in the file is noted there."""
+        self._line = (file, raw, offset) if self._leave and file is not None and offset is not None else None
+
+    def _left(self, raw: bytes, start: int, end: int, items: list[Any]) -> None:
+        """Note where the array ``raw[start - 1 : end + 1]`` is in the file (when it is at the
+        same place in the line as read: nothing before it was cut)."""
+        line, self._line = self._line, None
+        if line is None:
+            return
+        file, whole, offset = line
+        span = raw[start - 1 : end + 1]
+        if whole[start - 1 : end + 1] != span:
+            return
+        note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
+
+    def _cut_only(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
+        """The array cut without reuse, to leave it in the file (the shortcut is off)."""
+        key = raw.find(_KEY)
+        if key < 0 or _escaped(raw, key):
+            return raw, None
+        opening = _OPENING.match(raw, key + len(_KEY))
+        if opening is None:
+            return raw, None
+        start = opening.end()
+        found = self._rest(raw, start)
+        if found is None:
+            return raw, None
+        end, items = found
+        if end - start < _MIN_BYTES or _opens(raw, start, end) + _opens(raw, 0, key) >= _DEPTH_ROOM:
+            return raw, None
+        self._tail = raw[end : end + _TAIL_BYTES]
+        self._left(raw, start, end, items)
+        return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
 
     def _longest(self, raw: bytes, start: int) -> _Seen | None:
         """The longest remembered array whose bytes start this one and end at an element (the
@@ -165,7 +306,8 @@ class MessageCutter:
         """
         self._pending = None
         if self.off:
-            return raw, None
+            return (raw, None) if self._line is None else self._cut_only(raw)
+        self._line = None  # arrays the shortcut reuses stay shared, not left in the file
         self._tried += 1
         if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
             self.off = True
