@@ -94,9 +94,20 @@ def test_messages_left_in_the_file_are_the_eager_messages(tmp_path, quick_probe)
     assert call.request_messages == call.request_messages  # read again (the window), still equal
 
 
-def test_the_default_load_and_the_first_lines_keep_their_messages(tmp_path):
-    path = _write(tmp_path / "t.jsonl", _conversations(12))
-    assert _left(_load(path, True)) == 0  # still probing: the shortcut's 128 lines are held
+def test_arrays_the_shortcut_reuses_stay_shared(tmp_path):
+    rng = random.Random(1)
+    history: list[dict] = [{"role": "system", "content": _text(rng)}]
+    lines = []
+    for i in range(10):  # one conversation growing call by call: the prefix shortcut pays
+        history = [*history, {"role": "user", "content": _text(rng, 30)}]
+        lines.append(_pair(i, history))
+        history = [*history, {"role": "assistant", "content": _text(rng, 30)}]
+    path = _write(tmp_path / "t.jsonl", lines)
+    lazy, eager = _load(path, True), _load(path, False)
+    calls = lazy.sessions["s"].calls
+    assert messages_left_in_file(calls[0]) is not None  # parsed whole: left in the file
+    assert all(messages_left_in_file(c) is None for c in calls[1:])  # the reused prefix stays shared
+    assert_same_load(eager, lazy)
 
 
 def test_a_copy_or_pickle_holds_the_values(tmp_path, quick_probe):

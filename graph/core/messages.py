@@ -219,6 +219,8 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
     response = call.response_message
     if response is not None and type(response.get("content")) is str:
         response["content"] = shared.setdefault(response["content"], response["content"])
+        if type(response.get("role")) is str:  # the role of every reply: one string
+            response["role"] = shared.setdefault(response["role"], response["role"])
     tools = call.tools
     if tools:
         try:

@@ -182,8 +182,8 @@ class MessagesInFile:
     message texts this way: a summary reads most of them once, a few calls again, and never
     needs them all at once.
 
-    The messages last read are kept (:data:`KEPT_BYTES` of their JSON, least recently used
-    dropped first), so reading one call's messages several times in a row reads the file once.
+    The messages last read are kept (:data:`KEPT_BYTES` of their JSON, the first read dropped
+    first), so reading one call's messages several times in a row reads the file once.
     A subclass implements :meth:`read`: the messages exactly as the loader built them, or None
     with :attr:`unavailable` set when the file no longer holds them."""
 
@@ -207,22 +207,19 @@ class MessagesInFile:
 
     def messages(self) -> list[dict[str, Any]] | None:
         """The messages, from the recently read ones or the file."""
-        key = id(self)
-        with self._lock:
-            hit = self._kept.get(key)
-            if hit is not None and hit[0] is self:
-                self._kept.move_to_end(key)
-                return hit[1]
+        hit = self._kept.get(id(self))  # no lock: one dict lookup, and the entry names its owner
+        if hit is not None and hit[0] is self:
+            return hit[1]
         value = self.read()
         if self.unavailable is not None:  # not kept: a later read may succeed
             return value
         with self._lock:
-            old = self._kept.pop(key, None)
+            old = self._kept.pop(id(self), None)
             if old is not None:
                 self._kept_bytes[0] -= old[0].size
-            self._kept[key] = (self, value)
+            self._kept[id(self)] = (self, value)
             self._kept_bytes[0] += self.size
-            while self._kept_bytes[0] > self.KEPT_BYTES and len(self._kept) > 1:
+            while self._kept_bytes[0] > self.KEPT_BYTES and len(self._kept) > 1:  # the first read first
                 _, (dropped, _) = self._kept.popitem(last=False)
                 self._kept_bytes[0] -= dropped.size
         return value

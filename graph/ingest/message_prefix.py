@@ -125,17 +125,14 @@ class MessagesSpan(MessagesInFile):
     def read(self) -> list[dict[str, Any]] | None:
         """The messages parsed from the span again, or None when the file no longer holds it."""
         try:
-            span, untouched = _read_again(self.file, self.offset, self.length)
+            value = _read_again(self.file, self.offset, self.length, self.check)
         except OSError as exc:
             self.unavailable = f"cannot read {self.file.path} again: {exc.strerror or exc}"
             return None
-        changed = f"{self.file.path} changed since it was loaded: its request messages cannot be read again"
-        if len(span) != self.length or not (untouched or zlib.crc32(span) == self.check):
-            self.unavailable = changed
-            return None
-        value = _values(span)
         if value is None or len(value) != self.count or not all(type(m) is dict for m in value):
-            self.unavailable = changed
+            self.unavailable = (
+                f"{self.file.path} changed since it was loaded: its request messages cannot be read again"
+            )
             return None
         self.unavailable = None
         return value
@@ -152,10 +149,16 @@ _open_files: dict[FileRef, Any] = {}
 _open_lock = threading.Lock()
 
 
-def _read_again(file: FileRef, offset: int, length: int) -> tuple[bytes, bool]:
-    """``length`` bytes of ``file`` at ``offset``, and whether the file is untouched since it was
-    loaded (its size and modification time). The file is kept open (one call's messages are read
-    several times over): one replaced after its first read again is still the one opened then."""
+_buffer = bytearray(1 << 16)  # the span read again (grown as needed): no new bytes object each time
+_BUFFER_MOST = 1 << 20  # a longer span is read into a buffer of its own
+
+
+def _read_again(file: FileRef, offset: int, length: int, check: int) -> list[Any] | None:
+    """The values of ``length`` bytes of ``file`` at ``offset`` when they are the bytes loaded
+    (the file's size and modification time unchanged, else their CRC-32 is ``check``), else None.
+    The file is kept open (one call's messages are read several times over): one replaced after
+    its first read again is still the one opened then."""
+    global _buffer
     from rollout_graph.ingest.reading import _open_regular
 
     with _open_lock:
@@ -167,7 +170,17 @@ def _read_again(file: FileRef, offset: int, length: int) -> tuple[bytes, bool]:
         _open_files[file] = stream
         fd = stream.fileno()
         st = os.fstat(fd)
-        return os.pread(fd, length, offset), (st.st_size, st.st_mtime_ns) == (file.size, file.mtime_ns)
+        if len(_buffer) < length <= _BUFFER_MOST:
+            _buffer = bytearray(length)
+        view = memoryview(_buffer if length <= len(_buffer) else bytearray(length))[:length]
+        try:
+            if os.preadv(fd, [view], offset) != length:
+                return None
+            if (st.st_size, st.st_mtime_ns) != (file.size, file.mtime_ns) and zlib.crc32(view) != check:
+                return None
+            return _values(view)
+        finally:
+            view.release()
 
 
 def _resolved(value: Any) -> Any:
@@ -307,7 +320,6 @@ class MessageCutter:
         self._pending = None
         if self.off:
             return (raw, None) if self._line is None else self._cut_only(raw)
-        self._line = None  # arrays the shortcut reuses stay shared, not left in the file
         self._tried += 1
         if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
             self.off = True
@@ -348,6 +360,9 @@ class MessageCutter:
             clean = _clean(body) if seen is None else seen.clean and _clean(body, len(seen.body))
             longer = _Seen(body, items, opens, clean=clean)
         self._pending = (seen, longer, raw[end : end + _TAIL_BYTES])
+        if seen is None:  # parsed whole: left in the file (one the shortcut reuses stays shared)
+            self._left(raw, start, end, items)
+        self._line = None
         return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
 
     def known(self, raw: bytes, pos: int = 0, end: int | None = None) -> tuple[int, int] | None:
