@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,19 @@ def test_the_command_prints_the_same_json_with_and_without(tmp_path, capsysbinar
     for path, a, b in zip(paths, lazy, eager, strict=True):
         assert a == b, path
     assert len(paths) > 10
+
+
+@pytest.mark.parametrize("depth", [900, 1019, 1030])
+def test_deep_messages_get_the_validating_verdict(tmp_path, quick_probe, depth):
+    pad = {"role": "system", "content": "lorem ipsum " * 200}
+    line = _pair(3, [pad, {"role": "user", "content": "DEEP"}])
+    line = line.replace(b'"DEEP"', b"[" * depth + b'"x"' + b"]" * depth)  # deeper than an encoder walks
+    path = _write(tmp_path / "deep.jsonl", [*_conversations(3), line])
+    eager, lazy = _load(path, False), _load(path, True)
+    assert eager.report() == lazy.report()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 5 * depth))  # the comparison walks the nesting
+    try:
+        assert_same_load(eager, lazy)
+    finally:
+        sys.setrecursionlimit(limit)

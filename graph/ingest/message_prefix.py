@@ -206,6 +206,22 @@ def _opens(data: bytes, start: int = 0, end: int | None = None) -> int:
     return data.count(b"[", start, end) + data.count(b"{", start, end)
 
 
+_NESTED = (dict, list)
+
+
+def _shallow(items: list[Any]) -> bool:
+    """Whether the array nests two deep at most (objects of strings, numbers and literals):
+    then its depth is known without counting its brackets."""
+    for item in items:
+        if type(item) is dict:
+            for value in item.values():
+                if type(value) in _NESTED:
+                    return False
+        elif type(item) is list:
+            return False
+    return True
+
+
 def _escaped(raw: bytes, at: int) -> bool:
     """Whether the byte at ``at`` follows an odd run of backslashes."""
     run = 0
@@ -288,7 +304,10 @@ class MessageCutter:
         if found is None:
             return raw, None
         end, items = found
-        if end - start < _MIN_BYTES or _opens(raw, start, end) + _opens(raw, 0, key) >= _DEPTH_ROOM:
+        if end - start < _MIN_BYTES:
+            return raw, None
+        nesting = 2 if _shallow(items) else _opens(raw, start, end)  # the elements' depth, or a bound on it
+        if nesting + _opens(raw, 0, key) >= _DEPTH_ROOM:
             return raw, None
         self._tail = raw[end : end + _TAIL_BYTES]
         self._left(raw, start, end, items)
