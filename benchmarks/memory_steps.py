@@ -44,6 +44,7 @@ def main(path: str) -> None:
     import orjson
 
     from rollout_graph.analysis.decode import decoder_for
+    from rollout_graph.cli.common import _return_free_memory
     from rollout_graph.core.linking import link
     from rollout_graph.core.records import messages_left_in_file
     from rollout_graph.ingest import cache
@@ -71,6 +72,7 @@ def main(path: str) -> None:
         analyse(s, links=links[sid], decoder=decoder_for(s.calls, [], None, False))
         for sid, s in loaded.sessions.items()
     ]
+    _return_free_memory()  # as the command does once the rollouts are analysed
     step("analyse")
     out = orjson.dumps(inspect_json(loaded, rollouts, with_tokens=False), option=orjson.OPT_SERIALIZE_NUMPY)
     step("print")
