@@ -233,3 +233,28 @@ def test_deep_messages_get_the_validating_verdict(tmp_path, quick_probe, depth):
         assert_same_load(eager, lazy)
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_search_bundle_and_explain_give_the_same_with_and_without(tmp_path, capsysbinary, monkeypatch, quick_probe):
+    """The commands that read every call's messages (search, an HTML bundle) or the near-miss
+    explanations read them back and print what the loaded messages give."""
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    path = _write(tmp_path / "g.jsonl", _conversations(20))
+
+    def run(tag: str) -> list[bytes]:
+        out = []
+        for argv in (
+            ["search", "--json", "pytest", str(path)],
+            ["explain", str(path)],
+            ["bundle", "--out", str(tmp_path / f"{tag}.html"), str(path)],
+        ):
+            assert main(argv) == 0, argv
+            out.append(capsysbinary.readouterr().out)
+        return [*out, (tmp_path / f"{tag}.html").read_bytes()]
+
+    lazy = run("lazy")
+    monkeypatch.setattr(MessageCutter, "at", lambda self, *a: None)
+    eager = run("eager")
+    texts = [json.loads(line)["request"]["messages"][0]["content"][:40].encode() for line in _conversations(20)]
+    assert b'"hits":[{' in lazy[0] and any(t in lazy[3] for t in texts)  # messages were read back
+    assert [o.replace(b"lazy.html", b"") for o in lazy] == [o.replace(b"eager.html", b"") for o in eager]
