@@ -258,3 +258,18 @@ def test_search_bundle_and_explain_give_the_same_with_and_without(tmp_path, caps
     texts = [json.loads(line)["request"]["messages"][0]["content"][:40].encode() for line in _conversations(20)]
     assert b'"hits":[{' in lazy[0] and any(t in lazy[3] for t in texts)  # messages were read back
     assert [o.replace(b"lazy.html", b"") for o in lazy] == [o.replace(b"eager.html", b"") for o in eager]
+
+
+def test_an_array_moved_by_an_earlier_cut_stays_loaded(tmp_path, quick_probe):
+    """The response (its id arrays cut first) before the request: the array is not where the line
+    had it, so it is not left in the file; the values are the same either way."""
+    moved = []
+    for line in _conversations(5):
+        record = json.loads(line)
+        record = {"response": record.pop("response"), **record}
+        record["response"]["prompt_token_ids"] = list(range(3000))  # a long array the id cutter cuts
+        moved.append(json.dumps(record, separators=(",", ":")).encode())
+    path = _write(tmp_path / "moved.jsonl", moved)
+    lazy, eager = _load(path, True), _load(path, False)
+    assert _left(lazy) == 0
+    assert_same_load(eager, lazy)

@@ -287,7 +287,7 @@ class MessageCutter:
             return
         file, whole, offset = line
         span = raw[start - 1 : end + 1]
-        if whole[start - 1 : end + 1] != span:
+        if not whole.startswith(span, start - 1):
             return
         note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
 
