@@ -34,7 +34,6 @@ from rollout_graph.ingest.typed import FileRef, columns_for, cut_logprobs, locat
 _TAIL = b'_ids"'
 _HEADS = (b'"prompt_token', b'"input')
 _OPENING = re.compile(rb"\s*:\s*\[")
-_PLAIN = b"0123456789, \t\r\n"
 # numpy clamps numbers beyond int64 to its maximum: anything this large goes the validating path.
 _IMPLAUSIBLE_ID = 2**62
 _NONCE = os.urandom(4).hex()
@@ -79,16 +78,24 @@ _WARNS = _fromstring_warns()
 
 def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     """The ids of a comma-separated run of digits and the largest (0 when none), or None when it
-    is not exactly one JSON array's body (an empty element, two numbers in one, a trailing comma,
-    a leading zero)."""
-    if not text.strip():
-        return np.empty(0, dtype=np.int64), 0
-    others = text.translate(None, _DIGITS)  # whitespace
-    if others:  # look for an element that holds none
-        if _EMPTY_ELEMENT.search(text):
+    is not exactly one JSON array's body (a byte other than a digit, a comma or JSON whitespace,
+    an empty element, two numbers in one, a trailing comma, a leading zero, a number of 2**62 or
+    more)."""
+    others = text.translate(None, _DIGITS)
+    if others:  # whitespace, or anything else (not plain: left to the parser)
+        if others.translate(None, _SPACE):
             return None
-    elif text[:1] == b"," or text[-1:] == b"," or b",," in text:
+        if not text.strip():
+            return np.empty(0, dtype=np.int64), 0
+        if _EMPTY_ELEMENT.search(text):  # an element that holds no digit
+            return None
+    elif not text:
+        return np.empty(0, dtype=np.int64), 0
+    elif text[:1] == b"," or text[-1:] == b",":
         return None
+    # Compact text (digits and commas): an empty element inside, ",,", is text numpy cannot read
+    # to its end (the except below; tests/test_id_text_exact.py holds numpy to it), and would
+    # also leave a comma the digit count below does not account for.
     try:
         if _WARNS:  # numpy 1.x: the text not read to its end is a warning, not an error
             with warnings.catch_warnings():
@@ -99,12 +106,15 @@ def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     except (ValueError, DeprecationWarning):  # "1 2": left to the JSON parser, which says why
         return None
     n = arr.shape[0]
-    if n != text.count(b",") + 1:
+    if not n or (others and n != text.count(b",") + 1):
         return None
     # Each element is one run of digits: the numbers read must have as many digits as the text
-    # (fewer: a leading zero, "01", which JSON refuses; or a number numpy clamped).
-    digits = n
+    # (fewer: a leading zero, "01", which JSON refuses; or a number numpy clamped; or an element
+    # not read, whose digits and comma are then left over).
     top = int(arr.max())
+    if top >= _IMPLAUSIBLE_ID:  # perhaps clamped by numpy: its digits would not tell
+        return None
+    digits = n
     power = 10
     while power <= top:
         digits += int(np.count_nonzero(arr >= power))
@@ -165,7 +175,8 @@ class IdArrayCutter:
     """
 
     def __init__(self, arena_ids: int | None = None) -> None:
-        self._recent: list[_Seen] = []
+        self._recent: list[_Seen] = []  # in the order met, the last _RECENT
+        self._by_length: list[_Seen] = []  # the same, longest first (of those as long, the one met first)
         self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
         # the first arena is small (a small trace, or many small files, maps little); each next
         # one twice the last, up to arena_ids
@@ -174,53 +185,59 @@ class IdArrayCutter:
         self._top = 0  # where the current arena's next slot begins
 
     def _seen_around(self, text: bytes) -> tuple[_Seen | None, _Seen | None]:
-        """The longest recent text that opens ``text`` at an element boundary, and a recent
-        text that ``text`` opens (so its ids are a prefix of that one's)."""
-        best = longer = None
+        """The longest recent text that opens ``text`` at an element boundary (of those as long,
+        the one met first), and the first met recent text that ``text`` opens (so its ids are a
+        prefix of that one's). Looked for longest first: the first that opens ``text`` is the
+        one, so a conversation's earlier prompts (all of them prefixes) cost no comparison."""
         size = len(text)
-        for seen in self._recent:
+        best = longer = None
+        for seen in self._by_length:
             n = len(seen.text)
-            if n <= size:
-                if (
-                    (best is None or n > len(best.text))
-                    and text.startswith(seen.text)
-                    and text[n : n + 1] in (b"", b",")
-                ):
-                    best = seen
-            elif (
-                longer is None
+            if n <= size and text[n : n + 1] in (b"", b",") and text.startswith(seen.text):
+                best = seen
+                break
+        if best is not None and len(best.text) == size:
+            return best, None  # the same text: a view of it whatever is longer
+        for seen in self._recent:
+            if (
+                len(seen.text) > size
                 and seen.slot is not None
                 and seen.text[size : size + 1] == b","
                 and seen.text.startswith(text)
             ):
                 longer = seen
+                break
         return best, longer
 
     def _remember(self, seen: _Seen) -> None:
         self._recent.append(seen)
-        del self._recent[:-_RECENT]
+        if len(self._recent) > _RECENT:
+            gone = self._recent.pop(0)
+            self._by_length = [s for s in self._by_length if s is not gone]
+        n = len(seen.text)
+        at = 0  # after every one at least as long (so of equal texts the one met first comes first)
+        while at < len(self._by_length) and len(self._by_length[at].text) >= n:
+            at += 1
+        self._by_length.insert(at, seen)
 
     def _ids(self, text: bytes) -> np.ndarray | None:
         prefix, longer = self._seen_around(text)
         if longer is not None and (prefix is None or len(prefix.text) < len(text)):
             # Every element of a remembered text was checked and parsed when it was first met.
             assert longer.slot is not None
-            n = text.count(b",") + 1
+            # as many ids as elements: those of a seen prefix and one per comma after it
+            n = text.count(b",") + 1 if prefix is None else prefix.ids.shape[0] + text.count(b",", len(prefix.text))
             view = longer.slot.arena[longer.start : longer.start + n]
             view.flags.writeable = False
             self._remember(_Seen(text, view, longer.slot, longer.start))
             return view
         # Only text not already parsed needs checking: a seen prefix was checked when first met.
         head, tail = (_NO_IDS, text) if prefix is None else (prefix.ids, text[len(prefix.text) + 1 :])
-        if tail.translate(None, _PLAIN):
-            return None
         parsed = _parse_plain(tail)
         if parsed is None:
             return None
         rest, top = parsed
         if prefix is not None and len(text) > len(prefix.text) and rest.shape[0] == 0:
-            return None
-        if top >= _IMPLAUSIBLE_ID:
             return None
         n = head.shape[0] + rest.shape[0]
         if n <= _SMALL:
