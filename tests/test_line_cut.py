@@ -185,3 +185,79 @@ def test_cut_lines_give_the_same_ids_in_any_order():
         cut, arrays = cutter.cut(line)
         (arr,) = arrays.values()
         assert arr.tolist() == prompts[i]
+
+
+# --- searches for keys -----------------------------------------------------------------------
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(
+    st.text(alphabet='ab_id"s\\.*[', max_size=60).map(str.encode),
+    st.sampled_from([b'_ids"', b'_id"', b'"session_id"', b".*", b"[", b"\\", b"a"]),
+    st.integers(0, 70),
+    st.integers(0, 70),
+)
+def test_the_key_search_finds_what_bytes_find_finds(raw, key, pos, hi):
+    """Keys holding regex syntax included: the compiled search is a literal one."""
+    assert id_arrays._find(raw, key, pos, hi) == raw.find(key, pos, hi)
+
+
+def _reference_duplicate_identity_key(raw: bytes) -> str | None:
+    """The check before its searches were compiled (bytes.find and bytes.count)."""
+    from rollout_graph.ingest.reading import _EARLY, _IDENTITY_KEYS, _KEY_AFTER, _scan
+
+    ends = len(raw) - _EARLY
+    met = sum(1 for key in _IDENTITY_KEYS if raw.find(key, 0, _EARLY) >= 0 or raw.find(key, max(0, ends)) >= 0)
+    if raw.count(b'_id"') <= met:
+        return None
+    for key in _IDENTITY_KEYS:
+        if raw.count(key) < 2:
+            continue
+        spots = []
+        at = raw.find(key)
+        while at >= 0:
+            if _KEY_AFTER.match(raw, at + len(key)):
+                spots.append(at)
+            at = raw.find(key, at + 1)
+        if len(spots) < 2:
+            continue
+        top = sum(1 for depth, opens in _scan(raw, spots)[1] if depth == 1 and opens)
+        if top > 1:
+            return key.decode().strip('"')
+    return None
+
+
+_piece = st.sampled_from(
+    [
+        b'"session_id":"a",',
+        b'"session_id" : "b",',
+        b'"call_id":"c",',
+        b'"node_id":1,',
+        b'"tool_call_id":"t",',
+        b'"x":{"session_id":"n"},',
+        b'"y":"\\"call_id\\":",',
+        b'"z":"session_id\\"",',
+        b'"prompt_token_ids":"m",',
+        b'"session_id""call_id":',
+        b'"pad":"' + b"p" * 700 + b'",',
+        b'"w":["call_id",{"call_id":2}],',
+    ]
+)
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.lists(_piece, max_size=14))
+def test_the_duplicate_key_check_says_what_it_said_before(pieces):
+    from rollout_graph.ingest.reading import _duplicate_identity_key
+
+    raw = b"{" + b"".join(pieces) + b'"end":0}'
+    assert _duplicate_identity_key(raw) == _reference_duplicate_identity_key(raw)
+
+
+def test_a_duplicate_identity_key_is_found_far_from_both_ends():
+    from rollout_graph.ingest.reading import _duplicate_identity_key
+
+    pad = b'"pad":"' + b"p" * 5000 + b'",'
+    raw = b'{"session_id":"a",' + pad + b'"session_id":"b",' + pad + b'"call_id":"c"}'
+    assert _duplicate_identity_key(raw) == "session_id"
+    assert _duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None

@@ -406,17 +406,37 @@ class IdArrayCutter:
         return b"".join(pieces), arrays
 
 
+_SEARCHES: dict[bytes, Callable[[bytes, int, int], re.Match[bytes] | None]] = {}
+
+
+def _search(key: bytes) -> Callable[[bytes, int, int], re.Match[bytes] | None]:
+    """``key`` as a compiled literal: the regex engine looks for its first byte in a tight loop
+    (an underscore or a quote, rare in running text), where ``bytes.find`` stops at every byte
+    equal to the key's last, here a quote (every JSON string has two): 1.5x as fast on both
+    bench traces' lines."""
+    search = _SEARCHES.get(key)
+    if search is None:
+        search = _SEARCHES[key] = re.compile(re.escape(key)).search
+    return search
+
+
+def _find(raw: bytes, key: bytes, pos: int, hi: int) -> int:
+    """``raw.find(key, pos, hi)``."""
+    found = _search(key)(raw, pos, hi)
+    return -1 if found is None else found.start()
+
+
 def find_outside(raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int] | None) -> int:
     """``raw.find(key, pos, hi)`` where ``raw[skip[0]:skip[1]]`` is known to hold no ``key``: that
     span is not searched (an occurrence straddling either of its ends still is)."""
     if skip is not None:
         a, b = skip
         if pos < a:
-            at = raw.find(key, pos, min(hi, a + len(key) - 1))
+            at = _find(raw, key, pos, min(hi, a + len(key) - 1))
             if at >= 0:
                 return at
         pos = max(pos, b - len(key) + 1)
-    return raw.find(key, pos, hi)
+    return _find(raw, key, pos, hi)
 
 
 _NEAR = 512
