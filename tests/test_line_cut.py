@@ -261,3 +261,76 @@ def test_a_duplicate_identity_key_is_found_far_from_both_ends():
     raw = b'{"session_id":"a",' + pad + b'"session_id":"b",' + pad + b'"call_id":"c"}'
     assert _duplicate_identity_key(raw) == "session_id"
     assert _duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None
+
+
+# --- the known messages span, moved by the cuts ------------------------------------------------
+
+
+def _line_with_ids_around(messages: list, n: int, where: str) -> bytes:
+    ids = list(range(100, 200 + n))
+    record: dict = {}
+    if where in ("before", "both"):
+        record["prompt_token_ids"] = ids
+    record["request"] = {"model": "m", "messages": messages}
+    if where in ("after", "both"):
+        record["input_ids"] = ids[::-1]
+    record["metadata"] = {"session_id": "s", "call_id": f"c{n}"}
+    return orjson.dumps(record)
+
+
+def _cut_both_ways(steps: list[tuple[int, str]]) -> int:
+    """Each line parsed with the messages shortcut (its span handed on) and without; the lines'
+    values agree, and each span handed to the logprob skim holds, in the cut line, the bytes the
+    span asked for holds in the line. How many spans were handed on."""
+    from rollout_graph.ingest.limits import Limits
+    from rollout_graph.ingest.message_prefix import MessageCutter
+    from rollout_graph.ingest.reading import parse_line
+    from tests.builders import _same_value
+
+    handed: list[tuple[bytes, tuple[int, int]]] = []
+    asked: list[tuple[int, int]] = []
+    real_cut_logprobs, real_ask = id_arrays.cut_logprobs, id_arrays._Skip.ask
+
+    def spy(raw, file, where, span):
+        if span is not None:
+            handed.append((raw, span))
+        return real_cut_logprobs(raw, file, where, span)
+
+    def ask(self, raw, pos, end=None):
+        span = real_ask(self, raw, pos, end)
+        if span is not None:
+            asked.append(span)
+        return span
+
+    fill = "lorem ipsum " * 200
+    messages: list = []
+    fast, plain, cutter_messages = IdArrayCutter(), IdArrayCutter(), MessageCutter()
+    taken = 0
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(id_arrays, "cut_logprobs", spy)
+        m.setattr(id_arrays._Skip, "ask", ask)
+        for n, (grow, where) in enumerate(steps):
+            messages = messages + [{"role": "user", "content": f"{len(messages)} {fill}"} for _ in range(grow)]
+            line = _line_with_ids_around(messages, n, where)
+            handed.clear()
+            asked.clear()
+            got = parse_line(n + 1, line, fast, Limits(), messages=cutter_messages)
+            for raw, (a, b) in handed:
+                (original,) = set(asked)
+                assert raw[a:b] == line[original[0] : original[1]]
+            taken += len(handed)
+            want = parse_line(n + 1, line, plain, Limits())
+            assert got.error is None and want.error is None
+            _same_value(want.value, got.value, f"line {n + 1}")
+    return taken
+
+
+def test_the_known_span_is_handed_on_moved_by_the_cuts_before_it():
+    steps = [(2, "before"), (1, "before"), (1, "both"), (2, "after"), (1, "both"), (1, "before")]
+    assert _cut_both_ways(steps) >= 3
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["before", "after", "both"])), min_size=2, max_size=8))
+def test_the_known_span_holds_the_same_bytes_in_the_cut_line(steps):
+    _cut_both_ways(steps)

@@ -20,7 +20,7 @@ import os
 import re
 import warnings
 import weakref
-from bisect import bisect_right
+from bisect import bisect_right, insort_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -141,6 +141,10 @@ class _Seen:
         self.text, self.ids, self.slot, self.start = text, ids, slot, start
 
 
+def _longest_first(seen: _Seen) -> int:
+    return -len(seen.text)
+
+
 def _new_arena(ids: int) -> np.ndarray:
     """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
     left after each prompt costs address space, not memory; numpy's own large arrays ask for
@@ -212,13 +216,9 @@ class IdArrayCutter:
     def _remember(self, seen: _Seen) -> None:
         self._recent.append(seen)
         if len(self._recent) > _RECENT:
-            gone = self._recent.pop(0)
-            self._by_length = [s for s in self._by_length if s is not gone]
-        n = len(seen.text)
-        at = 0  # after every one at least as long (so of equal texts the one met first comes first)
-        while at < len(self._by_length) and len(self._by_length[at].text) >= n:
-            at += 1
-        self._by_length.insert(at, seen)
+            self._by_length.remove(self._recent.pop(0))  # _Seen compares by identity
+        # after every one at least as long (so of equal texts the one met first comes first)
+        insort_right(self._by_length, seen, key=_longest_first)
 
     def _ids(self, text: bytes) -> np.ndarray | None:
         prefix, longer = self._seen_around(text)
@@ -314,13 +314,18 @@ class IdArrayCutter:
                 if done is not None:
                     return done
         shifts: list[tuple[int, int]] = [(0, 0)]
-        line = raw
-        raw, arrays = self._cut_ids(raw, max_ids, shifts, skip)
+        cuts: list[tuple[int, int]] = []
+        raw, arrays = self._cut_ids(raw, max_ids, shifts, skip, cuts)
         span = skip.span
-        if span is not None:  # where the span is in the cut line (no cut is inside it: no id key is)
-            removed = [gone for new, gone in shifts if new + gone <= span[0]][-1]  # the last cut before it
-            a, b = span[0] - removed, span[1] - removed
-            span = (a, b) if raw[a:b] == line[span[0] : span[1]] else None
+        if span is not None:
+            # Where the span is in the cut line: the cut line is the line with each cut span
+            # replaced, so a span no cut overlaps holds the same bytes, moved by what the cuts
+            # before it removed (no cut is inside it: no id key is; one that were is not used).
+            if all(b <= span[0] or a >= span[1] for a, b in cuts):
+                removed = [gone for new, gone in shifts if new + gone <= span[0]][-1]  # the last cut before it
+                span = (span[0] - removed, span[1] - removed)
+            else:
+                span = None
         where = None
         if file is not None and offset is not None:
             starts = [new for new, _ in shifts]
@@ -348,7 +353,8 @@ class IdArrayCutter:
         if columns is None:
             return None
         arrays: dict[str, Any] = {}
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
+        view = memoryview(raw)  # pieces of the line as views: the join is their one copy
         pos = 0
         content = _marker(0)
         for lo, hi in ((0, start), (end, len(raw))):
@@ -364,13 +370,13 @@ class IdArrayCutter:
                     )
                 marker = _marker(len(arrays) + 1)
                 arrays[marker] = ids
-                pieces += [raw[pos : a - 1], b'"\\u0000', marker[1:].encode(), b'"']
+                pieces += [view[pos : a - 1], b'"\\u0000', marker[1:].encode(), b'"']
                 pos = b + 1
             if lo == 0:
                 arrays[content] = columns
-                pieces += [raw[pos:start], b'"\\u0000', content[1:].encode(), b'"']
+                pieces += [view[pos:start], b'"\\u0000', content[1:].encode(), b'"']
                 pos = end
-        pieces.append(raw[pos:])
+        pieces.append(view[pos:])
         return b"".join(pieces), arrays
 
     def _cut_ids(
@@ -379,10 +385,13 @@ class IdArrayCutter:
         max_ids: int | None,
         shifts: list[tuple[int, int]] | None = None,
         skip: _Skip | None = None,
+        cuts: list[tuple[int, int]] | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
-        """``shifts`` gets (position in the cut line, bytes removed before it) after each cut."""
+        """``shifts`` gets (position in the cut line, bytes removed before it) after each cut,
+        ``cuts`` the span of the line each cut replaced (the array with its brackets)."""
         arrays: dict[str, Any] = {}
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
+        view = memoryview(raw)  # pieces of the line as views: the join is their one copy
         pos = 0
         length = 0  # of the cut line so far
         for start, end in _array_spans(raw, skip=skip):
@@ -395,14 +404,16 @@ class IdArrayCutter:
                 raise LimitExceeded(f"an id array holds {ids.shape[0]:,} ids (limit max_ids {max_ids:,}, --max-ids)")
             marker = _marker(len(arrays))
             arrays[marker] = ids
-            pieces += [raw[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
+            pieces += [view[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
             length += start - 1 - pos + 8 + len(marker) - 1
             pos = end + 1
             if shifts is not None:
                 shifts.append((length, pos - length))
+            if cuts is not None:
+                cuts.append((start - 1, pos))
         if not pieces:
             return raw, arrays
-        pieces.append(raw[pos:])
+        pieces.append(view[pos:])
         return b"".join(pieces), arrays
 
 
