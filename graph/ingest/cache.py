@@ -49,7 +49,7 @@ from dataclasses import fields
 from functools import cache
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import orjson
@@ -311,7 +311,7 @@ class _Eager:
         assert offset is not None
         return [offset + start - starts[i], arr.dtype.str, shape, writeable]
 
-    def flush(self, sink: BinaryIO) -> None:
+    def flush(self, sink: _Checked) -> None:
         for data in self._pending:
             sink.write(data)
         self._pending = []
@@ -346,7 +346,7 @@ class _Top:
         self.size += length
         return [offset, length, crc, top.rows, ids.dtype.str, list(ids.shape), lps.dtype.str, list(lps.shape)]
 
-    def flush(self, sink: BinaryIO) -> None:
+    def flush(self, sink: _Checked) -> None:
         for data in self._pending:
             sink.write(data)
         self._pending = []
@@ -372,7 +372,7 @@ def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
         raise NotCacheable(str(exc)) from None
 
 
-def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int) -> bytes:
+def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int, crcs: dict[str, int]) -> bytes:
     meta = {
         "format": FORMAT,
         "records": result.records,
@@ -386,6 +386,7 @@ def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int) ->
         "calls": n_calls,
         "arrays_bytes": eager_bytes,
         "top_bytes": top_bytes,
+        "crc32": crcs,
     }
     try:
         return orjson.dumps(meta)
@@ -393,8 +394,21 @@ def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int) ->
         raise NotCacheable(str(exc)) from None
 
 
+class _Checked:
+    """A file being written, with the CRC-32 of what was written so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "wb")  # noqa: SIM115 - closed by the writer's finally
+        self.crc = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.file.write(data)
+
+
 def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None) -> None:
-    """Write the entry's files into ``folder``.
+    """Write the entry's files into ``folder`` (``meta.json`` last: it holds the others' sizes
+    and checksums, and its own on its first line).
 
     Raises:
         NotCacheable: a value JSON cannot carry exactly.
@@ -402,21 +416,23 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
     """
     calls = [c for s in result.sessions.values() for c in s.calls]
     eager, tops, values = _Eager(calls), _Top(), _Values()
-    with (
-        open(folder / "calls.jsonl", "wb") as rows,
-        open(folder / "arrays.bin", "wb") as arrays,
-        open(folder / "top.bin", "wb") as top,
-    ):
+    sinks = {name: _Checked(folder / name) for name in ("calls.jsonl", "arrays.bin", "top.bin", "values.jsonl")}
+    try:
+        rows, arrays, top = sinks["calls.jsonl"], sinks["arrays.bin"], sinks["top.bin"]
         for i in range(0, len(calls), BATCH_CALLS):
-            rows.writelines([_row(c, eager, tops, values) + b"\n" for c in calls[i : i + BATCH_CALLS]])
+            rows.write(b"".join([_row(c, eager, tops, values) + b"\n" for c in calls[i : i + BATCH_CALLS]]))
             eager.flush(arrays)
             tops.flush(top)
             if between is not None:
                 between()
-    with open(folder / "values.jsonl", "wb") as lines:  # orjson never writes a raw newline
-        for blob in values.blobs:
-            lines.write(blob + b"\n")
-    (folder / "meta.json").write_bytes(_meta(result, len(calls), eager.size, tops.size))
+        for blob in values.blobs:  # orjson never writes a raw newline
+            sinks["values.jsonl"].write(blob + b"\n")
+    finally:
+        for sink in sinks.values():
+            sink.file.close()
+    crcs = {name: sink.crc for name, sink in sinks.items() if name != "top.bin"}  # top.bin: per call
+    meta = _meta(result, len(calls), eager.size, tops.size, crcs)
+    (folder / "meta.json").write_bytes(b"%d\n" % zlib.crc32(meta) + meta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,6 +459,17 @@ class _TopFile:
             raise ValueError("it was truncated or rewritten")
         return buf
 
+    def drop(self) -> None:
+        """Remove the entry this file belongs to (it was changed in place): the next load parses
+        the trace again. An entry written anew under the same key since is left alone."""
+        try:
+            if self._fd is not None and os.fstat(self._fd).st_ino != os.stat(self.path).st_ino:
+                return
+        except OSError:
+            return
+        log.warning("rollout-graph: the cache entry %s changed after it was read; removed", Path(self.path).parent)
+        shutil.rmtree(Path(self.path).parent, ignore_errors=True)
+
     def __getstate__(self) -> tuple[str, int]:
         return self.path, self.size
 
@@ -464,7 +491,8 @@ class _CachedTop:
         try:
             buf = self.file.read(offset, length)
             if zlib.crc32(buf) != crc:
-                raise ValueError("its checksum does not match")
+                self.file.drop()
+                raise ValueError("they do not match their checksum (the entry is removed)")
             ids = np.frombuffer(buf, dtype=np.dtype(ids_dtype), count=int(np.prod(ids_shape))).reshape(ids_shape)
             n_ids = ids.nbytes
             lps = np.frombuffer(buf, dtype=np.dtype(lps_dtype), count=int(np.prod(lps_shape)), offset=n_ids)
@@ -498,40 +526,51 @@ def _array(buf: np.ndarray, desc: list | None) -> np.ndarray | None:
     return arr
 
 
-def _read_exactly(path: Path, size: int) -> np.ndarray:
-    """The file's bytes in a buffer of this process (read, never mapped)."""
+def _read_exactly(path: Path, size: int, crc: int) -> np.ndarray:
+    """The file's bytes in a buffer of this process (read, never mapped), checked."""
     buf = np.empty(size, dtype=np.uint8)
     with open(path, "rb", buffering=0) as f:
         if os.fstat(f.fileno()).st_size != size or f.readinto(memoryview(buf)) != size:  # type: ignore[arg-type]
             raise ValueError(f"{path.name} has another size than written")
+    if zlib.crc32(buf) != crc:  # type: ignore[arg-type]
+        raise ValueError(f"{path.name} does not match its checksum")
     return buf
 
 
-def _lines(path: Path) -> Iterator[Any]:
-    """Each line's JSON value, read a chunk at a time (the text is never held whole)."""
+def _lines(path: Path, crc: int) -> Iterator[Any]:
+    """Each line's JSON value, read a chunk at a time (the text is never held whole); the
+    checksum is checked at the end."""
     rest = b""
+    seen = 0
     with open(path, "rb", buffering=0) as f:
         while chunk := f.read(_CHUNK):
+            seen = zlib.crc32(chunk, seen)
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             for line in lines:
                 yield orjson.loads(line)
     if rest:
         raise ValueError(f"{path.name} ends in an unfinished line")
+    if seen != crc:
+        raise ValueError(f"{path.name} does not match its checksum")
 
 
 def _decode(entry: Path) -> LoadResult:
-    meta = orjson.loads((entry / "meta.json").read_bytes())
+    head, _, blob = (entry / "meta.json").read_bytes().partition(b"\n")
+    if not head.isdigit() or int(head) != zlib.crc32(blob):
+        raise ValueError("meta.json does not match its checksum")
+    meta = orjson.loads(blob)
     if meta.get("format") != FORMAT:
         raise ValueError(f"cache format {meta.get('format')} is not {FORMAT}")
-    buf = _read_exactly(entry / "arrays.bin", meta["arrays_bytes"])
+    crcs = meta["crc32"]
+    buf = _read_exactly(entry / "arrays.bin", meta["arrays_bytes"], crcs["arrays.bin"])
     top_path = entry / "top.bin"
     fd = os.open(top_path, os.O_RDONLY)
     top_file = _TopFile(str(top_path), meta["top_bytes"], fd)
     if os.fstat(fd).st_size != meta["top_bytes"]:
         raise ValueError("top.bin has another size than written")
-    values = list(_lines(entry / "values.jsonl"))
-    rows = _lines(entry / "calls.jsonl")
+    values = list(_lines(entry / "values.jsonl", crcs["values.jsonl"]))
+    rows = _lines(entry / "calls.jsonl", crcs["calls.jsonl"])
     result = LoadResult(
         records=meta["records"],
         loaded=meta["loaded"],
