@@ -35,10 +35,8 @@ field, numpy arrays where JSON was expected) is simply not cached. When the fold
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 import weakref
@@ -93,7 +91,13 @@ _ALIGN = 16
 _FILES = ("meta.json", "calls.jsonl", "values.jsonl", "arrays.bin", "top.bin")
 _CHUNK = 1 << 20
 
-log = logging.getLogger("rollout_graph.cache")
+
+def _note(message: str, *args: Any) -> None:
+    """A warning on the ``rollout_graph.cache`` logger (stderr unless configured otherwise);
+    logging is imported only when there is something to say."""
+    import logging
+
+    logging.getLogger("rollout_graph.cache").warning(message, *args)
 
 
 class NotCacheable(ValueError):
@@ -467,7 +471,7 @@ class _TopFile:
                 return
         except OSError:
             return
-        log.warning("rollout-graph: the cache entry %s changed after it was read; removed", Path(self.path).parent)
+        _note("rollout-graph: the cache entry %s changed after it was read; removed", Path(self.path).parent)
         shutil.rmtree(Path(self.path).parent, ignore_errors=True)
 
     def __getstate__(self) -> tuple[str, int]:
@@ -631,7 +635,7 @@ def load(key: str, folder: Path | None = None) -> LoadResult | None:
     try:
         result = _decode(entry)
     except Exception as exc:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
-        log.warning(
+        _note(
             "rollout-graph: ignored the cache entry %s (%s: %s); reading the trace again",
             entry,
             type(exc).__name__,
@@ -654,6 +658,8 @@ def store(key: str, result: LoadResult, folder: Path | None = None, between: Cal
     entry = _entry(key, root)
     try:
         root.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only a writer needs it
+
         tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root))
         try:
             _write(tmp, result, between)
