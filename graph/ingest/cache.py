@@ -209,10 +209,12 @@ def _flat_key(message: Any) -> tuple | None:
 
 class _Values:
     """Distinct request messages and tool lists, each encoded once (every call repeats the
-    conversation; messages shared between calls are one object)."""
+    conversation; messages shared between calls are one object) and written to ``values.jsonl``
+    as soon as it is met."""
 
-    def __init__(self) -> None:
-        self.blobs: dict[bytes, int] = {}
+    def __init__(self, sink: _Checked) -> None:
+        self._sink = sink
+        self._blobs: dict[bytes, int] = {}
         self._by_object: dict[int, int] = {}
         self._by_flat: dict[tuple, int] = {}
 
@@ -223,8 +225,13 @@ class _Values:
         flat = _flat_key(value)
         known = self._by_flat.get(flat) if flat is not None else None
         if known is None:
-            blob = _blob(value)
-            known = self.blobs.setdefault(blob, len(self.blobs))
+            # an exact-size copy: orjson's own result keeps its whole growth buffer (32 KB for a
+            # 3 KB message), which, kept for every distinct message, was most of a store's memory
+            blob = bytes(memoryview(_blob(value)))
+            known = self._blobs.get(blob)
+            if known is None:
+                known = self._blobs[blob] = len(self._blobs)
+                self._sink.write(blob + b"\n")  # orjson never writes a raw newline
             if flat is not None:
                 self._by_flat[flat] = known
         self._by_object[id(value)] = known
@@ -335,7 +342,7 @@ class _Top:
         parts = [
             _raw(ids),
             _raw(lps),
-            memoryview(_blob(top.texts)),
+            memoryview(bytes(memoryview(_blob(top.texts)))),  # exact size: see _Values
         ]
         crc = 0
         for part in parts:
@@ -419,8 +426,8 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
         OSError: the disk refused.
     """
     calls = [c for s in result.sessions.values() for c in s.calls]
-    eager, tops, values = _Eager(calls), _Top(), _Values()
     sinks = {name: _Checked(folder / name) for name in ("calls.jsonl", "arrays.bin", "top.bin", "values.jsonl")}
+    eager, tops, values = _Eager(calls), _Top(), _Values(sinks["values.jsonl"])
     try:
         rows, arrays, top = sinks["calls.jsonl"], sinks["arrays.bin"], sinks["top.bin"]
         for i in range(0, len(calls), BATCH_CALLS):
@@ -429,8 +436,6 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
             tops.flush(top)
             if between is not None:
                 between()
-        for blob in values.blobs:  # orjson never writes a raw newline
-            sinks["values.jsonl"].write(blob + b"\n")
     finally:
         for sink in sinks.values():
             sink.file.close()
