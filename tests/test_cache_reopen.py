@@ -10,6 +10,7 @@ read first, the rest on first use, and every shortcut gives exactly what a fresh
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import shutil
 
@@ -273,3 +274,9 @@ def test_values_json_cannot_carry_leave_the_load_uncached(tmp_path_factory, nan_
     loaded = LoadResult({"s": session}, records=1, loaded=1, files=["mem"])
     assert not cache.store("k", loaded, folder)
     assert cache.load("k", folder) is None
+
+
+def test_alternatives_are_read_without_preadv_too(reopened, monkeypatch):
+    trace, _, _, _, again = reopened
+    monkeypatch.delattr(os, "preadv")  # as on Windows: seek and read under a lock
+    assert_same_load(again, load_paths([trace]))

@@ -448,6 +448,9 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
 # Decoding
 
 
+_SEEK_LOCK = threading.Lock()
+
+
 class _TopFile:
     """``top.bin`` of one entry, open from the reopen on (an entry removed later stays readable);
     pickled by path."""
@@ -463,8 +466,18 @@ class _TopFile:
             fd = os.open(self.path, os.O_RDONLY)
             self._fd = fd
             weakref.finalize(self, os.close, fd)
+        if os.fstat(self._fd).st_size != self.size:
+            raise ValueError("it was truncated or rewritten")
         buf = bytearray(length)
-        if os.fstat(self._fd).st_size != self.size or os.preadv(self._fd, [buf], offset) != length:
+        if hasattr(os, "preadv"):  # positional: threads reading other calls' chunks do not interfere
+            done = os.preadv(self._fd, [buf], offset)
+        else:  # Windows
+            with _SEEK_LOCK:
+                os.lseek(self._fd, offset, os.SEEK_SET)
+                data = os.read(self._fd, length)
+            buf[: len(data)] = data
+            done = len(data)
+        if done != length:
             raise ValueError("it was truncated or rewritten")
         return buf
 
