@@ -10,10 +10,11 @@ beside the traces: ``$ROLLOUT_GRAPH_CACHE``, else ``$XDG_CACHE_HOME/rollout-grap
   offset into it;
 - ``top.bin``: the top-k alternatives of each call (ids, logprobs, texts), read only when a call's
   alternatives are first used (a checksum per call guards them);
-- ``calls.jsonl``: one row per call (a line each) (names, the arrays' offsets, dtypes and shapes, the free-form
-  fields as JSON); ``values.jsonl``: each distinct request message and tool list once (a line each), referenced
+- ``calls.jsonl``: a line per call (names, the arrays' offsets, dtypes and shapes, the free-form
+  fields as JSON); ``values.jsonl``: a line per distinct request message or tool list, referenced
   by index from every call that repeats it (the loaded calls share one object, as a fresh load
-  does); ``meta.json``: the load report, the sessions with their documents, the sizes.
+  does); ``meta.json``: the load report, the sessions with their documents, every file's size and
+  CRC-32 (its own on its first line). Every file is checked when read; ``top.bin`` per call.
 
 A reopen reads ``arrays.bin`` into memory in one read (never memory-mapped: a file truncated
 under a mapping kills the process) and makes every array a view of that buffer: the reopened
