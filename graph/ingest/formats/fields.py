@@ -39,6 +39,7 @@ TIMING_KEYS = (
     "duration_s",
     "ttft_s",
 )
+_TIMING_SET = frozenset(TIMING_KEYS)
 
 
 def describe_keys(record: dict, limit: int = 8) -> str:
@@ -103,7 +104,7 @@ def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
     """Timing fields of a call, from metadata, a timing object, the record and the response."""
     timing: dict[str, Any] = {}
     for scope in (as_dict(record.get("metadata")), as_dict(record.get("timing")), record):
-        if scope:
+        if not _TIMING_SET.isdisjoint(scope):  # most scopes hold none of the keys: one pass over theirs
             timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
     if response and isinstance(response.get("created"), (int, float)):
         timing.setdefault("created", response["created"])
