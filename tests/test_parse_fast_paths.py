@@ -385,3 +385,14 @@ def test_loads_with_odd_logprobs_agree_with_the_validating_path(contents, with_t
     data = b"\n".join(lines) + b"\n"
     fast, slow = _load(data, True), _load(data, False)
     assert_same_load(fast, slow)
+
+
+def test_every_short_text_of_the_prefix_digits_and_commas_agrees_with_the_per_token_path():
+    """Exhaustive over short tails: every text of up to two of these bytes, bare, after
+    ``token_id`` and after ``token_id:``, alone and among valid tokens."""
+    alphabet = "0123456789,t:d_"
+    tails = [""] + [a + b for a in alphabet for b in [""] + list(alphabet)]
+    for tail in tails:
+        for token in (tail, "token_id" + tail, "token_id:" + tail):
+            for values in ([token], [token, "token_id:12"], ["token_id:7", token, "token_id:123"]):
+                _same(tokens.split_tokens(values), _per_token(values))
