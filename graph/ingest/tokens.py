@@ -18,7 +18,8 @@ from rollout_graph.ingest import limits
 
 INVALID_ID = -1
 _INT32_MAX = np.iinfo(np.int32).max
-# The reductions themselves: ``arr.max()`` goes through a Python wrapper first (about 0.5 us a call)
+# The reductions themselves: ``arr.max()`` goes through a Python wrapper first (about 0.5 us a
+# call). Along the first axis only: for the 1-D arrays built here from lists.
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 _TOKEN_ID_TEXT = re.compile(r"token_id:(-?\d+)\Z")
 
@@ -100,7 +101,7 @@ def _narrow(ids: np.ndarray) -> np.ndarray:
     """int32 when every id fits (4 bytes a token), else int64."""
     if ids.dtype == np.int32 and not ids.flags.writeable:
         return ids  # a read-only view of the id arena (ingest/id_arrays.py): never copied
-    if ids.shape[0] == 0 or int(_MAX(ids)) <= _INT32_MAX:
+    if ids.shape[0] == 0 or int(ids.max()) <= _INT32_MAX:  # any shape: every axis
         return ids.astype(np.int32)
     return ids.astype(np.int64)
 
