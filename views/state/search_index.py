@@ -5,7 +5,7 @@ search").
 The index (rollout_graph.analysis.search.SearchIndex) is lazy: a search builds what it reads (the
 distinct message texts, the responses, the decoded sampled and context spans of every call), about
 a second of CPU on a 5,000-call rollout. :class:`PreparedIndex` builds all of it with
-``SearchIndex.prepare`` on a low-priority thread after no page has run for :data:`QUIET` seconds,
+``SearchIndex.prepare`` on a low-priority thread after no page has run for :data:`QUIET` seconds (3),
 stopping every few calls while any page runs (a key step or a click is not slowed by it). A search
 takes the index through :meth:`PreparedIndex.searching`: if the build is under way it waits for
 it (and the build stops pausing, since a visitor is now waiting for it); if the build has not
@@ -24,9 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rollout_graph.analysis.search import SearchIndex
-from rollout_graph.ui.state.workspace_cache import Activity, lower_priority
+from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, Activity, lower_priority
 
-QUIET = 1.0  # seconds without a page run before the build starts (the first paint is drawn by then)
+# seconds without a page run before the build starts: as for the cache entry's write, the browser
+# is still drawing a 5,000-call first paint for a while after the page run ended, and a build then
+# competes with it for the machine's cores
+QUIET = QUIET_SECONDS
 MAX_WAIT = 600.0  # the background thread waits at most this long for a quiet moment
 MAX_PAUSE = 30.0  # one pause of the build lasts at most this long (a page that runs on never starves it)
 POLL = 0.02  # seconds between two looks at the page runs while the build pauses
