@@ -168,8 +168,9 @@ def chosen_filter(workspace_key: str, session_id: str) -> filters.CallFilter:
 
 def _keep_choices(workspace_key: str, session_id: str) -> None:
     """The filter widgets are not drawn while their expander is closed; Streamlit drops the state
-    of a widget a run does not draw, so their values are set again as plain session values (the
-    filter stays on, and the widgets show it when the expander is opened again)."""
+    of a widget a run does not draw, so their values are set again, before the widgets (if drawn),
+    on every run: the filter stays on while closed, and a widget drawn again is sent the value it
+    had (a value kept only on the server would be used while the browser shows the widget empty)."""
     for name in (*FACETS, LOW, THRESHOLD):
         key = state.filter_key(workspace_key, session_id, name)
         if key in st.session_state:
@@ -185,11 +186,10 @@ def filter_panel(rollout: Rollout, workspace_key: str) -> frozenset[int]:
     n = len(rollout.calls)
     st.session_state.setdefault(state.filter_key(workspace_key, sid, THRESHOLD), DEFAULT_THRESHOLD)
     panel = st.expander("Filter calls", key=state.filter_key(workspace_key, sid, "open"), on_change="rerun")
+    _keep_choices(workspace_key, sid)
     with panel:
         if panel.open:
             _filter_widgets(rollout, workspace_key)
-        else:
-            _keep_choices(workspace_key, sid)
         wanted = chosen_filter(workspace_key, sid)
         keep = filters.matching(rollout, wanted)
         if panel.open:
