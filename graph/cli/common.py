@@ -118,7 +118,9 @@ def load_inputs(
     if collecting:  # the load makes next to no reference cycles: see settle()
         gc.disable()
     try:
-        loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+        loaded = cache.load_files(
+            files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled(), leave_messages=True
+        )
     finally:
         if collecting:
             gc.enable()
@@ -147,6 +149,7 @@ def load_inputs(
                 raise UsageError(str(exc)) from exc
         decoders[s.session_id] = by_model[model]
         rollouts.append(analyse(s, decoder=by_model[model]))
+    _return_free_memory()
     if not signals:
         if corrections:  # trainer columns the traces carry themselves (prime-rl, NeMo-RL, verifiers ...)
             from rollout_graph.signals.join import with_corrections
@@ -180,6 +183,18 @@ def settle() -> None:
     collector off when asked and then freezes what it loaded. Nothing is kept alive by it: an
     object no longer referenced is still freed; only those few cycles stay until the exit."""
     gc.freeze()
+
+
+def _return_free_memory() -> None:
+    """Give the heap's free pages back to the system once the rollouts are analysed: the parse
+    and the analysis leave holes that glibc keeps, and the output built next grows past them
+    (docs/performance.md, "Request messages left in the file"). Nothing where there is no glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 class StderrProgress:
