@@ -35,9 +35,7 @@ field, numpy arrays where JSON was expected) is simply not cached. When the fold
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import threading
 import time
 import weakref
@@ -54,6 +52,9 @@ import numpy as np
 import orjson
 
 from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
+
+# hashlib and shutil are imported by the functions that use them: a load with the cache off
+# (`inspect --no-cache`) needs neither (docs/performance.md).
 
 FORMAT = 2
 DEFAULT_MAX_BYTES = 8 << 30
@@ -129,6 +130,8 @@ def _max_bytes() -> int:
 @cache
 def _code_fingerprint() -> str:
     """A hash of the reading code: a parser change must not serve results of the old parser."""
+    import hashlib
+
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     files = sorted(root.rglob("*.py")) + [root.parent / "core" / "records.py"]
@@ -143,6 +146,8 @@ def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
     The change time (``st_ctime_ns``) moves on every write even when a rewrite restores the size
     and the modification time (``touch -r``), and a file replaced by another gets a new inode.
     """
+    import hashlib
+
     parts = [f"format {FORMAT}", _code_fingerprint(), f"limits {limits!r}"]
     for f in files:
         p = Path(f)
@@ -153,6 +158,8 @@ def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
 
 def key_for_bytes(named: Iterable[tuple[str, bytes]], limits: Any = None) -> str:
     """The cache key of a load of in-memory files (uploads): a hash of names and contents."""
+    import hashlib
+
     digest = hashlib.sha256(f"format {FORMAT}\n{_code_fingerprint()}\nlimits {limits!r}".encode())
     for name, data in named:
         digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
@@ -485,6 +492,8 @@ class _TopFile:
     def drop(self) -> None:
         """Remove the entry this file belongs to (it was changed in place): the next load parses
         the trace again. An entry written anew under the same key since is left alone."""
+        import shutil
+
         try:
             if self._fd is not None and os.fstat(self._fd).st_ino != os.stat(self.path).st_ino:
                 return
@@ -648,6 +657,8 @@ def _entry(key: str, folder: Path | None = None) -> Path:
 
 def load(key: str, folder: Path | None = None) -> LoadResult | None:
     """The cached load under ``key``, or None (missing; a corrupt entry is removed, with a note)."""
+    import shutil
+
     entry = _entry(key, folder)
     if not entry.is_dir():
         return None
@@ -673,6 +684,8 @@ def store(key: str, result: LoadResult, folder: Path | None = None, between: Cal
     """Write the load under ``key``; False when it cannot be cached (values or disk). ``between``
     is called after each batch of calls is written (a server pauses the write there while a page
     runs)."""
+    import shutil
+
     root = folder or cache_dir()
     entry = _entry(key, root)
     try:
@@ -701,6 +714,8 @@ def _size(path: Path) -> int:
 
 def _evict(root: Path) -> None:
     """Remove the least recently used entries while the folder is over its size bound."""
+    import shutil
+
     try:
         entries = [(e.stat().st_mtime, e) for e in root.iterdir() if e.is_dir() and not e.name.startswith(".")]
         stale = [e for e in root.iterdir() if e.name.startswith(".writing-") and time.time() - e.stat().st_mtime > 3600]
