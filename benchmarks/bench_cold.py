@@ -14,8 +14,17 @@ reopen (``inspect --json`` once a persistent cache entry exists) is a separate f
 ``--steps`` each step's share (import, read, parse, link, analyse, print) is measured in-process by
 ``cold_steps.py``.
 
+Bytecode: by default the package's modules (ours and the previous release's) run from bytecode,
+as from a ``pip install`` (pip compiles every module as it installs a wheel): it is written once,
+before the rounds, to a temporary ``PYTHONPYCACHEPREFIX`` folder the measured children read it
+from (removed at the end). ``--bytecode source`` runs them as the environment says instead: with
+``PYTHONDONTWRITEBYTECODE=1`` and an editable install no ``.pyc`` is ever written, so every run
+compiles the package's source again (about 0.06 s of CPU on the inspect path, which the floor
+never pays: its modules are the standard library's and orjson's, compiled when installed). The
+floor runs as it always did, in the environment as given.
+
 ``python benchmarks/bench_cold.py [--rounds 5] [--shapes flat,vllm] [--modes quiet,busy]
-[--data DIR] [--prev DIR] [--steps]``. Traces go to ``DIR`` (default: a temporary folder, removed
+[--data DIR] [--prev DIR] [--steps] [--bytecode installed|source]``. Traces go to ``DIR`` (default: a temporary folder, removed
 at the end); the previous release is checked out with ``git worktree add`` to a temporary folder
 (removed at the end) unless ``--prev`` names a checkout of it.
 """
@@ -42,6 +51,14 @@ SHAPES = {
     "flat": {"calls": 1000, "max_context": 46_000, "flat": True},
     "vllm": {"calls": 5000, "max_context": 3_000, "summary_tokens": 50},
 }
+
+
+def bytecode_text(pycache: Path | None) -> str:
+    if pycache is not None:
+        return "installed (the package's .pyc written once, as pip writes them)"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return "source (PYTHONDONTWRITEBYTECODE is set: a package without .pyc files is compiled every run)"
+    return "as the environment says"
 
 
 def load_text() -> str:
@@ -103,13 +120,30 @@ def previous_release(given: str | None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def commands(trace: Path, prev: Path, cache_dir: Path) -> dict[str, tuple[list[str], dict[str, str], str | None]]:
+def package_env(pycache: Path | None) -> dict[str, str]:
+    """The environment the package's commands run in: bytecode read from ``pycache`` when given
+    (``PYTHONPYCACHEPREFIX``), else the environment as given."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return env if pycache is None else env | {"PYTHONPYCACHEPREFIX": str(pycache)}
+
+
+def write_bytecode(command: list[str], env: dict[str, str], cwd: str | None = None) -> None:
+    """Run ``command`` once with bytecode writing allowed, so its modules' ``.pyc`` files exist in
+    the ``PYTHONPYCACHEPREFIX`` folder before anything is timed (the environment may forbid it)."""
+    if "PYTHONPYCACHEPREFIX" in env:
+        run(command, {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}, cwd)
+
+
+def commands(
+    trace: Path, prev: Path, cache_dir: Path, pycache: Path | None = None
+) -> dict[str, tuple[list[str], dict[str, str], str | None]]:
+    floor_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = package_env(pycache)
     prev_env = env | {"PYTHONPATH": str(prev)}
     py = sys.executable
     return {
         "ours": ([py, "-m", "rollout_graph", "inspect", "--json", "--no-cache", str(trace)], env, None),
-        "floor": ([py, str(HERE / "floor_orjson.py"), str(trace)], env, None),
+        "floor": ([py, str(HERE / "floor_orjson.py"), str(trace)], floor_env, None),
         # The old package is the folder `graph` of that checkout; run from there so no other one shadows it.
         "prev": ([py, "-m", "graph", "inspect", "--json", str(trace)], prev_env, str(prev)),
         "reopen": (
@@ -120,8 +154,14 @@ def commands(trace: Path, prev: Path, cache_dir: Path) -> dict[str, tuple[list[s
     }
 
 
-def measure(trace: Path, prev: Path, cache_dir: Path, rounds: int, busy: bool) -> dict[str, dict[str, float]]:
-    cmds = commands(trace, prev, cache_dir)
+def measure(
+    trace: Path, prev: Path, cache_dir: Path, rounds: int, busy: bool, pycache: Path | None = None
+) -> dict[str, dict[str, float]]:
+    cmds = commands(trace, prev, cache_dir, pycache)
+    # bytecode of everything each command imports: the reopen's twice, writing the cache entry
+    # and then reading it (pyarrow's modules, else compiled in every timed reopen)
+    for name in ("ours", "prev", "reopen", "reopen"):
+        write_bytecode(*cmds[name])
     run(*cmds["reopen"])  # writes the cache entry the reopen figure reads
     run(*cmds["floor"])  # the page cache holds the file: every command reads it from memory
     order = list(cmds)
@@ -164,10 +204,11 @@ def generate(trace: Path, calls: int, spec: dict) -> int:
     return int(done.stdout.split(" calls, ", 1)[1].split(" tokens", 1)[0].replace(",", ""))
 
 
-def steps(trace: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, str(HERE / "cold_steps.py"), str(trace)], capture_output=True, text=True, check=True
-    )
+def steps(trace: Path, pycache: Path | None = None) -> str:
+    command = [sys.executable, str(HERE / "cold_steps.py"), str(trace)]
+    env = package_env(pycache)
+    write_bytecode(command, env)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     return done.stdout.strip()
 
 
@@ -179,6 +220,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="folder for the generated traces (kept)")
     parser.add_argument("--prev", help="a checkout of the previous release (default: git worktree add)")
     parser.add_argument("--steps", action="store_true", help="each step's share, measured in-process")
+    parser.add_argument(
+        "--bytecode",
+        choices=("installed", "source"),
+        default="installed",
+        help="the package's modules from bytecode written once, as pip installs them (default), or "
+        "as the environment says (PYTHONDONTWRITEBYTECODE=1 with an editable install: compiled every run)",
+    )
     args = parser.parse_args()
     table: list[str] = []
     with contextlib.ExitStack() as stack:
@@ -186,7 +234,10 @@ def main() -> None:
         data.mkdir(parents=True, exist_ok=True)
         cache_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-cold-cache-")))
         prev = stack.enter_context(previous_release(args.prev))
-        print(f"previous release: {prev}; {os.cpu_count()} cores; {load_text()}")
+        pycache = None
+        if args.bytecode == "installed":
+            pycache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-cold-pyc-")))
+        print(f"previous release: {prev}; {os.cpu_count()} cores; {load_text()}; bytecode: {bytecode_text(pycache)}")
         for shape in args.shapes.split(","):
             spec = dict(SHAPES[shape])
             calls = spec.pop("calls")
@@ -198,10 +249,10 @@ def main() -> None:
             size = trace.stat().st_size
             print(f"\n## {shape}: {calls:,} calls, {tokens / 1e6:.1f}M tokens, {size / 1e6:.0f} MB")
             if args.steps:
-                print(f"steps (s): {steps(trace)}")
+                print(f"steps (s): {steps(trace, pycache)}")
             for mode in args.modes.split(","):
                 before = load_text()
-                result = measure(trace, prev, cache_dir, args.rounds, busy=mode == "busy")
+                result = measure(trace, prev, cache_dir, args.rounds, busy=mode == "busy", pycache=pycache)
                 print(f"{mode} ({args.rounds} interleaved rounds; {before} -> {load_text()}):")
                 for name, r in result.items():
                     print(
@@ -216,7 +267,10 @@ def main() -> None:
                     f" | {ours['peak_rss'] / 1e6:.0f} MB ({ours['peak_rss'] / tokens:.1f} B/token)"
                     f" | {before.removeprefix('load ')} -> {load_text().removeprefix('load ')} |"
                 )
-    print(f"\n{args.rounds} interleaved rounds, {os.cpu_count()} cores; ratios to the floor (lower is better):\n")
+    print(
+        f"\n{args.rounds} interleaved rounds, {os.cpu_count()} cores, bytecode {args.bytecode}; "
+        "ratios to the floor (lower is better):\n"
+    )
     print(
         "| shape, mode | ours (min-max) | ours, CPU time | previous release | reopen | peak (ours) | load (1, 5, 15 min) |"
     )

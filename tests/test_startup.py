@@ -117,7 +117,7 @@ def test_a_failing_inspect_keeps_its_exit_code_and_message():
 
 def test_with_another_thread_running_the_process_exits_the_normal_way():
     code = (
-        "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(3,)).start()\n"
+        "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(120,), daemon=True).start()\n"
         f"sys.argv = ['rollout-graph', 'inspect', '--json', {TRACE!r}]\n"
         "from rollout_graph.cli import main\nmain()\nprint('returned', file=sys.stderr)"
     )

@@ -25,14 +25,51 @@ _QUICK_EXIT = frozenset({"inspect"})
 VERBS = ("inspect", "explain", "search", "export", "bundle", "audit", "run", "compare", "tail", "view", "capture")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, asking the terminal for its width only when help is written.
+
+    A parser builds a formatter for every argument it adds (to check its metavar), and argparse's
+    asks the terminal's width at once, importing :mod:`shutil` and with it bz2 and lzma: 3 ms of
+    every command's start-up (docs/performance.md). The width and the help column are worked out
+    as argparse works them out, on first use (tests/test_cold_start.py compares every verb's help
+    and usage with argparse's own formatter at several terminal widths)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, 1 << 16 if width is None else width)
+        if width is None:
+            self._later = (indent_increment, max_help_position)
+            del self._width, self._max_help_position
+
+    def __getattr__(self, name: str):
+        later = self.__dict__.get("_later")
+        if later is None or name not in ("_width", "_max_help_position"):
+            raise AttributeError(name)
+        import shutil
+
+        del self._later
+        indent_increment, max_help_position = later
+        self._width = shutil.get_terminal_size().columns - 2
+        self._max_help_position = min(max_help_position, max(self._width - 20, indent_increment * 2))
+        return self.__dict__[name]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help formatter is :class:`_HelpFormatter` unless told otherwise
+    (the verbs' parsers are of this class too: argparse makes subparsers of the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every verb registered (only the verb ``only`` when given: a
     command imports the modules of its own verb, not those of the ten others)."""
-    top = argparse.ArgumentParser(
-        prog="rollout-graph", description="Explore LLM-agent rollouts captured at the token level."
-    )
+    top = _Parser(prog="rollout-graph", description="Explore LLM-agent rollouts captured at the token level.")
     top.add_argument("--version", action="version", version=f"rollout-graph {__version__}")
-    sub = top.add_subparsers(dest="command", required=True)
+    # The verbs' usage starts with the program's name, what argparse works out by formatting the
+    # usage of a parser without positionals (given here, so no terminal width is asked for).
+    sub = top.add_subparsers(dest="command", required=True, prog=top.prog)
     for verb in VERBS if only is None else (only,):
         importlib.import_module(f"rollout_graph.cli.{verb}").add_parser(sub)
     return top
@@ -70,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     verb = given[0] if given and given[0] in VERBS else None
     args = parser(verb).parse_args(given)
+    args.console = argv is None  # the process is the command's own: it ends once it has printed
     code = int(args.run(args))
     if argv is None and verb in _QUICK_EXIT:
         _exit_now(code)

@@ -18,10 +18,9 @@ from rollout_graph.cli.common import (
     load_inputs,
     write_text,
 )
-from rollout_graph.reports.contract import inspect_json
 
-# The summary and transcript modules are imported by the output that needs them: --json (the
-# cold path's output) never does (docs/performance.md).
+# Each output imports the modules it needs: --json (the cold path's output) never imports the
+# summary and transcript modules, the summary never the contract (docs/performance.md).
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,14 +49,18 @@ def run(args: argparse.Namespace) -> int:
         signals=args.signals,
         threshold=args.mismatch_threshold,
         corrections=chosen_corrections(args),
+        settled=getattr(args, "console", False),
     )
     if args.decode:
         return _print_transcripts(args, inputs)
     if args.json:
+        from rollout_graph.reports.contract import inspect_json
+
         payload = inspect_json(
             inputs.loaded, inputs.rollouts, with_tokens=args.tokens, signals_load=inputs.signals_load
         )
-        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        # the newline appended by orjson: no second copy of the output at the peak
+        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE))
     else:
         from rollout_graph.reports.summary import summary_text
 

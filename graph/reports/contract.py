@@ -11,7 +11,10 @@ from rollout_graph.ingest.formats.fidelity import fidelity_json
 
 
 def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
-    """The JSON of one call in ``inspect --json``: parent, kind, role, tokens and findings."""
+    """The JSON of one call in ``inspect --json``: parent, kind, role, tokens and findings.
+
+    One call on its own; a session's calls are built by :class:`_Nodes`, which gives the same
+    objects (tests/test_contract_fast.py compares the two)."""
     call = rollout.calls[i]
     topo = rollout.topology
     parent = topo.parents[i]
@@ -43,6 +46,58 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
     return out
 
 
+class _Nodes:
+    """Every call's JSON in a session, with what they all read worked out once: the node ids,
+    the trainable flags as Python bools and the calls of the unfinished groups (one set, where
+    :func:`node_json` scans every group for each call: 0.05 s on 5,000 calls). The objects are
+    :func:`node_json`'s, key for key, in the same order (tests/test_contract_fast.py)."""
+
+    __slots__ = ("rollout", "ids", "trainable", "unfinished", "has_signals")
+
+    def __init__(self, rollout: Rollout) -> None:
+        self.rollout = rollout
+        self.ids = [c.node_id for c in rollout.calls]
+        self.trainable = [bool(t) for t in rollout.trainable]
+        self.unfinished = {k for group in rollout.topology.unfinished for k in group}
+        self.has_signals = rollout.signals is not None
+
+    def one(self, i: int) -> dict[str, Any]:
+        rollout, ids = self.rollout, self.ids
+        call = rollout.calls[i]
+        topo = rollout.topology
+        parent = topo.parents[i]
+        kept = topo.discarded.get(i)
+        n_prompt = call.n_prompt
+        out = {
+            "node_id": ids[i],
+            "index": i,
+            "parent_id": None if parent is None else ids[parent],
+            "root_id": ids[topo.root_of[i]],
+            "n_prompt": n_prompt,
+            "n_sampled": call.n_sampled,
+            "discarded": kept is not None,
+            "continued_by": None if kept is None else ids[kept],
+            "n_children": len(topo.children[i]),
+            "linked_by": rollout.linked_by[i],
+            "n_context": n_prompt - rollout.context_start(i),
+            "trainable": self.trainable[i],
+            "finish_reason": call.finish_reason,
+            "model": call.model,
+            "shape": call.shape,
+            "source": {"file": call.source, "line": call.line},
+            "unfinished": i in self.unfinished,
+        }
+        miss = rollout.near_misses.get(i)
+        if miss is not None:
+            out["near_miss"] = near_miss_json(rollout.calls, miss)
+        if self.has_signals and i in rollout.signals.calls:
+            out["signals"] = rollout.signals.calls[i].as_dict()
+        return out
+
+    def all(self) -> list[dict[str, Any]]:
+        return [self.one(i) for i in range(len(self.ids))]
+
+
 def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
     """The JSON of one session in ``inspect --json``; ``with_tokens`` adds each sequence's token arrays."""
     sequences = []
@@ -68,7 +123,7 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
         "session_id": rollout.session_id,
         "stats": dict(rollout.stats),
         "finding_counts": rollout.finding_counts,
-        "nodes": [node_json(rollout, i) for i in range(len(rollout.calls))],
+        "nodes": _Nodes(rollout).all(),
         "sequences": sequences,
         "findings": [f.as_dict() for f in rollout.findings],
     }
