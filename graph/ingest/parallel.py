@@ -816,7 +816,7 @@ class _Packer(pickle.Pickler):
             return NotImplemented
         extent = self._extents.get(id(obj))
         if extent is not None:  # the arena itself
-            return _arena, (pickle.PickleBuffer(memoryview(obj[:extent])),)
+            return _arena, (pickle.PickleBuffer(obj[:extent].data),)
         base = obj.base
         if type(base) is not np.ndarray or obj.dtype != np.int32 or obj.ndim != 1 or obj.strides != (4,):
             return NotImplemented
