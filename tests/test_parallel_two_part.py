@@ -279,6 +279,9 @@ def test_free_cores_are_measured_over_the_window(monkeypatch):
     monkeypatch.setattr(parallel, "_cpu_sample", lambda: (10.01, 100.0, 5.0))
     monkeypatch.setattr(parallel, "_running_others", lambda: 1.0)
     assert parallel.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
+    # a window of minutes (a server started long ago): its average would lag; the count of now
+    monkeypatch.setattr(parallel, "_cpu_sample", lambda: (400.0, 500.0, 6.0))
+    assert parallel.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
     # off Linux: the load average
     monkeypatch.setattr(parallel, "_cpu_sample", lambda: None)
     monkeypatch.setattr(parallel, "_running_others", lambda: None)

@@ -587,7 +587,9 @@ def _cpu_sample() -> tuple[float, float, float] | None:
 
 
 _FIRST_SAMPLE = _cpu_sample()  # taken when this module is imported: the start of the window
-_MIN_WINDOW = 0.05  # seconds of /proc/stat a judgement needs; shorter: the running-task count
+# Seconds of /proc/stat a judgement needs; shorter, or longer than _MAX_WINDOW (a long-running
+# process: the window's average would lag), the running-task count of this instant decides.
+_MIN_WINDOW, _MAX_WINDOW = 0.05, 5.0
 
 
 def _running_others() -> float | None:
@@ -607,13 +609,14 @@ def free_cores_now(since: tuple[float, float, float] | None = None) -> float:
     On Linux: the machine's busy CPU time (/proc/stat) since ``since`` (default: when this module
     was imported, so the window is the command's own start-up and costs no waiting) minus this
     process's own CPU time over the same window, per second of it. A window shorter than 50 ms
-    takes /proc/loadavg's count of tasks running now instead. Off Linux: the 1-minute load
+    or longer than 5 s (a process that started long ago: its average would lag) takes
+    /proc/loadavg's count of tasks running at this instant instead, this one not counted. Off Linux: the 1-minute load
     average (:func:`free_cores`), the only figure there is.
     """
     cores = workers_available()
     start = since or _FIRST_SAMPLE
     now = _cpu_sample()
-    if start is not None and now is not None and now[0] - start[0] >= _MIN_WINDOW:
+    if start is not None and now is not None and _MIN_WINDOW <= now[0] - start[0] <= _MAX_WINDOW:
         busy = (now[1] - start[1]) - (now[2] - start[2])
         others = max(0.0, busy / (now[0] - start[0]))
         return max(0.0, cores - others)
@@ -851,16 +854,17 @@ def _extents(before: set[int], events: list[tuple[int, str, Any]]) -> dict[int, 
 
 def _lines_before(path: str, offset: int, block: int = 1 << 20) -> int:
     """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``
-    (read in blocks: a mapped file's pages would count in the process's memory)."""
+    (read in blocks into one buffer: a mapped file's pages would count in the process's memory)."""
     count = 0
+    buffer = bytearray(block)
     with open(path, "rb", buffering=0) as f:
         left = offset
         while left > 0:
-            data = f.read(min(block, left))
-            if not data:
+            n = f.readinto(memoryview(buffer)[: min(block, left)]) or 0
+            if n == 0:
                 break
-            count += data.count(b"\n")
-            left -= len(data)
+            count += buffer.count(b"\n", 0, n)
+            left -= n
     return count + 1
 
 
