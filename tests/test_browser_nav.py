@@ -118,9 +118,9 @@ def test_back_returns_to_the_previous_call(samples_app):
         wait_ready(page, timeout=180_000)
         for index, node_id in ((4, "c05"), (6, "c07")):
             page.evaluate(DAG_JS + "() => dag().scrollIntoView({block: 'center'})")
-            x, y = node_position(page, index)
-            page.mouse.click(x, y)
-            wait_call(page, node_id)
+            # a chart that has just appeared (or redrawn around the call) can miss a click: once more
+            click_until(page, lambda index=index: node_position(page, index), f".rg-node-title:has-text('{node_id} ')")
+            settled(page)
         page.go_back()
         wait_call(page, "c05")
         wait_url(page, "node=c05")
