@@ -564,7 +564,7 @@ TWO_PART_MIN_BYTES = 96 << 20  # below this the helper's fork and transfer outwe
 TWO_PART_MIN_FREE_CORES = 1.5
 # The share of the file the parent parses itself: it also unpickles and adds the helper's calls
 # afterwards, so its part is the smaller one (measured: both finish together).
-TWO_PART_HEAD_SHARE = {"plain": 0.5}
+TWO_PART_HEAD_SHARE = {"plain": 0.56}
 _PIPE_BYTES = 1 << 20
 
 
@@ -852,19 +852,31 @@ def _extents(before: set[int], events: list[tuple[int, str, Any]]) -> dict[int, 
     return extents
 
 
-def _lines_before(path: str, offset: int, block: int = 1 << 20) -> int:
-    """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``
-    (read in blocks into one buffer: a mapped file's pages would count in the process's memory)."""
+_COUNT_WINDOW = 16 << 20  # bytes of the file mapped at a time while counting its lines
+_FINDS_PER_WINDOW = 4096  # past this many lines in a window, its rest is copied and counted
+
+
+def _lines_before(path: str, offset: int) -> int:
+    """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``.
+
+    The file is mapped one window at a time (at most 16 MB of it counts in this process's
+    memory at once) and each newline found where it lies (a trace's lines are long: a few
+    thousand searches, no copy); a window of many short lines has its rest copied and counted.
+    """
     count = 0
-    buffer = bytearray(block)
-    with open(path, "rb", buffering=0) as f:
-        left = offset
-        while left > 0:
-            n = f.readinto(memoryview(buffer)[: min(block, left)]) or 0
-            if n == 0:
-                break
-            count += buffer.count(b"\n", 0, n)
-            left -= n
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        for start in range(0, offset, _COUNT_WINDOW):
+            length = min(_COUNT_WINDOW, offset - start)
+            with mmap.mmap(fd, length, access=mmap.ACCESS_READ, offset=start) as window:
+                at, finds = window.find(b"\n"), 0
+                while at >= 0:
+                    count += 1
+                    finds += 1
+                    if finds >= _FINDS_PER_WINDOW:
+                        count += window[at + 1 :].count(b"\n")
+                        break
+                    at = window.find(b"\n", at + 1)
     return count + 1
 
 
@@ -957,7 +969,14 @@ def _load_two_parts(path: Path, split: int, limits: Limits, progress: ProgressFn
         if progress:
             progress(LoadProgress(min(counter[0], size), size, records, result.loaded, 0, 1))
 
-    helper = _Helper(name, name, split, limits)
+    # The objects alive now go to the collector's permanent generation: its passes would touch
+    # (and so copy, page by page) the memory this process shares with the helper since the fork.
+    gc.freeze()
+    try:
+        helper = _Helper(name, name, split, limits)
+    except BaseException:
+        gc.unfreeze()
+        raise
     try:
         with using(limits):
             try:
@@ -980,6 +999,7 @@ def _load_two_parts(path: Path, split: int, limits: Limits, progress: ProgressFn
                     loading.add_parsed(result, payload, name, line, shared_text)
     finally:
         helper.reap()
+        gc.unfreeze()
     if progress:
         progress(LoadProgress(size, size, result.records, result.loaded, 1, 1))
     return result
