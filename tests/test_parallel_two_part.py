@@ -312,3 +312,21 @@ def test_packing_gives_the_same_arrays(tmp_path):
         assert a.dtype == b.dtype and np.array_equal(a, b) and not b.flags.writeable
     assert back_views[0].base is back_views[1].base  # one arena crossed, once
     assert np.array_equal(back_other, other) and np.array_equal(strided, arena[::2][:3])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.integers(0, 9000), min_size=0, max_size=60),
+    finds=st.sampled_from([1, 3, 4096]),
+    cut=st.floats(0, 1),
+)
+def test_lines_before_counts_every_newline(tmp_path_factory, monkeypatch, lines, finds, cut):
+    import mmap
+
+    path = tmp_path_factory.mktemp("count") / "t.jsonl"
+    data = b"".join(b"x" * n + b"\n" for n in lines) + b"tail"
+    path.write_bytes(data)
+    monkeypatch.setattr(parallel, "_COUNT_WINDOW", mmap.ALLOCATIONGRANULARITY)  # many windows
+    monkeypatch.setattr(parallel, "_FINDS_PER_WINDOW", finds)
+    offset = int(len(data) * cut)
+    assert parallel._lines_before(str(path), offset) == data[:offset].count(b"\n") + 1

@@ -14,6 +14,15 @@ server), sized by the cores free for it. The pool is used only where it was meas
 the parent cost more than the second core saves (docs/performance.md), so there a load is read
 in this process. Small loads never start it; a one-off command stops it at exit.
 
+**Two cores** (:func:`load_files_parallel` without ``workers``, or with ``workers=2``): one big
+plain file, read by a process with no other thread, with at least
+:data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
+command's own start-up, not the 1-minute load average), is read in two parts: this process parses
+the first :data:`TWO_PART_HEAD_SHARE` of its bytes while one helper, forked at once, parses the
+rest (alternatives left in the file, prompts sent as one id arena's bytes) and is reaped when its
+part has been added (:func:`_load_two_parts`; it also dies with this process). The result is
+the sequential loader's, line for line; a helper that fails is replaced by reading its part here.
+
 Every limit holds on this path as on the sequential one: a worker reads its range through the
 same chunked reader (a line longer than ``max_line_bytes`` is never held whole), and a load with
 ``max_memory_bytes`` is read sequentially, where the resident memory is checked as it grows.
