@@ -330,3 +330,13 @@ def test_lines_before_counts_every_newline(tmp_path_factory, monkeypatch, lines,
     monkeypatch.setattr(parallel, "_FINDS_PER_WINDOW", finds)
     offset = int(len(data) * cut)
     assert parallel._lines_before(str(path), offset) == data[:offset].count(b"\n") + 1
+
+
+def test_progress_runs_to_the_whole_file(tmp_path, monkeypatch):
+    trace = _trace(tmp_path / "t.jsonl", [9] * 30)
+    monkeypatch.setattr(parallel, "TWO_PART_HEAD_SHARE", {"plain": 0.5})
+    seen: list[parallel.LoadProgress] = []
+    loaded = parallel.load_files_parallel([trace], progress=seen.append, workers=2)
+    assert seen[-1].bytes_done == seen[-1].bytes_total == trace.stat().st_size
+    assert seen[-1].calls == loaded.loaded == 30
+    assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
