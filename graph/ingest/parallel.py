@@ -571,8 +571,8 @@ def load_paths_parallel(
 TWO_PART_MIN_BYTES = 96 << 20  # below this the helper's fork and transfer outweigh its half
 # Cores free for the helper, measured now (free_cores_now): measured on 2 cores (docs/performance.md).
 TWO_PART_MIN_FREE_CORES = 1.5
-# The share of the file the parent parses itself: it also unpickles and adds the helper's calls
-# afterwards, so its part is the smaller one (measured: both finish together).
+# The share of the file's bytes the parent parses itself: the larger part, as the helper also
+# counts its first line number and packs its calls (measured: both parts' CPU match).
 TWO_PART_HEAD_SHARE = {"plain": 0.56}
 _PIPE_BYTES = 1 << 20
 
@@ -619,8 +619,8 @@ def free_cores_now(since: tuple[float, float, float] | None = None) -> float:
     was imported, so the window is the command's own start-up and costs no waiting) minus this
     process's own CPU time over the same window, per second of it. A window shorter than 50 ms
     or longer than 5 s (a process that started long ago: its average would lag) takes
-    /proc/loadavg's count of tasks running at this instant instead, this one not counted. Off Linux: the 1-minute load
-    average (:func:`free_cores`), the only figure there is.
+    /proc/loadavg's count of tasks running at this instant instead, this one not counted. Off
+    Linux: the 1-minute load average (:func:`free_cores`), the only figure there is.
     """
     cores = workers_available()
     start = since or _FIRST_SAMPLE
@@ -693,12 +693,18 @@ def _next_line(fd: int, pos: int, size: int) -> int:
 
 def _next_nonblank(fd: int, pos: int, size: int) -> int:
     """The start of the first line at or after the line start ``pos`` holding more than blanks."""
+    line_start = pos
     while pos < size:
         block = os.pread(fd, _PROBE_BYTES, pos)
+        if not block:
+            break
         stripped = block.lstrip(b" \t\r\n")
+        skipped = block[: len(block) - len(stripped)]
+        newline = skipped.rfind(b"\n")
+        if newline >= 0:
+            line_start = pos + newline + 1
         if stripped:
-            skipped = block[: len(block) - len(stripped)]
-            return pos + (skipped.rfind(b"\n") + 1 if b"\n" in skipped else 0)
+            return line_start
         pos += len(block)
     return size
 
