@@ -26,6 +26,7 @@ from rollout_graph.ingest.reading import Source
 from tests.builders import Turn, assert_same_load, vllm_chat
 
 REPO = Path(__file__).resolve().parent.parent
+SINGLE_THREADED = parallel._single_threaded  # the real rule, before the fixture below replaces it
 
 
 def _record(i: int, prompt: list[int], session: str = "s1", call_id: str | None = None) -> bytes:
@@ -61,10 +62,28 @@ def _trace(path: Path, kinds: list[int], tail: bytes = b"\n") -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_other_thread(monkeypatch):
+    """Threads other tests of this session left running must not switch the two-part read off
+    here (the command line runs none); the test of that rule uses the real count."""
+    monkeypatch.setattr(parallel, "_single_threaded", lambda: True)
+
+
 def _two_parts(monkeypatch, path: Path, share: float, limits: Limits | None = None):
     monkeypatch.setattr(parallel, "TWO_PART_HEAD_SHARE", {"plain": share})
     split = parallel._two_part_split(str(path), path.stat().st_size, limits or Limits(), forced=True)
-    return split, parallel.load_files_parallel([path], workers=2, limits=limits)
+    ran: list[int] = []
+    real = parallel._load_two_parts
+
+    def counted(*args, **kwargs):
+        ran.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "_load_two_parts", counted)
+    loaded = parallel.load_files_parallel([path], workers=2, limits=limits)
+    monkeypatch.setattr(parallel, "_load_two_parts", real)
+    assert ran == ([] if split is None else [split])  # the two-part read ran exactly where it splits
+    return split, loaded
 
 
 def _same(fast, slow) -> None:
@@ -226,10 +245,19 @@ def test_the_cli_prints_the_same_either_way(tmp_path, monkeypatch, capsys):
     trace = _trace(tmp_path / "t.jsonl", [9] * 12 + [0, 9, 3, 9, 9])
     monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
     outputs = []
+    helpers: list[int] = []
+    real = parallel._Helper.__init__
+
+    def recording(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        helpers.append(self.pid)
+
+    monkeypatch.setattr(parallel._Helper, "__init__", recording)
     for free in (0.0, float("inf")):  # always two parts; never
         monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", free)
         assert main(["inspect", "--json", "--no-cache", str(trace)]) == 0
         outputs.append(orjson.loads(capsys.readouterr().out))
+    assert len(helpers) == 1  # the first command forked its helper, the second read alone
     assert outputs[0] == outputs[1]
 
 
@@ -252,6 +280,7 @@ def test_when_the_two_part_read_is_used(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 99)
     assert parallel._two_part_wanted([trace], Limits()) is None  # not enough free cores now
     monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(parallel, "_single_threaded", SINGLE_THREADED)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

@@ -732,12 +732,17 @@ def _line_at(fd: int, start: int, size: int, max_line: int) -> tuple[int, bytes 
     return size, b"".join(pieces) if held <= max_line else None
 
 
+def _single_threaded() -> bool:
+    """Whether this process runs no other thread (only such a process is forked)."""
+    return threading.active_count() == 1
+
+
 def _two_part_wanted(files: list[Path], limits: Limits, forced: bool = False) -> int | None:
     """The split offset when this load is one big plain file worth two parts here and now
     (``forced``: whatever the free cores, the file and this process permitting)."""
     if len(files) != 1 or not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return None
-    if threading.active_count() != 1:
+    if not _single_threaded():
         return None  # forking a threaded process is unsafe: a server reads in one process
     try:
         size = os.path.getsize(files[0])
