@@ -4,10 +4,14 @@ helper, against the orjson floor (``floor_orjson.py``), interleaved, quiet and w
 busy by a spinning interpreter.
 
 - ``one``: the file read in one process (the two-part read switched off);
-- ``two``: the two-part read whatever the free cores;
+- ``two``: the two-part read whatever the free cores and the file's size;
 - ``rule``: what the command does by itself (:func:`rollout_graph.ingest.parallel.free_cores_now`
   against ``TWO_PART_MIN_FREE_CORES``);
 - ``floor``: ``orjson.loads`` of every line, nothing else.
+
+The busy core is a spinning interpreter in a session of its own (``bench_cold.py``'s shares this
+benchmark's session, so with the kernel's autogroup it competes with the command for one
+session's share rather than for a core).
 
 A round runs every command once in a rotating order; each figure is the median of the rounds'
 ratios to the floor, wall-clock and CPU (user + system of the command and its helper, from
@@ -20,20 +24,43 @@ shared). The page cache is warmed first: every command reads the file from memor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_cold import busy_core, load_text, run  # noqa: E402
+from bench_cold import load_text, run  # noqa: E402
 
-# The command with the two-part read's threshold of free cores set (inf: never; 0: always).
+
+@contextlib.contextmanager
+def busy_core(on: bool) -> Iterator[None]:
+    """Another process keeping one core busy, in a session of its own: the kernel shares CPU
+    between sessions first (autogroup), so a spinner in this benchmark's session would take
+    its share from the command's instead of from a core."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+# The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size).
 RUNNER = (
     "import sys; from rollout_graph.ingest import parallel as p; "
     "v = sys.argv.pop(1); p.TWO_PART_MIN_FREE_CORES = float(v) if v != 'rule' else p.TWO_PART_MIN_FREE_CORES; "
+    "p.TWO_PART_MIN_BYTES = 0 if v == '0' else p.TWO_PART_MIN_BYTES; "
     "from rollout_graph.cli import main; sys.exit(main())"
 )
 
