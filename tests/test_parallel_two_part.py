@@ -343,6 +343,24 @@ def test_packing_gives_the_same_arrays(tmp_path):
     assert np.array_equal(back_other, other) and np.array_equal(strided, arena[::2][:3])
 
 
+def test_only_the_spans_prompts_cover_cross_and_nothing_outside_them_is_a_view(tmp_path):
+    import io
+    import pickle
+
+    arena = id_arrays._new_arena(1 << 12)
+    arena[:3000] = np.arange(3000)
+    inside = [arena[0:40], arena[20:60], arena[2000:2100]]
+    outside = arena[500:510]  # no prompt covers it: it must cross as its own copy
+    buffer = io.BytesIO()
+    parallel._Packer(buffer, {id(arena): 2100}, {id(arena): [(0, 60), (2000, 2100)]}).dump([inside, outside])
+    assert len(buffer.getvalue()) < 2100 * 4  # the gap between the spans did not cross
+    back, back_outside = pickle.loads(buffer.getvalue())
+    for a, b in zip(inside, back, strict=True):
+        assert np.array_equal(a, b)
+    assert back[0].base is back[2].base
+    assert np.array_equal(back_outside, outside) and back_outside.base is not back[0].base
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lines=st.lists(st.integers(0, 9000), min_size=0, max_size=60),

@@ -31,6 +31,7 @@ same chunked reader (a line longer than ``max_line_bytes`` is never held whole),
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import gc
 import io
@@ -815,11 +816,16 @@ def _tail_events(path: str, name: str, start: int, first_line: int, limits: Limi
 # is this library's own, between a process and the helper it forked: never a trace's bytes.
 
 
-def _arena(data: Any) -> np.ndarray:
+def _arena(extent: int, pieces: list[tuple[int, Any]]) -> np.ndarray:
+    """An arena of ``extent`` ids holding ``pieces`` ((start, ids' bytes)) where they were: fresh
+    anonymous memory (id_arrays._new_arena), so the room between pieces stays unresident, as in
+    the helper's own arena."""
     from rollout_graph.ingest import id_arrays
 
-    arena = np.frombuffer(data, dtype=np.int32)
-    id_arrays._ARENAS[id(arena)] = arena  # held_bytes counts its views once, as it does a loaded arena's
+    arena = id_arrays._new_arena(max(1, extent))  # registered: held_bytes counts its views once
+    for start, data in pieces:
+        piece = np.frombuffer(data, dtype=np.int32)
+        arena[start : start + piece.shape[0]] = piece
     return arena
 
 
@@ -830,46 +836,69 @@ def _arena_view(arena: np.ndarray, start: int, n: int) -> np.ndarray:
 
 
 class _Packer(pickle.Pickler):
-    def __init__(self, file: IO[bytes], extents: dict[int, int]) -> None:
+    """Pickles the helper's events with each arena once, as the spans its prompts cover."""
+
+    def __init__(
+        self, file: IO[bytes], extents: dict[int, int], spans: dict[int, list[tuple[int, int]]] | None = None
+    ) -> None:
         super().__init__(file, protocol=5)
-        self._extents = extents  # id(arena) -> ids written in it
+        self._extents = extents  # id(arena) -> ids up to the end of the last prompt in it
+        # id(arena) -> the merged (start, end) spans of ids its prompts cover (default: all of it)
+        self._spans = {key: spans.get(key, [(0, n)]) if spans else [(0, n)] for key, n in extents.items()}
+        self._starts = {key: [a for a, _ in v] for key, v in self._spans.items()}
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is not np.ndarray:
             return NotImplemented
-        extent = self._extents.get(id(obj))
-        if extent is not None:  # the arena itself
-            return _arena, (pickle.PickleBuffer(obj[:extent].data),)
+        key = id(obj)
+        if key in self._extents:  # the arena itself
+            pieces = [(a, pickle.PickleBuffer(obj[a:b].data)) for a, b in self._spans[key]]
+            return _arena, (self._extents[key], pieces)
         base = obj.base
         if type(base) is not np.ndarray or obj.dtype != np.int32 or obj.ndim != 1 or obj.strides != (4,):
             return NotImplemented
-        extent = self._extents.get(id(base))
-        if extent is None:
+        spans = self._spans.get(id(base))
+        if spans is None:
             return NotImplemented
         start = (obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 4
-        if start < 0 or start + obj.shape[0] > extent:
-            return NotImplemented  # not a prompt the extent covers: its own copy
+        end = start + obj.shape[0]
+        i = bisect.bisect_right(self._starts[id(base)], start) - 1
+        if i < 0 or start < spans[i][0] or end > spans[i][1]:
+            return NotImplemented  # not inside a span that crosses: its own copy
         return _arena_view, (base, start, obj.shape[0])
 
 
-def _extents(before: set[int], events: list[tuple[int, str, Any]]) -> dict[int, int]:
-    """The arenas made since ``before`` (ids of arenas), each with the ids its prompts cover
-    (the end of the last one): only those bytes cross. A view elsewhere (an array of a
-    document) is outside the extent and crosses as a plain array."""
+def _extents(
+    before: set[int], events: list[tuple[int, str, Any]]
+) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+    """The arenas made since ``before`` (ids of arenas): for each, the end of the last prompt in
+    it and the merged spans its prompts cover: only those ids cross. Any other view (an array of
+    a document) lies outside them and crosses as a plain array."""
     from rollout_graph.ingest import id_arrays
 
     arenas = {key: arena for key, arena in list(id_arrays._ARENAS.items()) if key not in before}
-    extents = dict.fromkeys(arenas, 0)
+    covered: dict[int, list[tuple[int, int]]] = {key: [] for key in arenas}
     for _line, kind, parsed in events:
         if kind != "v":
             continue
         for call in parsed.calls:
             ids = call.prompt_ids
             base = None if ids is None else ids.base
-            if base is not None and id(base) in extents and arenas[id(base)] is base:
+            if base is not None and id(base) in covered and arenas[id(base)] is base and ids.shape[0]:
                 start = (ids.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 4
-                extents[id(base)] = max(extents[id(base)], start + ids.shape[0])
-    return extents
+                covered[id(base)].append((start, start + ids.shape[0]))
+    extents: dict[int, int] = {}
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for key, intervals in covered.items():
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted(intervals):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        extents[key] = merged[-1][1] if merged else 0
+        spans[key] = merged
+    return extents, spans
 
 
 _COUNT_WINDOW = 16 << 20  # bytes of the file mapped at a time while counting its lines
@@ -921,7 +950,7 @@ class _Helper:
                 gc.disable()  # a short-lived process: the collector's passes only cost it time
                 events = _tail_events(path, name, start, _lines_before(path, start), limits)
                 buffer = io.BytesIO()
-                _Packer(buffer, _extents(before, events)).dump(events)
+                _Packer(buffer, *_extents(before, events)).dump(events)
                 del events
                 with open(write_end, "wb", closefd=True) as out:
                     out.write(buffer.getbuffer())
