@@ -14,7 +14,7 @@ process"). The child is a fresh interpreter (``python -m rollout_graph.worker DI
   the budget as a backstop.
 
 The result comes back as files in a private temporary folder: the loaded calls in the parsed-trace
-cache's columnar form (Arrow IPC and JSON, graph/ingest/cache.py) and the analysis as JSON
+cache's form (raw arrays and JSON lines, graph/ingest/cache.py) and the analysis as JSON
 (:func:`encode_rollout`). Nothing derived from a trace is ever unpickled in the caller. A load the
 columnar form cannot carry exactly (a NaN in a free-form field: ``cache.NotCacheable``) comes back
 as ``None`` and the caller loads it in its own process, which the child has just shown to finish

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
 import os
 from pathlib import Path
 from unittest import mock
@@ -15,7 +16,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.core.records import Call
 from rollout_graph.ingest import cache, id_arrays, parallel, typed
 from rollout_graph.ingest.loading import load_paths, load_sources
 from rollout_graph.ingest.reading import Source
@@ -232,9 +232,18 @@ def test_cached_load_equals_fresh_load(tmp_path, which):
     cached = cache.load_files(files, folder=folder, workers=1)
     assert_same_load(cached, fresh)
     assert_same_load(cached, load_paths(files))
-    # arrays are the process's own (writable), not views of a file that could change
-    call: Call = next(c for s in cached.sessions.values() for c in s.calls if c.prompt_ids is not None)
-    assert call.prompt_ids is not None and call.prompt_ids.flags.writeable
+    # arrays are in the process's own memory (never a view of a file that could change), as
+    # writable as the fresh ones (prompts that share an arena are read-only on both sides)
+    pairs = [
+        (a, b)
+        for sa, sb in zip(cached.sessions.values(), fresh.sessions.values(), strict=True)
+        for a, b in zip(sa.calls, sb.calls, strict=True)
+    ]
+    call, fresh_call = next((a, b) for a, b in pairs if a.prompt_ids is not None)
+    assert call.prompt_ids is not None and fresh_call.prompt_ids is not None
+    assert not isinstance(call.prompt_ids.base, np.memmap) and not isinstance(call.prompt_ids.base, mmap.mmap)
+    assert call.prompt_ids.flags.writeable == fresh_call.prompt_ids.flags.writeable
+    assert call.sampled_ids.flags.writeable == fresh_call.sampled_ids.flags.writeable
 
 
 def test_a_delayed_background_store_writes_the_entry_later(tmp_path):
@@ -252,7 +261,7 @@ def test_corrupt_entry_is_ignored_and_rebuilt(tmp_path):
     folder = tmp_path / "cache"
     fresh = cache.load_files(files, folder=folder, workers=1)
     (entry,) = folder.iterdir()
-    calls = entry / "calls.arrow"
+    calls = entry / "arrays.bin"
     calls.write_bytes(calls.read_bytes()[: calls.stat().st_size // 2])
     assert cache.load(cache.key_for_files(files), folder) is None
     assert not entry.exists()

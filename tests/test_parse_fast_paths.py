@@ -283,3 +283,116 @@ def test_a_located_cut_agrees_with_the_validating_path_when_the_bytes_recur(chan
         slow = load_sources([Source.from_path(path)])
     assert fast.loaded == slow.loaded > 0
     assert_same_load(fast, slow)
+
+
+# ------------------------------------------------------------------------------------------------
+# The token_id:N check by deleting the prefix's bytes (one translate) instead of replacing the
+# prefix, without a count of the commas: tokens holding those bytes, or commas, anywhere else
+
+
+PREFIX_BYTES_TOKENS = [
+    "token_id:5d",
+    "token_id:d5",
+    "token_id:5:",
+    "token_id::5",
+    "token_id:id:5",
+    "token_id:5_6",
+    "token_id:5token_id:",
+    "token_id:5,",
+    ",token_id:5",
+    "token_id:5,,token_id:6",
+    "token_id:5,token_id:6,token_id:7",
+    "tokentoken_id:5",
+    "oken_id:5",
+    "token_id5",
+    "token_id:5e",
+]
+
+
+@pytest.mark.parametrize("odd", PREFIX_BYTES_TOKENS)
+@pytest.mark.parametrize("where", [0, 1, 3])
+def test_the_prefix_bytes_or_a_comma_outside_a_prefix_take_the_per_token_path(odd, where):
+    values = ["token_id:12", "token_id:345", "token_id:6789"]
+    values.insert(where, odd)
+    assert tokens._token_id_texts(values) is None
+    _same(tokens.split_tokens(values), _per_token(values))
+
+
+near_id_text = st.builds(
+    lambda head, tail: head + tail,
+    st.sampled_from(["token_id:", "token_id:", "token_id:", "", "token_id", ",token_id:"]),
+    st.text(alphabet="0123456789,token_id:", min_size=0, max_size=8),
+)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.lists(st.one_of(near_id_text, st.integers(1, 10**6).map(lambda i: f"token_id:{i}")), min_size=1, max_size=8))
+def test_texts_made_of_the_prefix_digits_and_commas_agree_with_the_per_token_path(values):
+    _same(tokens.split_tokens(values), _per_token(values))
+
+
+# The typed decoder's logprobs (ints, floats, None) read without a look at their types
+typed_logprob = st.one_of(
+    st.floats(-30, 0),
+    st.floats(allow_nan=False),  # infinities, positives, huge
+    st.integers(-(2**1100), 2**1100),
+    st.integers(-3, 3),
+    st.sampled_from([-1e308, -(10**308), -(10**309), float("-inf"), -0.0, 0, 0.0, 5e-324]),
+    st.none(),
+)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.lists(typed_logprob, max_size=10))
+def test_typed_logprobs_agree_with_the_full_check(values):
+    got, want = tokens.Problems(), tokens.Problems()
+    a, b = tokens.logprobs(values, "lp", got, numbers=True), _reference_logprobs(values, want)
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == b.dtype
+    assert got == want
+
+
+def test_typed_logprobs_take_the_shortcut_and_still_refuse_minus_infinity():
+    got = tokens.Problems()
+    with mock.patch.object(tokens, "_float_array", side_effect=AssertionError("the full check ran")):
+        arr = tokens.logprobs([-0.5, -1, -2.25, -(10**20)], "lp", got, numbers=True)
+    assert arr.tolist() == [-0.5, -1.0, -2.25, -1e20] and got == tokens.Problems()
+    arr = tokens.logprobs([-0.5, float("-inf"), -1e308, -1e308], "lp", got, numbers=True)
+    assert np.isnan(arr[1]) and got.invalid_logprobs == ["lp[1] = -inf"]
+
+
+odd_logprob_json = st.sampled_from(
+    ["-0.5", "-1", "0", "-0", "1", "0.25", "null", "-1e308", "1e400", "-1e400", "2", "-3"]
+)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.lists(odd_logprob_json, min_size=1, max_size=6), min_size=1, max_size=3), st.booleans())
+def test_loads_with_odd_logprobs_agree_with_the_validating_path(contents, with_token_ids):
+    """Typed columns (logprobs read without a type look) against the generic path, whole loads."""
+    lines = []
+    for i, lps in enumerate(contents):
+        record = vllm_chat(Turn(f"c{i}", [1, 2, 3], [4] * len(lps)))
+        choice = record["response"]["choices"][0]
+        choice["logprobs"] = {"content": "CONTENT"}
+        if not with_token_ids:
+            choice.pop("token_ids", None)
+        entries = ",".join(
+            f'{{"token":"token_id:{4 + k}","logprob":{lp},"top_logprobs":[{{"token":"token_id:4","logprob":-1}}]}}'
+            for k, lp in enumerate(lps)
+        )
+        lines.append(json.dumps(record, separators=(",", ":")).replace('"CONTENT"', f"[{entries}]").encode())
+    data = b"\n".join(lines) + b"\n"
+    fast, slow = _load(data, True), _load(data, False)
+    assert_same_load(fast, slow)
+
+
+def test_every_short_text_of_the_prefix_digits_and_commas_agrees_with_the_per_token_path():
+    """Exhaustive over short tails: every text of up to two of these bytes, bare, after
+    ``token_id`` and after ``token_id:``, alone and among valid tokens."""
+    alphabet = "0123456789,t:d_"
+    tails = [""] + [a + b for a in alphabet for b in [""] + list(alphabet)]
+    for tail in tails:
+        for token in (tail, "token_id" + tail, "token_id:" + tail):
+            for values in ([token], [token, "token_id:12"], ["token_id:7", token, "token_id:123"]):
+                _same(tokens.split_tokens(values), _per_token(values))

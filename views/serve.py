@@ -7,7 +7,8 @@ slow parts started as the server starts instead of when the first visitor arrive
   once (:func:`rollout_graph.live.trace.read_ahead`); the first page takes it from there instead
   of starting it, so the read runs while the server starts and the browser loads the page;
 - the first page's imports and Streamlit's once-per-server work run on another thread once the
-  server's runtime exists (views/state/warm.py).
+  server's runtime exists (views/state/warm.py); that thread then builds the DAG figure the first
+  page draws, once the read has ended (views/state/dag_figures.py).
 
 The cache entry of a first read is written after the first visitor's first paint, as before
 (views/state/sources.py ``store_after_paint``). ``streamlit run app.py -- PATH`` still works and
@@ -38,9 +39,11 @@ def read_ahead(paths: list[str]) -> bool:
     return True
 
 
-def warm_when_running(timeout: float = 60.0) -> threading.Thread:
+def warm_when_running(timeout: float = 60.0, paths: list[str] | None = None) -> threading.Thread:
     """Run views/state/warm.py ``warm`` on a thread once the server's runtime exists (the app's
-    caches and components are set up against it)."""
+    caches and components are set up against it); then, when ``paths`` (traces being read ahead)
+    are given, build the DAG figure their first page draws once they are read
+    (views/state/dag_figures.py ``first_page_drawing``)."""
 
     def run() -> None:
         from streamlit import runtime
@@ -54,6 +57,10 @@ def warm_when_running(timeout: float = 60.0) -> threading.Thread:
             from rollout_graph.ui.state.warm import warm
 
             warm()
+            if paths:
+                from rollout_graph.ui.state.dag_figures import first_page_drawing
+
+                first_page_drawing(paths)
         except Exception:  # noqa: BLE001 - warming is an optimisation: the first page run does it otherwise
             pass
 
@@ -68,8 +75,9 @@ def main(argv: list[str]) -> None:
     import pandas  # noqa: F401
     from streamlit.web.cli import main as streamlit_main
 
-    read_ahead(trace_paths(argv))
-    warm_when_running()
+    paths = trace_paths(argv)
+    reading = read_ahead(paths)
+    warm_when_running(paths=paths if reading else None)
     sys.argv = ["streamlit", *argv]
     streamlit_main(prog_name="streamlit")
 

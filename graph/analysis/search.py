@@ -20,7 +20,7 @@ decoded once per call on the first token search.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +168,9 @@ class _Messages:
     roles: list[list[str]]  # per call: each message's role
 
 
+STEP = 50  # calls between two calls of a build's ``between`` hook
+
+
 class SearchIndex:
     """A rollout's text, prepared once for many searches (messages now, decoded spans on demand)."""
 
@@ -178,12 +181,16 @@ class SearchIndex:
         self._responses: list[str] | None = None
         self._spans: dict[str, list[tuple[str, np.ndarray]]] = {}
 
-    def messages(self) -> _Messages:
-        """The distinct message texts and which of them each call's request holds."""
+    def messages(self, between: Callable[[], None] | None = None) -> _Messages:
+        """The distinct message texts and which of them each call's request holds. ``between``,
+        when given, is called every :data:`STEP` calls while they are built (a background build
+        pauses there while a page runs)."""
         if self._messages is None:
             ids: dict[str, int] = {}
             per_call, roles = [], []
-            for call in self.rollout.calls:
+            for k, call in enumerate(self.rollout.calls):
+                if between is not None and k % STEP == 0:
+                    between()
                 messages = call.request_messages or ()
                 per_call.append(
                     np.fromiter(
@@ -204,13 +211,25 @@ class SearchIndex:
             ]
         return self._responses
 
-    def span(self, where: str) -> list[tuple[str, np.ndarray]]:
-        """Per call: the decoded span and the end offset of each token's text in it."""
+    def prepare(self, between: Callable[[], None] | None = None) -> None:
+        """Build everything a search reads now instead of at the first search (the app does this
+        on a background thread after the first paint); the same texts and spans either way."""
+        self.messages(between)
+        self.responses()
+        if self.decoder is not None:
+            for where in (SAMPLED, CONTEXT):
+                self.span(where, between)
+
+    def span(self, where: str, between: Callable[[], None] | None = None) -> list[tuple[str, np.ndarray]]:
+        """Per call: the decoded span and the end offset of each token's text in it (``between``:
+        as for :meth:`messages`)."""
         if where not in self._spans:
             if self.decoder is None:
                 raise SearchError("token search needs a decoder")
             built = []
             for i, call in enumerate(self.rollout.calls):
+                if between is not None and i % STEP == 0:
+                    between()
                 ids: np.ndarray | None = call.sampled_ids
                 if where == CONTEXT:
                     ids = call.prompt_ids[self.rollout.context_start(i) :] if call.prompt_ids is not None else None

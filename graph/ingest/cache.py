@@ -1,15 +1,33 @@
-"""A persistent, columnar cache of parsed traces: reopening a big trace skips parsing.
+"""A persistent cache of parsed traces: reopening a big trace skips parsing.
 
 One entry per load (a set of trace files read with given limits) is kept in a cache folder, never
 beside the traces: ``$ROLLOUT_GRAPH_CACHE``, else ``$XDG_CACHE_HOME/rollout-graph``, else
-``~/.cache/rollout-graph``. An entry is a folder holding two Arrow IPC files (``calls.arrow``: one
-row per call, token arrays as raw little-endian bytes; ``messages.arrow``: each distinct request
-message once, as JSON) and ``meta.json`` (the load report, the sessions with their documents).
+``~/.cache/rollout-graph``. An entry is a folder of five files:
 
-The key hashes, for each file, its resolved path, size and modification time (uploads: a hash of
-their bytes), the reading limits, :data:`FORMAT`, and the source of the reading code itself, so a
-change of format or parser invalidates every entry. Entries are written to a temporary folder and
-renamed into place; an entry that cannot be read (truncated, corrupt, another version) is deleted
+- ``arrays.bin``: the token arrays a summary reads (prompt ids, sampled ids, sampled logprobs) as
+  raw little-endian bytes. Prompts that share their parent's ids in memory (views of one id arena,
+  graph/ingest/id_arrays.py) are written once: the part of the arena they cover, each prompt an
+  offset into it;
+- ``top.bin``: the top-k alternatives of each call (ids, logprobs, texts), read only when a call's
+  alternatives are first used (a checksum per call guards them);
+- ``calls.jsonl``: a line per call (names, the arrays' offsets, dtypes and shapes, the free-form
+  fields as JSON); ``values.jsonl``: a line per distinct request message or tool list, referenced
+  by index from every call that repeats it (the loaded calls share one object, as a fresh load
+  does); ``meta.json``: the load report, the sessions with their documents, every file's size and
+  CRC-32 (its own on its first line). Every file is checked when read; ``top.bin`` per call.
+
+A reopen reads ``arrays.bin`` into memory in one read (never memory-mapped: a file truncated
+under a mapping kills the process) and makes every array a view of that buffer: the reopened
+load holds what the cold path holds (shared prompts stay shared). The alternatives stay in
+``top.bin``, read through a file descriptor opened at the reopen (an entry evicted or removed
+afterwards is still readable; one changed in place fails its checksum and the alternatives are
+empty with :attr:`TopK.unavailable` saying why, as for a trace that changed).
+
+The key hashes, for each file, its resolved path, size, modification and change times and inode
+(uploads: a hash of their bytes), the reading limits, :data:`FORMAT`, and the source of the
+reading code itself, so a change of format or parser invalidates every entry. Entries are written
+to a temporary folder and renamed into place; an entry that cannot be read (truncated, corrupt,
+another version) is deleted with a note on the ``rollout_graph.cache`` logger (stderr by default)
 and the trace parsed again. A load whose values JSON cannot carry exactly (NaN in a free-form
 field, numpy arrays where JSON was expected) is simply not cached. When the folder grows past
 ``ROLLOUT_GRAPH_CACHE_MAX_BYTES`` (default 8 GB) the least recently used entries are removed.
@@ -18,48 +36,30 @@ field, numpy arrays where JSON was expected) is simply not cached. When the fold
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import shutil
-import tempfile
 import threading
 import time
+import weakref
+import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from functools import cache
+from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
 
 from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, Skipped, TopK
 
-
-class _LazyModule:
-    """A module imported when one of its names is first looked up."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        module = importlib.import_module(self._name)
-        return getattr(module, attr)
-
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-else:  # imported on first use: a load that never reads nor writes an entry never pays for pyarrow
-    pa = _LazyModule("pyarrow")
-    ipc = _LazyModule("pyarrow.ipc")
-
-
-FORMAT = 1
+FORMAT = 2
 DEFAULT_MAX_BYTES = 8 << 30
 ENV_DIR = "ROLLOUT_GRAPH_CACHE"
 ENV_MAX = "ROLLOUT_GRAPH_CACHE_MAX_BYTES"
-# Every Call field, so a new field without a column fails loudly (a test checks) instead of
+# Every Call field, so a new field without a place fails loudly (a test checks) instead of
 # being silently dropped from cached loads.
 CALL_FIELDS = (
     "node_id",
@@ -85,17 +85,20 @@ CALL_FIELDS = (
     "issues",
     "claims",
 )
-_JSON_FIELDS = (
-    "token_texts",
-    "response_message",
-    "tools",
-    "requested_params",
-    "submitted_params",
-    "timing",
-    "usage",
-    "claims",
-)
-_TEXT_FIELDS = ("node_id", "session_id", "source", "shape", "model", "finish_reason", "harness")
+_TEXT_FIELDS = ("node_id", "session_id", "source", "line", "shape", "model", "finish_reason", "harness")
+_JSON_FIELDS = ("token_texts", "response_message", "requested_params", "submitted_params", "timing", "usage", "claims")
+BATCH_CALLS = 256  # calls encoded at a time: the writer's extra memory is one batch's rows
+_ALIGN = 16
+_FILES = ("meta.json", "calls.jsonl", "values.jsonl", "arrays.bin", "top.bin")
+_CHUNK = 1 << 20
+
+
+def _note(message: str, *args: Any) -> None:
+    """A warning on the ``rollout_graph.cache`` logger (stderr unless configured otherwise);
+    logging is imported only when there is something to say."""
+    import logging
+
+    logging.getLogger("rollout_graph.cache").warning(message, *args)
 
 
 class NotCacheable(ValueError):
@@ -160,10 +163,10 @@ def key_for_bytes(named: Iterable[tuple[str, bytes]], limits: Any = None) -> str
 # Encoding
 
 
-def _json(value: Any) -> bytes | None:
-    """JSON bytes that decode to exactly ``value``; NotCacheable when JSON cannot carry it."""
+def _blob(value: Any) -> bytes:
+    """``value`` as JSON that decodes to exactly it; NotCacheable when JSON cannot carry it."""
     if value is None:
-        return None
+        return b"null"
     try:
         blob = orjson.dumps(value)
     except TypeError as exc:  # numpy arrays, non-str keys, huge ints, lone surrogates
@@ -174,6 +177,14 @@ def _json(value: Any) -> bytes | None:
     return blob
 
 
+def _json(value: Any) -> orjson.Fragment:
+    """``value`` checked as :func:`_blob` does, to embed in a bigger JSON document."""
+    return _NULL if value is None else orjson.Fragment(_blob(value))
+
+
+_NULL = orjson.Fragment(b"null")
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
@@ -182,240 +193,448 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _array(arr: np.ndarray | None) -> tuple[memoryview | None, str | None, list[int] | None]:
-    """The array's bytes (a view: copied once, into the column), dtype and shape."""
-    if arr is None:
-        return None, None, None
-    if arr.dtype.kind not in "iuf" or arr.dtype.byteorder == ">":
-        raise NotCacheable(f"array of dtype {arr.dtype}")
-    view = memoryview(np.ascontiguousarray(arr)).cast("B")  # type: ignore[arg-type]
-    return view, arr.dtype.str, list(arr.shape)
-
-
-def _issues(issues: list[Finding]) -> bytes:
-    return orjson.dumps([[f.level, f.code, f.detail, f.node_id, f.leaf_id] for f in issues])
-
-
-def _message_table(calls: list[Call]) -> tuple[list[bytes], list[list[int] | None]]:
-    ids: dict[bytes, int] = {}
-    per_call: list[list[int] | None] = []
-    by_object: dict[int, int] = {}  # messages shared between calls (n > 1 choices) encode once
-    by_flat: dict[tuple, int] = {}  # every call repeats the conversation: equal messages encode once
-    for call in calls:
-        if call.request_messages is None:
-            per_call.append(None)
-            continue
-        row = []
-        for message in call.request_messages:
-            known = by_object.get(id(message))
-            if known is None:
-                flat = _flat_key(message)
-                known = by_flat.get(flat) if flat is not None else None
-                if known is None:
-                    blob = _json(message)
-                    assert blob is not None
-                    known = ids.setdefault(blob, len(ids))
-                    if flat is not None:
-                        by_flat[flat] = known
-                by_object[id(message)] = known
-            row.append(known)
-        per_call.append(row)
-    return list(ids), per_call
-
-
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _flat_key(message: dict) -> tuple | None:
-    """A hashable key for a message of scalar values (types included: ``1`` is not ``True``)."""
+def _flat_key(message: Any) -> tuple | None:
+    """A hashable key for a dict of scalar values (types included: ``1`` is not ``True``)."""
+    if type(message) is not dict:
+        return None
     key = []
     for k, v in message.items():
         if type(v) not in _SCALARS or (type(v) is float and v != v):
             return None
-        key.append((k, type(v), v))
+        key.append((k, type(v), v.hex() if type(v) is float else v))  # -0.0 == 0.0, yet not the same
     return tuple(key)
 
 
-def _column(values: list, type_: pa.DataType) -> pa.Array:
-    """An Arrow column; binary ones from one joined buffer (far faster than item by item)."""
-    if type_ != pa.large_binary():
-        return pa.array(values, type=type_)
-    valid = np.array([v is not None for v in values], dtype=bool)
-    lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(v for v in values if v is not None)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    return pa.LargeBinaryArray.from_buffers(
-        type_, len(values), [bitmap, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)], int((~valid).sum())
-    )
+class _Values:
+    """Distinct request messages and tool lists, each encoded once (every call repeats the
+    conversation; messages shared between calls are one object) and written to ``values.jsonl``
+    as soon as it is met."""
+
+    def __init__(self, sink: _Checked) -> None:
+        self._sink = sink
+        self._blobs: dict[bytes, int] = {}
+        self._by_object: dict[int, int] = {}
+        self._by_flat: dict[tuple, int] = {}
+
+    def index(self, value: Any) -> int:
+        known = self._by_object.get(id(value))
+        if known is not None:
+            return known
+        flat = _flat_key(value)
+        known = self._by_flat.get(flat) if flat is not None else None
+        if known is None:
+            # an exact-size copy: orjson's own result keeps its whole growth buffer (32 KB for a
+            # 3 KB message), which, kept for every distinct message, was most of a store's memory
+            blob = bytes(memoryview(_blob(value)))
+            known = self._blobs.get(blob)
+            if known is None:
+                known = self._blobs[blob] = len(self._blobs)
+                self._sink.write(blob + b"\n")  # orjson never writes a raw newline
+            if flat is not None:
+                self._by_flat[flat] = known
+        self._by_object[id(value)] = known
+        return known
 
 
-_ARRAYS = ("prompt", "sampled", "logprobs", "top_ids", "top_logprobs")
-BATCH_CALLS = 256  # calls encoded at a time: the encoder's extra memory is one batch's arrays
+def _plain(arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind not in "iuf" or arr.dtype.byteorder == ">":
+        raise NotCacheable(f"array of dtype {arr.dtype}")
+    return arr
 
 
-def _schema() -> pa.Schema:
-    types: dict[str, pa.DataType] = {name: pa.string() for name in _TEXT_FIELDS}
-    types.update({name: pa.large_binary() for name in _JSON_FIELDS})
-    types.update({"line": pa.int64(), "issues": pa.large_binary(), "messages": pa.list_(pa.int32())})
-    for kind in _ARRAYS:
-        types[f"{kind}_bytes"] = pa.large_binary()
-        types[f"{kind}_dtype"] = pa.string()
-        types[f"{kind}_shape"] = pa.list_(pa.int64())
-    types["top_texts"] = pa.large_binary()
-    return pa.schema(list(types.items()))
+def _raw(arr: np.ndarray) -> memoryview:
+    """The array's bytes (a view unless it must be made contiguous); empty arrays too."""
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
 
 
-def _calls_table(calls: list[Call], message_rows: list[list[int] | None], schema: pa.Schema) -> pa.Table:
-    columns: dict[str, list] = {name: [] for name in schema.names}
-    for call, row in zip(calls, message_rows, strict=True):
-        for name in _TEXT_FIELDS:
-            columns[name].append(getattr(call, name))
-        for name in _JSON_FIELDS:
-            columns[name].append(_json(getattr(call, name)))
-        columns["line"].append(call.line)
-        columns["issues"].append(_issues(call.issues))
-        columns["messages"].append(row)
-        top = call.top_k
-        arrays = {
-            "prompt": call.prompt_ids,
-            "sampled": call.sampled_ids,
-            "logprobs": call.sampled_logprobs,
-            "top_ids": None if top is None else top.ids,
-            "top_logprobs": None if top is None else top.logprobs,
-        }
-        for kind, arr in arrays.items():
-            data, dtype, shape = _array(arr)
-            columns[f"{kind}_bytes"].append(data)
-            columns[f"{kind}_dtype"].append(dtype)
-            columns[f"{kind}_shape"].append(shape)
-        columns["top_texts"].append(None if top is None else _json(top.texts))
+def _address(arr: np.ndarray) -> int:
+    return int(arr.__array_interface__["data"][0])
+
+
+def _shared_base(arr: np.ndarray) -> np.ndarray | None:
+    """The array ``arr`` is a contiguous view of (an id arena), when its bytes lie inside it."""
+    base = arr.base
+    if not isinstance(base, np.ndarray) or not (arr.flags.c_contiguous and base.flags.c_contiguous):
+        return None
+    start = _address(arr) - _address(base)
+    return base if 0 <= start and start + arr.nbytes <= base.nbytes else None
+
+
+class _Eager:
+    """Lays out ``arrays.bin``: every part of a shared base that some array covers is written
+    once (the first time an array needs it), each array an offset into what was written."""
+
+    def __init__(self, calls: list[Call]) -> None:
+        spans: dict[int, list[tuple[int, int]]] = {}
+        self._bases: dict[int, np.ndarray] = {}
+        for call in calls:
+            for arr in (call.prompt_ids, call.sampled_ids, call.sampled_logprobs):
+                base = None if arr is None or arr.nbytes == 0 else _shared_base(arr)
+                if arr is not None and base is not None:
+                    start = _address(arr) - _address(base)
+                    spans.setdefault(id(base), []).append((start, start + arr.nbytes))
+                    self._bases[id(base)] = base
+        # per base: merged covered intervals (starts, ends) and where each was written (or None)
+        self._intervals: dict[int, tuple[list[int], list[int], list[int | None]]] = {}
+        for key, pairs in spans.items():
+            starts: list[int] = []
+            ends: list[int] = []
+            for a, b in sorted(pairs):
+                if ends and a <= ends[-1]:
+                    ends[-1] = max(ends[-1], b)
+                else:
+                    starts.append(a)
+                    ends.append(b)
+            self._intervals[key] = (starts, ends, [None] * len(starts))
+        self.size = 0
+        self._pending: list[memoryview] = []
+
+    def _put(self, data: memoryview, align_to: int) -> int:
+        pad = (align_to - self.size) % _ALIGN
+        if pad:
+            self._pending.append(memoryview(bytes(pad)))
+            self.size += pad
+        offset = self.size
+        self._pending.append(data)
+        self.size += data.nbytes
+        return offset
+
+    def describe(self, arr: np.ndarray | None) -> list | None:
+        """``[offset, dtype, shape, writeable]`` of ``arr`` in ``arrays.bin`` (its bytes queued)."""
+        if arr is None:
+            return None
+        arr = _plain(arr)
+        shape = list(arr.shape)
+        writeable = 1 if arr.flags.writeable else 0
+        base = None if arr.nbytes == 0 else _shared_base(arr)
+        if base is None or id(base) not in self._intervals:
+            data = _raw(arr)
+            return [self._put(data, _address(arr)), arr.dtype.str, shape, writeable]
+        starts, ends, written = self._intervals[id(base)]
+        start = _address(arr) - _address(base)
+        i = bisect_right(starts, start) - 1
+        if written[i] is None:
+            flat = base.reshape(-1).view(np.uint8)
+            written[i] = self._put(memoryview(flat[starts[i] : ends[i]]), _address(base) + starts[i])  # type: ignore[arg-type]
+        offset = written[i]
+        assert offset is not None
+        return [offset + start - starts[i], arr.dtype.str, shape, writeable]
+
+    def flush(self, sink: _Checked) -> None:
+        for data in self._pending:
+            sink.write(data)
+        self._pending = []
+
+
+class _Top:
+    """Lays out ``top.bin``: each call's alternatives (ids, logprobs, texts) in one checked chunk."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._pending: list[bytes | memoryview] = []
+
+    def describe(self, top: TopK | None) -> list | None:
+        if top is None:
+            return None
+        ids, lps = _plain(top.ids), _plain(top.logprobs)
+        parts = [
+            _raw(ids),
+            _raw(lps),
+            memoryview(bytes(memoryview(_blob(top.texts)))),  # exact size: see _Values
+        ]
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        pad = (-self.size) % _ALIGN
+        if pad:
+            self._pending.append(bytes(pad))
+            self.size += pad
+        offset = self.size
+        self._pending.extend(parts)
+        length = sum(p.nbytes for p in parts)
+        self.size += length
+        return [offset, length, crc, top.rows, ids.dtype.str, list(ids.shape), lps.dtype.str, list(lps.shape)]
+
+    def flush(self, sink: _Checked) -> None:
+        for data in self._pending:
+            sink.write(data)
+        self._pending = []
+
+
+def _issues(issues: list[Finding]) -> list:
+    return [[_json(f.level), _json(f.code), _json(f.detail), _json(f.node_id), _json(f.leaf_id)] for f in issues]
+
+
+def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
+    row: list[Any] = [_json(getattr(call, name)) for name in _TEXT_FIELDS]
+    row.append(eager.describe(call.prompt_ids))
+    row.append(eager.describe(call.sampled_ids))
+    row.append(eager.describe(call.sampled_logprobs))
+    row.append(tops.describe(call.top_k))
+    row.append(None if call.request_messages is None else [values.index(m) for m in call.request_messages])
+    row.append(None if call.tools is None else values.index(call.tools))
+    row.extend(_json(getattr(call, name)) for name in _JSON_FIELDS)
+    row.append(_issues(call.issues))
     try:
-        return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in schema], schema=schema)
-    except (pa.ArrowException, UnicodeEncodeError) as exc:
+        return orjson.dumps(row)
+    except TypeError as exc:
         raise NotCacheable(str(exc)) from None
 
 
-def encode(result: LoadResult) -> tuple[pa.Schema, Iterator[pa.Table], pa.Table, bytes]:
-    """The load as Arrow tables and metadata: the calls' schema, their tables (built one batch
-    at a time as the iterator is consumed), the messages table and the metadata JSON.
-
-    Raises:
-        NotCacheable: a value JSON or Arrow cannot carry exactly (also while iterating).
-    """
-    calls = [c for s in result.sessions.values() for c in s.calls]
-    messages, per_call = _message_table(calls)
-    message_table = pa.table({"json": pa.array(messages, type=pa.large_binary())})
+def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int, crcs: dict[str, int]) -> bytes:
     meta = {
         "format": FORMAT,
         "records": result.records,
         "loaded": result.loaded,
-        "skipped": [[s.file, s.line, s.reason] for s in result.skipped],
-        "files": result.files,
-        "sessions": [[sid, len(s.calls), _json(s.document), sorted(s.node_ids)] for sid, s in result.sessions.items()],
+        "skipped": [[_json(s.file), s.line, _json(s.reason)] for s in result.skipped],
+        "files": [_json(f) for f in result.files],
+        "sessions": [
+            [_json(sid), len(s.calls), _json(s.document), [_json(n) for n in sorted(s.node_ids)]]
+            for sid, s in result.sessions.items()
+        ],
+        "calls": n_calls,
+        "arrays_bytes": eager_bytes,
+        "top_bytes": top_bytes,
+        "crc32": crcs,
     }
     try:
-        meta_blob = orjson.dumps(meta, default=lambda b: b.decode() if isinstance(b, bytes) else None)
+        return orjson.dumps(meta)
     except TypeError as exc:
         raise NotCacheable(str(exc)) from None
-    schema = _schema()
 
-    def tables() -> Iterator[pa.Table]:
+
+class _Checked:
+    """A file being written, with the CRC-32 of what was written so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "wb")  # noqa: SIM115 - closed by the writer's finally
+        self.crc = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.file.write(data)
+
+
+def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None) -> None:
+    """Write the entry's files into ``folder`` (``meta.json`` last: it holds the others' sizes
+    and checksums, and its own on its first line).
+
+    Raises:
+        NotCacheable: a value JSON cannot carry exactly.
+        OSError: the disk refused.
+    """
+    calls = [c for s in result.sessions.values() for c in s.calls]
+    sinks = {name: _Checked(folder / name) for name in ("calls.jsonl", "arrays.bin", "top.bin", "values.jsonl")}
+    eager, tops, values = _Eager(calls), _Top(), _Values(sinks["values.jsonl"])
+    try:
+        rows, arrays, top = sinks["calls.jsonl"], sinks["arrays.bin"], sinks["top.bin"]
         for i in range(0, len(calls), BATCH_CALLS):
-            yield _calls_table(calls[i : i + BATCH_CALLS], per_call[i : i + BATCH_CALLS], schema)
-
-    return schema, tables(), message_table, meta_blob
+            rows.write(b"".join([_row(c, eager, tops, values) + b"\n" for c in calls[i : i + BATCH_CALLS]]))
+            eager.flush(arrays)
+            tops.flush(top)
+            if between is not None:
+                between()
+    finally:
+        for sink in sinks.values():
+            sink.file.close()
+    crcs = {name: sink.crc for name, sink in sinks.items() if name != "top.bin"}  # top.bin: per call
+    meta = _meta(result, len(calls), eager.size, tops.size, crcs)
+    (folder / "meta.json").write_bytes(b"%d\n" % zlib.crc32(meta) + meta)
 
 
 # ---------------------------------------------------------------------------------------------
 # Decoding
 
 
-def _np(data: Any, dtype: str | None, shape: list[int] | None) -> np.ndarray | None:
-    if data is None or dtype is None or shape is None:
+_SEEK_LOCK = threading.Lock()
+
+
+class _TopFile:
+    """``top.bin`` of one entry, open from the reopen on (an entry removed later stays readable);
+    pickled by path."""
+
+    def __init__(self, path: str, size: int, fd: int | None = None) -> None:
+        self.path, self.size = path, size
+        self._fd = fd
+        if fd is not None:
+            weakref.finalize(self, os.close, fd)
+
+    def read(self, offset: int, length: int) -> bytearray:
+        if self._fd is None:
+            fd = os.open(self.path, os.O_RDONLY)
+            self._fd = fd
+            weakref.finalize(self, os.close, fd)
+        if os.fstat(self._fd).st_size != self.size:
+            raise ValueError("it was truncated or rewritten")
+        buf = bytearray(length)
+        if hasattr(os, "preadv"):  # positional: threads reading other calls' chunks do not interfere
+            done = os.preadv(self._fd, [buf], offset)
+        else:  # Windows
+            with _SEEK_LOCK:
+                os.lseek(self._fd, offset, os.SEEK_SET)
+                data = os.read(self._fd, length)
+            buf[: len(data)] = data
+            done = len(data)
+        if done != length:
+            raise ValueError("it was truncated or rewritten")
+        return buf
+
+    def drop(self) -> None:
+        """Remove the entry this file belongs to (it was changed in place): the next load parses
+        the trace again. An entry written anew under the same key since is left alone."""
+        try:
+            if self._fd is not None and os.fstat(self._fd).st_ino != os.stat(self.path).st_ino:
+                return
+        except OSError:
+            return
+        _note("rollout-graph: the cache entry %s changed after it was read; removed", Path(self.path).parent)
+        shutil.rmtree(Path(self.path).parent, ignore_errors=True)
+
+    def __getstate__(self) -> tuple[str, int]:
+        return self.path, self.size
+
+    def __setstate__(self, state: tuple[str, int]) -> None:
+        self.path, self.size = state
+        self._fd = None
+
+
+class _CachedTop:
+    """One call's alternatives, read from ``top.bin`` when first used; never raises."""
+
+    __slots__ = ("file", "desc")
+
+    def __init__(self, file: _TopFile, desc: list) -> None:
+        self.file, self.desc = file, desc
+
+    def __call__(self) -> TopK:
+        offset, length, crc, rows, ids_dtype, ids_shape, lps_dtype, lps_shape = self.desc
+        try:
+            buf = self.file.read(offset, length)
+            if zlib.crc32(buf) != crc:
+                self.file.drop()
+                raise ValueError("they do not match their checksum (the entry is removed)")
+            ids = np.frombuffer(buf, dtype=np.dtype(ids_dtype), count=int(np.prod(ids_shape))).reshape(ids_shape)
+            n_ids = ids.nbytes
+            lps = np.frombuffer(buf, dtype=np.dtype(lps_dtype), count=int(np.prod(lps_shape)), offset=n_ids)
+            texts = orjson.loads(bytes(buf[n_ids + lps.nbytes :]))
+            return TopK(ids, lps.reshape(lps_shape), texts)
+        except (OSError, ValueError, TypeError) as exc:
+            top = TopK(np.full((rows, 0), -1, dtype=np.int32), np.full((rows, 0), np.nan, dtype=np.float32))
+            top.unavailable = f"cannot read the alternatives from the cache entry {self.file.path}: {exc}"
+            return top
+
+    def __getstate__(self) -> tuple[_TopFile, list]:
+        return self.file, self.desc
+
+    def __setstate__(self, state: tuple[_TopFile, list]) -> None:
+        self.file, self.desc = state
+
+
+def _array(buf: np.ndarray, desc: list | None) -> np.ndarray | None:
+    if desc is None:
         return None
-    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy()
+    offset, dtype, shape, writeable = desc
+    dt = np.dtype(dtype)
+    count = 1
+    for n in shape:
+        count *= n
+    if offset < 0 or offset + count * dt.itemsize > buf.nbytes:
+        raise ValueError("an array lies outside arrays.bin")
+    arr = np.frombuffer(buf, dtype=dt, count=count, offset=offset).reshape(shape)
+    if not writeable:
+        arr.flags.writeable = False
+    return arr
 
 
-def _loads(blob: bytes | None) -> Any:
-    return None if blob is None else orjson.loads(blob)
+def _read_exactly(path: Path, size: int, crc: int) -> np.ndarray:
+    """The file's bytes in a buffer of this process (read, never mapped), checked."""
+    buf = np.empty(size, dtype=np.uint8)
+    with open(path, "rb", buffering=0) as f:
+        if os.fstat(f.fileno()).st_size != size or f.readinto(memoryview(buf)) != size:  # type: ignore[arg-type]
+            raise ValueError(f"{path.name} has another size than written")
+    if zlib.crc32(buf) != crc:  # type: ignore[arg-type]
+        raise ValueError(f"{path.name} does not match its checksum")
+    return buf
 
 
-def _binary_views(column: pa.Array) -> list[np.ndarray | None]:
-    """Each row of a binary column as a view into the column's data (no copy per row)."""
-    _, offsets_buf, data_buf = column.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[column.offset : column.offset + len(column) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
-    bounds = offsets.tolist()
-    return [data[bounds[i] : bounds[i + 1]] if valid[i] else None for i in range(len(column))]
+def _lines(path: Path, crc: int) -> Iterator[Any]:
+    """Each line's JSON value, read a chunk at a time (the text is never held whole); the
+    checksum is checked at the end."""
+    rest = b""
+    seen = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_CHUNK):
+            seen = zlib.crc32(chunk, seen)
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                yield orjson.loads(line)
+    if rest:
+        raise ValueError(f"{path.name} ends in an unfinished line")
+    if seen != crc:
+        raise ValueError(f"{path.name} does not match its checksum")
 
 
-def _rows(batches: Iterable[pa.RecordBatch], messages: list[dict]) -> Iterator[Call]:
-    """The calls of each batch in order; a batch's columns are dropped once its calls are built."""
-    for batch in batches:
-        cols: dict[str, list] = {}
-        for name in batch.schema.names:
-            column = batch.column(name)
-            cols[name] = _binary_views(column) if name.endswith("_bytes") else column.to_pylist()
-        for i in range(batch.num_rows):
-            yield _call(cols, i, messages)
-
-
-def decode(batches: Iterable[pa.RecordBatch], message_table: pa.Table, meta_blob: bytes) -> LoadResult:
-    """The LoadResult that :func:`encode` was given (batches: the calls tables' record batches)."""
-    meta = orjson.loads(meta_blob)
+def _decode(entry: Path) -> LoadResult:
+    head, _, blob = (entry / "meta.json").read_bytes().partition(b"\n")
+    if not head.isdigit() or int(head) != zlib.crc32(blob):
+        raise ValueError("meta.json does not match its checksum")
+    meta = orjson.loads(blob)
     if meta.get("format") != FORMAT:
         raise ValueError(f"cache format {meta.get('format')} is not {FORMAT}")
-    messages = [orjson.loads(m) for m in message_table.column("json").to_pylist()]
+    crcs = meta["crc32"]
+    buf = _read_exactly(entry / "arrays.bin", meta["arrays_bytes"], crcs["arrays.bin"])
+    top_path = entry / "top.bin"
+    fd = os.open(top_path, os.O_RDONLY)
+    top_file = _TopFile(str(top_path), meta["top_bytes"], fd)
+    if os.fstat(fd).st_size != meta["top_bytes"]:
+        raise ValueError("top.bin has another size than written")
+    values = list(_lines(entry / "values.jsonl", crcs["values.jsonl"]))
+    rows = _lines(entry / "calls.jsonl", crcs["calls.jsonl"])
     result = LoadResult(
         records=meta["records"],
         loaded=meta["loaded"],
         skipped=[Skipped(f, line, reason) for f, line, reason in meta["skipped"]],
         files=list(meta["files"]),
     )
-    calls = _rows(batches, messages)
     for sid, n_calls, document, node_ids in meta["sessions"]:
-        session = SessionInput(sid, document=None if document is None else orjson.loads(document))
+        session = SessionInput(sid, document=document)
         session.node_ids = set(node_ids)
-        session.calls = [next(calls) for _ in range(n_calls)]
+        session.calls = [_call(row, buf, top_file, values) for row in islice(rows, n_calls)]
+        if len(session.calls) != n_calls:
+            raise ValueError("calls.jsonl holds fewer calls than its sessions")
         result.sessions[sid] = session
-    if next(calls, None) is not None:
-        raise ValueError("cache entry: session sizes do not match the calls table")
+    if next(rows, None) is not None:
+        raise ValueError("calls.jsonl holds more calls than its sessions")
     return result
 
 
-def _call(cols: dict[str, list], i: int, messages: list[dict]) -> Call:
-    def arr(kind: str) -> np.ndarray | None:
-        return _np(cols[f"{kind}_bytes"][i], cols[f"{kind}_dtype"][i], cols[f"{kind}_shape"][i])
-
-    call = Call(
-        node_id=cols["node_id"][i],
-        session_id=cols["session_id"][i],
-        source=cols["source"][i],
-        line=cols["line"][i],
-        shape=cols["shape"][i],
-    )
-    call.prompt_ids = arr("prompt")
-    sampled = arr("sampled")
-    if sampled is not None:
-        call.sampled_ids = sampled
-    call.sampled_logprobs = arr("logprobs")
-    top_ids = arr("top_ids")
-    if top_ids is not None:
-        top_lps = arr("top_logprobs")
-        assert top_lps is not None
-        call.top_k = TopK(top_ids, top_lps, _loads(cols["top_texts"][i]))
-    for name in ("model", "finish_reason", "harness"):
-        setattr(call, name, cols[name][i])
-    for name in _JSON_FIELDS:
-        value = _loads(cols[name][i])
-        if value is not None or name not in ("requested_params", "timing", "claims"):
-            setattr(call, name, value)
-    rows = cols["messages"][i]
-    call.request_messages = None if rows is None else [dict(messages[m]) for m in rows]
-    call.issues = [Finding(*f) for f in orjson.loads(cols["issues"][i])]
+def _call(row: list, buf: np.ndarray, top_file: _TopFile, values: list) -> Call:
+    (node_id, session_id, source, line, shape, model, finish_reason, harness, prompt, sampled, logprobs, top) = row[:12]
+    call = Call(node_id, session_id, source, line, shape, _array(buf, prompt))
+    sampled_ids = _array(buf, sampled)
+    if sampled_ids is not None:
+        call.sampled_ids = sampled_ids
+    call.sampled_logprobs = _array(buf, logprobs)
+    if top is not None:
+        call.top_k = TopK.deferred(top[3], _CachedTop(top_file, top))
+    call.model, call.finish_reason, call.harness = model, finish_reason, harness
+    messages, tools = row[12], row[13]
+    call.request_messages = None if messages is None else [values[m] for m in messages]
+    call.tools = None if tools is None else values[tools]
+    (
+        call.token_texts,
+        call.response_message,
+        call.requested_params,
+        call.submitted_params,
+        call.timing,
+        call.usage,
+        call.claims,
+    ) = row[14:21]
+    call.issues = [Finding(*f) for f in row[21]]
     return call
 
 
@@ -428,44 +647,41 @@ def _entry(key: str, folder: Path | None = None) -> Path:
 
 
 def load(key: str, folder: Path | None = None) -> LoadResult | None:
-    """The cached load under ``key``, or None (missing; a corrupt entry is removed)."""
+    """The cached load under ``key``, or None (missing; a corrupt entry is removed, with a note)."""
     entry = _entry(key, folder)
     if not entry.is_dir():
         return None
     try:
-        # Read into memory, not mapped: a file changed under a mapping could kill the process.
-        with pa.OSFile(str(entry / "messages.arrow")) as source:
-            message_table = ipc.open_file(source).read_all()
-        with pa.OSFile(str(entry / "calls.arrow")) as source:
-            reader = ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            result = decode(batches, message_table, (entry / "meta.json").read_bytes())
-    except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
+        result = _decode(entry)
+    except Exception as exc:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
+        _note(
+            "rollout-graph: ignored the cache entry %s (%s: %s); reading the trace again",
+            entry,
+            type(exc).__name__,
+            exc,
+        )
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    os.utime(entry)  # recently used
+    try:
+        os.utime(entry)  # recently used
+    except OSError:
+        pass
     return result
 
 
 def store(key: str, result: LoadResult, folder: Path | None = None, between: Callable[[], None] | None = None) -> bool:
     """Write the load under ``key``; False when it cannot be cached (values or disk). ``between``
-    is called before each batch of calls is encoded (a server pauses the write there while a page
+    is called after each batch of calls is written (a server pauses the write there while a page
     runs)."""
     root = folder or cache_dir()
     entry = _entry(key, root)
     try:
-        schema, tables, message_table, meta = encode(result)
         root.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only a writer needs it
+
         tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root))
         try:
-            with pa.OSFile(str(tmp / "calls.arrow"), "wb") as sink, ipc.new_file(sink, schema) as writer:
-                for table in tables:
-                    writer.write_table(table)
-                    if between is not None:
-                        between()
-            with pa.OSFile(str(tmp / "messages.arrow"), "wb") as sink, ipc.new_file(sink, message_table.schema) as w:
-                w.write_table(message_table, max_chunksize=4096)
-            (tmp / "meta.json").write_bytes(meta)
+            _write(tmp, result, between)
             if entry.exists():
                 shutil.rmtree(entry, ignore_errors=True)
             tmp.rename(entry)

@@ -15,6 +15,9 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md_escape
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.tokens import page_of
+from rollout_graph.ui.state import search_index
+from rollout_graph.ui.state.search_index import PreparedIndex
+from rollout_graph.ui.state.sources import ACTIVITY
 
 MAX_HITS_SHOWN = 40
 SEARCH_BOX_LABEL = "Search this rollout"
@@ -29,9 +32,9 @@ HITS_STYLE = (
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _index(key: str, session_id: str, _rollout: Rollout, _decoder: Decoder) -> SearchIndex:
+def _index(key: str, session_id: str, _rollout: Rollout, _decoder: Decoder) -> PreparedIndex:
     """One index per open rollout, reused by every search (and every visitor) of it."""
-    return SearchIndex(_rollout, _decoder)
+    return PreparedIndex(SearchIndex(_rollout, _decoder))
 
 
 def token_view_key(workspace_key: str, rollout: Rollout, index: int) -> str:
@@ -67,8 +70,11 @@ def describe(hit: Hit) -> str:
 
 
 def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> frozenset[int]:
-    """The search box and its hits; returns the calls to ring in the DAG."""
+    """The search box and its hits; returns the calls to ring in the DAG. The rollout's search
+    index is built in the background once the page is drawn (views/state/search_index.py), so the
+    first search is as fast as the next."""
     sid = rollout.session_id
+    search_index.prepare(_index(workspace_key, sid, rollout, decoder), sid, ACTIVITY)
     box, regex_col, case_col = st.columns([6, 1, 1.3], vertical_alignment="bottom")
     text = box.text_input(
         SEARCH_BOX_LABEL,
@@ -95,7 +101,8 @@ def _answer(
     except SearchError as exc:
         st.error(str(exc))
         return frozenset()
-    hits = search(_index(workspace_key, sid, rollout, decoder), query)
+    with _index(workspace_key, sid, rollout, decoder).searching() as index:
+        hits = search(index, query)
     calls = sorted({h.index for h in hits})
     if not hits:
         st.caption(f"No call holds {md_escape(repr(text))}.")
@@ -134,59 +141,98 @@ def _label(counts, value: str) -> str:
     return f"{value} ({counts[value]})"
 
 
+FACETS = ("roles", "levels", "codes", "finish_reasons", "linked_by", "models")
+LOW, THRESHOLD = "low", "threshold"  # the logprob filter's toggle and value
+DEFAULT_THRESHOLD = -5.0
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _facet_values(key: str, session_id: str, _rollout: Rollout):
+    """Every facet's values and counts, once per open rollout (a loop over every call's findings)."""
+    return filters.facet_values(_rollout)
+
+
+def chosen_filter(workspace_key: str, session_id: str) -> filters.CallFilter:
+    """The filter the visitor chose, read from the filter widgets' keys (set or not, drawn or not)."""
+    got = st.session_state.get
+
+    def facet(name: str) -> frozenset[str]:
+        value = got(state.filter_key(workspace_key, session_id, name))
+        return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list | tuple) else frozenset()
+
+    threshold = got(state.filter_key(workspace_key, session_id, THRESHOLD), DEFAULT_THRESHOLD)
+    low = bool(got(state.filter_key(workspace_key, session_id, LOW)))
+    below = float(threshold) if low and isinstance(threshold, int | float) and not math.isnan(threshold) else None
+    return filters.CallFilter(**{name: facet(name) for name in FACETS}, logprob_below=below)
+
+
+def _keep_choices(workspace_key: str, session_id: str) -> None:
+    """The filter widgets are not drawn while their expander is closed; Streamlit drops the state
+    of a widget a run does not draw, so their values are set again, before the widgets (if drawn),
+    on every run: the filter stays on while closed, and a widget drawn again is sent the value it
+    had (a value kept only on the server would be used while the browser shows the widget empty)."""
+    for name in (*FACETS, LOW, THRESHOLD):
+        key = state.filter_key(workspace_key, session_id, name)
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def filter_panel(rollout: Rollout, workspace_key: str) -> frozenset[int]:
-    """Facets over the calls; returns the calls that do not match (the DAG dims them)."""
-    values = filters.facet_values(rollout)
+    """Facets over the calls; returns the calls that do not match (the DAG dims them). The facets'
+    widgets are built only while their expander is open: a key step or a click reruns this
+    fragment, and the browser would otherwise render six multiselects and a slider it does not
+    show every time (docs/performance.md "Keys and the first search")."""
+    sid = rollout.session_id
+    n = len(rollout.calls)
+    st.session_state.setdefault(state.filter_key(workspace_key, sid, THRESHOLD), DEFAULT_THRESHOLD)
+    panel = st.expander("Filter calls", key=state.filter_key(workspace_key, sid, "open"), on_change="rerun")
+    _keep_choices(workspace_key, sid)
+    with panel:
+        if panel.open:
+            _filter_widgets(rollout, workspace_key)
+        wanted = chosen_filter(workspace_key, sid)
+        keep = filters.matching(rollout, wanted)
+        if panel.open:
+            if wanted.active:
+                st.markdown(f"**{int(keep.sum())} of {n} calls match**; the others are dimmed in the graph.")
+            else:
+                st.caption(f"No filter: all {n} calls shown. Values show how many calls have each.")
+    with st.container():  # there with or without a filter: the elements above the DAG stay as many
+        if wanted.active:
+            st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
+    return frozenset(int(i) for i in (~keep).nonzero()[0])
+
+
+def _filter_widgets(rollout: Rollout, workspace_key: str) -> None:
+    values = _facet_values(workspace_key, rollout.session_id, rollout)
     sid = rollout.session_id
 
-    def pick(column, label: str, facet: str) -> frozenset[str]:
+    def pick(column, label: str, facet: str) -> None:
         counts = values[facet]
-        chosen = column.multiselect(
+        column.multiselect(
             label,
             sorted(counts),
             format_func=lambda v: _label(counts, v),
             key=state.filter_key(workspace_key, sid, facet),
             placeholder="any",
         )
-        return frozenset(chosen)
 
-    with st.expander("Filter calls", expanded=bool(st.session_state.get(state.filter_key(workspace_key, sid, "open")))):
-        top = st.columns(3)
-        roles = pick(top[0], "Role", "roles")
-        levels = pick(top[1], "Finding level", "levels")
-        codes = pick(top[2], "Finding code", "codes")
-        bottom = st.columns(3)
-        finish = pick(bottom[0], "Finish reason", "finish_reasons")
-        linked = pick(bottom[1], "Linked by", "linked_by")
-        models = pick(bottom[2], "Model", "models")
-        low_col, value_col = st.columns([1, 2], vertical_alignment="bottom")
-        low = low_col.toggle("Has a token with logprob below", key=state.filter_key(workspace_key, sid, "low"))
-        threshold = value_col.slider(
-            "logprob threshold",
-            min_value=-20.0,
-            max_value=0.0,
-            value=-5.0,
-            step=0.25,
-            key=state.filter_key(workspace_key, sid, "threshold"),
-            label_visibility="collapsed",
-            disabled=not low,
-        )
-        wanted = filters.CallFilter(
-            roles=roles,
-            levels=levels,
-            codes=codes,
-            finish_reasons=finish,
-            linked_by=linked,
-            models=models,
-            logprob_below=float(threshold) if low and threshold is not None and not math.isnan(threshold) else None,
-        )
-        keep = filters.matching(rollout, wanted)
-        n = len(rollout.calls)
-        if wanted.active:
-            st.markdown(f"**{int(keep.sum())} of {n} calls match**; the others are dimmed in the graph.")
-        else:
-            st.caption(f"No filter: all {n} calls shown. Values show how many calls have each.")
-    with st.container():  # there with or without a filter: the elements above the DAG stay as many
-        if wanted.active:
-            st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
-    return frozenset(int(i) for i in (~keep).nonzero()[0])
+    top = st.columns(3)
+    pick(top[0], "Role", "roles")
+    pick(top[1], "Finding level", "levels")
+    pick(top[2], "Finding code", "codes")
+    bottom = st.columns(3)
+    pick(bottom[0], "Finish reason", "finish_reasons")
+    pick(bottom[1], "Linked by", "linked_by")
+    pick(bottom[2], "Model", "models")
+    low_col, value_col = st.columns([1, 2], vertical_alignment="bottom")
+    low = low_col.toggle("Has a token with logprob below", key=state.filter_key(workspace_key, sid, LOW))
+    value_col.slider(
+        "logprob threshold",
+        min_value=-20.0,
+        max_value=0.0,
+        step=0.25,
+        key=state.filter_key(workspace_key, sid, THRESHOLD),
+        label_visibility="collapsed",
+        disabled=not low,
+    )

@@ -20,8 +20,8 @@ from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
-from rollout_graph.ui.builders.dag import CALLS, CHAINS, Targets, dag_drawing, drawn_point, legend_html, rings, subtree
-from rollout_graph.ui.state.live import mark_newest
+from rollout_graph.ui.builders.dag import CALLS, CHAINS, Targets, drawn_point, legend_html, rings, subtree
+from rollout_graph.ui.state.dag_figures import drawing as _drawing
 from rollout_graph.ui.state.widgets import run_script
 
 # The browser side of the DAG: rings the selection and the search hits over an unchanged figure and
@@ -43,44 +43,6 @@ function bringDag() {
 }
 [400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
 </script>"""
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _drawing(
-    key: str,
-    session_id: str,
-    highlight: int | None,
-    near_misses: bool,
-    collapse: bool,
-    expanded: frozenset[int],
-    focus: int | None,
-    newest: int | None,
-    _rollout: Rollout,
-    dimmed: frozenset[int] = frozenset(),
-    fit_all: bool = False,
-    colour_by: str | None = None,
-) -> tuple[go.Figure, Targets]:
-    """The figure sent to the browser, a pure function of the rollout and the drawing options, and
-    where each call's ring goes in it. Dimmed (filtered out) calls are veiled in it; when following
-    a live trace, the newest call is ringed in it. The selection and the search hits are not in it:
-    the browser rings them over it (views/panels/dag_client), so a key step, a click or a search
-    sends the same figure and plotly does not draw it again. The view (its range and
-    ``uirevision``) depends only on the call chosen outside the chart. ``colour_by``: a
-    correction's label, calls filled by the share of their tokens it affects."""
-    shares = None if colour_by is None else mismatch.correction_shares(_rollout, colour_by)
-    figure, targets = dag_drawing(
-        _rollout,
-        highlight,
-        near_misses=near_misses,
-        collapse=collapse,
-        expanded=expanded,
-        focus=focus,
-        dimmed=dimmed,
-        fit_all=fit_all,
-        shares=shares,
-        shares_label=colour_by or "",
-    )
-    return (figure if newest is None else mark_newest(figure, newest)), targets
 
 
 ROLE = "role"

@@ -40,6 +40,7 @@ class _Sampled:
     top: TopK | None = None
     texts: list[str] | None = None
     token_strings: bool = False
+    numbers: bool = False  # every logprob an int, a float or None (read by the typed decoder)
     notes: list[str] = field(default_factory=list)
     invalid_ids: list[str] = field(default_factory=list)
 
@@ -245,8 +246,9 @@ def top_of_entries(content: list) -> TopK | None:
 
 def _from_chat_logprobs(content: Any) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
+    numbers = False  # every logprob an int, a float or None: the typed decoder's types
     if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
-        tokens, values = content.tokens, content.logprobs
+        tokens, values, numbers = content.tokens, content.logprobs, True
         # Left in the file (deferred) when the line came from a plain file on disk.
         top = (
             content.top if content.top is not None else top_k(content.lengths, content.alt_tokens, content.alt_logprobs)
@@ -264,6 +266,7 @@ def _from_chat_logprobs(content: Any) -> _Sampled:
         top=top,
         texts=split.texts,
         token_strings=split.texts is not None,
+        numbers=numbers,
         invalid_ids=[invalid] if invalid else [],
     )
 
@@ -321,7 +324,7 @@ def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems)
     if sampled_ids is not None:
         call.sampled_ids = sampled_ids
     if sampled.logprobs is not None:
-        call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems)
+        call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems, sampled.numbers)
     call.top_k = sampled.top
     if sampled.texts is not None:
         call.token_texts = sampled.texts

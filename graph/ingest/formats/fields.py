@@ -39,6 +39,7 @@ TIMING_KEYS = (
     "duration_s",
     "ttft_s",
 )
+_TIMING_SET = frozenset(TIMING_KEYS)
 
 
 def describe_keys(record: dict, limit: int = 8) -> str:
@@ -103,7 +104,8 @@ def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
     """Timing fields of a call, from metadata, a timing object, the record and the response."""
     timing: dict[str, Any] = {}
     for scope in (as_dict(record.get("metadata")), as_dict(record.get("timing")), record):
-        timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
+        if not _TIMING_SET.isdisjoint(scope):  # most scopes hold none of the keys: one pass over theirs
+            timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
     if response and isinstance(response.get("created"), (int, float)):
         timing.setdefault("created", response["created"])
     return timing
@@ -169,4 +171,5 @@ def problem_findings(problems: Problems, node_id: str | None) -> list[Finding]:
 
 def record_problems(call: Call, problems: Problems) -> None:
     """Attach the problems found while reading a record to its call as findings."""
-    call.issues.extend(problem_findings(problems, call.node_id))
+    if problems.invalid_ids or problems.invalid_logprobs or problems.positive_logprobs or problems.malformed:
+        call.issues.extend(problem_findings(problems, call.node_id))
