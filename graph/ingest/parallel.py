@@ -569,7 +569,9 @@ def load_paths_parallel(
 # FileRef and offsets) and sends each id arena once as bytes (a prompt is an offset into it),
 # so the parent only unpickles calls and views (docs/performance.md, "Two cores").
 
-TWO_PART_MIN_BYTES = 96 << 20  # below this the helper's fork and transfer outweigh its half
+# Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
+# benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
+TWO_PART_MIN_BYTES = 256 << 20
 # Cores free for the helper, measured now (free_cores_now): measured on 2 cores (docs/performance.md).
 TWO_PART_MIN_FREE_CORES = 1.5
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
