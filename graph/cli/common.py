@@ -103,7 +103,9 @@ def load_inputs(
         found, errors = walk_traces(p)
         files += found
         unreadable += errors
-    loaded = cache.load_files(files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled())
+    loaded = cache.load_files(
+        files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled(), leave_messages=True
+    )
     note_unreadable(loaded, unreadable)
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
@@ -127,6 +129,7 @@ def load_inputs(
                 raise UsageError(str(exc)) from exc
         decoders[s.session_id] = by_model[model]
         rollouts.append(analyse(s, decoder=by_model[model]))
+    _return_free_memory()
     if not signals:
         if corrections:  # trainer columns the traces carry themselves (prime-rl, NeMo-RL, verifiers ...)
             from rollout_graph.signals.join import with_corrections
@@ -147,6 +150,18 @@ def load_inputs(
         corrections or (),
     )
     return Inputs(loaded, joined, decoders, report.as_dict())
+
+
+def _return_free_memory() -> None:
+    """Give the heap's free pages back to the system once the rollouts are analysed: the parse
+    and the analysis leave holes that glibc keeps, and the output built next grows past them
+    (docs/performance.md, "Request messages left in the file"). Nothing where there is no glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 class StderrProgress:

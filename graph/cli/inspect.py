@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         payload = inspect_json(
             inputs.loaded, inputs.rollouts, with_tokens=args.tokens, signals_load=inputs.signals_load
         )
-        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        # the newline appended by orjson: no second copy of the output at the peak
+        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE))
     else:
         from rollout_graph.reports.summary import summary_text
 

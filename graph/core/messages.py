@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from rollout_graph.core.records import leave_in_file
+
 if TYPE_CHECKING:
-    from rollout_graph.core.records import Call
+    from rollout_graph.core.records import Call, MessagesInFile
 
 # (role, text, ((tool name, canonical arguments), ...))
 ToolCalls = tuple[tuple[str, str], ...]
@@ -162,6 +164,25 @@ def content_text(content: object) -> str:
 
 
 _ONLY_STR = {str}
+# The message list a reader last left in its file, and where (rollout_graph.ingest.message_prefix).
+_LEFT: list[tuple[list[Any], MessagesInFile] | None] = [None]
+
+
+def note_left_in_file(items: list[Any], left: MessagesInFile) -> None:
+    """A reader parsed ``items`` from bytes ``left`` can read again: a call whose request
+    messages are exactly these objects (:func:`share_repeats`) holds ``left`` instead."""
+    _LEFT[0] = (items, left)
+
+
+def _left_in_file(messages: list[dict[str, Any]]) -> MessagesInFile | None:
+    noted = _LEFT[0]
+    if noted is None:
+        return None
+    items, left = noted
+    if len(items) != len(messages) or not all(a is b for a, b in zip(items, messages, strict=True)):
+        return None
+    _LEFT[0] = None
+    return left
 
 
 def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
@@ -173,9 +194,15 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
     message read from the persistent cache is a copy). Only exact repeats are shared: a message
     holding a number, a list or an object is kept as it is (``1``, ``1.0`` and ``true`` are equal
     in Python and must stay apart), and so is a tool list whose JSON cannot say what it holds
-    exactly (NaN or an infinity, which JSON writes as null; an integer beyond 64 bits)."""
+    exactly (NaN or an infinity, which JSON writes as null; an integer beyond 64 bits).
+
+    Request messages a reader left in the file (:func:`note_left_in_file`: these very objects,
+    none dropped or converted) are not shared: the call holds where they are instead."""
     messages = call.request_messages
-    if messages:
+    left = _left_in_file(messages) if messages else None
+    if left is not None:
+        leave_in_file(call, left)
+    elif messages:
         for i, message in enumerate(messages):
             content = message.get("content")
             if type(content) is not str:
@@ -192,6 +219,8 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
     response = call.response_message
     if response is not None and type(response.get("content")) is str:
         response["content"] = shared.setdefault(response["content"], response["content"])
+        if type(response.get("role")) is str:  # the role of every reply: one string
+            response["role"] = shared.setdefault(response["role"], response["role"])
     tools = call.tools
     if tools:
         try:

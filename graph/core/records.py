@@ -10,6 +10,8 @@ Message dicts and tool lists repeated across calls may be one shared object
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
@@ -173,6 +175,63 @@ _NO_IDS = np.empty((0, 0), dtype=np.int32)
 _NO_LOGPROBS = np.empty((0, 0), dtype=np.float32)
 
 
+class MessagesInFile:
+    """A call's request messages left in its trace file by the loader, read when asked
+    (``Call.request_messages`` reads them; docs/performance.md, "Request messages left in the
+    file"). A one-shot command that never writes a cache (``--no-cache``) holds none of the
+    message texts this way: a summary reads most of them once, a few calls again, and never
+    needs them all at once.
+
+    The messages last read are kept (:data:`KEPT_BYTES` of their JSON, the first read dropped
+    first), so reading one call's messages several times in a row reads the file once.
+    A subclass implements :meth:`read`: the messages exactly as the loader built them, or None
+    with :attr:`unavailable` set when the file no longer holds them."""
+
+    __slots__ = ("unavailable",)
+    KEPT_BYTES = 256 << 10
+    _kept: OrderedDict[int, tuple[MessagesInFile, list[dict[str, Any]] | None]] = OrderedDict()
+    _kept_bytes = [0]
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.unavailable: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the messages' JSON (what reading them costs)."""
+        raise NotImplementedError
+
+    def read(self) -> list[dict[str, Any]] | None:
+        """The messages, read from the file now (None with ``unavailable`` set if they cannot be)."""
+        raise NotImplementedError
+
+    def messages(self) -> list[dict[str, Any]] | None:
+        """The messages, from the recently read ones or the file."""
+        hit = self._kept.get(id(self))  # no lock: one dict lookup, and the entry names its owner
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        value = self.read()
+        if self.unavailable is not None:  # not kept: a later read may succeed
+            return value
+        with self._lock:
+            old = self._kept.pop(id(self), None)
+            if old is not None:
+                self._kept_bytes[0] -= old[0].size
+            self._kept[id(self)] = (self, value)
+            self._kept_bytes[0] += self.size
+            while self._kept_bytes[0] > self.KEPT_BYTES and len(self._kept) > 1:  # the first read first
+                _, (dropped, _) = self._kept.popitem(last=False)
+                self._kept_bytes[0] -= dropped.size
+        return value
+
+    @classmethod
+    def forget(cls) -> None:
+        """Drop every kept message list (tests; a process that loaded another trace)."""
+        with cls._lock:
+            cls._kept.clear()
+            cls._kept_bytes[0] = 0
+
+
 @dataclass(slots=True, repr=False)
 class Call:
     """One model call: what the engine saw, what it sampled, and where the record came from."""
@@ -187,6 +246,7 @@ class Call:
     sampled_logprobs: np.ndarray | None = None
     top_k: TopK | None = None
     token_texts: list[str] | None = None
+    # May be held as a MessagesInFile (read on access, see below); reading always gives a list or None.
     request_messages: list[dict[str, Any]] | None = None
     response_message: dict[str, Any] | None = None
     tools: list[Any] | None = None
@@ -237,6 +297,37 @@ class Call:
             f"Call({short(self.node_id)} of {short(self.session_id)}: prompt {self.n_prompt} + sampled "
             f"{self.n_sampled} tokens, finish {short(self.finish_reason, 16)}, from {short(source, 30, quoted=False)}:{self.line})"
         )
+
+
+_MESSAGES_SLOT = Call.__dict__["request_messages"]  # the dataclass's slot for the field
+
+
+def _get_messages(call: Call) -> list[dict[str, Any]] | None:
+    value = _MESSAGES_SLOT.__get__(call, Call)
+    if isinstance(value, MessagesInFile):
+        return value.messages()
+    return value  # type: ignore[no-any-return]
+
+
+def _set_messages(call: Call, value: list[dict[str, Any]] | MessagesInFile | None) -> None:
+    _MESSAGES_SLOT.__set__(call, value)
+
+
+def leave_in_file(call: Call, left: MessagesInFile) -> None:
+    """Hold the call's request messages as ``left`` (read from the file when asked)."""
+    _MESSAGES_SLOT.__set__(call, left)
+
+
+def messages_left_in_file(call: Call) -> MessagesInFile | None:
+    """The call's request messages when they are still in the file (None when they are held)."""
+    value = _MESSAGES_SLOT.__get__(call, Call)
+    return value if isinstance(value, MessagesInFile) else None
+
+
+# ``Call.request_messages`` reads messages left in the file; everything else (the constructor,
+# equality, pickling, dataclasses.replace) goes through it and sees the list.
+_MESSAGES = property(_get_messages, _set_messages, doc="The request's messages (None: the record had none).")
+Call.request_messages = _MESSAGES  # type: ignore[misc,assignment]
 
 
 @dataclass(frozen=True, slots=True, repr=False)

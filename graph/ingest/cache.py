@@ -731,6 +731,7 @@ def load_files(
     background_store: bool = False,
     store_delay: float = 0.0,
     defer_store: Callable[[str, LoadResult], None] | None = None,
+    leave_messages: bool = False,
 ) -> LoadResult:
     """These trace files, from the cache when they were read before, else parsed (on several cores where that wins)
     (:func:`rollout_graph.ingest.parallel.load_files_parallel`) and cached.
@@ -742,6 +743,8 @@ def load_files(
     the caller's next steps for the CPU (the app draws its first screen meanwhile); a process that
     ends before then writes no entry. ``defer_store(key, result)``, when given, is handed the new
     entry instead and writes it (with :func:`store`) when it chooses: the app, after the first paint.
+    ``leave_messages`` (a one-shot command) leaves request messages in plain files when nothing is
+    cached (rollout_graph.ingest.message_prefix.leave_messages_in_file).
     """
     from rollout_graph.ingest.parallel import load_files_parallel
 
@@ -755,7 +758,13 @@ def load_files(
         cached = load(key, folder)
         if cached is not None:
             return cached
-    result = load_files_parallel(files, progress, workers, limits)
+    if key is None and leave_messages:  # nothing will be cached: the messages can stay in the files
+        from rollout_graph.ingest.message_prefix import leave_messages_in_file
+
+        with leave_messages_in_file():
+            result = load_files_parallel(files, progress, workers, limits)
+    else:
+        result = load_files_parallel(files, progress, workers, limits)
     if key is not None and defer_store is not None:
         defer_store(key, result)
     elif key is not None and background_store:

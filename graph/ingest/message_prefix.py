@@ -34,16 +34,39 @@ The reused element objects are shared between the calls of a load (as message te
 are): the library never mutates a message after loading. Where it does not pay (a file whose
 first 128 arrays reuse less than 4x the bytes parsed here) the shortcut stops trying; an array
 over 8 MB is left to the validating path, and at most 32 MB of arrays are remembered.
+
+**Left in the file** (:func:`leave_messages_in_file`, docs/performance.md, "Request messages left
+in the file"). Where the shortcut is off and the line comes from a plain file on disk, the array
+is still cut the same way (its end proven by parsing its elements on their own, the rest of the
+line parsed without it), and its place in the file is noted (:class:`MessagesSpan`). When the
+loader then finds that very list (the same element objects, none dropped) as a call's request
+messages, the call holds the span instead of the values
+(:func:`rollout_graph.core.messages.share_repeats`), and ``Call.request_messages`` reads the
+bytes again when asked: the same bytes parse to the same values. The span is checked on reading
+(the file's size and modification time, else a CRC-32 of the bytes taken at load); a file that
+no longer holds them gives None and says why (:attr:`MessagesSpan.unavailable`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from rollout_graph.core.messages import note_left_in_file
+from rollout_graph.core.records import MessagesInFile
+
+if TYPE_CHECKING:
+    from rollout_graph.ingest.typed import FileRef
 
 _KEY = b'"messages"'
 _OPENING = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
@@ -71,6 +94,99 @@ _PAYS = 4
 OTHER_KEYS = (b'_ids"', b'"top_logprobs"')
 
 
+_LEAVE: ContextVar[bool] = ContextVar("rollout_graph_leave_messages", default=False)
+
+
+@contextmanager
+def leave_messages_in_file() -> Iterator[None]:
+    """Within this block, files read in order leave request messages the shortcut does not share
+    in the file (a one-shot command that writes no cache: ``--no-cache``)."""
+    token = _LEAVE.set(True)
+    try:
+        yield
+    finally:
+        _LEAVE.reset(token)
+
+
+class MessagesSpan(MessagesInFile):
+    """A request's ``messages`` array in a plain file: where it is, how many messages, its CRC-32."""
+
+    __slots__ = ("file", "offset", "length", "count", "check")
+
+    def __init__(self, file: FileRef, offset: int, length: int, count: int, check: int) -> None:
+        super().__init__()
+        self.file, self.offset, self.length, self.count, self.check = file, offset, length, count, check
+
+    @property
+    def size(self) -> int:
+        """Bytes of the array's JSON."""
+        return self.length
+
+    def read(self) -> list[dict[str, Any]] | None:
+        """The messages parsed from the span again, or None when the file no longer holds it."""
+        try:
+            value = _read_again(self.file, self.offset, self.length, self.check)
+        except OSError as exc:
+            self.unavailable = f"cannot read {self.file.path} again: {exc.strerror or exc}"
+            return None
+        if value is None or len(value) != self.count or not all(type(m) is dict for m in value):
+            self.unavailable = (
+                f"{self.file.path} changed since it was loaded: its request messages cannot be read again"
+            )
+            return None
+        self.unavailable = None
+        return value
+
+    def __repr__(self) -> str:
+        return f"MessagesSpan({self.count} messages, {self.length} bytes at {self.offset} of {self.file.path!r})"
+
+    def __reduce__(self) -> Any:  # the values travel (another process, a copy), not the span
+        return (_resolved, (self.messages(),))
+
+
+_OPEN_FILES = 8  # files kept open for reading messages again (least recently used closed first)
+_open_files: dict[FileRef, Any] = {}
+_open_lock = threading.Lock()
+
+
+_buffer = bytearray(1 << 16)  # the span read again (grown as needed): no new bytes object each time
+_BUFFER_MOST = 1 << 20  # a longer span is read into a buffer of its own
+
+
+def _read_again(file: FileRef, offset: int, length: int, check: int) -> list[Any] | None:
+    """The values of ``length`` bytes of ``file`` at ``offset`` when they are the bytes loaded
+    (the file's size and modification time unchanged, else their CRC-32 is ``check``), else None.
+    The file is kept open (one call's messages are read several times over): one replaced after
+    its first read again is still the one opened then."""
+    global _buffer
+    from rollout_graph.ingest.reading import _open_regular
+
+    with _open_lock:
+        stream = _open_files.pop(file, None)
+        if stream is None:
+            stream = _open_regular(Path(file.path))  # never blocks on a FIFO put in its place
+            while len(_open_files) >= _OPEN_FILES:
+                _open_files.pop(next(iter(_open_files))).close()
+        _open_files[file] = stream
+        fd = stream.fileno()
+        st = os.fstat(fd)
+        if len(_buffer) < length <= _BUFFER_MOST:
+            _buffer = bytearray(length)
+        view = memoryview(_buffer if length <= len(_buffer) else bytearray(length))[:length]
+        try:
+            if os.preadv(fd, [view], offset) != length:
+                return None
+            if (st.st_size, st.st_mtime_ns) != (file.size, file.mtime_ns) and zlib.crc32(view) != check:
+                return None
+            return _values(view)
+        finally:
+            view.release()
+
+
+def _resolved(value: Any) -> Any:
+    return value
+
+
 def _clean(body: bytes, start: int = 0) -> bool:
     """Whether no key of OTHER_KEYS starts in ``body`` at ``start`` or after (or straddles it)."""
     return all(body.find(key, max(0, start - len(key) + 1)) < 0 for key in OTHER_KEYS)
@@ -88,6 +204,22 @@ class _Seen:
 def _opens(data: bytes, start: int = 0, end: int | None = None) -> int:
     end = len(data) if end is None else end
     return data.count(b"[", start, end) + data.count(b"{", start, end)
+
+
+_NESTED = (dict, list)
+
+
+def _shallow(items: list[Any]) -> bool:
+    """Whether the array nests two deep at most (objects of strings, numbers and literals):
+    then its depth is known without counting its brackets."""
+    for item in items:
+        if type(item) is dict:
+            for value in item.values():
+                if type(value) in _NESTED:
+                    return False
+        elif type(item) is list:
+            return False
+    return True
 
 
 def _escaped(raw: bytes, at: int) -> bool:
@@ -139,6 +271,47 @@ class MessageCutter:
         self._pending: tuple[_Seen | None, _Seen | None, bytes] | None = None
         self._tried = self._reused = self._parsed = 0
         self.off = False  # the shortcut did not pay on the first lines: not tried again
+        self._leave = _LEAVE.get()
+        self._line: tuple[FileRef, bytes, int] | None = None
+
+    def at(self, file: FileRef | None, raw: bytes, offset: int | None) -> None:
+        """The next :meth:`cut` is of this line, read from ``file`` at ``offset`` (after other
+        cutters may have shortened it): an array left in the file is noted there."""
+        self._line = (file, raw, offset) if self._leave and file is not None and offset is not None else None
+
+    def _left(self, raw: bytes, start: int, end: int, items: list[Any]) -> None:
+        """Note where the array ``raw[start - 1 : end + 1]`` is in the file (when it is at the
+        same place in the line as read: nothing before it was cut)."""
+        line, self._line = self._line, None
+        if line is None:
+            return
+        file, whole, offset = line
+        span = raw[start - 1 : end + 1]
+        if not whole.startswith(span, start - 1):
+            return
+        note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
+
+    def _cut_only(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
+        """The array cut without reuse, to leave it in the file (the shortcut is off)."""
+        key = raw.find(_KEY)
+        if key < 0 or _escaped(raw, key):
+            return raw, None
+        opening = _OPENING.match(raw, key + len(_KEY))
+        if opening is None:
+            return raw, None
+        start = opening.end()
+        found = self._rest(raw, start)
+        if found is None:
+            return raw, None
+        end, items = found
+        if end - start < _MIN_BYTES:
+            return raw, None
+        nesting = 2 if _shallow(items) else _opens(raw, start, end)  # the elements' depth, or a bound on it
+        if nesting + _opens(raw, 0, key) >= _DEPTH_ROOM:
+            return raw, None
+        self._tail = raw[end : end + _TAIL_BYTES]
+        self._left(raw, start, end, items)
+        return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
 
     def _longest(self, raw: bytes, start: int) -> _Seen | None:
         """The longest remembered array whose bytes start this one and end at an element (the
@@ -165,7 +338,7 @@ class MessageCutter:
         """
         self._pending = None
         if self.off:
-            return raw, None
+            return (raw, None) if self._line is None else self._cut_only(raw)
         self._tried += 1
         if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
             self.off = True
@@ -206,6 +379,9 @@ class MessageCutter:
             clean = _clean(body) if seen is None else seen.clean and _clean(body, len(seen.body))
             longer = _Seen(body, items, opens, clean=clean)
         self._pending = (seen, longer, raw[end : end + _TAIL_BYTES])
+        if seen is None:  # parsed whole: left in the file (one the shortcut reuses stays shared)
+            self._left(raw, start, end, items)
+        self._line = None
         return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
 
     def known(self, raw: bytes, pos: int = 0, end: int | None = None) -> tuple[int, int] | None:

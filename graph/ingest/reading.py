@@ -499,6 +499,8 @@ def parse_line(
         at = offset if offset >= 0 else None
         known = None if messages is None else messages.known
         cut, arrays = cutter.cut(raw, limits.max_ids, file, at, known=known)
+        if messages is not None:
+            messages.at(file, raw, at)  # an array left in the file is found at its place in ``raw``
         value, parsed = _parsed_cut(cut, arrays, limits, messages)
         if not placed(value, arrays):  # a byte-located logprob cut the record does not confirm
             cut, arrays = cutter.cut(raw, limits.max_ids, file, at, locate=False, known=known)
