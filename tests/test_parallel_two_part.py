@@ -387,3 +387,10 @@ def test_progress_runs_to_the_whole_file(tmp_path, monkeypatch):
     assert seen[-1].bytes_done == seen[-1].bytes_total == trace.stat().st_size
     assert seen[-1].calls == loaded.loaded == 30
     assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
+
+
+def test_off_by_default_until_a_quiet_run_turns_it_on(tmp_path, monkeypatch):
+    trace = _trace(tmp_path / "t.jsonl", [9] * 12)
+    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
+    assert parallel._two_part_wanted([trace], Limits()) is None  # the default rule never forks
+    assert parallel._two_part_wanted([trace], Limits(), forced=True) is not None  # workers=2 asks

@@ -14,7 +14,8 @@ server), sized by the cores free for it. The pool is used only where it was meas
 the parent cost more than the second core saves (docs/performance.md), so there a load is read
 in this process. Small loads never start it; a one-off command stops it at exit.
 
-**Two cores** (:func:`load_files_parallel` without ``workers``, or with ``workers=2``): one big
+**Two cores** (:func:`load_files_parallel` with ``workers=2``; without ``workers`` only once
+:data:`TWO_PART_MIN_FREE_CORES` is lowered from its default, infinite: off): one big
 plain file, read by a process with no other thread, with at least
 :data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
 command's own start-up, not the 1-minute load average), is read in two parts: this process parses
@@ -572,8 +573,12 @@ def load_paths_parallel(
 # Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
 TWO_PART_MIN_BYTES = 256 << 20
-# Cores free for the helper, measured now (free_cores_now): measured on 2 cores (docs/performance.md).
-TWO_PART_MIN_FREE_CORES = 1.5
+# Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
+# used without being asked (workers=2). Off by default: no run of the whole command showed it
+# winning by a margin on this 2-core machine, and with main's messages left in the file it
+# peaks at 152 MB against 103 MB (docs/performance.md, "Two cores"). 1.5 is the rule to
+# measure on a quiet machine (bench_two_cores.py) before turning it on.
+TWO_PART_MIN_FREE_CORES = float("inf")
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
 # counts its first line number and packs its calls (measured: both parts' CPU match).
 TWO_PART_HEAD_SHARE = {"plain": 0.56}
