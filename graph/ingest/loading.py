@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
-from rollout_graph.ingest.formats import RecordError, parse_value
+from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import (
     SESSIONS_PROBE,
     LimitExceeded,
@@ -180,22 +180,32 @@ def add_value(
     if raw.error is not None:
         _skip(result, source, raw.line, raw.error)
         return []
+    parsed = parse_or_reason(raw, source, default_session)
+    if isinstance(parsed, str):
+        _skip(result, source, raw.line, parsed)
+        return []
+    return add_parsed(result, parsed, source, raw.line, shared_text)
+
+
+def parse_or_reason(raw: RawValue, source: str, default_session: str) -> Parsed | str:
+    """What one parsed JSON value (``raw.error`` None) converts to, or why it is skipped; never
+    raises on bad input. The parallel reader calls this in its worker (graph/ingest/parallel.py)."""
     try:
-        parsed = parse_value(raw, source, default_session)
+        return parse_value(raw, source, default_session)
     except LimitExceeded as exc:
-        _skip(result, source, raw.line, f"over a limit: {exc}")
-        return []
+        return f"over a limit: {exc}"
     except RecordError as exc:
-        _skip(result, source, raw.line, str(exc))
-        return []
+        return str(exc)
     except (RecursionError, MemoryError) as exc:
-        _skip(result, source, raw.line, f"cannot convert this record: {type(exc).__name__}")
-        return []
+        return f"cannot convert this record: {type(exc).__name__}"
     except Exception as exc:  # noqa: BLE001 - an untrusted record must never stop a load
-        _skip(result, source, raw.line, f"cannot convert this record: {type(exc).__name__}: {exc}"[:300])
-        return []
+        return f"cannot convert this record: {type(exc).__name__}: {exc}"[:300]
+
+
+def add_parsed(result: LoadResult, parsed: Parsed, source: str, line: int, shared_text: dict[str, str]) -> list[Call]:
+    """Add one value's converted calls (and its skipped parts) to ``result``, in file order."""
     for reason in parsed.skipped:
-        _skip(result, source, raw.line, reason)
+        _skip(result, source, line, reason)
     for call in parsed.calls:
         _add_call(result, call, shared_text)
     if parsed.document is not None and parsed.calls:

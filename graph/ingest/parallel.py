@@ -14,6 +14,16 @@ server), sized by the cores free for it. The pool is used only where it was meas
 the parent cost more than the second core saves (docs/performance.md), so there a load is read
 in this process. Small loads never start it; a one-off command stops it at exit.
 
+**Two cores** (:func:`load_files_parallel` with ``workers=2``; without ``workers`` only once
+:data:`TWO_PART_MIN_FREE_CORES` is lowered from its default, infinite: off): one big
+plain file, read by a process with no other thread, with at least
+:data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
+command's own start-up, not the 1-minute load average), is read in two parts: this process parses
+the first :data:`TWO_PART_HEAD_SHARE` of its bytes while one helper, forked at once, parses the
+rest (alternatives left in the file, prompts sent as one id arena's bytes) and is reaped when its
+part has been added (:func:`_load_two_parts`; it also dies with this process). The result is
+the sequential loader's, line for line; a helper that fails is replaced by reading its part here.
+
 Every limit holds on this path as on the sequential one: a worker reads its range through the
 same chunked reader (a line longer than ``max_line_bytes`` is never held whole), and a load with
 ``max_memory_bytes`` is read sequentially, where the resident memory is checked as it grows.
@@ -22,9 +32,14 @@ same chunked reader (a line longer than ``max_line_bytes`` is never held whole),
 from __future__ import annotations
 
 import atexit
+import bisect
+import contextlib
+import gc
 import io
 import mmap
 import os
+import pickle
+import signal
 import sys
 import threading
 import types
@@ -34,11 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from rollout_graph.core.messages import share_repeats
-from rollout_graph.core.records import LoadResult
+from rollout_graph.core.records import LoadResult, Skipped
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
-from rollout_graph.ingest.limits import Limits, may_exceed_sessions
+from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
@@ -387,8 +404,12 @@ def load_files_parallel(
         except OSError:
             sizes.append(0)
     total = sum(sizes)
-    workers = planned_workers(total, limits) if workers is None else workers
     memory_capped = limits is not None and limits.max_memory_bytes is not None
+    if workers in (None, 2) and not memory_capped:  # two cores: this process and one helper
+        split = _two_part_wanted(files, limits or Limits(), forced=workers == 2)
+        if split is not None and not may_exceed_sessions([str(files[0])], limits or Limits()):
+            return _load_two_parts(files[0], split, limits or Limits(), progress, sizes[0])
+    workers = planned_workers(total, limits) if workers is None else workers
     # max_sessions is checked where records are read (issue 28): a load that may pass it is sequential.
     many = workers >= 2 and may_exceed_sessions([str(f) for f in files], limits or Limits())
     if workers < 2 or total < PARALLEL_MIN_BYTES or memory_capped or many:
@@ -538,3 +559,503 @@ def load_paths_parallel(
     """Every trace file under ``paths``, parsed on every core (see :func:`load_files_parallel`)."""
     files = [f for p in paths for f in loading.trace_files(p)]
     return load_files_parallel(files, progress, workers, limits)
+
+
+# --- two cores: this process and one forked helper -------------------------------------------
+#
+# On a 2-core machine a pool of two workers lost to one process (their start-up, the decoded
+# alternatives and the prompts pickled one by one cost more than the second core gave back). The
+# two-part read keeps this process busy on the file's first part while ONE helper, forked at
+# once, parses the rest: the helper leaves the alternatives in the file (a DeferredTop holds a
+# FileRef and offsets) and sends each id arena once as bytes (a prompt is an offset into it),
+# so the parent only unpickles calls and views (docs/performance.md, "Two cores").
+
+# Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
+# benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
+TWO_PART_MIN_BYTES = 256 << 20
+# Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
+# used without being asked (workers=2). Off by default: no run of the whole command showed it
+# winning by a margin on this 2-core machine, and with main's messages left in the file it
+# peaks at 152 MB against 103 MB (docs/performance.md, "Two cores"). 1.5 is the rule to
+# measure on a quiet machine (bench_two_cores.py) before turning it on.
+TWO_PART_MIN_FREE_CORES = float("inf")
+# The share of the file's bytes the parent parses itself: the larger part, as the helper also
+# counts its first line number and packs its calls (measured: both parts' CPU match).
+TWO_PART_HEAD_SHARE = {"plain": 0.56}
+_PIPE_BYTES = 1 << 20
+
+
+def _cpu_sample() -> tuple[float, float, float] | None:
+    """(wall seconds, busy CPU seconds of the whole machine, this process's CPU seconds) now;
+    None off Linux (no /proc/stat)."""
+    import time
+
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != b"cpu":
+        return None
+    ticks = [int(x) for x in fields[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return time.monotonic(), (sum(ticks[:8]) - idle) / hz, time.process_time()
+
+
+_FIRST_SAMPLE = _cpu_sample()  # taken when this module is imported: the start of the window
+# Seconds of /proc/stat a judgement needs; shorter, or longer than _MAX_WINDOW (a long-running
+# process: the window's average would lag), the running-task count of this instant decides.
+_MIN_WINDOW, _MAX_WINDOW = 0.05, 5.0
+
+
+def _running_others() -> float | None:
+    """Other processes running right now (/proc/loadavg's running-task count, minus this one)."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, running - 1.0)
+
+
+def free_cores_now(since: tuple[float, float, float] | None = None) -> float:
+    """Cores this process may use minus what other processes use now (docs/performance.md,
+    "Two cores": the rule).
+
+    On Linux: the machine's busy CPU time (/proc/stat) since ``since`` (default: when this module
+    was imported, so the window is the command's own start-up and costs no waiting) minus this
+    process's own CPU time over the same window, per second of it. A window shorter than 50 ms
+    or longer than 5 s (a process that started long ago: its average would lag) takes
+    /proc/loadavg's count of tasks running at this instant instead, this one not counted. Off
+    Linux: the 1-minute load average (:func:`free_cores`), the only figure there is.
+    """
+    cores = workers_available()
+    start = since or _FIRST_SAMPLE
+    now = _cpu_sample()
+    if start is not None and now is not None and _MIN_WINDOW <= now[0] - start[0] <= _MAX_WINDOW:
+        busy = (now[1] - start[1]) - (now[2] - start[2])
+        others = max(0.0, busy / (now[0] - start[0]))
+        return max(0.0, cores - others)
+    others_now = _running_others()
+    if others_now is not None:
+        return max(0.0, cores - others_now)
+    return free_cores()
+
+
+def _two_part_split(path: str, size: int, limits: Limits, forced: bool = False) -> int | None:
+    """Where the parent's part ends (a line start), or None: this file is read in one process.
+
+    A plain JSONL file of at least :data:`TWO_PART_MIN_BYTES` (and within ``max_file_bytes``, a
+    limit counted over the whole stream) whose first line is a JSON value on its own; the split
+    is the first line at or after :data:`TWO_PART_HEAD_SHARE` of its bytes that is a JSON value
+    on its own (as :func:`split_ranges` cuts), and the parent's part holds at least two lines (the
+    reader's first-line rules see what they see in the whole file). The file is probed with a few
+    small reads, never mapped: a mapped file's pages would count in this process's memory.
+    """
+    small = size < TWO_PART_MIN_BYTES and not forced
+    if small or size > limits.max_file_bytes or not path.endswith(_PLAIN_SUFFIXES):
+        return None
+    try:
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            if os.pread(fd, 4, 0).startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+                return None
+            first = _line_at(fd, _next_nonblank(fd, 0, size), size, limits.max_line_bytes)
+            if first is None or not first[1] or not _standalone(first[1]):
+                return None
+            second = _next_nonblank(fd, first[0], size)
+            target = int(size * TWO_PART_HEAD_SHARE["plain"])
+            at = _next_line(fd, max(target, second + 1), size)
+            while at < size:
+                line = _line_at(fd, at, size, limits.max_line_bytes)
+                if line is None:
+                    return None
+                end, text = line
+                if text is None or (text.strip() and _standalone(text)):
+                    return at if at > second else None
+                at = end
+    except OSError:
+        return None
+    return None
+
+
+_PROBE_BYTES = 1 << 16
+
+
+def _next_line(fd: int, pos: int, size: int) -> int:
+    """The start of the first line beginning after ``pos - 1`` (``pos`` itself when a line starts there)."""
+    if pos <= 0:
+        return 0
+    at = pos - 1
+    while at < size:
+        block = os.pread(fd, _PROBE_BYTES, at)
+        if not block:
+            break
+        i = block.find(b"\n")
+        if i >= 0:
+            return at + i + 1
+        at += len(block)
+    return size
+
+
+def _next_nonblank(fd: int, pos: int, size: int) -> int:
+    """The start of the first line at or after the line start ``pos`` holding more than blanks."""
+    line_start = pos
+    while pos < size:
+        block = os.pread(fd, _PROBE_BYTES, pos)
+        if not block:
+            break
+        stripped = block.lstrip(b" \t\r\n")
+        skipped = block[: len(block) - len(stripped)]
+        newline = skipped.rfind(b"\n")
+        if newline >= 0:
+            line_start = pos + newline + 1
+        if stripped:
+            return line_start
+        pos += len(block)
+    return size
+
+
+def _line_at(fd: int, start: int, size: int, max_line: int) -> tuple[int, bytes | None] | None:
+    """``(start of the next line, the line's bytes)`` of the line at ``start``; the bytes are None
+    when the line is longer than ``max_line`` (never held whole). None at the end of the file."""
+    if start >= size:
+        return None
+    pieces: list[bytes] = []
+    held = 0
+    at = start
+    while at < size:
+        block = os.pread(fd, _PROBE_BYTES, at)
+        if not block:
+            break
+        i = block.find(b"\n")
+        part = block if i < 0 else block[:i]
+        held += len(part)
+        if held <= max_line:
+            pieces.append(part)
+        if i >= 0:
+            return at + i + 1, b"".join(pieces) if held <= max_line else None
+        at += len(block)
+    return size, b"".join(pieces) if held <= max_line else None
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs no other thread (only such a process is forked)."""
+    return threading.active_count() == 1
+
+
+def _two_part_wanted(files: list[Path], limits: Limits, forced: bool = False) -> int | None:
+    """The split offset when this load is one big plain file worth two parts here and now
+    (``forced``: whatever the free cores, the file and this process permitting)."""
+    if len(files) != 1 or not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return None
+    if not _single_threaded():
+        return None  # forking a threaded process is unsafe: a server reads in one process
+    try:
+        size = os.path.getsize(files[0])
+    except OSError:
+        return None
+    if not forced and (size < TWO_PART_MIN_BYTES or workers_available() < 2):
+        return None
+    if not forced and free_cores_now() < TWO_PART_MIN_FREE_CORES:
+        return None
+    return _two_part_split(str(files[0]), size, limits, forced)
+
+
+class _HeadReader(_RangeReader):
+    """The parent's part of the file, with the file's descriptor (alternatives are read back)."""
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+
+def _tail_events(path: str, name: str, start: int, first_line: int, limits: Limits) -> list[tuple[int, str, Any]]:
+    """The values of ``path`` from byte ``start`` (a line start, line ``first_line``) as events
+    ``(line, kind, payload)``: kind ``"p"`` a pending last line (payload: its reason), ``"s"``
+    skipped (the reason), ``"v"`` a converted value (a Parsed). Each line is read as the
+    sequential reader reads every line after a file's first (``reading._line_values``), its
+    alternatives left in the file at their offsets in it."""
+    from rollout_graph.ingest import reading
+    from rollout_graph.ingest.id_arrays import IdArrayCutter
+    from rollout_graph.ingest.message_prefix import MessageCutter
+    from rollout_graph.ingest.typed import FileRef
+
+    default_session = loading.rollout_name(name)
+    events: list[tuple[int, str, Any]] = []
+    cutter, messages = IdArrayCutter(), MessageCutter()
+    shared: dict[str, str] = {}
+    shift = first_line - 1
+    seen = reading._Counter()
+    with using(limits), _HeadReader(path, start, -1) as stream:
+        file = FileRef.of(stream.fileno(), path)
+        lines = reading._split(reading._chunks(cast(IO[bytes], stream), limits, seen), limits.max_line_bytes, seen)
+        try:
+            for line in lines:
+                number = line.number + shift
+                if line.raw is None:
+                    raw = reading._too_long(number, limits)
+                else:
+                    at = line.offset + start if line.offset >= 0 else -1
+                    value = reading.parse_line(number, line.raw, cutter, limits, file, at, messages)
+                    raw = reading._final(value, line)
+                if raw.pending:
+                    events.append((raw.line, "p", raw.error or "incomplete last line"))
+                elif raw.error is not None:
+                    events.append((raw.line, "s", raw.error))
+                else:
+                    parsed = loading.parse_or_reason(raw, name, default_session)
+                    if isinstance(parsed, str):
+                        events.append((raw.line, "s", parsed))
+                    else:
+                        _shared_texts(parsed, shared)  # one copy of each repeated text crosses
+                        events.append((raw.line, "v", parsed))
+        except (reading.StreamBreak, OSError) as exc:
+            n = seen.newlines + shift
+            why = str(exc) if isinstance(exc, reading.StreamBreak) else exc.strerror or str(exc)
+            events.append((n + 1, "s", f"stream stopped after line {n}: {why}"))
+    return events
+
+
+# The helper's result crosses as one pickle written by _Packer: an id arena goes once, as its
+# bytes, and every prompt that is a view of it as (arena, start, length), rebuilt in the parent
+# as a read-only view of the same bytes (what the sequential loader's prompts are). The stream
+# is this library's own, between a process and the helper it forked: never a trace's bytes.
+
+
+def _arena(extent: int, pieces: list[tuple[int, Any]]) -> np.ndarray:
+    """An arena of ``extent`` ids holding ``pieces`` ((start, ids' bytes)) where they were: fresh
+    anonymous memory (id_arrays._new_arena), so the room between pieces stays unresident, as in
+    the helper's own arena."""
+    from rollout_graph.ingest import id_arrays
+
+    arena = id_arrays._new_arena(max(1, extent))  # registered: held_bytes counts its views once
+    for start, data in pieces:
+        piece = np.frombuffer(data, dtype=np.int32)
+        arena[start : start + piece.shape[0]] = piece
+    return arena
+
+
+def _arena_view(arena: np.ndarray, start: int, n: int) -> np.ndarray:
+    view = arena[start : start + n]
+    view.flags.writeable = False
+    return view
+
+
+class _Packer(pickle.Pickler):
+    """Pickles the helper's events with each arena once, as the spans its prompts cover."""
+
+    def __init__(
+        self, file: IO[bytes], extents: dict[int, int], spans: dict[int, list[tuple[int, int]]] | None = None
+    ) -> None:
+        super().__init__(file, protocol=5)
+        self._extents = extents  # id(arena) -> ids up to the end of the last prompt in it
+        # id(arena) -> the merged (start, end) spans of ids its prompts cover (default: all of it)
+        self._spans = {key: spans.get(key, [(0, n)]) if spans else [(0, n)] for key, n in extents.items()}
+        self._starts = {key: [a for a, _ in v] for key, v in self._spans.items()}
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is not np.ndarray:
+            return NotImplemented
+        key = id(obj)
+        if key in self._extents:  # the arena itself
+            pieces = [(a, pickle.PickleBuffer(obj[a:b].data)) for a, b in self._spans[key]]
+            return _arena, (self._extents[key], pieces)
+        base = obj.base
+        if type(base) is not np.ndarray or obj.dtype != np.int32 or obj.ndim != 1 or obj.strides != (4,):
+            return NotImplemented
+        spans = self._spans.get(id(base))
+        if spans is None:
+            return NotImplemented
+        start = (obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 4
+        end = start + obj.shape[0]
+        i = bisect.bisect_right(self._starts[id(base)], start) - 1
+        if i < 0 or start < spans[i][0] or end > spans[i][1]:
+            return NotImplemented  # not inside a span that crosses: its own copy
+        return _arena_view, (base, start, obj.shape[0])
+
+
+def _extents(
+    before: set[int], events: list[tuple[int, str, Any]]
+) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+    """The arenas made since ``before`` (ids of arenas): for each, the end of the last prompt in
+    it and the merged spans its prompts cover: only those ids cross. Any other view (an array of
+    a document) lies outside them and crosses as a plain array."""
+    from rollout_graph.ingest import id_arrays
+
+    arenas = {key: arena for key, arena in list(id_arrays._ARENAS.items()) if key not in before}
+    covered: dict[int, list[tuple[int, int]]] = {key: [] for key in arenas}
+    for _line, kind, parsed in events:
+        if kind != "v":
+            continue
+        for call in parsed.calls:
+            ids = call.prompt_ids
+            base = None if ids is None else ids.base
+            if base is not None and id(base) in covered and arenas[id(base)] is base and ids.shape[0]:
+                start = (ids.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 4
+                covered[id(base)].append((start, start + ids.shape[0]))
+    extents: dict[int, int] = {}
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for key, intervals in covered.items():
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted(intervals):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        extents[key] = merged[-1][1] if merged else 0
+        spans[key] = merged
+    return extents, spans
+
+
+_COUNT_WINDOW = 16 << 20  # bytes of the file mapped at a time while counting its lines
+_FINDS_PER_WINDOW = 4096  # past this many lines in a window, its rest is copied and counted
+
+
+def _lines_before(path: str, offset: int) -> int:
+    """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``.
+
+    The file is mapped one window at a time (at most 16 MB of it counts in this process's
+    memory at once) and each newline found where it lies (a trace's lines are long: a few
+    thousand searches, no copy); a window of many short lines has its rest copied and counted.
+    """
+    count = 0
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        for start in range(0, offset, _COUNT_WINDOW):
+            length = min(_COUNT_WINDOW, offset - start)
+            with mmap.mmap(fd, length, access=mmap.ACCESS_READ, offset=start) as window:
+                at, finds = window.find(b"\n"), 0
+                while at >= 0:
+                    count += 1
+                    finds += 1
+                    if finds >= _FINDS_PER_WINDOW:
+                        count += window[at + 1 :].count(b"\n")
+                        break
+                    at = window.find(b"\n", at + 1)
+    return count + 1
+
+
+class _Helper:
+    """One forked process parsing the file's tail; its events are read once, then it is reaped."""
+
+    def __init__(self, path: str, name: str, start: int, limits: Limits) -> None:
+        from rollout_graph.ingest import id_arrays
+
+        before = set(id_arrays._ARENAS.keys())
+        read_end, write_end = os.pipe()
+        with contextlib.suppress(OSError, AttributeError, ImportError):  # fewer, larger copies through the pipe
+            import fcntl
+
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        pid = os.fork()
+        if pid == 0:  # the helper: never returns
+            code = 1
+            try:
+                os.close(read_end)
+                _die_with_parent()
+                gc.disable()  # a short-lived process: the collector's passes only cost it time
+                events = _tail_events(path, name, start, _lines_before(path, start), limits)
+                buffer = io.BytesIO()
+                _Packer(buffer, *_extents(before, events)).dump(events)
+                del events
+                with open(write_end, "wb", closefd=True) as out:
+                    out.write(buffer.getbuffer())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        self.pid: int | None = pid
+        self._read = read_end
+
+    def events(self) -> list[tuple[int, str, Any]] | None:
+        """The helper's events, or None if it failed (died, killed): the caller reads the tail itself."""
+        collecting = gc.isenabled()
+        gc.disable()  # unpickling makes many objects at once: the collector's passes would double its time
+        try:
+            with open(self._read, "rb", closefd=True) as stream:
+                events = pickle.load(stream)
+        except Exception:  # noqa: BLE001 - a helper that died mid-write: read the tail here instead
+            events = None
+        finally:
+            if collecting:
+                gc.enable()
+        status = self.reap()
+        return events if status == 0 else None
+
+    def reap(self) -> int | None:
+        """Wait for the helper to end (killing it first if it still runs); its exit status."""
+        pid, self.pid = self.pid, None
+        if pid is None:
+            return None
+        with contextlib.suppress(OSError):
+            os.close(self._read)
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == 0:
+                os.kill(pid, signal.SIGKILL)
+                done, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+
+def _die_with_parent() -> None:
+    """The helper ends when the process that forked it does (Linux ``PR_SET_PDEATHSIG``)."""
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _load_two_parts(path: Path, split: int, limits: Limits, progress: ProgressFn | None, size: int) -> LoadResult:
+    """One plain file, its first ``split`` bytes parsed here while a forked helper parses the rest;
+    the same result as :func:`rollout_graph.ingest.loading.load_sources` on it."""
+    name = str(path)
+    result = LoadResult()
+    shared_text: dict[str, str] = {}
+    result.files.append(name)
+    head = Source(name, lambda: cast(IO[bytes], _HeadReader(name, 0, split)), name)
+    counter = [0]
+
+    def tick(records: int) -> None:
+        if progress:
+            progress(LoadProgress(min(counter[0], size), size, records, result.loaded, 0, 1))
+
+    # The objects alive now go to the collector's permanent generation: its passes would touch
+    # (and so copy, page by page) the memory this process shares with the helper since the fork.
+    gc.freeze()
+    try:
+        helper = _Helper(name, name, split, limits)
+    except BaseException:
+        gc.unfreeze()
+        raise
+    try:
+        with using(limits):
+            try:
+                loading._load_source(_counted(head, counter), result, shared_text, tick, limits)
+            except OSError as exc:
+                loading._skip(result, name, 0, f"cannot read file: {exc.strerror or exc}")
+                return result  # the sequential reader stops the file here too
+            except MemoryError:
+                loading._skip(result, name, 0, "out of memory while reading this file; the rest of it is not read")
+                return result
+            events = helper.events()
+            if events is None:  # the helper failed: its part is read here, the same way
+                events = _tail_events(name, name, split, _lines_before(name, split), limits)
+            for line, kind, payload in events:
+                if kind == "p":
+                    result.pending.append(Skipped(name, line, payload))
+                elif kind == "s":
+                    loading._skip(result, name, line, payload)
+                else:
+                    loading.add_parsed(result, payload, name, line, shared_text)
+    finally:
+        helper.reap()
+        gc.unfreeze()
+    if progress:
+        progress(LoadProgress(size, size, result.records, result.loaded, 1, 1))
+    return result
