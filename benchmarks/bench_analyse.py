@@ -24,26 +24,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import CHECKOUT_FINDER  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A worker: maps the package names to one checkout's folders (a finder placed first, as the
 # editable install maps them to this one's), loads the trace, then on each line read from stdin
 # links and analyses every rollout once and prints its CPU seconds as JSON.
-WORKER = r"""
+WORKER = (
+    r"""
 import importlib.util, json, sys, time
 root, trace = sys.argv[1], sys.argv[2]
-folders = {"rollout_graph": "graph", "rollout_graph.ui": "views", "rollout_graph.samples": "sample_traces"}
-
-class Checkout:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name not in folders:
-            return None
-        folder = f"{root}/{folders[name]}"
-        return importlib.util.spec_from_file_location(name, f"{folder}/__init__.py", submodule_search_locations=[folder])
-
-sys.meta_path.insert(0, Checkout)
-from rollout_graph.cli import one_blas_thread
+"""
+    + CHECKOUT_FINDER
+    + r"""from rollout_graph.cli import one_blas_thread
 one_blas_thread()
 from rollout_graph.analysis.decode import decoder_for
 from rollout_graph.core.linking import link
@@ -63,6 +58,7 @@ for _ in sys.stdin:
         cpu["analyse"] += time.process_time() - started
     print(json.dumps(cpu), flush=True)
 """
+)
 
 
 class Worker:

@@ -25,6 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import CHECKOUT_FINDER  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet", ".gz")
@@ -39,21 +42,13 @@ SYNTHETIC = (
 # Runs the CLI of the checkout named first, on each input named after it, in one process; prints
 # a JSON list of [exit code, stdout, stderr]. A finder placed first maps the package names to that
 # checkout's folders (as the editable install maps them to this one's).
-RUNNER = r"""
+RUNNER = (
+    r"""
 import contextlib, importlib.util, io, json, sys
 root = sys.argv[1]
-folders = {"rollout_graph": "graph", "rollout_graph.ui": "views", "rollout_graph.samples": "sample_traces"}
-
-class Checkout:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name not in folders:
-            return None
-        folder = f"{root}/{folders[name]}"
-        return importlib.util.spec_from_file_location(name, f"{folder}/__init__.py", submodule_search_locations=[folder])
-
-sys.meta_path.insert(0, Checkout)
-from rollout_graph.cli import main, one_blas_thread
+"""
+    + CHECKOUT_FINDER
+    + r"""from rollout_graph.cli import main, one_blas_thread
 one_blas_thread()
 out = []
 for path in sys.argv[2:]:
@@ -67,6 +62,7 @@ for path in sys.argv[2:]:
     out.append([code, stdout.buffer.getvalue().decode("utf-8", "replace"), stderr.getvalue()])
 sys.__stdout__.write(json.dumps(out))
 """
+)
 
 
 def inputs(given: list[Path], folder: Path, synthetic: bool) -> list[Path]:
