@@ -522,20 +522,29 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
                 pending.append(child)
 
 
-def held_bytes(arrays: Iterable[np.ndarray | None]) -> int:
+def held_bytes(arrays: Iterable[np.ndarray | None], *, any_buffer: bool = False) -> int:
     """Bytes these arrays hold together: a plain array its own, the views of one arena (prompts
-    sharing their parent's ids) the part of it at least one of them covers, counted once."""
+    sharing their parent's ids) the part of it at least one of them covers, counted once. With
+    ``any_buffer``, contiguous views inside any contiguous buffer count the same way (the buffer a
+    cache entry is reopened into)."""
     total = 0
     spans: dict[int, list[tuple[int, int]]] = {}
     for arr in arrays:
         if arr is None:
             continue
         base = arr.base
-        if not isinstance(base, np.ndarray) or _ARENAS.get(id(base)) is not base:
-            total += arr.nbytes
-            continue
-        start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-        spans.setdefault(id(base), []).append((start, start + arr.nbytes))
+        if isinstance(base, np.ndarray):
+            start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            if _ARENAS.get(id(base)) is base or (
+                any_buffer
+                and arr.flags.c_contiguous
+                and base.flags.c_contiguous
+                and 0 <= start
+                and start + arr.nbytes <= base.nbytes
+            ):
+                spans.setdefault(id(base), []).append((start, start + arr.nbytes))
+                continue
+        total += arr.nbytes
     for intervals in spans.values():
         end = -1
         for a, b in sorted(intervals):

@@ -32,8 +32,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-import numpy as np
-
 from rollout_graph.ingest.id_arrays import held_bytes
 
 T = TypeVar("T")
@@ -57,7 +55,9 @@ def estimate_bytes(loaded: Any) -> int:
     texts: set[int] = set()
     # prompts that share their parent's ids (views of one arena, or of a reopened cache entry's
     # buffer) count what they hold together
-    total += _held(call.prompt_ids for session in loaded.sessions.values() for call in session.calls)
+    total += held_bytes(
+        (call.prompt_ids for session in loaded.sessions.values() for call in session.calls), any_buffer=True
+    )
     for session in loaded.sessions.values():
         for call in session.calls:
             total += _PER_CALL_OVERHEAD
@@ -73,30 +73,6 @@ def estimate_bytes(loaded: Any) -> int:
                     total += len(content) + 49
     # the analysis (token parents, spans, roles) is about as big as the id arrays again
     return int(total * 1.5)
-
-
-def _held(arrays: Iterable[np.ndarray | None]) -> int:
-    """Bytes these arrays hold together: views of one buffer (an id arena, the buffer a cache
-    entry is reopened into) count the part of it they cover once; other arrays their own size."""
-    plain: list[np.ndarray | None] = []
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for arr in arrays:
-        if arr is None:
-            continue
-        base = arr.base
-        if isinstance(base, np.ndarray) and arr.flags.c_contiguous and base.flags.c_contiguous:
-            start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-            if 0 <= start and start + arr.nbytes <= base.nbytes:
-                spans.setdefault(id(base), []).append((start, start + arr.nbytes))
-                continue
-        plain.append(arr)
-    total = held_bytes(plain)
-    for intervals in spans.values():
-        end = -1
-        for a, b in sorted(intervals):
-            total += max(0, b - max(a, end))
-            end = max(end, b)
-    return total
 
 
 @dataclass
