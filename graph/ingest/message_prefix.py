@@ -222,6 +222,16 @@ def _shallow(items: list[Any]) -> bool:
     return True
 
 
+def _array_opening(raw: bytes) -> tuple[int, int] | None:
+    """Where the line's first ``"messages"`` key starts and its array's first byte after ``[``
+    (None: no such key, an escaped one, or not an array)."""
+    key = raw.find(_KEY)
+    if key < 0 or _escaped(raw, key):
+        return None
+    opening = _OPENING.match(raw, key + len(_KEY))
+    return None if opening is None else (key, opening.end())
+
+
 def _escaped(raw: bytes, at: int) -> bool:
     """Whether the byte at ``at`` follows an odd run of backslashes."""
     run = 0
@@ -293,13 +303,10 @@ class MessageCutter:
 
     def _cut_only(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
         """The array cut without reuse, to leave it in the file (the shortcut is off)."""
-        key = raw.find(_KEY)
-        if key < 0 or _escaped(raw, key):
+        opened = _array_opening(raw)
+        if opened is None:
             return raw, None
-        opening = _OPENING.match(raw, key + len(_KEY))
-        if opening is None:
-            return raw, None
-        start = opening.end()
+        key, start = opened
         found = self._rest(raw, start)
         if found is None:
             return raw, None
@@ -343,13 +350,10 @@ class MessageCutter:
         if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
             self.off = True
             self._recent.clear()
-        key = raw.find(_KEY)
-        if key < 0 or _escaped(raw, key):
+        opened = _array_opening(raw)
+        if opened is None:
             return raw, None
-        opening = _OPENING.match(raw, key + len(_KEY))
-        if opening is None:
-            return raw, None
-        start = opening.end()  # the array's first byte after "["
+        key, start = opened  # the array's first byte after "["
         seen = self._longest(raw, start)
         if seen is not None and raw[start + len(seen.body)] == _CLOSE:
             end, items, opens = start + len(seen.body), list(seen.items), seen.opens  # the same array
