@@ -908,31 +908,27 @@ def _extents(
     return extents, spans
 
 
-_COUNT_WINDOW = 16 << 20  # bytes of the file mapped at a time while counting its lines
-_FINDS_PER_WINDOW = 4096  # past this many lines in a window, its rest is copied and counted
+_COUNT_WINDOW = 16 << 20  # bytes of the file read at a time while counting its lines
 
 
 def _lines_before(path: str, offset: int) -> int:
     """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``.
 
-    The file is mapped one window at a time (at most 16 MB of it counts in this process's
-    memory at once) and each newline found where it lies (a trace's lines are long: a few
-    thousand searches, no copy); a window of many short lines has its rest copied and counted.
+    Counted one 16 MB block at a time into one reused buffer (never a memory map: a file
+    truncated under one kills the process, docs/limits.md); a file shorter than ``offset`` by
+    now counts what it still holds.
     """
     count = 0
-    with open(path, "rb") as f:
-        fd = f.fileno()
-        for start in range(0, offset, _COUNT_WINDOW):
-            length = min(_COUNT_WINDOW, offset - start)
-            with mmap.mmap(fd, length, access=mmap.ACCESS_READ, offset=start) as window:
-                at, finds = window.find(b"\n"), 0
-                while at >= 0:
-                    count += 1
-                    finds += 1
-                    if finds >= _FINDS_PER_WINDOW:
-                        count += window[at + 1 :].count(b"\n")
-                        break
-                    at = window.find(b"\n", at + 1)
+    buffer = bytearray(min(_COUNT_WINDOW, max(offset, 1)))
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        done = 0
+        while done < offset:
+            n = f.readinto(view[: min(len(buffer), offset - done)])
+            if not n:
+                break
+            count += buffer.count(b"\n", 0, n)
+            done += n
     return count + 1
 
 
