@@ -320,7 +320,8 @@ class IdArrayCutter:
         """
         skip = _Skip(known)
         if locate:
-            span = located_span(raw)
+            # the repeated messages span (asked as the id search asks it first) is not searched
+            span = located_span(raw, None if known is None else lambda: skip.ask(raw, 0, _NEAR))
             if span is not None:
                 done = self._cut_located(raw, span, max_ids, file, offset, skip)
                 if done is not None:

@@ -274,15 +274,18 @@ _CONTENT_CLOSES = b']},"finish_reason"'
 _HEAD_BYTES = 512  # where a capture record's "request" key opens
 
 
-def located_span(raw: bytes) -> tuple[int, int] | None:
+def located_span(raw: bytes, skipped: Callable[[], tuple[int, int] | None] | None = None) -> tuple[int, int] | None:
     """The span of a one-choice line's content array by the bytes alone (None: another layout).
 
     With several choices the span found runs from the first array to the last and does not
-    decode as one array: the caller then takes the skim.
+    decode as one array: the caller then takes the skim. ``skipped``: asked (once the line looks
+    like a capture record) for a span not searched for the opening, a repeated ``messages``
+    array: an opening inside one would not be a choice's, and the cut found is confirmed by
+    placed() either way.
     """
     if raw.find(b'"request":{', 0, _HEAD_BYTES) < 0:
         return None  # not a capture record's layout (a flat entry's ids are never scanned for it)
-    at = raw.find(_CONTENT_OPENS)
+    at = _find_outside(raw, _CONTENT_OPENS, None if skipped is None else skipped())
     if at < 0:
         return None
     start = at + len(_CONTENT_OPENS) - 1
