@@ -157,6 +157,9 @@ def test_the_recent_text_found_is_the_one_a_full_scan_finds(moves):
         else:
             assert got[0] is want[0] and got[1] is want[1]
         assert sorted(map(id, cutter._by_length)) == sorted(map(id, cutter._recent))
+        # longest first, of those as long the one met first (what insort by length kept)
+        assert cutter._keys == [-len(seen.text) for seen in cutter._by_length]
+        assert cutter._by_length == sorted(cutter._recent, key=lambda seen: -len(seen.text))
         arr = cutter._ids(text)
         assert arr is not None and arr.tolist() == prompt
 

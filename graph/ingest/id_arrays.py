@@ -20,7 +20,7 @@ import os
 import re
 import warnings
 import weakref
-from bisect import bisect_right, insort_right
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -153,10 +153,6 @@ class _Seen:
         self.text, self.ids, self.slot, self.start = text, ids, slot, start
 
 
-def _longest_first(seen: _Seen) -> int:
-    return -len(seen.text)
-
-
 def _new_arena(ids: int) -> np.ndarray:
     """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
     left after each prompt costs address space, not memory; numpy's own large arrays ask for
@@ -193,6 +189,7 @@ class IdArrayCutter:
     def __init__(self, arena_ids: int | None = None) -> None:
         self._recent: list[_Seen] = []  # in the order met, the last _RECENT
         self._by_length: list[_Seen] = []  # the same, longest first (of those as long, the one met first)
+        self._keys: list[int] = []  # minus the text length of each of _by_length, in its order
         self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
         # the first arena is small (a small trace, or many small files, maps little); each next
         # one twice the last, up to arena_ids
@@ -228,9 +225,14 @@ class IdArrayCutter:
     def _remember(self, seen: _Seen) -> None:
         self._recent.append(seen)
         if len(self._recent) > _RECENT:
-            self._by_length.remove(self._recent.pop(0))  # _Seen compares by identity
-        # after every one at least as long (so of equal texts the one met first comes first)
-        insort_right(self._by_length, seen, key=_longest_first)
+            at = self._by_length.index(self._recent.pop(0))  # _Seen compares by identity
+            del self._by_length[at], self._keys[at]
+        # after every one at least as long (so of equal texts the one met first comes first); the
+        # keys kept beside the list: a bisect of ints, no key function called per comparison
+        key = -len(seen.text)
+        at = bisect_right(self._keys, key)
+        self._keys.insert(at, key)
+        self._by_length.insert(at, seen)
 
     def _ids(self, text: bytes) -> np.ndarray | None:
         prefix, longer = self._seen_around(text)
