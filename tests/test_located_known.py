@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from unittest import mock
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from rollout_graph.ingest import id_arrays, typed
 from rollout_graph.ingest.loading import load_sources
 from rollout_graph.ingest.reading import Source
-from tests.builders import Turn, assert_same_load, vllm_chat
+from tests.builders import Turn, assert_same_load, examples, vllm_chat
 
 FILL = "lorem ipsum " * 300  # a messages array over the messages shortcut's minimum
 
@@ -89,3 +92,53 @@ def test_without_the_skip_the_opening_in_the_messages_is_found_first(tmp_path):
     messages_at = line.find(b'"messages":[') + len(b'"messages":[')
     span = typed.located_span(line, lambda: (messages_at, line.find(b'"response":{')))
     assert span is not None and span[0] > line.find(b'"response":{')
+
+
+_PIECES = ['"logprobs":{"content":[', '"content":[', "[", "s", '"', ":", "{", "x[", '"logprobs":{"content":']
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=30).map(lambda p: "".join(p).encode()),
+    st.integers(0, 400),
+    st.integers(0, 400),
+    st.sampled_from([0, 1, 2, 16]),
+)
+def test_the_bracket_key_search_finds_what_bytes_find_finds(raw, start, end, tries):
+    """Keys met after many brackets (bytes.find takes over), overlapping, cut by either bound."""
+    key = typed._CONTENT_OPENS
+    with mock.patch.object(typed, "_TRIES", tries):
+        assert typed.find_bracket_key(raw, key, start, end) == raw.find(key, start, end)
+        assert typed.find_bracket_key(raw, b"[", start, end) == raw.find(b"[", start, end)
+        assert typed.find_bracket_key(raw, b'":[', start, end) == raw.find(b'":[', start, end)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.lists(st.sampled_from([*_PIECES, ']},"finish_reason"', "y" * 40]), max_size=40).map(
+        lambda p: ('{"request":{' + "".join(p)).encode()
+    ),
+    st.integers(0, 300),
+    st.integers(0, 300),
+)
+def test_the_located_span_is_the_one_bytes_find_gives(raw, a, b):
+    """With and without a skipped span: the opening is the first bytes.find finds outside it."""
+
+    def reference(skip):
+        key = typed._CONTENT_OPENS
+        if skip is None:
+            at = raw.find(key)
+        else:
+            at = raw.find(key, 0, skip[0] + len(key) - 1)
+            at = at if at >= 0 else raw.find(key, max(0, skip[1] - len(key) + 1))
+        if at < 0:
+            return None
+        start = at + len(key) - 1
+        end = raw.rfind(typed._CONTENT_CLOSES, start)
+        return None if end < 0 or end + 1 - start < typed.MIN_CUT_BYTES else (start, end + 1)
+
+    skip = (min(a, b), max(a, b))
+    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), mock.patch.object(typed, "_TRIES", 2):
+        assert typed.located_span(raw) == reference(None)
+        assert typed.located_span(raw, lambda: skip) == reference(skip)
+        assert typed.located_span(raw, lambda: None) == reference(None)
