@@ -5,6 +5,7 @@ gives, on odd input as on plain input."""
 from __future__ import annotations
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import orjson
@@ -206,8 +207,11 @@ def test_cut_lines_give_the_same_ids_in_any_order():
     st.integers(0, 70),
 )
 def test_the_key_search_finds_what_bytes_find_finds(raw, key, pos, hi):
-    """Keys holding regex syntax included: the compiled search is a literal one."""
-    assert id_arrays._find(raw, key, pos, hi) == raw.find(key, pos, hi)
+    """Keys holding regex syntax included: the compiled search is a literal one. With few first
+    bytes looked at before it takes over, and many."""
+    for tries in (0, 1, 2, id_arrays._TRIES, 100):
+        with mock.patch.object(id_arrays, "_TRIES", tries):
+            assert id_arrays._find(raw, key, pos, hi) == raw.find(key, pos, hi), tries
 
 
 @settings(max_examples=examples(300), deadline=None)
