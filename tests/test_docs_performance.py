@@ -63,7 +63,7 @@ def missing(text: str, where: str) -> list[str]:
 def test_every_citation_of_the_page_names_one_of_its_sections():
     wrong = []
     for path in _tracked_texts():
-        if path.exists() and path != PAGE:
+        if path.exists() and path not in (PAGE, Path(__file__).resolve()):  # this file cites wrong names on purpose
             wrong += missing(path.read_text(errors="replace"), str(path.relative_to(ROOT)))
     assert wrong == []
 
