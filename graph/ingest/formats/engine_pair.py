@@ -107,7 +107,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         record_problems(call, own)
         return [call]
     choices = response.get("choices")
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+    if not isinstance(choices, list) or not choices or not _objects(choices):
         raise RecordError("response.choices is empty or not a list of objects")
     calls = []
     for i, choice in enumerate(choices):
@@ -124,6 +124,11 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         for call in calls:
             call.shape = f"{call.shape} via {dialect}"
     return calls
+
+
+def _objects(items: list) -> bool:
+    """Every item a JSON object (one exact dict, the common case, without a generator)."""
+    return (len(items) == 1 and type(items[0]) is dict) or all(isinstance(c, dict) for c in items)
 
 
 def _copy_for_choice(template: Call, index: int) -> Call:
