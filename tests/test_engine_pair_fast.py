@@ -121,6 +121,7 @@ def test_a_choice_with_its_ids_reads_its_logprob_entries_as_without_them(values,
 def _slow_load(data: bytes):
     with (
         mock.patch.object(engine_pair, "all_token_id_texts", lambda _tokens: False),
+        mock.patch.object(engine_pair, "token_id_list", lambda _joined: False),
         mock.patch.object(formats, "plain_engine_pair", lambda _record: False),
         mock.patch.object(engine_pair, "CHAT", object()),  # never the dialect: the chat_* readings
     ):

@@ -299,6 +299,13 @@ def all_token_id_texts(tokens: list) -> bool:
     return joined.count(",") == len(tokens) - 1 and _TOKEN_ID_LIST.fullmatch(joined) is not None
 
 
+def token_id_list(joined: str | None) -> bool:
+    """:func:`all_token_id_texts` of tokens already joined (``joined``: their text with exactly
+    n - 1 commas, graph/ingest/typed.py ``joined_tokens``; None when they are not all strings or
+    one holds a comma, where all_token_id_texts says False too)."""
+    return joined is not None and _TOKEN_ID_LIST.fullmatch(joined) is not None
+
+
 def _one_id(tok) -> int:
     if type(tok) is int:
         return tok if 0 <= tok < _MAX_ID else INVALID_ID

@@ -81,18 +81,35 @@ class LogprobColumns:
     alt_logprobs: list
     top: TopK | None = None  # set (deferred) when the alternatives were left in the file
     located: bool = False  # cut where the bytes say it is: the parsed record must confirm (placed())
+    # ``tokens`` joined with commas when every token is a string and none holds a comma (the text
+    # then gives the tokens back exactly, split at its commas); None otherwise. Read by the check
+    # hash and by engine_pair's token_id:N test (tokens.token_id_list), so the tokens are joined once.
+    joined: str | None = None
 
 
 def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
     tops = [e.top_logprobs or () for e in entries]
     alts = [a for top in tops for a in top]
+    tokens = [e.token for e in entries]
     return LogprobColumns(
-        tokens=[e.token for e in entries],
+        tokens=tokens,
         logprobs=[e.logprob for e in entries],
         lengths=[len(top) for top in tops],
         alt_tokens=[a.token for a in alts],
         alt_logprobs=[a.logprob for a in alts],
+        joined=joined_tokens(tokens),
     )
+
+
+def joined_tokens(tokens: list) -> str | None:
+    """The tokens joined with commas when every one is a string and none holds a comma (exactly
+    ``len(tokens) - 1`` commas: the text split at them is the tokens again); None otherwise (an
+    empty list included)."""
+    try:
+        joined = ",".join(tokens)
+    except TypeError:  # not all strings
+        return None
+    return joined if joined.count(",") == len(tokens) - 1 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +173,15 @@ def _unavailable(rows: int, why: str) -> TopK:
     return top
 
 
-def _check(tokens: list, logprobs: list) -> int:
-    return hash((tuple(tokens), tuple(logprobs)))
+def _check(tokens: list, logprobs: list, joined: str | None = None) -> int:
+    """A hash of the entries' sampled tokens and logprobs. The tokens are hashed as their joined
+    text when :func:`joined_tokens` gives one (one string to hash instead of a tuple of them; the
+    text stands for exactly those tokens), else as a tuple; ``joined`` is that text when known."""
+    if joined is None:
+        joined = joined_tokens(tokens)
+    if joined is None:
+        return hash((tuple(tokens), tuple(logprobs)))
+    return hash((joined, tuple(logprobs)))
 
 
 def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
@@ -175,7 +199,7 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
         if len(entries) != rows:
             return None
         c = _columns(entries)
-        if check is not None and _check(c.tokens, c.logprobs) != check:
+        if check is not None and _check(c.tokens, c.logprobs, c.joined) != check:
             return None
         top = top_k(c.lengths, c.alt_tokens, c.alt_logprobs)
     else:
@@ -215,7 +239,9 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
         return None
     rows = len(entries)
     tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
-    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], _check(tokens, logprobs))
+    joined = joined_tokens(tokens)
+    check = _check(tokens, logprobs, joined)
+    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
     return LogprobColumns(
         tokens=tokens,
         logprobs=logprobs,
@@ -223,6 +249,7 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
         alt_tokens=[],
         alt_logprobs=[],
         top=TopK.deferred(rows, load),
+        joined=joined,
     )
 
 

@@ -22,7 +22,15 @@ from rollout_graph.ingest.formats.fields import (
     tool_list,
 )
 from rollout_graph.ingest.formats.streaming import reassemble
-from rollout_graph.ingest.tokens import Problems, all_token_id_texts, logprobs, split_tokens, token_ids, top_k
+from rollout_graph.ingest.tokens import (
+    Problems,
+    all_token_id_texts,
+    logprobs,
+    split_tokens,
+    token_id_list,
+    token_ids,
+    top_k,
+)
 from rollout_graph.ingest.typed import LogprobColumns
 
 
@@ -270,6 +278,8 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
         top = (
             content.top if content.top is not None else top_k(content.lengths, content.alt_tokens, content.alt_logprobs)
         )
+        if ids_given and token_id_list(content.joined):  # the tokens joined once, by the decoder
+            return _Sampled(logprobs=values, top=top, numbers=numbers)
     elif isinstance(content, list):
         tokens, values = _column(content, "token"), _column(content, "logprob")
         top = top_of_entries(content)

@@ -1,0 +1,163 @@
+"""A vLLM choice's sampled side handed from the typed decoder (graph/ingest/typed.py) to the
+engine-pair reading with its tokens joined once (``LogprobColumns.joined``).
+
+- ``typed.joined_tokens`` gives a text exactly when it stands for the tokens (all strings, no
+  comma in any: split at its commas it is the tokens again);
+- ``tokens.token_id_list`` of that text says what ``tokens.all_token_id_texts`` says of the tokens;
+- the deferred alternatives' check hash (``typed._check``) tells apart every pair of token lists
+  the tuple hash told apart (commas moved between tokens included), and both of its call sites
+  (the load, ``decode_top`` reading the file again) agree;
+- whole loads with the shortcut on equal loads with it off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import orjson
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from rollout_graph.ingest import tokens, typed
+from rollout_graph.ingest.formats import engine_pair
+from rollout_graph.ingest.loading import load_paths, load_sources
+from rollout_graph.ingest.reading import Source
+from tests.builders import Turn, assert_same_load, vllm_chat
+from tests.test_parse_fast_paths import ODD_TOKENS, PREFIX_BYTES_TOKENS, any_token, near_id_text, token_text
+
+odd_token = st.one_of(token_text, near_id_text, any_token, st.sampled_from(ODD_TOKENS + PREFIX_BYTES_TOKENS))
+
+
+def _old_check(toks: list, lps: list) -> int:
+    """The check hash as it was before the joined text (a tuple of the tokens)."""
+    return hash((tuple(toks), tuple(lps)))
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(odd_token, max_size=10))
+def test_the_joined_text_stands_for_the_tokens_exactly(values):
+    joined = typed.joined_tokens(values)
+    if joined is None:
+        assert not values or not all(type(v) is str for v in values) or any("," in v for v in values)
+    else:
+        assert joined.split(",") == values
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(odd_token, max_size=10))
+def test_the_token_id_test_of_the_joined_text_is_the_test_of_the_tokens(values):
+    full = bool(values) and type(values[0]) is str and tokens.all_token_id_texts(values)
+    assert tokens.token_id_list(typed.joined_tokens(values)) == full
+
+
+def test_the_token_id_test_on_plain_and_edge_texts():
+    assert tokens.token_id_list(typed.joined_tokens([f"token_id:{i}" for i in range(1, 3000)]))
+    assert tokens.token_id_list(typed.joined_tokens(["token_id:999999999999999999"]))  # 18 digits
+    assert not tokens.token_id_list(typed.joined_tokens(["token_id:1000000000000000000"]))  # 19
+    for odd in ([], ["token_id:5,token_id:6"], ["token_id:5", 5], ["token_id:5", None], ["token_id:0"]):
+        assert not tokens.token_id_list(typed.joined_tokens(odd)), odd
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(odd_token, max_size=6), st.lists(odd_token, max_size=6), st.lists(st.floats(-5, 0), max_size=6))
+def test_the_check_tells_apart_what_the_tuple_hash_told_apart(a, b, lps):
+    assume(_old_check(a, lps) != _old_check(b, lps))
+    assert typed._check(a, lps) != typed._check(b, lps)
+    assert typed._check(a, lps, typed.joined_tokens(a)) == typed._check(a, lps)
+
+
+def test_commas_moved_between_tokens_change_the_check():
+    lps = [-0.5, -0.25]
+    assert typed._check(["a,b", "c"], lps) != typed._check(["a", "b,c"], lps)
+    assert typed._check(["a", "b"], lps) != typed._check(["a,b"], lps[:1])
+    assert typed._check(["token_id:5", "token_id:6"], lps) != typed._check(["token_id:5", "token_id:7"], lps)
+    assert typed._check(["a", "b"], lps) != typed._check(["a", "b"], [-0.5, -0.3])
+
+
+def _span(toks: list, lps: list) -> bytes:
+    entries = [
+        {"token": t, "logprob": v, "top_logprobs": [{"token": t, "logprob": v}]} for t, v in zip(toks, lps, strict=True)
+    ]
+    return orjson.dumps(entries)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.one_of(token_text, near_id_text, st.integers(0, 9)), min_size=1, max_size=8), st.data())
+def test_decode_top_accepts_its_own_load_and_refuses_a_changed_token(toks, data):
+    lps = [-0.5] * len(toks)
+    span = _span(toks, lps)
+    columns = typed._sampled_only(span, typed.FileRef("x", len(span), 0), 0)
+    assert columns is not None and columns.joined == typed.joined_tokens(toks)
+    check = columns.top._load.check  # the DeferredTop's hash, as the load computed it
+    assert decode_ok(span, len(toks), check)
+    i = data.draw(st.integers(0, len(toks) - 1))
+    other = data.draw(st.one_of(token_text, near_id_text))
+    assume(other != toks[i] and not (type(toks[i]) is int and other == str(toks[i])))
+    changed = [*toks[:i], other, *toks[i + 1 :]]
+    assert not decode_ok(_span(changed, lps), len(toks), check)
+
+
+def decode_ok(span: bytes, rows: int, check: int) -> bool:
+    return typed.decode_top(span, rows, check) is not None
+
+
+# ------------------------------------------------------------------------------------------------
+# Whole loads
+
+
+def _load(data: bytes, shortcut: bool):
+    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+        if shortcut:
+            return load_sources([Source.from_bytes("t.jsonl", data)])
+        with mock.patch.object(engine_pair, "token_id_list", lambda _joined: False):
+            return load_sources([Source.from_bytes("t.jsonl", data)])
+
+
+ODD_IDS: list[Any] = [None, [True, 2], [2, -1], "5"]
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    st.lists(st.lists(st.one_of(token_text, near_id_text, any_token), min_size=1, max_size=5), min_size=1, max_size=3),
+    st.sampled_from(["same", "absent", "odd"]),
+    st.sampled_from(ODD_IDS),
+)
+def test_loads_agree_with_the_joined_shortcut_off(contents, ids, odd):
+    records = []
+    for i, toks in enumerate(contents):
+        record = vllm_chat(Turn(f"c{i}", [1, 2, 3], [4 + k for k in range(len(toks))]))
+        choice = record["response"]["choices"][0]
+        choice["logprobs"] = {
+            "content": [{"token": t, "logprob": -0.5, "top_logprobs": [{"token": t, "logprob": -0.5}]} for t in toks]
+        }
+        if ids == "absent":
+            choice.pop("token_ids", None)
+        elif ids == "odd":
+            choice["token_ids"] = odd
+        records.append(record)
+    data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    assert_same_load(_load(data, True), _load(data, False))
+
+
+def test_a_file_changed_in_a_token_or_by_a_moved_comma_gives_no_alternatives(tmp_path):
+    def lines(toks: list[str]) -> bytes:
+        record = vllm_chat(Turn("c0", [1, 2, 3], [4 + k for k in range(len(toks))]))
+        choice = record["response"]["choices"][0]
+        choice["logprobs"] = {
+            "content": [{"token": t, "logprob": -0.5, "top_logprobs": [{"token": t, "logprob": -0.5}]} for t in toks]
+        }
+        return orjson.dumps(record) + b"\n"
+
+    ids = [f"token_id:{i}" for i in range(100, 160)]
+    toks = [*ids[:30], "ab,", "cd", *ids[30:]]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(lines(toks))
+    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+        loaded = load_paths([path])
+    call = next(c for s in loaded.sessions.values() for c in s.calls)
+    assert call.top_k is not None and call.top_k.pending
+    moved = [*ids[:30], "ab", ",cd", *ids[30:]]  # the same bytes but for one comma moved between two tokens
+    path.write_bytes(lines(moved))
+    assert len(lines(moved)) == len(lines(toks))
+    assert "changed since it was loaded" in (call.top_k.unavailable or "")
