@@ -85,6 +85,10 @@ class LogprobColumns:
     # then gives the tokens back exactly, split at its commas); None otherwise. Read by the check
     # hash and by engine_pair's token_id:N test (tokens.token_id_list), so the tokens are joined once.
     joined: str | None = None
+    # ``logprobs`` as float64 (``np.array``), when every one is a number below 2**53 in size (so
+    # the array stands for them: an int converts exactly) and none is positive: what
+    # tokens.logprobs gives for them, built once (None: tokens.logprobs builds and checks it).
+    logprob_array: np.ndarray | None = None
 
 
 def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
@@ -173,15 +177,49 @@ def _unavailable(rows: int, why: str) -> TopK:
     return top
 
 
-def _check(tokens: list, logprobs: list, joined: str | None = None) -> int:
+_EXACT = 2.0**53  # every int smaller in size converts to a float64 exactly
+
+
+def exact_floats(logprobs: list, numbers: bool = True) -> tuple[np.ndarray | None, bool]:
+    """``np.array(logprobs, dtype=np.float64)`` when every value is an int or a float smaller in
+    size than 2**53 (the bytes then stand for the values: an int converts exactly, -0.0 and 0.0
+    differ), and whether none is positive; (None, False) otherwise (None, inf, a larger int, an
+    empty list). ``numbers``: every value is known to be an int, a float or None (the typed
+    decoders' types); else their types are looked at (numpy reads a string of digits as its number)."""
+    if not logprobs or (not numbers and not set(map(type, logprobs)) <= _NUMBERS):
+        return None, False
+    try:
+        arr = np.array(logprobs, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):  # an int beyond the floats
+        return None, False
+    high = _MAX(arr)
+    if _MIN(arr) > -_EXACT and high < _EXACT:  # a NaN (None) fails both
+        return arr, bool(high <= 0)
+    return None, False
+
+
+_NUMBERS = frozenset({int, float})
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+
+
+def _check(
+    tokens: list, logprobs: list, joined: str | None = None, floats: np.ndarray | None = None, numbers: bool = True
+) -> int:
     """A hash of the entries' sampled tokens and logprobs. The tokens are hashed as their joined
     text when :func:`joined_tokens` gives one (one string to hash instead of a tuple of them; the
-    text stands for exactly those tokens), else as a tuple; ``joined`` is that text when known."""
+    text stands for exactly those tokens), else as a tuple; the logprobs as the bytes of
+    :func:`exact_floats` when it gives an array, else as a tuple. ``joined`` and ``floats``: those,
+    when known; ``numbers`` as for exact_floats. Either form tells apart at least what the tuple
+    hash does (equal numbers hash alike there too: ``hash(1) == hash(1.0) == hash(True)``)."""
     if joined is None:
         joined = joined_tokens(tokens)
-    if joined is None:
-        return hash((tuple(tokens), tuple(logprobs)))
-    return hash((joined, tuple(logprobs)))
+    if floats is None:
+        floats = exact_floats(logprobs, numbers)[0]
+    sampled = tuple(tokens) if joined is None else joined
+    try:
+        return hash((sampled, tuple(logprobs) if floats is None else floats.tobytes()))
+    except TypeError:  # a list or an object read by the generic parser: matches no load's hash
+        return -1  # (CPython's hash() is never -1)
 
 
 def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
@@ -215,7 +253,7 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
         if check is not None:
             from rollout_graph.ingest.formats.engine_pair import _column
 
-            if _check(_column(content, "token"), _column(content, "logprob")) != check:
+            if _check(_column(content, "token"), _column(content, "logprob"), numbers=False) != check:
                 return None
         top = top_of_entries(content)
     if top is None:  # every entry's list was empty after all: no alternatives, same rows
@@ -239,8 +277,8 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
         return None
     rows = len(entries)
     tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
-    joined = joined_tokens(tokens)
-    check = _check(tokens, logprobs, joined)
+    joined, (floats, nonpositive) = joined_tokens(tokens), exact_floats(logprobs)
+    check = _check(tokens, logprobs, joined, floats)
     load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
     return LogprobColumns(
         tokens=tokens,
@@ -250,6 +288,7 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
         alt_logprobs=[],
         top=TopK.deferred(rows, load),
         joined=joined,
+        logprob_array=floats if nonpositive else None,
     )
 
 

@@ -49,6 +49,7 @@ class _Sampled:
     texts: list[str] | None = None
     token_strings: bool = False
     numbers: bool = False  # every logprob an int, a float or None (read by the typed decoder)
+    ready: Any = None  # the logprobs' array as tokens.logprobs gives it, when the decoder built it
     notes: list[str] = field(default_factory=list)
     invalid_ids: list[str] = field(default_factory=list)
 
@@ -272,14 +273,15 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
     (:func:`~rollout_graph.ingest.tokens.all_token_id_texts`), and the ids are left unread.
     """
     numbers = False  # every logprob an int, a float or None: the typed decoder's types
+    ready = None
     if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
-        tokens, values, numbers = content.tokens, content.logprobs, True
+        tokens, values, numbers, ready = content.tokens, content.logprobs, True, content.logprob_array
         # Left in the file (deferred) when the line came from a plain file on disk.
         top = (
             content.top if content.top is not None else top_k(content.lengths, content.alt_tokens, content.alt_logprobs)
         )
         if ids_given and token_id_list(content.joined):  # the tokens joined once, by the decoder
-            return _Sampled(logprobs=values, top=top, numbers=numbers)
+            return _Sampled(logprobs=values, top=top, numbers=numbers, ready=ready)
     elif isinstance(content, list):
         tokens, values = _column(content, "token"), _column(content, "logprob")
         top = top_of_entries(content)
@@ -287,7 +289,7 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
         return _Sampled()
     if ids_given and tokens and type(tokens[0]) is str and all_token_id_texts(tokens):
         # What split_tokens says of them (every token a valid id: no texts, nothing invalid).
-        return _Sampled(logprobs=values, top=top, numbers=numbers)
+        return _Sampled(logprobs=values, top=top, numbers=numbers, ready=ready)
     split = split_tokens(tokens)
     invalid = split.describe_invalid(tokens, "logprobs.content[].token")
     return _Sampled(
@@ -297,6 +299,7 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
         texts=split.texts,
         token_strings=split.texts is not None,
         numbers=numbers,
+        ready=ready,
         invalid_ids=[invalid] if invalid else [],
     )
 
@@ -353,7 +356,9 @@ def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems)
     sampled_ids = token_ids(ids, "token_ids", problems)
     if sampled_ids is not None:
         call.sampled_ids = sampled_ids
-    if sampled.logprobs is not None:
+    if sampled.ready is not None:  # built and checked by the decoder (typed.exact_floats)
+        call.sampled_logprobs = sampled.ready
+    elif sampled.logprobs is not None:
         call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems, sampled.numbers)
     call.top_k = sampled.top
     if sampled.texts is not None:
