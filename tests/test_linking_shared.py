@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rollout_graph.analysis.near_miss import common_prefix
 from rollout_graph.core import linking
-from rollout_graph.core.ids import same_ids
+from rollout_graph.core.ids import same_ids, start_of
 from rollout_graph.core.linking import link, token_parents
 from rollout_graph.core.records import Call
 from tests.builders import calls_from_tokens, examples, harness_traces
@@ -186,3 +186,11 @@ def test_block_prefix_hashes_are_each_prompts_own(prompts, data):
         with np.errstate(over="ignore"):
             mine = flat[offsets[k] : offsets[k] + p.shape[0] + 1] - flat[offsets[k]]
         assert np.array_equal(mine, linking.prefix_hashes(p))
+
+
+def test_a_start_is_where_the_array_interface_says_the_ids_start():
+    base = np.arange(20, dtype=np.int32)
+    base.flags.writeable = False
+    for ids in (base, base[3:9], base[::2], base[5:5], base[19:], np.empty(0, dtype=np.int64), base.astype(np.int64)):
+        assert start_of(ids) == (ids.__array_interface__["data"][0], ids.strides, ids.dtype)
+    assert start_of(base[:4]) == start_of(base[:9]) != start_of(base[1:4])
