@@ -180,15 +180,16 @@ def token_parents(calls: list[Call]) -> list[int | None]:
         with np.errstate(over="ignore"):
             end_hash[members] += flat[at + np.array([n_prompt[i] for i in members], dtype=np.int64)] - flat[at]
     cand_hash = end_hash[cand_index]
+    n_cand = cand_len.shape[0]
+    firsts, sizes = first.tolist(), longest.tolist()
     for lo, hi in blocks:
         flat, offsets = _block_prefix_hashes([g[0] for g in groups[lo:hi]])
-        for g in range(lo, hi):
-            start = int(first[g])
-            if start == cand_len.shape[0]:
+        for g, base in zip(range(lo, hi), offsets.tolist(), strict=False):
+            start = firsts[g]
+            if start == n_cand:
                 continue
-            at = int(offsets[g - lo])
             with np.errstate(over="ignore"):
-                hashes = flat[at : at + int(longest[g]) + 1] - flat[at]
+                hashes = flat[base : base + sizes[g] + 1] - flat[base]
             # every member's prefix hashes are the longest's cut to its length: its hash matches
             # are the group's at the end lengths it reaches (a suffix of them: the longest end first)
             hits = start + np.flatnonzero(hashes[cand_len[start:]] == cand_hash[start:])
