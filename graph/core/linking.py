@@ -221,7 +221,9 @@ def _equal(a: np.ndarray, b: Any) -> bool:
     return a.shape == b.shape and bool((a == b).all())
 
 
-_BLOCK_IDS = 1 << 16  # prompt ids hashed in one vectorised step (a few MB of temporaries at most)
+_BLOCK_IDS = (
+    1 << 13
+)  # prompt ids hashed in one vectorised step (temporaries of 64 KB: no more than one longer prompt makes)
 
 
 def _group_blocks(longest: np.ndarray) -> list[tuple[int, int]]:
