@@ -180,8 +180,9 @@ def settle() -> None:
     the JSON contract walks everything loaded so far: 0.04 s of CPU in the load and 0.05 s in the
     contract of 5,000 vLLM calls (docs/performance.md). So :func:`load_inputs` loads with the
     collector off when asked and freezes what it loaded before the collector is on again (the
-    other order had its first collection walk every object the load made: 0.01-0.02 s). Nothing is kept alive by it: an
-    object no longer referenced is still freed; only those few cycles stay until the exit."""
+    other order had its first collection walk every object the load made: 0.01-0.02 s). Nothing
+    is kept alive by it: an object no longer referenced is still freed; only those few cycles stay
+    until the exit."""
     gc.freeze()
 
 

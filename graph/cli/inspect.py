@@ -23,7 +23,7 @@ from rollout_graph.cli.common import (
 # summary and transcript modules, the summary never the contract (docs/performance.md).
 
 # What a console inspect loaded and built, held until the process ends: dropped when run()
-# returns, the traces and the contract were taken apart object by object (0.02 s of the vLLM bench
+# returns, the traces and the contract were taken apart object by object (0.03 s of the vLLM bench
 # trace's cold inspect) just before the quick exit (rollout_graph.cli._exit_now) that skips it.
 _HELD: list = []
 
