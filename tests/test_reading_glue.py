@@ -128,3 +128,92 @@ def test_a_file_read_through_the_progress_counter_counts_every_byte(tmp_path, mo
     assert counter[0] == len(data)
     assert got == [(v.line, v.value, v.error) for v in read_values(Source.from_bytes(str(path), data))]
     assert got[-1][0] == 51 and got[-1][2] and got[-1][2].startswith("incomplete last line")
+
+
+# --- the duplicate identity-key check: one scan of every key occurrence -------------------------
+
+
+def _previous_duplicate_identity_key(raw: bytes) -> str | None:
+    """The check before this one: the keys met near either end, against every `_id"` counted."""
+    import re
+
+    keys = reading._IDENTITY_KEYS
+    any_key = re.compile(b"|".join(re.escape(key) for key in keys))
+    met = len(set(any_key.findall(raw, 0, 1024)).union(any_key.findall(raw, max(0, len(raw) - 1024))))
+    if len(re.findall(rb'_id"', raw)) <= met:
+        return None
+    for key in keys:
+        if raw.count(key) < 2:
+            continue
+        spots = []
+        at = raw.find(key)
+        while at >= 0:
+            if reading._KEY_AFTER.match(raw, at + len(key)):
+                spots.append(at)
+            at = raw.find(key, at + 1)
+        if len(spots) < 2:
+            continue
+        top = sum(1 for depth, opens in reading._scan(raw, spots)[1] if depth == 1 and opens)
+        if top > 1:
+            return key.decode().strip('"')
+    return None
+
+
+_KEY_PIECES = st.sampled_from(
+    [
+        b'"session_id":"a",',
+        b'"session_id" :\t"b",',
+        b'"call_id":"c",',
+        b'"call_id":"d",',
+        b'"node_id":1,',
+        b'"tool_call_id":"t",',
+        b'"x":{"session_id":"n","call_id":"m"},',
+        b'"y":"\\"call_id\\":",',
+        b'"z":"session_id\\"",',
+        b'"q":"\\\\",',
+        b'"node_id"call_id":',  # overlapping occurrences (not JSON: the check is exact on any bytes)
+        b'"session_id""call_id":',
+        b'"w":["call_id",{"node_id":2}],',
+        b'"pad":"' + b"p" * 1100 + b'",',
+        b'_id"',
+        b'\\"',
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_KEY_PIECES, max_size=16), st.booleans())
+def test_the_duplicate_key_check_gives_the_previous_verdict(pieces, keys_last):
+    import orjson
+
+    body = b"".join(pieces)
+    raw = b'{"end":0,' + body[:-1] + b"}" if keys_last and body.endswith(b",") else b"{" + body + b'"end":0}'
+    assert reading._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return
+    # A JSON line: the verdict is what the top-level pairs say (no key here is spelled with escapes)
+    import json
+
+    pairs: list = []
+    json.loads(raw, object_pairs_hook=lambda p: pairs.append(p) or dict(p))
+    top = [key for key, _ in pairs[-1]]  # the outermost object is built last
+    twice = [key for key in ("session_id", "call_id", "node_id") if top.count(key) > 1]
+    assert reading._duplicate_identity_key(raw) == (twice[0] if twice else None)
+
+
+@given(st.binary(max_size=80), st.binary(max_size=80))
+def test_the_duplicate_key_check_on_any_bytes(a, b):
+    for raw in (a, b'{"call_id":1,' + a + b'"call_id":2}', a + b'"node_id"node_id":' + b):
+        assert reading._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
+
+
+def test_a_duplicate_far_from_both_ends_and_overlapping_keys():
+    pad = b'"pad":"' + b"p" * 5000 + b'",'
+    raw = b'{"session_id":"a",' + pad + b'"session_id":"b",' + pad + b'"call_id":"c"}'
+    assert reading._duplicate_identity_key(raw) == "session_id"
+    assert reading._duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None
+    assert reading._duplicate_identity_key(b'{"call_id":"a","x":{"call_id":"b"}}') is None  # nested
+    assert reading._duplicate_identity_key(b'{"call_id":"a","x":"\\"call_id\\":1"}') is None  # in a string
+    assert reading._duplicate_identity_key(b'{"call_id":"a","call_id" : "b"}') == "call_id"
