@@ -160,15 +160,17 @@ def _read_again(file: FileRef, offset: int, length: int, check: int) -> list[Any
     The file is kept open (one call's messages are read several times over): one replaced after
     its first read again is still the one opened then."""
     global _buffer
-    from rollout_graph.ingest.reading import _open_regular
-
     with _open_lock:
-        stream = _open_files.pop(file, None)
+        stream = _open_files.get(file)
         if stream is None:
+            from rollout_graph.ingest.reading import _open_regular
+
             stream = _open_regular(Path(file.path))  # never blocks on a FIFO put in its place
             while len(_open_files) >= _OPEN_FILES:
                 _open_files.pop(next(iter(_open_files))).close()
-        _open_files[file] = stream
+            _open_files[file] = stream
+        elif next(reversed(_open_files)) is not file:  # most recently used last
+            _open_files[file] = _open_files.pop(file)
         fd = stream.fileno()
         st = os.fstat(fd)
         if len(_buffer) < length <= _BUFFER_MOST:
