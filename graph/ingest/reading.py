@@ -613,8 +613,11 @@ def read_values(source: Source, limits: Limits | None = None) -> Generator[RawVa
                     yield from _line_values(second, cutter, limits, file, messages)
                 else:
                     yield _final(value, first)
-            for line in lines:
-                yield from _line_values(line, cutter, limits, file, messages)
+            for line in lines:  # _line_values inline: no generator a line
+                if line.raw is None:
+                    yield _too_long(line.number, limits)
+                else:
+                    yield _final(parse_line(line.number, line.raw, cutter, limits, file, line.offset, messages), line)
         except StreamBreak as exc:
             yield RawValue(seen.newlines + 1, error=f"stream stopped after line {seen.newlines}: {exc}")
         except OSError as exc:
