@@ -61,3 +61,42 @@ def test_a_line_whose_messages_hold_brackets_backslashes_and_a_nul_escape_cuts_a
         cutter.keep()
         restore(value, {mp.MARKER: items})
         assert value == orjson.loads(raw)
+
+
+def test_messages_read_again_keep_few_files_open_most_recent_last_and_check_changed_files(tmp_path):
+    import os
+    import zlib
+
+    from rollout_graph.ingest.typed import FileRef
+
+    spans = []
+    for i in range(mp._OPEN_FILES + 3):
+        path = tmp_path / f"t{i}.jsonl"
+        body = orjson.dumps([{"role": "user", "content": f"m{i}"}])
+        path.write_bytes(b'{"messages":' + body + b"}\n")
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            ref = FileRef.of(fd, str(path))
+        finally:
+            os.close(fd)
+        spans.append((ref, 12, len(body), zlib.crc32(body), path))
+    try:
+        for _ in range(2):
+            for i, (ref, offset, length, check, _) in enumerate(spans):
+                assert mp._read_again(ref, offset, length, check) == [{"role": "user", "content": f"m{i}"}]
+                assert mp._read_again(ref, offset, length, check) is not None  # the open file, again
+                assert list(mp._open_files)[-1] == ref and len(mp._open_files) <= mp._OPEN_FILES
+        first, last = spans[-2], spans[-1]
+        mp._read_again(*first[:4])  # not the most recent: moved last
+        assert list(mp._open_files)[-1] == first[0]
+        # a file that changed: appended to (the bytes still there) reads; rewritten does not
+        with open(last[4], "ab") as f:
+            f.write(b'{"more": 1}\n')
+        assert mp._read_again(*last[:4]) == [{"role": "user", "content": f"m{len(spans) - 1}"}]
+        last[4].write_bytes(last[4].read_bytes().replace(b'"m', b'"x'))
+        assert mp._read_again(*last[:4]) is None
+    finally:
+        with mp._open_lock:
+            for stream in mp._open_files.values():
+                stream.close()
+            mp._open_files.clear()
