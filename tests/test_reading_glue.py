@@ -29,6 +29,8 @@ def _split_all(data: bytes, reuse: bool, max_line: int, max_file: int, stream=No
             lines.append((line.number, line.raw, line.final, line.offset if line.raw is not None else -1))
     except reading.StreamBreak as exc:
         broke = str(exc)
+    except OSError as exc:
+        broke = f"OSError {exc}"
     return lines, broke, seen.newlines, seen.plain
 
 
@@ -60,6 +62,31 @@ class _ShortReads(io.RawIOBase):
         return len(piece)
 
 
+class _Failing(_ShortReads):
+    """Short reads, then an I/O error once ``fail_at`` bytes were handed out."""
+
+    def __init__(self, data: bytes, most: int, fail_at: int, into: bool) -> None:
+        super().__init__(data, most)
+        self._fail_at, self._into = fail_at, into
+
+    def readinto(self, buffer) -> int:
+        if self._at >= self._fail_at:
+            raise OSError(5, "Input/output error")
+        return super().readinto(memoryview(buffer)[: max(1, min(len(buffer), self._fail_at - self._at))])
+
+    def read(self, size: int = -1) -> bytes:
+        if self._at >= self._fail_at:
+            raise OSError(5, "Input/output error")
+        piece = self._data[self._at : self._at + min(self._most, size, max(1, self._fail_at - self._at))]
+        self._at += len(piece)
+        return piece
+
+    def __getattribute__(self, name: str):
+        if name == "readinto" and not object.__getattribute__(self, "_into"):
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+
 class _ReadOnly:
     """A stream with ``read`` only (no readinto): the reused buffer is not used."""
 
@@ -86,6 +113,10 @@ def test_reused_chunks_split_exactly_as_fresh_chunks(pieces, chunk, max_line, ma
         assert _split_all(data, True, max_line, max_file) == fresh
         assert _split_all(data, True, max_line, max_file, _ShortReads(data, max(1, chunk // 3))) == fresh
         assert _split_all(data, True, max_line, max_file, _ReadOnly(data)) == fresh
+        for fail_at in (0, 3, len(data) // 2, len(data) - 1):
+            most = max(1, chunk // 2)
+            failing = _split_all(data, True, max_line, max_file, _Failing(data, most, fail_at, into=True))
+            assert failing == _split_all(data, False, max_line, max_file, _Failing(data, most, fail_at, into=False))
     finally:
         mp.undo()
     lines, broke, _, _ = fresh
