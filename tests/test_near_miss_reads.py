@@ -166,3 +166,24 @@ def test_a_conversation_that_continues_its_replies_reads_no_request(monkeypatch)
     reads.clear()
     text_replays(calls, [None] * len(calls))
     assert calls[4] in reads
+
+
+def plain_common_prefix(end: list[int], prompt: list[int]) -> int:
+    n = 0
+    while n < min(len(end), len(prompt)) and end[n] == prompt[n]:
+        n += 1
+    return n
+
+
+@CHECKED
+@given(_ids, _ids, st.lists(st.integers(0, 2), max_size=12), st.data())
+def test_common_prefix_is_the_plain_walk(earlier_prompt, sampled, prompt, data):
+    """The first difference found by ``argmax`` is the one the plain walk over the end ids finds."""
+    widths = [data.draw(st.sampled_from([np.int32, np.int64])) for _ in range(3)]
+    earlier = Call("e", "s", "t", 1, "chat", prompt_ids=np.array(earlier_prompt, dtype=widths[0]),
+                   sampled_ids=np.array(sampled, dtype=widths[1]))  # fmt: skip
+    if data.draw(st.booleans()):
+        prompt = (earlier_prompt + sampled)[: data.draw(st.integers(0, 8))] + prompt
+    assert common_prefix(earlier, np.array(prompt, dtype=widths[2])) == plain_common_prefix(
+        earlier_prompt + sampled, prompt
+    )

@@ -100,17 +100,22 @@ def _prompt(call: Call) -> np.ndarray:
     return call.prompt_ids
 
 
+def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
+    """The first index where two 1-d arrays of one length differ (their length when none does):
+    ``argmax`` of the comparison stops at its first True, where ``flatnonzero`` lists them all."""
+    differ = a != b
+    at = int(differ.argmax()) if differ.shape[0] else 0
+    return at if differ.shape[0] and differ[at] else differ.shape[0]
+
+
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
     n_p = min(earlier.n_prompt, prompt.shape[0])
-    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
-    if diff.size:
-        return int(diff[0])
-    if n_p < earlier.n_prompt:
-        return n_p
+    at = _first_difference(_prompt(earlier)[:n_p], prompt[:n_p])
+    if at < n_p or n_p < earlier.n_prompt:
+        return at
     rest = min(earlier.n_sampled, prompt.shape[0] - n_p)
-    diff = np.flatnonzero(earlier.sampled_ids[:rest] != prompt[n_p : n_p + rest])
-    return n_p + (int(diff[0]) if diff.size else rest)
+    return n_p + _first_difference(earlier.sampled_ids[:rest], prompt[n_p : n_p + rest])
 
 
 def prompt_of(call: Call) -> np.ndarray:
@@ -671,7 +676,7 @@ class _Replies:
     ``MOST`` (one long conversation: the request is read, as it would be without the groups)."""
 
     LEAD = 16
-    MOST = 32
+    MOST = 8
 
     def __init__(self, calls: list[Call]) -> None:
         self.calls = calls
