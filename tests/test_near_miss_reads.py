@@ -10,6 +10,11 @@ one arena, arbitrary parents (a rollout document's), and groups small enough to 
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import io
+from pathlib import Path
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +30,8 @@ from rollout_graph.analysis.near_miss import (
     common_prefix,
     text_replays,
 )
-from rollout_graph.core.records import Call, SessionInput
+from rollout_graph.cli import main
+from rollout_graph.core.records import Call, MessagesInFile, SessionInput
 from rollout_graph.pipeline import analyse
 from tests.builders import examples
 
@@ -187,3 +193,29 @@ def test_common_prefix_is_the_plain_walk(earlier_prompt, sampled, prompt, data):
     assert common_prefix(earlier, np.array(prompt, dtype=widths[2])) == plain_common_prefix(
         earlier_prompt + sampled, prompt
     )
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _inspect(path: Path) -> str:
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["inspect", "--json", "--no-cache", str(path)])
+    return f"{code}\n{raw.getvalue().decode()}"
+
+
+def test_every_sample_inspects_the_same_when_every_request_is_read(monkeypatch, tmp_path):
+    """``inspect --json --no-cache``, as the console runs it, prints the same JSON whether the token
+    test turns requests away or every request is read, on every bundled trace and one of them
+    unzipped (a plain file; a re-tokenized replay among them)."""
+    paths = sorted(p for p in SAMPLES.rglob("*.jsonl*"))
+    plain = tmp_path / "claude-code-continue.jsonl"
+    plain.write_bytes(gzip.decompress((SAMPLES / "harnesses" / "claude-code-continue.jsonl.gz").read_bytes()))
+    paths.append(plain)
+    fast = [_inspect(p) for p in paths]
+    assert any('"kind": "retokenized"' in out or '"retokenized"' in out for out in fast)
+    monkeypatch.setattr(near_miss._Replies, "may_replay", lambda self, i: True)
+    MessagesInFile.forget()
+    assert [_inspect(p) for p in paths] == fast
