@@ -219,3 +219,17 @@ def test_every_sample_inspects_the_same_when_every_request_is_read(monkeypatch, 
     monkeypatch.setattr(near_miss._Replies, "may_replay", lambda self, i: True)
     MessagesInFile.forget()
     assert [_inspect(p) for p in paths] == fast
+
+
+@CHECKED
+@given(replay_traces())
+def test_leads_that_share_a_hash_only_compare_more_calls(trace):
+    """Every call in one group (as if every lead hashed alike): the same replays are found."""
+    calls, parents = trace
+    expected = plain_text_replays(calls, parents)
+    saved = near_miss._Replies._lead, near_miss._Replies.MOST
+    near_miss._Replies._lead, near_miss._Replies.MOST = (lambda self, i: 0), 1000  # type: ignore[method-assign]
+    try:
+        assert text_replays(calls, parents) == expected
+    finally:
+        near_miss._Replies._lead, near_miss._Replies.MOST = saved  # type: ignore[method-assign]

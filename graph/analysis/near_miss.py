@@ -680,14 +680,17 @@ class _Replies:
 
     def __init__(self, calls: list[Call]) -> None:
         self.calls = calls
-        self.groups: dict[tuple, list[int]] = {}
+        self.groups: dict[int, list[int]] = {}
         self.short: list[int] = []  # calls whose prompt is under LEAD ids
-        self._last: tuple[int, tuple | None] = (-1, None)  # the last call's leading ids
+        self._last: tuple[int, int | None] = (-1, None)  # the last call's lead
 
-    def _lead(self, i: int) -> tuple | None:
+    def _lead(self, i: int) -> int | None:
+        """A hash of the call's first ``LEAD`` ids (of their values, whatever the array's width):
+        equal leads, equal hashes; two leads that share a hash only put more calls in a group."""
         if self._last[0] != i:
             prompt = _prompt(self.calls[i])
-            self._last = (i, tuple(prompt[: self.LEAD].tolist()) if prompt.shape[0] >= self.LEAD else None)
+            lead = prompt[: self.LEAD].astype(np.int64, copy=False).tobytes() if prompt.shape[0] >= self.LEAD else None
+            self._last = (i, None if lead is None else hash(lead))
         return self._last[1]
 
     def add(self, e: int) -> None:
