@@ -116,3 +116,20 @@ def test_only_the_newest_index_of_a_rollout_is_built_in_the_background(rollouts,
     assert newer.done.wait(30)
     time.sleep(0.2)
     assert not older.done.is_set()
+
+
+def test_the_background_build_goes_on_only_once_no_page_has_run_for_a_moment(rollouts, monkeypatch):
+    monkeypatch.setattr(search_index, "RESUME", 0.5)
+    rollout = max(rollouts, key=lambda r: len(r.calls))
+    activity = Activity()
+    prepared = PreparedIndex(_index(rollout))
+    with activity.run():  # a key step: the build waits for it at its first step...
+        worker = threading.Thread(target=prepared.build, args=(activity,))
+        worker.start()
+        time.sleep(0.1)
+    ended = time.monotonic()
+    worker.join(timeout=0.2)
+    assert not prepared.done.is_set()  # ...and while the browser draws its result
+    worker.join(timeout=30)
+    assert prepared.done.is_set() and time.monotonic() - ended >= 0.5
+    assert _hits(prepared.index) == _hits(_index(rollout))

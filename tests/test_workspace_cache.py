@@ -177,3 +177,37 @@ def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pag
     wait_until(lambda: not sources.pending_stores(), timeout=60, what="the cache entry written after the paint")
     assert sum(len(s.calls) for s in loaded.sessions.values()) == 600 and persistent.load(key) is not None
     assert pauses  # the writer offered to pause between batches of calls
+
+
+def test_paused_background_work_goes_on_only_once_no_page_has_run_for_a_moment():
+    """A visitor stepping through calls runs a page every few tenths of a second, and the browser
+    draws each result after its run: the work waits ``resume`` seconds past the last run's end."""
+    activity = Activity()
+    resumed: list[float] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def work(pause) -> None:
+        started.set()
+        gate.wait(30)
+        pause()
+        resumed.append(time.monotonic())
+
+    thread = when_quiet(activity, work, quiet=0.0, max_pause=60, resume=0.5)
+    assert started.wait(30)
+    for _ in range(3):  # three key steps, 0.2 s apart: the work does not run between them
+        with activity.run():
+            gate.set()
+            time.sleep(0.05)
+        ended = time.monotonic()
+        thread.join(0.2)
+        assert not resumed
+    thread.join(30)
+    assert resumed and resumed[0] - ended >= 0.5
+
+
+def test_idle_for_counts_from_the_end_of_the_last_page_run():
+    activity = Activity()
+    with activity.run():
+        assert activity.idle_for() == 0.0
+    time.sleep(0.05)
+    assert activity.idle_for() >= 0.05

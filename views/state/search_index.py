@@ -6,7 +6,8 @@ The index (rollout_graph.analysis.search.SearchIndex) is lazy: a search builds w
 distinct message texts, the responses, the decoded sampled and context spans of every call), about
 a second of CPU on a 5,000-call rollout. :class:`PreparedIndex` builds all of it with
 ``SearchIndex.prepare`` on a low-priority thread after no page has run for :data:`QUIET` seconds (3),
-stopping every few calls while any page runs (a key step or a click is not slowed by it). A search
+stopping every few calls while any page runs and until none has run for :data:`RESUME` seconds (a
+key step or a click, and the browser drawing its result, are not slowed by it). A search
 takes the index through :meth:`PreparedIndex.searching`: if the build is under way it waits for
 it (and the build stops pausing, since a visitor is now waiting for it); if the build has not
 started, the search builds what it reads itself, as before, and the background build then finds
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rollout_graph.analysis.search import SearchIndex
-from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, Activity, lower_priority
+from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, RESUME_SECONDS, Activity, lower_priority
 
 # seconds without a page run before the build starts: as for the cache entry's write, the browser
 # is still drawing a 5,000-call first paint for a while after the page run ended, and a build then
@@ -32,6 +33,7 @@ from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, Activity, lowe
 QUIET = QUIET_SECONDS
 MAX_WAIT = 600.0  # the background thread waits at most this long for a quiet moment
 MAX_PAUSE = 30.0  # one pause of the build lasts at most this long (a page that runs on never starves it)
+RESUME = RESUME_SECONDS  # a paused build goes on once no page has run for this long (as the cache entry's write)
 POLL = 0.02  # seconds between two looks at the page runs while the build pauses
 
 
@@ -46,12 +48,12 @@ class PreparedIndex:
         self.done = threading.Event()  # the background build has finished (tests, benchmarks)
 
     def build(self, activity: Activity) -> None:
-        """Build every part of the index, pausing every few calls while a page runs (unless a
-        search is waiting for it)."""
+        """Build every part of the index, pausing every few calls while a page runs and until no
+        page has run for :data:`RESUME` seconds (unless a search is waiting for it)."""
 
         def between() -> None:
             deadline = time.monotonic() + MAX_PAUSE
-            while activity.active and not self._waiting and time.monotonic() < deadline:
+            while activity.idle_for() < RESUME and not self._waiting and time.monotonic() < deadline:
                 time.sleep(POLL)
 
         try:

@@ -267,6 +267,11 @@ class Activity:
         with self._cond:
             return self._active
 
+    def idle_for(self) -> float:
+        """Seconds since the last page run ended; 0 while one runs."""
+        with self._cond:
+            return 0.0 if self._active else time.monotonic() - self._last_end
+
     def wait_quiet(self, quiet: float, timeout: float) -> bool:
         """Until no page has run for ``quiet`` seconds (True), or ``timeout`` seconds (False)."""
         deadline = time.monotonic() + timeout
@@ -285,6 +290,11 @@ class Activity:
 # run ends: with 1 s the write was seen starting before a 5,000-call paint was complete, under load)
 QUIET_SECONDS = 3.0
 MAX_PAUSE_SECONDS = 30.0  # background work waits at most this long per step for the pages (never starves)
+# Background work that paused for a page run goes on only once no page has run for this long: the
+# browser is still drawing a step's result after its page run ended, and a visitor stepping through
+# calls (j/k, a page run every few tenths of a second) would otherwise meet the work between steps
+# (the first steps after a cold paint met the cache entry's write, about a second of CPU).
+RESUME_SECONDS = 1.0
 BACKGROUND_NICE = 10  # the background thread's niceness (Linux: per thread)
 
 
@@ -305,14 +315,16 @@ def when_quiet(
     quiet: float = QUIET_SECONDS,
     max_pause: float = MAX_PAUSE_SECONDS,
     name: str = "rg-background",
+    resume: float = RESUME_SECONDS,
 ) -> threading.Thread:
     """Run ``work(pause)`` on a low-priority thread once no page has run for ``quiet`` seconds;
-    ``work`` calls ``pause()`` between its steps, which waits while a page runs (each wait at most
-    ``max_pause`` seconds). The thread is not a daemon: a server that stops lets it finish (a
-    cache entry is renamed into place only when complete)."""
+    ``work`` calls ``pause()`` between its steps, which waits while a page runs and then until no
+    page has run for ``resume`` seconds (each wait at most ``max_pause`` seconds). The thread is
+    not a daemon: a server that stops lets it finish (a cache entry is renamed into place only
+    when complete)."""
 
     def pause() -> None:
-        activity.wait_quiet(0.0, max_pause)
+        activity.wait_quiet(resume, max_pause)
 
     def run() -> None:
         lower_priority()
