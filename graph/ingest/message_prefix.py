@@ -11,8 +11,8 @@ and the array is replaced in the line by a marker string that
 JSON parser, the duplicate-key check and the message-text sharing of the loader then handle a few
 kilobytes instead of the whole conversation.
 
-Exactly what the validating path gives, or not taken (docs/performance.md, "The flat shape and
-start-up"):
+Exactly what the validating path gives, or not taken (docs/performance.md, "Messages read
+once"):
 
 - The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
   ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
