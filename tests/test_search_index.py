@@ -133,3 +133,30 @@ def test_the_background_build_goes_on_only_once_no_page_has_run_for_a_moment(rol
     worker.join(timeout=30)
     assert prepared.done.is_set() and time.monotonic() - ended >= 0.5
     assert _hits(prepared.index) == _hits(_index(rollout))
+
+
+def test_pages_that_keep_running_do_not_hold_the_build_up_to_its_longest_pause(rollouts, monkeypatch):
+    monkeypatch.setattr(search_index, "RESUME", 0.5)
+    monkeypatch.setattr(search_index, "PATIENCE", 0.3)
+    rollout = max(rollouts, key=lambda r: len(r.calls))
+    activity = Activity()
+    prepared = PreparedIndex(_index(rollout))
+    stop = threading.Event()
+
+    def pages() -> None:  # a page run every 0.2 s: never half a second without one
+        while not stop.is_set():
+            with activity.run():
+                time.sleep(0.1)
+            time.sleep(0.1)
+
+    drawer = threading.Thread(target=pages)
+    drawer.start()
+    try:
+        worker = threading.Thread(target=prepared.build, args=(activity,))
+        worker.start()
+        worker.join(timeout=search_index.MAX_PAUSE)  # one pause held to its longest would not end in time
+        assert prepared.done.is_set()
+    finally:
+        stop.set()
+        drawer.join()
+    assert _hits(prepared.index) == _hits(_index(rollout))

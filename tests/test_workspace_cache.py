@@ -211,3 +211,35 @@ def test_idle_for_counts_from_the_end_of_the_last_page_run():
         assert activity.idle_for() == 0.0
     time.sleep(0.05)
     assert activity.idle_for() >= 0.05
+
+
+def test_pages_that_keep_running_do_not_hold_background_work_up_to_its_longest_pause():
+    """A followed trace that grows is drawn again every second: there is never a second without a
+    page run, and each pause would last ``max_pause``; after ``patience`` the work goes on as soon
+    as no page runs."""
+    activity = Activity()
+    stop = threading.Event()
+
+    def pages() -> None:
+        while not stop.is_set():
+            with activity.run():
+                time.sleep(0.1)
+            time.sleep(0.1)
+
+    drawer = threading.Thread(target=pages)
+    drawer.start()
+    done: list[int] = []
+    try:
+        thread = when_quiet(
+            activity,
+            lambda pause: [pause() or done.append(1) for _ in range(4)],
+            quiet=0.0,
+            max_pause=60,
+            resume=0.5,
+            patience=0.3,
+        )
+        thread.join(30)  # four pauses of at most 60 s each would not end in time
+        assert done == [1, 1, 1, 1]
+    finally:
+        stop.set()
+        drawer.join()

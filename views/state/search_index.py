@@ -25,7 +25,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rollout_graph.analysis.search import SearchIndex
-from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, RESUME_SECONDS, Activity, lower_priority
+from rollout_graph.ui.state.workspace_cache import (
+    PATIENCE_SECONDS,
+    QUIET_SECONDS,
+    RESUME_SECONDS,
+    Activity,
+    lower_priority,
+)
 
 # seconds without a page run before the build starts: as for the cache entry's write, the browser
 # is still drawing a 5,000-call first paint for a while after the page run ended, and a build then
@@ -34,6 +40,7 @@ QUIET = QUIET_SECONDS
 MAX_WAIT = 600.0  # the background thread waits at most this long for a quiet moment
 MAX_PAUSE = 30.0  # one pause of the build lasts at most this long (a page that runs on never starves it)
 RESUME = RESUME_SECONDS  # a paused build goes on once no page has run for this long (as the cache entry's write)
+PATIENCE = PATIENCE_SECONDS  # ... or, pages running on, once none runs after this long a pause
 POLL = 0.02  # seconds between two looks at the page runs while the build pauses
 
 
@@ -49,11 +56,16 @@ class PreparedIndex:
 
     def build(self, activity: Activity) -> None:
         """Build every part of the index, pausing every few calls while a page runs and until no
-        page has run for :data:`RESUME` seconds (unless a search is waiting for it)."""
+        page has run for :data:`RESUME` seconds, or, pages running on, until none runs once the
+        pause has lasted :data:`PATIENCE` seconds (unless a search is waiting for it)."""
 
         def between() -> None:
-            deadline = time.monotonic() + MAX_PAUSE
-            while activity.idle_for() < RESUME and not self._waiting and time.monotonic() < deadline:
+            begun = time.monotonic()
+            deadline = begun + MAX_PAUSE
+            while not self._waiting and (now := time.monotonic()) < deadline:
+                idle = activity.idle_for()
+                if idle >= RESUME or (idle > 0 and now - begun >= PATIENCE):
+                    return
                 time.sleep(POLL)
 
         try:
