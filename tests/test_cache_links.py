@@ -212,3 +212,25 @@ def test_the_key_covers_the_linking_rules(tmp_path, monkeypatch):
         assert cache._code_fingerprint() != before
     finally:
         cache._code_fingerprint.cache_clear()
+
+
+def test_a_session_growing_while_it_is_written_gives_an_entry_of_the_calls_it_had(tmp_path):
+    """A followed trace's session may grow while its first read is written after the paint: the
+    rows, the counts and the links are of the calls the session had when the write began."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(jsonl(_records()))
+    loaded = load_paths([trace])
+    before = {sid: list(s.calls) for sid, s in loaded.sessions.items()}
+    extra = load_paths([trace]).sessions["agent"].calls[:3]
+
+    def grow() -> None:  # a poll appending calls between two batches
+        if extra:
+            loaded.sessions["agent"].calls.append(extra.pop())
+
+    assert cache.store("k", loaded, tmp_path / "cache", between=grow)
+    again = cache.load("k", tmp_path / "cache")
+    assert again is not None and not extra
+    for sid, calls in before.items():
+        kept = again.sessions[sid]
+        assert [c.node_id for c in kept.calls] == [c.node_id for c in calls]
+        assert (kept.links.parents, kept.links.linked_by) == _linked(SessionInput(sid, calls))

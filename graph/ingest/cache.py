@@ -397,13 +397,13 @@ def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
         raise NotCacheable(str(exc)) from None
 
 
-def _links(session: SessionInput) -> tuple[list, list]:
+def _links(calls: list[Call]) -> tuple[list, list]:
     """The session's links as written: each call's parent (arrival index or null) and what linked
     it, computed here from its calls (the same :func:`rollout_graph.core.linking.link` a reopen would
     run, so an entry's links are those of its calls by construction)."""
     from rollout_graph.core.linking import link
 
-    links = link(session.calls)
+    links = link(calls)
     return links.parents, links.linked_by
 
 
@@ -425,6 +425,7 @@ def _read_links(parents: Any, linked_by: Any, n_calls: int) -> Any:
 
 def _meta(
     result: LoadResult,
+    sessions: dict[str, list[Call]],
     links: dict[str, tuple[list, list]],
     n_calls: int,
     eager_bytes: int,
@@ -438,8 +439,14 @@ def _meta(
         "skipped": [[_json(s.file), s.line, _json(s.reason)] for s in result.skipped],
         "files": [_json(f) for f in result.files],
         "sessions": [
-            [_json(sid), len(s.calls), _json(s.document), [_json(n) for n in sorted(s.node_ids)], *links[sid]]
-            for sid, s in result.sessions.items()
+            [
+                _json(sid),
+                len(calls),
+                _json(result.sessions[sid].document),
+                [_json(n) for n in sorted(result.sessions[sid].node_ids)],
+                *links[sid],
+            ]
+            for sid, calls in sessions.items()
         ],
         "calls": n_calls,
         "arrays_bytes": eager_bytes,
@@ -472,7 +479,10 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
         NotCacheable: a value JSON cannot carry exactly.
         OSError: the disk refused.
     """
-    calls = [c for s in result.sessions.values() for c in s.calls]
+    # the calls as they are now, for the rows, the counts and the links alike (a followed trace's
+    # session may grow while its first read is written; such an entry's key no longer matches it)
+    sessions = {sid: list(s.calls) for sid, s in list(result.sessions.items())}
+    calls = [c for session_calls in sessions.values() for c in session_calls]
     sinks = {name: _Checked(folder / name) for name in ("calls.jsonl", "arrays.bin", "top.bin", "values.jsonl")}
     eager, tops, values = _Eager(calls), _Top(), _Values(sinks["values.jsonl"])
     try:
@@ -488,11 +498,11 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
             sink.file.close()
     crcs = {name: sink.crc for name, sink in sinks.items() if name != "top.bin"}  # top.bin: per call
     links = {}
-    for sid, session in result.sessions.items():
-        links[sid] = _links(session)
+    for sid, session_calls in sessions.items():
+        links[sid] = _links(session_calls)
         if between is not None:
             between()
-    meta = _meta(result, links, len(calls), eager.size, tops.size, crcs)
+    meta = _meta(result, sessions, links, len(calls), eager.size, tops.size, crcs)
     (folder / "meta.json").write_bytes(b"%d\n" % zlib.crc32(meta) + meta)
 
 
