@@ -205,14 +205,6 @@ def test_paused_background_work_goes_on_only_once_no_page_has_run_for_a_moment()
     assert resumed and resumed[0] - ended >= 0.5
 
 
-def test_idle_for_counts_from_the_end_of_the_last_page_run():
-    activity = Activity()
-    with activity.run():
-        assert activity.idle_for() == 0.0
-    time.sleep(0.05)
-    assert activity.idle_for() >= 0.05
-
-
 def test_pages_that_keep_running_do_not_hold_background_work_up_to_its_longest_pause():
     """A followed trace that grows is drawn again every second: there is never a second without a
     page run, and each pause would last ``max_pause``; after ``patience`` the work goes on as soon

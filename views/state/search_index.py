@@ -6,8 +6,7 @@ The index (rollout_graph.analysis.search.SearchIndex) is lazy: a search builds w
 distinct message texts, the responses, the decoded sampled and context spans of every call), about
 a second of CPU on a 5,000-call rollout. :class:`PreparedIndex` builds all of it with
 ``SearchIndex.prepare`` on a low-priority thread after no page has run for :data:`QUIET` seconds (3),
-stopping every few calls while any page runs and until none has run for :data:`RESUME` seconds (a
-key step or a click, and the browser drawing its result, are not slowed by it). A search
+stopping every few calls while any page runs (a key step or a click is not slowed by it). A search
 takes the index through :meth:`PreparedIndex.searching`: if the build is under way it waits for
 it (and the build stops pausing, since a visitor is now waiting for it); if the build has not
 started, the search builds what it reads itself, as before, and the background build then finds
@@ -25,13 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rollout_graph.analysis.search import SearchIndex
-from rollout_graph.ui.state.workspace_cache import (
-    PATIENCE_SECONDS,
-    QUIET_SECONDS,
-    RESUME_SECONDS,
-    Activity,
-    lower_priority,
-)
+from rollout_graph.ui.state.workspace_cache import QUIET_SECONDS, Activity, lower_priority
 
 # seconds without a page run before the build starts: as for the cache entry's write, the browser
 # is still drawing a 5,000-call first paint for a while after the page run ended, and a build then
@@ -39,8 +32,6 @@ from rollout_graph.ui.state.workspace_cache import (
 QUIET = QUIET_SECONDS
 MAX_WAIT = 600.0  # the background thread waits at most this long for a quiet moment
 MAX_PAUSE = 30.0  # one pause of the build lasts at most this long (a page that runs on never starves it)
-RESUME = RESUME_SECONDS  # a paused build goes on once no page has run for this long (as the cache entry's write)
-PATIENCE = PATIENCE_SECONDS  # ... or, pages running on, once none runs after this long a pause
 POLL = 0.02  # seconds between two looks at the page runs while the build pauses
 
 
@@ -55,17 +46,12 @@ class PreparedIndex:
         self.done = threading.Event()  # the background build has finished (tests, benchmarks)
 
     def build(self, activity: Activity) -> None:
-        """Build every part of the index, pausing every few calls while a page runs and until no
-        page has run for :data:`RESUME` seconds, or, pages running on, until none runs once the
-        pause has lasted :data:`PATIENCE` seconds (unless a search is waiting for it)."""
+        """Build every part of the index, pausing every few calls while a page runs (unless a
+        search is waiting for it)."""
 
         def between() -> None:
-            begun = time.monotonic()
-            deadline = begun + MAX_PAUSE
-            while not self._waiting and (now := time.monotonic()) < deadline:
-                idle = activity.idle_for()
-                if idle >= RESUME or (idle > 0 and now - begun >= PATIENCE):
-                    return
+            deadline = time.monotonic() + MAX_PAUSE
+            while activity.active and not self._waiting and time.monotonic() < deadline:
                 time.sleep(POLL)
 
         try:

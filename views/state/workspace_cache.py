@@ -267,11 +267,6 @@ class Activity:
         with self._cond:
             return self._active
 
-    def idle_for(self) -> float:
-        """Seconds since the last page run ended; 0 while one runs."""
-        with self._cond:
-            return 0.0 if self._active else time.monotonic() - self._last_end
-
     def wait_quiet(self, quiet: float, timeout: float) -> bool:
         """Until no page has run for ``quiet`` seconds (True), or ``timeout`` seconds (False)."""
         deadline = time.monotonic() + timeout
@@ -290,12 +285,14 @@ class Activity:
 # run ends: with 1 s the write was seen starting before a 5,000-call paint was complete, under load)
 QUIET_SECONDS = 3.0
 MAX_PAUSE_SECONDS = 30.0  # background work waits at most this long per step for the pages (never starves)
-# Background work that paused for a page run goes on only once no page has run for this long: the
-# browser is still drawing a step's result after its page run ended, and a visitor stepping through
-# calls (j/k, a page run every few tenths of a second) would otherwise meet the work between steps
-# (the first steps after a cold paint met the cache entry's write, about a second of CPU). Pages
-# that keep running (a followed trace growing, its page drawn again every second) never leave such a
-# moment: after PATIENCE_SECONDS of waiting for one, the work goes on as soon as no page runs.
+# The cache entry's write, paused for a page run, goes on only once no page has run for this long:
+# the browser is still drawing a step's result after its page run ended, and a visitor stepping
+# through calls (j/k, a page run every few tenths of a second) would otherwise meet the write between
+# steps (the first steps after a cold paint met it: about 2 s of CPU on 5,000 vLLM calls). The search
+# index's build (search_index.py) keeps pausing only while a page runs: a search soon after would
+# wait for what it has not built. Pages that keep running (a followed trace growing, its page drawn
+# again every second) never leave such a moment: after PATIENCE_SECONDS of waiting for one, the
+# write goes on as soon as no page runs.
 RESUME_SECONDS = 1.0
 PATIENCE_SECONDS = 2.0
 BACKGROUND_NICE = 10  # the background thread's niceness (Linux: per thread)
