@@ -261,3 +261,21 @@ def test_a_plain_file_takes_the_decoders_logprob_array(tmp_path):
     call = next(c for s in loaded.sessions.values() for c in s.calls)
     assert call.top_k is not None and call.top_k.pending
     assert len(seen) == 1 and seen[0] is call.sampled_logprobs and call.sampled_logprobs.tolist() == [-0.5] * 30
+
+
+def test_an_alternative_beyond_float32_is_minus_infinity_without_a_warning():
+    """A logprob finite in float64 but beyond float32's range becomes -inf in the alternatives,
+    silently: numpy's overflow warning would reach the terminal (pytest makes it an error)."""
+    import warnings
+
+    import numpy as np
+
+    from rollout_graph.ingest.tokens import top_k
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        top = top_k([2, 1], ["token_id:1", "token_id:2", "token_id:3"], [-0.5, -1e39, -1e300])
+    assert top is not None
+    assert top.logprobs[0, 0] == np.float32(-0.5)
+    assert np.isneginf(top.logprobs[0, 1]) and np.isneginf(top.logprobs[1, 0])
+    assert np.isnan(top.logprobs[1, 1])  # the padding of a shorter row stays NaN

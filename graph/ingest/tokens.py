@@ -336,7 +336,10 @@ def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | 
     ids[rows, cols] = split.ids
     if int(ids.max()) <= _INT32_MAX:  # 4 bytes an alternative when every id fits, like token ids
         ids = ids.astype(np.int32)
-    lps[rows, cols] = _float_array(logprob_values)
+    # float32 holds the alternatives: a logprob beyond its range (-1e39) is -inf there, as it is in
+    # probability; numpy's overflow warning would reach the user's terminal (and fail the tests).
+    with np.errstate(over="ignore"):
+        lps[rows, cols] = _float_array(logprob_values)
     flat_texts = None
     if split.texts is not None:
         flat_texts = [""] * (n * width)
