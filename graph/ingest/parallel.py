@@ -990,7 +990,7 @@ def _receive(stream: IO[bytes]) -> Any:
         arena = id_arrays._new_arena(max(1, extent))  # registered: held_bytes counts its views once
         for a, b in spans:
             if b > a:
-                _read_into(stream, memoryview(arena[a:b]).cast("B"))
+                _read_into(stream, arena[a:b].data.cast("B"))
         arenas.append(arena)
     side = bytearray(side_bytes)
     _read_into(stream, memoryview(side))
