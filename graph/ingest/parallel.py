@@ -20,9 +20,11 @@ plain file, read by a process with no other thread, with at least
 :data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
 command's own start-up, not the 1-minute load average), is read in two parts: this process parses
 the first :data:`TWO_PART_HEAD_SHARE` of its bytes while one helper, forked at once, parses the
-rest (alternatives left in the file, prompts sent as one id arena's bytes) and is reaped when its
-part has been added (:func:`_load_two_parts`; it also dies with this process). The result is
-the sequential loader's, line for line; a helper that fails is replaced by reading its part here.
+rest (alternatives left in the file, and request messages too where this process leaves them
+there: ``message_prefix.leave_messages_in_file``; prompts' ids and small arrays sent as raw
+bytes, read straight into place) and is reaped when its part has been added
+(:func:`_load_two_parts`; it also dies with this process). The result is the sequential
+loader's, line for line; a helper that fails is replaced by reading its part here.
 
 Every limit holds on this path as on the sequential one: a worker reads its range through the
 same chunked reader (a line longer than ``max_line_bytes`` is never held whole), and a load with
@@ -557,8 +559,11 @@ def load_paths_parallel(
 # alternatives and the prompts pickled one by one cost more than the second core gave back). The
 # two-part read keeps this process busy on the file's first part while ONE helper, forked at
 # once, parses the rest: the helper leaves the alternatives in the file (a DeferredTop holds a
-# FileRef and offsets) and sends each id arena once as bytes (a prompt is an offset into it),
-# so the parent only unpickles calls and views (docs/performance.md, "Two cores").
+# FileRef and offsets), and the request messages when the command leaves them there (a
+# MessagesSpan crosses as where they are, never their values: the parent's peak stays the
+# one-process load's, within 8 bytes a token), and sends the spans of each id arena its prompts
+# cover as raw bytes (a prompt is an offset into it), so the parent only unpickles calls and
+# views (docs/performance.md, "Two cores").
 
 # Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
