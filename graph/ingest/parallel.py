@@ -569,10 +569,12 @@ def load_paths_parallel(
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
 TWO_PART_MIN_BYTES = 256 << 20
 # Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
-# used without being asked (workers=2). Off by default: no run of the whole command showed it
-# winning by a margin on this 2-core machine, and with main's messages left in the file it
-# peaks at 152 MB against 103 MB (docs/performance.md, "Two cores"). 1.5 is the rule to
-# measure on a quiet machine (bench_two_cores.py) before turning it on.
+# used without being asked (workers=2). Off by default: its peak is now within the memory goal
+# (104 MB = 7.9 bytes a token on the vLLM benchmark trace, one process 102 MB), and it takes
+# this process's CPU from 2.2 to 1.8-1.9 s there, but no interleaved run of the whole command
+# on this shared 2-core machine showed it winning (at load 1.1-1.8: 1.54x the floor against
+# 1.14x in one process; a core busy: 2.34x against 1.70x; docs/performance.md, "Two cores").
+# 1.5 is the rule to measure on a quiet machine (bench_two_cores.py) before turning it on.
 TWO_PART_MIN_FREE_CORES = float("inf")
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
 # counts its first line number and packs its calls (measured: both parts' CPU match).
