@@ -22,7 +22,8 @@ TRACE = ROOT / "sample_traces" / "vllm"
 _CONSOLE = (
     "import atexit, gc, json, sys\n"
     "atexit.register(lambda: sys.stderr.write('\\nREPORT ' + json.dumps("
-    "{'modules': sorted(sys.modules), 'frozen': gc.get_freeze_count(), 'collecting': gc.isenabled()})"
+    "{'modules': sorted(sys.modules), 'frozen': gc.get_freeze_count(), 'collecting': gc.isenabled(),"
+    " 'held': [type(x).__name__ for x in getattr(sys.modules.get('rollout_graph.cli.inspect'), '_HELD', [])]})"
     " + '\\n'))\n"
     "sys.argv = ['rollout-graph', *sys.argv[1:]]\n"
     "from rollout_graph.cli import main\n"
@@ -61,10 +62,15 @@ def test_the_console_command_prints_the_bytes_main_prints_in_process(capsysbinar
     assert code == 0
     assert report["frozen"] > 0  # the console process settled its loaded traces
     assert report["collecting"]  # and collects again after the load
+    # what it loaded and printed is left to the quick exit, not taken apart as run() returns
+    assert report["held"] == ["Inputs", "dict"]
     frozen = gc.get_freeze_count()
     assert main(["inspect", "--json", "--no-cache", str(TRACE)]) == 0
     assert capsysbinary.readouterr().out == out
     assert gc.get_freeze_count() == frozen  # main(argv) in a library process never freezes anything
+    from rollout_graph.cli import inspect
+
+    assert inspect._HELD == []  # nor holds what it loaded
 
 
 def test_the_text_summary_and_a_usage_error_keep_working():

@@ -86,7 +86,7 @@ def _load_both(lines: list[bytes]):
     return fast, slow
 
 
-def _none(raw: bytes):
+def _none(raw: bytes, *_):
     return None
 
 

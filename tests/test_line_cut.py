@@ -5,6 +5,7 @@ gives, on odd input as on plain input."""
 from __future__ import annotations
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import orjson
@@ -157,6 +158,9 @@ def test_the_recent_text_found_is_the_one_a_full_scan_finds(moves):
         else:
             assert got[0] is want[0] and got[1] is want[1]
         assert sorted(map(id, cutter._by_length)) == sorted(map(id, cutter._recent))
+        # longest first, of those as long the one met first (what insort by length kept)
+        assert cutter._keys == [-len(seen.text) for seen in cutter._by_length]
+        assert cutter._by_length == sorted(cutter._recent, key=lambda seen: -len(seen.text))
         arr = cutter._ids(text)
         assert arr is not None and arr.tolist() == prompt
 
@@ -203,8 +207,66 @@ def test_cut_lines_give_the_same_ids_in_any_order():
     st.integers(0, 70),
 )
 def test_the_key_search_finds_what_bytes_find_finds(raw, key, pos, hi):
-    """Keys holding regex syntax included: the compiled search is a literal one."""
-    assert id_arrays._find(raw, key, pos, hi) == raw.find(key, pos, hi)
+    """Keys holding regex syntax included: the compiled search is a literal one. With few first
+    bytes looked at before it takes over, and many."""
+    for tries in (0, 1, 2, id_arrays._TRIES, 100):
+        with mock.patch.object(id_arrays, "_TRIES", tries):
+            assert id_arrays._find(raw, key, pos, hi) == raw.find(key, pos, hi), tries
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.text(alphabet="0123456789, ", max_size=9000).map(str.encode),
+    st.integers(0, 9000),
+)
+def test_the_comma_count_is_what_bytes_count_says(text, start):
+    """Long texts are counted by numpy, short ones by bytes.count (the border included)."""
+    start = min(start, len(text))
+    assert id_arrays._commas(text, start) == text.count(b",", start)
+    for n in (id_arrays._VECTOR_BYTES - 1, id_arrays._VECTOR_BYTES, id_arrays._VECTOR_BYTES + 1):
+        long = (b"12," * n)[:n]
+        assert id_arrays._commas(long, 0) == long.count(b",")
+        assert id_arrays._commas(long, 1) == long.count(b",", 1)
+
+
+def test_a_long_parent_read_after_its_child_is_a_view_of_as_many_ids():
+    """Prompts long enough for the vectorised comma count, with and without a seen prefix."""
+    cutter = IdArrayCutter()
+    root = list(range(1000, 3000))  # over _VECTOR_BYTES of text
+    child = root + list(range(7, 3007))
+    parent = root + list(range(7, 1500))
+    fresh = IdArrayCutter()
+    for prompt in (child, parent, root):  # no seen prefix: the whole text is counted
+        got = fresh._ids(",".join(map(str, prompt)).encode())
+        assert got is not None and got.tolist() == prompt
+    for prompt in (root, child, parent, root):  # a seen prefix: the commas after it
+        got = cutter._ids(",".join(map(str, prompt)).encode())
+        assert got is not None and got.tolist() == prompt
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.text(alphabet='prompt_oken"iu_ds:[ ', max_size=40).map(str.encode))
+def test_the_id_keys_found_are_those_the_slice_comparison_found(raw):
+    """The heads before ``_ids"`` checked by bytes.endswith, as by slices before (keys at the
+    line's very start and lines shorter than a head included)."""
+
+    def reference(raw: bytes) -> list[tuple[int, int]]:
+        spans, at = [], raw.find(id_arrays._TAIL)
+        while at >= 0:
+            after = at + len(id_arrays._TAIL)
+            if any(raw[at - len(head) : at] == head for head in id_arrays._HEADS):
+                opening = id_arrays._OPENING.match(raw, after)
+                if opening:
+                    end = raw.find(b"]", opening.end())
+                    if end < 0:
+                        break
+                    spans.append((opening.end(), end))
+                    after = end
+            at = raw.find(id_arrays._TAIL, after)
+        return spans
+
+    for line in (raw, raw + b'"prompt_token_ids":[1,2]', b'"input_ids":[3]' + raw, b'_ids":[1]' + raw):
+        assert id_arrays._array_spans(line) == reference(line)
 
 
 def _reference_duplicate_identity_key(raw: bytes) -> str | None:

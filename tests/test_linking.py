@@ -89,7 +89,10 @@ def test_hash_collisions_never_decide(monkeypatch):
     import rollout_graph.core.linking as linking
 
     # Every prefix hash collides: the exact token check must still refuse the link.
-    monkeypatch.setattr(linking, "prefix_hashes", lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64))
+    block = linking._block_prefix_hashes
+    monkeypatch.setattr(
+        linking, "_block_prefix_hashes", lambda prompts: (np.zeros_like(block(prompts)[0]), block(prompts)[1])
+    )
     monkeypatch.setattr(linking, "_tail_hashes", lambda _calls, nodes, _n: np.zeros(len(nodes), dtype=np.uint64))
     calls = calls_from_tokens([([5], [6]), ([7, 8, 9], [1]), ([5, 6, 2], [3])])
     assert token_parents(calls) == [None, None, 0]

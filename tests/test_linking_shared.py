@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rollout_graph.analysis.near_miss import common_prefix
 from rollout_graph.core import linking
-from rollout_graph.core.ids import same_ids
+from rollout_graph.core.ids import same_ids, start_of
 from rollout_graph.core.linking import link, token_parents
 from rollout_graph.core.records import Call
 from tests.builders import calls_from_tokens, examples, harness_traces
@@ -83,13 +83,18 @@ def test_prompts_sharing_memory_link_as_the_reference(spec, data):
 def test_hash_collisions_never_decide_on_shared_memory(spec):
     calls = _arena_calls(spec, ["arena"] * len(spec))
     with_hashes = token_parents(calls)
-    original = linking.prefix_hashes, linking._tail_hashes
+    original = linking._block_prefix_hashes, linking._tail_hashes
+
+    def colliding(prompts):
+        flat, offsets = original[0](prompts)
+        return np.zeros_like(flat), offsets
+
     try:  # every hash collides: only the ids may decide
-        linking.prefix_hashes = lambda ids: np.zeros(ids.shape[0] + 1, dtype=np.uint64)
+        linking._block_prefix_hashes = colliding
         linking._tail_hashes = lambda _calls, nodes, _n: np.zeros(len(nodes), dtype=np.uint64)
         assert token_parents(calls) == with_hashes == reference_token_parents(spec)
     finally:
-        linking.prefix_hashes, linking._tail_hashes = original
+        linking._block_prefix_hashes, linking._tail_hashes = original
 
 
 def test_a_shared_start_with_other_strides_is_other_ids():
@@ -143,3 +148,49 @@ def test_end_hashes_in_small_blocks_link_the_same(spec, block):
         assert token_parents(calls) == whole == reference_token_parents(spec)
     finally:
         linking._TAIL_IDS = original
+
+
+@FAST
+@given(harness_traces(max_calls=14), st.integers(1, 8), st.data())
+def test_groups_hashed_in_small_blocks_link_the_same(spec, ids, data):
+    kinds = st.sampled_from(["arena", "arena", "copy", "int64", "strided"])
+    calls = _arena_calls(spec, [data.draw(kinds) for _ in spec])
+    whole = token_parents(calls)
+    original = linking._BLOCK_IDS
+    linking._BLOCK_IDS = ids  # many blocks, a prompt longer than a block
+    try:
+        assert token_parents(calls) == whole == reference_token_parents(spec)
+    finally:
+        linking._BLOCK_IDS = original
+
+
+@FAST
+@given(
+    st.lists(
+        st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40).map(lambda xs: np.array(xs, dtype=np.int32)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.data(),
+)
+def test_block_prefix_hashes_are_each_prompts_own(prompts, data):
+    # int32, int64 and strided prompts, negative ids included: each prompt's prefix hashes, read
+    # from the block's, are exactly prefix_hashes' (the hashes the live linker and the ends use)
+    shaped = []
+    for p in prompts:
+        kind = data.draw(st.sampled_from(["int32", "int64", "strided"]))
+        shaped.append(p.astype(np.int64) if kind == "int64" else np.repeat(p, 2)[::2] if kind == "strided" else p)
+    flat, offsets = linking._block_prefix_hashes(shaped)
+    assert offsets.shape[0] == len(shaped) + 1
+    for k, p in enumerate(shaped):
+        with np.errstate(over="ignore"):
+            mine = flat[offsets[k] : offsets[k] + p.shape[0] + 1] - flat[offsets[k]]
+        assert np.array_equal(mine, linking.prefix_hashes(p))
+
+
+def test_a_start_is_where_the_array_interface_says_the_ids_start():
+    base = np.arange(20, dtype=np.int32)
+    base.flags.writeable = False
+    for ids in (base, base[3:9], base[::2], base[5:5], base[19:], np.empty(0, dtype=np.int64), base.astype(np.int64)):
+        assert start_of(ids) == (ids.__array_interface__["data"][0], ids.strides, ids.dtype)
+    assert start_of(base[:4]) == start_of(base[:9]) != start_of(base[1:4])

@@ -118,7 +118,7 @@ def _load(data: bytes, fast: bool):
             return load_sources([Source.from_bytes("t.jsonl", data)])
     with (
         mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
-        mock.patch.object(id_arrays, "located_span", lambda raw: None),
+        mock.patch.object(id_arrays, "located_span", lambda raw, *_: None),
         mock.patch.object(tokens, "_token_id_texts", lambda _tokens: None),
     ):
         return load_sources([Source.from_bytes("t.jsonl", data)])
@@ -278,7 +278,7 @@ def test_a_located_cut_agrees_with_the_validating_path_when_the_bytes_recur(chan
         fast = load_sources([Source.from_path(path)])
     with (
         mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
-        mock.patch.object(id_arrays, "located_span", lambda raw: None),
+        mock.patch.object(id_arrays, "located_span", lambda raw, *_: None),
     ):
         slow = load_sources([Source.from_path(path)])
     assert fast.loaded == slow.loaded > 0

@@ -162,3 +162,18 @@ def test_warming_imports_the_first_page_but_modules_that_declare_a_component():
     # neither component module is imported early, but what the DAG panel imports (its builder) is
     assert "rollout_graph.ui.panels.graph" not in done and "rollout_graph.ui.panels.keyboard" not in done
     assert "rollout_graph.ui.builders.dag" in done
+
+
+def test_warming_maps_the_module_files_a_component_declaration_looks_up():
+    """A component's declaration (the first page run's) finds its module with inspect.getmodule,
+    whose first call maps every imported module's file: warming makes that map beforehand."""
+    import inspect
+    import sys
+
+    from rollout_graph.ui.state import warm
+
+    warm.warm()
+    imported = [m for m in ("rollout_graph.ui.builders.dag", "plotly.graph_objects", "streamlit") if m in sys.modules]
+    assert imported
+    for name in imported:
+        assert inspect.getabsfile(sys.modules[name]) in inspect.modulesbyfile, name

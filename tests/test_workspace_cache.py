@@ -177,3 +177,61 @@ def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pag
     wait_until(lambda: not sources.pending_stores(), timeout=60, what="the cache entry written after the paint")
     assert sum(len(s.calls) for s in loaded.sessions.values()) == 600 and persistent.load(key) is not None
     assert pauses  # the writer offered to pause between batches of calls
+
+
+def test_paused_background_work_goes_on_only_once_no_page_has_run_for_a_moment():
+    """A visitor stepping through calls runs a page every few tenths of a second, and the browser
+    draws each result after its run: the work waits ``resume`` seconds past the last run's end."""
+    activity = Activity()
+    resumed: list[float] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def work(pause) -> None:
+        started.set()
+        gate.wait(30)
+        pause()
+        resumed.append(time.monotonic())
+
+    thread = when_quiet(activity, work, quiet=0.0, max_pause=60, resume=0.5)
+    assert started.wait(30)
+    for _ in range(3):  # three key steps, 0.2 s apart: the work does not run between them
+        with activity.run():
+            gate.set()
+            time.sleep(0.05)
+        ended = time.monotonic()
+        thread.join(0.2)
+        assert not resumed
+    thread.join(30)
+    assert resumed and resumed[0] - ended >= 0.5
+
+
+def test_pages_that_keep_running_do_not_hold_background_work_up_to_its_longest_pause():
+    """A followed trace that grows is drawn again every second: there is never a second without a
+    page run, and each pause would last ``max_pause``; after ``patience`` the work goes on as soon
+    as no page runs."""
+    activity = Activity()
+    stop = threading.Event()
+
+    def pages() -> None:
+        while not stop.is_set():
+            with activity.run():
+                time.sleep(0.1)
+            time.sleep(0.1)
+
+    drawer = threading.Thread(target=pages)
+    drawer.start()
+    done: list[int] = []
+    try:
+        thread = when_quiet(
+            activity,
+            lambda pause: [pause() or done.append(1) for _ in range(4)],
+            quiet=0.0,
+            max_pause=60,
+            resume=0.5,
+            patience=0.3,
+        )
+        thread.join(30)  # four pauses of at most 60 s each would not end in time
+        assert done == [1, 1, 1, 1]
+    finally:
+        stop.set()
+        drawer.join()

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
+from rollout_graph.core.ids import same_memory
 from rollout_graph.core.messages import canonical
 from rollout_graph.core.messages import content_text as _text
 from rollout_graph.core.records import EMPTY_IDS, FATAL, WARN, Call, Finding, NearMiss
@@ -99,17 +100,22 @@ def _prompt(call: Call) -> np.ndarray:
     return call.prompt_ids
 
 
+def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
+    """The first index where two 1-d arrays of one length differ (their length when none does):
+    ``argmax`` of the comparison stops at its first True, where ``flatnonzero`` lists them all."""
+    differ = a != b
+    at = int(differ.argmax()) if differ.shape[0] else 0
+    return at if differ.shape[0] and differ[at] else differ.shape[0]
+
+
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
     n_p = min(earlier.n_prompt, prompt.shape[0])
-    diff = np.flatnonzero(_prompt(earlier)[:n_p] != prompt[:n_p])
-    if diff.size:
-        return int(diff[0])
-    if n_p < earlier.n_prompt:
-        return n_p
+    at = _first_difference(_prompt(earlier)[:n_p], prompt[:n_p])
+    if at < n_p or n_p < earlier.n_prompt:
+        return at
     rest = min(earlier.n_sampled, prompt.shape[0] - n_p)
-    diff = np.flatnonzero(earlier.sampled_ids[:rest] != prompt[n_p : n_p + rest])
-    return n_p + (int(diff[0]) if diff.size else rest)
+    return n_p + _first_difference(earlier.sampled_ids[:rest], prompt[n_p : n_p + rest])
 
 
 def prompt_of(call: Call) -> np.ndarray:
@@ -630,8 +636,11 @@ def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder 
     replies are indexed by their canonical message, each request looks up its last assistant turn."""
     by_reply: dict[tuple, list[int]] = {}
     found: dict[int, NearMiss] = {}
+    replies = _Replies(calls)
     for i, call in enumerate(calls):
-        replayed = _last_assistant(call) if call.prompt_ids is not None else None
+        # a request is read only when an earlier reply could be the one it replays (its prompt
+        # starts with that call's prompt and breaks inside its sampled span)
+        replayed = _last_assistant(call) if call.prompt_ids is not None and replies.may_replay(i) else None
         key = _reply_key(replayed) if replayed is not None else None
         if key is not None and key in by_reply:
             best: tuple[int, int] | None = None
@@ -652,7 +661,74 @@ def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder 
         reply = _reply_key(call.response_message) if call.prompt_ids is not None and call.n_sampled else None
         if reply is not None:
             by_reply.setdefault(reply, []).append(i)
+            replies.add(i)
     return found
+
+
+class _Replies:
+    """The calls with a reply so far, grouped by their prompt's first ``LEAD`` ids, so that a request
+    whose prompt no earlier reply's call could be broken inside (:meth:`may_replay`) is never read.
+
+    A reply can be the one a later request replays (:func:`text_replays`) only when the later prompt
+    shares at least the earlier call's whole prompt and breaks inside its sampled span; such a call
+    starts with the same ``LEAD`` ids (or has a shorter prompt: those are kept apart and always
+    compared). Only the calls of one group are compared, and none when the group is larger than
+    ``MOST`` (one long conversation: the request is read, as it would be without the groups)."""
+
+    LEAD = 16
+    MOST = 8
+
+    def __init__(self, calls: list[Call]) -> None:
+        self.calls = calls
+        self.groups: dict[int, list[int]] = {}
+        self.short: list[int] = []  # calls whose prompt is under LEAD ids
+        self._last: tuple[int, int | None] = (-1, None)  # the last call's lead
+
+    def _lead(self, i: int) -> int | None:
+        """A hash of the call's first ``LEAD`` ids (of their values, whatever the array's width):
+        equal leads, equal hashes; two leads that share a hash only put more calls in a group."""
+        if self._last[0] != i:
+            prompt = _prompt(self.calls[i])
+            lead = prompt[: self.LEAD].astype(np.int64, copy=False).tobytes() if prompt.shape[0] >= self.LEAD else None
+            self._last = (i, None if lead is None else hash(lead))
+        return self._last[1]
+
+    def add(self, e: int) -> None:
+        lead = self._lead(e)
+        if lead is None:
+            self.short.append(e)
+        else:
+            self.groups.setdefault(lead, []).append(e)
+
+    def may_replay(self, i: int) -> bool:
+        """Whether some call added before may share its whole prompt with call ``i``'s prompt and
+        break inside its sampled span (False: none does, for certain)."""
+        prompt = _prompt(self.calls[i])
+        lead = self._lead(i)
+        group = self.groups.get(lead, ()) if lead is not None else ()
+        if len(group) + len(self.short) > self.MOST:
+            return True
+        for candidates in (self.short, group):
+            for e in candidates:
+                if _breaks_inside_reply(self.calls[e], prompt):
+                    return True
+        return False
+
+
+def _breaks_inside_reply(earlier: Call, prompt: np.ndarray) -> bool:
+    """``earlier.n_prompt <= common_prefix(earlier, prompt) < earlier.n_end``, comparing no more
+    than it must: a prompt that goes on with all of the earlier call's sampled ids (its own reply
+    continued) is passed over before its first part is compared (known from the memory when both
+    are views of one id arena from the same start)."""
+    mine = _prompt(earlier)
+    n_e, n = mine.shape[0], prompt.shape[0]
+    if n_e > n or (n_e and prompt[n_e - 1] != mine[n_e - 1]):
+        return False  # the prompt does not start with the earlier prompt
+    sampled = earlier.sampled_ids
+    n_end = n_e + sampled.shape[0]
+    if n >= n_end and (prompt[n_e:n_end] == sampled).all():
+        return False  # it shares the earlier call's end ids, or breaks before its sampled span
+    return n_e == 0 or same_memory(prompt, mine) or bool((prompt[:n_e] == mine).all())
 
 
 def _key(ids: np.ndarray, wide: bool) -> bytes:

@@ -16,8 +16,9 @@ import numpy as np
 
 def start_of(ids: np.ndarray) -> tuple[int, tuple[int, ...], Any]:
     """Where an array's ids start in memory and how they are read (strides, dtype): two arrays
-    with the same start read the same ids up to the shorter one's length."""
-    return ids.__array_interface__["data"][0], ids.strides, ids.dtype
+    with the same start read the same ids up to the shorter one's length. (``ctypes.data`` is
+    the address ``__array_interface__`` gives, in half the time: the linker asks it of every call.)"""
+    return ids.ctypes.data, ids.strides, ids.dtype
 
 
 def same_memory(a: np.ndarray, b: np.ndarray) -> bool:

@@ -17,6 +17,7 @@ Message fallback (3.3) is arrival-dependent by definition: it looks only at earl
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,46 +163,106 @@ def token_parents(calls: list[Call]) -> list[int | None]:
     cand_index = np.array(candidates, dtype=np.int64)[order]
     cand_len = end_len[order]
     groups, starts = _shared_starts(calls)
-    # end hash = the prompt's hash + the sampled ids' terms. A group's prefix hashes are made
-    # twice (here, then for the prompts) rather than kept: kept, all groups' would be 8 bytes for
-    # each id of every group's longest prompt at once.
+    # end hash = the prompt's hash + the sampled ids' terms. The groups' prefix hashes are made
+    # twice (here, then for the prompts), a block of groups at a time, rather than kept: kept,
+    # all groups' would be 8 bytes for each id of every group's longest prompt at once.
     end_hash = np.zeros(n, dtype=np.uint64)
     end_hash[candidates] = _tail_hashes(calls, candidates, n_prompt)
-    for longest, members in groups:
-        hashes = prefix_hashes(longest)
-        with np.errstate(over="ignore"):
-            end_hash[members] += hashes[[n_prompt[i] for i in members]]
-    cand_hash = end_hash[cand_index]
+    longest = np.array([g[0].shape[0] for g in groups], dtype=np.int64)
     neg_len = -cand_len  # ascending, for searchsorted
-    for longest, members in groups:
-        start = int(np.searchsorted(neg_len, -longest.shape[0], side="left"))
-        if start == cand_len.shape[0]:
-            continue
-        hashes = prefix_hashes(longest)
-        # every member's prefix hashes are the longest's cut to its length: its hash matches are
-        # the group's at the end lengths it reaches (a suffix of them: the longest end first)
-        hits = start + np.flatnonzero(hashes[cand_len[start:]] == cand_hash[start:])
-        if not hits.shape[0]:
-            continue
-        neg_hit_len = neg_len[hits]
-        hit_nodes = cand_index[hits].tolist()
-        for i in members:
-            prompt = calls[i].prompt_ids
-            assert prompt is not None
-            size = n_prompt[i]
-            for j in hit_nodes[int(np.searchsorted(neg_hit_len, -size, side="left")) :]:
-                n_p = n_prompt[j]
-                if n_p >= size:
-                    continue
-                candidate = calls[j]
-                # hashes only filter: the ids decide (the prompt part without reading them when
-                # both prompts are the same memory)
-                if (starts[j] == starts[i] or np.array_equal(prompt[:n_p], candidate.prompt_ids)) and np.array_equal(
-                    prompt[n_p : n_end[j]], candidate.sampled_ids
-                ):
-                    parents[i] = j
-                    break
+    # the candidates a group's prompts may continue: those whose end is no longer than its longest
+    first = np.searchsorted(neg_len, -longest, side="left")
+    blocks = _group_blocks(longest)
+    for lo, hi in blocks:
+        flat, offsets = _block_prefix_hashes([g[0] for g in groups[lo:hi]])
+        members = [i for g in groups[lo:hi] for i in g[1]]
+        at = np.repeat(offsets[:-1], [len(g[1]) for g in groups[lo:hi]])
+        with np.errstate(over="ignore"):
+            end_hash[members] += flat[at + np.array([n_prompt[i] for i in members], dtype=np.int64)] - flat[at]
+    cand_hash = end_hash[cand_index]
+    n_cand = cand_len.shape[0]
+    firsts, sizes = first.tolist(), longest.tolist()
+    for lo, hi in blocks:
+        flat, offsets = _block_prefix_hashes([g[0] for g in groups[lo:hi]])
+        for g, base in zip(range(lo, hi), offsets.tolist(), strict=False):
+            start = firsts[g]
+            if start == n_cand:
+                continue
+            with np.errstate(over="ignore"):
+                hashes = flat[base : base + sizes[g] + 1] - flat[base]
+            # every member's prefix hashes are the longest's cut to its length: its hash matches
+            # are the group's at the end lengths it reaches (a suffix of them: the longest end first)
+            hits = start + np.flatnonzero(hashes[cand_len[start:]] == cand_hash[start:])
+            if not hits.shape[0]:
+                continue
+            neg_hit_len = neg_len[hits].tolist()
+            hit_nodes = cand_index[hits].tolist()
+            for i in groups[g][1]:
+                prompt = calls[i].prompt_ids
+                assert prompt is not None
+                size = n_prompt[i]
+                for j in hit_nodes[bisect_left(neg_hit_len, -size) :]:
+                    n_p = n_prompt[j]
+                    if n_p >= size:
+                        continue
+                    candidate = calls[j]
+                    # hashes only filter: the ids decide (the prompt part without reading them
+                    # when both prompts are the same memory)
+                    if (starts[j] == starts[i] or _equal(prompt[:n_p], candidate.prompt_ids)) and _equal(
+                        prompt[n_p : n_end[j]], candidate.sampled_ids
+                    ):
+                        parents[i] = j
+                        break
     return parents
+
+
+def _equal(a: np.ndarray, b: Any) -> bool:
+    """``np.array_equal(a, b)`` for two 1-d arrays, without its conversions."""
+    return a.shape == b.shape and bool((a == b).all())
+
+
+_BLOCK_IDS = (
+    1 << 13
+)  # prompt ids hashed in one vectorised step (temporaries of 64 KB: no more than one longer prompt makes)
+
+
+def _group_blocks(longest: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive runs of groups, each as many as fit ``_BLOCK_IDS`` prompt ids (at least one)."""
+    sizes = longest.tolist()
+    out = []
+    lo = 0
+    while lo < len(sizes):
+        hi, ids = lo + 1, sizes[lo]
+        while hi < len(sizes) and ids + sizes[hi] <= _BLOCK_IDS:
+            ids += sizes[hi]
+            hi += 1
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _block_prefix_hashes(prompts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The prefix hashes of several prompts in one vectorised pass: ``flat[offsets[k] + m] -
+    flat[offsets[k]]`` (wrapping) is ``prefix_hashes(prompts[k])[m]``. ``offsets`` has one more
+    entry than ``prompts`` (where the next would start)."""
+    lengths = [p.shape[0] for p in prompts]
+    offsets = np.zeros(len(prompts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    flat = np.zeros(total + 1, dtype=np.uint64)
+    if total:
+        powers = _powers_upto(max(lengths))
+        ids = (
+            np.concatenate(prompts, dtype=np.uint64, casting="unsafe")
+            if len(prompts) > 1
+            else prompts[0].astype(np.uint64)
+        )
+        scale = np.concatenate([powers[:m] for m in lengths]) if len(prompts) > 1 else powers
+        with np.errstate(over="ignore"):
+            ids += np.uint64(1)
+            ids *= scale
+            np.cumsum(ids, dtype=np.uint64, out=flat[1:])
+    return flat, offsets
 
 
 def _end_turns(call: Call) -> list[Turn] | None:

@@ -355,6 +355,9 @@ class SessionInput:
     calls: list[Call] = field(default_factory=list)
     document: dict[str, Any] | None = None
     node_ids: set[str] = field(default_factory=set)
+    # The links of ``calls`` (rollout_graph.core.linking.Links) as a reopened cache entry holds them
+    # (graph/ingest/cache.py), so the analysis need not link again; None when not known.
+    links: Any = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         document = ", from a rollout document" if self.document is not None else ""

@@ -81,11 +81,22 @@ def context_start(calls: list[Call], topology: Topology, node: int) -> int:
 def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray) -> list[Sequence]:
     """One sequence per leaf, the path from its root, with the sequence's prompt length."""
     sequences = []
+    # each call's part of a row (its context and its sampled ids) and its trainable tokens, once
+    # per call rather than once per row through it: a call is in every row below it
+    n_prompt = [c.n_prompt for c in calls]
+    n_sampled = [c.n_sampled for c in calls]
+    n_end = [0 if c.prompt_ids is None else p + s for c, p, s in zip(calls, n_prompt, n_sampled, strict=True)]
+    own = [
+        p - (0 if parent is None else min(n_end[parent], p)) + s  # as context_start() gives it
+        for p, s, parent in zip(n_prompt, n_sampled, topology.parents, strict=False)
+    ]
+    flags = trainable.tolist() if isinstance(trainable, np.ndarray) else list(trainable)
+    trained = [s if t else 0 for s, t in zip(n_sampled, flags, strict=False)]
     for leaf in topology.leaves:
         path = topology.path_to(leaf)
         root = calls[path[0]]
-        n_trainable = sum(calls[k].n_sampled for k in path if trainable[k])
-        length = sum(calls[k].n_prompt - context_start(calls, topology, k) + calls[k].n_sampled for k in path)
+        n_trainable = sum(trained[k] for k in path)
+        length = sum(own[k] for k in path)
         sequences.append(
             Sequence(
                 leaf=leaf,

@@ -13,8 +13,10 @@ beside the traces: ``$ROLLOUT_GRAPH_CACHE``, else ``$XDG_CACHE_HOME/rollout-grap
 - ``calls.jsonl``: a line per call (names, the arrays' offsets, dtypes and shapes, the free-form
   fields as JSON); ``values.jsonl``: a line per distinct request message or tool list, referenced
   by index from every call that repeats it (the loaded calls share one object, as a fresh load
-  does); ``meta.json``: the load report, the sessions with their documents, every file's size and
-  CRC-32 (its own on its first line). Every file is checked when read; ``top.bin`` per call.
+  does); ``meta.json``: the load report, the sessions with their documents and their calls' links
+  (:func:`rollout_graph.core.linking.link`, so a reopen does not link again: format 3), every
+  file's size and CRC-32 (its own on its first line). Every file is checked when read; ``top.bin``
+  per call.
 
 A reopen reads ``arrays.bin`` into memory in one read (never memory-mapped: a file truncated
 under a mapping kills the process) and makes every array a view of that buffer: the reopened
@@ -25,7 +27,9 @@ empty with :attr:`TopK.unavailable` saying why, as for a trace that changed).
 
 The key hashes, for each file, its resolved path, size, modification and change times and inode
 (uploads: a hash of their bytes), the reading limits, :data:`FORMAT`, and the source of the
-reading code itself, so a change of format or parser invalidates every entry. Entries are written
+reading code and of the core (the records, and the linking the entry's links come from) itself,
+so a change of format, parser or linking rules invalidates every entry (an entry of another
+format is not found under the new key: the trace is read again and a new entry written). Entries are written
 to a temporary folder and renamed into place; an entry that cannot be read (truncated, corrupt,
 another version) is deleted with a note on the ``rollout_graph.cache`` logger (stderr by default)
 and the trace parsed again. A load whose values JSON cannot carry exactly (NaN in a free-form
@@ -56,7 +60,7 @@ from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, 
 # hashlib and shutil are imported by the functions that use them: a load with the cache off
 # (`inspect --no-cache`) needs neither (docs/performance.md).
 
-FORMAT = 2
+FORMAT = 3  # 3: the sessions' links in meta.json
 DEFAULT_MAX_BYTES = 8 << 30
 ENV_DIR = "ROLLOUT_GRAPH_CACHE"
 ENV_MAX = "ROLLOUT_GRAPH_CACHE_MAX_BYTES"
@@ -88,7 +92,8 @@ CALL_FIELDS = (
 )
 _TEXT_FIELDS = ("node_id", "session_id", "source", "line", "shape", "model", "finish_reason", "harness")
 _JSON_FIELDS = ("token_texts", "response_message", "requested_params", "submitted_params", "timing", "usage", "claims")
-BATCH_CALLS = 256  # calls encoded at a time: the writer's extra memory is one batch's rows
+BATCH_CALLS = 64  # calls encoded at a time: the writer's extra memory is one batch's rows, and a page run
+# waits at most one batch (about 20 ms of CPU on 5,000 vLLM calls, their alternatives read) for it to pause
 _ALIGN = 16
 _FILES = ("meta.json", "calls.jsonl", "values.jsonl", "arrays.bin", "top.bin")
 _CHUNK = 1 << 20
@@ -129,12 +134,13 @@ def _max_bytes() -> int:
 
 @cache
 def _code_fingerprint() -> str:
-    """A hash of the reading code: a parser change must not serve results of the old parser."""
+    """A hash of the reading code and the core: a parser change must not serve results of the old
+    parser, nor a change of the linking rules links of the old ones."""
     import hashlib
 
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    files = sorted(root.rglob("*.py")) + [root.parent / "core" / "records.py"]
+    files = sorted(root.rglob("*.py")) + sorted((root.parent / "core").glob("*.py"))
     for path in files:
         digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -391,7 +397,41 @@ def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
         raise NotCacheable(str(exc)) from None
 
 
-def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int, crcs: dict[str, int]) -> bytes:
+def _links(calls: list[Call]) -> tuple[list, list]:
+    """The session's links as written: each call's parent (arrival index or null) and what linked
+    it, computed here from its calls (the same :func:`rollout_graph.core.linking.link` a reopen would
+    run, so an entry's links are those of its calls by construction)."""
+    from rollout_graph.core.linking import link
+
+    links = link(calls)
+    return links.parents, links.linked_by
+
+
+def _read_links(parents: Any, linked_by: Any, n_calls: int) -> Any:
+    """The links of a session of ``n_calls`` calls from ``meta.json``, checked (a parent is an
+    earlier or later call of the session, never the call itself; every link says how it was found)."""
+    from rollout_graph.core.linking import MESSAGES, TOKENS, Links
+
+    if type(parents) is not list or type(linked_by) is not list or len(parents) != n_calls or len(linked_by) != n_calls:
+        raise ValueError("meta.json holds links of another length than the session's calls")
+    for i, (parent, via) in enumerate(zip(parents, linked_by, strict=True)):
+        if parent is None:
+            if via is not None:
+                raise ValueError("meta.json links a root")
+        elif type(parent) is not int or not 0 <= parent < n_calls or parent == i or via not in (TOKENS, MESSAGES):
+            raise ValueError("meta.json holds a link to no call of the session")
+    return Links(parents, [TOKENS if v == TOKENS else MESSAGES if v == MESSAGES else None for v in linked_by])
+
+
+def _meta(
+    result: LoadResult,
+    sessions: dict[str, list[Call]],
+    links: dict[str, tuple[list, list]],
+    n_calls: int,
+    eager_bytes: int,
+    top_bytes: int,
+    crcs: dict[str, int],
+) -> bytes:
     meta = {
         "format": FORMAT,
         "records": result.records,
@@ -399,8 +439,14 @@ def _meta(result: LoadResult, n_calls: int, eager_bytes: int, top_bytes: int, cr
         "skipped": [[_json(s.file), s.line, _json(s.reason)] for s in result.skipped],
         "files": [_json(f) for f in result.files],
         "sessions": [
-            [_json(sid), len(s.calls), _json(s.document), [_json(n) for n in sorted(s.node_ids)]]
-            for sid, s in result.sessions.items()
+            [
+                _json(sid),
+                len(calls),
+                _json(result.sessions[sid].document),
+                [_json(n) for n in sorted(result.sessions[sid].node_ids)],
+                *links[sid],
+            ]
+            for sid, calls in sessions.items()
         ],
         "calls": n_calls,
         "arrays_bytes": eager_bytes,
@@ -433,7 +479,10 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
         NotCacheable: a value JSON cannot carry exactly.
         OSError: the disk refused.
     """
-    calls = [c for s in result.sessions.values() for c in s.calls]
+    # the calls as they are now, for the rows, the counts and the links alike (a followed trace's
+    # session may grow while its first read is written; such an entry's key no longer matches it)
+    sessions = {sid: list(s.calls) for sid, s in list(result.sessions.items())}
+    calls = [c for session_calls in sessions.values() for c in session_calls]
     sinks = {name: _Checked(folder / name) for name in ("calls.jsonl", "arrays.bin", "top.bin", "values.jsonl")}
     eager, tops, values = _Eager(calls), _Top(), _Values(sinks["values.jsonl"])
     try:
@@ -448,7 +497,12 @@ def _write(folder: Path, result: LoadResult, between: Callable[[], None] | None)
         for sink in sinks.values():
             sink.file.close()
     crcs = {name: sink.crc for name, sink in sinks.items() if name != "top.bin"}  # top.bin: per call
-    meta = _meta(result, len(calls), eager.size, tops.size, crcs)
+    links = {}
+    for sid, session_calls in sessions.items():
+        links[sid] = _links(session_calls)
+        if between is not None:
+            between()
+    meta = _meta(result, sessions, links, len(calls), eager.size, tops.size, crcs)
     (folder / "meta.json").write_bytes(b"%d\n" % zlib.crc32(meta) + meta)
 
 
@@ -609,9 +663,10 @@ def _decode(entry: Path) -> LoadResult:
         skipped=[Skipped(f, line, reason) for f, line, reason in meta["skipped"]],
         files=list(meta["files"]),
     )
-    for sid, n_calls, document, node_ids in meta["sessions"]:
+    for sid, n_calls, document, node_ids, parents, linked_by in meta["sessions"]:
         session = SessionInput(sid, document=document)
         session.node_ids = set(node_ids)
+        session.links = _read_links(parents, linked_by, n_calls)
         session.calls = [_call(row, buf, top_file, values) for row in islice(rows, n_calls)]
         if len(session.calls) != n_calls:
             raise ValueError("calls.jsonl holds fewer calls than its sessions")

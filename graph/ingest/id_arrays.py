@@ -20,7 +20,7 @@ import os
 import re
 import warnings
 import weakref
-from bisect import bisect_right, insort_right
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -122,6 +122,18 @@ def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     return (arr, top) if digits == len(text) - (n - 1) - len(others) else None
 
 
+_COMMA = ord(",")
+_VECTOR_BYTES = 4096  # shorter texts are counted by bytes.count (numpy's call costs more there)
+
+
+def _commas(text: bytes, start: int) -> int:
+    """``text.count(b",", start)``: a long text's by a vectorised compare (bytes.count looks at one
+    byte at a time)."""
+    if len(text) - start < _VECTOR_BYTES:
+        return text.count(b",", start)
+    return int(np.count_nonzero(np.frombuffer(text, dtype=np.uint8, offset=start) == _COMMA))
+
+
 class _Slot:
     """Room in an arena where one line of prompts grows: ids up to ``written`` are covered by
     views and never written again; ``limit`` is where the next slot begins."""
@@ -139,10 +151,6 @@ class _Seen:
 
     def __init__(self, text: bytes, ids: np.ndarray, slot: _Slot | None, start: int) -> None:
         self.text, self.ids, self.slot, self.start = text, ids, slot, start
-
-
-def _longest_first(seen: _Seen) -> int:
-    return -len(seen.text)
 
 
 def _new_arena(ids: int) -> np.ndarray:
@@ -181,6 +189,7 @@ class IdArrayCutter:
     def __init__(self, arena_ids: int | None = None) -> None:
         self._recent: list[_Seen] = []  # in the order met, the last _RECENT
         self._by_length: list[_Seen] = []  # the same, longest first (of those as long, the one met first)
+        self._keys: list[int] = []  # minus the text length of each of _by_length, in its order
         self._arena_ids = ARENA_IDS if arena_ids is None else arena_ids
         # the first arena is small (a small trace, or many small files, maps little); each next
         # one twice the last, up to arena_ids
@@ -216,9 +225,14 @@ class IdArrayCutter:
     def _remember(self, seen: _Seen) -> None:
         self._recent.append(seen)
         if len(self._recent) > _RECENT:
-            self._by_length.remove(self._recent.pop(0))  # _Seen compares by identity
-        # after every one at least as long (so of equal texts the one met first comes first)
-        insort_right(self._by_length, seen, key=_longest_first)
+            at = self._by_length.index(self._recent.pop(0))  # _Seen compares by identity
+            del self._by_length[at], self._keys[at]
+        # after every one at least as long (so of equal texts the one met first comes first); the
+        # keys kept beside the list: a bisect of ints, no key function called per comparison
+        key = -len(seen.text)
+        at = bisect_right(self._keys, key)
+        self._keys.insert(at, key)
+        self._by_length.insert(at, seen)
 
     def _ids(self, text: bytes) -> np.ndarray | None:
         prefix, longer = self._seen_around(text)
@@ -226,7 +240,7 @@ class IdArrayCutter:
             # Every element of a remembered text was checked and parsed when it was first met.
             assert longer.slot is not None
             # as many ids as elements: those of a seen prefix and one per comma after it
-            n = text.count(b",") + 1 if prefix is None else prefix.ids.shape[0] + text.count(b",", len(prefix.text))
+            n = _commas(text, 0) + 1 if prefix is None else prefix.ids.shape[0] + _commas(text, len(prefix.text))
             view = longer.slot.arena[longer.start : longer.start + n]
             view.flags.writeable = False
             self._remember(_Seen(text, view, longer.slot, longer.start))
@@ -308,7 +322,8 @@ class IdArrayCutter:
         """
         skip = _Skip(known)
         if locate:
-            span = located_span(raw)
+            # the repeated messages span (asked as the id search asks it first) is not searched
+            span = located_span(raw, None if known is None else lambda: skip.ask(raw, 0, _NEAR))
             if span is not None:
                 done = self._cut_located(raw, span, max_ids, file, offset, skip)
                 if done is not None:
@@ -431,9 +446,26 @@ def _search(key: bytes) -> Callable[[bytes, int, int], re.Match[bytes] | None]:
     return search
 
 
+_TRIES = 4  # first bytes looked at before the compiled search takes over
+
+
 def _find(raw: bytes, key: bytes, pos: int, hi: int) -> int:
-    """``raw.find(key, pos, hi)``."""
-    found = _search(key)(raw, pos, hi)
+    """``raw.find(key, pos, hi)``: the key's first byte found by memchr (for the id keys an
+    underscore: a record's prose has few, its keys some), each checked for the key; after
+    ``_TRIES`` that are not the key's (snake_case code in a message), the compiled search from
+    there (the regex engine's scan for the first byte is slower than memchr, faster than
+    bytes.find stopping at every quote)."""
+    first, last = key[:1], hi - len(key)  # an occurrence starts at or before ``last``
+    at = raw.find(first, pos, hi)
+    for _ in range(_TRIES):
+        if at < 0 or at > last:
+            return -1
+        if raw.startswith(key, at):
+            return at
+        at = raw.find(first, at + 1, hi)
+    if at < 0 or at > last:
+        return -1
+    found = _search(key)(raw, at, hi)
     return -1 if found is None else found.start()
 
 
@@ -483,7 +515,7 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, skip: _Skip | N
     at = find_outside(raw, _TAIL, lo, hi, span)
     while at >= 0:
         after = at + len(_TAIL)
-        if any(raw[at - len(head) : at] == head for head in _HEADS):
+        if raw.endswith(_HEADS, 0, at):  # one of the keys (what precedes ``at`` is one of the heads)
             opening = _OPENING.match(raw, after)
             if opening:
                 end = raw.find(b"]", opening.end())
@@ -502,24 +534,39 @@ _NESTING = frozenset({dict, list})
 
 def restore(value: Any, arrays: dict[str, Any]) -> None:
     """Put the cut arrays (or logprob columns) back where their markers are (only dict values
-    can hold one)."""
-    pending = [value]
+    can hold one).
+
+    Objects are walked before lists: every marker is an object's value, so the walk usually
+    ends (all markers placed) before it reaches a long list such as a choice's ``token_ids``,
+    whose elements would each be looked at for a nested value. Each marker occurs once in the
+    cut line, so the order changes nothing but the time (tests/test_restore.py compares it
+    with the plain walk in order)."""
     remaining = len(arrays)
-    while pending and remaining:
-        node = pending.pop()
-        if isinstance(node, dict):
-            items: Any = node.items()
-        elif not _NESTING.intersection(map(type, node)):
+    if not remaining:
+        return
+    objects = [value] if isinstance(value, dict) else []
+    lists = [value] if isinstance(value, list) else []
+    while remaining and (objects or lists):
+        if objects:
+            node = objects.pop()
+            for key, child in node.items():
+                if isinstance(child, str):
+                    if child[:1] == "\x00" and child in arrays:
+                        node[key] = arrays[child]
+                        remaining -= 1
+                elif isinstance(child, dict):
+                    objects.append(child)
+                elif isinstance(child, list):
+                    lists.append(child)
+            continue
+        items = lists.pop()
+        if not _NESTING.intersection(map(type, items)):
             continue  # a list of scalars (token ids, texts): a marker is only ever a dict's value
-        else:
-            items = enumerate(node)
-        for key, child in items:
-            if isinstance(child, str):
-                if child[:1] == "\x00" and child in arrays and isinstance(node, dict):
-                    node[key] = arrays[child]
-                    remaining -= 1
-            elif isinstance(child, (dict, list)):
-                pending.append(child)
+        for child in items:
+            if isinstance(child, dict):
+                objects.append(child)
+            elif isinstance(child, list):
+                lists.append(child)
 
 
 def held_bytes(arrays: Iterable[np.ndarray | None], *, any_buffer: bool = False) -> int:

@@ -11,8 +11,8 @@ and the array is replaced in the line by a marker string that
 JSON parser, the duplicate-key check and the message-text sharing of the loader then handle a few
 kilobytes instead of the whole conversation.
 
-Exactly what the validating path gives, or not taken (docs/performance.md, "The flat shape and
-start-up"):
+Exactly what the validating path gives, or not taken (docs/performance.md, "Messages read
+once"):
 
 - The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
   ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
@@ -77,6 +77,7 @@ _NONCE = os.urandom(4).hex()
 MARKER = f"\x00msg-{_NONCE}"
 _MARKER_JSON = b'"\\u0000msg-' + _NONCE.encode() + b'"'
 _NUL = b"\\u0000"
+_TRIES = 8  # "]" bytes tried by a memchr before the tail is searched for the usual way
 _RECENT = 8  # arrays remembered: a conversation, its title call, its subagents
 _MIN_BYTES = 2048  # smaller arrays stay in the line: nothing to save
 _MAX_BYTES = 8 << 20  # larger arrays (or new elements) too: their copy would double a huge line's cost
@@ -159,15 +160,17 @@ def _read_again(file: FileRef, offset: int, length: int, check: int) -> list[Any
     The file is kept open (one call's messages are read several times over): one replaced after
     its first read again is still the one opened then."""
     global _buffer
-    from rollout_graph.ingest.reading import _open_regular
-
     with _open_lock:
-        stream = _open_files.pop(file, None)
+        stream = _open_files.get(file)
         if stream is None:
+            from rollout_graph.ingest.reading import _open_regular
+
             stream = _open_regular(Path(file.path))  # never blocks on a FIFO put in its place
             while len(_open_files) >= _OPEN_FILES:
                 _open_files.pop(next(iter(_open_files))).close()
-        _open_files[file] = stream
+            _open_files[file] = stream
+        elif next(reversed(_open_files)) is not file:  # most recently used last
+            _open_files[file] = _open_files.pop(file)
         fd = stream.fileno()
         st = os.fstat(fd)
         if len(_buffer) < length <= _BUFFER_MOST:
@@ -264,6 +267,26 @@ def array_end(raw: bytes, pos: int, most: int | None = None) -> int | None:
         pos += 1
 
 
+def _find_tail(raw: bytes, tail: bytes, pos: int) -> int:
+    """``raw.find(tail, pos)`` for a tail that starts with ``]``: a memchr for each ``]`` (rare
+    in message text) and a comparison there, the usual search after :data:`_TRIES` of them."""
+    if tail[:1] != b"]":
+        return raw.find(tail, pos)
+    at = raw.find(b"]", pos)
+    for _ in range(_TRIES):
+        if at < 0 or raw.startswith(tail, at):
+            return at
+        at = raw.find(b"]", at + 1)
+    return raw.find(tail, at) if at >= 0 else -1
+
+
+def _holds_nul(raw: bytes, start: int, end: int) -> bool:
+    """Whether ``raw[start:end]`` holds ``\\u0000``: a memchr for the first backslash (none in
+    most message text), the search from there only when there is one."""
+    backslash = raw.find(b"\\", start, end)
+    return backslash >= 0 and raw.find(_NUL, backslash, end) >= 0
+
+
 def _values(data: bytes | memoryview) -> list[Any] | None:
     try:
         value = orjson.loads(data)
@@ -296,8 +319,8 @@ class MessageCutter:
         if line is None:
             return
         file, whole, offset = line
-        span = raw[start - 1 : end + 1]
-        if not whole.startswith(span, start - 1):
+        span = memoryview(raw)[start - 1 : end + 1]
+        if whole is not raw and not whole.startswith(span, start - 1):
             return
         note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
 
@@ -426,7 +449,7 @@ class MessageCutter:
         The bytes that followed the last cut array (``],"temperature":...``) are looked for first
         (a memchr), else the end is scanned for; either way the elements before it must parse on
         their own, which proves it is the array's end (see the module docstring)."""
-        guess = raw.find(self._tail, first) if self._tail else -1
+        guess = _find_tail(raw, self._tail, first) if self._tail else -1
         for end in (guess, None):
             if end is None:
                 end = array_end(raw, first, _MAX_BYTES)
@@ -434,7 +457,7 @@ class MessageCutter:
                     return None
             elif end < 0:
                 continue
-            if end - first > _MAX_BYTES or raw.find(_NUL, first, end) >= 0:
+            if end - first > _MAX_BYTES or _holds_nul(raw, first, end):
                 return None  # a huge array; a marker of the other cutters or a NUL escape
             # the elements with their brackets: the line's own bytes when "[" precedes them
             values = _values(

@@ -509,6 +509,12 @@ class _CountedReads:
         self._counter[0] += len(data)
         return data
 
+    def readinto(self, buffer: Any) -> int:
+        """Into ``buffer`` (the line reader's reused one: reading._reused_chunks), counted too."""
+        n = getattr(self._stream, "readinto")(buffer) or 0  # noqa: B009 - IO[bytes] does not declare it
+        self._counter[0] += n
+        return n
+
     def close(self) -> None:
         self._stream.close()
 

@@ -278,6 +278,25 @@ def _token_id_texts(tokens: list) -> np.ndarray | None:
 
 _EMPTY_OR_ZERO = re.compile(rb",[,0]")
 _EIGHTEEN_DIGITS = 10**18
+# What _token_id_texts accepts, joined with commas: the ASCII classes match nothing else. Possessive
+# (no backtracking kept: a digit never matches the comma or the end that must follow), a quarter
+# less CPU than the plain pattern for the same language.
+_TOKEN_ID_LIST = re.compile(r"token_id:[1-9][0-9]{0,17}+(?:,token_id:[1-9][0-9]{0,17}+)*+")
+
+
+def all_token_id_texts(tokens: list) -> bool:
+    """Whether :func:`_token_id_texts` reads every token as an id (``token_id:`` and 1 to 18
+    ASCII digits without a leading zero), without reading the ids: for a choice whose
+    ``token_ids`` are read instead, one regex match of the joined tokens (about half the CPU).
+
+    The joined text holds exactly n - 1 commas, so no token holds one: the commas are the n - 1
+    separators, and the match then reads each token, whole, as one id.
+    """
+    try:
+        joined = ",".join(tokens)
+    except TypeError:  # not all strings
+        return False
+    return joined.count(",") == len(tokens) - 1 and _TOKEN_ID_LIST.fullmatch(joined) is not None
 
 
 def _one_id(tok) -> int:

@@ -274,15 +274,43 @@ _CONTENT_CLOSES = b']},"finish_reason"'
 _HEAD_BYTES = 512  # where a capture record's "request" key opens
 
 
-def located_span(raw: bytes) -> tuple[int, int] | None:
+_TRIES = 16  # brackets looked at before bytes.find takes over
+
+
+def find_bracket_key(raw: bytes, key: bytes, start: int, end: int) -> int:
+    """``raw.find(key, start, end)`` for a ``key`` ending in ``[``: the brackets are found by
+    memchr (``[`` is rare before a record's arrays, and prose holds few), each checked for the
+    key before it; after ``_TRIES`` that are not the key's, bytes.find from there (which, for a
+    key of letters in prose, looks at nearly every byte)."""
+    k = len(key)
+    at = raw.find(b"[", start + k - 1, end)
+    for _ in range(_TRIES):
+        if at < 0:
+            return -1
+        if raw.startswith(key, at - k + 1):
+            return at - k + 1
+        at = raw.find(b"[", at + 1, end)
+    return -1 if at < 0 else raw.find(key, at - k + 1, end)
+
+
+def located_span(raw: bytes, skipped: Callable[[], tuple[int, int] | None] | None = None) -> tuple[int, int] | None:
     """The span of a one-choice line's content array by the bytes alone (None: another layout).
 
     With several choices the span found runs from the first array to the last and does not
-    decode as one array: the caller then takes the skim.
+    decode as one array: the caller then takes the skim. ``skipped``: asked (once the line looks
+    like a capture record) for a span not searched for the opening, a repeated ``messages``
+    array: an opening inside one would not be a choice's, and the cut found is confirmed by
+    placed() either way.
     """
     if raw.find(b'"request":{', 0, _HEAD_BYTES) < 0:
         return None  # not a capture record's layout (a flat entry's ids are never scanned for it)
-    at = raw.find(_CONTENT_OPENS)
+    skip = None if skipped is None else skipped()
+    if skip is None:
+        at = find_bracket_key(raw, _CONTENT_OPENS, 0, len(raw))
+    else:
+        at = find_bracket_key(raw, _CONTENT_OPENS, 0, skip[0] + len(_CONTENT_OPENS) - 1)
+        if at < 0:
+            at = find_bracket_key(raw, _CONTENT_OPENS, max(0, skip[1] - len(_CONTENT_OPENS) + 1), len(raw))
     if at < 0:
         return None
     start = at + len(_CONTENT_OPENS) - 1

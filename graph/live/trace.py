@@ -314,8 +314,9 @@ class LiveTrace:
         session = self._sessions[sid]
         if session.rollout is None or session.rollout[0] != session.version:
             inputs = self.loaded.sessions[sid]
-            if session.seed:  # only what the batch loader read: linked in one batch
-                calls, links = [call for call, _ in session.seed], None
+            if session.seed:  # only what the batch loader read: linked in one batch (or by a reopened cache entry)
+                calls = [call for call, _ in session.seed]
+                links = inputs.links if inputs.links is not None and len(inputs.links.parents) == len(calls) else None
             else:
                 calls, links = session.linker.links()
             snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids))

@@ -48,9 +48,9 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
 
 class _Nodes:
     """Every call's JSON in a session, with what they all read worked out once: the node ids,
-    the trainable flags as Python bools and the calls of the unfinished groups (one set, where
-    :func:`node_json` scans every group for each call: 0.05 s on 5,000 calls). The objects are
-    :func:`node_json`'s, key for key, in the same order (tests/test_contract_fast.py)."""
+    the calls' lengths, the trainable flags as Python bools and the calls of the unfinished groups
+    (one set, where :func:`node_json` scans every group for each call: 0.05 s on 5,000 calls). The
+    objects are :func:`node_json`'s, key for key, in the same order (tests/test_contract_fast.py)."""
 
     __slots__ = ("rollout", "ids", "trainable", "unfinished", "has_signals")
 
@@ -61,50 +61,60 @@ class _Nodes:
         self.unfinished = {k for group in rollout.topology.unfinished for k in group}
         self.has_signals = rollout.signals is not None
 
-    def one(self, i: int) -> dict[str, Any]:
-        rollout, ids = self.rollout, self.ids
-        call = rollout.calls[i]
-        topo = rollout.topology
-        parent = topo.parents[i]
-        kept = topo.discarded.get(i)
-        n_prompt = call.n_prompt
-        out = {
-            "node_id": ids[i],
-            "index": i,
-            "parent_id": None if parent is None else ids[parent],
-            "root_id": ids[topo.root_of[i]],
-            "n_prompt": n_prompt,
-            "n_sampled": call.n_sampled,
-            "discarded": kept is not None,
-            "continued_by": None if kept is None else ids[kept],
-            "n_children": len(topo.children[i]),
-            "linked_by": rollout.linked_by[i],
-            "n_context": n_prompt - rollout.context_start(i),
-            "trainable": self.trainable[i],
-            "finish_reason": call.finish_reason,
-            "model": call.model,
-            "shape": call.shape,
-            "source": {"file": call.source, "line": call.line},
-            "unfinished": i in self.unfinished,
-        }
-        miss = rollout.near_misses.get(i)
-        if miss is not None:
-            out["near_miss"] = near_miss_json(rollout.calls, miss)
-        if self.has_signals and i in rollout.signals.calls:
-            out["signals"] = rollout.signals.calls[i].as_dict()
-        return out
-
     def all(self) -> list[dict[str, Any]]:
-        return [self.one(i) for i in range(len(self.ids))]
+        rollout, ids, trainable, unfinished = self.rollout, self.ids, self.trainable, self.unfinished
+        calls = rollout.calls
+        topo = rollout.topology
+        parents, root_of, children, discarded = topo.parents, topo.root_of, topo.children, topo.discarded
+        linked_by, misses = rollout.linked_by, rollout.near_misses
+        signals = rollout.signals.calls if self.has_signals else None
+        n_prompt = [c.n_prompt for c in calls]
+        n_sampled = [c.n_sampled for c in calls]
+        # a call's end ids (rollout_graph.core.records.Call.n_end): none without prompt ids
+        n_end = [0 if c.prompt_ids is None else p + s for c, p, s in zip(calls, n_prompt, n_sampled, strict=True)]
+        out = []
+        for i, call in enumerate(calls):
+            parent = parents[i]
+            kept = discarded.get(i)
+            size = n_prompt[i]
+            node = {
+                "node_id": ids[i],
+                "index": i,
+                "parent_id": None if parent is None else ids[parent],
+                "root_id": ids[root_of[i]],
+                "n_prompt": size,
+                "n_sampled": n_sampled[i],
+                "discarded": kept is not None,
+                "continued_by": None if kept is None else ids[kept],
+                "n_children": len(children[i]),
+                "linked_by": linked_by[i],
+                # the prompt after the parent's end ids (rollout_graph.core.sequences.context_start)
+                "n_context": size if parent is None else size - min(n_end[parent], size),
+                "trainable": trainable[i],
+                "finish_reason": call.finish_reason,
+                "model": call.model,
+                "shape": call.shape,
+                "source": {"file": call.source, "line": call.line},
+                "unfinished": i in unfinished,
+            }
+            miss = misses.get(i)
+            if miss is not None:
+                node["near_miss"] = near_miss_json(calls, miss)
+            if signals is not None and i in signals:
+                node["signals"] = signals[i].as_dict()
+            out.append(node)
+        return out
 
 
 def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
     """The JSON of one session in ``inspect --json``; ``with_tokens`` adds each sequence's token arrays."""
+    nodes = _Nodes(rollout)
+    ids = nodes.ids
     sequences = []
     for seq in rollout.sequences:
         row: dict[str, Any] = {
-            "leaf_id": rollout.calls[seq.leaf].node_id,
-            "node_ids": [rollout.calls[k].node_id for k in seq.nodes],
+            "leaf_id": ids[seq.leaf],
+            "node_ids": [ids[k] for k in seq.nodes],
             "role": seq.role,
             "prompt_len": seq.prompt_len,
             "n_trainable": seq.n_trainable,
@@ -123,7 +133,7 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
         "session_id": rollout.session_id,
         "stats": dict(rollout.stats),
         "finding_counts": rollout.finding_counts,
-        "nodes": _Nodes(rollout).all(),
+        "nodes": nodes.all(),
         "sequences": sequences,
         "findings": [f.as_dict() for f in rollout.findings],
     }

@@ -5,7 +5,8 @@
 the command-line traces: the explorer page's imports (its panels, plotly), Streamlit's emoji
 catalogue (the page icon is checked against it on the first ``set_page_config``) and Streamlit's
 one-off "is this a REPL" check (``inspect.stack()`` over the page run's deep stack, reading the
-source file of every frame). Measured in the server's profile of a first paint: together about a
+source file of every frame) and the module map ``inspect.getmodule`` makes on its first call (a
+component's declaration looks its module up with it). Measured in the server's profile of a first paint: together about a
 second of the first page run on this 2-core machine (docs/performance.md "The app's first paint").
 Nothing here draws or reads a trace; a failure leaves the work to the first page run.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import types
 from pathlib import Path
 
@@ -88,6 +90,10 @@ def warm() -> None:
     from streamlit.emojis import ALL_EMOJIS  # noqa: F401 - the catalogue set_page_config checks
 
     import_page(SCREENS / FIRST_PAGE)
+    # Declaring a component (the DAG panel, on the first page run) finds its module with
+    # inspect.getmodule, whose first call maps the file of every module imported so far (0.04 s of
+    # CPU here): mapped now, that page run maps only the few modules it imports itself.
+    inspect.getmodule(compile("", str(SCREENS / FIRST_PAGE), "exec"))
     # Streamlit's warning for a script run without `streamlit run` walks the whole stack of the
     # first element's page run; this server is `streamlit run`, so the warning never applies.
     delta_generator._use_warning_has_been_displayed = True

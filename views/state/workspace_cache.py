@@ -285,6 +285,16 @@ class Activity:
 # run ends: with 1 s the write was seen starting before a 5,000-call paint was complete, under load)
 QUIET_SECONDS = 3.0
 MAX_PAUSE_SECONDS = 30.0  # background work waits at most this long per step for the pages (never starves)
+# The cache entry's write, paused for a page run, goes on only once no page has run for this long:
+# the browser is still drawing a step's result after its page run ended, and a visitor stepping
+# through calls (j/k, a page run every few tenths of a second) would otherwise meet the write between
+# steps (the first steps after a cold paint met it: about 2 s of CPU on 5,000 vLLM calls). The search
+# index's build (search_index.py) keeps pausing only while a page runs: a search soon after would
+# wait for what it has not built. Pages that keep running (a followed trace growing, its page drawn
+# again every second) never leave such a moment: after PATIENCE_SECONDS of waiting for one, the
+# write goes on as soon as no page runs.
+RESUME_SECONDS = 1.0
+PATIENCE_SECONDS = 2.0
 BACKGROUND_NICE = 10  # the background thread's niceness (Linux: per thread)
 
 
@@ -305,14 +315,18 @@ def when_quiet(
     quiet: float = QUIET_SECONDS,
     max_pause: float = MAX_PAUSE_SECONDS,
     name: str = "rg-background",
+    resume: float = RESUME_SECONDS,
+    patience: float = PATIENCE_SECONDS,
 ) -> threading.Thread:
     """Run ``work(pause)`` on a low-priority thread once no page has run for ``quiet`` seconds;
-    ``work`` calls ``pause()`` between its steps, which waits while a page runs (each wait at most
-    ``max_pause`` seconds). The thread is not a daemon: a server that stops lets it finish (a
-    cache entry is renamed into place only when complete)."""
+    ``work`` calls ``pause()`` between its steps, which waits while a page runs and then until no
+    page has run for ``resume`` seconds; after ``patience`` seconds without such a moment, only
+    until no page runs (each wait at most ``max_pause`` seconds). The thread is not a daemon: a
+    server that stops lets it finish (a cache entry is renamed into place only when complete)."""
 
     def pause() -> None:
-        activity.wait_quiet(0.0, max_pause)
+        if not activity.wait_quiet(resume, patience):
+            activity.wait_quiet(0.0, max_pause)
 
     def run() -> None:
         lower_priority()

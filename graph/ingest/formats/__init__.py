@@ -30,11 +30,28 @@ class Parsed:
     skipped: list[str] = field(default_factory=list)
 
 
+# Every top-level key the shape tests made before the engine pair's look for (rollout documents,
+# verifiers traces, OTLP exports, prime-rl and NeMo-RL rows, trace entries): a record with
+# "request" and "response" and none of these is an engine pair, whatever else it holds.
+_NOT_ENGINE_PAIR_KEYS = frozenset(
+    {"turns", "sequences", "nodes", "traces", "resourceSpans", "resource_spans", "token_ids", "loss_mask"}
+    | {"token_loss_mask", "generation_logprobs", "input_lengths", *trace_entry.TOKEN_KEYS}
+)
+
+
+def plain_engine_pair(record: dict) -> bool:
+    """An engine pair no earlier shape test claims: its shape is known from its keys alone, in one
+    pass over them, instead of the tests one by one (tests/test_engine_pair_fast.py)."""
+    return "request" in record and "response" in record and _NOT_ENGINE_PAIR_KEYS.isdisjoint(record)
+
+
 def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     """Detect the shape of one JSON value and convert it. Raises RecordError when it cannot."""
     record = raw.value
     if not isinstance(record, dict):
         raise RecordError(f"a JSON {type(record).__name__}, not an object")
+    if plain_engine_pair(record):
+        return _parsed(engine_pair.parse, record, source, raw.line, default_session)
     if rollout_document.is_rollout_document(record):
         doc = rollout_document.parse(record, source, raw.line, default_session)
         return Parsed(doc.calls, doc.meta, doc.skipped)
@@ -49,7 +66,13 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
         parser = engine_pair.parse
     else:
         raise RecordError(f"unknown record shape (keys: {describe_keys(record)})")
-    call = new_call(record, source, raw.line, "unknown", default_session)
+    return _parsed(parser, record, source, raw.line, default_session)
+
+
+def _parsed(
+    parser: Callable[[dict, Call, Problems], list[Call]], record: dict, source: str, line: int, default_session: str
+) -> Parsed:
+    call = new_call(record, source, line, "unknown", default_session)
     problems = Problems()
     calls = parser(record, call, problems)
     for c in calls:

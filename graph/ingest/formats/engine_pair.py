@@ -8,7 +8,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from rollout_graph.core.dialects import chat_messages, chat_sampling, chat_tools, dialect_of
+from rollout_graph.core.dialects import CHAT, chat_messages, chat_sampling, chat_tools, dialect_of
 from rollout_graph.core.records import WARN, Call, TopK
 from rollout_graph.ingest.formats.dialect_bodies import as_chat_response
 from rollout_graph.ingest.formats.fields import (
@@ -22,7 +22,7 @@ from rollout_graph.ingest.formats.fields import (
     tool_list,
 )
 from rollout_graph.ingest.formats.streaming import reassemble
-from rollout_graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids, top_k
+from rollout_graph.ingest.tokens import Problems, all_token_id_texts, logprobs, split_tokens, token_ids, top_k
 from rollout_graph.ingest.typed import LogprobColumns
 
 
@@ -82,12 +82,19 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         raise RecordError(f"response has none of choices/meta_info/output_ids (keys: {describe_keys(response)})")
 
     # Anthropic Messages and OpenAI Responses bodies are read as chat (docs/formats.md).
-    dialect = record.get("dialect") if isinstance(record.get("dialect"), str) else None
+    dialect = record.get("dialect")
+    if not isinstance(dialect, str):
+        dialect = None
     spoken = dialect_of(request, dialect)  # detected once for the three readings below
     where = "request.messages" if "messages" in request else "request.input"
-    template.request_messages = message_list(chat_messages(request, dialect=spoken), where, problems)
-    template.tools = tool_list(chat_tools(request, dialect=spoken), problems)
-    template.requested_params = sampling_params(chat_sampling(request, dialect=spoken))
+    if spoken == CHAT:  # what chat_messages, chat_tools and chat_sampling give for chat
+        messages, tools, sampling = request.get("messages"), request.get("tools"), request
+    else:
+        messages = chat_messages(request, dialect=spoken)
+        tools, sampling = chat_tools(request, dialect=spoken), chat_sampling(request, dialect=spoken)
+    template.request_messages = message_list(messages, where, problems)
+    template.tools = tool_list(tools, problems)
+    template.requested_params = sampling_params(sampling)
     model = response.get("model", request.get("model"))
     template.model = None if model is None else str(model)
     template.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
@@ -100,7 +107,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         record_problems(call, own)
         return [call]
     choices = response.get("choices")
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+    if not isinstance(choices, list) or not choices or not _objects(choices):
         raise RecordError("response.choices is empty or not a list of objects")
     calls = []
     for i, choice in enumerate(choices):
@@ -117,6 +124,11 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         for call in calls:
             call.shape = f"{call.shape} via {dialect}"
     return calls
+
+
+def _objects(items: list) -> bool:
+    """Every item a JSON object (one exact dict, the common case, without a generator)."""
+    return (len(items) == 1 and type(items[0]) is dict) or all(isinstance(c, dict) for c in items)
 
 
 def _copy_for_choice(template: Call, index: int) -> Call:
@@ -145,10 +157,10 @@ def _chat_choice(response, choice, call, problems, suffix) -> None:
     if on_choice:
         prompt = choice.get("prompt_token_ids")
     meta = as_dict(choice.get("meta_info")) or as_dict(response.get("meta_info"))
-    sampled = _from_chat_logprobs(as_dict(choice.get("logprobs")).get("content"))
+    ids = choice.get("token_ids", choice.get("output_ids"))
+    sampled = _from_chat_logprobs(as_dict(choice.get("logprobs")).get("content"), ids is not None)
     if sampled.logprobs is None and meta:
         sampled = _from_sglang_meta(meta)
-    ids = choice.get("token_ids", choice.get("output_ids"))
     if ids is None:
         ids = sampled.ids
     engine = "sglang" if on_choice or meta else "vllm"
@@ -244,8 +256,13 @@ def top_of_entries(content: list) -> TopK | None:
     return top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
 
 
-def _from_chat_logprobs(content: Any) -> _Sampled:
-    """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token."""
+def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
+    """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token.
+
+    ``ids_given``: the choice holds its sampled ids (``token_ids``), read instead of the ids of
+    the tokens' ``token_id:N`` texts; when every token is such a text only that is checked
+    (:func:`~rollout_graph.ingest.tokens.all_token_id_texts`), and the ids are left unread.
+    """
     numbers = False  # every logprob an int, a float or None: the typed decoder's types
     if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
         tokens, values, numbers = content.tokens, content.logprobs, True
@@ -258,6 +275,9 @@ def _from_chat_logprobs(content: Any) -> _Sampled:
         top = top_of_entries(content)
     else:
         return _Sampled()
+    if ids_given and tokens and type(tokens[0]) is str and all_token_id_texts(tokens):
+        # What split_tokens says of them (every token a valid id: no texts, nothing invalid).
+        return _Sampled(logprobs=values, top=top, numbers=numbers)
     split = split_tokens(tokens)
     invalid = split.describe_invalid(tokens, "logprobs.content[].token")
     return _Sampled(

@@ -40,6 +40,8 @@ TIMING_KEYS = (
     "ttft_s",
 )
 _TIMING_SET = frozenset(TIMING_KEYS)
+_SAMPLING_SET = frozenset(SAMPLING_KEYS)
+_ONLY_DICT = {dict}
 
 
 def describe_keys(record: dict, limit: int = 8) -> str:
@@ -82,7 +84,8 @@ def node_id_of(record: dict) -> str | None:
 
 def sampling_params(body: dict) -> dict[str, Any]:
     """The sampling parameters a request set, including SGLang's nested ``sampling_params``."""
-    params = {k: body[k] for k in SAMPLING_KEYS if k in body}
+    present = _SAMPLING_SET.intersection(body)  # one pass over the body's keys; the order below
+    params = {k: body[k] for k in SAMPLING_KEYS if k in present} if present else {}
     nested = body.get("sampling_params")
     if isinstance(nested, dict):  # SGLang native /generate
         params.update({k: nested[k] for k in SAMPLING_KEYS if k in nested})
@@ -103,8 +106,9 @@ def submitted_params_of(record: dict) -> dict[str, Any] | None:
 def timing_of(record: dict, response: dict | None = None) -> dict[str, Any]:
     """Timing fields of a call, from metadata, a timing object, the record and the response."""
     timing: dict[str, Any] = {}
-    for scope in (as_dict(record.get("metadata")), as_dict(record.get("timing")), record):
-        if not _TIMING_SET.isdisjoint(scope):  # most scopes hold none of the keys: one pass over theirs
+    for scope in (record.get("metadata"), record.get("timing"), record):
+        # Most scopes hold none of the keys (or are absent): one pass over theirs.
+        if isinstance(scope, dict) and not _TIMING_SET.isdisjoint(scope):
             timing.update({k: scope[k] for k in TIMING_KEYS if k in scope and scope[k] is not None})
     if response and isinstance(response.get("created"), (int, float)):
         timing.setdefault("created", response["created"])
@@ -124,7 +128,8 @@ def message_list(value: Any, what: str, problems: Problems) -> list[dict] | None
     if not isinstance(value, list):
         problems.malformed.append(f"{what} is a {type(value).__name__}, not a list")
         return None
-    kept = [m for m in value if isinstance(m, dict)]
+    # A copy either way (the call's list is written to; the record's may be another line's too).
+    kept = value.copy() if set(map(type, value)) == _ONLY_DICT else [m for m in value if isinstance(m, dict)]
     if len(kept) != len(value):
         problems.malformed.append(f"{what}: {len(value) - len(kept)} entries are not objects (dropped)")
     return kept
