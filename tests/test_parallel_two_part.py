@@ -491,3 +491,24 @@ def test_off_by_default_until_a_quiet_run_turns_it_on(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
     assert parallel._two_part_wanted([trace], Limits()) is None  # the default rule never forks
     assert parallel._two_part_wanted([trace], Limits(), forced=True) is not None  # workers=2 asks
+
+
+def test_what_crosses_leaves_no_garbage_for_the_collector(tmp_path):
+    """A command runs without the collector: the unpickler and its memo (every object it made)
+    must go by reference counting alone, not wait for a collection."""
+    import gc
+
+    trace = _trace(tmp_path / "t.jsonl", [9] * 12, big=True)
+    before = set(id_arrays._ARENAS.keys())
+    with leave_messages_in_file():
+        events = parallel._tail_events(str(trace), str(trace), 0, 1, Limits())
+    arenas = {k: a for k, a in list(id_arrays._ARENAS.items()) if k not in before}
+    extents = parallel._extents(arenas, events)
+    gc.collect()
+    gc.disable()
+    try:
+        back, _ = _through_the_pipe(events, arenas, *extents)
+        assert len(back) == len(events)
+        assert gc.collect() == 0  # no cycle was left behind
+    finally:
+        gc.enable()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
+import functools
 import gc
 import io
 import os
@@ -924,24 +925,29 @@ class _Unpacker(pickle.Unpickler):
 
     def __init__(self, file: IO[bytes], arenas: list[np.ndarray], side: bytearray) -> None:
         super().__init__(file)
-        self._arenas = arenas
-        self._side = side
+        # What find_class hands out goes into the unpickler's memo, so it must not refer to the
+        # unpickler (a cycle: the memo, every object unpickled, would wait for the collector,
+        # which a command runs without)
+        self._arena_at = arenas.__getitem__
+        self._array_at = functools.partial(_array_in, side)
 
     def find_class(self, module: str, name: str) -> Any:
         if module == __name__ and name == "_received_arena":
-            return self._arenas.__getitem__
+            return self._arena_at
         if module == __name__ and name == "_received_array":
-            return self._array
+            return self._array_at
         return super().find_class(module, name)
 
-    def _array(self, at: int, dtype: Any, shape: tuple[int, ...], writeable: bool) -> np.ndarray:
-        count = int(np.prod(shape))
-        if count == 0:
-            array = np.empty(shape, dtype=dtype)
-        else:
-            array = np.frombuffer(self._side, dtype=dtype, count=count, offset=at).reshape(shape).copy()
-        array.flags.writeable = writeable
-        return array
+
+def _array_in(side: bytearray, at: int, dtype: Any, shape: tuple[int, ...], writeable: bool) -> np.ndarray:
+    """The array of ``shape`` at byte ``at`` of a helper stream's side bytes, owning its data."""
+    count = int(np.prod(shape))
+    if count == 0:
+        array = np.empty(shape, dtype=dtype)
+    else:
+        array = np.frombuffer(side, dtype=dtype, count=count, offset=at).reshape(shape).copy()
+    array.flags.writeable = writeable
+    return array
 
 
 _HEADER = struct.Struct("<Q")
