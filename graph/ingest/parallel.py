@@ -576,12 +576,14 @@ def load_paths_parallel(
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
 TWO_PART_MIN_BYTES = 256 << 20
 # Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
-# used without being asked (workers=2). Off by default: its peak is now within the memory goal
-# (104 MB = 7.9 bytes a token on the vLLM benchmark trace, one process 102 MB), and it takes
-# this process's CPU from 2.2 to 1.8-1.9 s there, but no interleaved run of the whole command
-# on this shared 2-core machine showed it winning (at load 1.1-1.8: 1.54x the floor against
-# 1.14x in one process; a core busy: 2.34x against 1.70x; docs/performance.md, "Two cores").
-# 1.5 is the rule to measure on a quiet machine (bench_two_cores.py) before turning it on.
+# used without being asked (workers=2). Off by default. Its peak is within the memory goal
+# (104 MB = 7.9 bytes a token on the vLLM benchmark trace; one process 102 MB) and on a quiet
+# machine it wins (bench_two_cores.py, load 0.2-0.6: 0.99x the floor against 1.24x), but with
+# a core busy it loses (1.33x against 1.17x; at load 1.1-1.8, 1.54x against 1.14x), and the
+# free cores it would be judged by are, in the command, /proc/loadavg's running-task count of
+# one instant (this module is imported just before the load: no start-up window), which saw
+# another task running in the quiet runs too: 1.5 chose one process there. A window over the
+# command's start-up (a sample taken when it starts) is the rule to measure before turning it on.
 TWO_PART_MIN_FREE_CORES = float("inf")
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
 # counts its first line number and packs its calls (measured: both parts' CPU match).
