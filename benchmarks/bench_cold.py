@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,12 +82,14 @@ def run(command: list[str], env: dict[str, str] | None = None, cwd: str | None =
 
 
 @contextlib.contextmanager
-def busy_core(on: bool) -> Iterator[None]:
-    """Another process keeping one core busy for the duration (a spinning interpreter)."""
+def busy_core(on: bool, own_session: bool = False) -> Iterator[None]:
+    """Another process keeping one core busy for the duration (a spinning interpreter);
+    ``own_session``: in a session of its own (with the kernel's autogroup, one in this
+    benchmark's session competes for the session's share of the CPU rather than for a core)."""
     if not on:
         yield
         return
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_session)
     try:
         time.sleep(0.3)
         yield
@@ -164,19 +166,9 @@ def measure(
         write_bytecode(*cmds[name])
     run(*cmds["reopen"])  # writes the cache entry the reopen figure reads
     run(*cmds["floor"])  # the page cache holds the file: every command reads it from memory
-    order = list(cmds)
-    times: dict[str, list[float]] = {name: [] for name in order}
-    cpus: dict[str, list[float]] = {name: [] for name in order}
-    peaks: dict[str, int] = dict.fromkeys(order, 0)
-    with busy_core(busy):
-        for r in range(rounds):
-            for name in order[r % len(order) :] + order[: r % len(order)]:
-                seconds, peak, cpu = run(*cmds[name])
-                times[name].append(seconds)
-                cpus[name].append(cpu)
-                peaks[name] = max(peaks[name], peak)
+    times, cpus, peaks = interleaved(cmds, rounds, busy)
     out = {}
-    for name in order:
+    for name in cmds:
         ratios = [t / f for t, f in zip(times[name], times["floor"], strict=True)]
         cpu_ratios = [t / f for t, f in zip(cpus[name], cpus["floor"], strict=True)]
         out[name] = {
@@ -188,6 +180,31 @@ def measure(
             "peak_rss": peaks[name],
         }
     return out
+
+
+def interleaved(
+    cmds: dict[str, tuple[list[str], dict[str, str] | None, str | None]],
+    rounds: int,
+    busy: bool,
+    own_session: bool = False,
+    after_round: Callable[[int], None] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
+    """Every command once per round, in a rotating order (A, B, C, then B, C, A ...), quiet or
+    with one core busy: each one's seconds and CPU seconds per round and its peak resident bytes."""
+    order = list(cmds)
+    times: dict[str, list[float]] = {name: [] for name in order}
+    cpus: dict[str, list[float]] = {name: [] for name in order}
+    peaks: dict[str, int] = dict.fromkeys(order, 0)
+    with busy_core(busy, own_session):
+        for r in range(rounds):
+            for name in order[r % len(order) :] + order[: r % len(order)]:
+                seconds, peak, cpu = run(*cmds[name])
+                times[name].append(seconds)
+                cpus[name].append(cpu)
+                peaks[name] = max(peaks[name], peak)
+            if after_round is not None:
+                after_round(r)
+    return times, cpus, peaks
 
 
 def generate(trace: Path, calls: int, spec: dict) -> int:

@@ -9,14 +9,14 @@ busy by a spinning interpreter.
   against ``TWO_PART_MIN_FREE_CORES``);
 - ``floor``: ``orjson.loads`` of every line, nothing else.
 
-The busy core is a spinning interpreter in a session of its own (``bench_cold.py``'s shares this
-benchmark's session, so with the kernel's autogroup it competes with the command for one
-session's share rather than for a core).
-
-A round runs every command once in a rotating order; each figure is the median of the rounds'
-ratios to the floor, wall-clock and CPU (user + system of the command and its helper, from
-``os.wait4``); the 1-minute load average is printed beside each round (the machine may be
-shared). The page cache is warmed first: every command reads the file from memory.
+The rounds are ``bench_cold.py``'s (:func:`bench_cold.interleaved`: every command once per round in
+a rotating order, the package from bytecode written once, as pip installs it), with the busy core a
+spinning interpreter in a session of its own (with the kernel's autogroup, one in this benchmark's
+session competes with the command for one session's share rather than for a core). Each figure is
+the median of the rounds' ratios to the floor, wall-clock and CPU (user + system of the command and
+its helper, from ``os.wait4``); the 1-minute load average is printed beside each round (the machine
+may be shared); peak memory is per token when ``TRACE.tokens`` (bench_cold.py's) is beside the trace.
+The page cache is warmed first: every command reads the file from memory.
 
 ``python benchmarks/bench_two_cores.py TRACE.jsonl [TRACE2 ...] [--rounds 3] [--modes quiet,busy]``
 """
@@ -27,34 +27,14 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_cold import load_text, run  # noqa: E402
-
-
-@contextlib.contextmanager
-def busy_core(on: bool) -> Iterator[None]:
-    """Another process keeping one core busy, in a session of its own: the kernel shares CPU
-    between sessions first (autogroup), so a spinner in this benchmark's session would take
-    its share from the command's instead of from a core."""
-    if not on:
-        yield
-        return
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-    try:
-        time.sleep(0.3)
-        yield
-    finally:
-        spinner.kill()
-        spinner.wait()
-
+from bench_cold import interleaved, load_text, package_env, run, write_bytecode  # noqa: E402
 
 # The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size).
 RUNNER = (
@@ -65,34 +45,32 @@ RUNNER = (
 )
 
 
-def commands(trace: Path) -> dict[str, list[str]]:
+def commands(trace: Path, pycache: Path | None) -> dict[str, tuple[list[str], dict[str, str] | None, str | None]]:
     py = sys.executable
     inspect = ["inspect", "--json", "--no-cache", str(trace)]
+    env = package_env(pycache)
     return {
-        "floor": [py, str(HERE / "floor_orjson.py"), str(trace)],
-        "one": [py, "-c", RUNNER, "inf", *inspect],
-        "two": [py, "-c", RUNNER, "0", *inspect],
-        "rule": [py, "-c", RUNNER, "rule", *inspect],
+        "floor": ([py, str(HERE / "floor_orjson.py"), str(trace)], package_env(None), None),
+        "one": ([py, "-c", RUNNER, "inf", *inspect], env, None),
+        "two": ([py, "-c", RUNNER, "0", *inspect], env, None),
+        "rule": ([py, "-c", RUNNER, "rule", *inspect], env, None),
     }
 
 
-def measure(trace: Path, rounds: int, busy: bool) -> dict[str, dict[str, float]]:
-    cmds = commands(trace)
-    run(cmds["floor"])  # the page cache holds the file
-    order = list(cmds)
-    wall: dict[str, list[float]] = {n: [] for n in order}
-    cpu: dict[str, list[float]] = {n: [] for n in order}
-    peak: dict[str, int] = dict.fromkeys(order, 0)
-    with busy_core(busy):
-        for r in range(rounds):
-            for name in order[r % len(order) :] + order[: r % len(order)]:
-                seconds, rss, used = run(cmds[name])
-                wall[name].append(seconds)
-                cpu[name].append(used)
-                peak[name] = max(peak[name], rss)
-            print(f"  round {r + 1}: {load_text()}", file=sys.stderr)
+def measure(trace: Path, rounds: int, busy: bool, pycache: Path | None) -> dict[str, dict[str, float]]:
+    cmds = commands(trace, pycache)
+    for name in ("one", "two"):
+        write_bytecode(*cmds[name])  # the package's .pyc, as pip writes them (bench_cold.py)
+    run(*cmds["floor"])  # the page cache holds the file
+    wall, cpu, peak = interleaved(
+        cmds,
+        rounds,
+        busy,
+        own_session=True,
+        after_round=lambda r: print(f"  round {r + 1}: {load_text()}", file=sys.stderr),
+    )
     out = {}
-    for name in order:
+    for name in cmds:
         out[name] = {
             "wall_s": statistics.median(wall[name]),
             "cpu_s": statistics.median(cpu[name]),
@@ -109,16 +87,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="quiet,busy")
     args = parser.parse_args()
-    for trace in args.traces:
-        for mode in args.modes.split(","):
-            print(f"{trace.name} {mode} ({load_text()}, {os.cpu_count()} cores)", file=sys.stderr)
-            result = measure(trace, args.rounds, busy=mode == "busy")
-            for name, f in result.items():
-                print(
-                    f"{trace.name:>18} {mode:>5} {name:>5}: ratio {f['ratio']:.2f} (cpu {f['cpu_ratio']:.2f}), "
-                    f"{f['wall_s']:.2f} s wall, {f['cpu_s']:.2f} s cpu, peak {f['peak_mb']:.0f} MB"
-                )
-            print(f"  after: {load_text()}")
+    with contextlib.ExitStack() as stack:
+        pycache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rg-two-pyc-")))
+        for trace in args.traces:
+            tokens_file = trace.with_suffix(".tokens")
+            tokens = int(tokens_file.read_text()) if tokens_file.exists() else 0
+            for mode in args.modes.split(","):
+                print(f"{trace.name} {mode} ({load_text()}, {os.cpu_count()} cores)", file=sys.stderr)
+                result = measure(trace, args.rounds, busy=mode == "busy", pycache=pycache)
+                for name, f in result.items():
+                    per_token = f" = {f['peak_mb'] * 1e6 / tokens:.1f} B/token" if tokens else ""
+                    print(
+                        f"{trace.name:>18} {mode:>5} {name:>5}: ratio {f['ratio']:.2f} (cpu {f['cpu_ratio']:.2f}), "
+                        f"{f['wall_s']:.2f} s wall, {f['cpu_s']:.2f} s cpu, peak {f['peak_mb']:.0f} MB{per_token}"
+                    )
+                print(f"  after: {load_text()}")
 
 
 if __name__ == "__main__":

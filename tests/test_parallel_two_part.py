@@ -4,6 +4,7 @@ whatever the split, and leave no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,9 +20,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.cli import main
+from rollout_graph.core.records import messages_left_in_file
 from rollout_graph.ingest import id_arrays, parallel
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.loading import load_sources
+from rollout_graph.ingest.message_prefix import leave_messages_in_file
 from rollout_graph.ingest.reading import Source
 from tests.builders import Turn, assert_same_load, vllm_chat
 
@@ -29,9 +32,15 @@ REPO = Path(__file__).resolve().parent.parent
 SINGLE_THREADED = parallel._single_threaded  # the real rule, before the fixture below replaces it
 
 
-def _record(i: int, prompt: list[int], session: str = "s1", call_id: str | None = None) -> bytes:
+def _record(
+    i: int, prompt: list[int], session: str = "s1", call_id: str | None = None, big: bool = False, unique: bool = False
+) -> bytes:
     sampled = [100 + i + k for k in range(40)]  # 40 entries: the content array is cut and deferred
-    turn = Turn(call_id or f"c{i}", list(prompt), sampled, messages=[{"role": "user", "content": "x" * (i % 9)}])
+    # big: request messages over message_prefix._MIN_BYTES, so a load that leaves them in the file does
+    messages = [{"role": "user", "content": "x" * (i % 9)}]
+    if big:
+        messages = [{"role": "system", "content": f"rules {i if unique else i % 3} " + "r" * 2500}, *messages]
+    turn = Turn(call_id or f"c{i}", list(prompt), sampled, messages=messages)
     turn.session = session
     return orjson.dumps(vllm_chat(turn))
 
@@ -47,8 +56,9 @@ ODD = [
 ]
 
 
-def _trace(path: Path, kinds: list[int], tail: bytes = b"\n") -> Path:
-    """Good records (growing prompts, repeated call ids, two sessions) mixed with odd lines."""
+def _trace(path: Path, kinds: list[int], tail: bytes = b"\n", big: bool = False, unique: bool = False) -> Path:
+    """Good records (growing prompts, repeated call ids, two sessions) mixed with odd lines
+    (``big``: every third with request messages long enough to be left in the file)."""
     lines: list[bytes] = []
     prompt = [1, 2, 3]
     for i, kind in enumerate(kinds):
@@ -56,7 +66,9 @@ def _trace(path: Path, kinds: list[int], tail: bytes = b"\n") -> Path:
             lines.append(ODD[kind])
             continue
         session = "s2" if kind % 5 == 0 else "s1"
-        lines.append(_record(i, prompt, session, call_id=f"c{i % 7}"))  # duplicate ids across the split
+        lines.append(
+            _record(i, prompt, session, f"c{i % 7}", big and i % 3 != 1, unique)
+        )  # duplicate ids across the split
         prompt = prompt + [100 + i] * 30 + [9]
     path.write_bytes(b"\n".join(lines) + tail)
     return path
@@ -69,20 +81,30 @@ def _no_other_thread(monkeypatch):
     monkeypatch.setattr(parallel, "_single_threaded", lambda: True)
 
 
-def _two_parts(monkeypatch, path: Path, share: float, limits: Limits | None = None):
+def _two_parts(monkeypatch, path: Path, share: float, limits: Limits | None = None, helper_fails: bool = False):
     monkeypatch.setattr(parallel, "TWO_PART_HEAD_SHARE", {"plain": share})
     split = parallel._two_part_split(str(path), path.stat().st_size, limits or Limits(), forced=True)
     ran: list[int] = []
-    real = parallel._load_two_parts
+    received: list[bool] = []
+    real, real_events = parallel._load_two_parts, parallel._Helper.events
 
     def counted(*args, **kwargs):
         ran.append(args[1])
         return real(*args, **kwargs)
 
+    def events(self):
+        got = real_events(self)
+        received.append(got is not None)
+        return got
+
     monkeypatch.setattr(parallel, "_load_two_parts", counted)
+    monkeypatch.setattr(parallel._Helper, "events", events)
     loaded = parallel.load_files_parallel([path], workers=2, limits=limits)
     monkeypatch.setattr(parallel, "_load_two_parts", real)
+    monkeypatch.setattr(parallel._Helper, "events", real_events)
     assert ran == ([] if split is None else [split])  # the two-part read ran exactly where it splits
+    # the helper's part came from the helper (not read again here after it failed), unless made to fail
+    assert received == ([] if split is None else [not helper_fails])
     return split, loaded
 
 
@@ -131,13 +153,57 @@ def test_pending_and_over_long_lines_on_the_helper_side(tmp_path, monkeypatch):
     kinds=st.lists(st.integers(0, 12), min_size=4, max_size=40),
     share=st.floats(0.02, 0.98),
     newline_at_end=st.booleans(),
+    big=st.booleans(),
+    leave=st.booleans(),
 )
-def test_any_split_of_any_trace_equals_one_process(tmp_path_factory, monkeypatch, kinds, share, newline_at_end):
+def test_any_split_of_any_trace_equals_one_process(
+    tmp_path_factory, monkeypatch, kinds, share, newline_at_end, big, leave
+):
     folder = tmp_path_factory.mktemp("two")
-    trace = _trace(folder / "t.jsonl", kinds, tail=b"\n" if newline_at_end else b"")
-    split, fast = _two_parts(monkeypatch, trace, share)
-    assume(split is not None)  # a split exists: the two-part read ran
-    _same(fast, load_sources([Source.from_path(trace)]))
+    trace = _trace(folder / "t.jsonl", kinds, tail=b"\n" if newline_at_end else b"", big=big)
+    with leave_messages_in_file() if leave else contextlib.nullcontext():
+        split, fast = _two_parts(monkeypatch, trace, share)
+        assume(split is not None)  # a split exists: the two-part read ran
+        slow = load_sources([Source.from_path(trace)])
+    _same(fast, slow)
+
+
+def _left(load, first: int = 1, last: int = 1 << 62) -> list[bool]:
+    """Which calls of lines ``first`` to ``last`` hold their request messages as a span of the file."""
+    calls = sorted((c for s in load.sessions.values() for c in s.calls), key=lambda c: c.line)
+    return [messages_left_in_file(c) is not None for c in calls if first <= c.line <= last]
+
+
+def test_the_helper_leaves_request_messages_in_the_file_as_one_process_does(tmp_path, monkeypatch):
+    trace = _trace(tmp_path / "t.jsonl", [9] * 30, big=True)
+    with leave_messages_in_file():
+        split, fast = _two_parts(monkeypatch, trace, 0.4)
+        slow = load_sources([Source.from_path(trace)])
+    assert split is not None
+    at = parallel._lines_before(str(trace), split)  # the helper's first line
+    assert any(_left(slow)) and _left(fast, last=at - 1) == _left(slow, last=at - 1)  # this process's part
+    # The helper's part: its own arrays left in the file too (one the one-process load reused from a
+    # line before the split, the helper never saw, it parses and leaves in the file: the same values)
+    assert all(f or not s for f, s in zip(_left(fast, at), _left(slow, at), strict=True)) and any(_left(fast, at))
+    _same(fast, slow)  # the messages read back from the file are the one-process load's
+    _, held = _two_parts(monkeypatch, trace, 0.4)  # not asked to leave them: every call holds its list
+    assert not any(_left(held))
+    _same(held, slow)
+
+
+def test_the_helper_sends_where_messages_are_not_their_text(tmp_path):
+    from rollout_graph.ingest.message_prefix import MessagesSpan
+
+    trace = _trace(tmp_path / "t.jsonl", [9] * 12, big=True, unique=True)  # no array repeats another's start
+    before = set(id_arrays._ARENAS.keys())
+    with leave_messages_in_file():
+        events = parallel._tail_events(str(trace), str(trace), 0, 1, Limits())
+    arenas = {k: a for k, a in list(id_arrays._ARENAS.items()) if k not in before}
+    back, sent = _through_the_pipe(events, arenas, *parallel._extents(arenas, events))
+    assert b"rrrrrrrrrr" not in sent  # no request text crossed, only where it is
+    spans = [span for _, kind, (_, left) in back if kind == "v" for span in left or [] if span is not None]
+    assert spans and all(type(span) is MessagesSpan for span in spans)
+    assert all(span.messages()[0]["content"].endswith("r" * 2500) for span in spans)
 
 
 def test_a_helper_that_dies_is_replaced_by_reading_its_part_here(tmp_path, monkeypatch):
@@ -151,7 +217,7 @@ def test_a_helper_that_dies_is_replaced_by_reading_its_part_here(tmp_path, monke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(parallel, "_tail_events", dying)
-    _, fast = _two_parts(monkeypatch, trace, 0.5)
+    _, fast = _two_parts(monkeypatch, trace, 0.5, helper_fails=True)
     _same(fast, load_sources([Source.from_path(trace)]))
 
 
@@ -324,41 +390,72 @@ def test_free_cores_on_this_machine_are_a_number_of_cores():
     assert parallel._cpu_sample() is not None and parallel._running_others() is not None
 
 
-def test_packing_gives_the_same_arrays(tmp_path):
+def _through_the_pipe(value, arenas, extents, spans):
     import io
-    import pickle
 
+    buffer = io.BytesIO()
+    parallel._send(buffer, value, arenas, extents, spans)
+    sent = buffer.getvalue()
+    return parallel._receive(io.BytesIO(sent)), sent
+
+
+def test_packing_gives_the_same_arrays(tmp_path):
     arena = id_arrays._new_arena(1 << 12)
     arena[:100] = np.arange(100)
     views = [arena[0:40], arena[10:100], arena[5:5]]
     for v in views:
         v.flags.writeable = False
     other = np.arange(7, dtype=np.int64)
-    buffer = io.BytesIO()
-    parallel._Packer(buffer, {id(arena): 100}).dump([views, other, arena[::2][:3]])
-    back_views, back_other, strided = pickle.loads(buffer.getvalue())
+    value = [views, other, arena[::2][:3]]
+    (back_views, back_other, strided), _ = _through_the_pipe(
+        value, {id(arena): arena}, {id(arena): 100}, {id(arena): [(0, 100)]}
+    )
     for a, b in zip(views, back_views, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b) and not b.flags.writeable
     assert back_views[0].base is back_views[1].base  # one arena crossed, once
+    assert back_views[0].base is not arena and id(back_views[0].base) in id_arrays._ARENAS  # a fresh one, registered
     assert np.array_equal(back_other, other) and np.array_equal(strided, arena[::2][:3])
 
 
 def test_only_the_spans_prompts_cover_cross_and_nothing_outside_them_is_a_view(tmp_path):
-    import io
-    import pickle
-
     arena = id_arrays._new_arena(1 << 12)
     arena[:3000] = np.arange(3000)
     inside = [arena[0:40], arena[20:60], arena[2000:2100]]
     outside = arena[500:510]  # no prompt covers it: it must cross as its own copy
-    buffer = io.BytesIO()
-    parallel._Packer(buffer, {id(arena): 2100}, {id(arena): [(0, 60), (2000, 2100)]}).dump([inside, outside])
-    assert len(buffer.getvalue()) < 2100 * 4  # the gap between the spans did not cross
-    back, back_outside = pickle.loads(buffer.getvalue())
+    spans = {id(arena): [(0, 60), (2000, 2100)]}
+    (back, back_outside), sent = _through_the_pipe([inside, outside], {id(arena): arena}, {id(arena): 2100}, spans)
+    assert len(sent) < 2100 * 4  # the gap between the spans did not cross
     for a, b in zip(inside, back, strict=True):
         assert np.array_equal(a, b)
     assert back[0].base is back[2].base
     assert np.array_equal(back_outside, outside) and back_outside.base is not back[0].base
+
+
+def test_a_stream_cut_short_is_an_error_not_a_partial_result():
+    import pickle
+
+    arena = id_arrays._new_arena(1 << 10)
+    arena[:200] = np.arange(200)
+    import io
+
+    buffer = io.BytesIO()
+    parallel._send(buffer, [arena[0:200]], {id(arena): arena}, {id(arena): 200}, {id(arena): [(0, 200)]})
+    sent = buffer.getvalue()
+    for cut in (0, 4, 12, len(sent) // 2, len(sent) - 1):
+        with pytest.raises((EOFError, pickle.UnpicklingError)):
+            parallel._receive(io.BytesIO(sent[:cut]))
+
+
+def test_an_arena_reference_outside_its_stream_is_refused():
+    import pickle
+
+    arena = id_arrays._new_arena(1 << 10)
+    import io
+
+    buffer = io.BytesIO()
+    parallel._Packer(buffer, {id(arena): [(0, 10)]}, {id(arena): 0}).dump(arena[0:5])
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(buffer.getvalue())
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -394,3 +491,24 @@ def test_off_by_default_until_a_quiet_run_turns_it_on(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
     assert parallel._two_part_wanted([trace], Limits()) is None  # the default rule never forks
     assert parallel._two_part_wanted([trace], Limits(), forced=True) is not None  # workers=2 asks
+
+
+def test_what_crosses_leaves_no_garbage_for_the_collector(tmp_path):
+    """A command runs without the collector: the unpickler and its memo (every object it made)
+    must go by reference counting alone, not wait for a collection."""
+    import gc
+
+    trace = _trace(tmp_path / "t.jsonl", [9] * 12, big=True)
+    before = set(id_arrays._ARENAS.keys())
+    with leave_messages_in_file():
+        events = parallel._tail_events(str(trace), str(trace), 0, 1, Limits())
+    arenas = {k: a for k, a in list(id_arrays._ARENAS.items()) if k not in before}
+    extents = parallel._extents(arenas, events)
+    gc.collect()
+    gc.disable()
+    try:
+        back, _ = _through_the_pipe(events, arenas, *extents)
+        assert len(back) == len(events)
+        assert gc.collect() == 0  # no cycle was left behind
+    finally:
+        gc.enable()

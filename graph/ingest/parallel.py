@@ -20,9 +20,11 @@ plain file, read by a process with no other thread, with at least
 :data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
 command's own start-up, not the 1-minute load average), is read in two parts: this process parses
 the first :data:`TWO_PART_HEAD_SHARE` of its bytes while one helper, forked at once, parses the
-rest (alternatives left in the file, prompts sent as one id arena's bytes) and is reaped when its
-part has been added (:func:`_load_two_parts`; it also dies with this process). The result is
-the sequential loader's, line for line; a helper that fails is replaced by reading its part here.
+rest (alternatives left in the file, and request messages too where this process leaves them
+there: ``message_prefix.leave_messages_in_file``; prompts' ids and small arrays sent as raw
+bytes, read straight into place) and is reaped when its part has been added
+(:func:`_load_two_parts`; it also dies with this process). The result is the sequential
+loader's, line for line; a helper that fails is replaced by reading its part here.
 
 Every limit holds on this path as on the sequential one: a worker reads its range through the
 same chunked reader (a line longer than ``max_line_bytes`` is never held whole), and a load with
@@ -34,12 +36,13 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
+import functools
 import gc
 import io
-import mmap
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 import types
@@ -52,10 +55,11 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rollout_graph.core.messages import share_repeats
-from rollout_graph.core.records import LoadResult, Skipped
+from rollout_graph.core.records import LoadResult, MessagesInFile, Skipped, leave_in_file, messages_left_in_file
 from rollout_graph.ingest import loading
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
+from rollout_graph.ingest.message_prefix import MessagesSpan
 from rollout_graph.ingest.reading import RawValue, Source, parse_json, read_values
 
 if TYPE_CHECKING:  # the process pool's modules are imported when a pool is first started
@@ -255,82 +259,71 @@ def split_ranges(
     One range (the whole file) when the file is small, compressed-looking, or its first
     non-blank line is not a JSON value on its own (then it may be one pretty-printed document).
     A line longer than ``max_line_bytes`` is never parsed (nor copied) here: it is a line either
-    way, skipped by the reader as over the limit, so a range may start at it.
+    way, skipped by the reader as over the limit, so a range may start at it. The file is read
+    with a few small reads at each cut (the same probes as the two-part read's split) and its
+    lines counted in blocks, never memory-mapped (a file truncated under a map kills the
+    process: docs/limits.md).
     """
     chunk = chunk or CHUNK_BYTES
-
-    def standalone(mm: mmap.mmap, begin: int, end: int) -> bool:
-        if max_line_bytes is not None and end - begin > max_line_bytes:
-            return True
-        return _standalone(mm[begin:end])
-
     size = os.path.getsize(path)
     whole = [(0, -1, 1)]
     if size <= chunk or not str(path).endswith(_PLAIN_SUFFIXES):
         return whole
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        if mm[:4].startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+    most = size if max_line_bytes is None else max_line_bytes  # no line is longer than the file
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        if _pread(fd, 4, 0).startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
             return whole
-        first = _first_nonblank(mm, 0)
-        first_end = _line_end(mm, first)
-        if max_line_bytes is not None and first_end - first > max_line_bytes:
+        at = 0
+        while True:  # the first line holding more than blanks
+            line = _line_at(fd, at, size, most)
+            if line is None:
+                return whole
+            end, text = line
+            if _holds_more_than_blanks(fd, at, end, text):
+                break
+            at = end
+        if text is None or not _standalone(text):
             return whole  # the reader decides what an over-long first line is
-        if not standalone(mm, first, first_end):
-            return whole
         starts = [0]
         target = chunk
         while target < size:
-            at = mm.find(b"\n", target)
-            while 0 <= at < size - 1:
-                begin = at + 1
-                end = _line_end(mm, begin)
-                if _nonblank(mm, begin, end) and standalone(mm, begin, end):
+            at = _next_line(fd, target + 1, size)  # the line after the newline at or after target
+            while at < size:
+                line = _line_at(fd, at, size, most)
+                if line is None:
                     break
-                at = mm.find(b"\n", begin)
-            if at < 0 or at >= size - 1:
+                end, text = line
+                if _holds_more_than_blanks(fd, at, end, text) and (text is None or _standalone(text)):
+                    break
+                at = end
+            if at >= size:
                 break
-            starts.append(at + 1)
-            target = at + 1 + chunk
-        # Line numbers: count the newlines before each start (memchr-fast, one pass).
+            starts.append(at)
+            target = at + chunk
         ranges = []
-        line = 1
+        line_number = 1
         for i, start in enumerate(starts):
             end = starts[i + 1] if i + 1 < len(starts) else size
-            ranges.append((start, end, line))
-            line += _count_newlines(mm, start, end)
+            ranges.append((start, end, line_number))
+            line_number += _newlines(fd, start, end)
         return ranges
 
 
-def _nonblank(mm: mmap.mmap, begin: int, end: int, probe: int = 4096) -> bool:
-    """Whether ``mm[begin:end]`` holds anything but blanks (never copying a long line whole)."""
-    at = begin
+def _holds_more_than_blanks(fd: int, start: int, end: int, text: bytes | None) -> bool:
+    """Whether the line at ``start`` (the next one at ``end``; ``text`` its bytes, None when it
+    was too long to hold) holds more than blanks; a long one is probed a block at a time."""
+    if text is not None:
+        return bool(text.strip())
+    at = start
     while at < end:
-        if mm[at : min(end, at + probe)].strip():
+        block = _pread(fd, min(_PROBE_BYTES, end - at), at)
+        if not block:
+            return False
+        if block.strip():
             return True
-        at += probe
+        at += len(block)
     return False
-
-
-def _first_nonblank(mm: mmap.mmap, pos: int) -> int:
-    size = len(mm)
-    while pos < size:
-        end = _line_end(mm, pos)
-        if _nonblank(mm, pos, end):
-            return pos
-        pos = end + 1
-    return size
-
-
-def _line_end(mm: mmap.mmap, pos: int) -> int:
-    end = mm.find(b"\n", pos)
-    return len(mm) if end < 0 else end
-
-
-def _count_newlines(mm: mmap.mmap, start: int, end: int, block: int = 16 << 20) -> int:
-    count = 0
-    for at in range(start, end, block):
-        count += mm[at : min(at + block, end)].count(b"\n")
-    return count
 
 
 _POOL: ProcessPoolExecutor | None = None
@@ -573,17 +566,24 @@ def load_paths_parallel(
 # alternatives and the prompts pickled one by one cost more than the second core gave back). The
 # two-part read keeps this process busy on the file's first part while ONE helper, forked at
 # once, parses the rest: the helper leaves the alternatives in the file (a DeferredTop holds a
-# FileRef and offsets) and sends each id arena once as bytes (a prompt is an offset into it),
-# so the parent only unpickles calls and views (docs/performance.md, "Two cores").
+# FileRef and offsets), and the request messages when the command leaves them there (a
+# MessagesSpan crosses as where they are, never their values: the parent's peak stays the
+# one-process load's, within 8 bytes a token), and sends the spans of each id arena its prompts
+# cover as raw bytes (a prompt is an offset into it), so the parent only unpickles calls and
+# views (docs/performance.md, "Two cores").
 
 # Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
 TWO_PART_MIN_BYTES = 256 << 20
 # Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
-# used without being asked (workers=2). Off by default: no run of the whole command showed it
-# winning by a margin on this 2-core machine, and with main's messages left in the file it
-# peaks at 152 MB against 103 MB (docs/performance.md, "Two cores"). 1.5 is the rule to
-# measure on a quiet machine (bench_two_cores.py) before turning it on.
+# used without being asked (workers=2). Off by default. Its peak is within the memory goal
+# (104 MB = 7.9 bytes a token on the vLLM benchmark trace; one process 102 MB) and on a quiet
+# machine it wins (bench_two_cores.py, load 0.2-0.6: 0.99x the floor against 1.24x), but with
+# a core busy it loses (1.33x against 1.17x; at load 1.1-1.8, 1.54x against 1.14x), and the
+# free cores it would be judged by are, in the command, /proc/loadavg's running-task count of
+# one instant (this module is imported just before the load: no start-up window), which saw
+# another task running in the quiet runs too: 1.5 chose one process there. A window over the
+# command's start-up (a sample taken when it starts) is the rule to measure before turning it on.
 TWO_PART_MIN_FREE_CORES = float("inf")
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
 # counts its first line number and packs its calls (measured: both parts' CPU match).
@@ -665,7 +665,7 @@ def _two_part_split(path: str, size: int, limits: Limits, forced: bool = False) 
     try:
         with open(path, "rb") as f:
             fd = f.fileno()
-            if os.pread(fd, 4, 0).startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+            if _pread(fd, 4, 0).startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
                 return None
             first = _line_at(fd, _next_nonblank(fd, 0, size), size, limits.max_line_bytes)
             if first is None or not first[1] or not _standalone(first[1]):
@@ -689,13 +689,21 @@ def _two_part_split(path: str, size: int, limits: Limits, forced: bool = False) 
 _PROBE_BYTES = 1 << 16
 
 
+def _pread(fd: int, n: int, at: int) -> bytes:
+    """Up to ``n`` bytes of the open file ``fd`` from offset ``at`` (a descriptor of this call's own)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, at)
+    os.lseek(fd, at, os.SEEK_SET)  # Windows: no positional read
+    return os.read(fd, n)
+
+
 def _next_line(fd: int, pos: int, size: int) -> int:
     """The start of the first line beginning after ``pos - 1`` (``pos`` itself when a line starts there)."""
     if pos <= 0:
         return 0
     at = pos - 1
     while at < size:
-        block = os.pread(fd, _PROBE_BYTES, at)
+        block = _pread(fd, _PROBE_BYTES, at)
         if not block:
             break
         i = block.find(b"\n")
@@ -709,7 +717,7 @@ def _next_nonblank(fd: int, pos: int, size: int) -> int:
     """The start of the first line at or after the line start ``pos`` holding more than blanks."""
     line_start = pos
     while pos < size:
-        block = os.pread(fd, _PROBE_BYTES, pos)
+        block = _pread(fd, _PROBE_BYTES, pos)
         if not block:
             break
         stripped = block.lstrip(b" \t\r\n")
@@ -732,7 +740,7 @@ def _line_at(fd: int, start: int, size: int, max_line: int) -> tuple[int, bytes 
     held = 0
     at = start
     while at < size:
-        block = os.pread(fd, _PROBE_BYTES, at)
+        block = _pread(fd, _PROBE_BYTES, at)
         if not block:
             break
         i = block.find(b"\n")
@@ -776,12 +784,28 @@ class _HeadReader(_RangeReader):
         return self._file.fileno()
 
 
+def _detached(parsed: Parsed) -> list[MessagesInFile | None] | None:
+    """The request messages of ``parsed``'s calls that are left in the file (one per call, None
+    where a call holds its list), taken off the calls (None: no call has any). The parent puts
+    them back once the calls are added (:func:`_add_tail`): the load's message sharing then never
+    reads them from the file, as the one-process load never does."""
+    left = [messages_left_in_file(call) for call in parsed.calls]
+    if not any(left):
+        return None
+    for call, span in zip(parsed.calls, left, strict=True):
+        if span is not None:
+            call.request_messages = None
+    return left
+
+
 def _tail_events(path: str, name: str, start: int, first_line: int, limits: Limits) -> list[tuple[int, str, Any]]:
     """The values of ``path`` from byte ``start`` (a line start, line ``first_line``) as events
     ``(line, kind, payload)``: kind ``"p"`` a pending last line (payload: its reason), ``"s"``
-    skipped (the reason), ``"v"`` a converted value (a Parsed). Each line is read as the
-    sequential reader reads every line after a file's first (``reading._line_values``), its
-    alternatives left in the file at their offsets in it."""
+    skipped (the reason), ``"v"`` a converted value (a Parsed, and its calls' request messages
+    left in the file: :func:`_detached`). Each line is read as the sequential reader reads every
+    line after a file's first (``reading._line_values``), its alternatives and request messages
+    left in the file at their offsets in it (the messages when the caller leaves them there:
+    ``message_prefix.leave_messages_in_file``, a context the forked helper inherits)."""
     from rollout_graph.ingest import reading
     from rollout_graph.ingest.id_arrays import IdArrayCutter
     from rollout_graph.ingest.message_prefix import MessageCutter
@@ -815,7 +839,7 @@ def _tail_events(path: str, name: str, start: int, first_line: int, limits: Limi
                         events.append((raw.line, "s", parsed))
                     else:
                         _shared_texts(parsed, shared)  # one copy of each repeated text crosses
-                        events.append((raw.line, "v", parsed))
+                        events.append((raw.line, "v", (parsed, _detached(parsed))))
         except (reading.StreamBreak, OSError) as exc:
             n = seen.newlines + shift
             why = str(exc) if isinstance(exc, reading.StreamBreak) else exc.strerror or str(exc)
@@ -823,23 +847,23 @@ def _tail_events(path: str, name: str, start: int, first_line: int, limits: Limi
     return events
 
 
-# The helper's result crosses as one pickle written by _Packer: an id arena goes once, as its
-# bytes, and every prompt that is a view of it as (arena, start, length), rebuilt in the parent
-# as a read-only view of the same bytes (what the sequential loader's prompts are). The stream
-# is this library's own, between a process and the helper it forked: never a trace's bytes.
+# The helper's result crosses the pipe in three parts (_send, _receive): a header naming each id
+# arena's extent and the spans of it the helper's prompts cover; those spans' raw bytes, read by
+# the parent straight into a fresh arena (no bytes object of them is ever made on either side);
+# then the events, pickled by _Packer, each prompt that is a view of an arena as (arena, start,
+# length), rebuilt as a read-only view of the parent's copy (what the sequential loader's prompts
+# are), and each request-messages span as where it is, not its values. The stream is this
+# library's own, between a process and the helper it forked: never a trace's bytes.
 
 
-def _arena(extent: int, pieces: list[tuple[int, Any]]) -> np.ndarray:
-    """An arena of ``extent`` ids holding ``pieces`` ((start, ids' bytes)) where they were: fresh
-    anonymous memory (id_arrays._new_arena), so the room between pieces stays unresident, as in
-    the helper's own arena."""
-    from rollout_graph.ingest import id_arrays
+def _received_arena(index: int) -> np.ndarray:
+    """The ``index``-th arena of a helper's stream: only :class:`_Unpacker` resolves it."""
+    raise pickle.UnpicklingError("an id arena of the two-part read outside the stream that carried it")
 
-    arena = id_arrays._new_arena(max(1, extent))  # registered: held_bytes counts its views once
-    for start, data in pieces:
-        piece = np.frombuffer(data, dtype=np.int32)
-        arena[start : start + piece.shape[0]] = piece
-    return arena
+
+def _received_array(at: int, dtype: Any, shape: tuple[int, ...], writeable: bool) -> np.ndarray:
+    """An array from a helper stream's side bytes: only :class:`_Unpacker` resolves it."""
+    raise pickle.UnpicklingError("an array of the two-part read outside the stream that carried it")
 
 
 def _arena_view(arena: np.ndarray, start: int, n: int) -> np.ndarray:
@@ -849,52 +873,158 @@ def _arena_view(arena: np.ndarray, start: int, n: int) -> np.ndarray:
 
 
 class _Packer(pickle.Pickler):
-    """Pickles the helper's events with each arena once, as the spans its prompts cover."""
+    """Pickles the helper's events: each arena as its index in the stream's header, each view of
+    one inside the spans that cross as (arena, start, length), each MessagesSpan as itself."""
 
-    def __init__(
-        self, file: IO[bytes], extents: dict[int, int], spans: dict[int, list[tuple[int, int]]] | None = None
-    ) -> None:
+    def __init__(self, file: IO[bytes], spans: dict[int, list[tuple[int, int]]], index: dict[int, int]) -> None:
         super().__init__(file, protocol=5)
-        self._extents = extents  # id(arena) -> ids up to the end of the last prompt in it
-        # id(arena) -> the merged (start, end) spans of ids its prompts cover (default: all of it)
-        self._spans = {key: spans.get(key, [(0, n)]) if spans else [(0, n)] for key, n in extents.items()}
-        self._starts = {key: [a for a, _ in v] for key, v in self._spans.items()}
+        self._spans = spans  # id(arena) -> the merged (start, end) spans of ids that cross
+        self._starts = {key: [a for a, _ in v] for key, v in spans.items()}
+        self._index = index  # id(arena) -> its place in the header
+        self.side: list[memoryview] = []  # small arrays' bytes, sent after the arenas' spans
+        self.side_bytes = 0
 
     def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is MessagesSpan:  # where the messages are, not their values (its own reduce)
+            return MessagesSpan, (obj.file, obj.offset, obj.length, obj.count, obj.check)
         if type(obj) is not np.ndarray:
             return NotImplemented
         key = id(obj)
-        if key in self._extents:  # the arena itself
-            pieces = [(a, pickle.PickleBuffer(obj[a:b].data)) for a, b in self._spans[key]]
-            return _arena, (self._extents[key], pieces)
+        if key in self._index:  # the arena itself: its spans went ahead of the pickle
+            return _received_arena, (self._index[key],)
         base = obj.base
         if type(base) is not np.ndarray or obj.dtype != np.int32 or obj.ndim != 1 or obj.strides != (4,):
-            return NotImplemented
+            return self._owned(obj)
         spans = self._spans.get(id(base))
         if spans is None:
-            return NotImplemented
+            return self._owned(obj)
         start = (obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // 4
         end = start + obj.shape[0]
         i = bisect.bisect_right(self._starts[id(base)], start) - 1
         if i < 0 or start < spans[i][0] or end > spans[i][1]:
-            return NotImplemented  # not inside a span that crosses: its own copy
+            return self._owned(obj)  # not inside a span that crosses: its own copy
         return _arena_view, (base, start, obj.shape[0])
+
+    def _owned(self, obj: np.ndarray) -> Any:
+        """A small array of numbers (sampled ids, logprobs) as its place in the side bytes,
+        rebuilt as an array owning its data, as the one-process reader's are (numpy's own reduce
+        leaves each a view of a bytes object of its own, kept alive by the unpickler until the
+        end: a few hundred bytes more per array). Anything else: numpy's reduce."""
+        if obj.dtype.hasobject or not obj.flags.c_contiguous or obj.nbytes > _OWNED_MOST:
+            return NotImplemented
+        at = self.side_bytes
+        if obj.nbytes:
+            self.side.append(obj.data.cast("B"))
+            self.side_bytes += obj.nbytes
+        return _received_array, (at, obj.dtype, obj.shape, obj.flags.writeable)
+
+
+_OWNED_MOST = 1 << 16  # bytes; a larger array crosses as numpy pickles it
+
+
+class _Unpacker(pickle.Unpickler):
+    """Reads what :class:`_Packer` wrote, its arenas those the stream's header announced."""
+
+    def __init__(self, file: IO[bytes], arenas: list[np.ndarray], side: bytearray) -> None:
+        super().__init__(file)
+        # What find_class hands out goes into the unpickler's memo, so it must not refer to the
+        # unpickler (a cycle: the memo, every object unpickled, would wait for the collector,
+        # which a command runs without)
+        self._arena_at = arenas.__getitem__
+        self._array_at = functools.partial(_array_in, side)
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == __name__ and name == "_received_arena":
+            return self._arena_at
+        if module == __name__ and name == "_received_array":
+            return self._array_at
+        return super().find_class(module, name)
+
+
+def _array_in(side: bytearray, at: int, dtype: Any, shape: tuple[int, ...], writeable: bool) -> np.ndarray:
+    """The array of ``shape`` at byte ``at`` of a helper stream's side bytes, owning its data."""
+    count = int(np.prod(shape))
+    if count == 0:
+        array = np.empty(shape, dtype=dtype)
+    else:
+        array = np.frombuffer(side, dtype=dtype, count=count, offset=at).reshape(shape).copy()
+    array.flags.writeable = writeable
+    return array
+
+
+_HEADER = struct.Struct("<Q")
+
+
+def _send(
+    out: IO[bytes],
+    value: Any,
+    arenas: dict[int, np.ndarray],
+    extents: dict[int, int],
+    spans: dict[int, list[tuple[int, int]]],
+) -> None:
+    """Write ``value`` for :func:`_receive`: ``arenas`` (id -> arena) cross as the ``spans`` of
+    their first ``extents`` ids. The value is pickled first (the helper's CPU, while the parent
+    still reads its own part), then the header, the spans' bytes and the pickle are written."""
+    keys = [key for key in extents if key in arenas]
+    body = io.BytesIO()
+    packer = _Packer(body, {key: spans[key] for key in keys}, {key: i for i, key in enumerate(keys)})
+    packer.dump(value)
+    header = pickle.dumps(([(extents[key], spans[key]) for key in keys], packer.side_bytes), protocol=5)
+    out.write(_HEADER.pack(len(header)))
+    out.write(header)
+    for key in keys:
+        arena = arenas[key]
+        for a, b in spans[key]:
+            if b > a:
+                out.write(arena[a:b].data.cast("B"))
+    for piece in packer.side:
+        out.write(piece)
+    out.write(body.getbuffer())
+
+
+def _read_into(stream: IO[bytes], view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        n = stream.readinto(view[done:])  # type: ignore[attr-defined]
+        if not n:
+            raise EOFError("the helper's stream ended early")
+        done += n
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    """What :func:`_send` wrote: each arena rebuilt in fresh anonymous memory
+    (id_arrays._new_arena: the room between the spans stays unresident, as in the helper's
+    own arena), its spans read straight into it, then the value unpickled."""
+    from rollout_graph.ingest import id_arrays
+
+    size = bytearray(_HEADER.size)
+    _read_into(stream, memoryview(size))
+    header = bytearray(_HEADER.unpack(size)[0])
+    _read_into(stream, memoryview(header))
+    arenas = []
+    announced, side_bytes = pickle.loads(header)
+    for extent, spans in announced:
+        arena = id_arrays._new_arena(max(1, extent))  # registered: held_bytes counts its views once
+        for a, b in spans:
+            if b > a:
+                _read_into(stream, arena[a:b].data.cast("B"))
+        arenas.append(arena)
+    side = bytearray(side_bytes)
+    _read_into(stream, memoryview(side))
+    return _Unpacker(stream, arenas, side).load()
 
 
 def _extents(
-    before: set[int], events: list[tuple[int, str, Any]]
+    arenas: dict[int, np.ndarray], events: list[tuple[int, str, Any]]
 ) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
-    """The arenas made since ``before`` (ids of arenas): for each, the end of the last prompt in
-    it and the merged spans its prompts cover: only those ids cross. Any other view (an array of
-    a document) lies outside them and crosses as a plain array."""
-    from rollout_graph.ingest import id_arrays
-
-    arenas = {key: arena for key, arena in list(id_arrays._ARENAS.items()) if key not in before}
+    """For each of ``arenas`` (the helper's: id -> arena), the end of the last prompt in it and
+    the merged spans its prompts cover: only those ids cross. Any other view (an array of a
+    document) lies outside them and crosses as a plain array."""
     covered: dict[int, list[tuple[int, int]]] = {key: [] for key in arenas}
-    for _line, kind, parsed in events:
+    for _line, kind, payload in events:
         if kind != "v":
             continue
-        for call in parsed.calls:
+        for call in payload[0].calls:
             ids = call.prompt_ids
             base = None if ids is None else ids.base
             if base is not None and id(base) in covered and arenas[id(base)] is base and ids.shape[0]:
@@ -914,28 +1044,38 @@ def _extents(
     return extents, spans
 
 
-_COUNT_WINDOW = 16 << 20  # bytes of the file read at a time while counting its lines
+_COUNT_WINDOW = 1 << 20  # bytes of the file read at a time while counting its lines (measured: 1 MB as fast as 16)
 
 
 def _lines_before(path: str, offset: int) -> int:
-    """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset``.
-
-    Counted one 16 MB block at a time into one reused buffer (never a memory map: a file
-    truncated under one kills the process, docs/limits.md); a file shorter than ``offset`` by
-    now counts what it still holds.
-    """
-    count = 0
-    buffer = bytearray(min(_COUNT_WINDOW, max(offset, 1)))
-    view = memoryview(buffer)
+    """1 + the newlines in the file's first ``offset`` bytes: the line number at ``offset`` (a
+    file shorter than ``offset`` by now counts what it still holds)."""
     with open(path, "rb", buffering=0) as f:
-        done = 0
-        while done < offset:
-            n = f.readinto(view[: min(len(buffer), offset - done)])
-            if not n:
-                break
+        return _newlines(f.fileno(), 0, offset) + 1
+
+
+def _newlines(fd: int, start: int, end: int) -> int:
+    """The newlines in bytes ``[start, end)`` of the open file ``fd``, counted one block
+    (:data:`_COUNT_WINDOW`) at a time into one reused buffer (never a memory map: a file truncated under one kills the
+    process, docs/limits.md); a file that ends sooner by now counts what it holds."""
+    count = 0
+    buffer = bytearray(min(_COUNT_WINDOW, max(end - start, 1)))
+    view = memoryview(buffer)
+    at = start
+    positional = hasattr(os, "preadv")
+    while at < end:
+        want = min(len(buffer), end - at)
+        if positional:
+            n = os.preadv(fd, [view[:want]], at)
             count += buffer.count(b"\n", 0, n)
-            done += n
-    return count + 1
+        else:  # Windows: no positional read into a buffer
+            block = _pread(fd, want, at)
+            n = len(block)
+            count += block.count(b"\n")
+        if not n:
+            break
+        at += n
+    return count
 
 
 class _Helper:
@@ -958,11 +1098,9 @@ class _Helper:
                 _die_with_parent()
                 gc.disable()  # a short-lived process: the collector's passes only cost it time
                 events = _tail_events(path, name, start, _lines_before(path, start), limits)
-                buffer = io.BytesIO()
-                _Packer(buffer, *_extents(before, events)).dump(events)
-                del events
+                arenas = {key: arena for key, arena in list(id_arrays._ARENAS.items()) if key not in before}
                 with open(write_end, "wb", closefd=True) as out:
-                    out.write(buffer.getbuffer())
+                    _send(out, events, arenas, *_extents(arenas, events))
                 code = 0
             finally:
                 os._exit(code)
@@ -974,26 +1112,35 @@ class _Helper:
         """The helper's events, or None if it failed (died, killed): the caller reads the tail itself."""
         collecting = gc.isenabled()
         gc.disable()  # unpickling makes many objects at once: the collector's passes would double its time
+        complete = False
         try:
-            with open(self._read, "rb", closefd=True) as stream:
-                events = pickle.load(stream)
+            read, self._read = self._read, -1
+            with open(read, "rb", closefd=True) as stream:
+                events = _receive(cast(IO[bytes], stream))
+                # the whole stream, and nothing after it: the helper closed its end, it is exiting
+                complete = stream.read(1) == b""
         except Exception:  # noqa: BLE001 - a helper that died mid-write: read the tail here instead
             events = None
         finally:
             if collecting:
                 gc.enable()
-        status = self.reap()
-        return events if status == 0 else None
+        # once the stream is complete the helper only exits: wait for it (killing it then would
+        # throw its part away, to be read again here)
+        status = self.reap(wait=complete)
+        return events if complete and status == 0 else None
 
-    def reap(self) -> int | None:
-        """Wait for the helper to end (killing it first if it still runs); its exit status."""
+    def reap(self, wait: bool = False) -> int | None:
+        """Wait for the helper to end (``wait``: however long it takes; else killing it first if
+        it still runs); its exit status."""
         pid, self.pid = self.pid, None
         if pid is None:
             return None
-        with contextlib.suppress(OSError):
-            os.close(self._read)
+        if self._read >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._read)
+            self._read = -1
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
             if done == 0:
                 os.kill(pid, signal.SIGKILL)
                 done, status = os.waitpid(pid, 0)
@@ -1011,6 +1158,23 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def _add_tail(
+    result: LoadResult,
+    payload: tuple[Parsed, list[MessagesInFile | None] | None],
+    name: str,
+    line: int,
+    shared: dict[str, str],
+) -> None:
+    """One of the tail's values added as the one-process load adds it; its calls' request
+    messages left in the file are put back once the load's sharing has passed them."""
+    parsed, left = payload
+    loading.add_parsed(result, parsed, name, line, shared)
+    if left is not None:
+        for call, span in zip(parsed.calls, left, strict=True):
+            if span is not None:
+                leave_in_file(call, span)
 
 
 def _load_two_parts(path: Path, split: int, limits: Limits, progress: ProgressFn | None, size: int) -> LoadResult:
@@ -1054,7 +1218,7 @@ def _load_two_parts(path: Path, split: int, limits: Limits, progress: ProgressFn
                 elif kind == "s":
                     loading._skip(result, name, line, payload)
                 else:
-                    loading.add_parsed(result, payload, name, line, shared_text)
+                    _add_tail(result, payload, name, line, shared_text)
     finally:
         helper.reap()
         gc.unfreeze()
