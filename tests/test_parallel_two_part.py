@@ -512,3 +512,56 @@ def test_what_crosses_leaves_no_garbage_for_the_collector(tmp_path):
         assert gc.collect() == 0  # no cycle was left behind
     finally:
         gc.enable()
+
+
+def test_only_the_console_command_judges_free_cores(monkeypatch):
+    """Without being asked, the two-part read is the console command's alone: it sampled the
+    machine's CPU as it started, and the cores free over that window decide; a library process
+    (no start sample) reads in one process."""
+    from rollout_graph.ingest import cpu_window
+
+    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 1.5)
+    monkeypatch.setattr(cpu_window, "START", None)
+    monkeypatch.setattr(parallel, "free_cores_now", lambda since=None: 2.0)
+    assert not parallel._console_judges_free_cores()
+    monkeypatch.setattr(cpu_window, "START", (10.0, 100.0, 5.0))
+    seen = []
+
+    def free(since=None):
+        seen.append(since)
+        return free.value
+
+    monkeypatch.setattr(parallel, "free_cores_now", free)
+    free.value = 1.9  # a quiet machine
+    assert parallel._console_judges_free_cores()
+    free.value = 1.05  # another process spinning on one core
+    assert not parallel._console_judges_free_cores()
+    assert seen == [(10.0, 100.0, 5.0)] * 2  # judged over the command's own start-up
+    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(cpu_window, "START", None)
+    assert parallel._console_judges_free_cores()  # 0: asked for, whatever the cores
+
+
+def test_the_console_command_takes_its_start_sample(tmp_path, monkeypatch, capsys):
+    import gc
+
+    import rollout_graph.cli as cli
+    from rollout_graph.ingest import cpu_window
+
+    trace = _trace(tmp_path / "t.jsonl", [9] * 3)
+    marks = []
+    monkeypatch.setattr(cpu_window, "mark_start", lambda: marks.append(True))
+    monkeypatch.setattr(cli, "_exit_now", lambda code: None)
+    monkeypatch.setattr(sys, "argv", ["rollout-graph", "inspect", "--json", "--no-cache", str(trace)])
+    enabled = gc.isenabled()
+    try:
+        assert cli.main() == 0
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+    assert marks == [True]
+    assert orjson.loads(capsys.readouterr().out)["sessions"]
+    marks.clear()
+    assert cli.main(["inspect", "--json", "--no-cache", str(trace)]) == 0  # a library call: no sample
+    assert marks == []

@@ -14,11 +14,11 @@ server), sized by the cores free for it. The pool is used only where it was meas
 the parent cost more than the second core saves (docs/performance.md), so there a load is read
 in this process. Small loads never start it; a one-off command stops it at exit.
 
-**Two cores** (:func:`load_files_parallel` with ``workers=2``; without ``workers`` only once
-:data:`TWO_PART_MIN_FREE_CORES` is lowered from its default, infinite: off): one big
-plain file, read by a process with no other thread, with at least
+**Two cores** (:func:`load_files_parallel` with ``workers=2``; without ``workers`` only in the
+console command): one big plain file, read by a process with no other thread, with at least
 :data:`TWO_PART_MIN_FREE_CORES` cores free *now* (:func:`free_cores_now`: /proc/stat over the
-command's own start-up, not the 1-minute load average), is read in two parts: this process parses
+command's own start-up, sampled as it starts by ``cpu_window.mark_start``, not the 1-minute load
+average), is read in two parts: this process parses
 the first :data:`TWO_PART_HEAD_SHARE` of its bytes while one helper, forked at once, parses the
 rest (alternatives left in the file, and request messages too where this process leaves them
 there: ``message_prefix.leave_messages_in_file``; prompts' ids and small arrays sent as raw
@@ -57,6 +57,7 @@ import numpy as np
 from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import LoadResult, MessagesInFile, Skipped, leave_in_file, messages_left_in_file
 from rollout_graph.ingest import loading
+from rollout_graph.ingest.cpu_window import sample as _cpu_sample
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
 from rollout_graph.ingest.message_prefix import MessagesSpan
@@ -575,41 +576,21 @@ def load_paths_parallel(
 # Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
 # benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
 TWO_PART_MIN_BYTES = 256 << 20
-# Cores free for the helper, measured now (free_cores_now), that the two-part read needs to be
-# used without being asked (workers=2). Off by default. Its peak is within the memory goal
-# (104 MB = 7.9 bytes a token on the vLLM benchmark trace; one process 102 MB) and on a quiet
-# machine it wins (bench_two_cores.py, load 0.2-0.6: 0.99x the floor against 1.24x), but with
-# a core busy it loses (1.33x against 1.17x; at load 1.1-1.8, 1.54x against 1.14x), and the
-# free cores it would be judged by are, in the command, /proc/loadavg's running-task count of
-# one instant (this module is imported just before the load: no start-up window), which saw
-# another task running in the quiet runs too: 1.5 chose one process there. A window over the
-# command's start-up (a sample taken when it starts) is the rule to measure before turning it on.
-TWO_PART_MIN_FREE_CORES = float("inf")
+# Cores free for the helper, measured now (free_cores_now over the console command's start-up:
+# cpu_window.mark_start), that the two-part read needs to be used without being asked (workers=2).
+# On a quiet machine it wins (bench_two_cores.py, load 0.2-0.6: 0.99x the floor against 1.24x);
+# with a core busy it loses (1.33x against 1.17x), and there a spinning process is about 1 core of
+# the window: 1.5 parts the two. Its peak is within the memory goal (104 MB = 7.9 bytes a token on
+# the vLLM benchmark trace; one process 102 MB). A library process never judges (no start sample):
+# it reads in one process unless it asks. docs/performance.md, "Two cores".
+TWO_PART_MIN_FREE_CORES = 1.5
 # The share of the file's bytes the parent parses itself: the larger part, as the helper also
 # counts its first line number and packs its calls (measured: both parts' CPU match).
 TWO_PART_HEAD_SHARE = {"plain": 0.56}
 _PIPE_BYTES = 1 << 20
 
 
-def _cpu_sample() -> tuple[float, float, float] | None:
-    """(wall seconds, busy CPU seconds of the whole machine, this process's CPU seconds) now;
-    None off Linux (no /proc/stat)."""
-    import time
-
-    try:
-        with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != b"cpu":
-        return None
-    ticks = [int(x) for x in fields[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    return time.monotonic(), (sum(ticks[:8]) - idle) / hz, time.process_time()
-
-
-_FIRST_SAMPLE = _cpu_sample()  # taken when this module is imported: the start of the window
+_FIRST_SAMPLE = _cpu_sample()  # taken when this module is imported (a library load's window)
 # Seconds of /proc/stat a judgement needs; shorter, or longer than _MAX_WINDOW (a long-running
 # process: the window's average would lag), the running-task count of this instant decides.
 _MIN_WINDOW, _MAX_WINDOW = 0.05, 5.0
@@ -772,9 +753,21 @@ def _two_part_wanted(files: list[Path], limits: Limits, forced: bool = False) ->
         return None
     if not forced and (size < TWO_PART_MIN_BYTES or workers_available() < 2):
         return None
-    if not forced and free_cores_now() < TWO_PART_MIN_FREE_CORES:
+    if not forced and not _console_judges_free_cores():
         return None
     return _two_part_split(str(files[0]), size, limits, forced)
+
+
+def _console_judges_free_cores() -> bool:
+    """Whether the cores free now allow the two-part read without being asked: only in the console
+    command, which samples the machine's CPU as it starts (``cpu_window.mark_start``), so the
+    window is its own start-up (about 0.1 s of imports); a library process (a notebook, a script)
+    reads in one process unless it asks (``workers=2``)."""
+    from rollout_graph.ingest import cpu_window
+
+    if TWO_PART_MIN_FREE_CORES <= 0:
+        return True  # asked for whatever the cores (what tests and benchmarks set)
+    return cpu_window.START is not None and free_cores_now(cpu_window.START) >= TWO_PART_MIN_FREE_CORES
 
 
 class _HeadReader(_RangeReader):
