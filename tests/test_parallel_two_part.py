@@ -552,6 +552,9 @@ def test_the_console_command_takes_its_start_sample(tmp_path, monkeypatch, capsy
     marks = []
     monkeypatch.setattr(cpu_window, "mark_start", lambda: marks.append(True))
     monkeypatch.setattr(cli, "_exit_now", lambda code: None)
+    from rollout_graph.cli import inspect as inspect_verb
+
+    monkeypatch.setattr(inspect_verb, "_HELD", [])  # what the console run holds to its exit
     monkeypatch.setattr(sys, "argv", ["rollout-graph", "inspect", "--json", "--no-cache", str(trace)])
     enabled = gc.isenabled()
     try:
