@@ -22,7 +22,7 @@ A length stop (``finish_reason: length``) is ``status: incomplete`` with
 ``incomplete_details.reason: max_output_tokens`` (and the ``response.incomplete`` event) only when
 the request set ``max_output_tokens``: that is the Responses API's only length reason. Without it
 the cut was the engine's (or the proxy's ``--max-tokens``) and the response is ``completed``, as a
-native engine answers then (docs/live.md, "OpenAI Responses").
+native engine answers then (docs/live.md, "What the proxy changes, and what it does not": a length stop in the Responses dialect).
 """
 
 from __future__ import annotations
