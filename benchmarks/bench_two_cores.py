@@ -36,9 +36,11 @@ sys.path.insert(0, str(HERE))
 
 from bench_cold import interleaved, load_text, package_env, run, write_bytecode  # noqa: E402
 
-# The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size).
+# The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size;
+# rule: the console command's own judgement, its start-up window opened before anything is imported).
 RUNNER = (
-    "import sys; from rollout_graph.ingest import parallel as p; "
+    "import sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); "
+    "from rollout_graph.ingest import parallel as p; "
     "v = sys.argv.pop(1); p.TWO_PART_MIN_FREE_CORES = float(v) if v != 'rule' else p.TWO_PART_MIN_FREE_CORES; "
     "p.TWO_PART_MIN_BYTES = 0 if v == '0' else p.TWO_PART_MIN_BYTES; "
     "from rollout_graph.cli import main; sys.exit(main())"

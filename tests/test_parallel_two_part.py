@@ -381,12 +381,15 @@ def test_free_cores_are_measured_over_the_window(monkeypatch):
     monkeypatch.setattr(parallel, "_cpu_sample", lambda: None)
     monkeypatch.setattr(parallel, "_running_others", lambda: None)
     monkeypatch.setattr(parallel, "free_cores", lambda: 0.5)
-    assert parallel.free_cores_now() == 0.5
+    assert parallel.free_cores_now(None) == 0.5
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_free_cores_on_this_machine_are_a_number_of_cores():
-    assert 0.0 <= parallel.free_cores_now() <= parallel.workers_available()
+    from rollout_graph.ingest import cpu_window
+
+    assert 0.0 <= parallel.free_cores_now(cpu_window.sample()) <= parallel.workers_available()
+    assert 0.0 <= parallel.free_cores_now(None) <= parallel.workers_available()
     assert parallel._cpu_sample() is not None and parallel._running_others() is not None
 
 

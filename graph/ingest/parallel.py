@@ -56,7 +56,7 @@ import numpy as np
 
 from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import LoadResult, MessagesInFile, Skipped, leave_in_file, messages_left_in_file
-from rollout_graph.ingest import loading
+from rollout_graph.ingest import cpu_window, loading
 from rollout_graph.ingest.cpu_window import sample as _cpu_sample
 from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
@@ -590,7 +590,6 @@ TWO_PART_HEAD_SHARE = {"plain": 0.56}
 _PIPE_BYTES = 1 << 20
 
 
-_FIRST_SAMPLE = _cpu_sample()  # taken when this module is imported (a library load's window)
 # Seconds of /proc/stat a judgement needs; shorter, or longer than _MAX_WINDOW (a long-running
 # process: the window's average would lag), the running-task count of this instant decides.
 _MIN_WINDOW, _MAX_WINDOW = 0.05, 5.0
@@ -606,23 +605,22 @@ def _running_others() -> float | None:
     return max(0.0, running - 1.0)
 
 
-def free_cores_now(since: tuple[float, float, float] | None = None) -> float:
+def free_cores_now(since: cpu_window.Sample | None) -> float:
     """Cores this process may use minus what other processes use now (docs/performance.md,
     "Two cores": the rule).
 
-    On Linux: the machine's busy CPU time (/proc/stat) since ``since`` (default: when this module
-    was imported, so the window is the command's own start-up and costs no waiting) minus this
-    process's own CPU time over the same window, per second of it. A window shorter than 50 ms
+    On Linux: the machine's busy CPU time (/proc/stat) since ``since`` (a :func:`cpu_window.sample`;
+    the console command's is taken as it starts, so the window is its own start-up and costs no
+    waiting) minus this process's own CPU time over the same window, per second of it. A window shorter than 50 ms
     or longer than 5 s (a process that started long ago: its average would lag) takes
     /proc/loadavg's count of tasks running at this instant instead, this one not counted. Off
     Linux: the 1-minute load average (:func:`free_cores`), the only figure there is.
     """
     cores = workers_available()
-    start = since or _FIRST_SAMPLE
     now = _cpu_sample()
-    if start is not None and now is not None and _MIN_WINDOW <= now[0] - start[0] <= _MAX_WINDOW:
-        busy = (now[1] - start[1]) - (now[2] - start[2])
-        others = max(0.0, busy / (now[0] - start[0]))
+    if since is not None and now is not None and _MIN_WINDOW <= now[0] - since[0] <= _MAX_WINDOW:
+        busy = (now[1] - since[1]) - (now[2] - since[2])
+        others = max(0.0, busy / (now[0] - since[0]))
         return max(0.0, cores - others)
     others_now = _running_others()
     if others_now is not None:
@@ -763,8 +761,6 @@ def _console_judges_free_cores() -> bool:
     command, which samples the machine's CPU as it starts (``cpu_window.mark_start``), so the
     window is its own start-up (about 0.1 s of imports); a library process (a notebook, a script)
     reads in one process unless it asks (``workers=2``)."""
-    from rollout_graph.ingest import cpu_window
-
     if TWO_PART_MIN_FREE_CORES <= 0:
         return True  # asked for whatever the cores (what tests and benchmarks set)
     return cpu_window.START is not None and free_cores_now(cpu_window.START) >= TWO_PART_MIN_FREE_CORES
