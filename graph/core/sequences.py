@@ -83,12 +83,10 @@ def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray
     sequences = []
     # each call's part of a row (its context and its sampled ids) and its trainable tokens, once
     # per call rather than once per row through it: a call is in every row below it
-    n_prompt = [c.n_prompt for c in calls]
     n_sampled = [c.n_sampled for c in calls]
-    n_end = [0 if c.prompt_ids is None else p + s for c, p, s in zip(calls, n_prompt, n_sampled, strict=True)]
     own = [
-        p - (0 if parent is None else min(n_end[parent], p)) + s  # as context_start() gives it
-        for p, s, parent in zip(n_prompt, n_sampled, topology.parents, strict=False)
+        c.n_prompt - context_start(calls, topology, k) + s
+        for k, (c, s) in enumerate(zip(calls, n_sampled, strict=True))
     ]
     flags = trainable.tolist() if isinstance(trainable, np.ndarray) else list(trainable)
     trained = [s if t else 0 for s, t in zip(n_sampled, flags, strict=False)]
