@@ -284,6 +284,17 @@ _EIGHTEEN_DIGITS = 10**18
 _TOKEN_ID_LIST = re.compile(r"token_id:[1-9][0-9]{0,17}+(?:,token_id:[1-9][0-9]{0,17}+)*+")
 
 
+def joined_tokens(tokens: list) -> str | None:
+    """The tokens joined with commas when every one is a string and none holds a comma (exactly
+    ``len(tokens) - 1`` commas: the text split at them is the tokens again); None otherwise (an
+    empty list included)."""
+    try:
+        joined = ",".join(tokens)
+    except TypeError:  # not all strings
+        return None
+    return joined if joined.count(",") == len(tokens) - 1 else None
+
+
 def all_token_id_texts(tokens: list) -> bool:
     """Whether :func:`_token_id_texts` reads every token as an id (``token_id:`` and 1 to 18
     ASCII digits without a leading zero), without reading the ids: for a choice whose
@@ -292,17 +303,12 @@ def all_token_id_texts(tokens: list) -> bool:
     The joined text holds exactly n - 1 commas, so no token holds one: the commas are the n - 1
     separators, and the match then reads each token, whole, as one id.
     """
-    try:
-        joined = ",".join(tokens)
-    except TypeError:  # not all strings
-        return False
-    return joined.count(",") == len(tokens) - 1 and _TOKEN_ID_LIST.fullmatch(joined) is not None
+    return token_id_list(joined_tokens(tokens))
 
 
 def token_id_list(joined: str | None) -> bool:
-    """:func:`all_token_id_texts` of tokens already joined (``joined``: their text with exactly
-    n - 1 commas, graph/ingest/typed.py ``joined_tokens``; None when they are not all strings or
-    one holds a comma, where all_token_id_texts says False too)."""
+    """:func:`all_token_id_texts` of tokens already joined (``joined``: :func:`joined_tokens`' text,
+    None when they are not all strings or one holds a comma, where all_token_id_texts says False too)."""
     return joined is not None and _TOKEN_ID_LIST.fullmatch(joined) is not None
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rollout_graph.core.records import TopK
+from rollout_graph.ingest.tokens import joined_tokens
 
 if TYPE_CHECKING:
     from rollout_graph.ingest import typed_decoders
@@ -103,17 +104,6 @@ def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
         alt_logprobs=[a.logprob for a in alts],
         joined=joined_tokens(tokens),
     )
-
-
-def joined_tokens(tokens: list) -> str | None:
-    """The tokens joined with commas when every one is a string and none holds a comma (exactly
-    ``len(tokens) - 1`` commas: the text split at them is the tokens again); None otherwise (an
-    empty list included)."""
-    try:
-        joined = ",".join(tokens)
-    except TypeError:  # not all strings
-        return None
-    return joined if joined.count(",") == len(tokens) - 1 else None
 
 
 @dataclass(frozen=True, slots=True)
