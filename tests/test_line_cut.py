@@ -271,8 +271,9 @@ def test_the_id_keys_found_are_those_the_slice_comparison_found(raw):
 
 def _reference_duplicate_identity_key(raw: bytes) -> str | None:
     """The check before its searches were compiled (bytes.find and bytes.count)."""
-    from rollout_graph.ingest.reading import _EARLY, _IDENTITY_KEYS, _KEY_AFTER, _scan
+    from rollout_graph.ingest.reading import _IDENTITY_KEYS, _KEY_AFTER, _scan
 
+    _EARLY = 1024  # the bytes at each end of a line that version searched for each identity key
     ends = len(raw) - _EARLY
     met = sum(1 for key in _IDENTITY_KEYS if raw.find(key, 0, _EARLY) >= 0 or raw.find(key, max(0, ends)) >= 0)
     if raw.count(b'_id"') <= met:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rollout_graph.ingest.limits import LimitExceeded
+from rollout_graph.ingest.rare_byte import find_by_rare_byte
 from rollout_graph.ingest.typed import FileRef, columns_for, cut_logprobs, located_span
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
@@ -455,18 +456,7 @@ def _find(raw: bytes, key: bytes, pos: int, hi: int) -> int:
     ``_TRIES`` that are not the key's (snake_case code in a message), the compiled search from
     there (the regex engine's scan for the first byte is slower than memchr, faster than
     bytes.find stopping at every quote)."""
-    first, last = key[:1], hi - len(key)  # an occurrence starts at or before ``last``
-    at = raw.find(first, pos, hi)
-    for _ in range(_TRIES):
-        if at < 0 or at > last:
-            return -1
-        if raw.startswith(key, at):
-            return at
-        at = raw.find(first, at + 1, hi)
-    if at < 0 or at > last:
-        return -1
-    found = _search(key)(raw, at, hi)
-    return -1 if found is None else found.start()
+    return find_by_rare_byte(raw, key, pos, hi, 0, _TRIES, _search(key))
 
 
 def find_outside(raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int] | None) -> int:

@@ -64,6 +64,7 @@ import orjson
 
 from rollout_graph.core.messages import note_left_in_file
 from rollout_graph.core.records import MessagesInFile
+from rollout_graph.ingest.rare_byte import find_by_rare_byte
 
 if TYPE_CHECKING:
     from rollout_graph.ingest.typed import FileRef
@@ -272,12 +273,7 @@ def _find_tail(raw: bytes, tail: bytes, pos: int) -> int:
     in message text) and a comparison there, the usual search after :data:`_TRIES` of them."""
     if tail[:1] != b"]":
         return raw.find(tail, pos)
-    at = raw.find(b"]", pos)
-    for _ in range(_TRIES):
-        if at < 0 or raw.startswith(tail, at):
-            return at
-        at = raw.find(b"]", at + 1)
-    return raw.find(tail, at) if at >= 0 else -1
+    return find_by_rare_byte(raw, tail, pos, len(raw), 0, _TRIES)
 
 
 def _holds_nul(raw: bytes, start: int, end: int) -> bool:

@@ -448,7 +448,6 @@ def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
 
 
 _IDENTITY_KEYS = (b'"session_id"', b'"call_id"', b'"node_id"')  # top-level keys that place a record
-_EARLY = 1024  # (the window an earlier version of the check searched: tests/test_line_cut.py's reference)
 _KEY_AFTER = re.compile(rb"[ \t\r\n]*:")
 # Every quote that starts an identity key, overlapping ones included (the match takes the quote
 # only): the line's identity-key occurrences, in order, in one scan by the regex engine.

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rollout_graph.core.records import TopK
+from rollout_graph.ingest.rare_byte import find_by_rare_byte
 from rollout_graph.ingest.tokens import joined_tokens
 
 if TYPE_CHECKING:
@@ -338,15 +339,7 @@ def find_bracket_key(raw: bytes, key: bytes, start: int, end: int) -> int:
     memchr (``[`` is rare before a record's arrays, and prose holds few), each checked for the
     key before it; after ``_TRIES`` that are not the key's, bytes.find from there (which, for a
     key of letters in prose, looks at nearly every byte)."""
-    k = len(key)
-    at = raw.find(b"[", start + k - 1, end)
-    for _ in range(_TRIES):
-        if at < 0:
-            return -1
-        if raw.startswith(key, at - k + 1):
-            return at - k + 1
-        at = raw.find(b"[", at + 1, end)
-    return -1 if at < 0 else raw.find(key, at - k + 1, end)
+    return find_by_rare_byte(raw, key, start, end, len(key) - 1, _TRIES)
 
 
 def located_span(raw: bytes, skipped: Callable[[], tuple[int, int] | None] | None = None) -> tuple[int, int] | None:
