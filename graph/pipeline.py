@@ -39,7 +39,8 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     Args:
         session: the calls of one rollout as the loader read them.
         links: its calls' links when already known (incremental linking in graph/live keeps
-            them up to date); by default they are computed here.
+            them up to date); by default the session's own (``session.links``: a reopened cache
+            entry's) when they are of its calls, else they are computed here.
         decoder: a tokenizer lets the near-miss analysis tell a re-tokenized replay
             (graph/analysis/near_miss.py); without one those breaks stay
             ``rewritten_continuation``.
@@ -48,6 +49,8 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         The analysed :class:`Rollout`.
     """
     calls = session.calls
+    if links is None and session.links is not None and len(session.links.parents) == len(calls):
+        links = session.links  # a reopened cache entry's, of these very calls (graph/ingest/cache.py)
     links = link(calls) if links is None else links
     parents = links.parents
     claim_findings: list[Finding] = []

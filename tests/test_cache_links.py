@@ -92,6 +92,34 @@ def test_the_analysis_of_a_reopen_equals_a_fresh_analysis(entry, monkeypatch):
         )
 
 
+def test_the_command_reopening_an_entry_does_not_link_again(entry, monkeypatch, capsysbinary):
+    """`inspect --json` from a cache entry analyses with its links (pipeline.analyse takes a
+    session's own), and prints what a fresh read prints; a session whose calls no longer match its
+    links (one appended since) is linked again."""
+    from rollout_graph.cli import main
+
+    trace, folder, _, again = entry
+    assert main(["inspect", "--json", "--no-cache", str(trace)]) == 0
+    fresh_out = capsysbinary.readouterr().out
+    monkeypatch.setenv(cache.ENV_DIR, str(folder))
+    assert main(["inspect", "--json", str(trace)]) == 0  # the command's own entry written
+    assert capsysbinary.readouterr().out == fresh_out
+
+    def no_linking(calls):
+        raise AssertionError("a reopen linked again")
+
+    real_link = pipeline.link
+    monkeypatch.setattr(pipeline, "link", no_linking)
+    assert main(["inspect", "--json", str(trace)]) == 0
+    assert capsysbinary.readouterr().out == fresh_out
+    session = again.sessions["agent"]
+    session.calls = session.calls[:-1]  # calls the kept links are not of
+    linked = []
+    monkeypatch.setattr(pipeline, "link", lambda calls: linked.append(len(calls)) or real_link(calls))
+    pipeline.analyse(session)
+    assert linked == [len(session.calls)]
+
+
 def test_a_followed_trace_reopened_from_the_cache_does_not_link_again(tmp_path, monkeypatch):
     monkeypatch.setattr(live_trace, "BATCH_MIN_BYTES", 0)  # the batch loader (and its cache entry)
     monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))

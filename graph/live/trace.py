@@ -314,12 +314,12 @@ class LiveTrace:
         session = self._sessions[sid]
         if session.rollout is None or session.rollout[0] != session.version:
             inputs = self.loaded.sessions[sid]
-            if session.seed:  # only what the batch loader read: linked in one batch (or by a reopened cache entry)
-                calls = [call for call, _ in session.seed]
-                links = inputs.links if inputs.links is not None and len(inputs.links.parents) == len(calls) else None
+            known = None  # a reopened cache entry's links, which analyse takes when they are of these calls
+            if session.seed:  # only what the batch loader read: linked in one batch (or by that entry)
+                calls, links, known = [call for call, _ in session.seed], None, inputs.links
             else:
                 calls, links = session.linker.links()
-            snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids))
+            snapshot = SessionInput(sid, calls, inputs.document, set(inputs.node_ids), links=known)
             session.rollout = (session.version, analyse(snapshot, links=links))
         return session.rollout[1]
 

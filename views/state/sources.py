@@ -115,8 +115,8 @@ def _analysed(
     key: str, label: str, loaded: LoadResult, trace_paths: list[Path], sources: dict[str, Source]
 ) -> Workspace:
     decoders = Decoders(trace_paths)  # the tokenizer search once per model, not per rollout
-    # a reopened cache entry holds each session's links (graph/ingest/cache.py): not linked again
-    rollouts = {sid: analyse(s, links=s.links, decoder=decoders(s.calls)) for sid, s in loaded.sessions.items()}
+    # a reopened cache entry's sessions carry their links: analyse does not link them again
+    rollouts = {sid: analyse(s, decoder=decoders(s.calls)) for sid, s in loaded.sessions.items()}
     return Workspace(key, label, loaded, trace_paths, rollouts, sources)
 
 
