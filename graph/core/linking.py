@@ -97,16 +97,25 @@ def end_is_prefix(candidate: Call, prompt: np.ndarray) -> bool:
     )
 
 
-def _shared_starts(calls: list[Call]) -> tuple[list[tuple[np.ndarray, list[int]]], list[Any]]:
+def _shared_starts(
+    calls: list[Call],
+) -> tuple[list[tuple[np.ndarray, list[int]]], list[Any], list[int], list[int]]:
     """The calls with prompt ids, grouped by where their prompts start in memory: (the group's
-    longest prompt, its members in call order), and each call's start (None without prompt ids).
-    Each member's prefix hashes are the longest's cut to its length, so a group is hashed once
-    however many prompts it holds."""
+    longest prompt, its members in call order), and each call's start (None without prompt ids),
+    prompt length and end length (:attr:`Call.n_prompt`, :attr:`Call.n_end`, read in the same
+    pass). Each member's prefix hashes are the longest's cut to its length, so a group is hashed
+    once however many prompts it holds."""
     groups: dict[tuple[int, tuple[int, ...], Any], tuple[np.ndarray, list[int]]] = {}
-    starts: list[Any] = [None] * len(calls)
+    n = len(calls)
+    starts: list[Any] = [None] * n
+    n_prompt, n_end = [0] * n, [0] * n
     for i, call in enumerate(calls):
         prompt = call.prompt_ids
-        if prompt is None or prompt.shape[0] == 0:
+        if prompt is None:
+            continue
+        size = n_prompt[i] = prompt.shape[0]
+        n_end[i] = size + call.sampled_ids.shape[0]
+        if size == 0:
             continue
         key = starts[i] = start_of(prompt)
         found = groups.get(key)
@@ -114,9 +123,9 @@ def _shared_starts(calls: list[Call]) -> tuple[list[tuple[np.ndarray, list[int]]
             groups[key] = (prompt, [i])
         else:
             found[1].append(i)
-            if prompt.shape[0] > found[0].shape[0]:
+            if size > found[0].shape[0]:
                 groups[key] = (prompt, found[1])
-    return list(groups.values()), starts
+    return list(groups.values()), starts, n_prompt, n_end
 
 
 _TAIL_IDS = 1 << 16  # ids of segments hashed in one vectorised step (a few MB of temporaries at most)
@@ -177,10 +186,8 @@ def token_parents(calls: list[Call]) -> list[int | None]:
     """Token links: a call's parent is the call with the longest end ids that open its prompt (earliest on a tie)."""
     n = len(calls)
     parents: list[int | None] = [None] * n
-    n_prompt = [c.n_prompt for c in calls]
-    n_end = [0 if c.prompt_ids is None else n_prompt[i] + c.n_sampled for i, c in enumerate(calls)]
+    groups, starts, n_prompt, n_end = _shared_starts(calls)
     candidates = [i for i in range(n) if n_end[i] > 0]
-    groups, starts = _shared_starts(calls)
     if not candidates or not groups:
         return parents
     # Longest end first, then earliest arrival: the first verified match is the parent.

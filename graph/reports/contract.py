@@ -69,7 +69,7 @@ class _Nodes:
         signals = rollout.signals.calls if self.has_signals else None
         # a call's end ids (rollout_graph.core.records.Call.n_end): none without prompt ids
         n_end = [0 if c.prompt_ids is None else c.n_prompt + c.n_sampled for c in calls]
-        out = []
+        out: list[dict[str, Any]] = []
         append = out.append
         # the columns read in step (one tuple per call): no list indexing per key
         for i, call, node_id, parent, root, kids, via, train in zip(
