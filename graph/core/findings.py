@@ -69,7 +69,7 @@ def _param_changes(requested: dict[str, Any], submitted: dict[str, Any] | None) 
 
 def is_trainable(call: Call, findings: list[Finding]) -> bool:
     """Sampled tokens are trained only with aligned logprobs and no FATAL finding on the call."""
-    return call.logprobs_aligned and not any(f.level == FATAL for f in findings)
+    return call.logprobs_aligned and (not findings or not any(f.level == FATAL for f in findings))
 
 
 def _specified_distribution(call: Call) -> dict[str, str]:

@@ -5,12 +5,16 @@ descendants), but their result is order-free: a call's parent is, among ALL call
 end ids are the longest prefix of its prompt, ties going to the earliest arrival. So the fast
 implementation computes that directly:
 
-* every call's end ids get a 64-bit polynomial hash, and every prompt its prefix hashes (numpy
-  cumsum, wrapping modulo 2**64);
-* candidates are sorted by (longer end first, earlier arrival first); for a prompt of length L,
-  the candidates with end length <= L are compared against the prompt's prefix hashes at their
-  lengths in one vectorised step;
-* the first hash match whose tokens really are equal wins (hashes only filter, never decide).
+* candidates are sorted by (longer end first, earlier arrival first); the first candidate whose
+  end ids really open a prompt wins (hashes and classes only narrow the candidates, never decide);
+* a candidate whose end has at least ``_HEAD`` ids can only open prompts with the same first
+  ``_HEAD`` ids, so prompts and candidates are split into classes by those ids. A class of few
+  prompts and candidates (one conversation, a few retries) checks its pairs by their ids directly;
+* in a bigger class (conversations that share a long system prompt) every candidate's end ids get
+  a 64-bit polynomial hash and every prompt its prefix hashes (numpy cumsum, wrapping modulo
+  2**64, one scheme: ``_terms``), and the candidates no longer than a prompt are compared against
+  its prefix hashes at their lengths in one vectorised step; ends shorter than the head are
+  matched against every prompt's first ids by hash the same way.
 
 Message fallback (3.3) is arrival-dependent by definition: it looks only at earlier calls.
 """
@@ -131,12 +135,12 @@ def _shared_starts(
 _TAIL_IDS = 1 << 16  # ids of segments hashed in one vectorised step (a few MB of temporaries at most)
 
 
-def _segment_hashes(pieces: list[list[np.ndarray]], at: list[list[int]]) -> np.ndarray:
-    """For each segment ``k``, the hash terms of its pieces (``pieces[k][m]``'s positions counting
-    from ``at[k][m]``) summed: a call's end hash is its pieces' (prompt at 0, sampled ids after the
-    prompt) or its prompt's hash plus its sampled ids' terms. A few thousand segments at a time."""
+def _segment_hashes(pieces: list[np.ndarray], at: list[int]) -> np.ndarray:
+    """For each piece ``k``, the hash terms of its ids (positions counting from ``at[k]``) summed:
+    a call's end hash is its prompt's hash plus this of its sampled ids at the prompt's length.
+    Vectorised over the pieces, a few thousand at a time."""
     out = np.zeros(len(pieces), dtype=np.uint64)
-    sizes = [sum(p.shape[0] for p in segment) for segment in pieces]
+    sizes = [p.shape[0] for p in pieces]
     lo = 0
     while lo < len(pieces):
         hi, total = lo, 0
@@ -148,7 +152,7 @@ def _segment_hashes(pieces: list[list[np.ndarray]], at: list[list[int]]) -> np.n
             first = np.zeros(hi - lo, dtype=np.int64)
             np.cumsum(lengths[:-1], out=first[1:])
             filled = lengths > 0
-            terms = _terms([p for s in pieces[lo:hi] for p in s], [a for s in at[lo:hi] for a in s])
+            terms = _terms(pieces[lo:hi], at[lo:hi])
             out[lo:hi][filled] = np.add.reduceat(terms, first[filled], dtype=np.uint64)
         lo = hi
     return out
@@ -290,16 +294,14 @@ def _hashed_hits(
     # end hash = the prompt's hash + the sampled ids' terms. The groups' prefix hashes are made
     # twice (here, then for the prompts), a block of groups at a time, rather than kept: kept,
     # all groups' would be 8 bytes for each id of every group's longest prompt at once.
+    cand_hash = _segment_hashes(
+        [calls[j].sampled_ids for j in class_candidates], [n_prompt[j] for j in class_candidates]
+    )
     outside = [k for k, j in enumerate(class_candidates) if group_of[j] not in in_class]
-    pieces = [[calls[j].sampled_ids] for j in class_candidates]
-    at = [[n_prompt[j]] for j in class_candidates]
-    for k in outside:  # a prompt shorter than the head, hashed with its sampled ids
-        j = class_candidates[k]
-        prompt = calls[j].prompt_ids
-        assert prompt is not None
-        pieces[k] = [prompt, calls[j].sampled_ids]
-        at[k] = [0, n_prompt[j]]
-    cand_hash = _segment_hashes(pieces, at)
+    if outside:  # a prompt shorter than the head, of a group outside the class: hashed on its own
+        prompts = [calls[class_candidates[k]].prompt_ids for k in outside]
+        with np.errstate(over="ignore"):
+            cand_hash[outside] += _segment_hashes(prompts, [0] * len(outside))  # type: ignore[arg-type]
     place = {j: k for k, j in enumerate(class_candidates)}
     longest = np.array([groups[g][0].shape[0] for g in class_groups], dtype=np.int64)
     blocks = _group_blocks(longest)
@@ -342,12 +344,11 @@ def _tiny_hits(
 ) -> None:
     """Add to ``hits[g]`` the candidates whose end is shorter than the head (``tiny``, in order)
     and hashes as the group's longest prompt cut to its length."""
-    pieces: list[list[np.ndarray]] = []
-    for j in tiny:
-        prompt = calls[j].prompt_ids
-        assert prompt is not None
-        pieces.append([prompt, calls[j].sampled_ids])
-    end_hash = _segment_hashes(pieces, [[0, n_prompt[j]] for j in tiny])
+    prompts = [calls[j].prompt_ids for j in tiny]
+    with np.errstate(over="ignore"):
+        end_hash = _segment_hashes(prompts, [0] * len(tiny)) + _segment_hashes(  # type: ignore[arg-type]
+            [calls[j].sampled_ids for j in tiny], [n_prompt[j] for j in tiny]
+        )
     by_hash: dict[tuple[int, int], list[int]] = {}
     for j, h in zip(tiny, end_hash.tolist(), strict=True):
         by_hash.setdefault((n_end[j], h), []).append(j)
