@@ -67,13 +67,12 @@ class _Nodes:
         topo = rollout.topology
         discarded, misses = topo.discarded, rollout.near_misses
         signals = rollout.signals.calls if self.has_signals else None
-        # a call's end ids (rollout_graph.core.records.Call.n_end): none without prompt ids
-        n_end = [0 if c.prompt_ids is None else c.n_prompt + c.n_sampled for c in calls]
         out: list[dict[str, Any]] = []
         append = out.append
         # the columns read in step (one tuple per call): no list indexing per key
-        for i, call, node_id, parent, root, kids, via, train in zip(
-            range(len(calls)), calls, ids, topo.parents, topo.root_of, topo.children, rollout.linked_by, trainable
+        columns = (ids, topo.parents, topo.root_of, topo.children, rollout.linked_by, trainable, rollout.context_starts)
+        for i, call, node_id, parent, root, kids, via, train, start in zip(
+            range(len(calls)), calls, *columns, strict=True
         ):
             kept = discarded.get(i) if discarded else None
             prompt = call.prompt_ids
@@ -90,7 +89,7 @@ class _Nodes:
                 "n_children": len(kids),
                 "linked_by": via,
                 # the prompt after the parent's end ids (rollout_graph.core.sequences.context_start)
-                "n_context": size if parent is None else size - min(n_end[parent], size),
+                "n_context": size - start,
                 "trainable": train,
                 "finish_reason": call.finish_reason,
                 "model": call.model,
