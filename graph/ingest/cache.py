@@ -276,6 +276,22 @@ def _shared_base(arr: np.ndarray) -> np.ndarray | None:
     return base if 0 <= start and start + arr.nbytes <= base.nbytes else None
 
 
+def _flush(pending: list, sink: _Checked) -> None:
+    """Write the queued pieces: small ones joined (one checksum and one write for many arrays),
+    each piece of a MB or more as it is (never copied)."""
+    small: list = []
+    for data in pending:
+        if len(data) < _CHUNK:
+            small.append(data)
+            continue
+        if small:
+            sink.write(b"".join(small))
+            small = []
+        sink.write(data)
+    if small:
+        sink.write(b"".join(small))
+
+
 class _Eager:
     """Lays out ``arrays.bin``: every part of a shared base that some array covers is written
     once (the first time an array needs it), each array an offset into what was written."""
@@ -337,8 +353,7 @@ class _Eager:
         return [offset + start - starts[i], arr.dtype.str, shape, writeable]
 
     def flush(self, sink: _Checked) -> None:
-        for data in self._pending:
-            sink.write(data)
+        _flush(self._pending, sink)
         self._pending = []
 
 
@@ -372,17 +387,24 @@ class _Top:
         return [offset, length, crc, top.rows, ids.dtype.str, list(ids.shape), lps.dtype.str, list(lps.shape)]
 
     def flush(self, sink: _Checked) -> None:
-        for data in self._pending:
-            sink.write(data)
+        _flush(self._pending, sink)
         self._pending = []
 
 
+_DIRECT = (str, int, type(None))  # values orjson writes exactly as they are (or refuses: TypeError)
+
+
 def _issues(issues: list[Finding]) -> list:
-    return [[_json(f.level), _json(f.code), _json(f.detail), _json(f.node_id), _json(f.leaf_id)] for f in issues]
+    return [
+        [v if type(v) in _DIRECT else _json(v) for v in (f.level, f.code, f.detail, f.node_id, f.leaf_id)]
+        for f in issues
+    ]
 
 
 def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
-    row: list[Any] = [_json(getattr(call, name)) for name in _TEXT_FIELDS]
+    # the names, the source, the line and the model are strings, an int or None: written as they
+    # are (what _json would embed; a lone surrogate or a huge int fails the dump below the same way)
+    row: list[Any] = [v if type(v) in _DIRECT else _json(v) for v in map(call.__getattribute__, _TEXT_FIELDS)]
     row.append(eager.describe(call.prompt_ids))
     row.append(eager.describe(call.sampled_ids))
     row.append(eager.describe(call.sampled_logprobs))
