@@ -133,7 +133,11 @@ def test_over_the_budget_the_first_calls_that_fit_are_searched_and_the_note_says
     note = index.partial_note()
     assert (note is None) == all(covered[w] == n for w in WHERES)
     if note is not None:
-        assert ENV_MAX in note and f"of {n:,} calls only" in note
+        assert note.startswith("Not searched: the ") and ENV_MAX in note
+        for where in WHERES:
+            k = covered[where]
+            if k < n:
+                assert ("every call" if k == 0 else f"#{k:,}") in note
 
 
 @pytest.mark.parametrize(
@@ -184,8 +188,8 @@ def test_a_span_that_cannot_fit_is_not_decoded_and_the_note_names_the_place():
     assert {h.index for h in hits if h.where == SAMPLED} == set(range(covered[SAMPLED]))
     note = index.partial_note()
     assert note == (
-        f"Searched decoded sampled spans of the first {covered[SAMPLED]:,} of 20 calls only: the search index"
-        f" holds at most 60,000 bytes per rollout ({ENV_MAX})."
+        f"Not searched: the decoded sampled spans of calls #{covered[SAMPLED]:,} to #19 (the search index"
+        f" holds at most 60,000 bytes per rollout: {ENV_MAX})."
     )
     assert index.partial_note((MESSAGE, RESPONSE)) is None  # a search of those places saw every call
 
@@ -217,7 +221,10 @@ def test_the_budget_from_the_environment(monkeypatch):
     rollout = _big_rollout(2, 10)
     index = SearchIndex(rollout, TraceTextDecoder({}))
     assert search(index, Query.compile("message")) == []
-    assert "first 0 of 2 calls" in (index.partial_note() or "")
+    assert index.partial_note() == (
+        "Not searched: the request messages, responses, decoded sampled spans and decoded context spans of every"
+        f" call (the search index holds at most 0 bytes per rollout: {ENV_MAX})."
+    )
 
 
 def test_the_command_says_which_calls_it_did_not_search(tmp_path):
@@ -235,7 +242,7 @@ def test_the_command_says_which_calls_it_did_not_search(tmp_path):
         [sys.executable, "-m", "rollout_graph", "search", "a", trace, "--json"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 0, out.stderr
-    assert "rollout-graph search: session s1: Searched " in out.stderr and ENV_MAX in out.stderr
+    assert "rollout-graph search: session s1: Not searched: the " in out.stderr and ENV_MAX in out.stderr
     assert "Traceback" not in out.stderr
     json.loads(out.stdout)  # the hits of what was searched, still one JSON document
     env.pop(ENV_MAX)

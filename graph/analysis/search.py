@@ -368,15 +368,31 @@ class SearchIndex:
         """What a search of ``wheres`` did not look at because the index's budget was full, in
         words (None when it looked at every call); the places not built yet are not judged."""
         n = len(self.rollout.calls)
-        short = [
-            (where, self.covered[where])
-            for where in WHERES
-            if where in wheres and where in self.covered and self.covered[where] < n
-        ]
-        if not short:
+        left: dict[int, list[str]] = {}  # first call left out -> the places it is left out of
+        for where in WHERES:
+            k = self.covered.get(where, n) if where in wheres else n
+            if k < n:
+                left.setdefault(k, []).append(PLACES[where])
+        if not left:
             return None
-        parts = "; ".join(f"{PLACES[w]} of the first {k:,} of {n:,} calls only" for w, k in short)
-        return f"Searched {parts}: the search index holds at most {self.max_bytes:,} bytes per rollout ({ENV_MAX})."
+
+        def calls(k: int) -> str:
+            if k == 0:
+                return "every call"
+            return f"call #{k:,}" if k == n - 1 else f"calls #{k:,} to #{n - 1:,}"
+
+        def listed(places: list[str]) -> str:
+            return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
+
+        parts = "; ".join(f"the {listed(places)} of {calls(k)}" for k, places in left.items())
+        return f"Not searched: {parts} (the search index holds at most {_size(self.max_bytes)} per rollout: {ENV_MAX})."
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:,} {unit}"
+    return f"{n:,} bytes"
 
 
 def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
