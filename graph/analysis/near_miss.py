@@ -339,13 +339,18 @@ class _SystemGrams:
         found = self.grams.get(key)
         if found is not None:
             return found
-        words = text.split()
+        words: _AsciiWords | list[str] | None = _AsciiWords.of(text) if text.isascii() else None
+        if words is None:
+            words = text.split()
         if len(words) < 20:
-            found = frozenset(words)
+            found = frozenset(text.split() if isinstance(words, _AsciiWords) else words)
         else:
             while True:
                 limit = self.FIRST_WORDS if self.generation == 0 else self.WORDS
-                ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
+                if isinstance(words, _AsciiWords):
+                    ids = words.numbers(self.number)
+                else:
+                    ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
                 if len(self.number) <= limit:  # every number fits the generation's bits
                     break
                 self._start_over()  # (a text alone always fits WORDS)
@@ -381,6 +386,55 @@ class _SystemGrams:
         both.sort()
         shared = int(np.count_nonzero(both[1:] == both[:-1]))  # each side is unique: a repeat is in both
         return shared / (both.shape[0] - shared) >= SIMILAR_SYSTEM
+
+
+_SPLIT_BYTES = bytes(1 if chr(c).isspace() else 0 for c in range(256))  # str.split's ASCII whitespace -> 1
+_HEADS = np.zeros(10, dtype=np.uint64)  # a word of n bytes: the mask of its first n bytes (9: longer, 0)
+_HEADS[1:9] = [((1 << (8 * n)) - 1) << (64 - 8 * n) for n in range(1, 9)]
+
+
+class _AsciiWords:
+    """The words ``str.split()`` gives of an ASCII text without NUL, found with numpy rather than as
+    one string object each (hashing ~700 new strings to number them was most of a system text's
+    3-grams): a word of at most 8 bytes is its bytes read as one big-endian integer, masked to its
+    length (NUL-free, so two words share an integer only when they are equal); a longer word is
+    read as text. Equal words, and only those, get equal numbers (tests/test_near_miss_words.py)."""
+
+    __slots__ = ("text", "starts", "ends", "heads", "first", "longer")
+
+    def __init__(self, text: str, starts: np.ndarray, ends: np.ndarray, heads: np.ndarray) -> None:
+        self.text, self.starts, self.ends, self.heads = text, starts, ends, heads
+        self.longer = np.flatnonzero(heads == 0)  # words over 8 bytes (no shorter word reads as 0)
+        ordered = np.sort(heads)
+        first = np.empty(ordered.shape[0], dtype=bool)
+        first[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        self.first = ordered[first]  # the distinct integers, sorted
+
+    @classmethod
+    def of(cls, text: str) -> _AsciiWords | None:
+        """The words of an ASCII ``text`` (None when it holds a NUL: read it with ``str.split``)."""
+        raw = text.encode("ascii")
+        if b"\0" in raw:
+            return None
+        blank = np.frombuffer((b" " + raw + b" ").translate(_SPLIT_BYTES), dtype=np.bool_)
+        edges = np.flatnonzero(blank[1:] != blank[:-1])  # a word from each edge to the next
+        starts, ends = edges[0::2], edges[1::2]
+        view = np.ndarray((len(raw),), dtype=">u8", buffer=raw + bytes(8), strides=(1,))  # 8 bytes at each byte
+        heads = view[starts] & _HEADS[np.minimum(ends - starts, 9)] if starts.shape[0] else np.zeros(0, dtype=np.uint64)
+        return cls(text, starts, ends, heads)
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0])
+
+    def numbers(self, number: _Numbers) -> np.ndarray:
+        """Each word's number in ``number`` (a word not numbered yet gets the next one)."""
+        names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in self.first.tolist()]
+        table = np.array([number[name] if name else -1 for name in names], dtype=np.int64)
+        ids = table[self.first.searchsorted(self.heads)]
+        for j in self.longer.tolist():
+            ids[j] = number[self.text[self.starts[j] : self.ends[j]]]
+        return ids
 
 
 def _digest(text: str) -> bytes:
