@@ -469,9 +469,28 @@ def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None) -> in
     longest = max(map(len, users))
     found = 0
     for text in texts:  # (the lengths first: a text as long as every user message is in none)
-        if PASTED_MIN_CHARS <= len(text) < longest and any(len(u) > len(text) and text in u for u in users):
+        if PASTED_MIN_CHARS <= len(text) < longest and any(len(u) > len(text) and _inside(text, u) for u in users):
             found += 1
     return found
+
+
+def _inside(needle: str, haystack: str, head: int = 32, tries: int = 8) -> bool:
+    """``needle in haystack``, its first ``head`` characters looked for only where the whole needle
+    can still start (a long needle in a haystack not much longer is a short search), each place
+    they occur checked whole; after ``tries`` such places (a repetitive text), the plain search."""
+    last = len(haystack) - len(needle)  # the last place the needle can start
+    if last < 0:
+        return False
+    lead = needle[:head]
+    end = last + len(lead)  # a match of the lead that starts at ``last`` or before ends by here
+    at = haystack.find(lead, 0, end)
+    for _ in range(tries):
+        if at < 0:
+            return False
+        if haystack.startswith(needle, at):
+            return True
+        at = haystack.find(lead, at + 1, end)
+    return needle in haystack
 
 
 def _user_texts(call: Call) -> list[str]:
