@@ -57,7 +57,8 @@ def main() -> None:
     later = statistics.median(timed(lambda: search(index, Query.compile("<123>")))[0] for _ in range(3))
     print(
         f"every place incl. decoded sampled and context spans ({decoder.label}): {len(hits)} hits;"
-        f" first {first * 1000:.0f} ms (decodes every span), later median {later * 1000:.0f} ms"
+        f" first {first * 1000:.0f} ms (decodes every span), later median {later * 1000:.0f} ms;"
+        f" the index keeps {index.nbytes / 1e6:.0f} MB ({index.partial_note() or 'every call searched'})"
     )
 
 

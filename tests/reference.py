@@ -173,3 +173,85 @@ def reference_similar(a: str, b: str, share: float = 0.5, compared: int = 4000) 
     if not grams_a or not grams_b:
         return False
     return len(grams_a & grams_b) / len(grams_a | grams_b) >= share
+
+
+def _reference_strings(value, out: list) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("role", "type", "id", "tool_call_id", "call_id", "tool_use_id"):
+                _reference_strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _reference_strings(item, out)
+
+
+def reference_message_text(message) -> str:
+    """Every string of a message but its role, part types and ids, newline-joined (the walk, always)."""
+    out: list[str] = []
+    _reference_strings(message, out)
+    return "\n".join(out)
+
+
+def reference_search(rollout, decoder, text: str, regex: bool = False, ignore_case: bool = False) -> list[dict]:
+    """Every hit of graph/analysis/search.py's ``search`` as ``Hit.as_dict`` gives it, found the slow
+    way: every message of every call searched on its own (no distinct texts), always with a compiled
+    pattern (plain text escaped), every span decoded again and every token's end offset summed."""
+    import re
+
+    import numpy as np
+
+    from rollout_graph.analysis.search import snippet
+
+    pattern = re.compile(text if regex else re.escape(text), re.IGNORECASE if ignore_case else 0)
+    hits: list[dict] = []
+    sid = rollout.session_id
+
+    def hit(i: int, where: str, body: str, extra: dict) -> dict:
+        found = pattern.search(body)
+        assert found is not None
+        return {
+            "session_id": sid,
+            "node_id": rollout.calls[i].node_id,
+            "index": i,
+            "where": where,
+            **extra,
+            "char_offset": found.start(),
+            "count": len(list(pattern.finditer(body))),
+            "snippet": snippet(body, *found.span()),
+        }
+
+    for i, call in enumerate(rollout.calls):
+        messages = [reference_message_text(m) for m in call.request_messages or []]
+        with_match = [m for m, body in enumerate(messages) if pattern.search(body)]
+        if with_match:
+            m = with_match[0]
+            message = call.request_messages[m]
+            role = str(message.get("role", "")) if isinstance(message, dict) else ""
+            one = hit(i, "message", messages[m], {"message_index": m, "role": role})
+            one["count"] = sum(len(list(pattern.finditer(body))) for body in messages)
+            hits.append(one)
+        if call.response_message is not None:
+            body = reference_message_text(call.response_message)
+            if pattern.search(body):
+                hits.append(hit(i, "response", body, {}))
+        if decoder is None:
+            continue
+        for where in ("sampled", "context"):
+            if where == "sampled":
+                ids, first = call.sampled_ids, 0
+            else:
+                first = rollout.context_start(i)
+                ids = None if call.prompt_ids is None else call.prompt_ids[first:]
+            if ids is None or not len(ids):
+                continue
+            pieces = decoder.pieces(ids)
+            body = "".join(pieces)
+            found = pattern.search(body)
+            if found is None:
+                continue
+            ends = [sum(len(p) for p in pieces[: k + 1]) for k in range(len(pieces))]
+            token = int(np.searchsorted(np.array(ends, dtype=np.int64), found.start(), side="right"))
+            hits.append(hit(i, where, body, {"token_index": first + token}))
+    return hits

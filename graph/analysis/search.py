@@ -14,12 +14,24 @@ prompt extends the parent's end), so the earliest call holding the text is where
 Speed: a request repeats the conversation so far, so every distinct message text is searched
 once (``str.find`` for plain text, a compiled pattern otherwise) and the matches are mapped back
 to the calls holding that text (:class:`SearchIndex`, built lazily and reused). Token spans are
-decoded once per call on the first token search.
+decoded once per call on the first token search. An ``ignore_case`` search of plain text is
+``str.find`` over the lower-cased text wherever text and query are both ASCII (the same matches as
+the case-insensitive pattern there); elsewhere the pattern.
+
+Memory: the index keeps only what the rollout does not hold already (message texts that are a
+message's own ``content`` are shared, not copied): each decoded span's text and the length of each
+token's text in it (one byte a token where every piece is shorter than 256 characters; the token
+at a match is found from their running sum). It has a byte budget (:data:`DEFAULT_MAX_BYTES`,
+``ROLLOUT_GRAPH_SEARCH_MAX_BYTES``): each place covers the calls, in arrival order, whose part
+still fits, and :meth:`SearchIndex.partial_note` says which calls a search did not look at.
+Under the budget every call is covered and the hits do not depend on it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +50,11 @@ WHERES = (MESSAGE, RESPONSE, SAMPLED, CONTEXT)
 SNIPPET = 40  # characters either side of a match
 _SKIPPED_KEYS = frozenset({"role", "type", "id", "tool_call_id", "call_id", "tool_use_id"})
 _PLAIN_KEYS = frozenset({"role", "content"})
+
+ENV_MAX = "ROLLOUT_GRAPH_SEARCH_MAX_BYTES"
+DEFAULT_MAX_BYTES = 256 << 20  # the index's own bytes per rollout (docs/limits.md)
+_ARRAY = sys.getsizeof(np.empty(0, dtype=np.uint8))  # an array object's own bytes, without its data
+_SLOT = 8  # a reference in a list
 
 
 class SearchError(ValueError):
@@ -84,6 +101,9 @@ class Query:
     regex: bool = False
     ignore_case: bool = False
     pattern: re.Pattern[str] | None = field(default=None, compare=False)
+    # ``ignore_case`` plain ASCII text: the lower-cased query, searched for with ``str.find`` in
+    # the lower-cased text wherever that text is ASCII too (the pattern elsewhere)
+    folded: str | None = field(default=None, compare=False)
 
     @classmethod
     def compile(cls, text: str, regex: bool = False, ignore_case: bool = False) -> Query:
@@ -98,30 +118,58 @@ class Query:
                 raise SearchError(f"bad regular expression {text!r}: {exc}") from exc
             if pattern.search("") is not None:
                 raise SearchError(f"the regular expression {text!r} matches the empty string")
-        return cls(text, regex, ignore_case, pattern)
+        folded = text.lower() if ignore_case and not regex and text.isascii() else None
+        return cls(text, regex, ignore_case, pattern, folded)
+
+    def _plain(self, text: str) -> tuple[str, str] | None:
+        """(text, query) to search with ``str.find``, or None for the pattern."""
+        if self.pattern is None:
+            return text, self.text
+        if self.folded is not None and text.isascii():
+            # ASCII text, ASCII literal: a case-insensitive match is exactly a match of the
+            # lower-cased strings, at the same offsets (lower() keeps an ASCII text's length)
+            return text.lower(), self.folded
+        return None
 
     def first(self, text: str) -> tuple[int, int] | None:
         """(start, end) of the first match in ``text``."""
-        if self.pattern is None:
-            at = text.find(self.text)
-            return None if at < 0 else (at, at + len(self.text))
-        found = self.pattern.search(text)
-        return None if found is None else found.span()
+        return self.scan(text)[0]
 
     def count(self, text: str) -> int:
         """How many non-overlapping matches ``text`` holds."""
-        if self.pattern is None:
-            return text.count(self.text)
+        plain = self._plain(text)
+        if plain is not None:
+            return plain[0].count(plain[1])
+        assert self.pattern is not None
         return sum(1 for _ in self.pattern.finditer(text))
+
+    def scan(self, text: str) -> tuple[tuple[int, int] | None, int]:
+        """The first match's (start, end) and how many matches there are (0 and None: none),
+        with one look at the text (and one lower-casing) for both."""
+        plain = self._plain(text)
+        if plain is not None:
+            haystack, needle = plain
+            at = haystack.find(needle)
+            return (None, 0) if at < 0 else ((at, at + len(needle)), haystack.count(needle, at))
+        assert self.pattern is not None
+        found = self.pattern.search(text)
+        if found is None:
+            return None, 0
+        # counted from the start again: a pattern can match empty (a lookbehind) where a count
+        # resumed at the first match's end would meet that match's end again
+        return found.span(), sum(1 for _ in self.pattern.finditer(text))
 
     def matches(self, text: str) -> Iterator[tuple[int, int]]:
         """Every match's (start, end), left to right, not overlapping."""
-        if self.pattern is None:
-            at = text.find(self.text)
+        plain = self._plain(text)
+        if plain is not None:
+            haystack, needle = plain
+            at = haystack.find(needle)
             while at >= 0:
-                yield at, at + len(self.text)
-                at = text.find(self.text, at + len(self.text))
+                yield at, at + len(needle)
+                at = haystack.find(needle, at + len(needle))
         else:
+            assert self.pattern is not None
             for found in self.pattern.finditer(text):
                 yield found.span()
 
@@ -160,7 +208,8 @@ class _Messages:
     """Every distinct message text of the rollout once, and per call which texts its messages are.
 
     A request repeats the conversation so far; searching each distinct text once and mapping the
-    matches back to calls is what keeps a 1,000-call rollout's search well under a second.
+    matches back to calls is what keeps a 1,000-call rollout's search well under a second. Over
+    the index's budget ``per_call`` and ``roles`` cover the first calls only.
     """
 
     texts: list[str]  # distinct message texts
@@ -169,17 +218,65 @@ class _Messages:
 
 
 STEP = 50  # calls between two calls of a build's ``between`` hook
+PLACES = {
+    MESSAGE: "request messages",
+    RESPONSE: "responses",
+    SAMPLED: "decoded sampled spans",
+    CONTEXT: "decoded context spans",
+}
+
+
+def max_bytes_from_env() -> int:
+    """``ROLLOUT_GRAPH_SEARCH_MAX_BYTES`` (bytes, ``K``/``M``/``G`` suffixes), else :data:`DEFAULT_MAX_BYTES`;
+    a malformed value is ignored."""
+    raw = os.environ.get(ENV_MAX, "").strip().upper()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(raw[-1], 1)
+    digits = raw[:-1] if scale > 1 else raw
+    return int(digits) * scale if digits.isdigit() else DEFAULT_MAX_BYTES
+
+
+def _lengths(pieces: list[str]) -> np.ndarray:
+    """Each piece's length, in the narrowest unsigned type that holds the longest."""
+    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    longest = int(lengths.max()) if lengths.shape[0] else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if longest <= np.iinfo(dtype).max:
+            return lengths.astype(dtype)
+    return lengths
+
+
+def _own(text: str, holder: Any) -> int:
+    """What keeping ``text`` costs the index: nothing when it is ``holder``'s own ``content``
+    (the rollout holds it anyway) or empty."""
+    if not text or (type(holder) is dict and holder.get("content") is text):
+        return 0
+    return sys.getsizeof(text)
 
 
 class SearchIndex:
-    """A rollout's text, prepared once for many searches (messages now, decoded spans on demand)."""
+    """A rollout's text, prepared once for many searches (messages now, decoded spans on demand).
 
-    def __init__(self, rollout: Rollout, decoder: Decoder | None = None) -> None:
+    ``max_bytes`` (default :func:`max_bytes_from_env`) bounds what the index itself keeps; each
+    place then covers the calls, in arrival order, that fit (:attr:`covered`, :meth:`partial_note`).
+    """
+
+    def __init__(self, rollout: Rollout, decoder: Decoder | None = None, max_bytes: int | None = None) -> None:
         self.rollout = rollout
         self.decoder = decoder
+        self.max_bytes = max_bytes_from_env() if max_bytes is None else max_bytes
+        self.nbytes = 0  # what the index keeps so far (texts it made, arrays, list slots)
+        self.covered: dict[str, int] = {}  # per place built: how many calls (the first ones) it covers
         self._messages: _Messages | None = None
         self._responses: list[str] | None = None
         self._spans: dict[str, list[tuple[str, np.ndarray]]] = {}
+
+    def _fits(self, cost: int) -> bool:
+        if self.nbytes + cost > self.max_bytes:
+            return False
+        self.nbytes += cost
+        return True
 
     def messages(self, between: Callable[[], None] | None = None) -> _Messages:
         """The distinct message texts and which of them each call's request holds. ``between``,
@@ -187,28 +284,42 @@ class SearchIndex:
         pauses there while a page runs)."""
         if self._messages is None:
             ids: dict[str, int] = {}
-            per_call, roles = [], []
-            for k, call in enumerate(self.rollout.calls):
+            per_call: list[np.ndarray] = []
+            roles: list[list[str]] = []
+            calls = self.rollout.calls
+            for k, call in enumerate(calls):
                 if between is not None and k % STEP == 0:
                     between()
                 messages = call.request_messages or ()
+                texts = [message_text(m) for m in messages]
+                cost = _ARRAY + 8 * len(texts) + sys.getsizeof(texts) + 2 * _SLOT
+                new: set[str] = set()
+                for m, text in zip(messages, texts, strict=True):
+                    if text not in ids and text not in new:
+                        new.add(text)
+                        cost += _own(text, m) + 100  # its key in the map of texts, its slot in the list
+                if not self._fits(cost):
+                    break
                 per_call.append(
-                    np.fromiter(
-                        (ids.setdefault(message_text(m), len(ids)) for m in messages),
-                        dtype=np.int64,
-                        count=len(messages),
-                    )
+                    np.fromiter((ids.setdefault(t, len(ids)) for t in texts), dtype=np.int64, count=len(texts))
                 )
                 roles.append([str(m.get("role", "")) if isinstance(m, dict) else "" for m in messages])
+            self.covered[MESSAGE] = len(per_call)
             self._messages = _Messages(list(ids), per_call, roles)
         return self._messages
 
     def responses(self) -> list[str]:
-        """Per call, its response message's text (empty without one)."""
+        """Per call, its response message's text (empty without one); over the budget, the first calls'."""
         if self._responses is None:
-            self._responses = [
-                message_text(c.response_message) if c.response_message is not None else "" for c in self.rollout.calls
-            ]
+            out: list[str] = []
+            for c in self.rollout.calls:
+                message = c.response_message
+                text = message_text(message) if message is not None else ""
+                if not self._fits(_SLOT + _own(text, message)):
+                    break
+                out.append(text)
+            self.covered[RESPONSE] = len(out)
+            self._responses = out
         return self._responses
 
     def prepare(self, between: Callable[[], None] | None = None) -> None:
@@ -221,26 +332,67 @@ class SearchIndex:
                 self.span(where, between)
 
     def span(self, where: str, between: Callable[[], None] | None = None) -> list[tuple[str, np.ndarray]]:
-        """Per call: the decoded span and the end offset of each token's text in it (``between``:
-        as for :meth:`messages`)."""
+        """Per call: the decoded span and the length of each token's text in it (their running sum
+        is each token's end offset; ``between``: as for :meth:`messages`). Over the budget, the
+        first calls' spans."""
         if where not in self._spans:
             if self.decoder is None:
                 raise SearchError("token search needs a decoder")
-            built = []
+            built: list[tuple[str, np.ndarray]] = []
+            empty = ("", np.empty(0, dtype=np.uint8))
             for i, call in enumerate(self.rollout.calls):
                 if between is not None and i % STEP == 0:
                     between()
                 ids: np.ndarray | None = call.sampled_ids
                 if where == CONTEXT:
                     ids = call.prompt_ids[self.rollout.context_start(i) :] if call.prompt_ids is not None else None
-                if ids is None or not ids.shape[0]:
-                    built.append(("", np.empty(0, dtype=np.int64)))
+                n = 0 if ids is None else int(ids.shape[0])
+                # at least a byte a token: a span that cannot fit is not decoded at all
+                if self.nbytes + _SLOT + n + (_ARRAY if n else 0) > self.max_bytes:
+                    break
+                if ids is None or not n:
+                    self.nbytes += _SLOT
+                    built.append(empty)
                     continue
                 pieces = self.decoder.pieces(ids)
-                ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-                built.append(("".join(pieces), ends))
+                text, lengths = "".join(pieces), _lengths(pieces)
+                del pieces
+                if not self._fits(_SLOT + 64 + sys.getsizeof(text) + _ARRAY + lengths.nbytes):
+                    break
+                built.append((text, lengths))
+            self.covered[where] = len(built)
             self._spans[where] = built
         return self._spans[where]
+
+    def partial_note(self, wheres: tuple[str, ...] = WHERES) -> str | None:
+        """What a search of ``wheres`` did not look at because the index's budget was full, in
+        words (None when it looked at every call); the places not built yet are not judged."""
+        n = len(self.rollout.calls)
+        left: dict[int, list[str]] = {}  # first call left out -> the places it is left out of
+        for where in WHERES:
+            k = self.covered.get(where, n) if where in wheres else n
+            if k < n:
+                left.setdefault(k, []).append(PLACES[where])
+        if not left:
+            return None
+
+        def calls(k: int) -> str:
+            if k == 0:
+                return "every call"
+            return f"call #{k:,}" if k == n - 1 else f"calls #{k:,} to #{n - 1:,}"
+
+        def listed(places: list[str]) -> str:
+            return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
+
+        parts = "; ".join(f"the {listed(places)} of {calls(k)}" for k, places in left.items())
+        return f"Not searched: {parts} (the search index holds at most {_size(self.max_bytes)} per rollout: {ENV_MAX})."
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:,} {unit}"
+    return f"{n:,} bytes"
 
 
 def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
@@ -248,17 +400,16 @@ def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
     sid = index.rollout.session_id
     messages = index.messages()
     found: dict[int, tuple[int, int]] = {}
+    counts = np.zeros(len(messages.texts), dtype=np.int64)
     for k, text in enumerate(messages.texts):
-        span = query.first(text)
+        span, count = query.scan(text)
         if span is not None:
             found[k] = span
+            counts[k] = count
     if not found:
         return
     matched = np.zeros(len(messages.texts), dtype=bool)
     matched[list(found)] = True
-    counts = np.zeros(len(messages.texts), dtype=np.int64)
-    for k in found:
-        counts[k] = query.count(messages.texts[k])
     for i, ids in enumerate(messages.per_call):
         where = np.flatnonzero(matched[ids])
         if not where.size:
@@ -281,20 +432,19 @@ def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
 
 def _response_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
     for i, text in enumerate(index.responses()):
-        found = query.first(text) if text else None
+        found, count = query.scan(text) if text else (None, 0)
         if found is not None:
             call = index.rollout.calls[i]
-            yield Hit(
-                index.rollout.session_id, call.node_id, i, RESPONSE, found[0], query.count(text), snippet(text, *found)
-            )
+            yield Hit(index.rollout.session_id, call.node_id, i, RESPONSE, found[0], count, snippet(text, *found))
 
 
 def _span_hits(index: SearchIndex, query: Query, where: str) -> Iterator[Hit]:
     rollout = index.rollout
-    for i, (text, ends) in enumerate(index.span(where)):
-        found = query.first(text) if text else None
+    for i, (text, lengths) in enumerate(index.span(where)):
+        found, count = query.scan(text) if text else (None, 0)
         if found is None:
             continue
+        ends = np.cumsum(lengths, dtype=np.int64)
         token = int(np.searchsorted(ends, found[0], side="right"))
         if where == CONTEXT:
             token += rollout.context_start(i)
@@ -304,7 +454,7 @@ def _span_hits(index: SearchIndex, query: Query, where: str) -> Iterator[Hit]:
             i,
             where,
             found[0],
-            query.count(text),
+            count,
             snippet(text, *found),
             token_index=token,
         )

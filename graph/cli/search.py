@@ -70,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
                 decoder = decoder_for(rollout.calls, [Path(p) for p in args.paths], args.tokenizer, args.hub)
             except FileNotFoundError as exc:
                 raise UsageError(str(exc)) from exc
-        hits = search(SearchIndex(rollout, decoder), query)
+        index = SearchIndex(rollout, decoder)
+        hits = search(index, query)
+        note = index.partial_note()
+        if note is not None:  # the index's byte budget left calls out (docs/limits.md)
+            sys.stderr.write(f"rollout-graph search: session {rollout.session_id}: {note}\n")
         all_hits += hits
         first = first_entered(hits)
         if first is not None:

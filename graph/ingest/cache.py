@@ -267,13 +267,41 @@ def _address(arr: np.ndarray) -> int:
     return int(arr.__array_interface__["data"][0])
 
 
-def _shared_base(arr: np.ndarray) -> np.ndarray | None:
-    """The array ``arr`` is a contiguous view of (an id arena), when its bytes lie inside it."""
+def _shared_base(
+    arr: np.ndarray, addresses: dict[int, tuple[np.ndarray, int]] | None = None
+) -> tuple[np.ndarray, int] | None:
+    """The array ``arr`` is a contiguous view of (an id arena), when its bytes lie inside it, and
+    where they start in it. ``addresses``: the bases met so far and their addresses, by id (each
+    held there, so no id is reused meanwhile): a base shared by thousands of prompts is asked for
+    its address once."""
     base = arr.base
     if not isinstance(base, np.ndarray) or not (arr.flags.c_contiguous and base.flags.c_contiguous):
         return None
-    start = _address(arr) - _address(base)
-    return base if 0 <= start and start + arr.nbytes <= base.nbytes else None
+    if addresses is None:
+        base_address = _address(base)
+    else:
+        known = addresses.get(id(base))
+        if known is None:
+            known = addresses[id(base)] = (base, _address(base))
+        base_address = known[1]
+    start = _address(arr) - base_address
+    return (base, start) if 0 <= start and start + arr.nbytes <= base.nbytes else None
+
+
+def _flush(pending: list, sink: _Checked) -> None:
+    """Write the queued pieces: small ones joined (one checksum and one write for many arrays),
+    each piece of a MB or more as it is (never copied)."""
+    small: list = []
+    for data in pending:
+        if len(data) < _CHUNK:
+            small.append(data)
+            continue
+        if small:
+            sink.write(b"".join(small))
+            small = []
+        sink.write(data)
+    if small:
+        sink.write(b"".join(small))
 
 
 class _Eager:
@@ -283,11 +311,12 @@ class _Eager:
     def __init__(self, calls: list[Call]) -> None:
         spans: dict[int, list[tuple[int, int]]] = {}
         self._bases: dict[int, np.ndarray] = {}
+        self._addresses: dict[int, tuple[np.ndarray, int]] = {}  # id(base) -> (base, its address)
         for call in calls:
             for arr in (call.prompt_ids, call.sampled_ids, call.sampled_logprobs):
-                base = None if arr is None or arr.nbytes == 0 else _shared_base(arr)
-                if arr is not None and base is not None:
-                    start = _address(arr) - _address(base)
+                found = None if arr is None or arr.nbytes == 0 else _shared_base(arr, self._addresses)
+                if arr is not None and found is not None:
+                    base, start = found
                     spans.setdefault(id(base), []).append((start, start + arr.nbytes))
                     self._bases[id(base)] = base
         # per base: merged covered intervals (starts, ends) and where each was written (or None)
@@ -322,23 +351,22 @@ class _Eager:
         arr = _plain(arr)
         shape = list(arr.shape)
         writeable = 1 if arr.flags.writeable else 0
-        base = None if arr.nbytes == 0 else _shared_base(arr)
-        if base is None or id(base) not in self._intervals:
+        found = None if arr.nbytes == 0 else _shared_base(arr, self._addresses)
+        if found is None or id(found[0]) not in self._intervals:
             data = _raw(arr)
             return [self._put(data, _address(arr)), arr.dtype.str, shape, writeable]
+        base, start = found
         starts, ends, written = self._intervals[id(base)]
-        start = _address(arr) - _address(base)
         i = bisect_right(starts, start) - 1
         if written[i] is None:
             flat = base.reshape(-1).view(np.uint8)
-            written[i] = self._put(memoryview(flat[starts[i] : ends[i]]), _address(base) + starts[i])  # type: ignore[arg-type]
+            written[i] = self._put(memoryview(flat[starts[i] : ends[i]]), self._addresses[id(base)][1] + starts[i])  # type: ignore[arg-type]
         offset = written[i]
         assert offset is not None
         return [offset + start - starts[i], arr.dtype.str, shape, writeable]
 
     def flush(self, sink: _Checked) -> None:
-        for data in self._pending:
-            sink.write(data)
+        _flush(self._pending, sink)
         self._pending = []
 
 
@@ -372,17 +400,24 @@ class _Top:
         return [offset, length, crc, top.rows, ids.dtype.str, list(ids.shape), lps.dtype.str, list(lps.shape)]
 
     def flush(self, sink: _Checked) -> None:
-        for data in self._pending:
-            sink.write(data)
+        _flush(self._pending, sink)
         self._pending = []
 
 
+_DIRECT = (str, int, type(None))  # values orjson writes exactly as they are (or refuses: TypeError)
+
+
 def _issues(issues: list[Finding]) -> list:
-    return [[_json(f.level), _json(f.code), _json(f.detail), _json(f.node_id), _json(f.leaf_id)] for f in issues]
+    return [
+        [v if type(v) in _DIRECT else _json(v) for v in (f.level, f.code, f.detail, f.node_id, f.leaf_id)]
+        for f in issues
+    ]
 
 
 def _row(call: Call, eager: _Eager, tops: _Top, values: _Values) -> bytes:
-    row: list[Any] = [_json(getattr(call, name)) for name in _TEXT_FIELDS]
+    # the names, the source, the line and the model are strings, an int or None: written as they
+    # are (what _json would embed; a lone surrogate or a huge int fails the dump below the same way)
+    row: list[Any] = [v if type(v) in _DIRECT else _json(v) for v in map(call.__getattribute__, _TEXT_FIELDS)]
     row.append(eager.describe(call.prompt_ids))
     row.append(eager.describe(call.sampled_ids))
     row.append(eager.describe(call.sampled_logprobs))

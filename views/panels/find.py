@@ -103,6 +103,8 @@ def _answer(
         return frozenset()
     with _index(workspace_key, sid, rollout, decoder).searching() as index:
         hits = search(index, query)
+    if (note := index.partial_note()) is not None:  # the index's byte budget left calls out (docs/limits.md)
+        st.caption(md_escape(note))
     calls = sorted({h.index for h in hits})
     if not hits:
         st.caption(f"No call holds {md_escape(repr(text))}.")
