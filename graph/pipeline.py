@@ -22,7 +22,6 @@ from rollout_graph.analysis.decode import (
     trace_token_texts,
 )
 from rollout_graph.analysis.near_miss import near_misses, replayed, retokenized_finding, rewrite_finding
-from rollout_graph.core import claims
 from rollout_graph.core.findings import is_trainable, rollout_findings, turn_findings
 from rollout_graph.core.linking import Links, link
 from rollout_graph.core.records import Call, Finding, SessionInput
@@ -54,7 +53,10 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     links = link(calls) if links is None else links
     parents = links.parents
     claim_findings: list[Finding] = []
-    if session.document is not None:
+    document = session.document
+    if document is not None:  # a rollout document's claims (imported only for one: most traces have none)
+        from rollout_graph.core import claims
+
         parents, claim_findings = claims.validated_parents(calls, links.parents)
     topology = build_topology(calls, parents)
     per_node = turn_findings(calls)
@@ -70,12 +72,13 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
         if finding is not None:
             findings.append(finding)
     findings += claim_findings
-    if session.document is not None:
-        findings += claims.disagreements(calls, parents, links.parents, sequences, session.document)
-    via = [
-        BY_DOCUMENT if session.document is not None and c.claims.get("in_sequences") and p is not None else v
-        for c, p, v in zip(calls, parents, links.linked_by, strict=True)
-    ]
+    via = list(links.linked_by)
+    if document is not None:
+        findings += claims.disagreements(calls, parents, links.parents, sequences, document)
+        via = [
+            BY_DOCUMENT if c.claims.get("in_sequences") and p is not None else v
+            for c, p, v in zip(calls, parents, links.linked_by, strict=True)
+        ]
     rollout = Rollout(
         session_id=session.session_id,
         calls=calls,
@@ -90,7 +93,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     )
     # Trainer columns an RL framework wrote beside the tokens join as signals (rollout_graph.signals.embedded,
     # imported only for a rollout that carries them: the signals modules cost a start-up otherwise).
-    if not any(isinstance(c.claims.get("signals"), dict) for c in calls):
+    if not any(isinstance(c.claims.get("signals"), dict) for c in calls if c.claims):
         return rollout
     from rollout_graph.signals.embedded import attach_embedded
 

@@ -79,8 +79,8 @@ def no_network(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def own_environment():
-    """The command line sets ``ROLLOUT_GRAPH_*`` variables for the process it runs in (``--no-cache``,
-    ``view --signals``); a test that calls it in-process must not leave them to the next test."""
+    """The command line sets ``ROLLOUT_GRAPH_*`` variables for the process it runs in (``view
+    --signals``); a test that calls it in-process must not leave them to the next test."""
     before = {k: v for k, v in os.environ.items() if k.startswith("ROLLOUT_GRAPH_")}
     yield
     for key in [k for k in os.environ if k.startswith("ROLLOUT_GRAPH_") and k not in before]:

@@ -99,7 +99,7 @@ def test_the_command_reopening_an_entry_does_not_link_again(entry, monkeypatch, 
     from rollout_graph.cli import main
 
     trace, folder, _, again = entry
-    # --no-cache sets the variable for the process: set first, it is restored after the test
+    # the cache of the reopen below (--no-cache leaves the variable alone: tests/test_cli_cache_options.py)
     monkeypatch.setenv(cache.ENV_DIR, str(folder))
     assert main(["inspect", "--json", "--no-cache", str(trace)]) == 0
     fresh_out = capsysbinary.readouterr().out

@@ -88,14 +88,14 @@ def test_calls_without_prompt_ids_are_never_token_parents():
 def test_hash_collisions_never_decide(monkeypatch):
     import rollout_graph.core.linking as linking
 
-    # Every prefix hash collides: the exact token check must still refuse the link.
-    block = linking._block_prefix_hashes
-    monkeypatch.setattr(
-        linking, "_block_prefix_hashes", lambda prompts: (np.zeros_like(block(prompts)[0]), block(prompts)[1])
-    )
-    monkeypatch.setattr(linking, "_tail_hashes", lambda _calls, nodes, _n: np.zeros(len(nodes), dtype=np.uint64))
+    # Every hash collides (every term is 0): the exact token check must still refuse the link,
+    # whether the pairs are filtered by hash (a head of 1 id, no direct pairs) or not.
+    monkeypatch.setattr(linking, "_terms", lambda pieces, at=None: np.zeros(sum(len(p) for p in pieces), np.uint64))
     calls = calls_from_tokens([([5], [6]), ([7, 8, 9], [1]), ([5, 6, 2], [3])])
-    assert token_parents(calls) == [None, None, 0]
+    for head, direct in ((32, 256), (1, 0), (1, 256), (2, 0)):
+        monkeypatch.setattr(linking, "_HEAD", head)
+        monkeypatch.setattr(linking, "_DIRECT_PAIRS", direct)
+        assert token_parents(calls) == [None, None, 0], (head, direct)
 
 
 def test_prefix_hashes_agree_for_equal_prefixes():

@@ -79,22 +79,17 @@ def test_prompts_sharing_memory_link_as_the_reference(spec, data):
 
 
 @FAST
-@given(harness_traces(max_calls=12))
-def test_hash_collisions_never_decide_on_shared_memory(spec):
+@given(harness_traces(max_calls=12), st.sampled_from([(32, 256), (1, 0), (2, 0), (1, 10**9)]))
+def test_hash_collisions_never_decide_on_shared_memory(spec, paths):
     calls = _arena_calls(spec, ["arena"] * len(spec))
     with_hashes = token_parents(calls)
-    original = linking._block_prefix_hashes, linking._tail_hashes
-
-    def colliding(prompts):
-        flat, offsets = original[0](prompts)
-        return np.zeros_like(flat), offsets
-
+    original = linking._terms, linking._HEAD, linking._DIRECT_PAIRS
     try:  # every hash collides: only the ids may decide
-        linking._block_prefix_hashes = colliding
-        linking._tail_hashes = lambda _calls, nodes, _n: np.zeros(len(nodes), dtype=np.uint64)
+        linking._terms = lambda pieces, at=None: np.zeros(sum(len(p) for p in pieces), dtype=np.uint64)
+        linking._HEAD, linking._DIRECT_PAIRS = paths
         assert token_parents(calls) == with_hashes == reference_token_parents(spec)
     finally:
-        linking._block_prefix_hashes, linking._tail_hashes = original
+        linking._terms, linking._HEAD, linking._DIRECT_PAIRS = original
 
 
 def test_a_shared_start_with_other_strides_is_other_ids():

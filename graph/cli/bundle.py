@@ -11,6 +11,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_tokenizer_options,
+    cache_options,
     fail,
     guarded,
     limits_from_args,
@@ -57,7 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the bundle of the selected rollouts to ``--out``."""
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
+    inputs = load_inputs(
+        args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub, **cache_options(args)
+    )
     rollouts = inputs.rollouts
     known = {c.node_id for r in rollouts for c in r.calls}
     calls = [c.strip() for c in (args.calls or "").split(",") if c.strip()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -90,15 +89,20 @@ def load_inputs(
     threshold: float | None = None,
     corrections: list | None = None,
     settled: bool = False,
+    use_cache: bool = True,
+    cache_folder: Path | None = None,
 ) -> Inputs:
     """Load ``paths`` under ``limits`` and analyse the rollouts (only ``session`` when given), each
     with the best decoder found for it (``tokenizer`` or the offline resolution order of
     graph/analysis/decode.py; a tokenizer lets the near-miss analysis recognise re-tokenized
     replays), joining the ``signals`` files to them when given (docs/signals.md) with the chosen
-    ``corrections`` (docs/corrections.md). ``settled``: the loaded traces live as long as the
-    process (a console command that prints and ends): the garbage collector is off while they
-    load (the console's :func:`rollout_graph.cli.main` turns it off at its start already, for the
-    imports), then told to stop scanning them (:func:`settle`) and on again.
+    ``corrections`` (docs/corrections.md). ``use_cache`` False reads the traces again and caches
+    nothing (``--no-cache``; also when ``ROLLOUT_GRAPH_CACHE`` is ``off``), ``cache_folder`` is the
+    cache's folder (``--cache-dir``; default :func:`rollout_graph.ingest.cache.cache_dir`).
+    ``settled``: the loaded traces live as long as the process (a console command that prints and
+    ends): the garbage collector is off while they load (the console's
+    :func:`rollout_graph.cli.main` turns it off at its start already, for the imports), then told
+    to stop scanning them (:func:`settle`) and on again.
 
     Raises:
         UsageError: a path is missing, nothing could be read, the session is unknown, the
@@ -119,7 +123,12 @@ def load_inputs(
         gc.disable()
     try:
         loaded = cache.load_files(
-            files, progress=StderrProgress(), limits=limits, use_cache=cache.enabled(), leave_messages=True
+            files,
+            progress=StderrProgress(),
+            limits=limits,
+            use_cache=use_cache,
+            folder=cache_folder,
+            leave_messages=True,
         )
     finally:
         if settled:  # frozen before the collector is back: its first collection would walk all of it
@@ -222,10 +231,16 @@ class StderrProgress:
         print(f"\rrollout-graph: reading {progress.describe()}", end=end, file=sys.stderr, flush=True)
 
 
-class _CacheDir(argparse.Action):
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        os.environ[cache.ENV_DIR] = "off" if option_string == "--no-cache" else str(values)
-        setattr(namespace, self.dest, values)
+def _folder(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+def cache_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--no-cache`` and ``--cache-dir`` as :func:`load_inputs` takes them (``use_cache``,
+    ``cache_folder``): the choice of this command, passed down, never an environment variable
+    (a library caller of :func:`rollout_graph.cli.main` finds the cache as it left it).
+    ``ROLLOUT_GRAPH_CACHE`` still chooses where none is given (rollout_graph.ingest.cache)."""
+    return {"use_cache": not getattr(args, "no_cache", False), "cache_folder": getattr(args, "cache_dir", None)}
 
 
 def read_signals_files(paths: list[str] | list[Path]):
@@ -304,13 +319,11 @@ def add_paths(command: argparse.ArgumentParser) -> None:
     add_limit_options(command)
     command.add_argument(
         "--cache-dir",
-        action=_CacheDir,
+        type=_folder,
         metavar="DIR",
         help="parsed-trace cache folder (default ~/.cache/rollout-graph)",
     )
-    command.add_argument(
-        "--no-cache", action=_CacheDir, nargs=0, dest="cache_dir", help="parse the traces again; do not cache them"
-    )
+    command.add_argument("--no-cache", action="store_true", help="parse the traces again; do not cache them")
 
 
 _LIMIT_FLAGS = (

@@ -8,6 +8,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_tokenizer_options,
+    cache_options,
     guarded,
     limits_from_args,
     load_inputs,
@@ -30,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the audit explanations for each selected rollout."""
     from rollout_graph.reports.explain import explain_text, origin_lines
 
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub)
+    inputs = load_inputs(
+        args.paths, args.session, limits_from_args(args), args.tokenizer, args.hub, **cache_options(args)
+    )
     if args.origin is not None and not any(args.origin in r.node_ids for r in inputs.rollouts):
         raise UsageError(f"no call {args.origin!r} in the selected rollouts")
     for rollout in inputs.rollouts:

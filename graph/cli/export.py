@@ -14,6 +14,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_signals,
+    cache_options,
     chosen_corrections,
     fail,
     guarded,
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         signals=args.signals,
         threshold=args.mismatch_threshold,
         corrections=chosen_corrections(args),
+        **cache_options(args),
     )
     if args.format == "graphml":
         from rollout_graph.reports.graphml import write_graphml

@@ -12,6 +12,7 @@ from rollout_graph.cli.common import (
     add_paths,
     add_signals,
     add_tokenizer_options,
+    cache_options,
     chosen_corrections,
     guarded,
     limits_from_args,
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.mismatch_threshold,
         corrections=chosen_corrections(args),
         settled=getattr(args, "console", False),
+        **cache_options(args),
     )
     held = _HELD if getattr(args, "console", False) else []
     held.append(inputs)

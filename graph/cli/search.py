@@ -14,6 +14,7 @@ from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_tokenizer_options,
+    cache_options,
     guarded,
     limits_from_args,
     load_inputs,
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         query = Query.compile(args.text, regex=args.regex, ignore_case=args.ignore_case)
     except SearchError as exc:
         raise UsageError(str(exc)) from exc
-    inputs = load_inputs(args.paths, args.session, limits_from_args(args))
+    inputs = load_inputs(args.paths, args.session, limits_from_args(args), **cache_options(args))
     all_hits: list[Hit] = []
     firsts: list[Hit] = []
     out: list[str] = []

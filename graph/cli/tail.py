@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from rollout_graph.cli.common import add_paths, check_paths, guarded
+from rollout_graph.cli.common import add_paths, cache_options, check_paths, guarded
 from rollout_graph.live.events import EventLog, event_text
 from rollout_graph.live.trace import LiveTrace
 
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Poll the paths until Ctrl-C (or until idle), printing every event as it happens."""
     check_paths(args.paths)
-    trace = LiveTrace(args.paths)
+    trace = LiveTrace(args.paths, **cache_options(args))
     log = EventLog(args.session)
     idle_since = time.monotonic()
     try:

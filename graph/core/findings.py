@@ -9,7 +9,6 @@ from rollout_graph.core.records import FATAL, INFO, LEVELS, WARN, Call, Finding
 from rollout_graph.core.roles import AGENT
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import Level
 
 # Keys that change the distribution tokens are sampled from; length limits and seeds do not.
 DISTRIBUTION_KEYS = (
@@ -31,29 +30,43 @@ def turn_findings(calls: list[Call]) -> list[list[Finding]]:
 
 def _derived(call: Call, token_trace: bool) -> list[Finding]:
     out: list[Finding] = []
-
-    def add(level: Level, code: str, detail: str) -> None:
-        out.append(Finding(level, code, detail, node_id=call.node_id))
-
+    node_id = call.node_id
     if token_trace and call.prompt_ids is None:
-        add(FATAL, "no_prompt_ids", "no prompt token ids in a trace that otherwise has them; linked by messages")
-    if call.n_sampled:
+        out.append(
+            Finding(
+                FATAL,
+                "no_prompt_ids",
+                "no prompt token ids in a trace that otherwise has them; linked by messages",
+                node_id=node_id,
+            )
+        )
+    n_sampled = call.n_sampled
+    if n_sampled:
         if call.sampled_logprobs is None:
             why = " (the document masked this span)" if call.claims.get("masked_in_document") else ""
-            add(FATAL, "no_logprobs", f"{call.n_sampled} sampled tokens but no logprobs{why}")
-        elif not call.logprobs_aligned:
-            add(
-                FATAL,
-                "logprob_misalign",
-                f"{call.sampled_logprobs.shape[0]} logprobs for {call.n_sampled} sampled tokens",
+            out.append(
+                Finding(FATAL, "no_logprobs", f"{n_sampled} sampled tokens but no logprobs{why}", node_id=node_id)
             )
+        elif not call.logprobs_aligned:
+            detail = f"{call.sampled_logprobs.shape[0]} logprobs for {n_sampled} sampled tokens"
+            out.append(Finding(FATAL, "logprob_misalign", detail, node_id=node_id))
     elif token_trace:
-        add(WARN, "no_sampled_ids", "the call sampled nothing")
+        out.append(Finding(WARN, "no_sampled_ids", "the call sampled nothing", node_id=node_id))
     if call.finish_reason == "length":
-        add(WARN, "truncated_turn", "finish_reason is length: the call's reply was cut at max tokens")
-    changed = _param_changes(call.requested_params, call.submitted_params)
-    if changed:
-        add(WARN, "sampling_neutralised", "requested vs submitted: " + ", ".join(changed))
+        out.append(
+            Finding(
+                WARN,
+                "truncated_turn",
+                "finish_reason is length: the call's reply was cut at max tokens",
+                node_id=node_id,
+            )
+        )
+    if call.submitted_params is not None:  # nothing neutralised without submitted params (_param_changes)
+        changed = _param_changes(call.requested_params, call.submitted_params)
+        if changed:
+            out.append(
+                Finding(WARN, "sampling_neutralised", "requested vs submitted: " + ", ".join(changed), node_id=node_id)
+            )
     return out
 
 
@@ -69,7 +82,7 @@ def _param_changes(requested: dict[str, Any], submitted: dict[str, Any] | None) 
 
 def is_trainable(call: Call, findings: list[Finding]) -> bool:
     """Sampled tokens are trained only with aligned logprobs and no FATAL finding on the call."""
-    return call.logprobs_aligned and not any(f.level == FATAL for f in findings)
+    return call.logprobs_aligned and (not findings or not any(f.level == FATAL for f in findings))
 
 
 def _specified_distribution(call: Call) -> dict[str, str]:

@@ -11,7 +11,7 @@ import numpy as np
 from rollout_graph.core.findings import count_by_level
 from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
-from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, sequence_tokens
+from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, context_starts, sequence_tokens
 from rollout_graph.core.topology import Topology
 from rollout_graph.core.types import BROKEN_REPLAYS, DISCARDED, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
 
@@ -76,6 +76,11 @@ class Rollout:
         return context_start(self.calls, self.topology, node)
 
     @cached_property
+    def context_starts(self) -> list[int]:
+        """:meth:`context_start` of every call, in arrival order."""
+        return context_starts(self.calls, self.topology)
+
+    @cached_property
     def node_roles(self) -> list[Role]:
         """The role of every call, in arrival order."""
         return node_roles(len(self.calls), self.topology, self.sequences)
@@ -126,16 +131,18 @@ class Rollout:
         """Each call's own tokens counted once: trainable (mask 1), context (mask 0: the prompt tokens
         it adds, and its sampled tokens when it is never trainable), discarded, inherited."""
         trainable = context = discarded = inherited = 0
-        for k, call in enumerate(self.calls):
-            start = self.context_start(k)
+        flags = self.trainable.tolist() if isinstance(self.trainable, np.ndarray) else list(self.trainable)
+        dropped = self.topology.discarded
+        for k, (call, start, trained) in enumerate(zip(self.calls, self.context_starts, flags, strict=True)):
             inherited += start
-            context += call.n_prompt - start
-            if self.trainable[k]:
-                trainable += call.n_sampled
+            size, sampled = call.n_prompt, call.n_sampled
+            context += size - start
+            if trained:
+                trainable += sampled
             else:
-                context += call.n_sampled
-            if k in self.topology.discarded:
-                discarded += call.n_sampled
+                context += sampled
+            if k in dropped:
+                discarded += sampled
         return {
             "n_trainable_call_tokens": trainable,
             "n_context_call_tokens": context,

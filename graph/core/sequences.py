@@ -78,6 +78,17 @@ def context_start(calls: list[Call], topology: Topology, node: int) -> int:
     return min(calls[parent].n_end, calls[node].n_prompt)
 
 
+def context_starts(calls: list[Call], topology: Topology) -> list[int]:
+    """:func:`context_start` of every call, in arrival order: each call's and its parent's lengths
+    read once (the rows, the counts and the JSON contract read them all)."""
+    n_prompt = [c.n_prompt for c in calls]
+    n_end = [0 if c.prompt_ids is None else p + c.n_sampled for c, p in zip(calls, n_prompt, strict=True)]
+    return [
+        0 if parent is None else min(n_end[parent], size)
+        for parent, size in zip(topology.parents, n_prompt, strict=True)
+    ]
+
+
 def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray) -> list[Sequence]:
     """One sequence per leaf, the path from its root, with the sequence's prompt length."""
     sequences = []
@@ -85,8 +96,7 @@ def build_sequences(calls: list[Call], topology: Topology, trainable: np.ndarray
     # per call rather than once per row through it: a call is in every row below it
     n_sampled = [c.n_sampled for c in calls]
     own = [
-        c.n_prompt - context_start(calls, topology, k) + s
-        for k, (c, s) in enumerate(zip(calls, n_sampled, strict=True))
+        c.n_prompt - start + s for c, start, s in zip(calls, context_starts(calls, topology), n_sampled, strict=True)
     ]
     flags = trainable.tolist() if isinstance(trainable, np.ndarray) else list(trainable)
     trained = [s if t else 0 for s, t in zip(n_sampled, flags, strict=False)]

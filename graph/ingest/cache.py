@@ -854,7 +854,7 @@ def load_files(
     from rollout_graph.ingest.parallel import load_files_parallel
 
     key = None
-    if use_cache and enabled():
+    if use_cache and (folder is not None or enabled()):  # a folder given (--cache-dir) is used
         try:
             key = key_for_files(files, limits)
         except OSError:  # a file vanished or cannot be read: the loader reports it

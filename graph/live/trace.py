@@ -90,11 +90,15 @@ class LiveTrace:
         paths: list[str] | list[Path],
         store_delay: float = 0.0,
         defer_store: Callable[[str, LoadResult], None] | None = None,
+        use_cache: bool = True,
+        cache_folder: Path | None = None,
     ) -> None:
         """``store_delay``: when the first look reads the files with the batch loader, how long to
         wait before writing the persistent cache entry; ``defer_store``: who writes it instead, and
-        when (``rollout_graph.ingest.cache.load_files``)."""
+        when (``rollout_graph.ingest.cache.load_files``); ``use_cache`` False reads and caches
+        nothing (``--no-cache``), ``cache_folder`` is the cache's folder (``--cache-dir``)."""
         self.paths = [Path(p) for p in paths]
+        self.use_cache, self.cache_folder = use_cache, cache_folder
         self.store_delay = store_delay
         self.defer_store = defer_store
         self._ahead: threading.Thread | None = None  # the first poll, started early (read_ahead)
@@ -224,6 +228,8 @@ class LiveTrace:
             [f.path for _, _, f, _ in lead],
             background_store=True,
             store_delay=self.store_delay,
+            use_cache=self.use_cache,
+            folder=self.cache_folder,
             defer_store=self._store_later if early else self.defer_store,
         )
         if any(whole_lines(f.path) != found for _, _, f, found in lead) or set(result.files) != {

@@ -65,44 +65,45 @@ class _Nodes:
         rollout, ids, trainable, unfinished = self.rollout, self.ids, self.trainable, self.unfinished
         calls = rollout.calls
         topo = rollout.topology
-        parents, root_of, children, discarded = topo.parents, topo.root_of, topo.children, topo.discarded
-        linked_by, misses = rollout.linked_by, rollout.near_misses
+        discarded, misses = topo.discarded, rollout.near_misses
         signals = rollout.signals.calls if self.has_signals else None
-        n_prompt = [c.n_prompt for c in calls]
-        n_sampled = [c.n_sampled for c in calls]
-        # a call's end ids (rollout_graph.core.records.Call.n_end): none without prompt ids
-        n_end = [0 if c.prompt_ids is None else p + s for c, p, s in zip(calls, n_prompt, n_sampled, strict=True)]
-        out = []
-        for i, call in enumerate(calls):
-            parent = parents[i]
-            kept = discarded.get(i)
-            size = n_prompt[i]
+        out: list[dict[str, Any]] = []
+        append = out.append
+        # the columns read in step (one tuple per call): no list indexing per key
+        columns = (ids, topo.parents, topo.root_of, topo.children, rollout.linked_by, trainable, rollout.context_starts)
+        for i, call, node_id, parent, root, kids, via, train, start in zip(
+            range(len(calls)), calls, *columns, strict=True
+        ):
+            kept = discarded.get(i) if discarded else None
+            prompt = call.prompt_ids
+            size = 0 if prompt is None else prompt.shape[0]
             node = {
-                "node_id": ids[i],
+                "node_id": node_id,
                 "index": i,
                 "parent_id": None if parent is None else ids[parent],
-                "root_id": ids[root_of[i]],
+                "root_id": ids[root],
                 "n_prompt": size,
-                "n_sampled": n_sampled[i],
+                "n_sampled": call.sampled_ids.shape[0],
                 "discarded": kept is not None,
                 "continued_by": None if kept is None else ids[kept],
-                "n_children": len(children[i]),
-                "linked_by": linked_by[i],
+                "n_children": len(kids),
+                "linked_by": via,
                 # the prompt after the parent's end ids (rollout_graph.core.sequences.context_start)
-                "n_context": size if parent is None else size - min(n_end[parent], size),
-                "trainable": trainable[i],
+                "n_context": size - start,
+                "trainable": train,
                 "finish_reason": call.finish_reason,
                 "model": call.model,
                 "shape": call.shape,
                 "source": {"file": call.source, "line": call.line},
                 "unfinished": i in unfinished,
             }
-            miss = misses.get(i)
-            if miss is not None:
-                node["near_miss"] = near_miss_json(calls, miss)
+            if misses:
+                miss = misses.get(i)
+                if miss is not None:
+                    node["near_miss"] = near_miss_json(calls, miss)
             if signals is not None and i in signals:
                 node["signals"] = signals[i].as_dict()
-            out.append(node)
+            append(node)
         return out
 
 
