@@ -33,6 +33,8 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -213,6 +215,9 @@ def _check(
         return -1  # (CPython's hash() is never -1)
 
 
+_TOKEN, _LOGPROB, _TOPS = attrgetter("token"), attrgetter("logprob"), attrgetter("top_logprobs")
+
+
 def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     """The alternatives of a content array's bytes, exactly as the eager path builds them (typed
     decode, else the generic columns); None when the bytes are not such an array of ``rows``
@@ -227,10 +232,20 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     if entries is not None:
         if len(entries) != rows:
             return None
-        c = _columns(entries)
-        if check is not None and _check(c.tokens, c.logprobs, c.joined) != check:
-            return None
-        top = top_k(c.lengths, c.alt_tokens, c.alt_logprobs)
+        if check is not None:
+            tokens = list(map(_TOKEN, entries))
+            if _check(tokens, list(map(_LOGPROB, entries)), joined_tokens(tokens)) != check:
+                return None
+        # The columns by C-level maps (attrgetter, chain) rather than comprehensions; no check asked,
+        # no sampled column is built (the alternatives alone are read).
+        tops = list(map(_TOPS, entries))
+        try:
+            lengths = list(map(len, tops))
+        except TypeError:  # an entry without alternatives (None): none of them
+            tops = [top or () for top in tops]
+            lengths = list(map(len, tops))
+        alts = list(chain.from_iterable(tops))
+        top = top_k(lengths, list(map(_TOKEN, alts)), list(map(_LOGPROB, alts)), numbers=True)
     else:
         from rollout_graph.ingest.formats.engine_pair import top_of_entries
         from rollout_graph.ingest.reading import parse_json
