@@ -289,3 +289,63 @@ def test_decode_top_on_engine_shaped_spans_equals_the_old_decode():
     ragged = [dict(e, top_logprobs=e["top_logprobs"][: i % 6]) for i, e in enumerate(entries)]
     span = json.dumps(ragged, separators=(",", ":")).encode()
     _same(typed.decode_top(span, 300), _old_decode_top(span, 300))
+
+
+# ----- reading the span again: one pread against the stream it replaced ----------------------------
+
+
+def _deferred(tmp_path) -> tuple[list[typed.DeferredTop], object]:
+    import dataclasses
+    import os
+
+    from rollout_graph.ingest.loading import load_paths
+    from tests.test_cold_path import _calls, _vllm_lines
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(_vllm_lines(4)) + b"\n")
+    loads = [c.top_k._load for c in _calls(load_paths([path]))]
+    assert all(isinstance(d, typed.DeferredTop) for d in loads)
+    return [dataclasses.replace(d) for d in loads], (path, os)
+
+
+def _both(d: typed.DeferredTop) -> tuple:
+    """What the pread path and the stream path give (the value or the error's text), and _untouched."""
+    import copy
+
+    out = []
+    for read in ("_read", "_read_stream"):
+        e = copy.copy(d)
+        try:
+            got: object = getattr(e, read)()
+        except OSError as exc:
+            got = ("error", type(exc).__name__, exc.strerror, exc.filename)
+        out.append((got, e._untouched))
+    return tuple(out)
+
+
+def test_the_pread_reads_what_the_stream_read_whatever_became_of_the_file(tmp_path):
+    loads, (path, os) = _deferred(tmp_path)
+    original = path.read_bytes()
+    fast, slow = _both(loads[1])
+    assert fast == slow and isinstance(fast[0], bytes) and fast[1] is True
+    _same(loads[1](), typed.decode_top(fast[0], loads[1].rows))
+    cases = [
+        original + b"appended\n",  # a capture still writing: readable, no longer untouched
+        original.replace(b"token_id:1001", b"token_id:7777"),  # same size, other bytes
+        original[: len(original) // 2],  # truncated
+        b"x" * len(original),  # rewritten
+    ]
+    for data in cases:
+        path.write_bytes(data)
+        for d in loads:
+            fast, slow = _both(d)
+            assert fast == slow, data[:40]
+    path.unlink()
+    os.mkdir(path)  # a folder in its place
+    assert _both(loads[0])[0] == _both(loads[0])[1] and _both(loads[0])[0][0][0] == "error"
+    os.rmdir(path)
+    assert _both(loads[0])[0][0][:2] == ("error", "FileNotFoundError") and len(set(_both(loads[0]))) == 1
+    os.mkfifo(path)  # a FIFO: never blocks, refused by name
+    fast, slow = _both(loads[0])
+    assert fast == slow and "FIFO" in str(fast[0])
+    assert "FIFO" in (loads[0]().unavailable or "")
