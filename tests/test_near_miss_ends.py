@@ -42,7 +42,7 @@ class _KeyedEnds:
         self.rank = {node: j for j, node in enumerate(self.nodes)}
 
     @classmethod
-    def of(cls, calls, nodes, limit):
+    def of(cls, calls, nodes, limit, budget=None, n_ends=None):
         return cls(calls, nodes, limit)
 
     def position(self, calls, prompt, hint=None):

@@ -104,7 +104,7 @@ def test_the_module_keeps_the_threshold_the_docs_state():
     assert near_miss.SIMILAR_SYSTEM == 0.5 and near_miss.SYSTEM_COMPARED == 4000
 
 
-def _every_call_grouped(calls, parents, explained):
+def _every_call_grouped(calls, parents, explained, n_prompts=None):
     """The groups as they were built before the shortcut: every call with a prompt added to both."""
     same, siblings = _SamePrompt(calls), None
     for i, c in enumerate(calls):

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import _history_texts, _pasted, _user_texts, _with_reply
+from rollout_graph.analysis.near_miss import _history_texts, _inside, _pasted, _user_texts, _with_reply
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.cache import load_files
 from rollout_graph.pipeline import analyse
@@ -78,3 +78,16 @@ def test_every_sample_with_the_plain_history_keys_finds_the_same(monkeypatch):
     assert sum(len(m) for _, m in fast) > 20  # the samples have near misses of many kinds
     monkeypatch.setattr(near_miss, "_history_texts", lambda call: [k.split("\0")[1] for k in _with_reply(call)])
     assert _near_misses_of_every_sample() == fast
+
+
+_letters = st.text(st.sampled_from("ab\0é"), max_size=80)
+
+
+@CHECKED
+@given(_letters, _letters, st.integers(0, 6), st.integers(0, 3))
+def test_the_pasted_search_is_a_plain_substring_search(needle, haystack, head, tries):
+    """Repetitive texts of a few letters: the lead found many times, the fallback after ``tries``."""
+    assert _inside(needle, haystack) == (needle in haystack)
+    assert _inside(needle, haystack, head, tries) == (needle in haystack)
+    inside = haystack[len(haystack) // 3 : len(haystack) // 3 + len(needle)]
+    assert _inside(inside, haystack, head, tries)

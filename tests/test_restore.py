@@ -140,3 +140,65 @@ def test_a_scalar_or_an_empty_value_is_left_alone():
         want = copy.deepcopy(value)
         restore(value, {_MARKERS[0]: _Array()})
         assert value == want
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for child in value.values() for s in _strings(child)]
+    if isinstance(value, list):
+        return [s for child in value for s in _strings(child)]
+    return [value] if isinstance(value, str) else []
+
+
+_ENGINE_PLACES = (
+    ("response", "prompt_token_ids"),
+    ("response", "choices", 0, "logprobs", "content"),
+    ("request", "messages"),
+)
+
+
+def _engine_pair(at_places: list[bool], filler: Any, odd: int) -> dict:
+    """An engine pair whose known places hold a marker (where ``at_places`` says) or filler; ``odd``
+    breaks one level of the shape (a list for an object, an empty or scalar choices)."""
+    value: dict = {
+        "request": {"model": "m", "messages": filler, "tools": [{"type": "function"}]},
+        "response": {"prompt_token_ids": filler, "choices": [{"logprobs": {"content": filler}, "token_ids": [1]}]},
+    }
+    for n, (on, path) in enumerate(zip(at_places, _ENGINE_PLACES, strict=True)):
+        if on:
+            node = value
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = _MARKERS[n]
+    if odd == 1:
+        value["response"]["choices"] = []
+    elif odd == 2:
+        value["response"]["choices"] = [value["response"]["choices"][0]["logprobs"]]
+    elif odd == 3:
+        value["request"] = [value["request"]]
+    elif odd == 4:
+        value["response"]["choices"][0]["logprobs"] = [_MARKERS[1]]  # in a list: never placed
+    return value
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    _values,
+    st.integers(0, 5),
+    st.lists(st.integers(0, 10_000), max_size=2),
+    st.integers(0, 4),
+)
+def test_the_engine_pair_places_looked_at_first_give_what_the_plain_walk_gives(at_places, filler, odd, spots, extra):
+    """Markers where an engine pair holds them, elsewhere too (the walk goes on for those), or
+    missing from the line (the walk looks everywhere): the same as the plain walk."""
+    value = _engine_pair(at_places, filler, odd)
+    places = _paths(value)
+    for n, spot in enumerate(spots):
+        if _MARKERS[3 - n] not in _strings(value):  # each marker at most once, as in a cut line
+            _put(value, places[spot % len(places)], _MARKERS[3 - n], 3 - n)
+    arrays = {m: _Array() for m in _MARKERS[: min(4, 2 + extra)]}
+    want, got = copy.deepcopy(value), copy.deepcopy(value)
+    _plain_restore(want, arrays)
+    restore(got, arrays)
+    assert _same(got, want)

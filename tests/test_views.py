@@ -240,3 +240,41 @@ def test_empty_spans_render(n):
     assert len(strip) == n
     assert page_html(strip, 0, len(strip), TraceTextDecoder({})).endswith("</div>")
     assert [int(i) for i in strip.ids] == [1] * n
+
+
+def _forks_later(n_chain: int = 60, fork_at: int = 50, n_forks: int = 9):
+    """One long line of calls (one lane) and, far to the right of the first window, a call re-sent
+    ``n_forks`` times (each a lane of its own)."""
+    spec = [(list(range(k)), [k]) for k in range(1, n_chain + 1)]
+    spec += [(list(range(fork_at + 1)), [1000 + j]) for j in range(n_forks)]
+    return rollout_of_tokens(spec)
+
+
+def _drawn(figure):
+    calls = figure.data[1]
+    return list(zip(calls.x, calls.y, strict=True))
+
+
+def test_the_default_view_is_as_tall_as_the_lanes_its_window_draws_not_the_whole_rollouts():
+    # lanes used only further along left an empty band under the first rows (a 5,000-call trace)
+    r = _forks_later()
+    figure = dag_figure(r, collapse=False)
+    xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
+    in_window = [(x, y) for x, y in _drawn(figure) if xr[0] <= x <= xr[1]]
+    assert in_window and all(y == 0 for _, y in in_window)  # the first window: one lane
+    assert min(y for _, y in _drawn(figure)) <= -8  # the forks further along: many lanes
+    assert figure.layout.height == 240  # the least height, not the 370 px of all 10 lanes
+    assert yr[0] >= -5 and yr[1] >= 0  # no band of empty lanes under the line
+    everything = dag_figure(r, collapse=False, fit_all=True)  # Fit all: every lane, as before
+    assert everything.layout.height > 240 and everything.layout.yaxis.range[0] < -8
+
+
+def test_a_call_chosen_in_a_deep_lane_is_inside_the_view_it_is_centred_in():
+    r = _forks_later()
+    deep = len(r.calls) - 1  # the last re-sent call: the deepest lane
+    figure = dag_figure(r, highlight=deep, collapse=False)
+    x, y = next((x, y) for (x, y), c in zip(_drawn(figure), figure.data[1].customdata, strict=True) if c == deep)
+    xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range
+    assert y <= -8 and xr[0] <= x <= xr[1] and yr[0] <= y <= yr[1]
+    in_window = [y for x, y in _drawn(figure) if xr[0] <= x <= xr[1]]
+    assert all(yr[0] <= v <= yr[1] for v in in_window)  # every lane of its window in view

@@ -17,6 +17,9 @@ reads the traces when the first page runs (docs/performance.md "The app's first 
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import socket
 import sys
 import threading
 import time
@@ -69,12 +72,51 @@ def warm_when_running(timeout: float = 60.0, paths: list[str] | None = None) -> 
     return thread
 
 
+def no_delay() -> bool:
+    """Turn Nagle's algorithm off on the server's connections. Streamlit binds its listening
+    socket itself, with protocol 0, and asyncio disables Nagle only on sockets whose protocol is
+    TCP: every response or websocket message written in two parts (a header, then a small body)
+    waited for the browser's delayed acknowledgement, about 40 ms, on a kept-alive connection
+    (each of the ~60 script files of the page, each message of a page run). The listening socket
+    gets TCP_NODELAY (inherited by its connections on Linux) and the TCP protocol number (so
+    asyncio sets it on each connection it accepts, everywhere). Whether the server's bind was
+    wrapped: not when Streamlit has no such function (another version: it then binds as it did)."""
+    try:
+        from streamlit.web.server.starlette import starlette_server
+    except ImportError:
+        return False
+    bind = getattr(starlette_server, "_bind_socket", None)
+    if bind is None:
+        return False
+    if getattr(bind, "no_delay", False):
+        return True
+
+    @functools.wraps(bind)
+    def bind_no_delay(*args, **kwargs) -> socket.socket:
+        sock = bind(*args, **kwargs)
+        if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return sock
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.proto == socket.IPPROTO_TCP:
+            return sock
+        blocking = sock.getblocking()
+        tcp = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+        tcp.setblocking(blocking)
+        return tcp
+
+    bind_no_delay.no_delay = True  # type: ignore[attr-defined]
+    starlette_server._bind_socket = bind_no_delay
+    return True
+
+
 def main(argv: list[str]) -> None:
     # Streamlit and pandas are imported to the end first: plotly (which Streamlit sets up on import)
     # looks pandas up in sys.modules, and the read's thread may be importing it (pyarrow does).
     import pandas  # noqa: F401
     from streamlit.web.cli import main as streamlit_main
 
+    no_delay()
     paths = trace_paths(argv)
     reading = read_ahead(paths)
     warm_when_running(paths=paths if reading else None)

@@ -45,8 +45,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -80,6 +81,7 @@ __all__ = [
 ]  # fmt: skip
 
 KINDS = NEAR_MISS_KINDS
+T = TypeVar("T")
 
 NEAR_IDENTICAL = 0.98
 SHARED_SYSTEM_TOKENS = 32
@@ -104,18 +106,30 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
     """The first index where two 1-d arrays of one length differ (their length when none does):
     ``argmax`` of the comparison stops at its first True, where ``flatnonzero`` lists them all."""
     differ = a != b
-    at = int(differ.argmax()) if differ.shape[0] else 0
-    return at if differ.shape[0] and differ[at] else differ.shape[0]
+    n = differ.shape[0]
+    if not n:
+        return 0
+    at = int(differ.argmax())
+    return at if differ[at] else n
+
+
+def _same_ids(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal`` of two 1-d id arrays (the same expression, without its conversions):
+    the lengths first, so prompts of other lengths are never compared."""
+    return a.shape[0] == b.shape[0] and bool((a == b).all())
 
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
     """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
-    n_p = min(earlier.n_prompt, prompt.shape[0])
-    at = _first_difference(_prompt(earlier)[:n_p], prompt[:n_p])
-    if at < n_p or n_p < earlier.n_prompt:
+    mine = _prompt(earlier)
+    n_e, n = mine.shape[0], prompt.shape[0]
+    n_p = min(n_e, n)
+    at = _first_difference(mine[:n_p], prompt[:n_p])
+    if at < n_p or n_p < n_e:
         return at
-    rest = min(earlier.n_sampled, prompt.shape[0] - n_p)
-    return n_p + _first_difference(earlier.sampled_ids[:rest], prompt[n_p : n_p + rest])
+    sampled = earlier.sampled_ids
+    rest = min(sampled.shape[0], n - n_p)
+    return n_p + _first_difference(sampled[:rest], prompt[n_p : n_p + rest])
 
 
 def prompt_of(call: Call) -> np.ndarray:
@@ -234,7 +248,7 @@ def classify_with_evidence(
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
     longest = max(n_l, p_e)
-    if np.array_equal(_prompt(earlier), _prompt(later)):
+    if _same_ids(_prompt(earlier), _prompt(later)):
         return RETRY, where, kept, False, "the identical prompt ids"
     if min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest:
         return RETRY, where, kept, False, f"nearly the same prompt ({min(shared, p_e):,} of {longest:,} ids shared)"
@@ -286,17 +300,37 @@ class _SystemGrams:
     While at most ``FIRST_WORDS`` distinct words are numbered (a harness's prompts, a synthetic
     trace) a number has 10 bits and a 3-gram fits 4 bytes; past that the numbering starts over
     with 16 bits (8 bytes a 3-gram), and again past ``WORDS``. Texts are kept by a 16-byte
-    digest, not by their text."""
+    digest, not by their text.
+
+    A pass also keeps what it read from its last few calls (:meth:`recent`: their system texts
+    and history texts, and the digests of the texts last met): the pass classifies the calls one
+    earlier call nearly continued one after the other, so that call's messages are read once."""
 
     FIRST_WORDS, FIRST_BITS = 1 << 10, 10
     WORDS, BITS = 1 << 16, 16  # WORDS >= the words of a pair, 2 * (SYSTEM_COMPARED // 2 + 1)
     KEPT_BYTES = 32 << 20  # packed arrays kept before the cache starts over
+    RECENT = 4  # calls (and texts) whose values are kept by :meth:`recent`
 
     def __init__(self) -> None:
         self.number = _Numbers()
         self.grams: dict[bytes, np.ndarray | frozenset[str]] = {}
         self.kept = 0
         self.generation = 0  # bumped when the numbering starts over (arrays of before are void)
+        self._recent: dict[tuple[int, object], tuple[object, object]] = {}  # (id, what) -> (owner, value)
+
+    def recent(self, owner: Any, what: Callable[[Any], T]) -> T:
+        """``what(owner)``, kept for the last ``RECENT`` owners asked (a call, a text: the pass's
+        owners live to its end, and the entry holds its owner, so an id is never another's)."""
+        key = (id(owner), what)
+        hit = self._recent.pop(key, None)
+        if hit is not None and hit[0] is owner:
+            self._recent[key] = hit  # the most recently asked last
+            return cast(T, hit[1])
+        value = what(owner)
+        self._recent[key] = (owner, value)
+        if len(self._recent) > 3 * self.RECENT:  # three kinds of value: system, history, digest
+            del self._recent[next(iter(self._recent))]
+        return value
 
     def _start_over(self) -> None:
         self.number.clear()
@@ -306,18 +340,23 @@ class _SystemGrams:
 
     def of(self, text: str) -> np.ndarray | frozenset[str]:
         """The text's 3-grams, packed (a frozenset of words for a text under 20 words)."""
+        key = self.recent(text, _digest)
         text = text[:SYSTEM_COMPARED]
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         found = self.grams.get(key)
         if found is not None:
             return found
-        words = text.split()
+        words: _AsciiWords | list[str] | None = _AsciiWords.of(text) if text.isascii() else None
+        if words is None:
+            words = text.split()
         if len(words) < 20:
-            found = frozenset(words)
+            found = frozenset(text.split() if isinstance(words, _AsciiWords) else words)
         else:
             while True:
                 limit = self.FIRST_WORDS if self.generation == 0 else self.WORDS
-                ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
+                if isinstance(words, _AsciiWords):
+                    ids = words.numbers(self.number)
+                else:
+                    ids = np.fromiter(map(self.number.__getitem__, words), dtype=np.int64, count=len(words))
                 if len(self.number) <= limit:  # every number fits the generation's bits
                     break
                 self._start_over()  # (a text alone always fits WORDS)
@@ -355,6 +394,60 @@ class _SystemGrams:
         return shared / (both.shape[0] - shared) >= SIMILAR_SYSTEM
 
 
+_SPLIT_BYTES = bytes(1 if chr(c).isspace() else 0 for c in range(256))  # str.split's ASCII whitespace -> 1
+_HEADS = np.zeros(10, dtype=np.uint64)  # a word of n bytes: the mask of its first n bytes (9: longer, 0)
+_HEADS[1:9] = [((1 << (8 * n)) - 1) << (64 - 8 * n) for n in range(1, 9)]
+
+
+class _AsciiWords:
+    """The words ``str.split()`` gives of an ASCII text without NUL, found with numpy rather than as
+    one string object each (hashing ~700 new strings to number them was most of a system text's
+    3-grams): a word of at most 8 bytes is its bytes read as one big-endian integer, masked to its
+    length (NUL-free, so two words share an integer only when they are equal); a longer word is
+    read as text. Equal words, and only those, get equal numbers (tests/test_near_miss_words.py)."""
+
+    __slots__ = ("text", "starts", "ends", "heads", "first", "longer")
+
+    def __init__(self, text: str, starts: np.ndarray, ends: np.ndarray, heads: np.ndarray) -> None:
+        self.text, self.starts, self.ends, self.heads = text, starts, ends, heads
+        self.longer = np.flatnonzero(heads == 0)  # words over 8 bytes (no shorter word reads as 0)
+        ordered = np.sort(heads)
+        first = np.empty(ordered.shape[0], dtype=bool)
+        first[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        self.first = ordered[first]  # the distinct integers, sorted
+
+    @classmethod
+    def of(cls, text: str) -> _AsciiWords | None:
+        """The words of an ASCII ``text`` (None when it holds a NUL: read it with ``str.split``)."""
+        raw = text.encode("ascii")
+        if b"\0" in raw:
+            return None
+        blank = np.frombuffer((b" " + raw + b" ").translate(_SPLIT_BYTES), dtype=np.bool_)
+        edges = np.flatnonzero(blank[1:] != blank[:-1])  # a word from each edge to the next
+        starts, ends = edges[0::2], edges[1::2]
+        view = np.ndarray((len(raw),), dtype=">u8", buffer=raw + bytes(8), strides=(1,))  # 8 bytes at each byte
+        heads = view[starts] & _HEADS[np.minimum(ends - starts, 9)] if starts.shape[0] else np.zeros(0, dtype=np.uint64)
+        return cls(text, starts, ends, heads)
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0])
+
+    def numbers(self, number: _Numbers) -> np.ndarray:
+        """Each word's number in ``number`` (a word not numbered yet gets the next one)."""
+        names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in self.first.tolist()]
+        table = np.array([number[name] if name else -1 for name in names], dtype=np.int64)
+        ids = table[self.first.searchsorted(self.heads)]
+        for j in self.longer.tolist():
+            ids[j] = number[self.text[self.starts[j] : self.ends[j]]]
+        return ids
+
+
+def _digest(text: str) -> bytes:
+    """The cache key of a system text's 3-grams: 16 bytes of the SHA-256 of its compared head."""
+    return hashlib.sha256(text[:SYSTEM_COMPARED].encode("utf-8", "surrogatepass")).digest()[:16]
+
+
 def _shingles(text: str) -> set[tuple[str, ...]]:
     """The text's runs of 3 words (single words for a text under 20 words): linear, unlike an edit
     distance, and a re-rendered prompt (a date, a directory listing changed) keeps most of them.
@@ -365,19 +458,39 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     return {(word,) for word in words}
 
 
-def _pasted(earlier: Call, later: Call) -> int:
+def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None) -> int:
     """How many of the earlier conversation's messages (with its reply) reappear as text inside
     one of the later call's user messages: a history pasted into a prompt (a memory or summary
-    agent), not re-sent as messages."""
+    agent), not re-sent as messages (``grams``: the pass's, which keeps the earlier texts)."""
     users = _user_texts(later)
     if not users:
         return 0
-    texts = _history_texts(earlier)
+    texts = _history_texts(earlier) if grams is None else grams.recent(earlier, _history_texts)
+    longest = max(map(len, users))
     found = 0
-    for text in texts:
-        if len(text) >= PASTED_MIN_CHARS and any(text in u and len(u) > len(text) for u in users):
+    for text in texts:  # (the lengths first: a text as long as every user message is in none)
+        if PASTED_MIN_CHARS <= len(text) < longest and any(len(u) > len(text) and _inside(text, u) for u in users):
             found += 1
     return found
+
+
+def _inside(needle: str, haystack: str, head: int = 32, tries: int = 8) -> bool:
+    """``needle in haystack``, its first ``head`` characters looked for only where the whole needle
+    can still start (a long needle in a haystack not much longer is a short search), each place
+    they occur checked whole; after ``tries`` such places (a repetitive text), the plain search."""
+    last = len(haystack) - len(needle)  # the last place the needle can start
+    if last < 0:
+        return False
+    lead = needle[:head]
+    end = last + len(lead)  # a match of the lead that starts at ``last`` or before ends by here
+    at = haystack.find(lead, 0, end)
+    for _ in range(tries):
+        if at < 0:
+            return False
+        if haystack.startswith(needle, at):
+            return True
+        at = haystack.find(lead, at + 1, end)
+    return needle in haystack
 
 
 def _user_texts(call: Call) -> list[str]:
@@ -463,7 +576,10 @@ def _context_kind(
 ) -> tuple[NearMissKind, str]:
     """A break inside the earlier prompt: compaction, resumed, the main conversation, a subagent or a
     side call (or unknown when there is too little to tell), with the evidence in words."""
-    systems = system_text(earlier), system_text(later)
+    if grams is None:
+        systems = system_text(earlier), system_text(later)
+    else:
+        systems = grams.recent(earlier, system_text), grams.recent(later, system_text)
     if systems[0] is None or systems[1] is None:
         if shared >= SHARED_SYSTEM_TOKENS:
             return COMPACTION, f"{shared:,} leading ids shared (no messages recorded to tell more)"
@@ -474,7 +590,7 @@ def _context_kind(
         return UNKNOWN, f"only {shared:,} ids shared and no messages recorded"
     same_system = systems[0] == systems[1]
     same_tools = tool_names(earlier) == tool_names(later)
-    pasted = 0 if same_system else _pasted(earlier, later)  # a history pasted into a prompt of another job
+    pasted = 0 if same_system else _pasted(earlier, later, grams)  # a history pasted into a prompt of another job
     if (pasted and not same_system) or not _similar(systems[0], systems[1], grams):
         # a prompt written for another job: a subagent, a side agent (the history pasted in), a title
         if main:
@@ -747,6 +863,10 @@ def _end_slice(call: Call, start: int, stop: int) -> np.ndarray:
     return np.concatenate([prompt[start:], call.sampled_ids[: stop - n]])
 
 
+def _first_item(pair: tuple[Any, ...]) -> Any:
+    return pair[0]
+
+
 @dataclass
 class _Ends:
     """Every call's end ids in sorted order: the call sharing the longest prefix with a prompt sits
@@ -766,19 +886,39 @@ class _Ends:
     CHUNK = 128  # the fewest ids compared per call in one round
 
     @classmethod
-    def of(cls, calls: list[Call], nodes: list[int], limit: int, budget: int | None = None) -> _Ends:
-        """The calls ``nodes`` (in call order) sorted by their end ids cut to ``limit`` tokens."""
+    def of(
+        cls,
+        calls: list[Call],
+        nodes: list[int],
+        limit: int,
+        budget: int | None = None,
+        n_ends: Sequence[int] | None = None,
+    ) -> _Ends:
+        """The calls ``nodes`` (in call order) sorted by their end ids cut to ``limit`` tokens
+        (``n_ends``: every call's ``n_end``, indexed by call, when the caller has them)."""
         wide = any(_prompt(calls[i]).dtype.itemsize > 4 or calls[i].sampled_ids.dtype.itemsize > 4 for i in nodes)
+        dtype = ">u8" if wide else ">u4"  # as _key writes them
+        n_end: Sequence[int] | dict[int, int] = {i: calls[i].n_end for i in nodes} if n_ends is None else n_ends
         order = list(nodes)
         todo = [(0, len(order), 0)]  # segments of ``order`` tied on every id before ``start``
         while todo:
             lo, hi, start = todo.pop()
             # a segment's calls copy ``budget`` ids in all: the fewer calls tie, the longer the chunk
             stop = min(start + max(cls.CHUNK, (budget or cls.BUDGET) // (hi - lo)), limit)
-            keyed = sorted(
-                ((_key(_end_slice(calls[i], start, min(stop, calls[i].n_end)), wide), i) for i in order[lo:hi]),
-                key=lambda pair: pair[0],
-            )  # stable: ties stay in call order
+            keyed = []
+            for i in order[lo:hi]:  # _key(_end_slice(calls[i], start, min(stop, n_end[i])), wide), inlined
+                call = calls[i]
+                prompt = call.prompt_ids
+                assert prompt is not None
+                n, end = prompt.shape[0], min(stop, n_end[i])
+                if end <= n:
+                    part = prompt[start:end]
+                elif start >= n:
+                    part = call.sampled_ids[start - n : end - n]
+                else:
+                    part = np.concatenate([prompt[start:], call.sampled_ids[: end - n]])
+                keyed.append((part.astype(dtype).tobytes(), i))
+            keyed.sort(key=_first_item)  # stable: ties stay in call order
             order[lo:hi] = [i for _, i in keyed]
             if stop >= limit:
                 continue
@@ -839,7 +979,7 @@ def _best_candidate(
     for step in (-1, 1):
         for c in _arrived_before(nodes, start, step, node):
             candidate = calls[c]
-            if root_of[c] == node or np.array_equal(_prompt(candidate), prompt):
+            if root_of[c] == node or _same_ids(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
@@ -921,7 +1061,7 @@ class _SamePrompt:
         prompt = _prompt(self.calls[node])
         if key in self.exact:
             return self.exact[key].get(prompt.tobytes(), [])
-        return [m for m in self.buckets.get(key, ()) if np.array_equal(_prompt(self.calls[m]), prompt)]
+        return [m for m in self.buckets.get(key, ()) if _same_ids(_prompt(self.calls[m]), prompt)]
 
     def first(self, node: int, accept=lambda m: True) -> int | None:
         """The first added call (other than the node) with the same prompt that ``accept`` takes."""
@@ -945,24 +1085,26 @@ def _last_before(topology, start: int, before: int, reach: int = 20_000) -> int:
 
 
 def _prompt_groups(
-    calls: list[Call], parents: list[int | None], explained: list[int]
+    calls: list[Call], parents: list[int | None], explained: list[int], n_prompts: list[int] | None = None
 ) -> tuple[_SamePrompt, _SamePrompt]:
     """The calls grouped by identical prompt: across all calls (``same``: looked up only for the
     ``explained`` roots) and among one parent's children or the roots (``siblings``). Only calls
     that can be a twin are added, since an identical prompt has the same length: to ``same`` the
     calls of a length some explained root has, to ``siblings`` the calls that share their parent and
     length with another call. The lookups answer what they answer with every call added
-    (tests/test_near_miss_fast.py), at a fraction of the fingerprints."""
-    prompted = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_prompt]
-    lengths = {calls[r].n_prompt for r in explained}
+    (tests/test_near_miss_fast.py), at a fraction of the fingerprints. ``n_prompts``: every call's
+    ``n_prompt``, when the caller has them."""
+    n = [c.n_prompt for c in calls] if n_prompts is None else n_prompts
+    prompted = [i for i, k in enumerate(n) if k]  # (a call without prompt ids has n_prompt 0)
+    lengths = {n[r] for r in explained}
     same = _SamePrompt(calls)
     for i in prompted:
-        if calls[i].n_prompt in lengths:
+        if n[i] in lengths:
             same.add(i)
     siblings = _SamePrompt(calls, scope=parents, prints=same.prints)
-    scoped = Counter((parents[i], calls[i].n_prompt) for i in prompted)
+    scoped = Counter([(parents[i], n[i]) for i in prompted])
     for i in prompted:
-        if scoped[parents[i], calls[i].n_prompt] > 1:
+        if scoped[parents[i], n[i]] > 1:
             siblings.add(i)
     return same, siblings
 
@@ -976,11 +1118,14 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     already shows it)."""
     parents, children, discarded = topology.parents, topology.children, topology.discarded
     found: dict[int, NearMiss] = {}
+    # every call's prompt and end length, read once (Call's properties cost more than a list's items)
+    n_prompts = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] for c in calls]
+    n_ends = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] + c.sampled_ids.shape[0] for c in calls]
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
-    explained = [r for r in roots[1:] if r not in discarded and calls[r].n_prompt]
+    explained = [r for r in roots[1:] if r not in discarded and n_prompts[r]]
     # calls by prompt length and a sample of their ids: an identical prompt is looked for only
     # among these (a harness that compacts into same-sized summaries makes every root the same length)
-    same, siblings = _prompt_groups(calls, parents, explained)
+    same, siblings = _prompt_groups(calls, parents, explained, n_prompts)
     size = Counter(topology.root_of)
     main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
     grams = _SystemGrams()  # each distinct system text's 3-grams, computed once for the whole pass
@@ -994,19 +1139,26 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             found[node] = NearMiss(node, twin, twin, node, calls[node].n_prompt, kept, where, kind, False, evidence)
         else:
             pending.append(node)
-    limit = max((calls[r].n_prompt for r in pending), default=0)
-    tokened = [i for i, c in enumerate(calls) if c.prompt_ids is not None and c.n_end > 0]
-    ends = _Ends.of(calls, tokened, limit) if pending else None
+    limit = max((n_prompts[r] for r in pending), default=0)
+    tokened = [i for i, n in enumerate(n_ends) if n > 0]  # (a call without prompt ids has n_end 0)
+    ends = _Ends.of(calls, tokened, limit, n_ends=n_ends) if pending else None
     order = np.array(ends.nodes, dtype=np.int64) if ends is not None else None
+    chosen = []
     for node in pending:
         assert ends is not None  # built whenever something is pending
         best = _best_candidate(calls, node, ends, topology.root_of, order)
         if best is not None:
-            shared, candidate = best
-            kind, where, kept, checked, evidence = classify_with_evidence(
-                calls[candidate], calls[node], shared, decoder, bool(children[node]), node == main, grams
-            )
-            found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked, evidence)
+            chosen.append((best[1], node, best[0]))
+    # classified one earlier call's roots after the other (its messages read once: a kind depends on
+    # its two calls alone, never on the order), entered in the order of the roots
+    classified = {}
+    for candidate, node, shared in sorted(chosen, key=_first_item):
+        classified[node] = classify_with_evidence(
+            calls[candidate], calls[node], shared, decoder, bool(children[node]), node == main, grams
+        )
+    for candidate, node, shared in chosen:
+        kind, where, kept, checked, evidence = classified[node]
+        found[node] = NearMiss(node, candidate, candidate, node, shared, kept, where, kind, checked, evidence)
     first = roots[0] if roots else None
     if first is not None and main is not None and first != main and first not in discarded and calls[main].n_prompt:
         # the first call is not the main conversation (a title call that arrived first): name it
@@ -1019,7 +1171,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     for node, sibling in discarded.items():
         if calls[node].prompt_ids is None:
             continue
-        if calls[sibling].prompt_ids is None or not np.array_equal(_prompt(calls[sibling]), _prompt(calls[node])):
+        if calls[sibling].prompt_ids is None or not _same_ids(_prompt(calls[sibling]), _prompt(calls[node])):
             twin = siblings.first(node) if calls[node].n_prompt else None
             if twin is not None:
                 sibling = twin

@@ -14,6 +14,7 @@ without it the roles are kept as the harness sent them, for display and linking.
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any
 
 CHAT = "chat"
@@ -48,9 +49,18 @@ def dialect_of(body: dict[str, Any], recorded: str | None) -> str:
 ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
+_NOT_BLOCKS = frozenset({str, type(None)})  # content types that hold no block
+_CONTENT = itemgetter("content")
+
+
 def _has_blocks(messages: Any, kinds: tuple[str, ...]) -> bool:
     if not isinstance(messages, list):
         return False
+    try:  # every message an object holding a text (or null) content, checked in one pass
+        if _NOT_BLOCKS.issuperset(map(type, map(_CONTENT, messages))):
+            return False
+    except (KeyError, TypeError):  # a message without content, or not an object: one by one
+        pass
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in kinds for b in content):

@@ -20,7 +20,7 @@ import os
 import re
 import warnings
 import weakref
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -115,6 +115,11 @@ def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     top = int(arr.max())
     if top >= _IMPLAUSIBLE_ID:  # perhaps clamped by numpy: its digits would not tell
         return None
+    if not others and not _zero_opens(text):
+        # Compact, read to its end (n elements, n - 1 commas) and nothing clamped: with no
+        # element opening with a zero, each number has its element's digits (the count below
+        # would find them all; tests/test_id_text_exact.py compares it with that count).
+        return arr, top
     digits = n
     power = 10
     while power <= top:
@@ -125,6 +130,22 @@ def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
 
 _COMMA = ord(",")
 _VECTOR_BYTES = 4096  # shorter texts are counted by bytes.count (numpy's call costs more there)
+_COMMA_ZERO = int(np.frombuffer(b",0", dtype=np.uint16)[0])  # the two bytes as one uint16 here
+_PAIRS_BYTES = 256  # shorter texts are searched by bytes.find
+
+
+def _zero_opens(text: bytes) -> bool:
+    """Whether an element of compact text (digits and commas) opens with a zero: the text does,
+    or holds ``,0``; a long text's pairs compared as uint16 at both alignments (half the CPU of
+    the digit count for which it stands, where bytes.find would cost more than that count)."""
+    if text[:1] == b"0":
+        return True
+    size = len(text)
+    if size < _PAIRS_BYTES:
+        return b",0" in text
+    even = np.frombuffer(text, dtype=np.uint16, count=size // 2)
+    odd = np.frombuffer(text, dtype=np.uint16, count=(size - 1) // 2, offset=1)
+    return bool((even == _COMMA_ZERO).any() or (odd == _COMMA_ZERO).any())
 
 
 def _commas(text: bytes, start: int) -> int:
@@ -205,13 +226,17 @@ class IdArrayCutter:
         one, so a conversation's earlier prompts (all of them prefixes) cost no comparison."""
         size = len(text)
         best = longer = None
-        for seen in self._by_length:
-            n = len(seen.text)
-            if n <= size and text[n : n + 1] in (b"", b",") and text.startswith(seen.text):
-                best = seen
+        keys, by_length = self._keys, self._by_length
+        # from the first no longer than ``text`` (the keys are minus the lengths, in the list's order)
+        for at in range(bisect_left(keys, -size), len(keys)):
+            n = -keys[at]
+            if (n == size or text[n] == _COMMA) and text.startswith(by_length[at].text):
+                best = by_length[at]
                 break
         if best is not None and len(best.text) == size:
             return best, None  # the same text: a view of it whatever is longer
+        if not keys or -keys[0] <= size:
+            return best, None  # no recent text is longer
         for seen in self._recent:
             if (
                 len(seen.text) > size
@@ -530,10 +555,19 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
     ends (all markers placed) before it reaches a long list such as a choice's ``token_ids``,
     whose elements would each be looked at for a nested value. Each marker occurs once in the
     cut line, so the order changes nothing but the time (tests/test_restore.py compares it
-    with the plain walk in order)."""
+    with the plain walk in order).
+
+    The places an engine pair holds its markers (the response's prompt ids, its first choice's
+    logprob entries, the request's messages) are looked at first: a marker found there is where
+    the walk would place it (it occurs once), and when that places every one the walk is not
+    made at all (tests/test_restore.py)."""
     remaining = len(arrays)
     if not remaining:
         return
+    if type(value) is dict:
+        remaining -= _restore_engine_pair(value, arrays)
+        if not remaining:
+            return
     objects = [value] if isinstance(value, dict) else []
     lists = [value] if isinstance(value, list) else []
     while remaining and (objects or lists):
@@ -557,6 +591,30 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
                 objects.append(child)
             elif isinstance(child, list):
                 lists.append(child)
+
+
+def _put_back(node: Any, key: str, arrays: dict[str, Any]) -> int:
+    """1 when ``node`` (a dict) holds a marker under ``key``, put back; else 0."""
+    if type(node) is dict:
+        child = node.get(key)
+        if type(child) is str and child[:1] == "\x00" and child in arrays:
+            node[key] = arrays[child]
+            return 1
+    return 0
+
+
+def _restore_engine_pair(value: dict, arrays: dict[str, Any]) -> int:
+    """The markers put back from where an engine pair holds them (how many)."""
+    placed = 0
+    response = value.get("response")
+    if type(response) is dict:
+        placed += _put_back(response, "prompt_token_ids", arrays)
+        choices = response.get("choices")
+        if type(choices) is list and choices:
+            choice = choices[0]
+            if type(choice) is dict:
+                placed += _put_back(choice.get("logprobs"), "content", arrays)
+    return placed + _put_back(value.get("request"), "messages", arrays)
 
 
 def held_bytes(arrays: Iterable[np.ndarray | None], *, any_buffer: bool = False) -> int:

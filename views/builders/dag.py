@@ -354,12 +354,19 @@ def _default_view(
     """(height, plot height, x range, y range, overview shown) of the figure's default view
     (``centre``: the drawn position of a call chosen outside the chart)."""
     # default view: everything if it is readable, else a window (the range slider shows the rest)
-    # tall enough for every lane with its margins (rounded up): a rollout that fits needs no overview
-    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, math.ceil(LANE_PX * (view.n_lanes + 0.4)) + 120)))
-    plot_h = height - 120
-    lanes_shown = max(3.0, plot_h / LANE_PX)
     steps_shown = max(6.0, PLOT_WIDTH / UNIT_PX)
     xr = _window(-0.6, max_x + 0.6, steps_shown, None if centre is None else float(x[centre]))
+    # tall enough for every lane the window draws, with its margins (rounded up): lanes used only
+    # further along left an empty band under the first rows; a rollout that fits needs no overview
+    lanes = view.n_lanes
+    if not fit_all and len(x):
+        inside = (x >= xr[0]) & (x <= xr[1])
+        lanes = int(-y[inside].min()) + 1 if inside.any() else lanes
+        if centre is not None:
+            lanes = max(lanes, int(-y[centre]) + 1)
+    height = int(min(MAX_HEIGHT, max(MIN_HEIGHT, math.ceil(LANE_PX * (lanes + 0.4)) + 120)))
+    plot_h = height - 120
+    lanes_shown = max(3.0, plot_h / LANE_PX)
     yr = _window(-view.n_lanes + 0.4, 0.8, lanes_shown, None if centre is None else float(y[centre]), top=True)
     if fit_all:  # the overview: every drawn call in view (it replaces plotly's Autoscale), still clickable
         xr, yr = [-0.6, max_x + 0.6], [-view.n_lanes + 0.4, 0.8]

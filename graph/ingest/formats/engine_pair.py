@@ -76,7 +76,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         # A capture record of a failed call (HTTP error, stream cut, proxy stopped): partial
         # output is not a turn the harness used.
         raise RecordError(f"call failed: {str(record['error'])[:200]}{failed_session(record)}")
-    response = as_chat_response(record.get("response"))
+    response = _chat_body(record.get("response"))
     shape_suffix = ""
     if isinstance(response, list):
         response = reassemble(response)
@@ -133,6 +133,14 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
         for call in calls:
             call.shape = f"{call.shape} via {dialect}"
     return calls
+
+
+def _chat_body(response: Any) -> Any:
+    """:func:`as_chat_response`, which leaves an object that is neither an Anthropic message nor
+    a Responses object as it is: such a body (a chat one) is not handed to it."""
+    if type(response) is dict and response.get("type") != "message" and response.get("object") != "response":
+        return response
+    return as_chat_response(response)
 
 
 def _objects(items: list) -> bool:

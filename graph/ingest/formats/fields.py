@@ -85,7 +85,11 @@ def node_id_of(record: dict) -> str | None:
 def sampling_params(body: dict) -> dict[str, Any]:
     """The sampling parameters a request set, including SGLang's nested ``sampling_params``."""
     present = _SAMPLING_SET.intersection(body)  # one pass over the body's keys; the order below
-    params = {k: body[k] for k in SAMPLING_KEYS if k in present} if present else {}
+    if len(present) == 1:  # one key set (a chat request's temperature): no order to keep
+        (key,) = present
+        params = {key: body[key]}
+    else:
+        params = {k: body[k] for k in SAMPLING_KEYS if k in present} if present else {}
     nested = body.get("sampling_params")
     if isinstance(nested, dict):  # SGLang native /generate
         params.update({k: nested[k] for k in SAMPLING_KEYS if k in nested})

@@ -1,0 +1,128 @@
+"""The system texts' words read with numpy (``_AsciiWords`` in graph/analysis/near_miss.py) against
+``str.split``: an ASCII text's words must be exactly the ones ``str.split()`` gives, in order, and
+two words (of one text or of two) must get one number exactly when they are equal, on random
+ASCII texts with every whitespace ``str.split`` knows (the \\x1c-\\x1f separators too), control
+characters that are not whitespace, and words on both sides of the 8-byte boundary where a word
+stops being read as one integer. A text with a NUL is left to ``str.split``. And the 3-gram
+decision of two texts, one read each way, is the one of the plain word-tuple sets."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rollout_graph.analysis.near_miss import (
+    SIMILAR_SYSTEM,
+    SYSTEM_COMPARED,
+    _AsciiWords,
+    _Numbers,
+    _similar,
+    _SystemGrams,
+)
+from tests.builders import examples
+from tests.reference import reference_similar
+
+CHECKED = settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# ASCII whitespace as str.split() knows it, and characters it does not split on
+BLANKS = [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "  ", "\r\n", " \x1f "]
+LETTERS = "ab8\x01\x7f\x1b~"  # control characters that are not whitespace are word characters
+_word = st.text(st.sampled_from(LETTERS), min_size=1, max_size=12)  # 1-12 bytes: both sides of 8
+_pool = ["a", "ab", "abcdefg", "abcdefgh", "abcdefghi", "abcdefgh8", "8abcdefgh", "\x7f", "~~~~~~~~", "~~~~~~~~~"]
+_words = st.one_of(_word, st.sampled_from(_pool))
+
+
+@st.composite
+def ascii_texts(draw, min_words=0, max_words=40):
+    n = draw(st.integers(min_words, max_words))
+    words = draw(st.lists(_words, min_size=n, max_size=n))
+    blanks = draw(st.lists(st.sampled_from(BLANKS), min_size=n + 1, max_size=n + 1))
+    return blanks[0] + "".join(w + b for w, b in zip(words, blanks[1:], strict=True))
+
+
+def _same_partition(ids: list[int], words: list[str]) -> None:
+    """Equal numbers exactly where the words are equal."""
+    for i in range(len(words)):
+        for j in range(i + 1, len(words)):
+            assert (ids[i] == ids[j]) == (words[i] == words[j]), (words[i], words[j])
+
+
+@CHECKED
+@given(ascii_texts())
+def test_the_words_are_the_ones_str_split_gives(text):
+    found = _AsciiWords.of(text)
+    assert found is not None
+    words = text.split()
+    assert len(found) == len(words)
+    assert [text[s:e] for s, e in zip(found.starts.tolist(), found.ends.tolist(), strict=True)] == words
+    _same_partition(found.numbers(_Numbers()).tolist(), words)
+
+
+@CHECKED
+@given(ascii_texts(), ascii_texts())
+def test_two_texts_numbered_together_share_numbers_exactly_for_equal_words(a, b):
+    number = _Numbers()
+    ids_a = _AsciiWords.of(a).numbers(number).tolist()  # type: ignore[union-attr]
+    ids_b = _AsciiWords.of(b).numbers(number).tolist()  # type: ignore[union-attr]
+    _same_partition(ids_a + ids_b, a.split() + b.split())
+    assert sorted(number) == sorted(set(a.split() + b.split()))  # every word numbered by its text
+    assert set(ids_a + ids_b) == set(range(len(number)))
+
+
+@CHECKED
+@given(ascii_texts(), st.lists(_words, min_size=1, max_size=6))
+def test_a_word_numbered_by_str_split_first_keeps_its_number(text, words):
+    """The two readings share one numbering: a word numbered from a text that was not ASCII (read
+    with str.split) has the same number when an ASCII text holds it."""
+    number = _Numbers()
+    before = {w: number[w] for w in words}
+    ids = _AsciiWords.of(text).numbers(number).tolist()  # type: ignore[union-attr]
+    for w, i in zip(text.split(), ids, strict=True):
+        assert number[w] == i
+        if w in before:
+            assert before[w] == i
+
+
+def test_a_text_with_a_nul_is_left_to_str_split():
+    assert _AsciiWords.of("a b\x00c d") is None
+    assert _AsciiWords.of("") is not None and len(_AsciiWords.of("")) == 0  # type: ignore[arg-type]
+
+
+@st.composite
+def pairs(draw):
+    """Two texts of 20+ words sharing many 3-grams (one edited from the other), one of them
+    sometimes made non-ASCII (read with str.split) or given a NUL."""
+    a = draw(ascii_texts(min_words=18, max_words=60))
+    words = a.split()
+    for _ in range(draw(st.integers(0, 10))):
+        at = draw(st.integers(0, max(0, len(words) - 1)))
+        op = draw(st.sampled_from(["change", "insert", "drop"]))
+        if op == "insert" or not words:
+            words.insert(at, draw(_words))
+        elif op == "drop":
+            words.pop(at)
+        else:
+            words[at] = draw(_words)
+    b = draw(st.sampled_from(BLANKS)).join(words)
+    b = draw(st.sampled_from(["", "é ", "\x00 ", "日本 "])) + b
+    return (a, b) if draw(st.booleans()) else (b, a)
+
+
+@CHECKED
+@given(pairs())
+def test_the_decision_is_the_one_of_the_word_tuple_sets(pair):
+    a, b = pair
+    assume(a != b)
+    expected = reference_similar(a, b, SIMILAR_SYSTEM, SYSTEM_COMPARED)
+    assert _similar(a, b) == expected
+    grams = _SystemGrams()  # one cache for both orders, as a pass keeps it
+    assert _similar(a, b, grams) == expected
+    assert _similar(b, a, grams) == reference_similar(b, a, SIMILAR_SYSTEM, SYSTEM_COMPARED)
+
+
+def test_long_texts_are_cut_where_str_split_would_cut_them():
+    """A word cut in two by SYSTEM_COMPARED: the head's words, read with numpy, are the split's."""
+    head = "abcdefghijk " * (SYSTEM_COMPARED // 12) + "tail"
+    for extra in ("", "x", "xy z", " z"):
+        a, b = head + extra, head[:-2] + extra
+        assert _similar(a, b, _SystemGrams()) == reference_similar(a, b, SIMILAR_SYSTEM, SYSTEM_COMPARED)
