@@ -58,7 +58,15 @@ def test_the_token_id_test_on_plain_and_edge_texts():
     assert tokens.token_id_list(typed.joined_tokens([f"token_id:{i}" for i in range(1, 3000)]))
     assert tokens.token_id_list(typed.joined_tokens(["token_id:999999999999999999"]))  # 18 digits
     assert not tokens.token_id_list(typed.joined_tokens(["token_id:1000000000000000000"]))  # 19
-    for odd in ([], ["token_id:5,token_id:6"], ["token_id:5", 5], ["token_id:5", None], ["token_id:0"]):
+    assert tokens.token_id_list(typed.joined_tokens(["token_id:0", "token_id:10", "token_id:0"]))  # id 0
+    for odd in (
+        [],
+        ["token_id:5,token_id:6"],
+        ["token_id:5", 5],
+        ["token_id:5", None],
+        ["token_id:00"],
+        ["token_id:01"],
+    ):
         assert not tokens.token_id_list(typed.joined_tokens(odd)), odd
 
 

@@ -232,8 +232,8 @@ _DIGITS = b"0123456789"
 
 
 def _token_id_texts(tokens: list) -> np.ndarray | None:
-    """The ids when every token is ``token_id:`` and 1 to 18 ASCII digits without a leading zero,
-    in a few C passes over the joined bytes; None otherwise: the per-token path then reads each
+    """The ids when every token is ``token_id:`` and 1 to 18 ASCII digits without a leading zero
+    (``0`` alone is one: an engine's id 0), in a few C passes over the joined bytes; None otherwise: the per-token path then reads each
     token exactly as :func:`parse_token_id_text` does (a sign, a space, a newline, a comma, a
     non-ASCII digit, a leading zero or a number of 19 digits or more all land there).
 
@@ -242,8 +242,8 @@ def _token_id_texts(tokens: list) -> np.ndarray | None:
     1. start with ``token_id:``, and hold ``,token_id:`` n - 1 times;
     2. hold the bytes of ``token_id:`` (``t o k e n _ i d :``) nowhere but in those n prefixes:
        deleting every such byte (one ``translate``) removes exactly 9n of them;
-    3. then hold only digits and commas, in pieces never empty and never starting with 0
-       (``token_id:0`` included: rare, and exact on the per-token path);
+    3. then hold only digits and commas, in pieces never empty and never starting with 0 unless
+       the piece is ``0`` itself (``token_id:007`` is exact on the per-token path);
     4. read as exactly n numbers, each below 10**18.
 
     So no token holds a comma (each would add a number to 4.), every comma is a separator followed
@@ -264,9 +264,11 @@ def _token_id_texts(tokens: list) -> np.ndarray | None:
     if (
         not digits
         or digits.translate(None, _DIGITS + b",")  # anything but digits and the separators
-        or digits[:1] in (b",", b"0")
+        or digits[:1] == b","
+        or (digits[:1] == b"0" and digits[1:2].isdigit())
         or digits[-1:] == b","
-        or _EMPTY_OR_ZERO.search(digits) is not None  # ",," or ",0"
+        or b",," in digits
+        or (b",0" in digits and _LEADING_ZERO.search(digits) is not None)  # ",0" then a digit
     ):
         return None
     ids = np.fromstring(digits, dtype=np.int64, sep=",")  # only digits and commas here: no warning
@@ -276,12 +278,12 @@ def _token_id_texts(tokens: list) -> np.ndarray | None:
     return ids
 
 
-_EMPTY_OR_ZERO = re.compile(rb",[,0]")
+_LEADING_ZERO = re.compile(rb",0[0-9]")
 _EIGHTEEN_DIGITS = 10**18
 # What _token_id_texts accepts, joined with commas: the ASCII classes match nothing else. Possessive
 # (no backtracking kept: a digit never matches the comma or the end that must follow), a quarter
 # less CPU than the plain pattern for the same language.
-_TOKEN_ID_LIST = re.compile(r"token_id:[1-9][0-9]{0,17}+(?:,token_id:[1-9][0-9]{0,17}+)*+")
+_TOKEN_ID_LIST = re.compile(r"token_id:(?:0|[1-9][0-9]{0,17}+)(?:,token_id:(?:0|[1-9][0-9]{0,17}+))*+")
 
 
 def joined_tokens(tokens: list) -> str | None:
@@ -297,7 +299,7 @@ def joined_tokens(tokens: list) -> str | None:
 
 def all_token_id_texts(tokens: list) -> bool:
     """Whether :func:`_token_id_texts` reads every token as an id (``token_id:`` and 1 to 18
-    ASCII digits without a leading zero), without reading the ids: for a choice whose
+    ASCII digits without a leading zero, or ``0``), without reading the ids: for a choice whose
     ``token_ids`` are read instead, one regex match of the joined tokens (about half the CPU).
 
     The joined text holds exactly n - 1 commas, so no token holds one: the commas are the n - 1
@@ -327,16 +329,40 @@ def _looks_like_id(tok) -> bool:
     return type(tok) in (int, float) or _is_token_id_text(tok)
 
 
-def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | None = None) -> TopK | None:
-    """Pack alternatives recorded per position (``lengths[i]`` of them, flattened in order)."""
+def top_k(
+    lengths: list[int], tokens: list, logprob_values: list, texts: list | None = None, numbers: bool = False
+) -> TopK | None:
+    """Pack alternatives recorded per position (``lengths[i]`` of them, flattened in order).
+
+    ``numbers``: every logprob is known to be an int, a float or None (the typed decoder's types,
+    graph/ingest/typed.py): when the values read at once hold no NaN, none was None (nor could
+    anything else be), so they are what :func:`_float_array` reads too; else it reads them.
+    When every position has the same number of alternatives (what engines write), the flat
+    columns are the rows already: reshaped, not scattered (the same arrays either way).
+    """
     width = max(lengths, default=0)
     if width == 0:
         return None
     n = len(lengths)
+    split = split_tokens(tokens, texts)
+    values = _known_floats(logprob_values) if numbers else None
+    if values is None:
+        values = _float_array(logprob_values)
+    size = n * width
+    uniform = min(lengths) == width and split.ids.shape[0] == size == values.shape[0]
+    if uniform and (split.texts is None or len(split.texts) == size):  # row-major order is the flat order
+        ids = split.ids.astype(np.int64, copy=False).reshape(n, width)
+        if int(_MAX(ids.reshape(-1))) <= _INT32_MAX:
+            ids = ids.astype(np.int32)
+        elif ids.base is not None:
+            ids = ids.copy()  # an array of its own, as np.full gives below
+        with np.errstate(over="ignore"):  # the same cast (and -inf beyond float32) as the scatter
+            lps = values.astype(np.float32).reshape(n, width)
+        full = None if split.texts is None else list(split.texts)
+        return TopK(ids=ids, logprobs=lps, texts=full)
     counts = np.array(lengths, dtype=np.int64)
     rows = np.repeat(np.arange(n), counts)
     cols = np.arange(rows.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
-    split = split_tokens(tokens, texts)
     ids = np.full((n, width), INVALID_ID, dtype=np.int64)
     lps = np.full((n, width), np.nan, dtype=np.float32)
     ids[rows, cols] = split.ids
@@ -345,10 +371,29 @@ def top_k(lengths: list[int], tokens: list, logprob_values: list, texts: list | 
     # float32 holds the alternatives: a logprob beyond its range (-1e39) is -inf there, as it is in
     # probability; numpy's overflow warning would reach the user's terminal (and fail the tests).
     with np.errstate(over="ignore"):
-        lps[rows, cols] = _float_array(logprob_values)
+        lps[rows, cols] = values
     flat_texts = None
     if split.texts is not None:
         flat_texts = [""] * (n * width)
         for r, c, text in zip(rows.tolist(), cols.tolist(), split.texts, strict=True):
             flat_texts[r * width + c] = text
     return TopK(ids=ids, logprobs=lps, texts=flat_texts)
+
+
+def _known_floats(values: list) -> np.ndarray | None:
+    """:func:`_float_array` of ints, floats and Nones, when none is None; None otherwise (or when
+    an int is beyond the floats). A None reads as NaN, and JSON has no NaN of its own (nor does
+    an int convert to one), so an array without NaN means every value was an int or a float:
+    _float_array's own first read, non-finite values then NaN as there."""
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if arr.ndim != 1 or arr.shape[0] != len(values):
+        return None
+    finite = np.isfinite(arr)
+    if not finite.all():
+        if np.isnan(arr).any():
+            return None
+        arr[~finite] = np.nan
+    return arr

@@ -286,7 +286,9 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
         tokens, values, numbers, ready = content.tokens, content.logprobs, True, content.logprob_array
         # Left in the file (deferred) when the line came from a plain file on disk.
         top = (
-            content.top if content.top is not None else top_k(content.lengths, content.alt_tokens, content.alt_logprobs)
+            content.top
+            if content.top is not None
+            else top_k(content.lengths, content.alt_tokens, content.alt_logprobs, numbers=True)  # the typed types
         )
         if ids_given and token_id_list(content.joined):  # the tokens joined once, by the decoder
             return _Sampled(logprobs=values, top=top, numbers=numbers, ready=ready)
