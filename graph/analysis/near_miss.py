@@ -397,6 +397,8 @@ class _SystemGrams:
 _SPLIT_BYTES = bytes(1 if chr(c).isspace() else 0 for c in range(256))  # str.split's ASCII whitespace -> 1
 _HEADS = np.zeros(10, dtype=np.uint64)  # a word of n bytes: the mask of its first n bytes (9: longer, 0)
 _HEADS[1:9] = [((1 << (8 * n)) - 1) << (64 - 8 * n) for n in range(1, 9)]
+_SPREAD, _U64 = 0x9E3779B97F4A7C15, (1 << 64) - 1  # an odd multiplier (Fibonacci hashing), 64-bit wrap
+_SPREAD_MOST = 64  # distinct words up to which :meth:`_AsciiWords.numbers` tries the hash (a 13-bit table)
 
 
 class _AsciiWords:
@@ -435,9 +437,23 @@ class _AsciiWords:
 
     def numbers(self, number: _Numbers) -> np.ndarray:
         """Each word's number in ``number`` (a word not numbered yet gets the next one)."""
-        names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in self.first.tolist()]
+        values = self.first.tolist()
+        names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in values]
         table = np.array([number[name] if name else -1 for name in names], dtype=np.int64)
-        ids = table[self.first.searchsorted(self.heads)]
+        n = len(values)
+        spread = None
+        if 1 < n <= _SPREAD_MOST:
+            # few distinct words: each one's place found by a multiplicative hash, used only when it
+            # gives the distinct words distinct slots (then a word's slot is its own, as searchsorted's
+            # place is; a binary search per word, its branches mispredicted, cost 2x the whole hash)
+            shift = 64 - max(6, (2 * n * n).bit_length())
+            slots = [((v * _SPREAD) & _U64) >> shift for v in values]
+            if len(set(slots)) == n:
+                spread = np.empty(1 << (64 - shift), dtype=np.int64)
+                spread[slots] = table
+                ids = spread[(self.heads * np.uint64(_SPREAD)) >> np.uint64(shift)]
+        if spread is None:
+            ids = table[self.first.searchsorted(self.heads)]
         for j in self.longer.tolist():
             ids[j] = number[self.text[self.starts[j] : self.ends[j]]]
         return ids
