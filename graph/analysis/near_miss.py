@@ -494,10 +494,12 @@ def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None) -> in
     return found
 
 
-def _inside(needle: str, haystack: str, head: int = 32, tries: int = 8) -> bool:
+def _inside(needle: str, haystack: str, head: int = 100, tries: int = 8) -> bool:
     """``needle in haystack``, its first ``head`` characters looked for only where the whole needle
     can still start (a long needle in a haystack not much longer is a short search), each place
-    they occur checked whole; after ``tries`` such places (a repetitive text), the plain search."""
+    they occur checked whole; after ``tries`` such places (a repetitive text), the plain search.
+    (A lead of 100 characters, not 32: str.find skips further with a longer one; the vLLM bench's
+    ~6,900 searches a pass 25 -> 15 ms.)"""
     last = len(haystack) - len(needle)  # the last place the needle can start
     if last < 0:
         return False
