@@ -16,9 +16,9 @@ once"):
 
 - The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
   ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
-- The array's end is found by a memchr for the bytes that followed the last cut array (the same
-  request keys follow it line after line), else by a scan that skips strings; either way the
-  bytes up to it must parse (orjson) as
+- The array's end is found where the bytes that followed the last cut array (the same request
+  keys follow it line after line) last occur in the line, else where they first occur (a memchr),
+  else by a scan that skips strings; either way the bytes up to it must parse (orjson) as
   a sequence of values on their own. From the state after ``[`` (or after a reused prefix and its
   comma) JSON lexing is deterministic, so they lex the same inside the line: the end is the real end.
   A reused prefix is the same bytes in the same state, so the same values. A trailing comma or an
