@@ -38,8 +38,11 @@ from bench_cold import interleaved, load_text, package_env, run, write_bytecode 
 
 # The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size;
 # rule: the console command's own judgement, its start-up window opened before anything is imported).
+# numpy is loaded with one BLAS thread first, as the console command loads it (``one_blas_thread``):
+# importing ``parallel`` loads numpy, and without it OpenBLAS's spinning threads add 0.07-0.1 s of CPU.
 RUNNER = (
     "import sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); "
+    "from rollout_graph.cli import one_blas_thread; one_blas_thread(); "
     "from rollout_graph.ingest import parallel as p; "
     "v = sys.argv.pop(1); p.TWO_PART_MIN_FREE_CORES = float(v) if v != 'rule' else p.TWO_PART_MIN_FREE_CORES; "
     "p.TWO_PART_MIN_BYTES = 0 if v == '0' else p.TWO_PART_MIN_BYTES; "

@@ -100,3 +100,123 @@ def test_messages_read_again_keep_few_files_open_most_recent_last_and_check_chan
             for stream in mp._open_files.values():
                 stream.close()
             mp._open_files.clear()
+
+
+# --- the tail's last place tried first (MessageCutter._rest) ---------------------------------
+
+
+def _rest_forward(cutter: mp.MessageCutter, raw: bytes, first: int):
+    """The search as it was before the last place was tried first: the reference."""
+    guess = mp._find_tail(raw, cutter._tail, first) if cutter._tail else -1
+    for end in (guess, None):
+        if end is None:
+            end = mp.array_end(raw, first, mp._MAX_BYTES)
+            if end is None or end == guess:
+                return None
+        elif end < 0:
+            continue
+        if end - first > mp._MAX_BYTES or mp._holds_nul(raw, first, end):
+            return None
+        values = mp._values(
+            memoryview(raw)[first - 1 : end + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:end] + b"]"
+        )
+        if values is not None:
+            return end, values
+    return None
+
+
+_PIECES = st.lists(
+    st.sampled_from(
+        [b"]", b"[", b"{", b"}", b",", b'"t"', b'"a]"', b"1", b":", b'"\\u0000"', b"\\", b'"k":', b'],"t":1', b"]]"]
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_PIECES, _PIECES, st.sampled_from([b'],"t":1', b"]", b"],", b"]]", b'],"t"', b"]}"]), st.booleans())
+def test_the_array_end_from_the_tails_last_place_is_the_forward_searchs(inside, after, tail, opened):
+    """Any bytes inside and after the array (nested arrays followed by the tail, the tail again
+    after the array, a \\u0000 escape, brackets that do not match): the same end and values as
+    the forward search, or None where it gives None."""
+    raw = b'{"messages":' + (b"[" if opened else b"[1,") + b"".join(inside) + b"".join(after)
+    first = len(b'{"messages":[') + (0 if opened else 2)
+    cutter = mp.MessageCutter()
+    cutter._tail = tail
+    assert cutter._rest(raw, first) == _rest_forward(cutter, raw, first)
+
+
+# --- no compare of the array's bytes when nothing before it was cut (MessageCutter._left) --------
+
+
+_IDS = b'"prompt_token_ids":[1,2,3,4,5,6,7,8]'
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from([_IDS, b'"a":"\\u0000"', b'"b":"x"', b'"c":[1,2]']), max_size=3),
+    st.lists(st.sampled_from([_IDS, b'"a":"\\u0000"', b'"b":"x"']), max_size=3),
+    st.lists(st.sampled_from(["x" * 2100, "y", "[1]", "\x00"]), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_an_array_left_in_the_file_is_noted_as_the_compare_of_its_bytes_says(before, after, texts, nested_ids):
+    """Id arrays cut before the messages, after them or inside them, \\u0000 escapes before them:
+    the array is noted (at the same place in the line read) exactly when the bytes there are
+    the line's, as the compare of the array's bytes said."""
+    from rollout_graph.core import messages as core_messages
+    from rollout_graph.ingest.id_arrays import IdArrayCutter
+    from rollout_graph.ingest.typed import FileRef
+
+    messages: list = [{"role": "user", "content": t} for t in texts]
+    body = orjson.dumps(messages)
+    if nested_ids:
+        body = body[:-1] + b',{"role":"user","content":"z",' + _IDS + b"}]"
+    head = b",".join([*before, b'"messages":' + body, *after])
+    whole = b"{" + head + b"}"
+    file = FileRef("t.jsonl", 1, 1)
+    cut, _ = IdArrayCutter().cut(whole, None)
+    with mp.leave_messages_in_file():
+        cutter = mp.MessageCutter()
+    cutter.off = True
+    core_messages._LEFT[0] = None
+    cutter.at(file, whole, 0)
+    short, items = cutter.cut(cut)
+    left = core_messages._LEFT[0]
+    core_messages._LEFT[0] = None
+    if items is None:
+        assert left is None
+        return
+    start = cut.index(b'"messages":') + len(b'"messages":[')
+    span = cut[start - 1 : start - 1 + len(body)] if left is None else cut[start - 1 : start - 1 + left[1].length]
+    same = whole is cut or whole.startswith(span, start - 1)
+    assert (left is not None) == same
+    if left is not None:
+        assert whole[left[1].offset : left[1].offset + left[1].length] == span
+
+
+# --- the depth shortcut's test of shallow arrays (_shallow) --------------------------------------
+
+
+def _shallow_loop(items: list) -> bool:
+    for item in items:
+        if type(item) is dict:
+            for value in item.values():
+                if type(value) in (dict, list):
+                    return False
+        elif type(item) is list:
+            return False
+    return True
+
+
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3))
+_VALUE = st.recursive(
+    _LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_VALUE, max_size=5))
+def test_shallow_says_what_the_loop_over_values_says(items):
+    assert mp._shallow(items) == _shallow_loop(items)

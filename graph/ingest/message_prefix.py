@@ -16,9 +16,9 @@ once"):
 
 - The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
   ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
-- The array's end is found by a memchr for the bytes that followed the last cut array (the same
-  request keys follow it line after line), else by a scan that skips strings; either way the
-  bytes up to it must parse (orjson) as
+- The array's end is found where the bytes that followed the last cut array (the same request
+  keys follow it line after line) last occur in the line, else where they first occur (a memchr),
+  else by a scan that skips strings; either way the bytes up to it must parse (orjson) as
   a sequence of values on their own. From the state after ``[`` (or after a reused prefix and its
   comma) JSON lexing is deterministic, so they lex the same inside the line: the end is the real end.
   A reused prefix is the same bytes in the same state, so the same values. A trailing comma or an
@@ -211,17 +211,18 @@ def _opens(data: bytes, start: int = 0, end: int | None = None) -> int:
 
 
 _NESTED = (dict, list)
+_NESTED_TYPES = frozenset(_NESTED)
 
 
 def _shallow(items: list[Any]) -> bool:
     """Whether the array nests two deep at most (objects of strings, numbers and literals):
     then its depth is known without counting its brackets."""
     for item in items:
-        if type(item) is dict:
-            for value in item.values():
-                if type(value) in _NESTED:
-                    return False
-        elif type(item) is list:
+        kind = type(item)
+        if kind is dict:
+            if not _NESTED_TYPES.isdisjoint(map(type, item.values())):  # the values' types looped in C
+                return False
+        elif kind is list:
             return False
     return True
 
@@ -310,13 +311,21 @@ class MessageCutter:
 
     def _left(self, raw: bytes, start: int, end: int, items: list[Any]) -> None:
         """Note where the array ``raw[start - 1 : end + 1]`` is in the file (when it is at the
-        same place in the line as read: nothing before it was cut)."""
+        same place in the line as read: nothing before it was cut).
+
+        The other cutters make ``raw`` from the line read by replacing values with markers, each
+        a JSON string ``"\\u0000..."`` holding no bracket. The array's bytes were checked to
+        hold no ``\\u0000`` (:meth:`_rest`), and it opens with ``[`` and closes with ``]``, which
+        no marker holds: no marker is in it or straddles it. So when no ``\\u0000`` is before
+        it either, nothing before it was cut, and its bytes are the line's at the same place
+        without comparing them (a memchr of the line's head instead of a compare of the array's
+        ~16 KB; tests/test_message_prefix_glue.py compares both verdicts)."""
         line, self._line = self._line, None
         if line is None:
             return
         file, whole, offset = line
         span = memoryview(raw)[start - 1 : end + 1]
-        if whole is not raw and not whole.startswith(span, start - 1):
+        if whole is not raw and _holds_nul(raw, 0, start - 1) and not whole.startswith(span, start - 1):
             return
         note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
 
@@ -444,7 +453,23 @@ class MessageCutter:
 
         The bytes that followed the last cut array (``],"temperature":...``) are looked for first
         (a memchr), else the end is scanned for; either way the elements before it must parse on
-        their own, which proves it is the array's end (see the module docstring)."""
+        their own, which proves it is the array's end (see the module docstring).
+
+        The tail's last place in the line is tried first: the rest of the line after the array
+        (a few KB) is searched from its end instead of the array (~16 KB) from its start. Only
+        the array's end can have elements before it that parse, so when they parse there the
+        first place (the search below) gives that very end too: ahead of it, no tail place's
+        elements parse (each lies inside the array), and the scan then finds it
+        (tests/test_message_prefix_glue.py compares both on odd lines). Otherwise the search
+        below decides, as before."""
+        if self._tail:
+            late = raw.rfind(self._tail, first)
+            if late >= 0 and late - first <= _MAX_BYTES and not _holds_nul(raw, first, late):
+                values = _values(
+                    memoryview(raw)[first - 1 : late + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:late] + b"]"
+                )
+                if values is not None:
+                    return late, values
         guess = _find_tail(raw, self._tail, first) if self._tail else -1
         for end in (guess, None):
             if end is None:

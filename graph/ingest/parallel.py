@@ -41,7 +41,6 @@ import gc
 import io
 import os
 import pickle
-import signal
 import struct
 import sys
 import threading
@@ -1131,6 +1130,8 @@ class _Helper:
         try:
             done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
             if done == 0:
+                import signal  # only here and in the helper: a one-process load never imports it
+
                 os.kill(pid, signal.SIGKILL)
                 done, status = os.waitpid(pid, 0)
         except ChildProcessError:
@@ -1143,6 +1144,7 @@ def _die_with_parent() -> None:
     parent = os.getppid()
     with contextlib.suppress(Exception):
         import ctypes
+        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     if os.getppid() != parent:
