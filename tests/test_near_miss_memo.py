@@ -91,3 +91,24 @@ def test_the_pasted_search_is_a_plain_substring_search(needle, haystack, head, t
     assert _inside(needle, haystack, head, tries) == (needle in haystack)
     inside = haystack[len(haystack) // 3 : len(haystack) // 3 + len(needle)]
     assert _inside(inside, haystack, head, tries)
+
+
+_long_letters = st.text(st.sampled_from("ab é"), min_size=0, max_size=1500)
+
+
+@CHECKED
+@given(_long_letters, st.data())
+def test_the_pasted_search_with_its_long_lead_is_a_plain_substring_search(haystack, data):
+    """Needles longer than the default lead (100 characters) in repetitive haystacks of a few
+    letters: a cut of the haystack (found), the cut with one letter changed (found or not, as
+    ``in`` says), and random text."""
+    start = data.draw(st.integers(0, len(haystack)))
+    size = data.draw(st.integers(0, 400))
+    cut = haystack[start : start + size]
+    assert _inside(cut, haystack)
+    if cut:
+        at = data.draw(st.integers(0, len(cut) - 1))
+        changed = cut[:at] + data.draw(st.sampled_from("ab é")) + cut[at + 1 :]
+        assert _inside(changed, haystack) == (changed in haystack)
+    other = data.draw(_long_letters)
+    assert _inside(other, haystack) == (other in haystack)

@@ -126,3 +126,49 @@ def test_long_texts_are_cut_where_str_split_would_cut_them():
     for extra in ("", "x", "xy z", " z"):
         a, b = head + extra, head[:-2] + extra
         assert _similar(a, b, _SystemGrams()) == reference_similar(a, b, SIMILAR_SYSTEM, SYSTEM_COMPARED)
+
+
+def _numbers_by_search(words: _AsciiWords, number: _Numbers) -> list[int]:
+    """:meth:`_AsciiWords.numbers` the plain way: each word's place among the distinct integers by
+    binary search (the longer words by their text)."""
+    import numpy as np
+
+    names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in words.first.tolist()]
+    table = np.array([number[name] if name else -1 for name in names], dtype=np.int64)
+    ids = table[words.first.searchsorted(words.heads)]
+    for j in words.longer.tolist():
+        ids[j] = number[words.text[words.starts[j] : words.ends[j]]]
+    return ids.tolist()  # type: ignore[no-any-return]
+
+
+@CHECKED
+@given(st.lists(ascii_texts(), min_size=1, max_size=4), st.sampled_from([None, 0, 1, 3, 1 << 63]))
+def test_the_hashed_places_are_the_binary_search_ones(texts, multiplier):
+    """The multiplicative hash that places a text's few distinct words (used only when it gives
+    them distinct slots) numbers every word as the binary search does, in texts numbered one after
+    the other; a multiplier that makes slots collide (0, 1<<63) falls back to the search."""
+    import rollout_graph.analysis.near_miss as near_miss
+
+    saved = near_miss._SPREAD
+    try:
+        if multiplier is not None:
+            near_miss._SPREAD = multiplier
+        fast, plain = _Numbers(), _Numbers()
+        for text in texts:
+            words = _AsciiWords.of(text)
+            assert words is not None
+            assert words.numbers(fast).tolist() == _numbers_by_search(words, plain)
+        assert dict(fast) == dict(plain)
+    finally:
+        near_miss._SPREAD = saved
+
+
+def test_many_distinct_words_are_placed_by_the_search():
+    """Past ``_SPREAD_MOST`` distinct words the search places them (the same numbers either way)."""
+    from rollout_graph.analysis.near_miss import _SPREAD_MOST
+
+    text = " ".join(f"w{i}" for i in range(_SPREAD_MOST + 5)) + " w3 w70 w0"
+    words = _AsciiWords.of(text)
+    assert words is not None
+    assert words.numbers(_Numbers()).tolist() == _numbers_by_search(words, _Numbers())
+    _same_partition(words.numbers(_Numbers()).tolist(), text.split())
