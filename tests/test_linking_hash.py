@@ -76,10 +76,15 @@ def test_every_path_links_as_the_reference(spec, head, direct, data):
     assume(sum(p is not None and len(p) >= head for p, _ in spec) >= 2)  # some class has prompts to link
     kinds = st.sampled_from(["arena", "arena", "copy", "int64", "strided"])
     calls = _arena_calls(spec, [data.draw(kinds) for _ in spec])
+    assert _links_with(calls, head, direct) == reference_token_parents(spec)
+
+
+def _links_with(calls, head: int, direct: int):
+    """token_parents with the class head's length and the direct-pairs bound set (then restored)."""
     original = linking._HEAD, linking._DIRECT_PAIRS
     try:
         linking._HEAD, linking._DIRECT_PAIRS = head, direct
-        assert token_parents(calls) == reference_token_parents(spec)
+        return token_parents(calls)
     finally:
         linking._HEAD, linking._DIRECT_PAIRS = original
 
@@ -102,12 +107,7 @@ def test_wide_ids_and_mixed_dtypes_link_as_the_reference(raw, head, data):
         if call.prompt_ids is not None:
             call.prompt_ids = _shaped(call.prompt_ids.tolist(), data.draw(_dtypes))
     for direct in (0, 10**9):
-        original = linking._HEAD, linking._DIRECT_PAIRS
-        try:
-            linking._HEAD, linking._DIRECT_PAIRS = head, direct
-            assert token_parents(calls) == reference_token_parents(spec)
-        finally:
-            linking._HEAD, linking._DIRECT_PAIRS = original
+        assert _links_with(calls, head, direct) == reference_token_parents(spec)
 
 
 def test_a_head_running_into_the_sampled_ids_finds_its_class():
