@@ -52,7 +52,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from rollout_graph.analysis.decode import Decoder, TokenizerDecoder
-from rollout_graph.core.ids import same_memory
+from rollout_graph.core.ids import same_ids, same_memory
 from rollout_graph.core.messages import canonical
 from rollout_graph.core.messages import content_text as _text
 from rollout_graph.core.records import EMPTY_IDS, FATAL, WARN, Call, Finding, NearMiss
@@ -111,12 +111,6 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
         return 0
     at = int(differ.argmax())
     return at if differ[at] else n
-
-
-def _same_ids(a: np.ndarray, b: np.ndarray) -> bool:
-    """``np.array_equal`` of two 1-d id arrays (the same expression, without its conversions):
-    the lengths first, so prompts of other lengths are never compared."""
-    return a.shape[0] == b.shape[0] and bool((a == b).all())
 
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
@@ -248,7 +242,7 @@ def classify_with_evidence(
     where = "prompt" if shared < p_e else "sampled" if shared < n_e else "after"
     kept = min(1.0, max(0.0, (shared - p_e) / earlier.n_sampled)) if earlier.n_sampled else 0.0
     longest = max(n_l, p_e)
-    if _same_ids(_prompt(earlier), _prompt(later)):
+    if same_ids(_prompt(earlier), _prompt(later)):
         return RETRY, where, kept, False, "the identical prompt ids"
     if min(n_l, p_e) >= NEAR_IDENTICAL * longest and min(shared, p_e) >= NEAR_IDENTICAL * longest:
         return RETRY, where, kept, False, f"nearly the same prompt ({min(shared, p_e):,} of {longest:,} ids shared)"
@@ -1001,7 +995,7 @@ def _best_candidate(
     for step in (-1, 1):
         for c in _arrived_before(nodes, start, step, node):
             candidate = calls[c]
-            if root_of[c] == node or _same_ids(_prompt(candidate), prompt):
+            if root_of[c] == node or same_ids(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
             if best is not None and shared <= best[0]:
@@ -1083,7 +1077,7 @@ class _SamePrompt:
         prompt = _prompt(self.calls[node])
         if key in self.exact:
             return self.exact[key].get(prompt.tobytes(), [])
-        return [m for m in self.buckets.get(key, ()) if _same_ids(_prompt(self.calls[m]), prompt)]
+        return [m for m in self.buckets.get(key, ()) if same_ids(_prompt(self.calls[m]), prompt)]
 
     def first(self, node: int, accept=lambda m: True) -> int | None:
         """The first added call (other than the node) with the same prompt that ``accept`` takes."""
@@ -1193,7 +1187,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     for node, sibling in discarded.items():
         if calls[node].prompt_ids is None:
             continue
-        if calls[sibling].prompt_ids is None or not _same_ids(_prompt(calls[sibling]), _prompt(calls[node])):
+        if calls[sibling].prompt_ids is None or not same_ids(_prompt(calls[sibling]), _prompt(calls[node])):
             twin = siblings.first(node) if calls[node].n_prompt else None
             if twin is not None:
                 sibling = twin

@@ -251,9 +251,11 @@ def token_parents(calls: list[Call]) -> list[int | None]:
                 if n_p >= size:
                     continue
                 candidate = calls[j]
+                known = candidate.prompt_ids
+                assert known is not None  # a hit has prompt ids (its end was hashed)
                 # hashes only filter: the ids decide (the prompt part without reading them when
                 # both prompts are the same memory)
-                if (starts[j] == starts[i] or _equal(prompt[:n_p], candidate.prompt_ids)) and _equal(
+                if (starts[j] == starts[i] or same_ids(prompt[:n_p], known)) and same_ids(
                     prompt[n_p : n_end[j]], candidate.sampled_ids
                 ):
                     parents[i] = j
@@ -370,17 +372,6 @@ def _tiny_hits(
             added.setdefault(g, []).extend(found)
     for g, found in added.items():  # the longest end first, then the earliest arrival
         hits[g] = hits[g] + sorted(found, key=lambda j: (-n_end[j], j))
-
-
-def _equal(a: np.ndarray, b: Any) -> bool:
-    """``np.array_equal(a, b)`` for two 1-d arrays, without its conversions: two integer arrays of
-    one dtype hold equal ids exactly when their bytes are equal (a copy and a memcmp, a tenth of
-    the elementwise comparison's overhead)."""
-    if a.shape != b.shape:
-        return False
-    if a.dtype == b.dtype and a.dtype.kind in "iu":
-        return bool(a.tobytes() == b.tobytes())
-    return bool((a == b).all())
 
 
 _BLOCK_IDS = (
