@@ -127,7 +127,7 @@ def test_a_followed_trace_reopened_from_the_cache_does_not_link_again(tmp_path, 
     monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(jsonl(_records()))
-    cold = LiveTrace([trace])
+    cold = LiveTrace([trace], use_cache=False)  # writes no entry of its own to race the one below
     cold.poll()
     cold_rollouts = {sid: session_json(cold.rollout(sid), True) for sid in cold.session_ids}
     cache.store(cache.key_for_files([trace]), load_paths([trace]))  # the entry the first paint writes

@@ -164,6 +164,50 @@ def test_a_damaged_entry_is_ignored_with_a_note_and_rebuilt(tmp_path, caplog, na
     assert cache.load(cache.key_for_files([trace]), folder) is not None
 
 
+@pytest.mark.parametrize("gone", ["arrays.bin", "values.jsonl", "calls.jsonl"])
+def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(tmp_path, caplog, monkeypatch, gone):
+    """Two writers of one key (a command's background write, a page's deferred one) and a reader:
+    the reader that was part way through the old entry when the new one was swapped in reads the
+    new one; it never takes the half-gone old entry for a corrupt one and removes the new."""
+    trace = _vllm_trace(tmp_path / "t.jsonl", n=5)
+    folder = tmp_path / "cache"
+    fresh = cache.load_files([trace], folder=folder, workers=1)
+    key = cache.key_for_files([trace])
+    (entry,) = folder.iterdir()
+    real_decode, reads = cache._decode, []
+
+    def decode_while_replaced(path):
+        reads.append(path)
+        if len(reads) == 1:  # the first read loses a file to the writer swapping its entry in
+            old = path.with_name(".reading")
+            path.rename(old)
+            (old / gone).unlink()
+            assert cache.store(key, fresh, folder)
+            return real_decode(old)
+        return real_decode(path)
+
+    monkeypatch.setattr(cache, "_decode", decode_while_replaced)
+    with caplog.at_level(logging.WARNING, logger="rollout_graph.cache"):
+        again = cache.load(key, folder)
+    assert again is not None and len(reads) == 2
+    assert_same_load(again, load_paths([trace]))
+    assert "cache entry" not in caplog.text
+    assert entry.is_dir() and sorted(p.name for p in entry.iterdir()) == sorted(cache._FILES)
+
+
+def test_a_store_over_an_entry_leaves_one_whole_entry_and_nothing_aside(tmp_path):
+    trace = _vllm_trace(tmp_path / "t.jsonl", n=4)
+    folder = tmp_path / "cache"
+    fresh = cache.load_files([trace], folder=folder, workers=1)
+    key = cache.key_for_files([trace])
+    (entry,) = folder.iterdir()
+    before = os.stat(entry).st_ino
+    assert cache.store(key, fresh, folder)
+    assert [p.name for p in folder.iterdir()] == [entry.name]  # no .writing- or .old- folder left
+    assert os.stat(entry).st_ino != before  # renamed into place, not written in the old folder
+    assert_same_load(cache.load(key, folder), load_paths([trace]))
+
+
 def test_an_entry_of_the_previous_format_is_ignored(tmp_path):
     trace = _vllm_trace(tmp_path / "t.jsonl", n=3)
     folder = tmp_path / "cache"

@@ -30,7 +30,9 @@ The key hashes, for each file, its resolved path, size, modification and change 
 reading code and of the core (the records, and the linking the entry's links come from) itself,
 so a change of format, parser or linking rules invalidates every entry (an entry of another
 format is not found under the new key: the trace is read again and a new entry written). Entries are written
-to a temporary folder and renamed into place; an entry that cannot be read (truncated, corrupt,
+to a temporary folder and renamed into place (the old entry moved aside first, so two writers of one
+key and a reader never meet a half-removed entry; a reader whose entry was replaced while it read
+reads the new one); an entry that cannot be read (truncated, corrupt,
 another version) is deleted with a note on the ``rollout_graph.cache`` logger (stderr by default)
 and the trace parsed again. A load whose values JSON cannot carry exactly (NaN in a free-form
 field, numpy arrays where JSON was expected) is simply not cached. When the folder grows past
@@ -50,6 +52,7 @@ from dataclasses import fields
 from functools import cache
 from itertools import islice
 from pathlib import Path
+from stat import S_ISDIR
 from typing import Any
 
 import numpy as np
@@ -750,24 +753,49 @@ def load(key: str, folder: Path | None = None) -> LoadResult | None:
     import shutil
 
     entry = _entry(key, folder)
-    if not entry.is_dir():
-        return None
-    try:
-        result = _decode(entry)
-    except Exception as exc:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
+    result: LoadResult | None = None
+    failure: Exception | None = None
+    for _ in range(2):  # once more when another writer swapped a new entry in while this one was read
+        try:
+            found = os.stat(entry)
+        except OSError:
+            return None
+        if not S_ISDIR(found.st_mode):
+            return None
+        inode = found.st_ino
+        try:
+            result = _decode(entry)
+        except Exception as exc:  # noqa: BLE001 - any unreadable entry is rebuilt, whatever broke it
+            if _replaced(entry, inode):
+                continue
+            failure = exc
+        break
+    if failure is not None:
         _note(
             "rollout-graph: ignored the cache entry %s (%s: %s); reading the trace again",
             entry,
-            type(exc).__name__,
-            exc,
+            type(failure).__name__,
+            failure,
         )
         shutil.rmtree(entry, ignore_errors=True)
+        return None
+    if result is None:
         return None
     try:
         os.utime(entry)  # recently used
     except OSError:
         pass
     return result
+
+
+def _replaced(entry: Path, inode: int) -> bool:
+    """True when ``entry`` is no longer the folder of that inode: a writer of the same key swapped a
+    new entry in (or took the old one away) while it was read. That entry is not the reader's to
+    remove."""
+    try:
+        return os.stat(entry).st_ino != inode
+    except OSError:
+        return True
 
 
 def store(key: str, result: LoadResult, folder: Path | None = None, between: Callable[[], None] | None = None) -> bool:
@@ -785,9 +813,7 @@ def store(key: str, result: LoadResult, folder: Path | None = None, between: Cal
         tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=root))
         try:
             _write(tmp, result, between)
-            if entry.exists():
-                shutil.rmtree(entry, ignore_errors=True)
-            tmp.rename(entry)
+            _swap_in(tmp, entry)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     except (NotCacheable, OSError):
@@ -796,6 +822,27 @@ def store(key: str, result: LoadResult, folder: Path | None = None, between: Cal
         return False
     _evict(root)
     return True
+
+
+def _swap_in(tmp: Path, entry: Path) -> None:
+    """Put the written folder ``tmp`` in place of ``entry`` by renames only: the old entry is moved
+    aside first and removed after, so a reader finds either a whole entry or none (never one half
+    removed), and a reader that was part way through the old one sees it replaced
+    (:func:`_replaced`) instead of taking it for a corrupt entry. When another writer of the same
+    key renamed its entry in between, that one is kept."""
+    import shutil
+
+    aside = entry.with_name(f".old-{tmp.name}")
+    try:
+        entry.rename(aside)
+    except FileNotFoundError:
+        pass
+    try:
+        tmp.rename(entry)
+    except OSError:
+        if not entry.is_dir():
+            raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _size(path: Path) -> int:
@@ -808,7 +855,11 @@ def _evict(root: Path) -> None:
 
     try:
         entries = [(e.stat().st_mtime, e) for e in root.iterdir() if e.is_dir() and not e.name.startswith(".")]
-        stale = [e for e in root.iterdir() if e.name.startswith(".writing-") and time.time() - e.stat().st_mtime > 3600]
+        stale = [
+            e
+            for e in root.iterdir()
+            if e.name.startswith((".writing-", ".old-")) and time.time() - e.stat().st_mtime > 3600
+        ]
     except OSError:
         return
     for e in stale:
