@@ -41,7 +41,7 @@ from bench_cold import interleaved, load_text, package_env, run, write_bytecode 
 # numpy is loaded with one BLAS thread first, as the console command loads it (``one_blas_thread``):
 # importing ``parallel`` loads numpy, and without it OpenBLAS's spinning threads add 0.07-0.1 s of CPU.
 RUNNER = (
-    "import sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); "
+    "import gc, sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); gc.disable(); "
     "from rollout_graph.cli import one_blas_thread; one_blas_thread(); "
     "from rollout_graph.ingest import parallel as p; "
     "v = sys.argv.pop(1); p.TWO_PART_MIN_FREE_CORES = float(v) if v != 'rule' else p.TWO_PART_MIN_FREE_CORES; "
