@@ -142,17 +142,27 @@ def _numbers_by_search(words: _AsciiWords, number: _Numbers) -> list[int]:
 
 
 @CHECKED
-@given(st.lists(ascii_texts(), min_size=1, max_size=4), st.sampled_from([None, 0, 1, 3, 1 << 63]))
-def test_the_hashed_places_are_the_binary_search_ones(texts, multiplier):
+@given(
+    st.lists(ascii_texts(), min_size=1, max_size=4),
+    st.sampled_from([None, 0, 1, 3, 1 << 63]),
+    st.sampled_from([None, 1, 2, 4]),
+    st.data(),
+)
+def test_the_hashed_places_are_the_binary_search_ones(texts, multiplier, slot_bits, data):
     """The multiplicative hash that places a text's few distinct words (used only when it gives
-    them distinct slots) numbers every word as the binary search does, in texts numbered one after
-    the other; a multiplier that makes slots collide (0, 1<<63) falls back to the search."""
+    them distinct slots) and the table of the words numbered before (a text all of whose words it
+    holds, each in its own slot, is numbered from it alone) number every word as the binary search
+    does, in texts numbered one after the other, some of them again; a multiplier that makes slots
+    collide (0, 1<<63) falls back to the search, and a table of 2-16 slots keeps only some words."""
     import rollout_graph.analysis.near_miss as near_miss
 
-    saved = near_miss._SPREAD
+    texts = texts + data.draw(st.lists(st.sampled_from(texts), max_size=3))  # texts met again: read from the table
+    saved, bits = near_miss._SPREAD, _Numbers.SLOT_BITS
     try:
         if multiplier is not None:
             near_miss._SPREAD = multiplier
+        if slot_bits is not None:
+            _Numbers.SLOT_BITS = slot_bits
         fast, plain = _Numbers(), _Numbers()
         for text in texts:
             words = _AsciiWords.of(text)
@@ -160,7 +170,20 @@ def test_the_hashed_places_are_the_binary_search_ones(texts, multiplier):
             assert words.numbers(fast).tolist() == _numbers_by_search(words, plain)
         assert dict(fast) == dict(plain)
     finally:
-        near_miss._SPREAD = saved
+        near_miss._SPREAD, _Numbers.SLOT_BITS = saved, bits
+
+
+def test_the_table_is_emptied_with_the_numbering():
+    """Numbering started over (a pass past its word budget) forgets the table too: the words of a
+    text numbered before get their new numbers, not the old ones."""
+    number = _Numbers()
+    first = _AsciiWords.of("x y z w")
+    again = _AsciiWords.of("w z")
+    assert first is not None and again is not None
+    assert first.numbers(number).tolist() == [1, 2, 3, 0]  # (new words numbered in the order of their integers)
+    number.clear()
+    assert again.numbers(number).tolist() == [0, 1]
+    assert first.numbers(number).tolist() == [2, 3, 1, 0]
 
 
 def test_many_distinct_words_are_placed_by_the_search():

@@ -272,11 +272,41 @@ def _similar(a: str, b: str, grams: _SystemGrams | None = None) -> bool:
 
 
 class _Numbers(dict[str, int]):
-    """Words numbered in the order they are first looked up (a lookup numbers a new word)."""
+    """Words numbered in the order they are first looked up (a lookup numbers a new word).
+
+    The short words numbered from ASCII texts are also kept in a table, at a slot given by a
+    multiplicative hash of the integer :class:`_AsciiWords` reads a word of at most 8 bytes as
+    (``SLOT_BITS`` bits of it): ``slot_words`` holds the integer, ``slot_numbers`` its number, and
+    of two words with one slot the last numbered. A text whose words were all numbered before (a
+    harness's system prompts share their words) is numbered by one look-up of its words' slots,
+    each checked to hold the word's own integer, without sorting its words."""
+
+    SLOT_BITS = 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slot_words = np.zeros(1 << self.SLOT_BITS, dtype=np.uint64)  # 0: empty (no short word reads 0)
+        self.slot_numbers = np.zeros(1 << self.SLOT_BITS, dtype=np.int64)
 
     def __missing__(self, word: str) -> int:
         number = self[word] = len(self)
         return number
+
+    def clear(self) -> None:
+        super().clear()
+        self.slot_words.fill(0)
+
+    def slots(self, integers: np.ndarray) -> np.ndarray:
+        """The table's slot of each word's integer (0, a longer word's, is the slot of 0 alone)."""
+        return (integers * np.uint64(_SPREAD)) >> np.uint64(64 - self.SLOT_BITS)
+
+    def keep(self, integers: np.ndarray, numbers: np.ndarray) -> None:
+        """Put distinct words' ``integers`` and their ``numbers`` in the table (slot 0 stays empty)."""
+        slots = self.slots(integers)
+        kept = slots != 0
+        self.slot_words[slots[kept]] = integers[kept]
+        written = kept & (self.slot_words[slots] == integers)  # (of two in one slot, the one written)
+        self.slot_numbers[slots[written]] = numbers[written]
 
 
 class _SystemGrams:
@@ -392,7 +422,6 @@ class _SystemGrams:
 _SPLIT_BYTES = bytes(1 if chr(c).isspace() else 0 for c in range(256))  # str.split's ASCII whitespace -> 1
 _HEADS = np.zeros(10, dtype=np.uint64)  # a word of n bytes: the mask of its first n bytes (9: longer, 0)
 _HEADS[1:9] = [((1 << (8 * n)) - 1) << (64 - 8 * n) for n in range(1, 9)]
-_NO_WORDS = np.zeros(0, dtype=np.intp)
 _SPREAD, _U64 = 0x9E3779B97F4A7C15, (1 << 64) - 1  # an odd multiplier (Fibonacci hashing), 64-bit wrap
 _SPREAD_MOST = 64  # distinct words up to which :meth:`_AsciiWords.numbers` tries the hash (a 13-bit table)
 
@@ -404,17 +433,24 @@ class _AsciiWords:
     length (NUL-free, so two words share an integer only when they are equal); a longer word is
     read as text. Equal words, and only those, get equal numbers (tests/test_near_miss_words.py)."""
 
-    __slots__ = ("text", "starts", "ends", "heads", "first", "longer")
+    __slots__ = ("text", "starts", "ends", "heads")
 
     def __init__(self, text: str, starts: np.ndarray, ends: np.ndarray, heads: np.ndarray) -> None:
         self.text, self.starts, self.ends, self.heads = text, starts, ends, heads
-        ordered = np.sort(heads)
-        # words over 8 bytes read as 0 (no shorter word does): the smallest, so only then looked for
-        self.longer = (heads == 0).nonzero()[0] if ordered.shape[0] and not ordered[0] else _NO_WORDS
+
+    @property
+    def first(self) -> np.ndarray:
+        """The words' distinct integers, sorted (0 first when a word is longer than 8 bytes)."""
+        ordered = np.sort(self.heads)
         first = np.empty(ordered.shape[0], dtype=bool)
         first[:1] = True
         np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        self.first = ordered[first]  # the distinct integers, sorted
+        return ordered[first]
+
+    @property
+    def longer(self) -> np.ndarray:
+        """Where the words over 8 bytes are (they read as 0, which no shorter word does)."""
+        return (self.heads == 0).nonzero()[0]
 
     @classmethod
     def of(cls, text: str) -> _AsciiWords | None:
@@ -435,7 +471,20 @@ class _AsciiWords:
     def numbers(self, number: _Numbers, dtype: type[np.integer] = np.int64) -> np.ndarray:
         """Each word's number in ``number`` (a word not numbered yet gets the next one), as ``dtype``
         (one that holds every number)."""
-        values = self.first.tolist()
+        slots = number.slots(self.heads)
+        if (number.slot_words[slots] == self.heads).all():  # every word numbered before (a longer one: set below)
+            ids = number.slot_numbers[slots].astype(dtype)
+        else:
+            ids = self._numbered(number, dtype)
+        for j in self.longer.tolist():
+            ids[j] = number[self.text[self.starts[j] : self.ends[j]]]
+        return ids
+
+    def _numbered(self, number: _Numbers, dtype: type[np.integer]) -> np.ndarray:
+        """:meth:`numbers` of a text with a word not in ``number``'s table (the longer words left
+        unset), its distinct short words put there."""
+        first = self.first
+        values = first.tolist()
         names = [v.to_bytes(8, "big").rstrip(b"\0").decode("ascii") for v in values]
         table = np.array([number[name] if name else 0 for name in names], dtype=dtype)  # (0: longer, set below)
         n = len(values)
@@ -451,9 +500,8 @@ class _AsciiWords:
                 spread[slots] = table
                 ids = spread[(self.heads * np.uint64(_SPREAD)) >> np.uint64(shift)]
         if spread is None:
-            ids = table[self.first.searchsorted(self.heads)]
-        for j in self.longer.tolist():
-            ids[j] = number[self.text[self.starts[j] : self.ends[j]]]
+            ids = table[first.searchsorted(self.heads)]
+        number.keep(first, table)
         return ids
 
 
