@@ -15,8 +15,14 @@ from tests.test_browser_nav import SESSION, open_call, press, settled, wait_call
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
 
-# Text only a whole-page run sends: the headline's tiles, the sidebar, the findings triage.
-OUTSIDE = (b"broken replays", "FATAL · WARN".encode(), b"Show whitespace in token views")
+# Text only a whole-page run sends: the headline's tiles, the sidebar, the findings triage, the call
+# picker (a list of every call).
+OUTSIDE = (
+    b"broken replays",
+    "FATAL · WARN".encode(),
+    b"Show whitespace in token views",
+    b"Go to a call: pick it from the list or type its id",
+)
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,27 @@ def test_keyboard_only_walk(samples_app):
         wait_call(page, "c07")
 
 
+def test_call_picker_goes_to_the_call_and_empties(samples_app):
+    """The call picker below the split view: typing an id lists the matching calls, a pick opens it
+    (the DAG rings it), and the picker is empty again, ready for the next pick; keys still step
+    from the call picked."""
+    with browser_page(height=1200) as page:
+        open_call(page, samples_app, "c05")
+        box = page.get_by_role("combobox", name="Call", exact=True)
+        assert box.input_value() == ""
+        assert box.get_attribute("placeholder") == "Go to a call: pick it from the list or type its id"
+        box.scroll_into_view_if_needed()
+        box.click()
+        box.fill("c07")
+        page.get_by_role("option", name="c07 · #6 · agent").click()
+        wait_call(page, "c07")
+        wait_url(page, "node=c07")
+        wait_rings(page, [6])
+        assert page.get_by_role("combobox", name="Call", exact=True).input_value() == ""
+        press(page, "k", "c06")  # arrival order: c06 before c07
+        assert page.get_by_role("combobox", name="Call", exact=True).input_value() == ""
+
+
 def test_back_returns_to_the_previous_call(samples_app):
     with browser_page(height=1200) as page:
         page.goto(f"{samples_app}/?session={SESSION}")

@@ -132,6 +132,7 @@ def overview_and_graph(workspace):
     # a live workspace's key changes with every new call; the call's widgets keep the live source's
     detail_key: str = following.key if following else view_key
     selection_view(rollout, workspace, rollout_decoder, view_key, detail_key, newest)
+    graph_view.picker(rollout, workspace.key)  # outside the fragment: a key step does not send it again
     if following is None:
         tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
