@@ -103,3 +103,26 @@ def test_a_search_cleared_or_replaced_while_a_tick_runs_lists_only_its_own_hits(
         page.locator(HITS).first.wait_for(timeout=30_000)
         assert all("KeyError" in hit for hit in listed(page))
 
+
+def test_the_box_clear_button_and_esc_clear_the_search(samples_app):
+    with browser_page(width=1440, height=900) as page:
+        page.goto(f"{samples_app}/?session={SESSION}")
+        wait_ready(page, timeout=180_000)
+        clear = page.get_by_role("button", name="Clear entry")
+        assert clear.count() == 0  # no clear button while the box is empty
+        search(page, "KeyError")
+        page.locator(HITS).first.wait_for(timeout=90_000)
+        settled(page)
+        clear.click()
+        page.wait_for_function("() => !document.querySelector('.st-key-rg-search-hits button')", timeout=30_000)
+        settled(page)
+        assert page.get_by_label("Search this rollout").input_value() == ""
+        assert "hit(s) in" not in page.inner_text("body")
+        # Esc in the box: the search is cleared too (the keyboard bridge, views/panels/keyboard)
+        search(page, "KeyError")
+        page.locator(HITS).first.wait_for(timeout=30_000)
+        settled(page)
+        page.get_by_label("Search this rollout").press("Escape")
+        page.wait_for_function("() => !document.querySelector('.st-key-rg-search-hits button')", timeout=30_000)
+        settled(page)
+        assert page.get_by_label("Search this rollout").input_value() == ""

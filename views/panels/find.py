@@ -79,6 +79,7 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
     text = box.text_input(
         SEARCH_BOX_LABEL,
         key=state.search_key(workspace_key, sid),
+        type="search",  # a clear button (×) in the box while it holds text
         placeholder="Text in messages, tool results, responses or decoded tokens ( / focuses, Esc clears )",
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
