@@ -79,15 +79,30 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
     text = box.text_input(
         SEARCH_BOX_LABEL,
         key=state.search_key(workspace_key, sid),
+        type="search",  # a clear button (×) in the box while it holds text
         placeholder="Text in messages, tool results, responses or decoded tokens ( / focuses, Esc clears )",
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
     ignore_case = case_col.toggle("Ignore case", key=state.search_key(workspace_key, sid, "case"))
-    # the answer goes into one container, there with or without a search: the page keeps as many
-    # elements above the DAG, so the DAG's chart keeps its place in the page and is not mounted
-    # (and drawn by plotly) again when a search starts or ends
-    with st.container():
+    with _answer_slot(workspace_key, sid, (text, regex, ignore_case)).container():
         return _answer(rollout, decoder, workspace_key, text, regex, ignore_case)
+
+
+def _answer_slot(workspace_key: str, session_id: str, asked: tuple[str, bool, bool]):
+    """Where the answer to ``asked`` is drawn: one of two placeholders, there with or without a
+    search (the page keeps as many elements above the DAG, so the DAG's chart keeps its place and is
+    not mounted again when a search starts or ends). A new question takes the other placeholder and
+    the old answer's is left empty, so the browser drops the old hits on that message alone. Drawn
+    in the same container, the new answer would inherit the old one's elements until the run's
+    end removes those not drawn again, and Streamlit skips that removal when another fragment's run
+    (a followed trace's tick, views/state/live.py) starts before the run's end has reached the
+    browser: a cleared search kept its hits (docs/performance.md "Limits: what is not met")."""
+    slots = st.empty(), st.empty()
+    key = state.search_key(workspace_key, session_id, "answer")
+    last = st.session_state.get(key)
+    index = last[1] if last and last[0] == asked else (1 - last[1] if last else 0)
+    st.session_state[key] = (asked, index)
+    return slots[index]
 
 
 def _answer(
@@ -199,9 +214,9 @@ def filter_panel(rollout: Rollout, workspace_key: str) -> frozenset[int]:
                 st.markdown(f"**{int(keep.sum())} of {n} calls match**; the others are dimmed in the graph.")
             else:
                 st.caption(f"No filter: all {n} calls shown. Values show how many calls have each.")
-    with st.container():  # there with or without a filter: the elements above the DAG stay as many
-        if wanted.active:
-            st.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
+    note = st.empty()  # there with or without a filter: the elements above the DAG stay as many
+    if wanted.active:  # an element, not a container: a filter turned off replaces the note with nothing
+        note.caption(f"Filter on: {int(keep.sum())} of {n} calls match; the others are dimmed.")
     return frozenset(int(i) for i in (~keep).nonzero()[0])
 
 
