@@ -11,7 +11,7 @@ from rollout_graph.ui import state
 from rollout_graph.ui.builders.start import calls_worth_a_look
 
 HOW = (
-    "**No call selected yet.** Click a node in the graph, pick one in the *Call* box under it, or "
+    "**No call selected yet.** Click a node in the graph, pick one in the *Call* box below the timeline, or "
     "press **j** / **k** to step through the calls (**h** / **l**: parent and first child). The "
     "selected call is ringed in the graph and its detail opens here: header, parent and children, "
     "tokens, messages, training row, findings and the raw record."
