@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.ui import state
-from rollout_graph.ui.state import live, sources
+from rollout_graph.ui.state import live, run_ends, sources
 
 SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit would treat that as old-style pages
 
@@ -25,6 +25,7 @@ SCREENS = Path(__file__).resolve().parent / "screens"  # not "pages/": Streamlit
 def main() -> None:
     """Configure the page and run the page the visitor chose (a marked page run: background work,
     such as writing a trace's cache entry, waits for it to end)."""
+    run_ends.install()  # a fragment run's end is not cut short by a live tick's start (views/state/run_ends.py)
     with sources.page_run():
         _main()
 

@@ -1,0 +1,54 @@
+"""A fragment run's end reaches the browser as it ended, even when another fragment's run starts
+before it was sent.
+
+When a run starts, Streamlit (1.67, ``ForwardMsgQueue.clear`` on ``SCRIPT_STARTED``) drops the
+session's unsent deltas of the fragments that run reruns and relabels every unsent "fragment run
+finished" as "finished early for rerun" (``forward_msg_queue._update_script_finished_message``).
+The browser then skips its removal of the elements that ended run did not draw again. On a followed
+trace the live tick (views/state/live.py) starts a run every second, so after a search, a j/k step
+or a click the explorer's fragment could leave the previous call's elements on the page beside the
+new call's (docs/performance.md "Limits: what is not met").
+
+For the end of a run of other fragments than the starting run's, the relabel is not needed: that
+run's deltas all stay in the queue (only the starting fragments' own are dropped), so the browser
+receives the same messages as when the end was sent in time, and its removal of stale elements is
+exact. :func:`install` keeps those ends as they were; a full run's start, or the end of a run of one
+of the starting fragments, is relabelled as before.
+"""
+
+from __future__ import annotations
+
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
+
+_streamlit_clear = ForwardMsgQueue.clear
+
+
+def ends_other_fragments_run(msg: ForwardMsg, fragment_ids_this_run: list[str]) -> bool:
+    """Whether ``msg`` is the unsent end of a fragment run none of whose fragments reruns now."""
+    run = msg.metadata.run.fragment_ids
+    return (
+        msg.WhichOneof("type") == "script_finished"
+        and msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+        and bool(run)
+        and not set(run) & set(fragment_ids_this_run)
+    )
+
+
+def _clear(
+    self: ForwardMsgQueue, retain_lifecycle_msgs: bool = False, fragment_ids_this_run: list[str] | None = None
+) -> None:
+    """Streamlit's clear, but the unsent ends of other fragments' runs keep their label."""
+    ends = (
+        [m for m in self._queue if ends_other_fragments_run(m, fragment_ids_this_run)]
+        if retain_lifecycle_msgs and fragment_ids_this_run is not None
+        else []
+    )
+    _streamlit_clear(self, retain_lifecycle_msgs, fragment_ids_this_run)
+    for msg in ends:  # kept in the queue (a lifecycle message), relabelled in place: set back
+        msg.script_finished = ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+
+
+def install() -> None:
+    """Make the server's session queues keep other fragments' run ends (once per process)."""
+    ForwardMsgQueue.clear = _clear  # type: ignore[method-assign]
