@@ -88,7 +88,16 @@ def test_a_tick_starting_keeps_the_explorer_runs_end_and_its_elements():
 def test_install_replaces_the_servers_queue_clear():
     original = ForwardMsgQueue.clear
     try:
-        run_ends.install()
+        assert run_ends.install() and run_ends.install()  # once, and again harmlessly
         assert ForwardMsgQueue.clear is run_ends._clear
     finally:
         ForwardMsgQueue.clear = original  # type: ignore[method-assign]
+
+
+def test_a_streamlit_whose_queue_is_another_is_left_as_it_is(monkeypatch):
+    from streamlit.runtime import forward_msg_queue
+
+    original = ForwardMsgQueue.clear
+    monkeypatch.delattr(forward_msg_queue, "_update_script_finished_message")
+    assert not run_ends.install()
+    assert ForwardMsgQueue.clear is original

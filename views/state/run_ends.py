@@ -49,6 +49,30 @@ def _clear(
         msg.script_finished = ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 
 
-def install() -> None:
-    """Make the server's session queues keep other fragments' run ends (once per process)."""
+def _understood() -> bool:
+    """Whether this Streamlit's queue is the one :func:`_clear` was written for: the relabelling
+    function, the run tag on a message's metadata and ``clear``'s parameters."""
+    import inspect
+
+    from streamlit.runtime import forward_msg_queue
+
+    try:
+        parameters = list(inspect.signature(_streamlit_clear).parameters)
+    except (TypeError, ValueError):
+        return False
+    return (
+        hasattr(forward_msg_queue, "_update_script_finished_message")
+        and "run" in ForwardMsg().metadata.DESCRIPTOR.fields_by_name
+        and parameters == ["self", "retain_lifecycle_msgs", "fragment_ids_this_run"]
+    )
+
+
+def install() -> bool:
+    """Make the server's session queues keep other fragments' run ends (once per process); a
+    Streamlit whose queue is another (:func:`_understood`) is left as it is. True when installed."""
+    if ForwardMsgQueue.clear is _clear:
+        return True
+    if not _understood():
+        return False
     ForwardMsgQueue.clear = _clear  # type: ignore[method-assign]
+    return True
