@@ -87,6 +87,7 @@ def test_a_tick_starting_keeps_the_explorer_runs_end_and_its_elements():
 
 def test_install_replaces_the_servers_queue_clear():
     original = ForwardMsgQueue.clear
+    ForwardMsgQueue.clear = run_ends._streamlit_clear  # type: ignore[method-assign]  # as before any app ran here
     try:
         assert run_ends.install() and run_ends.install()  # once, and again harmlessly
         assert ForwardMsgQueue.clear is run_ends._clear
@@ -97,7 +98,7 @@ def test_install_replaces_the_servers_queue_clear():
 def test_a_streamlit_whose_queue_is_another_is_left_as_it_is(monkeypatch):
     from streamlit.runtime import forward_msg_queue
 
-    original = ForwardMsgQueue.clear
+    monkeypatch.setattr(ForwardMsgQueue, "clear", run_ends._streamlit_clear)  # as before any app ran here
     monkeypatch.delattr(forward_msg_queue, "_update_script_finished_message")
     assert not run_ends.install()
-    assert ForwardMsgQueue.clear is original
+    assert ForwardMsgQueue.clear is run_ends._streamlit_clear
