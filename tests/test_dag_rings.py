@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.analysis.chains import linear_chains, pinned_calls
@@ -69,7 +69,8 @@ def test_targets_agree_with_the_figure(big, collapse, near_misses, highlight, ex
         for x, y, k in zip(*(fig.data[CHAINS][a] for a in ("x", "y", "customdata")), strict=True)
     }
     assert all(point in handles for point in targets.chains.values())
-    assume(highlight is None and not expanded)  # the chains analysis below pins nothing
+    if highlight is not None or expanded:  # the chains analysis below pins nothing (a return, not
+        return  # assume(): the checks above hold for this input; filtering most inputs out failed a health check)
     folded = chain_calls(big, fig)
     for i, point in targets.chains.items():
         assert i in folded[handles[point]]
