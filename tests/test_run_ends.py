@@ -85,14 +85,10 @@ def test_a_tick_starting_keeps_the_explorer_runs_end_and_its_elements():
     assert [m.script_finished for m in queue._queue] == [ForwardMsg.FINISHED_EARLY_FOR_RERUN]
 
 
-def test_install_replaces_the_servers_queue_clear():
-    original = ForwardMsgQueue.clear
-    ForwardMsgQueue.clear = run_ends._streamlit_clear  # type: ignore[method-assign]  # as before any app ran here
-    try:
-        assert run_ends.install() and run_ends.install()  # once, and again harmlessly
-        assert ForwardMsgQueue.clear is run_ends._clear
-    finally:
-        ForwardMsgQueue.clear = original  # type: ignore[method-assign]
+def test_install_replaces_the_servers_queue_clear(monkeypatch):
+    monkeypatch.setattr(ForwardMsgQueue, "clear", run_ends._streamlit_clear)  # as before any app ran here
+    assert run_ends.install() and run_ends.install()  # once, and again harmlessly
+    assert ForwardMsgQueue.clear is run_ends._clear
 
 
 def test_a_streamlit_whose_queue_is_another_is_left_as_it_is(monkeypatch):
