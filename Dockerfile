@@ -4,10 +4,13 @@
 # (see --public in docs/deploy.md).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE NOTICE app.py ./
+COPY pyproject.toml setup.py README.md LICENSE NOTICE app.py ./
 COPY graph ./graph
 COPY views ./views
 COPY sample_traces ./sample_traces
+# gcc builds the optional C speedups of the cold load into the wheel (setup.py); the runtime
+# image needs no compiler (the extension links only the C library).
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir build && python -m build --wheel --outdir /dist .
 
 FROM python:3.11-slim

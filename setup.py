@@ -1,0 +1,23 @@
+"""The build's one addition to pyproject.toml: the optional C speedups of the cold path.
+
+``rollout_graph.ingest._speedups`` (graph/ingest/csrc/) reads the two things a cold load
+spends most of its time on, exactly as the Python path does, or declines and leaves them to it
+(docs/performance.md, "Native speedups"). It is optional: without a C compiler the build goes on
+without it and every line takes the Python path, with the same results.
+"""
+
+from setuptools import Extension, setup
+
+SOURCES = ["module.c", "content.c", "ids.c"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "rollout_graph.ingest._speedups",
+            sources=[f"graph/ingest/csrc/{name}" for name in SOURCES],
+            depends=["graph/ingest/csrc/speedups.h"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        )
+    ]
+)
