@@ -236,3 +236,80 @@ def test_refuses_what_is_not_bytes():
     for value in ("1,2", bytearray(b"1,2"), memoryview(b"1,2"), None, 12):
         with pytest.raises(TypeError):
             speedups.native.plain_ids(value)  # type: ignore[arg-type]
+
+
+# -- int32_ids: a JSON list of ids as int32 (tokens.token_ids) -------------------------------
+
+_values = st.one_of(
+    st.integers(0, 2**31 + 5),
+    st.sampled_from(EDGES),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.none(),
+    st.text(max_size=3),
+    st.lists(st.integers(0, 9), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+)
+
+
+def _token_ids_both(value, monkeypatch):
+    from rollout_graph.ingest import tokens
+
+    assert tokens._NATIVE_INT32 is not None
+    results = []
+    for converter in (tokens._NATIVE_INT32, None):
+        monkeypatch.setattr(tokens, "_NATIVE_INT32", converter)
+        problems = tokens.Problems()
+        arr = tokens.token_ids(list(value), "token_ids", problems)
+        results.append((arr, problems))
+    (got, got_problems), (want, want_problems) = results
+    assert got_problems == want_problems
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and got.dtype == want.dtype and got.shape == want.shape
+        assert got.tolist() == want.tolist()
+        assert got.flags.writeable == want.flags.writeable
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 200_000), _values), max_size=30))
+def test_int32_ids_against_the_python_path(value):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _token_ids_both(value, monkeypatch)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**31 - 1), max_size=500))
+def test_int32_ids_take_plain_lists(value):
+    """Not vacuous: a list of ids that fit int32 is converted by C."""
+    assert speedups.native is not None
+    buffer = speedups.native.int32_ids(value)
+    if not value:
+        assert buffer is None  # the caller's own empty array
+        return
+    assert type(buffer) is bytearray and np.frombuffer(buffer, dtype=np.int32).tolist() == value
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _token_ids_both(value, monkeypatch)
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[True], [1, False], [-1], [2**31], [2**31 - 1, 2**31], [2**63], [2**64], [1.0], [None], ["1"], [[1]], [_Int(3)]],
+)
+def test_int32_ids_declines_what_is_not_a_plain_int32(value):
+    assert speedups.native is not None
+    assert speedups.native.int32_ids(value) is None
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _token_ids_both(value, monkeypatch)
+
+
+def test_int32_ids_declines_what_is_not_a_list():
+    assert speedups.native is not None
+    for value in ((1, 2), [], {1: 2}, b"12", None, np.array([1, 2])):
+        assert speedups.native.int32_ids(value) is None
