@@ -175,6 +175,26 @@ def test_random_texts_of_the_bytes_that_matter(text):
     _orjson_agrees(text)
 
 
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet="0123456789,", max_size=120).map(str.encode))
+def test_compact_texts(text):
+    """Digits and commas only (the C pass's compact layout): empty elements, leading zeros,
+    runs of any length, at every place relative to its sixteen-byte blocks."""
+    _same(text)
+    _orjson_agrees(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(0, 10**20), min_size=1, max_size=60), st.integers(0, 17), st.sampled_from([b"", b"0"]))
+def test_compact_texts_around_the_blocks(ids, pad, zero):
+    """Valid compact bodies shifted by up to a block (a leading "1..." or "0" element of each
+    length), so each element's end falls at every place of a sixteen-byte block and of the
+    last bytes, where fewer than eight bytes are left."""
+    text = (zero + b"1" * pad + b"," if pad or zero else b"") + ",".join(map(str, ids)).encode()
+    _same(text)
+    _orjson_agrees(text)
+
+
 @st.composite
 def mutated(draw):
     """A plain json.dumps body with a few bytes replaced, inserted or deleted."""

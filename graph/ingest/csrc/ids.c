@@ -45,13 +45,24 @@ static inline int is_space(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-/* The commas of text[0:size]: sixteen bytes compared at once (SSE2, every x86-64 has it),
- * the bytes after the last sixteen one by one. */
-static Py_ssize_t count_commas(const unsigned char *text, Py_ssize_t size) {
-    Py_ssize_t n = 0, i = 0;
 #if defined(__SSE2__) && defined(__x86_64__)
+#define RG_SSE2 1
+#else
+#define RG_SSE2 0
+#endif
+
+/* The commas of text[0:size], and whether every byte is a digit or a comma (the compact
+ * layout json.dumps and the engines write): sixteen bytes compared at once (SSE2, every x86-64
+ * has it), the bytes after the last sixteen one by one. */
+static Py_ssize_t count_commas(const unsigned char *text, Py_ssize_t size, int *compact) {
+    Py_ssize_t n = 0, i = 0;
+    int others = 0;
+#if RG_SSE2
     const __m128i comma = _mm_set1_epi8(',');
+    const __m128i zero_digit = _mm_set1_epi8('0');
+    const __m128i nine = _mm_set1_epi8(9);
     const __m128i zero = _mm_setzero_si128();
+    __m128i plain = _mm_set1_epi8(-1); /* a lane stays all ones while its bytes are plain */
     while (size - i >= 16) {
         /* a lane counts at most 255 before it is added up */
         Py_ssize_t blocks = (size - i) / 16;
@@ -61,16 +72,95 @@ static Py_ssize_t count_commas(const unsigned char *text, Py_ssize_t size) {
         __m128i lanes = _mm_setzero_si128();
         for (Py_ssize_t b = 0; b < blocks; b++, i += 16) {
             __m128i chunk = _mm_loadu_si128((const __m128i *)(text + i));
-            lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(chunk, comma)); /* a match is -1 */
+            __m128i commas = _mm_cmpeq_epi8(chunk, comma);
+            __m128i value = _mm_sub_epi8(chunk, zero_digit); /* a digit's value, else above 9 unsigned */
+            __m128i digits = _mm_cmpeq_epi8(_mm_min_epu8(value, nine), value);
+            plain = _mm_and_si128(plain, _mm_or_si128(commas, digits));
+            lanes = _mm_sub_epi8(lanes, commas); /* a match is -1 */
         }
         __m128i sums = _mm_sad_epu8(lanes, zero); /* two 64-bit sums of eight lanes each */
         n += (Py_ssize_t)_mm_cvtsi128_si64(sums) + (Py_ssize_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
     }
+    others = _mm_movemask_epi8(plain) != 0xFFFF;
 #endif
     for (; i < size; i++) {
         n += text[i] == ',';
+        others |= text[i] != ',' && (unsigned)text[i] - '0' > 9;
     }
+    *compact = !others;
     return n;
+}
+
+/* The value of text[0:length], 1 <= length, every byte a digit; 0 when it is not one JSON
+ * number below 2**62 (a leading zero, 2**62 or more). "more" is whether eight bytes can be
+ * read from text (eight digits at once). */
+static inline int element(const unsigned char *text, Py_ssize_t length, int more, uint64_t *value) {
+    if (length > 1 && *text == '0') {
+        return 0; /* a leading zero */
+    }
+#if RG_SWAR
+    if (length <= 8 && more) {
+        uint64_t x;
+        memcpy(&x, text, 8);
+        /* the digits' values moved up so that zeros stand before them */
+        *value = eight_digits((x & 0x0F0F0F0F0F0F0F0FULL) << (8 * (8 - length)));
+        return 1;
+    }
+#endif
+    if (length > 19) {
+        return 0; /* 2**62 or more */
+    }
+    uint64_t v = 0; /* 19 digits fit uint64 (below 10**19 < 2**64) */
+    for (Py_ssize_t i = 0; i < length; i++) {
+        v = v * 10 + (uint64_t)(text[i] - '0');
+    }
+    if (v >= RG_LIMIT) {
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+/* Reads compact text[0:size] (size >= 1, every byte a digit or a comma, commas of them) into
+ * out (room for commas + 1): the commas found sixteen bytes at once, so each element's place
+ * does not wait on the one before it; 0 when an element is empty or not a JSON number below
+ * 2**62. */
+static int parse_compact(const unsigned char *text, Py_ssize_t size, int64_t *out, Py_ssize_t room,
+                         Py_ssize_t *count, uint64_t *top) {
+    Py_ssize_t n = 0, start = 0, i = 0;
+    uint64_t largest = 0, v = 0;
+#if RG_SSE2
+    const __m128i comma = _mm_set1_epi8(',');
+    for (; size - i >= 16; i += 16) {
+        unsigned marks = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(text + i)), comma));
+        while (marks != 0) {
+            Py_ssize_t at = i + __builtin_ctz(marks);
+            marks &= marks - 1;
+            if (at == start || n >= room || !element(text + start, at - start, size - start >= 8, &v)) {
+                return 0; /* an empty element (n >= room cannot happen: a comma per element) */
+            }
+            out[n++] = (int64_t)v;
+            largest = v > largest ? v : largest;
+            start = at + 1;
+        }
+    }
+#endif
+    for (; i <= size; i++) {
+        if (i < size && text[i] != ',') {
+            continue;
+        }
+        /* a comma, or the end: the element before it */
+        if (i == start || n >= room || !element(text + start, i - start, size - start >= 8, &v)) {
+            return 0;
+        }
+        out[n++] = (int64_t)v;
+        largest = v > largest ? v : largest;
+        start = i + 1;
+    }
+    *count = n;
+    *top = largest;
+    return 1;
 }
 
 /* Reads text[0:size] into out (room for every element), the element count into *count and
@@ -182,7 +272,8 @@ PyObject *rg_plain_ids(PyObject *module, PyObject *text) {
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(text);
     Py_ssize_t size = PyBytes_GET_SIZE(text);
     /* at most one element per comma and one more; size / 2 + 1 bounds that whatever it holds */
-    Py_ssize_t room = count_commas(p, size) + 1;
+    int compact = 0;
+    Py_ssize_t room = count_commas(p, size, &compact) + 1;
     if (room > size / 2 + 1) {
         room = size / 2 + 1;
     }
@@ -192,7 +283,9 @@ PyObject *rg_plain_ids(PyObject *module, PyObject *text) {
     }
     Py_ssize_t count = 0;
     uint64_t top = 0;
-    if (!parse(p, size, (int64_t *)PyByteArray_AS_STRING(ids), room, &count, &top)) {
+    int64_t *out = (int64_t *)PyByteArray_AS_STRING(ids);
+    if (!(compact && size > 0 ? parse_compact(p, size, out, room, &count, &top)
+                              : parse(p, size, out, room, &count, &top))) {
         Py_DECREF(ids);
         Py_RETURN_NONE;
     }
