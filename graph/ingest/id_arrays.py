@@ -2,7 +2,8 @@
 
 Every call's ``prompt_token_ids`` repeats the whole context, so a rollout's prompts add up to tens
 of millions of ids, nearly all of them the previous prompt again. Before the line goes to the JSON
-parser, each plain array of digits under a prompt-ids key is cut out and parsed with numpy; when
+parser, each plain array of digits under a prompt-ids key is cut out and parsed (by one C pass,
+``_speedups.plain_ids``, or with numpy where the speedups are not built); when
 a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
 the array (a sign, a decimal point, a string, ``true``, a leading zero) leaves it in the line for
 the ordinary, validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
