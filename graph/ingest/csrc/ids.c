@@ -27,8 +27,17 @@ const char rg_plain_ids_doc[] =
 
 #define RG_LIMIT ((uint64_t)1 << 62) /* ids this large are None (numpy would clamp) */
 
+/* RG_SWAR (eight digits at once) and RG_SSE2 (sixteen bytes compared at once) are on where the
+ * compiler can; -DRG_SWAR=0 -DRG_SSE2=0 builds the portable byte loops (tested that way too). */
+#ifndef RG_SWAR
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define RG_SWAR 1
+#else
+#define RG_SWAR 0
+#endif
+#endif
+
+#if RG_SWAR
 /* The value of eight digit values, one a byte, the first in the lowest (memory order). */
 static inline uint64_t eight_digits(uint64_t v) {
     v = (v * 10) + (v >> 8);
@@ -37,18 +46,18 @@ static inline uint64_t eight_digits(uint64_t v) {
         32;
     return v;
 }
-#else
-#define RG_SWAR 0
 #endif
 
 static inline int is_space(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
+#ifndef RG_SSE2
 #if defined(__SSE2__) && defined(__x86_64__)
 #define RG_SSE2 1
 #else
 #define RG_SSE2 0
+#endif
 #endif
 
 /* The commas of text[0:size], and whether every byte is a digit or a comma (the compact
