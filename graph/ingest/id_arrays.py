@@ -2,7 +2,8 @@
 
 Every call's ``prompt_token_ids`` repeats the whole context, so a rollout's prompts add up to tens
 of millions of ids, nearly all of them the previous prompt again. Before the line goes to the JSON
-parser, each plain array of digits under a prompt-ids key is cut out and parsed with numpy; when
+parser, each plain array of digits under a prompt-ids key is cut out and parsed (by one C pass,
+``_speedups.plain_ids``, or with numpy where the speedups are not built); when
 a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
 the array (a sign, a decimal point, a string, ``true``, a leading zero) leaves it in the line for
 the ordinary, validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
@@ -28,6 +29,7 @@ import numpy as np
 
 from rollout_graph.ingest.limits import LimitExceeded
 from rollout_graph.ingest.rare_byte import find_by_rare_byte
+from rollout_graph.ingest.speedups import native
 from rollout_graph.ingest.typed import FileRef, columns_for, cut_logprobs, located_span
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
@@ -77,11 +79,29 @@ def _fromstring_warns() -> bool:
 _WARNS = _fromstring_warns()
 
 
+_NATIVE_IDS = None if native is None else native.plain_ids
+
+
 def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     """The ids of a comma-separated run of digits and the largest (0 when none), or None when it
     is not exactly one JSON array's body (a byte other than a digit, a comma or JSON whitespace,
     an empty element, two numbers in one, a trailing comma, a leading zero, a number of 2**62 or
-    more)."""
+    more).
+
+    Read in one C pass when the speedups are built (``_speedups.plain_ids``: the same answer,
+    tests/test_speedups_ids.py; its int64 buffer wrapped without a copy), else by
+    :func:`_parse_plain_python`."""
+    if _NATIVE_IDS is not None:
+        parsed = _NATIVE_IDS(text)
+        if parsed is None:
+            return None
+        ids, top = parsed
+        return np.frombuffer(ids, dtype=np.int64), top
+    return _parse_plain_python(text)
+
+
+def _parse_plain_python(text: bytes) -> tuple[np.ndarray, int] | None:
+    """:func:`_parse_plain` by numpy: the reference the C pass is held to."""
     others = text.translate(None, _DIGITS)
     if others:  # whitespace, or anything else (not plain: left to the parser)
         if others.translate(None, _SPACE):

@@ -14,6 +14,7 @@ import numpy as np
 
 from rollout_graph.core.records import TopK
 from rollout_graph.ingest import limits
+from rollout_graph.ingest.speedups import native
 
 INVALID_ID = -1
 _INT32_MAX = np.iinfo(np.int32).max
@@ -51,6 +52,9 @@ def _describe(values: list, bad: list[int], what: str) -> str:
 
 
 _MAX_ID = 2**63
+# A list of exact ints from 0 to 2**31 - 1 as int32 in one C pass (what the type scan and
+# np.array below give it), else None; tests/test_speedups_ids.py holds it to them.
+_NATIVE_INT32 = None if native is None else getattr(native, "int32_ids", None)
 
 
 def _valid_id(value) -> bool:
@@ -71,6 +75,10 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
     max_ids = limits.active().max_ids
     if len(value) > max_ids:
         raise limits.LimitExceeded(f"{what} holds {len(value):,} ids (limit max_ids {max_ids:,}, --max-ids)")
+    if _NATIVE_INT32 is not None:
+        buffer = _NATIVE_INT32(value)
+        if buffer is not None:
+            return np.frombuffer(buffer, dtype=np.int32)
     if set(map(type, value)) != {int}:
         if any(isinstance(v, (list, dict)) for v in value):
             problems.malformed.append(f"{what} is not a flat list of ids (it nests lists or objects); ignored")

@@ -4,6 +4,7 @@
 static PyMethodDef methods[] = {
     {"sampled_entries", rg_sampled_entries, METH_O, rg_sampled_entries_doc},
     {"plain_ids", rg_plain_ids, METH_O, rg_plain_ids_doc},
+    {"int32_ids", rg_int32_ids, METH_O, rg_int32_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,4 +17,8 @@ extern const char rg_sampled_entries_doc[];
 PyObject *rg_plain_ids(PyObject *module, PyObject *text);
 extern const char rg_plain_ids_doc[];
 
+/* ids.c: a list of ints as int32 (tokens.token_ids). */
+PyObject *rg_int32_ids(PyObject *module, PyObject *values);
+extern const char rg_int32_ids_doc[];
+
 #endif
