@@ -84,11 +84,12 @@ text_token = st.text(max_size=6) | st.sampled_from([",", "a,b", "", "\u00e9", "\
 odd_token = st.integers(-5, 5) | st.none() | st.booleans() | st.floats(-1, 1)
 token = id_token | text_token | odd_token
 
-float_logprob = (
-    st.floats(-100, -1e-300)
-    | st.sampled_from([-0.0, 0.0, -1e-300, -1e-301, -5e-324, -1e300, -1.7976931348623157e308, -(2.0**53), 2.0**53 - 1])
+float_logprob = st.floats(-100, -1e-300) | st.sampled_from(
+    [-0.0, 0.0, -1e-300, -1e-301, -5e-324, -1e300, -1.7976931348623157e308, -(2.0**53), 2.0**53 - 1]
 )
-odd_logprob = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-3, 3) | st.none() | st.just(-(2**70)) | st.just("x")
+odd_logprob = (
+    st.floats(allow_nan=False, allow_infinity=False) | st.integers(-3, 3) | st.none() | st.just(-(2**70)) | st.just("x")
+)
 logprob = float_logprob | odd_logprob
 
 
@@ -250,7 +251,9 @@ def test_odd_spans_are_declined():
 
 def _vllm_span(n: int, k: int = 5, text: bool = False) -> bytes:
     def tok(i: int) -> str:
-        return ["Hello", " wor", "ld", ",", "\u00e9t\u00e9", "\n", '"q"', "\U0001f600"][i % 8] if text else f"token_id:{i}"
+        return (
+            ["Hello", " wor", "ld", ",", "\u00e9t\u00e9", "\n", '"q"', "\U0001f600"][i % 8] if text else f"token_id:{i}"
+        )
 
     entries = [
         {
@@ -282,7 +285,9 @@ def test_the_c_path_is_taken_on_the_shapes_it_is_for(n, text):
 @settings(deadline=None, max_examples=500)
 @given(
     st.lists(
-        st.tuples(id_token | st.text(max_size=5), st.floats(-50, -1e-300) | st.sampled_from([-0.0, 0.0, -1e-300, -1e-12])),
+        st.tuples(
+            id_token | st.text(max_size=5), st.floats(-50, -1e-300) | st.sampled_from([-0.0, 0.0, -1e-300, -1e-12])
+        ),
         min_size=1,
         max_size=6,
     ),

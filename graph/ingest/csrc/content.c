@@ -10,11 +10,16 @@
  * 1e-300, 2**53 or more), nesting deeper than MAX_DEPTH, any malformed byte. None is always a
  * correct answer: every accepted span is one msgspec decodes, to these values (tests/test_speedups_content.py).
  *
- * Every read is bounded by the span's end; the buffers grow by doubling, their sizes bounded by
- * the span's length (the joined tokens are never longer than their escaped text).
+ * Every read is bounded by the span's end: a bytes object's buffer holds one NUL byte after its
+ * length (CPython's guarantee, PyBytes_AsString), and the byte loops stop at a byte NUL is not
+ * (a plain string byte, a digit, whitespace), so they read at most that NUL; every other read
+ * checks the end. The buffers grow by doubling, their sizes bounded by the span's length (the
+ * joined tokens are never longer than their escaped text).
  */
 #include "speedups.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 const char rg_sampled_entries_doc[] =
@@ -45,8 +50,17 @@ typedef struct {
     int nonpos;  /* no logprob is positive so far */
 } Scan;
 
+/* PLAIN[c]: c stands for itself inside a string (printable ASCII but '"' and '\\'). */
+static unsigned char PLAIN[256];
+
+static void init_tables(void) {
+    for (int c = 0x20; c < 0x80; c++) PLAIN[c] = 1;
+    PLAIN['"'] = PLAIN['\\'] = 0;
+}
+
 static inline void skip_ws(Scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) {
+    /* compact JSON has none: one compare for the common case */
+    while (*s->p <= ' ' && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) {
         s->p++;
     }
 }
@@ -116,8 +130,11 @@ static long read_u_escape(Scan *s) {
 static int skip_string(Scan *s) {
     s->p++;
     for (;;) {
-        if (s->p >= s->end) return -1;
-        unsigned char c = *s->p;
+        const unsigned char *p = s->p, *end = s->end;
+        while (PLAIN[*p]) p++; /* stops at the NUL after the span */
+        s->p = p;
+        if (p >= end) return -1;
+        unsigned char c = *p;
         if (c == '"') {
             s->p++;
             return 0;
@@ -152,30 +169,75 @@ static int skip_string(Scan *s) {
 static int skip_number(Scan *s, int *fraction) {
     const unsigned char *p = s->p, *end = s->end;
     *fraction = 0;
-    if (p < end && *p == '-') p++;
+    if (*p == '-') p++;
     if (p >= end) return -1;
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        while (*p >= '0' && *p <= '9') p++;
     } else {
         return -1;
     }
-    if (p < end && *p == '.') {
+    if (*p == '.') {
         p++;
         if (p >= end || *p < '0' || *p > '9') return -1;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        while (*p >= '0' && *p <= '9') p++;
         *fraction = 1;
     }
-    if (p < end && (*p == 'e' || *p == 'E')) {
+    if ((*p == 'e' || *p == 'E')) {
         p++;
-        if (p < end && (*p == '+' || *p == '-')) p++;
+        if ((*p == '+' || *p == '-')) p++;
         if (p >= end || *p < '0' || *p > '9') return -1;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        while (*p >= '0' && *p <= '9') p++;
         *fraction = 1;
     }
     s->p = p;
     return 0;
+}
+
+#define OTHER 0
+#define TOKEN 1
+#define LOGPROB 2
+#define TOPS 4
+#define ESCAPED 8
+
+/* An object's key at s->p (its opening quote) and the colon after it, s->p moved past the
+ * colon: TOKEN, LOGPROB, TOPS, ESCAPED (a key written with a backslash) or OTHER; -1 when
+ * malformed. The keys engines write compact are matched as they stand (the same bytes the
+ * general path below accepts). */
+static inline int read_key(Scan *s) {
+    const unsigned char *p = s->p;
+    Py_ssize_t left = s->end - p;
+    if (left >= 8 && memcmp(p, "\"token\":", 8) == 0) {
+        s->p += 8;
+        return TOKEN;
+    }
+    if (left >= 10 && memcmp(p, "\"logprob\":", 10) == 0) {
+        s->p += 10;
+        return LOGPROB;
+    }
+    if (left >= 15 && memcmp(p, "\"top_logprobs\":", 15) == 0) {
+        s->p += 15;
+        return TOPS;
+    }
+    if (left < 1 || *p != '"') return -1;
+    const unsigned char *key = p + 1;
+    if (skip_string(s) < 0) return -1;
+    Py_ssize_t klen = s->p - 1 - key;
+    int which = OTHER;
+    if (memchr(key, '\\', (size_t)klen) != NULL) {
+        which = ESCAPED;
+    } else if (klen == 5 && memcmp(key, "token", 5) == 0) {
+        which = TOKEN;
+    } else if (klen == 7 && memcmp(key, "logprob", 7) == 0) {
+        which = LOGPROB;
+    } else if (klen == 12 && memcmp(key, "top_logprobs", 12) == 0) {
+        which = TOPS;
+    }
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') return -1;
+    s->p++;
+    return which;
 }
 
 static int skip_value(Scan *s, int depth);
@@ -190,10 +252,7 @@ static int skip_container(Scan *s, int depth, unsigned char close) {
     }
     for (;;) {
         if (close == '}') {
-            if (s->p >= s->end || *s->p != '"' || skip_string(s) < 0) return -1;
-            skip_ws(s);
-            if (s->p >= s->end || *s->p != ':') return -1;
-            s->p++;
+            if (read_key(s) < 0) return -1;
             skip_ws(s);
         }
         if (skip_value(s, depth + 1) < 0) return -1;
@@ -264,8 +323,19 @@ static int read_token(Scan *s) {
     s->p++;
     Py_ssize_t begin = s->jlen;
     for (;;) {
-        if (s->p >= s->end) return -1;
-        unsigned char c = *s->p;
+        /* a run of plain bytes at once */
+        const unsigned char *run = s->p, *p = s->p, *end = s->end;
+        while (PLAIN[*p]) p++;
+        if (p > run) {
+            Py_ssize_t n = p - run;
+            if (s->jcap - s->jlen < n) return -1;
+            if (!s->comma && memchr(run, ',', (size_t)n) != NULL) s->comma = 1;
+            memcpy(s->jb + s->jlen, run, (size_t)n);
+            s->jlen += n;
+            s->p = p;
+        }
+        if (p >= end) return -1;
+        unsigned char c = *p;
         if (c == '"') {
             s->p++;
             break;
@@ -339,6 +409,96 @@ static int read_token(Scan *s) {
     return 0;
 }
 
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+#define MAX_POW5 27
+static uint64_t POW5[MAX_POW5 + 1];
+
+/* Whether d (positive, normal) is M / 10**k correctly rounded, strictly (a tie, or d a power of
+ * two where the ulp below is half the ulp above, is not decided here). With d = m * 2**E
+ * (2**52 <= m < 2**53) it is when |M / 10**k - m * 2**E| < 2**(E-1), that is when
+ * |M * 2**(1-E-k) - 2m * 5**k| < 5**k: integers, below 2**127 for s = 1-E-k in [0, 63]. */
+static int rounds_to(uint64_t M, int k, double d) {
+    int E;
+    double f = frexp(d, &E);
+    uint64_t m = (uint64_t)ldexp(f, 53);
+    E -= 53;
+    if (m == ((uint64_t)1 << 52)) return 0;
+    int sh = 1 - E - k;
+    if (sh < 0 || sh > 63) return 0;
+    unsigned __int128 L = (unsigned __int128)M << sh;
+    unsigned __int128 R = (unsigned __int128)(2 * m) * POW5[k];
+    unsigned __int128 diff = L > R ? L - R : R - L;
+    return diff < (unsigned __int128)POW5[k];
+}
+
+/* The double nearest the number text [p, end) (grammar already checked), exactly, without the
+ * general algorithm: 1 and *out set, or 0 (undecided: the caller takes CPython's strtod). */
+static int fast_double(const unsigned char *p, const unsigned char *end, double *out) {
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    uint64_t M = 0;
+    int digits = 0, scale = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (M == 0 && *p == '0') continue;
+        if (++digits > 19) return 0;
+        M = M * 10 + (uint64_t)(*p - '0');
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++) {
+            scale++;
+            if (M == 0 && *p == '0') continue;
+            if (++digits > 19) return 0;
+            M = M * 10 + (uint64_t)(*p - '0');
+        }
+    }
+    int exp = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        int n = 0;
+        for (; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (++n > 4) return 0;
+            exp = exp * 10 + (*p - '0');
+        }
+        if (eneg) exp = -exp;
+    }
+    if (M == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return 1;
+    }
+    int e10 = exp - scale;
+    double d;
+    if (e10 >= 0) {
+        if (e10 > 22 || M >= ((uint64_t)1 << 53)) return 0;
+        d = (double)M * POW10[e10]; /* two exact doubles: one correctly rounded product */
+    } else {
+        int k = -e10;
+        if (k <= 22 && M < ((uint64_t)1 << 53)) {
+            d = (double)M / POW10[k]; /* Clinger's fast path: one correctly rounded quotient */
+        } else {
+            if (k > MAX_POW5) return 0;
+            double guess = k <= 22 ? (double)M / POW10[k] : (double)M / POW10[22] / POW10[k - 22];
+            if (!(guess > 0) || !isnormal(guess)) return 0;
+            if (rounds_to(M, k, guess)) {
+                d = guess;
+            } else if (rounds_to(M, k, nextafter(guess, 0.0))) {
+                d = nextafter(guess, 0.0);
+            } else if (rounds_to(M, k, nextafter(guess, INFINITY))) {
+                d = nextafter(guess, INFINITY);
+            } else {
+                return 0;
+            }
+        }
+    }
+    *out = neg ? -d : d;
+    return 1;
+}
+
 /* A logprob at s->p: a number with a fraction or an exponent, its text short and its size
  * clear of the float limits; parsed by CPython's correctly rounded strtod (as msgspec's). */
 static int read_logprob(Scan *s, double *out) {
@@ -347,6 +507,13 @@ static int read_logprob(Scan *s, double *out) {
     if (skip_number(s, &fraction) < 0 || !fraction) return -1;
     Py_ssize_t n = s->p - start;
     if (n > MAX_NUMBER_TEXT) return -1;
+    double v;
+    if (fast_double(start, s->p, &v)) {
+        double a = v < 0 ? -v : v;
+        if (!(a == 0.0 || (a >= 1e-300 && a < 9007199254740992.0))) return -1;
+        *out = v;
+        return 0;
+    }
     char text[MAX_NUMBER_TEXT + 1];
     memcpy(text, start, (size_t)n);
     text[n] = '\0';
@@ -358,7 +525,7 @@ static int read_logprob(Scan *s, double *out) {
         }
     }
     char *stop = NULL;
-    double v = PyOS_string_to_double(text, &stop, NULL);
+    v = PyOS_string_to_double(text, &stop, NULL);
     if (v == -1.0 && PyErr_Occurred()) {
         PyErr_Clear();
         return -1;
@@ -370,9 +537,6 @@ static int read_logprob(Scan *s, double *out) {
     return 0;
 }
 
-#define TOKEN 1
-#define LOGPROB 2
-#define TOPS 4
 
 /* One entry at s->p (its opening brace). */
 static int read_entry(Scan *s) {
@@ -383,24 +547,10 @@ static int read_entry(Scan *s) {
     double logprob = 0.0;
     if (s->p < s->end && *s->p == '}') return -1; /* no token */
     for (;;) {
-        if (s->p >= s->end || *s->p != '"') return -1;
-        const unsigned char *key = s->p + 1;
-        if (skip_string(s) < 0) return -1;
-        Py_ssize_t klen = s->p - 1 - key;
-        int which = 0;
-        if (memchr(key, '\\', (size_t)klen) != NULL) return -1; /* an escaped key: msgspec reads it */
-        if (klen == 5 && memcmp(key, "token", 5) == 0) {
-            which = TOKEN;
-        } else if (klen == 7 && memcmp(key, "logprob", 7) == 0) {
-            which = LOGPROB;
-        } else if (klen == 12 && memcmp(key, "top_logprobs", 12) == 0) {
-            which = TOPS;
-        }
+        int which = read_key(s);
+        if (which < 0 || which == ESCAPED) return -1; /* an escaped key: msgspec reads it */
         if (which & seen) return -1; /* repeated */
         seen |= which;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') return -1;
-        s->p++;
         skip_ws(s);
         if (s->p >= s->end) return -1;
         if (which == TOKEN) {
@@ -499,6 +649,11 @@ PyObject *rg_sampled_entries(PyObject *module, PyObject *span) {
     if (!PyBytes_Check(span)) {
         PyErr_SetString(PyExc_TypeError, "sampled_entries() takes bytes");
         return NULL;
+    }
+    if (!PLAIN['a']) {
+        init_tables();
+        POW5[0] = 1;
+        for (int i = 1; i <= MAX_POW5; i++) POW5[i] = POW5[i - 1] * 5;
     }
     Py_ssize_t n = PyBytes_GET_SIZE(span);
     Scan s;
