@@ -127,7 +127,7 @@ static long read_u_escape(Scan *s) {
 }
 
 /* A string at s->p (its opening quote), validated and skipped. 0, or -1 when malformed. */
-static int skip_string(Scan *s) {
+static inline __attribute__((always_inline)) int skip_string(Scan *s) {
     s->p++;
     for (;;) {
         const unsigned char *p = s->p, *end = s->end;
@@ -164,9 +164,25 @@ static int skip_string(Scan *s) {
     }
 }
 
+/* p moved past a run of ASCII digits (8 at a time while 8 bytes remain before end). */
+static inline const unsigned char *skip_digits(const unsigned char *p, const unsigned char *end) {
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        /* every byte 0x30..0x39: high nibble 3, and adding 6 leaves it 3 */
+        if ((x & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
+            ((x + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL) {
+            break;
+        }
+        p += 8;
+    }
+    while (*p >= '0' && *p <= '9') p++; /* stops at the NUL after the span */
+    return p;
+}
+
 /* A number at s->p, its grammar checked and skipped; *fraction set when it has a fraction or an
  * exponent. 0, or -1 when malformed. */
-static int skip_number(Scan *s, int *fraction) {
+static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fraction) {
     const unsigned char *p = s->p, *end = s->end;
     *fraction = 0;
     if (*p == '-') p++;
@@ -174,14 +190,14 @@ static int skip_number(Scan *s, int *fraction) {
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (*p >= '0' && *p <= '9') p++;
+        p = skip_digits(p, end);
     } else {
         return -1;
     }
     if (*p == '.') {
         p++;
         if (p >= end || *p < '0' || *p > '9') return -1;
-        while (*p >= '0' && *p <= '9') p++;
+        p = skip_digits(p, end);
         *fraction = 1;
     }
     if ((*p == 'e' || *p == 'E')) {
@@ -205,7 +221,7 @@ static int skip_number(Scan *s, int *fraction) {
  * colon: TOKEN, LOGPROB, TOPS, ESCAPED (a key written with a backslash) or OTHER; -1 when
  * malformed. The keys engines write compact are matched as they stand (the same bytes the
  * general path below accepts). */
-static inline int read_key(Scan *s) {
+static inline __attribute__((always_inline)) int read_key(Scan *s) {
     const unsigned char *p = s->p;
     Py_ssize_t left = s->end - p;
     if (left >= 8 && memcmp(p, "\"token\":", 8) == 0) {
@@ -255,7 +271,17 @@ static int skip_container(Scan *s, int depth, unsigned char close) {
             if (read_key(s) < 0) return -1;
             skip_ws(s);
         }
-        if (skip_value(s, depth + 1) < 0) return -1;
+        /* strings and numbers here (no call), containers and literals by skip_value */
+        int fraction, bad;
+        unsigned char c = *s->p; /* the NUL after the span at its end: skip_value refuses it */
+        if (c == '"') {
+            bad = skip_string(s);
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            bad = skip_number(s, &fraction);
+        } else {
+            bad = skip_value(s, depth + 1);
+        }
+        if (bad < 0) return -1;
         skip_ws(s);
         if (s->p >= s->end) return -1;
         if (*s->p == ',') {
