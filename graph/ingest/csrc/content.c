@@ -181,12 +181,15 @@ static inline const unsigned char *skip_digits(const unsigned char *p, const uns
 }
 
 /* A number at s->p, its grammar checked and skipped; *fraction set when it has a fraction or an
- * exponent. 0, or -1 when malformed. */
+ * exponent. 0, or -1 when malformed or when its size may be beyond the floats (more than 300
+ * integer digits with the exponent: orjson refuses a number that is infinite as a double, so
+ * such a span is left to the Python path, whatever it makes of it). */
 static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fraction) {
     const unsigned char *p = s->p, *end = s->end;
     *fraction = 0;
     if (*p == '-') p++;
     if (p >= end) return -1;
+    const unsigned char *digits = p;
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
@@ -194,6 +197,7 @@ static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fract
     } else {
         return -1;
     }
+    Py_ssize_t size = p - digits;
     if (*p == '.') {
         p++;
         if (p >= end || *p < '0' || *p > '9') return -1;
@@ -202,11 +206,22 @@ static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fract
     }
     if ((*p == 'e' || *p == 'E')) {
         p++;
-        if ((*p == '+' || *p == '-')) p++;
+        int neg = 0;
+        if ((*p == '+' || *p == '-')) neg = *p++ == '-';
         if (p >= end || *p < '0' || *p > '9') return -1;
-        while (*p >= '0' && *p <= '9') p++;
+        const unsigned char *e = p;
+        long exp = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (p - e < 6) exp = exp * 10 + (*p - '0');
+            p++;
+        }
+        if (p - e >= 6) return -1; /* an exponent of six digits or more */
+        if (neg) exp = -exp;
+        if (exp < -300) return -1;
+        size += exp;
         *fraction = 1;
     }
+    if (size > 300) return -1;
     s->p = p;
     return 0;
 }
