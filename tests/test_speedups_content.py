@@ -185,6 +185,7 @@ def mutated(draw):
 @example(b'[{"token":"a","logprob":-0.5}]')
 @example(b'[{"token":"a","logprob":-0.5,"token":"b"}]')
 @example(b'[{"token":"\\ud83d\\ude00,","logprob":-1e-5}]')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a\\n","logprob":-1.0},{"token":"b","logprob":-2.0,"x":1}]}]')
 def test_generated_spans_read_as_the_python_path_reads_them(span):
     check_against_python(span)
 
@@ -220,6 +221,13 @@ def _malformed(span: bytes) -> bool:
 @example(b'[{"token":"a","logprob":-.5}]')
 @example(b'[{"token":"a","logprob":-0.5}] x')
 @example(b'[{"token":"a","logprob":-0.5},]')
+# vLLM's compact alternative, read whole, with its odd neighbours
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a","logprob":-1.}]}]')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a\x01","logprob":-1.0}]}]')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a","logprob":-1.0]}]')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a","logprob":-1.0}')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a","logprob":-1.0')
+@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a","logprob":1e999}]}]')
 def test_a_malformed_span_is_left_to_the_python_path(span):
     if _malformed(span):
         assert native is not None

@@ -21,6 +21,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 const char rg_sampled_entries_doc[] =
     "sampled_entries(span: bytes) -> tuple | None\n\n"
@@ -126,12 +129,33 @@ static long read_u_escape(Scan *s) {
     return cp;
 }
 
+/* p moved past a run of plain string bytes (PLAIN); 16 at a time with SSE2 while 16 bytes
+ * remain before end, then one at a time up to the NUL after the span at most. */
+static inline const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        /* signed: bytes of 0x80 and more are negative, below 0x20 too */
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                    _mm_cmplt_epi8(v, space));
+        int mask = _mm_movemask_epi8(stop);
+        if (mask != 0) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    while (PLAIN[*p]) p++; /* stops at the NUL after the span */
+    return p;
+}
+
 /* A string at s->p (its opening quote), validated and skipped. 0, or -1 when malformed. */
 static inline __attribute__((always_inline)) int skip_string(Scan *s) {
     s->p++;
     for (;;) {
         const unsigned char *p = s->p, *end = s->end;
-        while (PLAIN[*p]) p++; /* stops at the NUL after the span */
+        p = skip_plain(p, end);
         s->p = p;
         if (p >= end) return -1;
         unsigned char c = *p;
@@ -164,8 +188,19 @@ static inline __attribute__((always_inline)) int skip_string(Scan *s) {
     }
 }
 
-/* p moved past a run of ASCII digits (8 at a time while 8 bytes remain before end). */
+/* p moved past a run of ASCII digits (16 at a time with SSE2, else 8, while as many bytes
+ * remain before end). */
 static inline const unsigned char *skip_digits(const unsigned char *p, const unsigned char *end) {
+#ifdef __SSE2__
+    const __m128i below = _mm_set1_epi8('0'), above = _mm_set1_epi8('9');
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i other = _mm_or_si128(_mm_cmplt_epi8(v, below), _mm_cmpgt_epi8(v, above));
+        int mask = _mm_movemask_epi8(other);
+        if (mask != 0) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
     while (end - p >= 8) {
         uint64_t x;
         memcpy(&x, p, 8);
@@ -184,23 +219,24 @@ static inline const unsigned char *skip_digits(const unsigned char *p, const uns
  * exponent. 0, or -1 when malformed or when its size may be beyond the floats (more than 300
  * integer digits with the exponent: orjson refuses a number that is infinite as a double, so
  * such a span is left to the Python path, whatever it makes of it). */
-static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fraction) {
-    const unsigned char *p = s->p, *end = s->end;
+static inline __attribute__((always_inline)) const unsigned char *number_end(const unsigned char *p,
+                                                                           const unsigned char *end,
+                                                                           int *fraction) {
     *fraction = 0;
     if (*p == '-') p++;
-    if (p >= end) return -1;
+    if (p >= end) return NULL;
     const unsigned char *digits = p;
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
         p = skip_digits(p, end);
     } else {
-        return -1;
+        return NULL;
     }
     Py_ssize_t size = p - digits;
     if (*p == '.') {
         p++;
-        if (p >= end || *p < '0' || *p > '9') return -1;
+        if (p >= end || *p < '0' || *p > '9') return NULL;
         p = skip_digits(p, end);
         *fraction = 1;
     }
@@ -208,20 +244,26 @@ static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fract
         p++;
         int neg = 0;
         if ((*p == '+' || *p == '-')) neg = *p++ == '-';
-        if (p >= end || *p < '0' || *p > '9') return -1;
+        if (p >= end || *p < '0' || *p > '9') return NULL;
         const unsigned char *e = p;
         long exp = 0;
         while (*p >= '0' && *p <= '9') {
             if (p - e < 6) exp = exp * 10 + (*p - '0');
             p++;
         }
-        if (p - e >= 6) return -1; /* an exponent of six digits or more */
+        if (p - e >= 6) return NULL; /* an exponent of six digits or more */
         if (neg) exp = -exp;
-        if (exp < -300) return -1;
+        if (exp < -300) return NULL;
         size += exp;
         *fraction = 1;
     }
-    if (size > 300) return -1;
+    if (size > 300) return NULL;
+    return p;
+}
+
+static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fraction) {
+    const unsigned char *p = number_end(s->p, s->end, fraction);
+    if (p == NULL) return -1;
     s->p = p;
     return 0;
 }
@@ -273,6 +315,19 @@ static inline __attribute__((always_inline)) int read_key(Scan *s) {
 
 static int skip_value(Scan *s, int depth);
 
+/* Past an alternative written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>}``
+ * (these bytes are valid JSON as they stand: the same the general path accepts), or NULL for
+ * anything else (the general path then reads it from p). */
+static inline const unsigned char *compact_alt(const unsigned char *p, const unsigned char *end) {
+    if (end - p < 10 || memcmp(p, "{\"token\":\"", 10) != 0) return NULL;
+    p = skip_plain(p + 10, end);
+    if (end - p < 12 || memcmp(p, "\",\"logprob\":", 12) != 0) return NULL;
+    int fraction;
+    p = number_end(p + 12, end, &fraction);
+    if (p == NULL || *p != '}') return NULL; /* at end: the NUL after the span */
+    return p + 1;
+}
+
 static int skip_container(Scan *s, int depth, unsigned char close) {
     if (depth > MAX_DEPTH) return -1;
     s->p++;
@@ -289,7 +344,11 @@ static int skip_container(Scan *s, int depth, unsigned char close) {
         /* strings and numbers here (no call), containers and literals by skip_value */
         int fraction, bad;
         unsigned char c = *s->p; /* the NUL after the span at its end: skip_value refuses it */
-        if (c == '"') {
+        const unsigned char *past;
+        if (c == '{' && close == ']' && depth < MAX_DEPTH && (past = compact_alt(s->p, s->end)) != NULL) {
+            s->p = past;
+            bad = 0;
+        } else if (c == '"') {
             bad = skip_string(s);
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             bad = skip_number(s, &fraction);
@@ -366,7 +425,7 @@ static int read_token(Scan *s) {
     for (;;) {
         /* a run of plain bytes at once */
         const unsigned char *run = s->p, *p = s->p, *end = s->end;
-        while (PLAIN[*p]) p++;
+        p = skip_plain(p, end);
         if (p > run) {
             Py_ssize_t n = p - run;
             if (s->jcap - s->jlen < n) return -1;
