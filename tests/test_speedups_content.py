@@ -185,7 +185,9 @@ def mutated(draw):
 @example(b'[{"token":"a","logprob":-0.5}]')
 @example(b'[{"token":"a","logprob":-0.5,"token":"b"}]')
 @example(b'[{"token":"\\ud83d\\ude00,","logprob":-1e-5}]')
-@example(b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a\\n","logprob":-1.0},{"token":"b","logprob":-2.0,"x":1}]}]')
+@example(
+    b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":"a\\n","logprob":-1.0},{"token":"b","logprob":-2.0,"x":1}]}]'
+)
 def test_generated_spans_read_as_the_python_path_reads_them(span):
     check_against_python(span)
 
