@@ -321,3 +321,39 @@ def test_switched_off_gives_the_python_path(monkeypatch):
     monkeypatch.setattr(typed, "_native", None)
     columns = typed._sampled_only(span, FILE, 0)
     assert columns is not None and columns.floats is None and columns.id_texts is None
+
+
+@st.composite
+def number_text(draw):
+    """JSON number texts with a fraction or an exponent, up to 21 significant digits: both the
+    scanner's exact shortcuts (Clinger's, and the rounding check beyond 2**53) and its strtod."""
+    sign = draw(st.sampled_from(["-", "-", ""]))
+    whole = draw(st.sampled_from(["0", "1", "4", "9", "12", "99"]) | st.integers(1, 10**6).map(str))
+    frac = draw(st.text("0123456789", min_size=0, max_size=21))
+    exp = draw(st.sampled_from(["", "", "e-5", "E+2", "e0", "e-30", "e-22", "e-23", "E-300", "e-301", "e15", "e16"]))
+    if not frac and not exp:
+        frac = "0"
+    return f"{sign}{whole}{'.' + frac if frac else ''}{exp}"
+
+
+@settings(deadline=None, max_examples=3000)
+@given(number_text() | st.floats(-60, 0).map(repr) | st.floats(-1e-3, 0).map(lambda v: f"{v:.19e}"))
+@example("-1.0716049879470106")
+@example("-0.07160498794701067")
+@example("-9007199254740991.0")
+@example("-9007199254740993.0")
+@example("-1.00000000000000011102230246251565404236316680908203125")  # a tie, written out
+@example("-0.1000000000000000055511151231257827021181583404541015625")
+def test_logprob_doubles_are_the_correctly_rounded_ones(text):
+    span = b'[{"token":"a","logprob":' + text.encode() + b',"top_logprobs":[]}]'
+    fast = native_columns(span)
+    if fast is None:
+        return
+    assert struct.pack("<d", fast.logprobs[0]) == struct.pack("<d", float(text))
+    check_against_python(span)
+
+
+def test_logprob_doubles_are_taken_for_what_engines_write():
+    for v in [-1.0716049879470106, -0.07160498794701067, -4.071604987947011, -1e-05, -12.5, -0.0, -2.2e-8]:
+        fast = native_columns(b'[{"token":"a","logprob":' + repr(v).encode() + b"}]")
+        assert fast is not None and struct.pack("<d", fast.logprobs[0]) == struct.pack("<d", v)

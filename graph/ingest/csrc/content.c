@@ -518,11 +518,9 @@ static uint64_t POW5[MAX_POW5 + 1];
  * two where the ulp below is half the ulp above, is not decided here). With d = m * 2**E
  * (2**52 <= m < 2**53) it is when |M / 10**k - m * 2**E| < 2**(E-1), that is when
  * |M * 2**(1-E-k) - 2m * 5**k| < 5**k: integers, below 2**127 for s = 1-E-k in [0, 63]. */
-static int rounds_to(uint64_t M, int k, double d) {
-    int E;
-    double f = frexp(d, &E);
-    uint64_t m = (uint64_t)ldexp(f, 53);
-    E -= 53;
+static inline int rounds_to(uint64_t M, int k, uint64_t bits) {
+    uint64_t m = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
+    int E = (int)((bits >> 52) & 0x7FF) - 1075;
     if (m == ((uint64_t)1 << 52)) return 0;
     int sh = 1 - E - k;
     if (sh < 0 || sh > 63) return 0;
@@ -584,15 +582,19 @@ static int fast_double(const unsigned char *p, const unsigned char *end, double 
             if (k > MAX_POW5) return 0;
             double guess = k <= 22 ? (double)M / POW10[k] : (double)M / POW10[22] / POW10[k - 22];
             if (!(guess > 0) || !isnormal(guess)) return 0;
-            if (rounds_to(M, k, guess)) {
-                d = guess;
-            } else if (rounds_to(M, k, nextafter(guess, 0.0))) {
-                d = nextafter(guess, 0.0);
-            } else if (rounds_to(M, k, nextafter(guess, INFINITY))) {
-                d = nextafter(guess, INFINITY);
+            uint64_t bits;
+            memcpy(&bits, &guess, 8);
+            /* the guess or a neighbour (positive and normal: one step of the bits, the exponent
+             * field kept away from its ends by the magnitude the caller accepts) */
+            if (rounds_to(M, k, bits)) {
+            } else if (rounds_to(M, k, bits - 1)) {
+                bits -= 1;
+            } else if (rounds_to(M, k, bits + 1)) {
+                bits += 1;
             } else {
                 return 0;
             }
+            memcpy(&d, &bits, 8);
         }
     }
     *out = neg ? -d : d;
