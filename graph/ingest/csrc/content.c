@@ -641,8 +641,46 @@ static int read_logprob(Scan *s, double *out) {
 
 
 /* One entry at s->p (its opening brace). */
+/* An entry written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>`` and
+ * ``,"top_logprobs":<value>`` or not, then ``}``: 1 when read (the row added, s->p past it), 0
+ * for another layout (nothing changed: read_entry reads it), -1 when its logprob or its
+ * alternatives are refused (as read_entry would refuse the same bytes). */
+static int compact_entry(Scan *s) {
+    const unsigned char *p = s->p, *end = s->end;
+    if (end - p < 10 || memcmp(p, "{\"token\":\"", 10) != 0) return 0;
+    const unsigned char *tok = p + 10, *q = skip_plain(tok, end);
+    if (end - q < 12 || memcmp(q, "\",\"logprob\":", 12) != 0) return 0;
+    s->p = q + 12;
+    double logprob;
+    if (read_logprob(s, &logprob) < 0) return -1;
+    if (end - s->p >= 16 && memcmp(s->p, ",\"top_logprobs\":", 16) == 0) {
+        s->p += 16;
+        skip_ws(s);
+        if (skip_value(s, 3) < 0) return -1;
+        skip_ws(s);
+    }
+    if (*s->p != '}') { /* another key, or malformed: read_entry reads it all again */
+        s->p = p;
+        return 0;
+    }
+    s->p++;
+    Py_ssize_t n = q - tok;
+    if (s->jcap - s->jlen < n + 1) return -1;
+    if (s->rows > 0) s->jb[s->jlen++] = ',';
+    s->starts[s->rows] = s->jlen;
+    memcpy(s->jb + s->jlen, tok, (size_t)n);
+    if (!s->comma && memchr(tok, ',', (size_t)n) != NULL) s->comma = 1;
+    if (s->ids && !id_text(s->jb + s->jlen, n)) s->ids = 0;
+    s->jlen += n;
+    if (logprob > 0) s->nonpos = 0;
+    s->fv[s->rows++] = logprob;
+    return 1;
+}
+
 static int read_entry(Scan *s) {
     if (s->rows == s->cap && grow(s) < 0) return -1;
+    int compact = compact_entry(s);
+    if (compact != 0) return compact < 0 ? -1 : 0;
     s->p++;
     skip_ws(s);
     int seen = 0;
