@@ -357,3 +357,17 @@ def test_logprob_doubles_are_taken_for_what_engines_write():
     for v in [-1.0716049879470106, -0.07160498794701067, -4.071604987947011, -1e-05, -12.5, -0.0, -2.2e-8]:
         fast = native_columns(b'[{"token":"a","logprob":' + repr(v).encode() + b"}]")
         assert fast is not None and struct.pack("<d", fast.logprobs[0]) == struct.pack("<d", v)
+
+
+def test_the_bundled_vllm_sample_takes_the_c_path_and_reads_the_same():
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
+    spans = []
+    for raw in sample.read_bytes().splitlines():
+        at = typed.located_span(raw)
+        if at is not None:
+            spans.append(raw[at[0] : at[1]])
+    assert spans
+    for span in spans:
+        assert check_against_python(span) is not None
