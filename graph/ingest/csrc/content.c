@@ -25,6 +25,14 @@
 #include <emmintrin.h>
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define CTZ(x) __builtin_ctz(x)
+#else
+#define ALWAYS_INLINE inline
+#undef __SSE2__ /* the SSE2 loops use CTZ: the portable loops instead */
+#endif
+
 const char rg_sampled_entries_doc[] =
     "sampled_entries(span: bytes) -> tuple | None\n\n"
     "The sampled side of a chat logprob content array, or None (the Python path reads it):\n"
@@ -140,7 +148,7 @@ static inline const unsigned char *skip_plain(const unsigned char *p, const unsi
         __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
                                     _mm_cmplt_epi8(v, space));
         int mask = _mm_movemask_epi8(stop);
-        if (mask != 0) return p + __builtin_ctz((unsigned)mask);
+        if (mask != 0) return p + CTZ((unsigned)mask);
         p += 16;
     }
 #else
@@ -151,7 +159,7 @@ static inline const unsigned char *skip_plain(const unsigned char *p, const unsi
 }
 
 /* A string at s->p (its opening quote), validated and skipped. 0, or -1 when malformed. */
-static inline __attribute__((always_inline)) int skip_string(Scan *s) {
+static ALWAYS_INLINE int skip_string(Scan *s) {
     s->p++;
     for (;;) {
         const unsigned char *p = s->p, *end = s->end;
@@ -197,7 +205,7 @@ static inline const unsigned char *skip_digits(const unsigned char *p, const uns
         __m128i v = _mm_loadu_si128((const __m128i *)p);
         __m128i other = _mm_or_si128(_mm_cmplt_epi8(v, below), _mm_cmpgt_epi8(v, above));
         int mask = _mm_movemask_epi8(other);
-        if (mask != 0) return p + __builtin_ctz((unsigned)mask);
+        if (mask != 0) return p + CTZ((unsigned)mask);
         p += 16;
     }
 #endif
@@ -219,7 +227,7 @@ static inline const unsigned char *skip_digits(const unsigned char *p, const uns
  * exponent. 0, or -1 when malformed or when its size may be beyond the floats (more than 300
  * integer digits with the exponent: orjson refuses a number that is infinite as a double, so
  * such a span is left to the Python path, whatever it makes of it). */
-static inline __attribute__((always_inline)) const unsigned char *number_end(const unsigned char *p,
+static ALWAYS_INLINE const unsigned char *number_end(const unsigned char *p,
                                                                            const unsigned char *end,
                                                                            int *fraction) {
     *fraction = 0;
@@ -261,7 +269,7 @@ static inline __attribute__((always_inline)) const unsigned char *number_end(con
     return p;
 }
 
-static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fraction) {
+static ALWAYS_INLINE int skip_number(Scan *s, int *fraction) {
     const unsigned char *p = number_end(s->p, s->end, fraction);
     if (p == NULL) return -1;
     s->p = p;
@@ -278,7 +286,7 @@ static inline __attribute__((always_inline)) int skip_number(Scan *s, int *fract
  * colon: TOKEN, LOGPROB, TOPS, ESCAPED (a key written with a backslash) or OTHER; -1 when
  * malformed. The keys engines write compact are matched as they stand (the same bytes the
  * general path below accepts). */
-static inline __attribute__((always_inline)) int read_key(Scan *s) {
+static ALWAYS_INLINE int read_key(Scan *s) {
     const unsigned char *p = s->p;
     Py_ssize_t left = s->end - p;
     if (left >= 8 && memcmp(p, "\"token\":", 8) == 0) {
@@ -519,6 +527,10 @@ static uint64_t POW5[MAX_POW5 + 1];
  * (2**52 <= m < 2**53) it is when |M / 10**k - m * 2**E| < 2**(E-1), that is when
  * |M * 2**(1-E-k) - 2m * 5**k| < 5**k: integers, below 2**127 for s = 1-E-k in [0, 63]. */
 static inline int rounds_to(uint64_t M, int k, uint64_t bits) {
+#ifndef __SIZEOF_INT128__
+    (void)M, (void)k, (void)bits;
+    return 0; /* no 128-bit integers: CPython's strtod decides */
+#else
     uint64_t m = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
     int E = (int)((bits >> 52) & 0x7FF) - 1075;
     if (m == ((uint64_t)1 << 52)) return 0;
@@ -528,6 +540,7 @@ static inline int rounds_to(uint64_t M, int k, uint64_t bits) {
     unsigned __int128 R = (unsigned __int128)(2 * m) * POW5[k];
     unsigned __int128 diff = L > R ? L - R : R - L;
     return diff < (unsigned __int128)POW5[k];
+#endif
 }
 
 /* The double nearest the number text [p, end) (grammar already checked), exactly, without the
