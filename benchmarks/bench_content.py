@@ -13,11 +13,17 @@ Steps, each doing what the one before does and more:
   validating read must spend; the skipped alternatives are most of it;
 - ``walk``: the array decoded as entries that keep no field (one struct per entry);
 - ``sampled``: the entries' ``token`` and ``logprob`` decoded (``typed_decoders.SAMPLED``);
+- ``native``: the C scanner alone (``_speedups.sampled_entries``: the whole span validated, the
+  sampled tokens joined and the logprobs' float64 bytes; skipped when the speedups are not built
+  or ``ROLLOUT_GRAPH_SPEEDUPS=off``);
 - ``columns``: what the loader runs for an array whose alternatives stay in the file
-  (``typed._sampled_only``: the ASCII check of the skipped strings, the decode, the token and
-  logprob columns, their joined text and float array, the deferred alternatives' check).
+  (``typed._sampled_only``: the C scanner and its columns when built, else the Python path below);
+- ``columns_python``: the Python path (``typed._sampled_python``: the ASCII check of the skipped
+  strings, msgspec's decode, the token and logprob columns, their joined text and float array,
+  the deferred alternatives' check).
 
-``columns - sampled`` is the Python side; ``sampled - validate`` the objects the decode builds.
+``columns_python - sampled`` is the Python side; ``sampled - validate`` the objects the decode
+builds; ``columns - native`` the C path's glue.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import msgspec  # noqa: E402
 
 from rollout_graph.ingest import typed  # noqa: E402
 from rollout_graph.ingest import typed_decoders as decoders  # noqa: E402
+from rollout_graph.ingest.speedups import native  # noqa: E402
 
 
 class _NoField(msgspec.Struct, gc=False):
@@ -73,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
         "walk": lambda span: _WALK.decode(span),
         "sampled": lambda span: decoders.SAMPLED.decode(span),
         "columns": lambda span: typed._sampled_only(span, file, 0),
+        "columns_python": lambda span: typed._sampled_python(span, file, 0),
     }
+    if native is not None:
+        steps["native"] = native.sampled_entries
     if typed._sampled_only(spans[0], file, 0) is None:
         sys.exit(f"{args.trace}: its content arrays are not read with the alternatives left in the file")
     times: dict[str, list[float]] = {name: [] for name in steps}

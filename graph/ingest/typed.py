@@ -42,6 +42,7 @@ import numpy as np
 
 from rollout_graph.core.records import TopK
 from rollout_graph.ingest.rare_byte import find_by_rare_byte
+from rollout_graph.ingest.speedups import native as _native
 from rollout_graph.ingest.tokens import joined_tokens
 
 if TYPE_CHECKING:
@@ -70,29 +71,87 @@ _ALTERNATIVES = b'"top_logprobs":[{'
 _PROBE = 32  # bytes at each end of a span kept to check the file still holds it
 
 
-@dataclass(slots=True)
 class LogprobColumns:
     """A choice's logprob entries as columns: what the generic path reads with ``itemgetter``.
 
     ``lengths[i]`` alternatives belong to entry ``i``; ``alt_tokens`` / ``alt_logprobs`` hold them
     flattened in order. Values keep their JSON types (``int`` stays ``int``).
+
+    ``tokens`` and ``logprobs`` may be given as None when the C scanner read the entries
+    (:func:`_sampled_only`): they are then built on first read, ``tokens`` as ``joined`` split at
+    its commas (the text holds exactly one between tokens), ``logprobs`` as ``floats.tolist()``
+    (every one was a JSON float: the same floats msgspec gives). A reader that needs only the
+    joined text or the array (engine_pair's ``token_id:N`` path) builds neither.
     """
 
-    tokens: list
-    logprobs: list
-    lengths: list[int]
-    alt_tokens: list
-    alt_logprobs: list
-    top: TopK | None = None  # set (deferred) when the alternatives were left in the file
-    located: bool = False  # cut where the bytes say it is: the parsed record must confirm (placed())
-    # ``tokens`` joined with commas when every token is a string and none holds a comma (the text
-    # then gives the tokens back exactly, split at its commas); None otherwise. Read by the check
-    # hash and by engine_pair's token_id:N test (tokens.token_id_list), so the tokens are joined once.
-    joined: str | None = None
-    # ``logprobs`` as float64 (``np.array``), when every one is a number below 2**53 in size (so
-    # the array stands for them: an int converts exactly) and none is positive: what
-    # tokens.logprobs gives for them, built once (None: tokens.logprobs builds and checks it).
-    logprob_array: np.ndarray | None = None
+    __slots__ = (
+        "_tokens",
+        "_logprobs",
+        "lengths",
+        "alt_tokens",
+        "alt_logprobs",
+        "top",
+        "located",
+        "joined",
+        "logprob_array",
+        "floats",
+        "id_texts",
+    )
+
+    def __init__(
+        self,
+        tokens: list | None,
+        logprobs: list | None,
+        lengths: list[int],
+        alt_tokens: list,
+        alt_logprobs: list,
+        top: TopK | None = None,
+        located: bool = False,
+        joined: str | None = None,
+        logprob_array: np.ndarray | None = None,
+        floats: np.ndarray | None = None,
+        id_texts: bool | None = None,
+    ) -> None:
+        self._tokens = tokens
+        self._logprobs = logprobs
+        self.lengths = lengths
+        self.alt_tokens = alt_tokens
+        self.alt_logprobs = alt_logprobs
+        self.top = top  # set (deferred) when the alternatives were left in the file
+        # cut where the bytes say it is: the parsed record must confirm (placed())
+        self.located = located
+        # ``tokens`` joined with commas when every token is a string and none holds a comma (the
+        # text then gives the tokens back exactly, split at its commas); None otherwise. Read by the
+        # check hash and by engine_pair's token_id:N test (tokens.token_id_list), so the tokens are
+        # joined once.
+        self.joined = joined
+        # ``logprobs`` as float64 (``np.array``), when every one is a number below 2**53 in size (so
+        # the array stands for them: an int converts exactly) and none is positive: what
+        # tokens.logprobs gives for them, built once (None: tokens.logprobs builds and checks it).
+        self.logprob_array = logprob_array
+        # ``logprobs`` as float64 whatever their sign (the C scanner's; None otherwise)
+        self.floats = floats
+        # tokens.token_id_list(joined), when the C scanner said (None: not known)
+        self.id_texts = id_texts
+
+    @property
+    def tokens(self) -> list:
+        """The sampled tokens (built from ``joined`` on first read when not given)."""
+        if self._tokens is None:
+            assert self.joined is not None
+            self._tokens = self.joined.split(",")
+        return self._tokens
+
+    @property
+    def logprobs(self) -> list:
+        """The sampled logprobs (built from ``floats`` on first read when not given)."""
+        if self._logprobs is None:
+            assert self.floats is not None
+            self._logprobs = self.floats.tolist()
+        return self._logprobs
+
+    def __repr__(self) -> str:
+        return f"LogprobColumns(tokens={self.tokens!r}, logprobs={self.logprobs!r}, lengths={self.lengths!r})"
 
 
 def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
@@ -296,6 +355,37 @@ def _sampled_only(span: bytes, file: FileRef | None, offset: int | None) -> Logp
     """The entries' tokens and logprobs, the alternatives left in the file (None: decode eagerly)."""
     if file is None or offset is None or span.find(_ALTERNATIVES) < 0:
         return None
+    if _native is not None:
+        got = _native.sampled_entries(span)
+        if got is not None:
+            return _from_native(got, span, file, offset)
+    return _sampled_python(span, file, offset)
+
+
+def _from_native(got: tuple, span: bytes, file: FileRef, offset: int) -> LogprobColumns:
+    """The columns of the C scanner's answer (``_speedups.sampled_entries``): the same values
+    :func:`_sampled_python` gives, the tokens and logprobs lists built only when read."""
+    rows, joined, tokens, data, nonpositive, id_texts = got
+    floats = np.frombuffer(data, dtype=np.float64).copy()  # owned and writable, as np.array's
+    # _check's value: the joined text (or the tokens' tuple) and the array's bytes
+    check = hash((tuple(tokens) if joined is None else joined, data))
+    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
+    return LogprobColumns(
+        tokens=tokens,
+        logprobs=None,
+        lengths=[],
+        alt_tokens=[],
+        alt_logprobs=[],
+        top=TopK.deferred(rows, load),
+        joined=joined,
+        logprob_array=floats if nonpositive else None,
+        floats=floats,
+        id_texts=id_texts,
+    )
+
+
+def _sampled_python(span: bytes, file: FileRef, offset: int) -> LogprobColumns | None:
+    """:func:`_sampled_only` by msgspec (the reference the C scanner is held to)."""
     if not span.isascii():
         try:
             span.decode("utf-8")  # the check orjson would make of the skipped strings

@@ -44,7 +44,7 @@ class _Sampled:
     """What one choice says about its sampled tokens, before alignment checks."""
 
     ids: Any = None  # list or array of ids; None when only text was recorded
-    logprobs: list | None = None
+    logprobs: Any = None  # list; or the ``ready`` array standing for it (read only when ready is None)
     top: TopK | None = None
     texts: list[str] | None = None
     token_strings: bool = False
@@ -283,15 +283,20 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
     numbers = False  # every logprob an int, a float or None: the typed decoder's types
     ready = None
     if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
-        tokens, values, numbers, ready = content.tokens, content.logprobs, True, content.logprob_array
+        numbers, ready = True, content.logprob_array
         # Left in the file (deferred) when the line came from a plain file on disk.
         top = (
             content.top
             if content.top is not None
             else top_k(content.lengths, content.alt_tokens, content.alt_logprobs, numbers=True)  # the typed types
         )
-        if ids_given and token_id_list(content.joined):  # the tokens joined once, by the decoder
+        # The list only when the array does not stand for it (a chat choice's ``logprobs`` is
+        # read only when ``ready`` is None: the list is then built when read, here).
+        values = content.logprobs if ready is None else ready
+        # The tokens joined once, by the decoder (and matched by the C scanner when it read them).
+        if ids_given and (content.id_texts if content.id_texts is not None else token_id_list(content.joined)):
             return _Sampled(logprobs=values, top=top, numbers=numbers, ready=ready)
+        tokens = content.tokens
     elif isinstance(content, list):
         tokens, values = _column(content, "token"), _column(content, "logprob")
         top = top_of_entries(content)
