@@ -105,7 +105,7 @@ def running_app(*args: str, via_cli: bool = False):
 # script (``track_runs``): every rerun request the page sends (a BackMsg ``rerun_script``, field 11;
 # its ClientState's ``is_auto_rerun``, field 6, tells a followed trace's tick from a user's
 # request), every run start (a ForwardMsg ``new_session``, field 4, one per run, fragment runs too)
-# and end (``script_finished``, field 6; "finished early for rerun", 2, is no end: another run
+# and end (``script_finished``, field 6; after "finished early for rerun", 2, another run
 # follows), and the last user input on the page (a key, a click, a text typed or a field left).
 # Only the tags of each message are read (varints and lengths, bounded by the frame), so no
 # protobuf library is needed. Streamlit's status widget cannot tell a run is coming: it shows only
@@ -113,7 +113,7 @@ def running_app(*args: str, via_cli: bool = False):
 # click (a text box's Enter, a component's message), so right after an action the page looks idle.
 RUNS_INIT_JS = """(() => {
   if (window.__rgRuns) return;
-  const runs = window.__rgRuns = { events: 0, asked: 0, user: 0, started: 0, open: 0, at: 0, input: -1e9, acted: 0 };
+  const runs = window.__rgRuns = { events: 0, asked: 0, user: 0, started: 0, open: 0, rerun: false, at: 0, input: -1e9, acted: 0 };
   const varint = (b, i, end) => { let v = 0, m = 1, c;
     do { if (i >= end) return [-1, end]; c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128);
     return [v, i]; };
@@ -144,8 +144,10 @@ RUNS_INIT_JS = """(() => {
     ws.addEventListener("message", (event) => {
       const b = bytes(event.data);
       if (b) for (const [f, v] of fields(b, 0, b.length)) {
-        if (f === 4) { runs.started = note(); runs.open += 1; }
-        else if (f === 6 && v !== 2) { note(); runs.open = Math.max(0, runs.open - 1); }
+        // one run at a time per session: a start opens it, any end closes it, and an end "early
+        // for rerun" (2) promises the next run (the rerun asked for, or the script's st.rerun)
+        if (f === 4) { runs.started = note(); runs.open = 1; runs.rerun = false; }
+        else if (f === 6) { note(); runs.open = 0; runs.rerun = v === 2; }
       }
     });
     return ws;
@@ -164,11 +166,11 @@ QUIET_MS = 250
 # a user's request (not a tick) needs no more. An action that asks for no run (a key typed into a
 # box, a click on text) costs this wait.
 INPUT_GRACE_MS = 1000
-# Every request the page sent has a run start after it, no run is open, the websocket has been
+# Every request the page sent has a run start after it, no run is open nor promised, the websocket has been
 # quiet for ``QUIET_MS``, and the last input has had its request (or ``INPUT_GRACE_MS``); true on
 # a page without the tracker (one a test opened itself).
 RUNS_IDLE = (
-    "((r) => !r || (r.started >= r.asked && r.open === 0"
+    "((r) => !r || (r.started >= r.asked && r.open === 0 && !r.rerun"
     f" && performance.now() - r.at >= {QUIET_MS}"
     f" && (r.user > r.acted || performance.now() - r.input >= {INPUT_GRACE_MS})))(window.__rgRuns)"
 )
