@@ -243,7 +243,7 @@ def boxed(page) -> list[str]:
     )
 
 
-# The page is ready: every run the page asked for has ended (``RUNS_IDLE_JS``), the script is not
+# The page is ready: every run the page asked for has ended (``RUNS_IDLE``), the script is not
 # running, the DAG is drawn and every element is (no skeleton left while an element's code loads:
 # the chart's code is loaded first, so the DAG can be drawn before the widgets above it, and shown
 # elements can be hidden again while one loads).
