@@ -101,6 +101,91 @@ def running_app(*args: str, via_cli: bool = False):
         log.close()
 
 
+# Streamlit's runs as the page sees them on its websocket, kept in ``window.__rgRuns`` by an init
+# script (``track_runs``): every rerun request the page sends (a BackMsg ``rerun_script``, field 11;
+# its ClientState's ``is_auto_rerun``, field 6, tells a followed trace's tick from a user's
+# request), every run start (a ForwardMsg ``new_session``, field 4, one per run, fragment runs too)
+# and end (``script_finished``, field 6; after "finished early for rerun", 2, another run
+# follows), and the last user input on the page (a key, a click, a text typed or a field left).
+# Only the tags of each message are read (varints and lengths, bounded by the frame), so no
+# protobuf library is needed. Streamlit's status widget cannot tell a run is coming: it shows only
+# after 500 ms of running, and a widget's request can leave the page a moment after the key or
+# click (a text box's Enter, a component's message), so right after an action the page looks idle.
+RUNS_INIT_JS = """(() => {
+  if (window.__rgRuns) return;
+  const runs = window.__rgRuns = { events: 0, asked: 0, user: 0, started: 0, open: 0, rerun: false, at: 0, input: -1e9, acted: 0 };
+  const varint = (b, i, end) => { let v = 0, m = 1, c;
+    do { if (i >= end) return [-1, end]; c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128);
+    return [v, i]; };
+  // the fields of one protobuf message in b[i:end]: [[field, varint value or -1, start, end], ...]
+  const fields = (b, i, end) => { const out = [];
+    while (i < end) { let tag, v; [tag, i] = varint(b, i, end); if (tag < 0) break;
+      const f = Math.floor(tag / 8), w = tag % 8;
+      if (w === 0) { [v, i] = varint(b, i, end); if (v < 0) break; out.push([f, v, i, i]); }
+      else if (w === 2) { [v, i] = varint(b, i, end); if (v < 0 || i + v > end) break; out.push([f, -1, i, i + v]); i += v; }
+      else if (w === 1) { i += 8; } else if (w === 5) { i += 4; } else break; }
+    return out; };
+  const bytes = (d) => d instanceof ArrayBuffer ? new Uint8Array(d)
+    : ArrayBuffer.isView(d) ? new Uint8Array(d.buffer, d.byteOffset, d.byteLength) : null;
+  const note = () => { runs.events += 1; runs.at = performance.now(); return runs.events; };
+  const Native = window.WebSocket;
+  const send = Native.prototype.send;
+  Native.prototype.send = function (data) {
+    const b = bytes(data);
+    if (b) for (const [f, , s, e] of fields(b, 0, b.length)) {
+      if (f !== 11) continue;
+      runs.asked = note();
+      if (!fields(b, s, e).some(([g, v]) => g === 6 && v === 1)) runs.user = runs.asked;  // not a tick
+    }
+    return send.call(this, data);
+  };
+  window.WebSocket = function (...args) {
+    const ws = new Native(...args);
+    ws.addEventListener("message", (event) => {
+      const b = bytes(event.data);
+      if (b) for (const [f, v] of fields(b, 0, b.length)) {
+        // one run at a time per session: a start opens it, any end closes it, and an end "early
+        // for rerun" (2) promises the next run (the rerun asked for, or the script's st.rerun)
+        if (f === 4) { runs.started = note(); runs.open = 1; runs.rerun = false; }
+        else if (f === 6) { note(); runs.open = 0; runs.rerun = v === 2; }
+      }
+    });
+    return ws;
+  };
+  window.WebSocket.prototype = Native.prototype;
+  Object.assign(window.WebSocket, { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 });
+  for (const type of ["keydown", "mousedown", "click", "input", "change", "focusout"])
+    window.addEventListener(type, () => { runs.input = performance.now(); runs.acted = runs.events; }, true);
+})();"""
+# How long the page must have been quiet on its websocket (no request, start or end) to be ready:
+# a run the server starts right after another's end (a request that reached it while a tick ran)
+# is announced within milliseconds of that end, and Streamlit draws a run's end a frame or two
+# after receiving it.
+QUIET_MS = 250
+# How long after a user input the page may still send that input's request; an input followed by
+# a user's request (not a tick) needs no more. An action that asks for no run (a key typed into a
+# box, a click on text) costs this wait.
+INPUT_GRACE_MS = 1000
+# Every request the page sent has a run start after it, no run is open nor promised, the websocket has been
+# quiet for ``QUIET_MS``, and the last input has had its request (or ``INPUT_GRACE_MS``); true on
+# a page without the tracker (one a test opened itself).
+RUNS_IDLE = (
+    "((r) => !r || (r.started >= r.asked && r.open === 0 && !r.rerun"
+    f" && performance.now() - r.at >= {QUIET_MS}"
+    f" && (r.user > r.acted || performance.now() - r.input >= {INPUT_GRACE_MS})))(window.__rgRuns)"
+)
+
+
+def track_runs(page) -> None:
+    """Keep Streamlit's runs in ``window.__rgRuns`` on every document ``page`` opens (``RUNS_INIT_JS``)."""
+    page.add_init_script(RUNS_INIT_JS)
+
+
+def runs(page) -> dict:
+    """The page's run counters (``RUNS_INIT_JS``), or {} on a page without the tracker."""
+    return page.evaluate("() => window.__rgRuns ? Object.assign({}, window.__rgRuns) : {}")
+
+
 @contextlib.contextmanager
 def browser_page(width: int = 1500, height: int = 1100):
     from playwright.sync_api import sync_playwright
@@ -109,6 +194,7 @@ def browser_page(width: int = 1500, height: int = 1100):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
+            track_runs(page)
             yield page
         finally:
             browser.close()
@@ -157,17 +243,20 @@ def boxed(page) -> list[str]:
     )
 
 
-# The page is ready: the script has finished running, the DAG is drawn and every element is (no
-# skeleton left while an element's code loads: the chart's code is loaded first, so the DAG can be
-# drawn before the widgets above it, and shown elements can be hidden again while one loads).
-READY_JS = (
-    DAG_JS + "() => !!dag() && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+# The page is ready: every run the page asked for has ended (``RUNS_IDLE``), the script is not
+# running, the DAG is drawn and every element is (no skeleton left while an element's code loads:
+# the chart's code is loaded first, so the DAG can be drawn before the widgets above it, and shown
+# elements can be hidden again while one loads).
+READY = (
+    f"{RUNS_IDLE} && !!dag() && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
     " && !document.querySelector('[data-testid=\"stSkeleton\"]')"
 )
+READY_JS = DAG_JS + f"() => {READY}"
 
 
 def wait_ready(page, timeout: float = 60_000) -> None:
-    """Until the page is ready (``READY_JS``)."""
+    """Until the page is ready (``READY_JS``): after a search typed, a click or a key, until the run
+    it started has ended and been drawn, not at once on the old page (``RUNS_INIT_JS``)."""
     page.wait_for_function(READY_JS, timeout=timeout)
 
 

@@ -189,4 +189,4 @@ def test_command_line_traces_explorer_compare_and_corpus(cli_app):
         # the sidebar's audit-source radio may be drawn after the table under load: wait for it
         page.wait_for_selector("text=Command-line traces (audited now)", timeout=30_000)
         body = page.inner_text("body")
-        assert "rollouts from 1 files" in body  # the command-line folder's file, not the bundled samples
+        assert "rollouts from 1 file" in body  # the command-line folder's file, not the bundled samples

@@ -112,6 +112,27 @@ def test_keyboard_only_walk(samples_app):
         wait_call(page, "c07")
 
 
+def test_relatives_wrap_as_groups_at_1440(samples_app):
+    """The parent, children and siblings each stay one group (its label and its buttons) at
+    1440x900: a group wraps as a whole, so no child's button sits on the siblings' line (it read
+    as a sibling) and every button is right of or below its own label."""
+    with browser_page(width=1440, height=900) as page:
+        for node, groups in (
+            ("c05", {"parent": ["c04"], "children": ["c06", "c07"], "siblings": []}),
+            ("c01", {"parent": [], "children": [], "siblings": ["c02", "c03", "c08", "c18", "c19"]}),
+        ):
+            open_call(page, samples_app, node)
+            for name, members in groups.items():
+                group = page.locator(f".st-key-rg-relatives-{name}").first
+                buttons = group.locator("button:visible")  # Streamlit keeps a hidden copy of each button too
+                assert buttons.all_inner_texts() == members, (node, name)
+                label = group.locator("[data-testid='stCaptionContainer']").first.bounding_box()
+                for box in (b.bounding_box() for b in buttons.all()):
+                    assert box["y"] >= label["y"] - 20 and (box["x"] > label["x"] or box["y"] > label["y"] + 10)
+            tops = [page.locator(f".st-key-rg-relatives-{n}").first.bounding_box()["y"] for n in groups]
+            assert tops == sorted(tops)  # parent, then children, then siblings: never a group before another
+
+
 def test_call_picker_goes_to_the_call_and_empties(samples_app):
     """The call picker below the split view: typing an id lists the matching calls, a pick opens it
     (the DAG rings it), and the picker is empty again, ready for the next pick; keys still step

@@ -92,7 +92,7 @@ def test_compare_and_corpus_on_an_upload(samples_app):
         assert BUNDLED_ONLY not in body  # ... not the bundled samples
         shot(page, "compare-upload")
         go_to(page, "Corpus audit")
-        page.wait_for_selector("text=Corpus audit: 2 rollouts from 1 files", timeout=120_000)
+        page.wait_for_selector("text=Corpus audit: 2 rollouts from 1 file", timeout=120_000)
         assert page.get_by_role("radio", name="Uploaded traces (audited now)").is_checked()
         assert BUNDLED_ONLY not in page.inner_text("body")
         page.wait_for_timeout(1000)
@@ -117,7 +117,7 @@ def test_corpus_on_an_uploaded_audit_parquet(samples_app, tmp_path):
         page.wait_for_selector("text=Audit table", timeout=60_000)
         page.get_by_text("Upload an audit Parquet", exact=True).click()
         page.get_by_test_id("stSidebar").locator('input[type="file"]').first.set_input_files(str(table))
-        page.wait_for_selector("text=Corpus audit: 2 rollouts from 1 files", timeout=60_000)
+        page.wait_for_selector("text=Corpus audit: 2 rollouts from 1 file", timeout=60_000)
         page.wait_for_selector("text=2 rollouts match", timeout=60_000)
         assert "Traceback" not in page.inner_text("body")
 

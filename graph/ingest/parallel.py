@@ -45,7 +45,7 @@ import struct
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -550,14 +550,6 @@ def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[
     kwargs = _read_kwargs(limits)
     counted = [_counted(source, counter) for source in sources] if progress else sources
     return loading.load_sources(counted, report, **kwargs)
-
-
-def load_paths_parallel(
-    paths: Iterable[str | Path], progress: ProgressFn | None = None, workers: int | None = None, limits: Any = None
-) -> LoadResult:
-    """Every trace file under ``paths``, parsed on every core (see :func:`load_files_parallel`)."""
-    files = [f for p in paths for f in loading.trace_files(p)]
-    return load_files_parallel(files, progress, workers, limits)
 
 
 # --- two cores: this process and one forked helper -------------------------------------------

@@ -895,7 +895,7 @@ def _layout(
         annotations=annotations,
         shapes=[shape for shape in shapes if shape is not None],
         height=height,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        margin={"l": 10, "r": 10, "t": 10, "b": 16},  # b: the axis title's descenders (p, g) were cut at 10
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         dragmode="pan",

@@ -51,7 +51,9 @@ def _table(title: str, rows: list[tuple[str, Any, Any, str]], a_name: str, b_nam
         style = f' style="{DIFF_STYLE}"' if a != b else ""
         mark = " ≠" if a != b else ""
         body.append(
-            f'<tr class="rg-cmp-row{" rg-cmp-diff" if a != b else ""}"{style}><td>{html_text(label)}{mark}</td>'
+            # the label never wraps (a mark alone on a second line read as a stray row)
+            f'<tr class="rg-cmp-row{" rg-cmp-diff" if a != b else ""}"{style}>'
+            f'<td style="white-space:nowrap">{html_text(label)}{mark}</td>'
             f'<td style="text-align:right">{_cell(a, spec)}</td><td style="text-align:right">{_cell(b, spec)}</td></tr>'
         )
     return (
@@ -132,6 +134,12 @@ def render(workspace: Workspace, show_whitespace: bool) -> None:
         st.info("No rollouts in this source.")
         return
     st.markdown("##### Compare two rollouts")
+    if len(ids) < 2:  # a rollout beside itself: every row equal, which reads as a finding
+        st.info(
+            f"These traces hold one rollout ({md(ids[0])}): Compare needs two. Open a folder or files "
+            "with more rollouts (the sidebar's source), or see this one in the Explorer."
+        )
+        return
     left, right = st.columns(2)
     with left:
         a_id = _pick("Rollout A", ids, state.COMPARE_A, workspace.default_session)

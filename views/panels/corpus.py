@@ -3,6 +3,7 @@ that opens its rollout in the explorer when that file is one the app may read.""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 
@@ -172,13 +173,19 @@ def _open_picked(shown: pd.DataFrame, cli_directories: list[str]) -> None:
     st.session_state[state.GOTO_EXPLORER] = True
 
 
+def _count(n: int, word: str) -> str:
+    """``1 rollout``, ``2 rollouts``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def render(cli_directories: list[str]) -> None:
     if st.session_state.pop(state.GOTO_EXPLORER, False):
         st.switch_page(st.session_state[state.PAGES]["explorer"]) if state.PAGES in st.session_state else None
     frame = _table(cli_directories)
     if frame is None:
         return
-    st.markdown(f"##### Corpus audit: {len(frame):,} rollouts from {frame['source_file'].nunique():,} files")
+    files = frame["source_file"].nunique()
+    st.markdown(f"##### Corpus audit: {_count(len(frame), 'rollout')} from {_count(files, 'file')}")
     cols = st.columns(4)
     harnesses = cols[0].multiselect("Harness", _values(frame["harness"]))
     models = cols[1].multiselect("Model", _values(frame["models"]))
@@ -190,12 +197,13 @@ def render(cli_directories: list[str]) -> None:
     shown = signals_filters(frame, shown)
     left, right = st.columns(2)
     if len(shown):
-        left.plotly_chart(
-            px.histogram(
-                shown, x="n_trainable_tokens", nbins=30, title="Trainable tokens (rows) per rollout", height=280
-            ),
-            width="stretch",
-        )
+        histogram = px.histogram(shown, x="n_trainable_tokens", title="Trainable tokens (rows) per rollout", height=280)
+        # 30 bins from 0 to the largest count: one rollout (or equal ones) is one bar at its count,
+        # not a bar across the chart on an axis of 171.4016k, 171.4018k ...
+        size = max(1, math.ceil(top / 30))
+        histogram.update_traces(xbins={"start": 0, "end": top + size, "size": size})
+        histogram.update_xaxes(range=[0, top + size], tickformat=",")
+        left.plotly_chart(histogram, width="stretch")
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
         if len(counts):
             right.plotly_chart(
@@ -210,7 +218,7 @@ def render(cli_directories: list[str]) -> None:
             )
     errors = int(shown["error"].notna().sum())
     st.caption(
-        f"{len(shown):,} rollouts match"
+        f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
         + (f" · {errors} unreadable files" if errors else "")
         + " · click a column to sort, a row to open it"
     )

@@ -26,19 +26,24 @@ def render(rollout: Rollout, i: int) -> None:
         ("↓ children (l)", topo.children[i], "none: a leaf"),
         ("↔ siblings ([ ])", others, "none"),
     ]
+    # each group (its label and its buttons) wraps as one: wrapped one by one, a child's button
+    # went to the next line before the siblings' label and read as a sibling
     with st.container(key="rg-relatives", horizontal=True, vertical_alignment="center", gap="small"):
-        for label, members, empty in groups:
-            st.caption(label)
-            if not members:
-                st.caption(empty)
-            for m in members[:MAX_BUTTONS]:
-                st.button(
-                    md_escape(rollout.calls[m].node_id),
-                    key=f"rel-{rollout.session_id}-{i}-{label[0]}-{m}",
-                    on_click=_open,
-                    args=(rollout, m),
-                    type="secondary",
-                    help=f"Open {md_escape(rollout.calls[m].node_id)} (arrival #{m})",
-                )
-            if len(members) > MAX_BUTTONS:
-                st.caption(f"+{len(members) - MAX_BUTTONS} more")
+        for (label, members, empty), name in zip(groups, ("parent", "children", "siblings"), strict=True):
+            with st.container(
+                key=f"rg-relatives-{name}", horizontal=True, width="content", vertical_alignment="center", gap="small"
+            ):
+                st.caption(label)
+                if not members:
+                    st.caption(empty)
+                for m in members[:MAX_BUTTONS]:
+                    st.button(
+                        md_escape(rollout.calls[m].node_id),
+                        key=f"rel-{rollout.session_id}-{i}-{label[0]}-{m}",
+                        on_click=_open,
+                        args=(rollout, m),
+                        type="secondary",
+                        help=f"Open {md_escape(rollout.calls[m].node_id)} (arrival #{m})",
+                    )
+                if len(members) > MAX_BUTTONS:
+                    st.caption(f"+{len(members) - MAX_BUTTONS} more")

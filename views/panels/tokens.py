@@ -70,7 +70,7 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
 def inspector(strip: TokenStrip, decoder: Decoder, key: str) -> None:
     """The pinned token inspector of token view ``key``: a click on a token (or a jump: first
     sampled token, lowest logprob, a search hit) pins it; the left/right arrow keys move it token
-    by token (views/panels/keyboard); Esc unpins. The panel has a fixed height, so pinning never
+    by token (views/panels/keyboard); Esc unpins (in the search box Esc clears the search). The panel has a fixed height, so pinning never
     shifts the tokens under the pointer."""
     st.session_state[f"{key}-size"] = len(strip)
     shown = st.session_state.setdefault(state.SHOWN_STRIPS, set())
@@ -80,7 +80,8 @@ def inspector(strip: TokenStrip, decoder: Decoder, key: str) -> None:
         if not isinstance(position, int) or not 0 <= position < len(strip):
             st.caption(
                 "**Token inspector.** Click a token to pin its numbers here (id, text, logprob, probability, rank, "
-                "alternatives, loss mask, origin). Then ← / → move token by token and Esc unpins; "
+                "alternatives, loss mask, origin). Then ← / → move token by token and Esc unpins (in the search "
+                "box, Esc clears the search); "
                 "the jumps above pin too."
             )
             return

@@ -120,13 +120,6 @@ def _analysed(
     return Workspace(key, label, loaded, trace_paths, rollouts, sources)
 
 
-def source_of(workspace_key: str, name: str) -> Source | None:
-    """The source a loaded record came from (to read the raw record back), while its workspace
-    is cached."""
-    workspace = WORKSPACES.get(workspace_key)
-    return None if workspace is None else workspace.sources.get(name)
-
-
 def _size(workspace: Workspace) -> int:
     return estimate_bytes(workspace.loaded)
 

@@ -227,17 +227,6 @@ class WorkspaceCache(Generic[T]):
                 self._entries.pop(key, None)
 
 
-def wait_with(future: Future, tick: Callable[[], None], poll: float = 0.2) -> Any:
-    """The future's result, calling ``tick`` between polls (a page may draw a spinner)."""
-    start = time.monotonic()
-    while True:
-        try:
-            return future.result(timeout=poll)
-        except TimeoutError:
-            if time.monotonic() - start > poll:
-                tick()
-
-
 class Activity:
     """The page runs in progress on this server (whole pages and fragments), so that background
     work can wait for a quiet moment and pause while a visitor waits for a page."""

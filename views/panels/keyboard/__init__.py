@@ -4,8 +4,10 @@ Streamlit has no key bindings, so a small static custom component (``frontend/in
 build step: ``components.declare_component`` on a local folder) listens on the app's document and
 sends one event per key press or token click: ``{"action": ..., "n": nonce}``. Keys: j/k next or
 previous call in arrival order; h/l or the left/right arrows parent and first child; [ and ]
-previous and next sibling; / focuses the search box; Esc unpins the token, else clears the
-search. While a token is pinned the left/right arrows move it token by token instead. Keys typed
+previous and next sibling; / focuses the search box; Esc in the search box clears the search
+(a pinned token stays pinned); elsewhere Esc unpins the token, else clears the search (the search
+is cleared in the browser, by the box's own clear button: a value set from Python leaves
+Streamlit's box out of step, and the next text typed into it was dropped). While a token is pinned the left/right arrows move it token by token instead. Keys typed
 into a text field are left alone (except Esc). A click on a token pins it in the inspector.
 
 Events come from the browser, so every field is checked before use.
@@ -95,6 +97,9 @@ def handle(event: Any, rollout: Rollout, search_keys: list[str]) -> bool:
             return True
         return False
     if action == "escape":
+        # The bridge clears the search itself (the box's own clear button) when Esc is pressed in
+        # the box, or elsewhere with no token pinned; what reaches here unpins, or clears a search
+        # the bridge could not (no clear button found).
         if pinned() is not None:
             unpin()
             return True
