@@ -255,7 +255,9 @@ def pick_the_other_row_and_click_its_flagged_point(page) -> None:
     settle(page)
     hit = page.evaluate(FLAGGED_JS + f"() => pointOf(flagged(), 0, {WORST_OFFSET}, 'flagged, in another row')")
     assert hit is not None and hit["d"] == pytest.approx(-2.5, abs=1e-6)
-    page.get_by_text("Inference vs trainer logprob per sampled token").first.scroll_into_view_if_needed()
+    # The chart itself into view (its title's text can match another element first; a click
+    # outside the viewport hits nothing), then its flagged point's place on the screen.
+    page.evaluate(FLAGGED_JS + "() => flagged().scrollIntoView({block: 'center'})")
     settle(page)
     x, y = page.evaluate(
         FLAGGED_JS
@@ -267,6 +269,7 @@ def pick_the_other_row_and_click_its_flagged_point(page) -> None:
             return [box.left + xa._offset + xa.l2p(t.x[0]), box.top + ya._offset + ya.l2p(t.y[0])];
         }"""
     )
+    assert 0 <= y <= page.viewport_size["height"], f"the flagged point is off the screen at y={y}"
     page.mouse.click(x, y)
     page.wait_for_function(
         FLAGGED_JS + "() => !!flagged() && !flagged()._fullData.some(t => t.name === 'flagged, in another row')",
