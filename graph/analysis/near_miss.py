@@ -72,6 +72,7 @@ from rollout_graph.core.types import (
     UNKNOWN,
     NearMissKind,
 )
+from rollout_graph.ingest import speedups
 
 __all__ = [
     "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "REJECTED", "RESUMED",
@@ -400,6 +401,14 @@ class _SystemGrams:
 
     def similar(self, a: str, b: str) -> bool:
         """Whether the two texts' 3-gram sets share at least ``SIMILAR_SYSTEM`` of their union."""
+        native = speedups.native  # the C count (ASCII texts of 20 words or more), else the packed arrays
+        if native is not None:
+            head_a, head_b = a[:SYSTEM_COMPARED], b[:SYSTEM_COMPARED]
+            if head_a.isascii() and head_b.isascii():
+                counts = native.gram_counts(head_a.encode("ascii"), head_b.encode("ascii"))
+                if counts is not None:
+                    shared, both = counts
+                    return shared / (both - shared) >= SIMILAR_SYSTEM
         generation = self.generation
         grams_a = self.of(a)
         grams_b = self.of(b)

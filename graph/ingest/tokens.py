@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest import limits
+from rollout_graph.ingest import limits, speedups
 
 INVALID_ID = -1
 _INT32_MAX = np.iinfo(np.int32).max
@@ -71,6 +71,10 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
     max_ids = limits.active().max_ids
     if len(value) > max_ids:
         raise limits.LimitExceeded(f"{what} holds {len(value):,} ids (limit max_ids {max_ids:,}, --max-ids)")
+    native = speedups.native  # every id an int of 0 to 2**31 - 1: read in one C pass (else below)
+    packed = None if native is None else native.int32_ids(value)
+    if packed is not None:
+        return np.frombuffer(packed, dtype=np.int32)
     if set(map(type, value)) != {int}:
         if any(isinstance(v, (list, dict)) for v in value):
             problems.malformed.append(f"{what} is not a flat list of ids (it nests lists or objects); ignored")
@@ -311,7 +315,10 @@ def all_token_id_texts(tokens: list) -> bool:
 def token_id_list(joined: str | None) -> bool:
     """:func:`all_token_id_texts` of tokens already joined (``joined``: :func:`joined_tokens`' text,
     None when they are not all strings or one holds a comma, where all_token_id_texts says False too)."""
-    return joined is not None and _TOKEN_ID_LIST.fullmatch(joined) is not None
+    if joined is None:
+        return False
+    native = speedups.native  # the same pattern read in one C pass
+    return native.token_id_list(joined) if native is not None else _TOKEN_ID_LIST.fullmatch(joined) is not None
 
 
 def _one_id(tok) -> int:

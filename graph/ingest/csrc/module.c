@@ -4,6 +4,9 @@
 static PyMethodDef methods[] = {
     {"sampled_entries", rg_sampled_entries, METH_O, rg_sampled_entries_doc},
     {"plain_ids", rg_plain_ids, METH_O, rg_plain_ids_doc},
+    {"gram_counts", (PyCFunction)(void (*)(void))rg_gram_counts, METH_FASTCALL, rg_gram_counts_doc},
+    {"int32_ids", rg_int32_ids, METH_O, rg_int32_ids_doc},
+    {"token_id_list", rg_token_id_list, METH_O, rg_token_id_list_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,4 +17,14 @@ extern const char rg_sampled_entries_doc[];
 PyObject *rg_plain_ids(PyObject *module, PyObject *text);
 extern const char rg_plain_ids_doc[];
 
+/* glue.c: two ASCII texts' word 3-gram counts (analysis/near_miss._SystemGrams.similar). */
+PyObject *rg_gram_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+extern const char rg_gram_counts_doc[];
+
+/* glue.c: a token id list as int32 bytes, and the token_id:N texts check (ingest/tokens.py). */
+PyObject *rg_int32_ids(PyObject *module, PyObject *ids);
+extern const char rg_int32_ids_doc[];
+PyObject *rg_token_id_list(PyObject *module, PyObject *joined);
+extern const char rg_token_id_list_doc[];
+
 #endif
