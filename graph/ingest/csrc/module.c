@@ -7,6 +7,7 @@ static PyMethodDef methods[] = {
     {"gram_counts", (PyCFunction)(void (*)(void))rg_gram_counts, METH_FASTCALL, rg_gram_counts_doc},
     {"int32_ids", rg_int32_ids, METH_O, rg_int32_ids_doc},
     {"token_id_list", rg_token_id_list, METH_O, rg_token_id_list_doc},
+    {"first_difference", (PyCFunction)(void (*)(void))rg_first_difference, METH_FASTCALL, rg_first_difference_doc},
     {NULL, NULL, 0, NULL},
 };
 

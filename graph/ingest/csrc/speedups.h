@@ -27,4 +27,8 @@ extern const char rg_int32_ids_doc[];
 PyObject *rg_token_id_list(PyObject *module, PyObject *joined);
 extern const char rg_token_id_list_doc[];
 
+/* glue.c: where two id arrays first differ (analysis/near_miss._first_difference). */
+PyObject *rg_first_difference(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+extern const char rg_first_difference_doc[];
+
 #endif
