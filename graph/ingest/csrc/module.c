@@ -8,6 +8,7 @@ static PyMethodDef methods[] = {
     {"int32_ids", rg_int32_ids, METH_O, rg_int32_ids_doc},
     {"token_id_list", rg_token_id_list, METH_O, rg_token_id_list_doc},
     {"first_difference", (PyCFunction)(void (*)(void))rg_first_difference, METH_FASTCALL, rg_first_difference_doc},
+    {"identity_repeats", rg_identity_repeats, METH_O, rg_identity_repeats_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,4 +31,8 @@ extern const char rg_token_id_list_doc[];
 PyObject *rg_first_difference(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 extern const char rg_first_difference_doc[];
 
+/* glue.c: whether a line lists one identity key twice (ingest/reading._duplicate_identity_key). */
+PyObject *rg_identity_repeats(PyObject *module, PyObject *raw);
+extern const char rg_identity_repeats_doc[];
+
 #endif
