@@ -502,3 +502,69 @@ PyObject *rg_identity_repeats(PyObject *module, PyObject *raw_object) {
     }
     Py_RETURN_FALSE;
 }
+
+/* ---- the candidate search's sort keys (analysis/near_miss._Ends) ---- */
+
+const char rg_big_endian_ids_doc[] =
+    "big_endian_ids(ids, wide: bool) -> bytes | None\n\n"
+    "ids.astype('>u8' if wide else '>u4').tobytes() for a C-contiguous 1-d int32 buffer (either width)\n"
+    "or int64 one (wide); None for anything else (numpy writes it).";
+
+static inline uint32_t rg_swap32(uint32_t v) {
+    return ((v & 0xFFU) << 24) | ((v & 0xFF00U) << 8) | ((v >> 8) & 0xFF00U) | (v >> 24);
+}
+
+PyObject *rg_big_endian_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "big_endian_ids() takes an array and a bool");
+        return NULL;
+    }
+    int wide = PyObject_IsTrue(args[1]);
+    if (wide < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int size = rg_id_format(&view);
+    if (size == 0 || (size == 8 && !wide)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = view.shape[0];
+    Py_ssize_t width = wide ? 8 : 4;
+    if (n > ((Py_ssize_t)1 << 58)) { /* (n * 8 bytes must fit) */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * width);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *into = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t value;
+        if (size == 4) {
+            int32_t v;
+            memcpy(&v, (const unsigned char *)view.buf + 4 * i, 4);
+            value = (uint64_t)(int64_t)v; /* numpy's cast to an unsigned type: the same bits, widened by sign */
+        } else {
+            int64_t v;
+            memcpy(&v, (const unsigned char *)view.buf + 8 * i, 8);
+            value = (uint64_t)v;
+        }
+        if (wide) {
+            for (int b = 0; b < 8; b++) {
+                into[8 * i + b] = (unsigned char)(value >> (56 - 8 * b));
+            }
+        } else {
+            uint32_t swapped = rg_swap32((uint32_t)value);
+            memcpy(into + 4 * i, &swapped, 4);
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
