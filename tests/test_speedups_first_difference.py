@@ -94,28 +94,3 @@ def test_prefix_functions_on_and_off(pair, sampled, tail):
         finally:
             speedups.native = saved
         assert answers[0] == answers[1]
-
-
-@CHECKED
-@given(pairs(), st.booleans())
-def test_big_endian_ids_are_numpys(pair, wide):
-    """The candidate search's sort keys: ``astype('>u8' or '>u4').tobytes()``'s bytes, or None."""
-    for ids in pair:
-        got = speedups.native.big_endian_ids(ids, wide)
-        want = ids.astype(">u8" if wide else ">u4").tobytes()
-        if ids.flags.c_contiguous and (wide or ids.dtype == np.int32):
-            assert got == want
-        else:
-            assert got is None or got == want
-        assert near_miss._key(ids, wide) == want
-
-
-def test_big_endian_ids_refuse_other_buffers():
-    f = speedups.native.big_endian_ids
-    assert f(np.arange(4, dtype=np.int64), False) is None  # 64-bit ids cut to 32 bits: numpy's
-    assert f(np.arange(4, dtype=np.uint32), True) is None
-    assert f(np.arange(8, dtype=np.int32)[::2], True) is None
-    assert f(b"abcd", False) is None
-    assert f(np.arange(0, dtype=np.int32), True) == b""
-    with pytest.raises(TypeError):
-        f(np.arange(3, dtype=np.int32))

@@ -927,11 +927,8 @@ def _breaks_inside_reply(earlier: Call, prompt: np.ndarray) -> bool:
 
 
 def _key(ids: np.ndarray, wide: bool) -> bytes:
-    """Big-endian bytes: their lexicographic order is the order of the id sequences (written in C
-    where built: ``speedups.native.big_endian_ids``, the same bytes, or None for numpy)."""
-    native = speedups.native
-    key = None if native is None else native.big_endian_ids(ids, wide)
-    return ids.astype(">u8" if wide else ">u4").tobytes() if key is None else key
+    """Big-endian bytes: their lexicographic order is the order of the id sequences."""
+    return ids.astype(">u8" if wide else ">u4").tobytes()
 
 
 def _end_slice(call: Call, start: int, stop: int) -> np.ndarray:
@@ -982,8 +979,6 @@ class _Ends:
         dtype = ">u8" if wide else ">u4"  # as _key writes them
         n_end: Sequence[int] | dict[int, int] = {i: calls[i].n_end for i in nodes} if n_ends is None else n_ends
         order = list(nodes)
-        native = speedups.native
-        big_endian = None if native is None else native.big_endian_ids  # _key's bytes in C (None: numpy)
         todo = [(0, len(order), 0)]  # segments of ``order`` tied on every id before ``start``
         while todo:
             lo, hi, start = todo.pop()
@@ -1001,8 +996,7 @@ class _Ends:
                     part = call.sampled_ids[start - n : end - n]
                 else:
                     part = np.concatenate([prompt[start:], call.sampled_ids[: end - n]])
-                key = None if big_endian is None else big_endian(part, wide)
-                keyed.append((part.astype(dtype).tobytes() if key is None else key, i))
+                keyed.append((part.astype(dtype).tobytes(), i))
             keyed.sort(key=_first_item)  # stable: ties stay in call order
             order[lo:hi] = [i for _, i in keyed]
             if stop >= limit:

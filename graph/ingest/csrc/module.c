@@ -9,7 +9,6 @@ static PyMethodDef methods[] = {
     {"token_id_list", rg_token_id_list, METH_O, rg_token_id_list_doc},
     {"first_difference", (PyCFunction)(void (*)(void))rg_first_difference, METH_FASTCALL, rg_first_difference_doc},
     {"identity_repeats", rg_identity_repeats, METH_O, rg_identity_repeats_doc},
-    {"big_endian_ids", (PyCFunction)(void (*)(void))rg_big_endian_ids, METH_FASTCALL, rg_big_endian_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -35,8 +35,4 @@ extern const char rg_first_difference_doc[];
 PyObject *rg_identity_repeats(PyObject *module, PyObject *raw);
 extern const char rg_identity_repeats_doc[];
 
-/* glue.c: ids as big-endian unsigned bytes (analysis/near_miss._Ends' sort keys). */
-PyObject *rg_big_endian_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-extern const char rg_big_endian_ids_doc[];
-
 #endif
