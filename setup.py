@@ -8,7 +8,7 @@ without it and every line takes the Python path, with the same results.
 
 from setuptools import Extension, setup
 
-SOURCES = ["module.c", "content.c", "ids.c"]
+SOURCES = ["module.c", "content.c", "ids.c", "glue.c"]
 
 setup(
     ext_modules=[

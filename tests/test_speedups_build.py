@@ -38,3 +38,12 @@ def test_functions_refuse_what_is_not_bytes():
             function("text")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             function(bytearray(b"[]"))  # type: ignore[arg-type]
+
+
+def test_the_python_side_names_every_function_the_module_has():
+    import re
+    from pathlib import Path
+
+    table = (Path(__file__).resolve().parent.parent / "graph/ingest/csrc/module.c").read_text()
+    registered = set(re.findall(r'^\s*\{"(\w+)", ', table, re.M))
+    assert registered == set(speedups.FUNCTIONS)

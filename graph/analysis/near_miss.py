@@ -72,6 +72,7 @@ from rollout_graph.core.types import (
     UNKNOWN,
     NearMissKind,
 )
+from rollout_graph.ingest import speedups
 
 __all__ = [
     "BROKEN_REPLAYS", "COMPACTION", "KINDS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "REJECTED", "RESUMED",
@@ -104,7 +105,13 @@ def _prompt(call: Call) -> np.ndarray:
 
 def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
     """The first index where two 1-d arrays of one length differ (their length when none does):
-    ``argmax`` of the comparison stops at its first True, where ``flatnonzero`` lists them all."""
+    ``argmax`` of the comparison stops at its first True, where ``flatnonzero`` lists them all
+    (one C loop where both are contiguous ids of one width: ``speedups.native.first_difference``)."""
+    native = speedups.native
+    if native is not None:
+        at = native.first_difference(a, b)
+        if at is not None:
+            return at
     differ = a != b
     n = differ.shape[0]
     if not n:
@@ -400,6 +407,14 @@ class _SystemGrams:
 
     def similar(self, a: str, b: str) -> bool:
         """Whether the two texts' 3-gram sets share at least ``SIMILAR_SYSTEM`` of their union."""
+        native = speedups.native  # the C count (ASCII texts of 20 words or more), else the packed arrays
+        if native is not None:
+            head_a, head_b = a[:SYSTEM_COMPARED], b[:SYSTEM_COMPARED]
+            if head_a.isascii() and head_b.isascii():
+                counts = native.gram_counts(head_a.encode("ascii"), head_b.encode("ascii"))
+                if counts is not None:
+                    shared, both = counts
+                    return shared / (both - shared) >= SIMILAR_SYSTEM
         generation = self.generation
         grams_a = self.of(a)
         grams_b = self.of(b)
@@ -906,9 +921,9 @@ def _breaks_inside_reply(earlier: Call, prompt: np.ndarray) -> bool:
         return False  # the prompt does not start with the earlier prompt
     sampled = earlier.sampled_ids
     n_end = n_e + sampled.shape[0]
-    if n >= n_end and (prompt[n_e:n_end] == sampled).all():
+    if n >= n_end and _first_difference(prompt[n_e:n_end], sampled) == n_end - n_e:
         return False  # it shares the earlier call's end ids, or breaks before its sampled span
-    return n_e == 0 or same_memory(prompt, mine) or bool((prompt[:n_e] == mine).all())
+    return n_e == 0 or same_memory(prompt, mine) or _first_difference(prompt[:n_e], mine) == n_e
 
 
 def _key(ids: np.ndarray, wide: bool) -> bytes:

@@ -14,7 +14,17 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-ABI = 1  # the functions this Python side calls (the module's ABI constant must match)
+ABI = 2  # the functions this Python side calls (the module's ABI constant must match)
+# A build without one of these (an old .so left in place by an editable install) is not used.
+FUNCTIONS = (
+    "sampled_entries",
+    "plain_ids",
+    "int32_ids",
+    "gram_counts",
+    "token_id_list",
+    "first_difference",
+    "identity_repeats",
+)
 
 
 def _load() -> ModuleType | None:
@@ -24,7 +34,9 @@ def _load() -> ModuleType | None:
         from rollout_graph.ingest import _speedups
     except ImportError:  # not built (no compiler at install time): the Python path
         return None
-    return _speedups if getattr(_speedups, "ABI", None) == ABI else None
+    if getattr(_speedups, "ABI", None) != ABI or not all(hasattr(_speedups, name) for name in FUNCTIONS):
+        return None  # a stale build: the Python path (pip install -e . builds it again)
+    return _speedups
 
 
 native: ModuleType | None = _load()

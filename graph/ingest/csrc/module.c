@@ -5,6 +5,10 @@ static PyMethodDef methods[] = {
     {"sampled_entries", rg_sampled_entries, METH_O, rg_sampled_entries_doc},
     {"plain_ids", rg_plain_ids, METH_O, rg_plain_ids_doc},
     {"int32_ids", rg_int32_ids, METH_O, rg_int32_ids_doc},
+    {"gram_counts", (PyCFunction)(void (*)(void))rg_gram_counts, METH_FASTCALL, rg_gram_counts_doc},
+    {"token_id_list", rg_token_id_list, METH_O, rg_token_id_list_doc},
+    {"first_difference", (PyCFunction)(void (*)(void))rg_first_difference, METH_FASTCALL, rg_first_difference_doc},
+    {"identity_repeats", rg_identity_repeats, METH_O, rg_identity_repeats_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -26,7 +30,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     /* Raised when the Python side expects functions this build does not have. */
-    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,4 +21,20 @@ extern const char rg_plain_ids_doc[];
 PyObject *rg_int32_ids(PyObject *module, PyObject *values);
 extern const char rg_int32_ids_doc[];
 
+/* glue.c: two ASCII texts' word 3-gram counts (analysis/near_miss._SystemGrams.similar). */
+PyObject *rg_gram_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+extern const char rg_gram_counts_doc[];
+
+/* glue.c: the token_id:N texts check (ingest/tokens.py). */
+PyObject *rg_token_id_list(PyObject *module, PyObject *joined);
+extern const char rg_token_id_list_doc[];
+
+/* glue.c: where two id arrays first differ (analysis/near_miss._first_difference). */
+PyObject *rg_first_difference(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+extern const char rg_first_difference_doc[];
+
+/* glue.c: whether a line lists one identity key twice (ingest/reading._duplicate_identity_key). */
+PyObject *rg_identity_repeats(PyObject *module, PyObject *raw);
+extern const char rg_identity_repeats_doc[];
+
 #endif
