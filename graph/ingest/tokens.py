@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest import limits
-from rollout_graph.ingest import speedups
+from rollout_graph.ingest import limits, speedups
 from rollout_graph.ingest.speedups import native
 
 INVALID_ID = -1
