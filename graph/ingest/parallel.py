@@ -564,9 +564,11 @@ def _sequential(sources: list[Source], progress: ProgressFn | None, sizes: list[
 # cover as raw bytes (a prompt is an offset into it), so the parent only unpickles calls and
 # views (docs/performance.md, "Two cores").
 
-# Below this the helper's fork, line count and transfer eat what its part saves: the 225 MB flat
-# benchmark trace (0.2 s of parse) lost to one process after the merge (docs/performance.md).
-TWO_PART_MIN_BYTES = 256 << 20
+# Below this the helper's fork, line count and transfer eat what its part saves. With the C
+# speedups a quiet machine's two parts win from the smallest file measured (bench_two_cores.py,
+# 2026-12-02: 56 MB flat 0.92x the floor against 1.01x in one process; 97 MB vllm 0.87 against
+# 1.02; the 225 MB flat trace 0.61 against 0.77): docs/performance.md, "Two cores".
+TWO_PART_MIN_BYTES = 64 << 20
 # Cores free for the helper, measured now (free_cores_now over the console command's start-up:
 # cpu_window.mark_start), that the two-part read needs to be used without being asked (workers=2).
 # On a quiet machine it wins (bench_two_cores.py, load 0.2-0.6: 0.99x the floor against 1.24x);
