@@ -153,6 +153,24 @@ class LogprobColumns:
     def __repr__(self) -> str:
         return f"LogprobColumns(tokens={self.tokens!r}, logprobs={self.logprobs!r}, lengths={self.lengths!r})"
 
+    def __eq__(self, other: object) -> bool:
+        """Equal columns (what the dataclass this was compared: every field, the arrays by value;
+        the lazy lists compare as the lists they stand for)."""
+        if not isinstance(other, LogprobColumns):
+            return NotImplemented
+        fields = ("tokens", "logprobs", "lengths", "alt_tokens", "alt_logprobs", "top", "located", "joined", "id_texts")
+        if any(getattr(self, name) != getattr(other, name) for name in fields):
+            return False
+        return all(_same_array(getattr(self, name), getattr(other, name)) for name in ("logprob_array", "floats"))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+
+def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
 
 def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
     tops = [e.top_logprobs or () for e in entries]
