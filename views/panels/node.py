@@ -137,6 +137,9 @@ def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
 
 
 TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
+# the six labels side by side in the detail pane at 1440 px wide (376 px): Streamlit's 1 rem between
+# tabs leaves "Raw JSON" behind a scroll arrow; 0.4 rem fits them with room for a 4-digit findings count
+TABS_STYLE = "<style>.st-key-rg-detail [data-testid='stTabs'] [role='tablist']{gap:0.4rem}</style>"
 
 
 def worst_token(rollout: Rollout, i: int) -> tuple[int, float] | None:

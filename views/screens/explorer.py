@@ -61,6 +61,7 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         st.session_state[tab_key] = labels[0]
     elif shown is not None and shown not in labels:  # the findings count changed (a live trace)
         st.session_state[tab_key] = next((t for t in labels if t.split(" (")[0] == shown.split(" (")[0]), labels[0])
+    st.html(node_view.TABS_STYLE)  # every label readable in the pane, none behind a scroll arrow
     tokens, facts, messages, sequence, findings, raw = st.tabs(labels, key=tab_key, on_change="rerun")
     if tokens.open:
         with tokens:
@@ -89,7 +90,13 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
 def link_notice(workspace, rollout) -> None:
     """A link that names what these traces lack says so (its URL is kept); the page opens normally."""
     missed = state.link_missed()
-    if missed:
+    if missed and missed[0] is None:
+        st.warning(
+            f"This link names call {md(missed[1])} but no rollout: it lacks `session=`. A link to a call holds "
+            "both, `session=` (the rollout's id) and `node=` (the call's id), as the links the app writes do. "
+            f"Showing rollout {md(rollout.session_id)}; the link is kept until you choose a call or rollout."
+        )
+    elif missed:
         wanted = f"call {md(missed[1])} of rollout {md(missed[0])}" if missed[1] else f"rollout {md(missed[0])}"
         st.warning(
             f"This link points to {wanted}: no rollout '{md(missed[0])}' in these traces ({md(workspace.label)}). "
