@@ -61,7 +61,6 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         st.session_state[tab_key] = labels[0]
     elif shown is not None and shown not in labels:  # the findings count changed (a live trace)
         st.session_state[tab_key] = next((t for t in labels if t.split(" (")[0] == shown.split(" (")[0]), labels[0])
-    st.html(node_view.TABS_STYLE)  # every label readable in the pane, none behind a scroll arrow
     tokens, facts, messages, sequence, findings, raw = st.tabs(labels, key=tab_key, on_change="rerun")
     if tokens.open:
         with tokens:
@@ -166,6 +165,9 @@ def selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_ke
 
 def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
     link_notice(workspace, rollout)
+    # the detail's six tab labels in its pane at 1440 px, none behind a scroll arrow: in the page before
+    # the tabs are drawn (Streamlit decides on the arrow when they are, not when a style comes later)
+    st.html(node_view.TABS_STYLE)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
     hits = find_view.search_panel(rollout, rollout_decoder, view_key)
