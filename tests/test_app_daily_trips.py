@@ -49,6 +49,9 @@ def test_corpus_table_shows_missing_values_as_a_dash_and_counts_on_integer_ticks
     table = at.dataframe[0]
     assert table.value.isna().any().any()  # the audit has missing values (no reward, no signals) ...
     assert table.proto.placeholder == MISSING == "—"  # ... shown as an em dash, not "None"
+    histogram = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Trainable tokens" in c.proto.spec)
+    tokens_axis = histogram["layout"]["xaxis"]  # token counts: whole ticks from 0 as well
+    assert tokens_axis["tick0"] == 0 and isinstance(tokens_axis["dtick"], int) and tokens_axis["dtick"] >= 1
     axes = count_axes(at)
     assert axes
     for axis in axes:  # counts: integer ticks from 0, never 0.5

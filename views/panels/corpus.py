@@ -221,7 +221,8 @@ def render(cli_directories: list[str]) -> None:
         # not a bar across the chart on an axis of 171.4016k, 171.4018k ...
         size = max(1, math.ceil(top / 30))
         histogram.update_traces(xbins={"start": 0, "end": top + size, "size": size})
-        histogram.update_xaxes(range=[0, top + size], tickformat=",")
+        # token counts: whole-number ticks too (plotly ticks 0.5 on an axis up to 3)
+        histogram.update_xaxes(range=[0, top + size], tickformat=",", tick0=0, dtick=count_step(top + size))
         per_bin = (shown["n_trainable_tokens"].dropna() // size).value_counts()
         count_axis(histogram, int(per_bin.max()) if len(per_bin) else 0)
         left.plotly_chart(histogram, width="stretch")
