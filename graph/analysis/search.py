@@ -197,8 +197,20 @@ def message_text(message: Any) -> str:
 
 
 def snippet(text: str, start: int, end: int, width: int = SNIPPET) -> str:
-    """The match with ``width`` characters either side, on one line, ``…`` where cut."""
+    """The match with about ``width`` characters either side, on one line, ``…`` where cut. A cut
+    inside a word moves to that word's edge (the snippet starts at the word after it and ends at the
+    word before it), never into the match and at most ``width // 2`` characters: a longer word
+    (a path, a hash) is cut where it falls rather than leaving the match without context."""
     lo, hi = max(0, start - width), min(len(text), end + width)
+    reach = width // 2
+    if 0 < lo < start and not text[lo - 1].isspace() and not text[lo].isspace():
+        space = next((k for k in range(lo, min(start, lo + reach)) if text[k].isspace()), None)
+        if space is not None:
+            lo = space + 1  # the first whole word
+    if end < hi < len(text) and not text[hi - 1].isspace() and not text[hi].isspace():
+        space = next((k for k in range(hi - 1, max(end, hi - 1 - reach) - 1, -1) if text[k].isspace()), None)
+        if space is not None:
+            hi = space  # the last whole word
     body = " ".join(text[lo:hi].split())
     return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
 

@@ -43,8 +43,12 @@ ORIGIN_STYLE = f"background:{ORIGIN_BACKGROUND};color:#2e1065"  # context the po
 REINSERTED_STYLE = (
     "background:#fef3c7;color:#78350f;outline:1px dashed #d97706;outline-offset:-1px"  # its text, re-inserted
 )
+# a line breaks between tokens, not inside one ("<1234>" of a trace without a tokenizer stays whole):
+# no break-all; the zero-width space after each token (generated, so never copied) is where a line may
+# break; a single token wider than the pane still wraps (overflow-wrap) instead of running out of it
 TOKEN_STYLE = (
-    "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;word-break:break-all"
+    "padding:1px 1px;margin:0 1px 1px 0;border-radius:3px;display:inline;white-space:pre-wrap;"
+    "word-break:normal;overflow-wrap:anywhere"
 )
 
 
@@ -56,6 +60,7 @@ def _stylesheet() -> str:
     rules = [
         ".rg-tokens{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.75}",
         f".rg-t{{{TOKEN_STYLE}}}",
+        '.rg-t::after{content:"\\200b"}',
         f".rg-c{{{CONTEXT_STYLE}}}",
         f".rg-u{{{UNTRAINED_STYLE}}}",
         ".rg-s{font-weight:600;font-style:italic}",

@@ -178,6 +178,25 @@ def _count(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+MISSING = "—"  # what the table shows for a value the audit has not (not "None")
+
+
+def count_step(most: int) -> int:
+    """The tick step of an axis of counts up to ``most``: 1, 2 or 5 times a power of ten, about five
+    ticks, never a fraction (plotly's own choice gives 0.5 steps to counts up to 4)."""
+    power = 1
+    while True:
+        for step in (power, 2 * power, 5 * power):
+            if most <= 5 * step:
+                return step
+        power *= 10
+
+
+def count_axis(fig, most: int) -> None:
+    """Integer ticks from 0 on the y axis of a chart of counts."""
+    fig.update_yaxes(tick0=0, dtick=count_step(most), tickformat=",d", rangemode="tozero")
+
+
 def render(cli_directories: list[str]) -> None:
     if st.session_state.pop(state.GOTO_EXPLORER, False):
         st.switch_page(st.session_state[state.PAGES]["explorer"]) if state.PAGES in st.session_state else None
@@ -202,20 +221,22 @@ def render(cli_directories: list[str]) -> None:
         # not a bar across the chart on an axis of 171.4016k, 171.4018k ...
         size = max(1, math.ceil(top / 30))
         histogram.update_traces(xbins={"start": 0, "end": top + size, "size": size})
-        histogram.update_xaxes(range=[0, top + size], tickformat=",")
+        # token counts: whole-number ticks too (plotly ticks 0.5 on an axis up to 3)
+        histogram.update_xaxes(range=[0, top + size], tickformat=",", tick0=0, dtick=count_step(top + size))
+        per_bin = (shown["n_trainable_tokens"].dropna() // size).value_counts()
+        count_axis(histogram, int(per_bin.max()) if len(per_bin) else 0)
         left.plotly_chart(histogram, width="stretch")
         counts = pd.Series([c for cs in shown["finding_codes"].dropna() for c in cs]).value_counts()
         if len(counts):
-            right.plotly_chart(
-                px.bar(
-                    x=[plot(code, 40) for code in counts.index],
-                    y=counts.values,
-                    labels={"x": "finding", "y": "rollouts"},
-                    title="Findings",
-                    height=280,
-                ),
-                width="stretch",
+            bars = px.bar(
+                x=[plot(code, 40) for code in counts.index],
+                y=counts.values,
+                labels={"x": "finding", "y": "rollouts"},
+                title="Findings",
+                height=280,
             )
+            count_axis(bars, int(counts.max()))
+            right.plotly_chart(bars, width="stretch")
     errors = int(shown["error"].notna().sum())
     st.caption(
         f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
@@ -226,7 +247,7 @@ def render(cli_directories: list[str]) -> None:
         st.warning(md(st.session_state.pop(NOTICE)))
     st.dataframe(
         shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
-        on_select=partial(_open_picked, shown, cli_directories),
+        on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
     )  # fmt: skip
 
 

@@ -137,6 +137,15 @@ def facts_panel(rollout: Rollout, i: int, decoder: Decoder) -> None:
 
 
 TAB_NAMES = ("Tokens", "Facts", "Messages", "Sequence", "Findings", "Raw JSON")
+# the six labels side by side in the detail pane at 1440 px wide (376 px): Streamlit's 1 rem between
+# tabs leaves "Raw JSON" behind a scroll arrow; 0.4 rem fits them with room for a 4-digit findings count.
+# Streamlit shows its arrow when the tab list's own box is resized or scrolled, not when its content
+# narrows (a style or the page's font applied after the first measure): the list as wide as its labels (at most
+# the pane) is resized then, so the arrow follows what is drawn
+TABS_STYLE = (
+    "<style>.st-key-rg-detail [data-testid='stTabs'] [role='tablist']"
+    "{gap:0.4rem;width:max-content;max-width:100%}</style>"
+)
 
 
 def worst_token(rollout: Rollout, i: int) -> tuple[int, float] | None:

@@ -89,7 +89,13 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
 def link_notice(workspace, rollout) -> None:
     """A link that names what these traces lack says so (its URL is kept); the page opens normally."""
     missed = state.link_missed()
-    if missed:
+    if missed and missed[0] is None:
+        st.warning(
+            f"This link names call {md(missed[1])} but no rollout: it lacks `session=`. A link to a call holds "
+            "both, `session=` (the rollout's id) and `node=` (the call's id), as the links the app writes do. "
+            f"Showing rollout {md(rollout.session_id)}; the link is kept until you choose a call or rollout."
+        )
+    elif missed:
         wanted = f"call {md(missed[1])} of rollout {md(missed[0])}" if missed[1] else f"rollout {md(missed[0])}"
         st.warning(
             f"This link points to {wanted}: no rollout '{md(missed[0])}' in these traces ({md(workspace.label)}). "
@@ -159,6 +165,9 @@ def selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_ke
 
 def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
     link_notice(workspace, rollout)
+    # the detail's six tab labels in its pane at 1440 px, none behind a scroll arrow: in the page before
+    # the tabs are drawn (Streamlit decides on the arrow when they are, not when a style comes later)
+    st.html(node_view.TABS_STYLE)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
     hits = find_view.search_panel(rollout, rollout_decoder, view_key)

@@ -21,7 +21,7 @@ NODE_AT = "rg_node_at"  # (file, line) of the selected call's record, as a link 
 HIGHLIGHT = "rg_highlight"  # node chosen outside the chart (deep link, finding, picker)
 URL_SYNCED = "rg_url_synced"  # (session, node) as last written to the URL
 SEEN = "rg_seen"  # last value seen from each selection widget
-LINK_MISSED = "rg_link_missed"  # (session, node) of a link these traces do not hold: kept in the URL, named
+LINK_MISSED = "rg_link_missed"  # (session, node) of a link these traces do not hold (session None: it names none): kept in the URL, named
 PAGES = "rg_pages"  # the st.navigation pages, by name, for st.switch_page
 GOTO_EXPLORER = "rg_goto_explorer"  # set by a corpus row; the corpus page then switches pages
 SOURCE = "rg_source"  # sidebar: which kind of source
@@ -141,8 +141,11 @@ def current_session(session_ids: list[str], default: str) -> str:
         st.session_state[NODE_AT] = link_location() if node else None
         st.session_state[HIGHLIGHT] = node
         # a link to a rollout these traces lack keeps its URL (the page says so) until a choice is made
+        # ... and so does a link to a call that names no rollout (``?node=`` without ``session=``)
         st.session_state[LINK_MISSED] = (
-            (url_session, url_node) if url_session and url_session not in session_ids else None
+            (url_session, url_node)
+            if (url_session and url_session not in session_ids) or (url_node and not url_session)
+            else None
         )
     elif (
         _history_navigation()
@@ -168,8 +171,9 @@ def _history_navigation() -> bool:
     return ctx is None or bool(getattr(ctx, "is_history_navigation", True))
 
 
-def link_missed() -> tuple[str, str | None] | None:
-    """(session, node) of the link that opened this page when these traces have no such rollout."""
+def link_missed() -> tuple[str | None, str | None] | None:
+    """(session, node) of the link that opened this page when these traces have no such rollout, or
+    (None, node) for a link to a call that names no rollout."""
     return st.session_state.get(LINK_MISSED)
 
 
