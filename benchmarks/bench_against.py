@@ -27,13 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_cold import interleaved, load_text, package_env, write_bytecode  # noqa: E402
-
-RUNNER = (
-    "import gc, sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); gc.disable(); "
-    "from rollout_graph.cli import one_blas_thread; one_blas_thread(); "
-    "from rollout_graph.ingest import parallel as p; p.TWO_PART_MIN_FREE_CORES = float('inf'); "
-    "from rollout_graph.cli import main; sys.exit(main())"
-)
+from bench_two_cores import RUNNER  # noqa: E402  # its first argument "inf": never two parts
 
 
 def command(checkout: Path, trace: Path, pycache: Path) -> tuple[list[str], dict[str, str], None]:
@@ -43,7 +37,7 @@ def command(checkout: Path, trace: Path, pycache: Path) -> tuple[list[str], dict
         python = str(venv)
     else:
         python, env = sys.executable, env | {"PYTHONPATH": str(checkout)}
-    return [python, "-c", RUNNER, "inspect", "--json", "--no-cache", str(trace)], env, None
+    return [python, "-c", RUNNER, "inf", "inspect", "--json", "--no-cache", str(trace)], env, None
 
 
 def main() -> None:

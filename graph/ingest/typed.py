@@ -387,19 +387,25 @@ def _from_native(got: tuple, span: bytes, file: FileRef, offset: int) -> Logprob
     floats = np.frombuffer(data, dtype=np.float64).copy()  # owned and writable, as np.array's
     # _check's value: the joined text (or the tokens' tuple) and the array's bytes
     check = hash((tuple(tokens) if joined is None else joined, data))
-    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
-    return LogprobColumns(
+    return _deferred(
+        span,
+        file,
+        offset,
+        rows,
+        check,
         tokens=tokens,
         logprobs=None,
-        lengths=[],
-        alt_tokens=[],
-        alt_logprobs=[],
-        top=TopK.deferred(rows, load),
         joined=joined,
         logprob_array=floats if nonpositive else None,
         floats=floats,
         id_texts=id_texts,
     )
+
+
+def _deferred(span: bytes, file: FileRef, offset: int, rows: int, check: int, **sampled) -> LogprobColumns:
+    """The sampled columns given, the alternatives left in the file (read back by ``check``)."""
+    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
+    return LogprobColumns(lengths=[], alt_tokens=[], alt_logprobs=[], top=TopK.deferred(rows, load), **sampled)
 
 
 def _sampled_python(span: bytes, file: FileRef, offset: int) -> LogprobColumns | None:
@@ -418,14 +424,14 @@ def _sampled_python(span: bytes, file: FileRef, offset: int) -> LogprobColumns |
     tokens, logprobs = [e.token for e in entries], [e.logprob for e in entries]
     joined, (floats, nonpositive) = joined_tokens(tokens), exact_floats(logprobs)
     check = _check(tokens, logprobs, joined, floats)
-    load = DeferredTop(file, offset, len(span), rows, span[:_PROBE], span[-_PROBE:], check)
-    return LogprobColumns(
+    return _deferred(
+        span,
+        file,
+        offset,
+        rows,
+        check,
         tokens=tokens,
         logprobs=logprobs,
-        lengths=[],
-        alt_tokens=[],
-        alt_logprobs=[],
-        top=TopK.deferred(rows, load),
         joined=joined,
         logprob_array=floats if nonpositive else None,
     )
