@@ -43,7 +43,7 @@ native: ModuleType | None = _load()
 
 
 def status() -> str:
-    """One line for ``--version`` style reports and tests: whether the speedups are in use."""
+    """Whether the speedups are in use, and if not why (tests/test_speedups_build.py)."""
     if native is not None:
         return "on"
     return "off (ROLLOUT_GRAPH_SPEEDUPS)" if os.environ.get("ROLLOUT_GRAPH_SPEEDUPS") else "off (not built)"

@@ -298,21 +298,29 @@ _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 
 
 def _check(
-    tokens: list, logprobs: list, joined: str | None = None, floats: np.ndarray | None = None, numbers: bool = True
+    tokens: list | None,
+    logprobs: list | None,
+    joined: str | None = None,
+    floats: np.ndarray | None = None,
+    numbers: bool = True,
 ) -> int:
     """A hash of the entries' sampled tokens and logprobs. The tokens are hashed as their joined
     text when :func:`joined_tokens` gives one (one string to hash instead of a tuple of them; the
     text stands for exactly those tokens), else as a tuple; the logprobs as the bytes of
     :func:`exact_floats` when it gives an array, else as a tuple. ``joined`` and ``floats``: those,
-    when known; ``numbers`` as for exact_floats. Either form tells apart at least what the tuple
-    hash does (equal numbers hash alike there too: ``hash(1) == hash(1.0) == hash(True)``)."""
+    when known (``tokens`` may then be None when ``joined`` is given, ``logprobs`` when ``floats``
+    is: the C scanner's columns); ``numbers`` as for exact_floats. Either form tells apart at least
+    what the tuple hash does (equal numbers hash alike there too: ``hash(1) == hash(1.0) ==
+    hash(True)``)."""
     if joined is None:
+        assert tokens is not None
         joined = joined_tokens(tokens)
     if floats is None:
+        assert logprobs is not None
         floats = exact_floats(logprobs, numbers)[0]
-    sampled = tuple(tokens) if joined is None else joined
+    sampled = tuple(tokens or ()) if joined is None else joined
     try:
-        return hash((sampled, tuple(logprobs) if floats is None else floats.tobytes()))
+        return hash((sampled, tuple(logprobs or ()) if floats is None else floats.tobytes()))
     except TypeError:  # a list or an object read by the generic parser: matches no load's hash
         return -1  # (CPython's hash() is never -1)
 
@@ -385,8 +393,7 @@ def _from_native(got: tuple, span: bytes, file: FileRef, offset: int) -> Logprob
     :func:`_sampled_python` gives, the tokens and logprobs lists built only when read."""
     rows, joined, tokens, data, nonpositive, id_texts = got
     floats = np.frombuffer(data, dtype=np.float64).copy()  # owned and writable, as np.array's
-    # _check's value: the joined text (or the tokens' tuple) and the array's bytes
-    check = hash((tuple(tokens) if joined is None else joined, data))
+    check = _check(tokens, None, joined, floats)  # what decode_top checks a read-back span by
     return _deferred(
         span,
         file,
