@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import generate  # noqa: E402
 
-from tests.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
+from tests.support.browser import DAG_JS, browser_page, click_until, node_position, running_app, wait_ready  # noqa: E402
 
 # CALLSxMAX_CONTEXT[xSUMMARY_TOKENS]: 200 calls with 64k contexts; 1,000 calls compacted at 8k
 # tokens; 5,000 calls compacted at 4.5k tokens into 300-token summaries: 630 MB, the size of the

@@ -1,6 +1,6 @@
 """``rollout-graph bundle`` build time and file size at 1,000 and 5,000 calls.
 
-``python benchmarks/bench_bundle.py [--calls 1000 5000]`` builds a harness-shaped rollout (tests/builders.py
+``python benchmarks/bench_bundle.py [--calls 1000 5000]`` builds a harness-shaped rollout (tests/support/builders.py
 ``agent_records``), then times ``rollout_graph.reports.bundle.bundle_html`` (best of three, warm:
 the rollout is analysed once before) with every call's detail when it fits the default budget,
 with only a chosen call (``--node``), and with every call forced in (a budget of 1 GB), and prints
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rollout_graph.analysis.decode import TraceTextDecoder  # noqa: E402
 from rollout_graph.reports.bundle import BundleOptions, bundle_html  # noqa: E402
-from tests.builders import agent_records, rollout_of  # noqa: E402
+from tests.support.builders import agent_records, rollout_of  # noqa: E402
 
 
 def measure(rollout, options: BundleOptions, repeat: int = 3) -> tuple[float, int]:

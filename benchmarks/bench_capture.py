@@ -1,6 +1,6 @@
 """The capture proxy's cost: added latency per call, alone and with many concurrent sessions.
 
-The fake vLLM-shaped engine (tests/fake_upstream.py) and ``rollout-graph capture`` run as their
+The fake vLLM-shaped engine (tests/support/fake_upstream.py) and ``rollout-graph capture`` run as their
 own processes, as in real use; this process is the harness. The machine is usually shared: every
 figure is printed with the load average next to it, and latencies are compared in pairs (the
 same call straight to the engine and through the proxy, back to back, the order rotating).
@@ -281,7 +281,7 @@ def main() -> int:
 
     engine_port = free_port()
     engine_url = f"http://127.0.0.1:{engine_port}"
-    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port)])
+    engine = start([sys.executable, "-m", "tests.support.fake_upstream", str(engine_port)])
     try:
         wait_up(engine_url, engine)
         if args.calls:
@@ -303,7 +303,7 @@ def main() -> int:
 
     # A fresh engine with chunk delays (closer to a real engine): the loaded latency, then the
     # concurrency check on a fresh proxy and capture folder.
-    engine = start([sys.executable, "-m", "tests.fake_upstream", str(engine_port), str(args.delay)])
+    engine = start([sys.executable, "-m", "tests.support.fake_upstream", str(engine_port), str(args.delay)])
     out = Path(tempfile.mkdtemp(prefix="bench-capture-"))
     proxy_port = free_port()
     proxy_url = f"http://127.0.0.1:{proxy_port}"

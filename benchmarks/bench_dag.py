@@ -1,7 +1,7 @@
 """DAG figure build time and size at 1,000 and 5,000 calls (what the browser receives for the chart).
 
 ``python benchmarks/bench_dag.py [--calls 1000 5000]`` builds a harness-shaped rollout (long agent
-chains with retries, compactions, subagents: tests/builders.py ``agent_records``), then times
+chains with retries, compactions, subagents: tests/support/builders.py ``agent_records``), then times
 ``rollout_graph.ui.builders.dag.dag_figure`` and measures its JSON, with linear chains collapsed (the default) and
 with every call drawn (``collapse=False``). Prints one line per case.
 """
@@ -18,7 +18,7 @@ import plotly.io as pio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rollout_graph.ui.builders.dag import dag_figure  # noqa: E402
-from tests.builders import agent_records, rollout_of  # noqa: E402
+from tests.support.builders import agent_records, rollout_of  # noqa: E402
 
 
 def measure(rollout, repeat: int = 3, **options) -> tuple[float, int, int]:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_app import SEARCHES, server_cpu  # noqa: E402
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, click_until, node_position, running_app, wait_ready  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, click_until, node_position, running_app, wait_ready  # noqa: E402
 
 INSTRUMENT = """() => {
   if (window.__rgT) return;

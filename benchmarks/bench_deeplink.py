@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_app import server_cpu  # noqa: E402
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, running_app, wait_ready  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, running_app, wait_ready  # noqa: E402
 
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 VIEW = {"width": 1440, "height": 900}

@@ -131,7 +131,7 @@ def tail(records: list[bytes], folder: Path, appends: int) -> None:
 
 
 def app(records: list[bytes], folder: Path, appends: int) -> None:
-    from tests.browser import DAG_JS, browser_page, running_app, wait_ready
+    from tests.support.browser import DAG_JS, browser_page, running_app, wait_ready
 
     capture = folder / "capture"
     capture.mkdir()

@@ -24,7 +24,7 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, READY_JS, node_position, running_app  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DAG_JS, READY_JS, node_position, running_app  # noqa: E402
 
 ANSWERED_JS = (
     "() => !!document.querySelector('.rg-node-title') && !document.querySelector('[data-testid=\"stStatusWidget\"]')"

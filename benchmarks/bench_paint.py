@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_app import key_steps, search_steps, server_cpu, server_process  # noqa: E402
 
-from tests.browser import (  # noqa: E402
+from tests.support.browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     DAG_JS,

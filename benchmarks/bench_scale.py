@@ -41,8 +41,8 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.builders import Turn, vllm_chat  # noqa: E402
-from tests.hostile import long_document  # noqa: E402
+from tests.support.builders import Turn, vllm_chat  # noqa: E402
+from tests.support.hostile import long_document  # noqa: E402
 
 
 def _write_lines(path: Path, records) -> None:

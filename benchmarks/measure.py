@@ -1,7 +1,7 @@
 """Run one CLI command in this process and report its peak resident memory on stderr.
 
 ``python benchmarks/measure.py [--naive] inspect PATH --json``: ``--naive`` swaps the fast
-linking for the reference implementation in tests/reference.py (a scan over every node for
+linking for the reference implementation in tests/support/reference.py (a scan over every node for
 every insert, on Python lists), so the whole process can be compared end to end.
 """
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def naive_token_parents(calls):
-    from tests.reference import reference_token_parents
+    from tests.support.reference import reference_token_parents
 
     return reference_token_parents(
         [(None if c.prompt_ids is None else c.prompt_ids.tolist(), c.sampled_ids.tolist()) for c in calls]

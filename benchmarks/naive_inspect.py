@@ -1,6 +1,6 @@
 """A naive whole-process `inspect` for the baseline: the SPEC written down directly.
 
-Standard-library JSON, token ids in Python lists, and tests/reference.py's linking (every arrival
+Standard-library JSON, token ids in Python lists, and tests/support/reference.py's linking (every arrival
 scans every node, for rule 1 and again for rule 2). Reads the vLLM chat JSONL that
 benchmarks/synthetic.py writes. ``python benchmarks/naive_inspect.py TRACE.jsonl``.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.reference import reference_token_parents  # noqa: E402
+from tests.support.reference import reference_token_parents  # noqa: E402
 
 
 def main(path: str) -> None:

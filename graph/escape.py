@@ -19,7 +19,7 @@ controls (U+202A-202E, U+2066-2069, U+200E/200F, U+061C), which would reorder wh
   survives), newlines and tabs become spaces. GitHub-style autolinks (``http://...``, ``www.``,
   e-mail addresses) are found in the text after escapes are undone, so escaping cannot stop them:
   an invisible word joiner (U+2060) after ``http``, ``www`` and ``@`` breaks each one
-  (tests/test_browser_hostile.py checks it in Chromium). ``md_escape`` is the older name of ``md``.
+  (tests/browser/test_browser_hostile.py checks it in Chromium). ``md_escape`` is the older name of ``md``.
 - :func:`plot`: for plotly text (node labels, axis ticks, hover), which renders a subset of HTML
   (``<a href>``, ``<b>``, ``<br>``): HTML-escaped, ``$`` as an entity (no LaTeX).
 - :func:`html_text`: for text and attribute values in ``st.html`` fragments and HTML files

@@ -2,7 +2,7 @@
 
 ``rollout_graph.core`` holds the data and the exact-prefix rules; ``rollout_graph.analysis`` computes
 what is derived from them. This module is the one place that runs both in order, so neither layer
-imports the other's callers (tests/test_layers.py keeps it so).
+imports the other's callers (tests/project/test_layers.py keeps it so).
 """
 
 from __future__ import annotations

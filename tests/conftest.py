@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import socket
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,9 +28,10 @@ if "ROLLOUT_GRAPH_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["ROLLOUT_GRAPH_CACHE"], True)
 
 
-# A test that drives the app in Chromium says so: `pytestmark = [pytest.mark.browser, pytest.mark.slow]`
-# in its file (or the two marks on the test). A test that opens a browser page without the mark
-# fails at collection, so `-m "not browser"` never starts Chromium by surprise.
+# A test that drives the app in Chromium lives in tests/browser/ (marked browser and slow by its
+# folder) or says so itself: `pytestmark = [pytest.mark.browser, pytest.mark.slow]`. A test that
+# opens a browser page without the marks fails at collection, so `-m "not browser"` never starts
+# Chromium by surprise.
 _BROWSER_USES = ("browser_page(", "require_chromium(")
 
 
@@ -47,8 +49,25 @@ def _uses_the_browser(item) -> bool:
     return False
 
 
+# Markers set per folder: every test under tests/browser/ drives Chromium.
+FOLDER_MARKS = {"browser": ("browser", "slow")}
+_TESTS = Path(__file__).resolve().parent
+
+
+def _folder_of(item) -> str:
+    try:
+        return Path(str(item.path)).resolve().relative_to(_TESTS).parts[0]
+    except (ValueError, IndexError):
+        return ""
+
+
 def pytest_collection_modifyitems(config, items):
-    """Fail a test that opens a browser page without the ``browser`` and ``slow`` marks."""
+    """Mark each test by its folder, then fail a test that opens a browser page without the
+    ``browser`` and ``slow`` marks (one outside tests/browser/ must say so itself)."""
+    for item in items:
+        for mark in FOLDER_MARKS.get(_folder_of(item), ()):
+            if not item.get_closest_marker(mark):
+                item.add_marker(getattr(pytest.mark, mark))
     unmarked = [
         item.nodeid
         for item in items

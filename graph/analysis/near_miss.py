@@ -325,7 +325,7 @@ class _SystemGrams:
     distinct word, so equal words, and only those, get equal numbers) and a 3-gram is its three
     numbers packed into one integer, ``w0 << 2b | w1 << b | w2`` with ``b`` bits a number. The
     packing is one-to-one, so the intersection and union have the sizes the tuple sets have and
-    every decision is theirs (tests/test_near_miss_fast.py compares the two on random texts). A
+    every decision is theirs (tests/analysis/test_near_miss_fast.py compares the two on random texts). A
     text under 20 words keeps the set of its words, as :func:`_shingles` does.
 
     While at most ``FIRST_WORDS`` distinct words are numbered (a harness's prompts, a synthetic
@@ -446,7 +446,7 @@ class _AsciiWords:
     one string object each (hashing ~700 new strings to number them was most of a system text's
     3-grams): a word of at most 8 bytes is its bytes read as one big-endian integer, masked to its
     length (NUL-free, so two words share an integer only when they are equal); a longer word is
-    read as text. Equal words, and only those, get equal numbers (tests/test_near_miss_words.py)."""
+    read as text. Equal words, and only those, get equal numbers (tests/analysis/test_near_miss_words.py)."""
 
     __slots__ = ("text", "starts", "ends", "heads")
 
@@ -1171,7 +1171,7 @@ def _prompt_groups(
     that can be a twin are added, since an identical prompt has the same length: to ``same`` the
     calls of a length some explained root has, to ``siblings`` the calls that share their parent and
     length with another call. The lookups answer what they answer with every call added
-    (tests/test_near_miss_fast.py), at a fraction of the fingerprints. ``n_prompts``: every call's
+    (tests/analysis/test_near_miss_fast.py), at a fraction of the fingerprints. ``n_prompts``: every call's
     ``n_prompt``, when the caller has them."""
     n = [c.n_prompt for c in calls] if n_prompts is None else n_prompts
     prompted = [i for i, k in enumerate(n) if k]  # (a call without prompt ids has n_prompt 0)

@@ -32,7 +32,7 @@ class _HelpFormatter(argparse.HelpFormatter):
     A parser builds a formatter for every argument it adds (to check its metavar), and argparse's
     asks the terminal's width at once, importing :mod:`shutil` and with it bz2 and lzma: 3 ms of
     every command's start-up (docs/performance.md). The width and the help column are worked out
-    as argparse works them out, on first use (tests/test_cold_start.py compares every verb's help
+    as argparse works them out, on first use (tests/cli/test_cold_start.py compares every verb's help
     and usage with argparse's own formatter at several terminal widths)."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):

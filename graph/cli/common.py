@@ -185,7 +185,7 @@ def settle() -> None:
 
     For a console command whose loaded traces live until it exits. The load makes next to no
     reference cycles (78 objects in the 480 MB vLLM bench trace, 50 in 100,000 malformed lines;
-    tests/test_cold_start.py keeps it so), yet each collection during the load, the analysis and
+    tests/cli/test_cold_start.py keeps it so), yet each collection during the load, the analysis and
     the JSON contract walks everything loaded so far: 0.04 s of CPU in the load and 0.05 s in the
     contract of 5,000 vLLM calls (docs/performance.md). So :func:`load_inputs` loads with the
     collector off when asked and freezes what it loaded before the collector is on again (the

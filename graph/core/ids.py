@@ -4,7 +4,7 @@ A loader's prompts of one conversation are read-only views of one id arena from 
 (rollout_graph.ingest.id_arrays): two arrays that start at the same place in memory, with the same
 strides and dtype, hold the same ids up to the shorter one's length, so their shared prefix is
 known without reading them. Everything here gives exactly what the plain numpy comparison gives
-(tests/test_linking_shared.py).
+(tests/core/test_linking_shared.py).
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def _parse_plain(text: bytes) -> tuple[np.ndarray, int] | None:
     more).
 
     Read in one C pass when the speedups are built (``_speedups.plain_ids``: the same answer,
-    tests/test_speedups_ids.py; its int64 buffer wrapped without a copy), else by
+    tests/ingest/test_speedups_ids.py; its int64 buffer wrapped without a copy), else by
     :func:`_parse_plain_python`."""
     if _NATIVE_IDS is not None:
         parsed = _NATIVE_IDS(text)
@@ -115,7 +115,7 @@ def _parse_plain_python(text: bytes) -> tuple[np.ndarray, int] | None:
     elif text[:1] == b"," or text[-1:] == b",":
         return None
     # Compact text (digits and commas): an empty element inside, ",,", is text numpy cannot read
-    # to its end (the except below; tests/test_id_text_exact.py holds numpy to it), and would
+    # to its end (the except below; tests/ingest/test_id_text_exact.py holds numpy to it), and would
     # also leave a comma the digit count below does not account for.
     try:
         if _WARNS:  # numpy 1.x: the text not read to its end is a warning, not an error
@@ -138,7 +138,7 @@ def _parse_plain_python(text: bytes) -> tuple[np.ndarray, int] | None:
     if not others and not _zero_opens(text):
         # Compact, read to its end (n elements, n - 1 commas) and nothing clamped: with no
         # element opening with a zero, each number has its element's digits (the count below
-        # would find them all; tests/test_id_text_exact.py compares it with that count).
+        # would find them all; tests/ingest/test_id_text_exact.py compares it with that count).
         return arr, top
     digits = n
     power = 10
@@ -574,13 +574,13 @@ def restore(value: Any, arrays: dict[str, Any]) -> None:
     Objects are walked before lists: every marker is an object's value, so the walk usually
     ends (all markers placed) before it reaches a long list such as a choice's ``token_ids``,
     whose elements would each be looked at for a nested value. Each marker occurs once in the
-    cut line, so the order changes nothing but the time (tests/test_restore.py compares it
+    cut line, so the order changes nothing but the time (tests/ingest/test_restore.py compares it
     with the plain walk in order).
 
     The places an engine pair holds its markers (the response's prompt ids, its first choice's
     logprob entries, the request's messages) are looked at first: a marker found there is where
     the walk would place it (it occurs once), and when that places every one the walk is not
-    made at all (tests/test_restore.py)."""
+    made at all (tests/ingest/test_restore.py)."""
     remaining = len(arrays)
     if not remaining:
         return

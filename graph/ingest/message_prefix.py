@@ -319,7 +319,7 @@ class MessageCutter:
         no marker holds: no marker is in it or straddles it. So when no ``\\u0000`` is before
         it either, nothing before it was cut, and its bytes are the line's at the same place
         without comparing them (a memchr of the line's head instead of a compare of the array's
-        ~16 KB; tests/test_message_prefix_glue.py compares both verdicts)."""
+        ~16 KB; tests/ingest/test_message_prefix_glue.py compares both verdicts)."""
         line, self._line = self._line, None
         if line is None:
             return
@@ -460,7 +460,7 @@ class MessageCutter:
         the array's end can have elements before it that parse, so when they parse there the
         first place (the search below) gives that very end too: ahead of it, no tail place's
         elements parse (each lies inside the array), and the scan then finds it
-        (tests/test_message_prefix_glue.py compares both on odd lines). Otherwise the search
+        (tests/ingest/test_message_prefix_glue.py compares both on odd lines). Otherwise the search
         below decides, as before."""
         if self._tail:
             late = raw.rfind(self._tail, first)

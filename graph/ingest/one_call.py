@@ -7,7 +7,7 @@ without reading every line before it. A link therefore carries the file and the 
 (the app writes them); :func:`read_calls_at` reads that one line and converts it with the loader's
 own per-line path (:func:`rollout_graph.ingest.reading.parse_line` then
 :func:`rollout_graph.ingest.formats.parse_value`), so the calls are the ones a whole load gives for
-that line, field for field (``tests/test_one_call.py`` checks it on every bundled sample and on odd
+that line, field for field (``tests/ingest/test_one_call.py`` checks it on every bundled sample and on odd
 inputs). Two things only a whole load knows are not applied: a node id taken earlier in the same
 rollout is renamed by the load (``id~file:line``), and messages are shared across calls (the same
 text, one copy). :func:`find_call` accepts the renamed id.

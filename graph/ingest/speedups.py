@@ -43,7 +43,7 @@ native: ModuleType | None = _load()
 
 
 def status() -> str:
-    """Whether the speedups are in use, and if not why (tests/test_speedups_build.py)."""
+    """Whether the speedups are in use, and if not why (tests/ingest/test_speedups_build.py)."""
     if native is not None:
         return "on"
     return "off (ROLLOUT_GRAPH_SPEEDUPS)" if os.environ.get("ROLLOUT_GRAPH_SPEEDUPS") else "off (not built)"

@@ -53,7 +53,7 @@ def _describe(values: list, bad: list[int], what: str) -> str:
 
 _MAX_ID = 2**63
 # A list of exact ints from 0 to 2**31 - 1 as int32 in one C pass (what the type scan and
-# np.array below give it), else None; tests/test_speedups_ids.py holds it to them.
+# np.array below give it), else None; tests/ingest/test_speedups_ids.py holds it to them.
 _NATIVE_INT32 = None if native is None else native.int32_ids  # (speedups.FUNCTIONS has it)
 
 

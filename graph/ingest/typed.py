@@ -24,7 +24,7 @@ must also be ASCII or valid UTF-8, or it takes the eager path), and the call's
 alternatives are first read (the token view, the cache writer, an export). A summary never reads
 them. Types inside the alternatives (which never produce findings: an alternative that is not an
 id is kept as text or left absent) are checked then, by the same typed-then-generic decode as the
-eager path, so the result is the same array either way (tests/test_cold_path.py).
+eager path, so the result is the same array either way (tests/ingest/test_cold_path.py).
 """
 
 from __future__ import annotations

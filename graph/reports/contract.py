@@ -14,7 +14,7 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
     """The JSON of one call in ``inspect --json``: parent, kind, role, tokens and findings.
 
     One call on its own; a session's calls are built by :class:`_Nodes`, which gives the same
-    objects (tests/test_contract_fast.py compares the two)."""
+    objects (tests/reports/test_contract_fast.py compares the two)."""
     call = rollout.calls[i]
     topo = rollout.topology
     parent = topo.parents[i]
@@ -50,7 +50,7 @@ class _Nodes:
     """Every call's JSON in a session, with what they all read worked out once: the node ids,
     the calls' lengths, the trainable flags as Python bools and the calls of the unfinished groups
     (one set, where :func:`node_json` scans every group for each call: 0.05 s on 5,000 calls). The
-    objects are :func:`node_json`'s, key for key, in the same order (tests/test_contract_fast.py)."""
+    objects are :func:`node_json`'s, key for key, in the same order (tests/reports/test_contract_fast.py)."""
 
     __slots__ = ("rollout", "ids", "trainable", "unfinished", "has_signals")
 

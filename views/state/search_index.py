@@ -11,7 +11,7 @@ takes the index through :meth:`PreparedIndex.searching`: if the build is under w
 it (and the build stops pausing, since a visitor is now waiting for it); if the build has not
 started, the search builds what it reads itself, as before, and the background build then finds
 it done. Either way the index is the same object with the same texts: built in the background or
-by the search, the hits are the same (tests/test_search_index.py).
+by the search, the hits are the same (tests/ui/test_search_index.py).
 """
 
 from __future__ import annotations

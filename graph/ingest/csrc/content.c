@@ -8,7 +8,7 @@
  * missing or repeated key, a key written with escapes, an empty array, a lone surrogate escape,
  * a logprob whose text is long or whose size is near the float limits (beyond 1e300, below
  * 1e-300, 2**53 or more), nesting deeper than MAX_DEPTH, any malformed byte. None is always a
- * correct answer: every accepted span is one msgspec decodes, to these values (tests/test_speedups_content.py).
+ * correct answer: every accepted span is one msgspec decodes, to these values (tests/ingest/test_speedups_content.py).
  *
  * Every read is bounded by the span's end: a bytes object's buffer holds one NUL byte after its
  * length (CPython's guarantee, PyBytes_AsString), and the byte loops stop at a byte NUL is not

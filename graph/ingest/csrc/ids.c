@@ -5,7 +5,7 @@
  * with no leading zero ("0" alone is one), separated by single commas, no empty element nor a
  * trailing comma, each below 2**62. Everything else (a sign, a decimal point, an exponent, a
  * string, "01", "1 2", "1,,2", "1,", a number of 2**62 or more) is None, as the Python path
- * says; tests/test_speedups_ids.py holds the two to the same answer on odd and random bytes.
+ * says; tests/ingest/test_speedups_ids.py holds the two to the same answer on odd and random bytes.
  *
  * Every read is bounded by the text's length. The ids buffer is sized by the commas the text
  * holds (an element per comma and one more, at most half the text's bytes plus one): a size

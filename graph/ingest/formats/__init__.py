@@ -41,7 +41,7 @@ _NOT_ENGINE_PAIR_KEYS = frozenset(
 
 def plain_engine_pair(record: dict) -> bool:
     """An engine pair no earlier shape test claims: its shape is known from its keys alone, in one
-    pass over them, instead of the tests one by one (tests/test_engine_pair_fast.py)."""
+    pass over them, instead of the tests one by one (tests/ingest/test_engine_pair_fast.py)."""
     return "request" in record and "response" in record and _NOT_ENGINE_PAIR_KEYS.isdisjoint(record)
 
 
