@@ -435,7 +435,9 @@ def main() -> None:
     parser.add_argument("--engine-python", help="interpreter for tools/harness_engine.py (default: TOOLS/engine/bin/python "
                         "when it exists, else this one)")  # fmt: skip
     parser.add_argument("--golden", action="store_true", help="only rewrite the golden files from the bundled traces")
-    parser.add_argument("--engine", help="use this running engine (e.g. tests/support/fake_upstream.py) and write no traces")
+    parser.add_argument(
+        "--engine", help="use this running engine (e.g. tests/support/fake_upstream.py) and write no traces"
+    )
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n]
     unknown = [n for n in names if n not in HARNESSES]
