@@ -59,6 +59,8 @@ KEEP_VIEW = "rg_keep_view"  # node id chosen by a key: the DAG keeps its view if
 WARM_CHARTS = (
     "rg_warm_charts"  # this session's pages start with a hidden chart (its code loads early); not for a deep link
 )
+LEFT_VIEW = "rg_left_view"  # the split view's left pane: the graph or the story
+GRAPH_VIEW, STORY_VIEW = "Graph", "Story"
 SPLIT_DRAWN = "rg_split_drawn"  # set once this session's split view was drawn (its first run draws the detail first)
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)

@@ -24,8 +24,8 @@ from rollout_graph.ui.builders.dag.view import DagView
 PLOT_WIDTH = 640  # px, a typical chart width: the DAG's pane of the split view at 1440 px
 UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
 LANE_PX = 24  # px per lane
-MAX_HEIGHT = 480
-MIN_HEIGHT = 240
+MAX_HEIGHT = 640  # the graph's pane is the window's height (views/panels/split.py)
+MIN_HEIGHT = 280
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
 BOX_MARGIN = 8  # px kept free beside the selected call's box when neighbours' labels are left out
