@@ -13,7 +13,8 @@ Entry points:
   long tool output marked to fold, with their sizes; tool calls with their arguments pretty-printed)
   and its reply.
 - ``Story.page_of(index)`` / ``Story.where(index)``: where a call is told, for the link from the
-  graph to the story.
+  graph to the story; ``main_row(rollout)``: the agent's own row a comparison aligns (never a
+  subagent's).
 
 Where it sits: an analysis (graph/analysis/); it reads the exact topology, the roles, and the
 near misses the pipeline attached (graph/analysis/near_miss.py, never changed here). The app's
@@ -31,7 +32,9 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.near_miss import describe
 from rollout_graph.core.messages import canonical, display_text, pretty_arguments
 from rollout_graph.core.records import FATAL, WARN, Call
+from rollout_graph.core.roles import main_sequence
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.core.sequences import Sequence as CoreSequence
 from rollout_graph.core.types import (
     AGENT,
     AUXILIARY,
@@ -49,7 +52,7 @@ from rollout_graph.core.types import (
 
 __all__ = [
     "AGENT_WORK", "PAGE_SIZE", "SIDE", "SUB", "Aside", "Block", "Break", "Chapter", "Conversation", "Story",
-    "ToolCall", "chapter", "outline",
+    "ToolCall", "chapter", "main_row", "outline",
 ]  # fmt: skip
 
 PAGE_SIZE = 20  # calls told per page of a conversation
@@ -313,6 +316,20 @@ def _subtree(children: list[list[int]], start: int) -> list[int]:
     return sorted(out)
 
 
+def main_row(rollout: Rollout) -> CoreSequence | None:
+    """The row a reader compares first: the agent row with the most trainable tokens among the rows
+    of the agent's own conversations (never a subagent's, such as qwen-code's memory agent, nor a
+    side call's, whatever they wrote); the library's ``main_sequence`` when the agent has no row."""
+    if not rollout.sequences:
+        return None
+    kinds = _conversation_kinds(rollout)
+    root_of = rollout.topology.root_of
+    agents = [s for s in rollout.sequences if s.role == AGENT and kinds.get(root_of[s.leaf]) == AGENT_WORK]
+    if not agents:
+        return main_sequence(rollout.sequences)
+    return max(agents, key=lambda s: (s.n_trainable, s.n_turns))
+
+
 # ---- one call's chapter: its new messages and its reply, built when shown
 
 
@@ -520,7 +537,7 @@ def chapter(rollout: Rollout, i: int, decoder: Decoder | None = None) -> Chapter
         start = rollout.context_start(i)
         span = call.prompt_ids[start:]
         text = decoder.text(span) if decoder is not None and len(span) else ""
-        title = f"Context added by the harness · {len(span):,} tokens"
+        title = f"Context from the harness · {len(span):,} tokens"
         blocks.append(_block("context", title, text or "(no messages recorded: the Tokens tab shows the ids)", None))
     reply = reply_blocks(call)
     if not reply and call.n_sampled:

@@ -112,7 +112,7 @@ def test_a_call_with_token_ids_only_tells_its_context_span():
     r = rollout_of_tokens([([1, 2], [3]), ([1, 2, 3, 4, 5], [6])])
     ch = chapter(r, 1)
     (context,) = ch.new
-    assert context.kind == "context" and context.title == "Context added by the harness · 2 tokens"
+    assert context.kind == "context" and context.title == "Context from the harness · 2 tokens"
     assert ch.reply[0].title == "Reply · 1 sampled tokens"
 
 

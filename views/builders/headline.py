@@ -38,7 +38,7 @@ GLOSSARY = (
     ("discarded ⊗", "an attempt no row continues as trained: a sibling went on instead (a retry, when the same prompt was re-sent)"),
     ("near miss (dashed)", "a conversation that nearly continued an earlier call, and why it did not (compaction, subagent, a rewritten reply)"),
     ("trainable tokens", "tokens the model sampled that a trainer learns from (loss mask 1); (calls) counts each call once, (rows) sums the training rows"),
-    ("context tokens", "tokens the harness added (tool output, user text): in the prompt, never trained"),
+    ("context tokens", "tokens the harness put in the prompt (tool output, user text): loss mask 0, not learned from"),
 )  # fmt: skip
 
 

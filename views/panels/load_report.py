@@ -24,11 +24,23 @@ MAX_SKIPPED_ROWS = 1000
 SHOWN_REASONS = 3  # skipped records named in the warning itself
 
 
-def render(workspace: Workspace) -> None:
+def render(workspace: Workspace, growing: bool = False) -> None:
+    """The load report. ``growing``: the traces are followed as they are written, where a last line
+    without its newline yet is normal (the live status line names it); anywhere else such a line is a
+    record cut short, and it says so."""
     loaded = workspace.loaded
     skipped = loaded.skipped
-    if not skipped:
+    cut = [] if growing else list(loaded.pending)
+    if not skipped and not cut:
         st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
+        return
+    if not skipped:
+        names = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}" for x in cut[:SHOWN_REASONS])
+        st.warning(
+            f"**The last line is cut mid-record** ({names}): it has no newline and does not parse, so it is "
+            f"not loaded. The other {loaded.loaded:,} record{'s' if loaded.loaded != 1 else ''} loaded normally "
+            "(`rollout-graph inspect` reports the same line as pending)."
+        )
         return
     # the reasons first: they are what a user must fix
     reasons = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}: {md(x.reason, 160)}" for x in skipped[:SHOWN_REASONS])
@@ -38,9 +50,10 @@ def render(workspace: Workspace) -> None:
         if not loaded.loaded
         else f"the other {loaded.loaded:,} record{'s' if loaded.loaded != 1 else ''} loaded normally."
     )
+    tail = f" The last line of {md(Path(cut[0].file).name, 60)} is cut mid-record and not loaded." if cut else ""
     st.warning(
         f"**{len(skipped):,} skipped** of {loaded.records:,} records in {md(workspace.label, 120)}: {reasons}{more}. "
-        f"{loaded.loaded:,} loaded: {rest}"
+        f"{loaded.loaded:,} loaded: {rest}{tail}"
     )
     with st.expander(
         f"Load report: {len(skipped):,} skipped records (file, line, reason)", expanded=len(skipped) > SHOWN_REASONS

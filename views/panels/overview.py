@@ -49,19 +49,17 @@ def glossary_html() -> str:
     return f'<dl class="rg-gloss">{rows}</dl>'
 
 
-def counts_html(rollout: Rollout) -> str:
-    """Every headline count with its definition, as a small table."""
-    rows = "".join(
-        f"<tr><th>{html_text(label)}</th><td><b>{html_text(str(value))}</b></td><td>{html_text(why or '')}</td></tr>"
-        for label, value, why in headline_tiles(rollout)
-    )
-    return (
-        "<style>.rg-counts{border-collapse:collapse;font:13px system-ui,sans-serif;color:#334155;width:560px}"
-        ".rg-counts th{text-align:left;white-space:nowrap;padding:4px 10px 4px 0;font-weight:500}"
-        ".rg-counts td{padding:4px 8px;vertical-align:top;border-top:1px solid #e2e8f0}"
-        ".rg-counts th{border-top:1px solid #e2e8f0}</style>"
-        f'<table class="rg-counts">{rows}</table>'
-    )
+def counts(rollout: Rollout) -> None:
+    """Every headline count as a tile with its (?) definition, in two rows (the "All counts" popover)."""
+    tiles = headline_tiles(rollout)
+    with st.container(width=640):
+        st.html(
+            "<style>[data-testid='stMetricLabel'] *{white-space:normal!important;overflow:visible!important;"
+            "text-overflow:clip!important}</style>"
+        )
+        for row in (tiles[:4], tiles[4:]):
+            for col, (label, value, why) in zip(st.columns(4), row, strict=False):
+                col.metric(label, value, help=why)
 
 
 def render(rollout: Rollout, story: Story, tour: Callable[[], None]) -> None:
@@ -82,7 +80,7 @@ def render(rollout: Rollout, story: Story, tour: Callable[[], None]) -> None:
     title = f'<span class="rg-title">Rollout {html_text(rollout.session_id)}<span>{html_text(shapes)}</span></span>'
     row.html(numbers_html(story_numbers(rollout, story), rollout, title), width="stretch")
     with row.popover("All counts", help="Every headline count, each with its definition"):
-        st.html(counts_html(rollout))
+        counts(rollout)
     st.html(
         story_html.STYLE
         + '<div class="rg-picture">'

@@ -16,6 +16,7 @@ import streamlit as st
 
 from rollout_graph.escape import md
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import fork as fork_view
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import corrections as corrections_view
 from rollout_graph.ui.panels import (
@@ -46,6 +47,7 @@ from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
+from rollout_graph.ui.state import notes as notes_state
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder, files_under, page_run
 
@@ -70,8 +72,8 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
     relatives.render(rollout, i)  # parent, children, siblings: one click opens them
     near_miss_view.render(rollout, i, decoder)
     if len(rollout.topology.children[i]) > 1:
-        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side"):
-            st.html(near_miss_view.fork_html(rollout, i, decoder))
+        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children, where each departs"):
+            st.html(fork_view.fork_html(rollout, i, decoder))
     key = node_view.widget_key(workspace_key, rollout, i)
     # the signals row shown for the call, and the logprob_mismatch finding's jump to its worst token
     signals_source.render_row_picker(rollout, i, key)
@@ -130,7 +132,9 @@ def overview_and_graph(workspace):
     # view the call detail below draws with the same key
     view_key = workspace.key
     if not workspace.rollouts:
-        load_report.render(workspace)
+        load_report.render(workspace, growing=following is not None)
+        if following is None:
+            state.no_rollout()  # the URL no longer names the rollout opened before
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
@@ -140,7 +144,7 @@ def overview_and_graph(workspace):
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:1.6rem}</style>")  # the DAG on the first screen
     overview.render(rollout, story_view.story_of(rollout, view_key), lambda: tour.render(rollout))
     fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
-    load_report.render(workspace)
+    load_report.render(workspace, growing=following is not None)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
         st.warning(rewrites)
@@ -152,12 +156,12 @@ def overview_and_graph(workspace):
     graph_view.picker(rollout, workspace.key)  # outside the fragment: a key step does not send it again
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
-    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
+    corrections_view.render(rollout, signals, rollout_decoder)  # the mismatch lens: docs/corrections.md
     rollouts.render(workspace, session_id)
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
-    downloads.render(rollout)
+    downloads.render(rollout, notes_state.store(workspace).for_session(rollout.session_id))
     share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 

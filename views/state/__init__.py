@@ -250,6 +250,18 @@ def new_pick(widget: str, value) -> bool:
     return value is not None
 
 
+def no_rollout() -> None:
+    """The open source has no rollout (an upload of which nothing loads, or one refused): the
+    selection of the source opened before is dropped, from the session and from the URL, so a link
+    copied now names nothing it cannot open."""
+    for key in (SESSION, NODE, NODE_AT, HIGHLIGHT, LINK_MISSED):
+        st.session_state[key] = None
+    for key in LINK_KEYS:
+        if key in st.query_params:
+            del st.query_params[key]
+    st.session_state[URL_SYNCED] = (None, None)
+
+
 def _sync_url() -> None:
     """Write the selection to the URL in one update, so each selection is one history entry. A
     link these traces cannot open is left as it is (the page names what it lacks)."""

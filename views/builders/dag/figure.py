@@ -30,7 +30,7 @@ from rollout_graph.analysis.near_miss import COMPACTION
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
 from rollout_graph.escape import plot
-from rollout_graph.ui.builders.dag.geometry import PLOT_WIDTH, default_view
+from rollout_graph.ui.builders.dag.geometry import PLOT_WIDTH, box_below, default_view
 from rollout_graph.ui.builders.dag.labels import Label, place_labels
 from rollout_graph.ui.builders.dag.rings import selection_shapes
 from rollout_graph.ui.builders.dag.targets import Targets
@@ -104,17 +104,36 @@ def _lines(name: str, xs: np.ndarray, ys: np.ndarray, line: dict, opacity: float
     }  # fmt: skip
 
 
+def _curves(name: str, xs: np.ndarray, ys: np.ndarray, line: dict) -> dict | None:
+    """Links (one row of ``xs``/``ys`` each: start, end) as one path shape: straight along a lane,
+    else an S-curve that leaves and arrives level, so a link to a call several lanes down bends
+    between the columns instead of running through the calls stacked in them."""
+    if len(xs) == 0:
+        return None
+    moves = []
+    for (a, c), (b, d) in zip(np.round(xs, 3), np.round(ys, 3), strict=True):
+        if b == d:
+            moves.append(f"M{a:.4g},{b:.4g}L{c:.4g},{d:.4g}")
+            continue
+        m = (a + c) / 2 if abs(c - a) >= 0.3 else a + 0.6  # a link straight down bows to the right
+        moves.append(f"M{a:.4g},{b:.4g}C{m:.4g},{b:.4g} {m:.4g},{d:.4g} {c:.4g},{d:.4g}")
+    return {
+        "type": "path", "path": "".join(moves), "xref": "x", "yref": "y", "layer": "between", "line": line,
+        "fillcolor": "rgba(0,0,0,0)", "name": name,
+    }  # fmt: skip
+
+
 def line_segments(figure: go.Figure, name: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """The segments of the figure's line shape ``name`` ("edges", "chain lines", "near misses"):
-    ((x0, y0), (x1, y1)) each; none when the figure draws no such line."""
+    """The links of the figure's line shape ``name`` ("edges", "chain lines", "near misses") by
+    their ends: ((x0, y0), (x1, y1)) each, straight or curved; none when the figure draws no such line."""
     shape = next((sh for sh in figure.layout.shapes if sh.name == name), None)
     if shape is None:
         return []
     out = []
     for move in shape.path.split("M")[1:]:
-        start, end = move.split("L")
+        start, rest = move.split("L") if "L" in move else move.split("C")
         a, b = (float(v) for v in start.split(","))
-        c, d = (float(v) for v in end.split(","))
+        c, d = (float(v) for v in rest.split()[-1].split(","))
         out.append(((a, b), (c, d)))
     return out
 
@@ -193,7 +212,8 @@ def dag_drawing(
             trace.marker.maxdisplayed = _cull(trace)
     shapes = _link_shapes(rollout, view, x, y, pos, chain_lines, near_misses)
     if centre is not None and highlight is not None:  # boxed as the browser boxes a selection (rings)
-        shapes += selection_shapes(float(x[centre]), float(y[centre]), rollout.node_ids[highlight])
+        below = box_below(float(y[centre]), yr, plot_h)
+        shapes += selection_shapes(float(x[centre]), float(y[centre]), rollout.node_ids[highlight], below=below)
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -350,7 +370,7 @@ def _link_shapes(
     shapes = [
         _lines("edges", np.column_stack([x[par], x[kid]]), np.column_stack([y[par], y[kid]]), EDGE_LINE),
         _lines("chain lines", *chain_lines, CHAIN_LINE, opacity=0.75),
-        _lines("near misses", nx, ny, NEAR_MISS_LINE),
+        _curves("near misses", nx, ny, NEAR_MISS_LINE),
     ]
     return [s for s in shapes if s is not None]
 

@@ -17,7 +17,7 @@ import numpy as np
 from rollout_graph.analysis.chains import Chain
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
-from rollout_graph.ui.builders.dag.geometry import SIDES, Box, chain_label, label, label_box, selected_box
+from rollout_graph.ui.builders.dag.geometry import SIDES, Box, box_below, chain_label, label, label_box, selected_box
 from rollout_graph.ui.builders.palette import FORK, INNER, LEAF, ROOT
 
 Label = tuple[float, float, str, str, str]  # x, y, text, side, colour
@@ -82,9 +82,10 @@ def place_labels(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
-    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above (or below) it
         cxp, cyp = px(x[centre], y[centre])
-        boxes.add(selected_box(cxp, cyp, rollout.calls[highlight].node_id))
+        below = box_below(float(y[centre]), yr, (yr[1] - yr[0]) * sy)
+        boxes.add(selected_box(cxp, cyp, rollout.calls[highlight].node_id, below))
     order = sorted(
         range(len(vis)),
         key=lambda k: (vis[k] != highlight, 3 if rollout.findings_for(vis[k]) else RANK[kinds[k]], vis[k]),
