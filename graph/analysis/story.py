@@ -18,7 +18,7 @@ Entry points:
 
 Where it sits: an analysis (graph/analysis/); it reads the exact topology, the roles, and the
 near misses the pipeline attached (graph/analysis/near_miss.py, never changed here). The app's
-story panel (rollout_graph.ui) and the HTML bundle (graph/reports/bundle.py) draw it; both escape.
+story panel and the HTML bundle (graph/reports/bundle.py) draw it; both escape.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         from rollout_graph.reports.summary import summary_text
 
         write_text(summary_text(inputs.loaded, inputs.rollouts, inputs.signals_load))
-    return 0
+    nothing = (inputs.loaded.records or inputs.loaded.pending) and not inputs.loaded.loaded
+    return 2 if nothing else 0  # records, none of which loads: exit code 2 (README); the report says why
 
 
 def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:

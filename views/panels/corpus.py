@@ -66,6 +66,23 @@ def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFr
     return pd.DataFrame(rows, columns=list(audit.COLUMNS))
 
 
+NOT_RECORDED = "not recorded"  # a rollout whose records name no harness (a capture made without one)
+
+
+def _shown_file(path: str, cli_directories: list[str]) -> str:
+    """A trace file as the table shows it: relative to the command-line folder it is under (never
+    the server's absolute path), else its name."""
+    p = Path(path)
+    for folder in cli_directories:
+        root = Path(folder).resolve()
+        base = root if root.is_dir() else root.parent
+        try:
+            return str(p.resolve().relative_to(base))
+        except ValueError:
+            continue
+    return p.name if p.is_absolute() else path
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _read_parquet_cached(data: bytes, name: str) -> pd.DataFrame:
     # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
@@ -210,6 +227,10 @@ def render(cli_directories: list[str]) -> None:
     if frame is None:
         return
     files = frame["source_file"].nunique()
+    frame = frame.copy()
+    # what the table and the filters show: the file relative to its folder, a harness for every row
+    frame.insert(0, "file", [_shown_file(str(p), cli_directories) for p in frame["source_file"]])
+    frame["harness"] = frame["harness"].where(frame["harness"].notna(), NOT_RECORDED)
     st.markdown(f"##### Corpus audit: {_count(len(frame), 'rollout')} from {_count(files, 'file')}")
     cols = st.columns(4)
     harnesses = cols[0].multiselect("Harness", _values(frame["harness"]))
@@ -254,6 +275,7 @@ def render(cli_directories: list[str]) -> None:
     st.dataframe(
         shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
         on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
+        column_config={"source_file": None},  # the path the app opens by; the "file" column shows it
     )  # fmt: skip
 
 

@@ -51,6 +51,9 @@ from rollout_graph.ui.state import notes as notes_state
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder, files_under, page_run
 
+with st.container(key="rg-early"):  # hidden: a script, no gap
+    st.html("<style>.st-key-rg-early, [data-testid='stLayoutWrapper']:has(> .st-key-rg-early){display:none}</style>")
+    keyboard.early(find_view.SEARCH_BOX_LABEL)  # keys and DAG clicks made before the components listen
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
 SPLIT = [58, 42]  # the graph's share of the width and the selected call's, until the divider is dragged
