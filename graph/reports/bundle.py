@@ -1,11 +1,13 @@
 """One self-contained HTML file of a rollout: no server, no network (``rollout-graph bundle``,
 the app's "Download this view as HTML").
 
-The file holds the headline numbers and findings, the DAG (collapsed chains, near-miss links),
-each call's detail (context and sampled spans with the logprob heatmap and top-k, loss mask,
-messages, findings, the fork or break diff), the training rows and the notes
-(rollout_graph.reports.notes). Everything is computed here from the library's analyses; the
-page's small script (bundle_template/bundle.js) only lays out and draws it.
+The file holds the headline numbers and findings, the DAG laid out as the app lays it out
+(rollout_graph.analysis.layout: collapsed chains, near-miss links), the story of the rollout
+(rollout_graph.analysis.story: conversations, breaks, each call's new messages), each call's detail
+(context and sampled spans with the logprob heatmap and top-k, loss mask, messages, findings, the
+fork or break diff), the training rows and the notes (rollout_graph.reports.notes). Everything is
+computed here from the library's analyses; the page's small script (bundle_template/bundle.js)
+only draws it, with the app's keys (j/k/h/l, [ ]).
 
 Trace text is untrusted. It travels as JSON in a ``<script type="application/json">`` element
 (``<``, ``>``, ``&`` and U+2028/2029 escaped, so no trace text can close the element), is read

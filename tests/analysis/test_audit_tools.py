@@ -161,4 +161,4 @@ def test_fork_panel_in_the_app(monkeypatch):
     at = app(monkeypatch, session="fix-config-bug", node="c05")
     no_errors(at)
     assert any(e.label == "Fork: its 2 children, where each departs" for e in at.expander)
-    assert "<b>c07</b> · <span class=\"went\">went on</span>" in html_of(at)
+    assert '<b>c07</b> · <span class="went">went on</span>' in html_of(at)

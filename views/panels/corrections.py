@@ -71,8 +71,8 @@ def render(rollout: Rollout, joined: Joined, decoder: Decoder | None = None) -> 
         # the chosen corrections on a row of their own, every chip shown (in a narrower column the
         # fourth default one was cut off)
         st.html(
-            f"<style>.st-key-{CHOSEN} [data-baseweb='select'] > div{{max-height:none!important;overflow:visible!important}}"
-            f".st-key-{CHOSEN} [data-baseweb='select'] > div > div:first-child{{flex-wrap:wrap!important}}</style>"
+            f"<style>.st-key-{CHOSEN} [data-testid='stMultiSelectTagsContainer']"
+            "{flex-wrap:wrap!important;overflow:visible!important;height:auto!important;max-height:none!important}</style>"
         )
         chosen_labels = st.multiselect(
             "Corrections", options, key=CHOSEN, help="docs/corrections.md: each correction, its source and defaults"

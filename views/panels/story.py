@@ -26,19 +26,20 @@ from rollout_graph.ui.builders import story as story_html
 from rollout_graph.ui.state.widgets import run_script
 
 SCROLL_JS = """<script>
-// the selected call's chapter into view inside the story's pane (not the page)
+// the selected call's chapter into view inside the story's pane (not the page), once it is laid out
+let tries = 0;
 function bring() {
   const sel = window.parent.document.querySelector('.rg-ch.rg-sel');
-  if (!sel) return;
-  let pane = sel.parentElement;
+  let pane = sel ? sel.parentElement : null;
   while (pane && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
     pane = pane.parentElement;
-  if (!pane) return;
+  if (!sel || !pane) { if (++tries < 120) requestAnimationFrame(bring); return; }
   const b = sel.getBoundingClientRect(), p = pane.getBoundingClientRect();
   if (b.top < p.top || b.top > p.bottom - 80) pane.scrollTop += b.top - p.top - 72;
 }
-[0, 300].forEach(t => setTimeout(bring, t));
+requestAnimationFrame(bring);
 </script>"""
+SHOWN_AGAIN = "rg_story_shown_again"  # the story is drawn after the graph was: go to the selected call
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -79,7 +80,8 @@ def render(rollout: Rollout, decoder: Decoder | None, workspace_key: str) -> Non
     conv_key, page_key, followed_key = _keys(workspace_key, rollout)
     current = state.current_node(rollout)
     scroll = False
-    if current is not None and st.session_state.get(followed_key) != current:
+    again = st.session_state.pop(SHOWN_AGAIN, False)  # the left pane showed the graph until now
+    if current is not None and (again or st.session_state.get(followed_key) != current):
         st.session_state[followed_key] = current
         at = story.page_of(current)
         if at is not None:

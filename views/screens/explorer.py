@@ -56,7 +56,7 @@ with st.container(key="rg-early"):  # hidden: a script, no gap
     keyboard.early(find_view.SEARCH_BOX_LABEL)  # keys and DAG clicks made before the components listen
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
-SPLIT = [58, 42]  # the graph's share of the width and the selected call's, until the divider is dragged
+SPLIT = [60, 40]  # the graph's share of the width and the selected call's, until the divider is dragged
 SPLIT_BOX = "rg-split"
 HIDDEN = "rg-selection-hidden"
 DETAIL_HEIGHT = 760  # px: the early detail pane's own scroll area (a deep link into traces still being read)
@@ -144,7 +144,9 @@ def overview_and_graph(workspace):
     rollout = workspace.rollouts[session_id]
     state.settle_location(rollout)  # the URL names the call's file and line (older links lack them)
 
-    st.html("<style>[data-testid='stMainBlockContainer']{padding-top:1.6rem}</style>")  # the DAG on the first screen
+    # the DAG on the first screen, and the split as wide as the window allows (Streamlit's wide layout
+    # keeps 5 rem either side: 160 px the graph needs at 1440 px)
+    st.html("<style>[data-testid='stMainBlockContainer']{padding:1.6rem 1.75rem 4rem}</style>")
     overview.render(rollout, story_view.story_of(rollout, view_key), lambda: tour.render(rollout))
     fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
     load_report.render(workspace, growing=following is not None)
@@ -225,6 +227,7 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
         if left == state.STORY_VIEW:
             story_view.render(rollout, rollout_decoder, view_key)
         else:
+            st.session_state[story_view.SHOWN_AGAIN] = True  # the story, when shown, opens at the selected call
             graph_view.render(rollout, workspace.key, options.near_misses, newest, found.dimmed, found.hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
     if left != state.STORY_VIEW:
