@@ -35,6 +35,8 @@ def style(box: str, sticky: str = "") -> str:
         f"{row}{{position:relative;flex:0 0 auto!important;height:calc(100vh - {TOP_GAP}px);align-items:stretch;"
         "flex-wrap:nowrap}"
         f"{pane}{{height:100%;overflow-y:auto;overflow-x:hidden;overscroll-behavior:contain;padding-right:4px}}"
+        # the pane's content as tall as it is (a sticky switch then sticks over the whole of it)
+        f"{pane} > [data-testid='stVerticalBlock']{{height:auto!important;min-height:100%}}"
         "}"
         f"@media (max-width:{STACK_BELOW - 1}px){{"
         f"{row}{{flex-direction:column}}"
@@ -46,7 +48,7 @@ def style(box: str, sticky: str = "") -> str:
         "background:linear-gradient(to right,transparent 1px,#94a3b8 1px,#94a3b8 5px,transparent 5px)}"
         "body.rg-dragging{cursor:col-resize;user-select:none}"
         # the graph/story switch stays at the top of its pane while the pane scrolls
-        f"{sticky}{{position:sticky;top:0;z-index:4;background:#fff;padding:2px 0 4px}}"
+        f"{sticky}{{position:sticky;top:0;z-index:4;background:#fff;padding:4px 0 8px;box-shadow:0 6px 6px -6px #cbd5e1}}"
         "</style>"
     )
 

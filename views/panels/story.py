@@ -35,7 +35,7 @@ function bring() {
     pane = pane.parentElement;
   if (!sel || !pane) { if (++tries < 120) requestAnimationFrame(bring); return; }
   const b = sel.getBoundingClientRect(), p = pane.getBoundingClientRect();
-  if (b.top < p.top || b.top > p.bottom - 80) pane.scrollTop += b.top - p.top - 72;
+  if (b.top < p.top + 110 || b.top > p.bottom - 80) pane.scrollTop += b.top - p.top - 110;  // under the sticky switch
 }
 requestAnimationFrame(bring);
 </script>"""
