@@ -197,10 +197,10 @@ def test_nothing_is_cut_off_at_1440x900(samples_app):
         wait_ready(page)
         page.wait_for_selector(".rg-node-title", timeout=60_000)
         page.get_by_role("button", name="All counts").first.click()  # every headline tile, in its popover
-        labels = page.locator("[data-testid='stMetricLabel']")
+        labels = page.locator("[data-testid='stMetricLabel']:visible")
         labels.first.wait_for(timeout=30_000)
         assert "trainable tokens (rows)" in [labels.nth(k).inner_text() for k in range(labels.count())]
-        assert page.evaluate(CLIPPED_JS, "[data-testid='stMetricLabel']") == []  # tile labels wrap
+        assert page.evaluate(CLIPPED_JS, "[data-testid='stPopoverBody'] [data-testid='stMetricLabel']") == []  # wrap
         page.keyboard.press("Escape")  # the popover closes
         page.get_by_role("tab", name="Facts").first.click()
         page.wait_for_selector(".rg-facts", timeout=30_000)

@@ -94,7 +94,6 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
         type="search",  # a clear button (×) in the box while it holds text
         placeholder="Search this rollout  ( / )",
         label_visibility="collapsed",  # the label stays the box's accessible name (the / key finds it by it)
-        help="Text in messages, tool results, responses or decoded tokens; / focuses the box, Esc clears it",
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
     ignore_case = case_col.toggle("Ignore case", key=state.search_key(workspace_key, sid, "case"))
