@@ -155,7 +155,7 @@ def test_search_hits_keep_the_graph_on_screen_and_a_token_hit_pins_its_token(sam
         assert hits["height"] <= 140  # four rows at most: the graph stays in its pane's first screen
         dag = page.evaluate(DAG_JS + "() => dag().getBoundingClientRect().top")
         assert dag < HEIGHT - 150
-        screenshot(page, "search", docs=True)
+        screenshot(page, "search-rows", docs=True)
         token = page.locator(".st-key-rg-search-hits button", has_text="token").first
         token.click()
         page.wait_for_selector("[class*='st-key-rg-inspector'] code", timeout=60_000)  # pinned in the inspector
@@ -261,7 +261,7 @@ def test_the_graph_reads_at_1000_calls(tmp_path):
         assert size[0] >= 600 and size[1] >= 160, size  # was ~530x230 px of a 5-lane view
         labels = page.evaluate(DAG_JS + "() => dag()._fullData[3].x.length")
         assert labels >= 20  # ids drawn, placed without overlap (views/builders/dag/labels.py)
-        screenshot(page, "dag-1000", docs=True)
+        screenshot(page, "graph-1000", docs=True)
 
 
 def test_the_bundle_reads_like_the_app(tmp_path):
