@@ -95,10 +95,6 @@ def test_bundle_opens_offline_and_a_click_shows_the_call_tokens(tmp_path):
         page.keyboard.press("Escape")
         assert "Click a call in the graph" in page.inner_text("#detail")
         page.click("g.node[data-id='c05']")
-        # a collapsed chain draws its calls on a click
-        before = page.locator("g.node").count()
-        page.click("text.chain-label")
-        assert page.locator("g.node").count() > before
         # the note travels: shown beside its call
         page.click("g.node[data-id='c06']")
         assert "the pip answer is wrong: drop" in page.inner_text("#detail .notes")
@@ -211,3 +207,22 @@ def test_every_hostile_corpus_case_opens_and_draws(tmp_path):
                 page.locator("g.node").nth(k).click()
                 page.get_by_role("tab", name="Messages").click()
             assert page.evaluate("() => window.__pwned") is None, out.name
+
+
+def test_a_collapsed_chain_draws_every_call_on_a_click(tmp_path):
+    """Laid out as the app lays it out (rollout_graph.analysis.layout): a chain the app collapses is
+    collapsed here too, and a click on its +N draws every call (the app's layout with no chain
+    collapsed)."""
+    require_chromium()
+    from tests.browser.test_browser_dag import conversation_records
+    from tests.support.builders import write
+
+    trace = write(tmp_path / "chains.jsonl", conversation_records(60, session="chains", chain=12, retry_every=0))
+    out = write_bundle(tmp_path, str(trace))
+    with offline_page() as page:
+        page.goto(out.as_uri())
+        page.wait_for_selector(READY)
+        before = page.locator("g.node").count()
+        page.click("text.chain-label >> nth=0")
+        page.wait_for_function("(n) => document.querySelectorAll('g.node').length > n", arg=before)
+        assert page.locator("g.node").count() == 60
