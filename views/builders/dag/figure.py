@@ -191,9 +191,7 @@ def dag_drawing(
 
     drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
     chain_lines, (mx, my) = _chain_geometry(drawn_chains, x, y, pos)
-    labels, hidden_ids = place_labels(
-        rollout, vis, kinds, x, y, drawn_chains, mx, my, highlight, centre, xr, yr, sx, sy
-    )
+    labels = place_labels(rollout, vis, kinds, x, y, drawn_chains, mx, my, highlight, centre, xr, yr, sx, sy)
     ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
     traces = [
         go.Scatter(
@@ -201,7 +199,7 @@ def dag_drawing(
             x=ox, y=oy, mode="lines", fill="toself", fillcolor=OUTLINE_FILL, line={"width": 0}, hoverinfo="skip",
             showlegend=False, name="overview",
         ),
-        _calls_trace(rollout, vis, kinds, x, y, hidden_ids, shares, shares_label),
+        _calls_trace(rollout, vis, kinds, x, y, shares, shares_label),
         _chains_trace(rollout, drawn_chains, mx, my),
         _labels_trace(labels),
     ]  # fmt: skip
@@ -244,7 +242,6 @@ def _calls_trace(
     kinds: list[Kind],
     x: np.ndarray,
     y: np.ndarray,
-    hidden_ids: list[str],
     shares: Mapping[int, float] | None,
     shares_label: str,
 ) -> go.Scatter:
@@ -280,10 +277,9 @@ def _calls_trace(
         _validate=False,
         x=x,
         y=y,
-        mode="markers+text",
-        text=hidden_ids,
-        textposition="top center",
-        textfont={"size": 12, "color": "rgba(0,0,0,0)"},  # never shown: the selection ring labels the call
+        # markers only: a call left unlabelled shows its id on hover, and the selected call's id is
+        # boxed by the rings (no hidden text: plotly drew it black once a label made room for a box)
+        mode="markers",
         name="calls",
         customdata=np.array(vis, dtype=np.int32),
         marker={**fill, "symbol": symbols, "size": sizes, "line": {"color": outlines, "width": 1}},
@@ -294,7 +290,7 @@ def _calls_trace(
         # selected style, which drew it paler. No `selected` style: with one, Streamlit receives
         # no click selection from an SVG scatter.
         selectedpoints=[],
-        unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
+        unselected={"marker": {"opacity": 1.0}},
         cliponaxis=False,
         showlegend=False,
     )
