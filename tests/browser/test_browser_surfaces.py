@@ -140,10 +140,10 @@ def test_a_search_hit_selects_its_call_beside_the_dag(samples_app):
     with browser_page(WIDTH, HEIGHT) as page:
         page.goto(f"{samples_app}/?session=fix-config-bug")
         wait_ready(page)
-        box = page.get_by_label("Search this rollout")
+        box = page.get_by_role("searchbox", name="Search this rollout")
         box.fill("KeyError")
         box.press("Enter")
-        hit = page.locator(".st-key-rg-search-hits button").filter(has_text="c01 · #1 ·").first
+        hit = page.locator(".st-key-rg-search-hits button").filter(has_text="c01 · #1").first
         hit.wait_for(timeout=90_000)
         hit.click()
         assert selected_beside_the_dag(page, 1) == "c01"  # c02 arrived first

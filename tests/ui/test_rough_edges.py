@@ -115,7 +115,7 @@ def test_hit_rows_group_only_what_reads_the_same():
     grouped = {1: [hit(1, "a")], 2: [hit(2, "a")], 3: [hit(3, "b")], 4: [hit(4, "a")]}
     rows = hit_rows(grouped, [f"c{i}" for i in range(5)])
     assert [r.calls for r in rows] == [(1, 2), (3,), (4,)]
-    assert rows[0].label.startswith("c1 and 1 later call ·")
+    assert rows[0].label.startswith("c1 · #1 and 1 later call ·")
 
 
 # ---- notes, uploads, the CLI

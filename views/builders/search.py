@@ -62,10 +62,6 @@ def hit_rows(grouped: dict[int, list[Hit]], ids: list[str]) -> list[HitRow]:
         rows.append(([i], target, places, target.snippet))
     out = []
     for calls, target, places, snippet in rows:
-        who = (
-            ids[calls[0]]
-            if len(calls) == 1
-            else f"{ids[calls[0]]} and {len(calls) - 1} later call{'s' if len(calls) > 2 else ''}"
-        )
-        out.append(HitRow(tuple(calls), target, f"{who} · {places} — {snippet}"))
+        more = f" and {len(calls) - 1} later call{'s' if len(calls) > 2 else ''}" if len(calls) > 1 else ""
+        out.append(HitRow(tuple(calls), target, f"{ids[calls[0]]} · #{calls[0]}{more} · {places} — {snippet}"))
     return out
