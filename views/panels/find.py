@@ -92,7 +92,7 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
         SEARCH_BOX_LABEL,
         key=state.search_key(workspace_key, sid),
         type="search",  # a clear button (×) in the box while it holds text
-        placeholder="Search this rollout  ( / )",
+        placeholder="Search this rollout  ( / focuses, Esc clears )",
         label_visibility="collapsed",  # the label stays the box's accessible name (the / key finds it by it)
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
