@@ -1,10 +1,12 @@
-"""The Explorer page: one rollout, its graph and the selected call's detail side by side.
+"""The Explorer page: one rollout, its graph (or its story) and the selected call's detail side by side.
 
-A page script. Top to bottom: the headline and load report (``overview_and_graph``), then the
-selection fragment (``selection_view``: keys, search, filters, the split view of the DAG and the
-call's detail, the timeline), then the picker, guide, findings, other rollouts, audit, downloads.
-``call_detail`` composes the detail from the panels (title, relatives, near miss, tabs);
-``link_notice`` explains a link these traces cannot open.
+A page script. Top to bottom: the first screen's top (``overview_and_graph``: what this is, the
+rollout in three numbers and one bar, the tour), the load report, then the selection fragment
+(``selection_view``: keys, the full-height split of the graph or the story on the left and the
+call's detail on the right, the timeline), then the picker, findings, other rollouts, signals,
+corrections, audit, downloads. ``call_detail`` composes the detail from the panels (title, the
+link to the story or the graph, relatives, near miss, fork, tabs); ``link_notice`` explains a link
+these traces cannot open.
 
 Where it sits: composes views/panels/; what the selection changes reruns alone as one fragment,
 and command-line traces are followed as they grow (views/state/live.py).
