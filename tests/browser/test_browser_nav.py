@@ -80,7 +80,7 @@ def test_search_hit_opens_the_call_at_the_token(samples_app):
         target = hits.filter(has_text="c01 · #1").first  # c01: its context span holds the text
         label = target.inner_text()
         assert label.startswith("c01 · #1") and "context token 177" in label and "KeyError" in label
-        page.get_by_text("Search this rollout").scroll_into_view_if_needed()
+        page.get_by_role("searchbox", name="Search this rollout").scroll_into_view_if_needed()
         screenshot(page, "search", docs=True)
         target.click()
         wait_call(page, "c01")

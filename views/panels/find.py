@@ -28,7 +28,6 @@ from rollout_graph.ui.builders.search import by_call, hit_rows
 from rollout_graph.ui.builders.tokens import page_of
 from rollout_graph.ui.state import search_index
 from rollout_graph.ui.state.search_index import PreparedIndex
-from rollout_graph.ui.state.signals import SCROLL_TO_MARK
 from rollout_graph.ui.state.sources import ACTIVITY
 
 MAX_HITS_SHOWN = 40
@@ -55,8 +54,8 @@ def token_view_key(workspace_key: str, rollout: Rollout, index: int) -> str:
 
 
 def open_hit(rollout: Rollout, workspace_key: str, hit: Hit) -> None:
-    """Select the hit's call and, for a token hit, open its Tokens tab at the token, ring it and pin
-    it in the inspector (scrolled into view, as a jump to a token is)."""
+    """Select the hit's call and, for a token hit, open its Tokens tab at the token's page, ring it
+    and pin it in the inspector (the detail keeps its title in view: the token is a scroll away)."""
     state.select_node(rollout, hit.index)
     position = strip_position(rollout, hit)
     if position is not None:
@@ -64,7 +63,7 @@ def open_hit(rollout: Rollout, workspace_key: str, hit: Hit) -> None:
         st.session_state[f"{key}-page"] = page_of(position)
         st.session_state[f"{key}-mark"] = position
         st.session_state[state.PINNED_STRIP] = key  # the inspector shows the token's numbers
-        st.session_state[SCROLL_TO_MARK] = True  # the Tokens tab, scrolled to the ringed token
+        st.session_state[f"tabs-{key.removeprefix('tok-')}"] = "Tokens"  # the call's detail opens on its tokens
 
 
 @dataclass(frozen=True)
