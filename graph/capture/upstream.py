@@ -15,7 +15,10 @@ an engine reached through an HTTP proxy from the environment (``HTTP_PROXY``/``H
 stay on httpx (:func:`usable`).
 
 Bounds: ``timeout`` seconds without a byte from the engine (``httpx.ReadTimeout``), ``connect``
-seconds to connect (``httpx.ConnectTimeout``), response heads up to 1 MB. Idle connections are
+seconds to connect (``httpx.ConnectTimeout``), response heads up to 1 MB; a compressed body is
+inflated at most :data:`_INFLATE` bytes at a time, so one small read of a gzip bomb never becomes
+one huge piece (the proxy counts the pieces against its ``--max-response-bytes``:
+:class:`UpstreamTooLarge`). Idle connections are
 kept ``keepalive_expiry`` seconds (below the engine's own keep-alive, uvicorn's 5 s, so a request
 never lands on a connection being closed); a request on a kept connection that the engine closed
 before answering a byte is sent again once on a new connection (nothing was processed).
@@ -35,6 +38,11 @@ import httpx
 
 _READ = 1 << 16
 _MAX_HEAD = 1 << 20
+_INFLATE = 1 << 20  # the most one decompression step may produce
+
+
+class UpstreamTooLarge(httpx.DecodingError):
+    """The engine's answer (decompressed) or one of its stream events is over the proxy's bound."""
 
 
 class _Stale(httpx.RemoteProtocolError):
@@ -190,16 +198,23 @@ class UpstreamResponse:
                 out = []
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, decoded (gzip/deflate if the engine sent it so), a piece per network read."""
+        """The body, decoded (gzip/deflate if the engine sent it so), a piece per network read
+        (a compressed read inflated in pieces of at most :data:`_INFLATE` bytes)."""
+        decoder = self._decoder
         try:
             async for piece in self._raw():
-                if self._decoder is not None:
-                    piece = self._decoder.decompress(piece)
-                    if not piece:
-                        continue
-                yield piece
-            if self._decoder is not None:
-                tail = self._decoder.flush()
+                if decoder is None:
+                    yield piece
+                    continue
+                out = decoder.decompress(piece, _INFLATE)
+                while True:
+                    if out:
+                        yield out
+                    if not decoder.unconsumed_tail:
+                        break
+                    out = decoder.decompress(decoder.unconsumed_tail, _INFLATE)
+            if decoder is not None:
+                tail = decoder.flush()
                 if tail:
                     yield tail
         except zlib.error as exc:

@@ -62,6 +62,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="answer 408 when a harness stalls S seconds while sending a request (default 60)",
     )
+    command.add_argument(
+        "--max-response-bytes",
+        type=_size,
+        default=256 << 20,
+        metavar="N",
+        help="fail a call whose engine answer (decompressed, or a whole stream) is over N (default 256M)",
+    )
+    command.add_argument(
+        "--max-event-bytes",
+        type=_size,
+        default=64 << 20,
+        metavar="N",
+        help="fail a call one of whose engine stream lines is over N (default 64M)",
+    )
+    command.add_argument(
+        "--call-budget",
+        type=int,
+        metavar="N",
+        help="per session: after N model calls, answer a plain stop instead of forwarding (recorded)",
+    )
+    command.add_argument(
+        "--pin-sampling",
+        metavar="KEY=V,...",
+        help="set these sampling keys on every call whatever the harness asked, e.g. temperature=1,top_p=1 (recorded)",
+    )
+    command.add_argument(
+        "--model",
+        metavar="NAME",
+        help="ask the engine for this model on every recorded call (default: the harness's; a Gemini or "
+        "Claude model name becomes the engine's only model)",
+    )
+    command.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the engine probes at start-up (token ids, raw or processed logprobs, tool calling, model)",
+    )
     command.add_argument("--harness", metavar="NAME", help="harness name stamped on every record (e.g. opencode)")
     command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
@@ -70,6 +106,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C / SIGTERM, then report what was written."""
     from rollout_graph.capture.server import CaptureConfig, serve
+    from rollout_graph.capture.tokens import parse_pins
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")
@@ -79,6 +116,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top-logprobs must be 0 or more")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder")
+    if args.call_budget is not None and args.call_budget < 1:
+        raise UsageError("--call-budget must be 1 or more")
+    pins = None
+    if args.pin_sampling is not None:
+        try:
+            pins = parse_pins(args.pin_sampling)
+        except ValueError as exc:
+            raise UsageError(f"--pin-sampling {exc}") from None
     _check_port(args.host, args.port)
     config = CaptureConfig(
         upstream=args.upstream,
@@ -91,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         max_body_bytes=args.max_body_bytes,
         client_timeout=args.client_timeout,
+        max_response_bytes=args.max_response_bytes,
+        max_event_bytes=args.max_event_bytes,
+        call_budget=args.call_budget,
+        pin_sampling=pins,
+        model=args.model,
     )
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
