@@ -1078,9 +1078,26 @@ def serve(
     log_level: str = "warning",
     on_start: Callable[[Path], None] | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    probe: bool = False,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
 ) -> RecordWriter:
-    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count."""
+    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count.
+
+    With ``probe``, the engine is probed first (rollout_graph.capture.probe): the report goes
+    beside the capture file (``capture-<time>.probe.json``), its summary onto every record, and to
+    ``on_probe``.
+    """
     writer = RecordWriter.in_folder(config.out)
+    if probe and writer.path is not None:
+        from rollout_graph.capture.probe import PROBE_SUFFIX, probe_engine, summary, write_report
+
+        report = probe_engine(config.upstream_base, config.model, timeout=min(config.timeout, 60.0))
+        probe_path = writer.path.with_name(writer.path.name.removesuffix(".jsonl") + PROBE_SUFFIX)
+        write_report(report, probe_path)
+        config.engine = summary(report, probe_path.name)
+        config.served_models = tuple(report.get("served_models") or ())
+        if on_probe is not None:
+            on_probe(report)
     if on_start is not None and writer.path is not None:
         on_start(writer.path)
     app = create_app(config, writer, on_record=on_record)

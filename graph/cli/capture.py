@@ -152,12 +152,23 @@ def run(args: argparse.Namespace) -> int:
             f"  name a rollout with the base URL http://{args.host}:{args.port}/session/<id>/v1; Ctrl-C stops"
         )
 
+    def probed(report: dict) -> None:
+        from rollout_graph.core.engine import describe
+
+        say(f"engine probe ({report.get('seconds', 0):.1f} s): {describe(config.engine or {})}")
+        for finding in report.get("findings") or ():
+            say(f"  {finding}")
+        for error in report.get("errors") or ():
+            say(f"  probe: {error}")
+
     writer = serve(
         config,
         host=args.host,
         port=args.port,
         on_start=started,
         on_record=None if args.quiet else lambda record: say(call_line(record)),
+        probe=not args.no_probe,
+        on_probe=probed,
     )
     say(f"stopped; {writer.written} call(s) recorded in {writer.path}")
     for error in writer.errors[:3]:
