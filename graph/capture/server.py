@@ -625,7 +625,8 @@ class CaptureApp:
         self.recorder.finish(record)
         if streamed:
             translator = dialect.stream(body)
-            pieces = translator.feed(_as_one_chunk(stop)) + translator.close()
+            completions = dialect.name == "completions"  # a completions chunk has the body's shape
+            pieces = translator.feed(stop if completions else _as_one_chunk(stop)) + translator.close()
             if not dialect.translated:
                 pieces.append(b"data: [DONE]\n\n")
             media_type = (

@@ -358,8 +358,14 @@ def rollout_validator_findings(
     zeros = [_zero_logprobs(c) for c in calls]
     for seq in sequences:
         leaf = calls[seq.leaf].node_id
-        if token_trace and all(calls[n].prompt_ids is not None for n in seq.nodes):
-            if not any(calls[n].n_sampled for n in seq.nodes):
+        first = calls[seq.nodes[0]] if seq.nodes else None
+        if (
+            token_trace
+            and first is not None
+            and first.n_prompt
+            and all(calls[n].prompt_ids is not None for n in seq.nodes)
+        ):
+            if not any(calls[n].n_sampled for n in seq.nodes):  # (no prompt ids at all is no token row)
                 detail = f"prompt_len={seq.prompt_len} covers the whole row: not one sampled token"
                 out.append(Finding(FATAL, "empty_response", detail, node_id=leaf, leaf_id=leaf))
         certain = sum(zeros[n] for n in seq.nodes)
