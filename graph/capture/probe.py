@@ -174,7 +174,7 @@ def _tool_probe(client: httpx.Client, model: str, headers: dict[str, str], repor
         report["errors"].append(f"tool probe: HTTP {status}: {str(payload)[:300]}")
         return
     choice = _choice(payload)
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
     if message.get("tool_calls"):
         report["tool_calling"] = "ok"
     elif choice.get("finish_reason") == "length":  # cut before it decided: no evidence either way

@@ -343,8 +343,8 @@ def responses_messages(body: dict[str, Any], upstream: bool = False) -> list[dic
             if upstream and role == "developer":
                 role = "system"
             content = item.get("content")
-            text = _content_parts(content) if isinstance(content, list) else ("" if content is None else content)
-            message: dict[str, Any] = {"role": role, "content": text}
+            value = _content_parts(content) if isinstance(content, list) else ("" if content is None else content)
+            message: dict[str, Any] = {"role": role, "content": value}
             if role == "assistant" and thought:
                 message["reasoning_content"], thought = "\n".join(thought), []
             out.append(message)
@@ -735,8 +735,10 @@ def google_thinking(body: dict[str, Any]) -> bool | None:
 def google_response_message(candidate: dict[str, Any]) -> dict[str, Any]:
     """A Gemini candidate's ``content.parts`` as a chat assistant message."""
     content = obj(candidate.get("content"))
-    parts = content.get("parts") if isinstance(content.get("parts"), list) else []
-    texts, thoughts, calls = [], [], []
+    parts: list[Any] = content["parts"] if isinstance(content.get("parts"), list) else []
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[dict[str, Any]] = []
     for part in parts:
         if not isinstance(part, dict):
             continue

@@ -43,8 +43,8 @@ def logprobs_mode(call: Call, document: dict[str, Any] | None = None) -> str | N
     engine = engine_of(call)
     mode = engine.get("logprobs_mode") if engine is not None else call.claims.get("logprobs_mode")
     if mode is None and document is not None:
-        meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-        llm = meta.get("llm") if isinstance(meta.get("llm"), dict) else {}
+        meta: dict[str, Any] = document["metadata"] if isinstance(document.get("metadata"), dict) else {}
+        llm: dict[str, Any] = meta["llm"] if isinstance(meta.get("llm"), dict) else {}
         mode = document.get("logprobs_mode", meta.get("logprobs_mode", llm.get("logprobs_mode")))
     return mode if mode in (RAW, PROCESSED) else None
 

@@ -376,8 +376,8 @@ def rollout_validator_findings(
         for row in document.get("sequences", ()):
             shape = row.get("row")
             if isinstance(shape, dict):
-                leaf = row["node_ids"][-1] if row.get("node_ids") else None
-                out += row_findings(shape, leaf, leaf)
+                end: str | None = row["node_ids"][-1] if row.get("node_ids") else None
+                out += row_findings(shape, end, end)
     out += _raw_logprob_findings(calls, document)
     out += _pinned_policy_change(calls)
     out += _tool_calling_findings(calls)

@@ -165,3 +165,19 @@ def test_tool_findings_come_from_the_probe_when_the_rollout_offers_tools(tmp_pat
     offered = analyse(loaded.sessions["t"])
     assert [(f.level, f.code) for f in offered.findings if f.code == code] == [(level, code)]
     assert code not in {f.code for f in analyse(loaded.sessions["no-tools"]).findings}
+
+
+def test_the_apps_load_report_shows_the_engine(monkeypatch, tmp_path):
+    from tests.support.apptest import app, no_errors
+    from tests.support.builders import Turn, vllm_chat
+
+    engine = {"model": "SmolLM2-135M-Instruct", "max_model_len": 8192, "token_ids": True, "logprobs_mode": "raw"}
+    record = {**vllm_chat(Turn("a", [1, 2], [3])), "engine": engine}
+    (tmp_path / "capture-x.jsonl").write_text(json.dumps(record) + "\n")
+    at = app(monkeypatch, tmp_path)
+    no_errors(at)
+    from rollout_graph.escape import md
+
+    shown = "SmolLM2-135M-Instruct · context 8,192 · token ids yes · logprobs raw"
+    assert describe(engine) == shown
+    assert f"Engine (capture probe): {md(shown, 300)}" in [c.value for c in at.caption]  # escaped for Markdown

@@ -8,6 +8,8 @@ import orjson
 import pandas as pd
 import streamlit as st
 
+from rollout_graph.core.engine import describe as describe_engine
+from rollout_graph.core.engine import engines
 from rollout_graph.core.records import FATAL, WARN
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
@@ -23,7 +25,18 @@ MAX_SKIPPED_ROWS = 1000
 SHOWN_REASONS = 3  # skipped records named in the warning itself
 
 
+ENGINE_ROLLOUTS = 200  # rollouts whose first call is read for the capture probe's engine line
+
+
+def engine_report(workspace: Workspace) -> None:
+    """What the capture proxy's start-up probes found of the engine (docs/live.md), one line each."""
+    firsts = [r.calls[0] for r in list(workspace.rollouts.values())[:ENGINE_ROLLOUTS] if r.calls]
+    for engine in engines(firsts)[:3]:
+        st.caption(f"Engine (capture probe): {md(describe_engine(engine), 300)}")
+
+
 def load_report(workspace: Workspace) -> None:
+    engine_report(workspace)
     loaded = workspace.loaded
     skipped = loaded.skipped
     if not skipped:
