@@ -30,7 +30,7 @@ import logging
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,6 +73,9 @@ MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."
+# A streamed call whose engine has not answered its head after this many seconds (by default) starts
+# its stream for the harness at once (harnesses give up waiting for headers: gemini-cli after 60 s).
+HEAD_WAIT = 10.0
 RECORDED = {
     CHAT_PATH: "chat",
     COMPLETIONS_PATH: "completions",
@@ -113,6 +116,7 @@ class CaptureConfig:
     model: str | None = None  # the model every recorded call asks the engine for (None: the harness's)
     engine: dict[str, Any] | None = None  # the start-up probe's summary (capture/probe.py), stamped on records
     served_models: tuple[str, ...] = ()  # what the engine serves (from the probe), for the model fallback
+    head_wait: float = HEAD_WAIT  # seconds a streamed call waits for the engine's head before its stream starts
 
     def options(self) -> dict[str, Any]:
         """The options that change what the engine is asked, as every record carries them."""
@@ -656,8 +660,21 @@ class CaptureApp:
         record["submitted_request"] = self._recordable(submitted, None if media is None else [], "submitted_request")
         query = request.url.query  # ?api-version=... reaches the engine as sent (Gemini's query is its own)
         target = dialect.upstream_path + f"?{query}" if query and dialect.name != "google" else dialect.upstream_path
+        sending: Awaitable[Upstream] = self._send(
+            target, _forward_headers(request, dialect.translated), orjson.dumps(submitted)
+        )
+        if streamed:
+            # A slow engine (a long prompt on a CPU) may take minutes to answer its head; harnesses
+            # give up waiting for response headers (gemini-cli after 60 s). After head_wait seconds
+            # the stream starts for the harness, and whatever the engine then answers goes into it.
+            task = asyncio.ensure_future(sending)
+            done, _ = await asyncio.wait({task}, timeout=self.config.head_wait)
+            if not done:
+                media_type = _stream_media_type(dialect, body)
+                return EventStream(self._late_stream(record, dialect, task, added, body), media_type=media_type)
+            sending = task
         try:
-            upstream = await self._send(target, _forward_headers(request, dialect.translated), orjson.dumps(submitted))
+            upstream = await sending
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -714,6 +731,71 @@ class CaptureApp:
 
     async def _finish_later(self, record: dict) -> None:
         self.recorder.finish(record)
+
+    async def _late_stream(
+        self, record: dict, dialect: Dialect, sending: asyncio.Future, added: Added, body: dict
+    ) -> AsyncIterator[bytes]:
+        """A stream the harness got before the engine answered: the engine's stream once it
+        comes, else its failure as the dialect's error event (the status is already 200)."""
+        translator = dialect.stream(body)
+
+        def failed(message: str) -> list[bytes]:
+            record["error"] = message
+            self.recorder.finish(record)
+            return translator.fail(message) or [_chat_error_event(message)]
+
+        try:
+            upstream = await sending
+        except httpx.TimeoutException as exc:
+            record["status"] = 504
+            for piece in failed(f"upstream timed out: {type(exc).__name__}"):
+                yield piece
+            return
+        except httpx.HTTPError as exc:
+            record["status"] = 502
+            for piece in failed(f"upstream unreachable: {type(exc).__name__}: {exc}"):
+                yield piece
+            return
+        except BaseException:  # the harness hung up while the engine read the prompt
+            sending.cancel()
+            record.setdefault("error", "stream ended early: the harness hung up before the engine answered")
+            self.recorder.finish(record)
+            raise
+        record["status"] = upstream.status_code
+        if upstream.status_code == 200 and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            async for piece in self._stream(record, dialect, upstream, added, body):
+                yield piece
+            return
+        try:
+            content = await read_bounded(upstream, self.config.max_response_bytes)
+        except httpx.HTTPError as exc:
+            reason = (
+                str(exc) if isinstance(exc, UpstreamTooLarge) else f"upstream failed mid-response: {_describe(exc)}"
+            )
+            for piece in failed(reason):
+                yield piece
+            return
+        finally:
+            await upstream.aclose()
+        parsed = _parse(content)
+        if upstream.status_code != 200 or not isinstance(parsed, dict):
+            record["response"] = parsed if isinstance(parsed, dict) else {"error": parsed}
+            reason = f"upstream HTTP {upstream.status_code}"
+            if upstream.status_code == 200:
+                reason = "upstream answered with something that is not JSON"
+            elif is_context_overflow(upstream.status_code, parsed):
+                reason += f" (context_budget_exhausted: {_error_message(parsed)[:300]})"
+            for piece in failed(reason):
+                yield piece
+            return
+        record["response"] = parsed  # the engine answered in one piece: replayed as the stream's events
+        chunk = _as_one_chunk(parsed if dialect.translated else stripped_copy(parsed, added))
+        pieces = translator.feed(chunk) + translator.close()
+        if not dialect.translated:
+            pieces.append(b"data: [DONE]\n\n")
+        self.recorder.finish(record)
+        for piece in pieces:
+            yield piece
 
     def _fail(self, record: dict, dialect: Dialect, status: int, message: str, upstream: Any) -> Response:
         body = dialect.error_body(status, message, upstream)
@@ -822,11 +904,7 @@ class CaptureApp:
                 yield piece
         except UpstreamTooLarge as exc:
             record["error"] = str(exc)
-            pieces = translator.fail(record["error"]) or [
-                b"data: "
-                + orjson.dumps({"error": {"message": record["error"], "type": "upstream_error", "code": 502}}),
-                b"\n\ndata: [DONE]\n\n",
-            ]
+            pieces = translator.fail(record["error"]) or [_chat_error_event(record["error"])]
             self.recorder.finish(record)
             for piece in pieces:
                 yield piece
@@ -984,6 +1062,12 @@ def budget_stop_response(model: str, completions: bool = False) -> dict[str, Any
         "choices": [choice],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
+
+
+def _chat_error_event(message: str) -> bytes:
+    """A chat stream's error event (vLLM's shape) and its end."""
+    error = {"error": {"message": message, "type": "upstream_error", "code": 502}}
+    return b"data: " + orjson.dumps(error) + b"\n\ndata: [DONE]\n\n"
 
 
 def _reasoning_for_engine(chat: dict) -> None:

@@ -1,4 +1,4 @@
-"""``rollout-graph capture``: a recording proxy in front of a vLLM or SGLang engine."""
+"""``rollout-graph capture``: a recording proxy in front of a vLLM or SGLang engine (docs/live.md)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``capture``."""
     command = sub.add_parser(
         "capture",
-        help="record a harness's model calls through an OpenAI/Anthropic-compatible proxy",
+        help="record a harness's model calls through an OpenAI/Anthropic/Gemini-compatible proxy",
         description=(
-            "Serve /v1/chat/completions, /v1/completions, /v1/messages (Anthropic) and /v1/responses "
-            "(OpenAI Responses) in front of UPSTREAM, recording every call with its token ids and logprobs "
-            "to a new capture-<time>.jsonl in DIR. Name a rollout with the base URL "
-            "http://HOST:PORT/session/<id> or an X-Session-Id header. Ctrl-C stops it (in-flight calls finish)."
+            "Serve /v1/chat/completions, /v1/completions, /v1/messages (Anthropic), /v1/responses "
+            "(OpenAI Responses) and /v1beta/models/<model>:generateContent / :streamGenerateContent (the Gemini "
+            "API) in front of UPSTREAM, recording every call with its token ids and logprobs to a new "
+            "capture-<time>.jsonl in DIR (the engine is probed first: capture-<time>.probe.json). Name a rollout "
+            "with the base URL http://HOST:PORT/session/<id> or an X-Session-Id header. Ctrl-C stops it "
+            "(in-flight calls finish)."
         ),
     )
     command.add_argument("--upstream", required=True, metavar="URL", help="the engine, e.g. http://127.0.0.1:8000")

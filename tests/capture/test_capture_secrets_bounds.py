@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 import tracemalloc
 import zlib
@@ -263,3 +264,71 @@ def test_one_long_sse_line_takes_linear_time(hostile, tmp_path):
     assert big < 9 * small + 1.0, f"8 MB: {small:.2f} s, 32 MB: {big:.2f} s"
     records = read_records(tmp_path)
     assert len(records[-1]["response"][0]["choices"][0]["delta"]["content"]) == 32 << 20
+
+
+# --- a slow engine head ------------------------------------------------------------------------
+
+
+class SlowHead:
+    """An engine that reads a long prompt: its response head waits until the test releases it."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        while not self.release.is_set():  # the engine is still reading the prompt
+            await asyncio.sleep(0.01)
+        model = body.get("model")
+        if model == "refuse":
+            message = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"
+            return JSONResponse({"error": {"message": message, "code": 400}}, status_code=400)
+        message = {"role": "assistant", "content": "slow answer"}
+        if model == "whole":
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            return JSONResponse({"id": "x", "object": "chat.completion", "model": "m", "choices": [choice]})
+
+        async def events():
+            for piece in ("slow", " answer"):
+                delta = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                yield b"data: " + json.dumps(delta).encode() + b"\n\n"
+            yield b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@pytest.mark.parametrize("model", ["stream", "whole", "refuse"])
+@pytest.mark.parametrize("dialect", ["chat", "google"])
+def test_a_slow_engine_head_starts_the_harness_stream_first_and_fills_it_after(tmp_path, model, dialect):
+    import httpx
+
+    engine = SlowHead()
+    if dialect == "chat":
+        path, body = (
+            "/v1/chat/completions",
+            {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        )
+    else:
+        path, body = (
+            f"/v1beta/models/{model}:streamGenerateContent?alt=sse",
+            {"contents": [{"parts": [{"text": "hi"}]}]},
+        )
+    with serve_in_thread(engine.app()) as url, running_proxy(url, tmp_path, head_wait=0.05) as proxy:
+        with httpx.stream("POST", f"{proxy}{path}", json=body, timeout=30) as answer:
+            assert answer.status_code == 200 and not engine.release.is_set()  # the head came first
+            engine.release.set()
+            text = answer.read().decode()
+    (record,) = read_records(tmp_path)
+    if model == "refuse":
+        assert '"error"' in text and "upstream HTTP 400" in text
+        assert "context_budget_exhausted" in record["error"] and record["status"] == 400
+    elif dialect == "chat":
+        assert "slow" in text and text.rstrip().endswith("data: [DONE]") and "error" not in record
+    else:
+        events = [json.loads(line[6:]) for line in text.split("\r\n\r\n") if line.startswith("data: ")]
+        said = "".join(p.get("text", "") for e in events for p in e["candidates"][0]["content"]["parts"])
+        assert said == "slow answer" and events[-1]["candidates"][0]["finishReason"] == "STOP"
+        assert "error" not in record
