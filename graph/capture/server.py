@@ -64,7 +64,7 @@ from rollout_graph.capture.tokens import (
     pin_sampling,
     stripped_copy,
 )
-from rollout_graph.capture.upstream import UpstreamClient, UpstreamResponse, UpstreamTooLarge, usable
+from rollout_graph.capture.upstream import LineSplitter, UpstreamClient, UpstreamResponse, UpstreamTooLarge, usable
 from rollout_graph.capture.writer import RecordWriter
 
 Upstream = httpx.Response | UpstreamResponse
@@ -855,9 +855,8 @@ class CaptureApp:
                 record.setdefault("stream_notes", []).append(note)
             return False
 
-        cap, event_cap = self.config.max_response_bytes, self.config.max_event_bytes
-        pending: list[bytes] = []  # the pieces of a line not ended yet (joined once, when it ends)
-        pending_size = total = 0
+        splitter = LineSplitter(self.config.max_event_bytes)
+        cap, total = self.config.max_response_bytes, 0
         try:
             # Bytes as they come, cut into lines here: every event of one read from the engine is
             # handled, then sent to the harness in one piece (one send, not one per event). A line
@@ -867,35 +866,15 @@ class CaptureApp:
                 if total > cap:
                     raise UpstreamTooLarge(_too_large_answer(cap))
                 out: list[bytes] = []
-                failed = False
-                start = 0
-                while not failed:
-                    end = piece_read.find(b"\n", start)
-                    if end < 0:
-                        break
-                    if pending:
-                        pending.append(piece_read[start:end])
-                        line = b"".join(pending)
-                        pending, pending_size = [], 0
-                    else:
-                        line = piece_read[start:end]
-                    failed = handle(line, out)
-                    start = end + 1
-                if not failed and start < len(piece_read):
-                    pending.append(piece_read[start:] if start else piece_read)
-                    pending_size += len(piece_read) - start
-                    if pending_size > event_cap:
-                        raise UpstreamTooLarge(
-                            f"one line of the engine's stream is over {event_cap:,} bytes, the capture proxy's "
-                            "bound (capture --max-event-bytes); the call failed, nothing more was read"
-                        )
+                failed = any(handle(line, out) for line in splitter.lines(piece_read))
                 if out:
                     yield b"".join(out)
                 if failed:
                     return
-            if pending:  # a last line without its newline
+            last = splitter.rest()
+            if last is not None:  # a last line without its newline
                 out = []
-                failed = handle(b"".join(pending), out)
+                failed = handle(last, out)
                 if out:
                     yield b"".join(out)
                 if failed:

@@ -30,7 +30,7 @@ import asyncio
 import ssl
 import urllib.request
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -43,6 +43,53 @@ _INFLATE = 1 << 20  # the most one decompression step may produce
 
 class UpstreamTooLarge(httpx.DecodingError):
     """The engine's answer (decompressed) or one of its stream events is over the proxy's bound."""
+
+
+class LineSplitter:
+    """A byte stream cut into lines (without their ``\n``), linear in the stream's size.
+
+    A line spread over many reads is kept as its pieces and joined once, when its newline comes
+    (:attr:`copied` counts the bytes so joined: never more than the stream's size). A line that
+    grows past ``max_line`` bytes raises :class:`UpstreamTooLarge` (the message names ``flag``).
+    """
+
+    def __init__(self, max_line: int, flag: str = "capture --max-event-bytes") -> None:
+        self.max_line = max_line
+        self.flag = flag
+        self.pending: list[bytes] = []
+        self.pending_size = 0
+        self.copied = 0
+
+    def lines(self, piece: bytes) -> Iterator[bytes]:
+        """The lines ``piece`` ends (its last, unended part is kept for the next piece)."""
+        start = 0
+        while (end := piece.find(b"\n", start)) >= 0:
+            if self.pending:
+                self.pending.append(piece[start:end])
+                line = b"".join(self.pending)
+                self.copied += len(line)
+                self.pending, self.pending_size = [], 0
+            else:
+                line = piece[start:end]
+            start = end + 1
+            yield line
+        if start < len(piece):
+            tail = piece[start:] if start else piece
+            self.pending.append(tail)
+            self.pending_size += len(tail)
+            if self.pending_size > self.max_line:
+                raise UpstreamTooLarge(
+                    f"one line of the engine's stream is over {self.max_line:,} bytes, the capture proxy's bound "
+                    f"({self.flag}); the call failed, nothing more was read"
+                )
+
+    def rest(self) -> bytes | None:
+        """The last line when the stream ended without its newline (None when it ended on one)."""
+        if not self.pending:
+            return None
+        line = b"".join(self.pending)
+        self.pending, self.pending_size = [], 0
+        return line
 
 
 class _Stale(httpx.RemoteProtocolError):
