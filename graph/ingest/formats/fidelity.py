@@ -239,8 +239,10 @@ def float_array(values: Any, length: int) -> np.ndarray | None:
         return None
     out = np.full(length, np.nan)
     for i, v in enumerate(values[:length]):
-        if type(v) in (int, float):
-            out[i] = float(v)
+        if type(v) is float:
+            out[i] = v
+        elif type(v) is int:  # beyond a float's range (a 400-digit integer): an infinity, never a crash
+            out[i] = float(v) if abs(v) < 2**1023 else (np.inf if v > 0 else -np.inf)
         elif type(v) is bool:
             out[i] = float(v)
         elif v is not None:

@@ -14,6 +14,7 @@ the trace's ``rewards`` (``{name: {score, weight}}``), ride as ``claims["signals
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,20 +41,38 @@ def is_verifiers(record: dict) -> bool:
     return isinstance(traces, list) and bool(traces) and all(_is_trace(t) for t in traces)
 
 
-def _reward(trace: dict) -> float | None:
+def _reward(trace: dict, problems: Problems) -> float | None:
     rewards = trace.get("rewards")
-    if type(trace.get("reward")) in (int, float):
+    if type(trace.get("reward")) in (int, float) and abs(trace["reward"]) < 2**1023:
         return float(trace["reward"])
-    if not isinstance(rewards, dict):
+    if trace.get("reward") is not None:
+        problems.malformed.append(f"reward {_shown(trace.get('reward'))} is not a number; not used")
+    if rewards is None:
         return None
-    total, seen = 0.0, False
-    for value in rewards.values():
+    if not isinstance(rewards, dict):
+        problems.malformed.append(f"rewards is a {type(rewards).__name__}, not an object of named scores; not used")
+        return None
+    total, seen, bad = 0.0, False, []
+    for name, value in rewards.items():
         value = as_dict(value)
         score, weight = value.get("score"), value.get("weight", 1.0)
-        if isinstance(score, (int, float)) and isinstance(weight, (int, float)) and not isinstance(score, bool):
-            total += float(score) * float(weight)
+        try:  # an integer beyond a float's range is no score either
+            product = float(score) * float(weight) if {type(score), type(weight)} <= {int, float} else math.nan
+        except OverflowError:
+            product = math.nan
+        if math.isfinite(product):
+            total += product
             seen = True
+        else:
+            bad.append(str(name))
+    if bad:
+        problems.malformed.append(f"rewards {bad[0]!r}: score or weight is not a finite number; left out of the reward")
     return total if seen else None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + f"… ({len(text):,} characters)"
 
 
 def _message(value: Any) -> dict | None:
@@ -96,9 +115,18 @@ def _parents(nodes: list[dict], problems: Problems) -> list[int | None]:
     index, or that closes a cycle, is cut with a warning (one pass, linear)."""
     n = len(nodes)
     parent: list[int | None] = []
+    bad: list[int] = []
     for i, node in enumerate(nodes):
         p = node.get("parent")
-        parent.append(p if type(p) is int and 0 <= p < n and p != i else None)
+        ok = type(p) is int and 0 <= p < n and p != i
+        if p is not None and not ok:
+            bad.append(i)
+        parent.append(p if ok else None)
+    if bad:
+        problems.malformed.append(
+            f"nodes[{bad[0]}].parent {_shown(nodes[bad[0]].get('parent'))} is not another node's index; "
+            f"read as a root" + (f" (and {len(bad) - 1} more nodes)" if len(bad) > 1 else "")
+        )
     state = [0] * n  # 0 unseen, 1 on the walk now, 2 done
     cut: list[int] = []
     for start in range(n):
@@ -140,19 +168,35 @@ def _trace_calls(trace: dict, session: str, source: str, line: int, step: int | 
     shared, and the calls' prompts, sampled spans and request messages are views and slices of one
     sequence per branch (the ids and message references they expand to are checked against
     ``max_expanded_ids`` before any call is built)."""
-    nodes = [n if isinstance(n, dict) else {} for n in trace["nodes"]]
     trace_problems = Problems()
+    not_objects = [i for i, n in enumerate(trace["nodes"]) if not isinstance(n, dict)]
+    if not_objects:
+        trace_problems.malformed.append(
+            f"nodes[{not_objects[0]}] is not an object ({len(not_objects)} such nodes); read as empty nodes"
+        )
+    nodes = [n if isinstance(n, dict) else {} for n in trace["nodes"]]
     parent = _parents(nodes, trace_problems)
     order = _order(parent)
-    reward = _reward(trace)
-    tools = tool_list(trace.get("tools"), Problems()) if trace.get("tools") else None
+    reward = _reward(trace, trace_problems)
+    tools = tool_list(trace.get("tools"), trace_problems) if trace.get("tools") else None
     model_calls = {c.get("node"): c for c in trace.get("calls") or [] if isinstance(c, dict)}
     ids_of: list[np.ndarray | None] = []
     for i, node in enumerate(nodes):
         problems = Problems()
         ids = token_ids(node.get("token_ids") or [], f"nodes[{i}].token_ids", problems)
         ids_of.append(None if problems.invalid_ids else ids)
+        if problems.invalid_ids or problems.malformed:  # the calls through it are read at message level
+            trace_problems.malformed += [
+                f"{p}; the calls through nodes[{i}] are read without tokens"
+                for p in (problems.invalid_ids + problems.malformed)[:1]
+            ]
     messages = [_message(node.get("message")) for node in nodes]
+    dropped = [i for i, node in enumerate(nodes) if node.get("message") is not None and messages[i] is None]
+    if dropped:
+        trace_problems.malformed.append(
+            f"nodes[{dropped[0]}].message is a {type(nodes[dropped[0]].get('message')).__name__}, not an object "
+            f"({len(dropped)} such nodes); left out of the messages"
+        )
     # per node, in parent-first order: tokens and messages on its path before it, and whether
     # every node of the path has valid token ids
     n = len(nodes)
@@ -199,6 +243,10 @@ def _trace_calls(trace: dict, session: str, source: str, line: int, step: int | 
             values = float_array(node.get(key), n_sampled) if n_sampled else None
             if values is not None:
                 signals[name] = listed(values)
+            elif n_sampled and node.get(key) not in (None, []):
+                problems.malformed.append(
+                    f"{key} is not a list of {n_sampled} numbers (one per sampled token); not used"
+                )
         call.claims.update(format=FORMAT, signals=signals)
         if step is not None:
             call.claims["step"] = step
