@@ -193,8 +193,9 @@ def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) ->
     sample = idx if isinstance(idx, str | int) and not isinstance(idx, bool) else line  # never a Python repr
     session = f"{folder + '/' if folder else ''}{default_session}/sample_{sample}"
     value = record.get("rewards", record.get("reward"))
-    number = isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 2**1023
-    reward = float(value) if number else None
+    reward = None
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 2**1023:
+        reward = float(value)
     if reward is not None and not math.isfinite(reward):
         reward = None
     raw_ids = record.get("token_ids", record.get("input_ids"))

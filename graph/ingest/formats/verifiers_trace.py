@@ -56,10 +56,12 @@ def _reward(trace: dict, problems: Problems) -> float | None:
     for name, value in rewards.items():
         value = as_dict(value)
         score, weight = value.get("score"), value.get("weight", 1.0)
-        try:  # an integer beyond a float's range is no score either
-            product = float(score) * float(weight) if {type(score), type(weight)} <= {int, float} else math.nan
-        except OverflowError:
-            product = math.nan
+        product = math.nan
+        if type(score) in (int, float) and type(weight) in (int, float):
+            try:  # an integer beyond a float's range is no score either
+                product = float(score) * float(weight)
+            except OverflowError:
+                pass
         if math.isfinite(product):
             total += product
             seen = True
@@ -152,7 +154,7 @@ def _parents(nodes: list[dict], problems: Problems) -> list[int | None]:
 def _order(parent: list[int | None]) -> list[int]:
     """Node indexes with every parent before its children (linear)."""
     children: list[list[int]] = [[] for _ in parent]
-    roots = []
+    roots: list[int] = []
     for i, p in enumerate(parent):
         (roots if p is None else children[p]).append(i)
     order, stack = [], roots[::-1]
