@@ -57,7 +57,7 @@ def _reward(trace: dict, problems: Problems) -> float | None:
         value = as_dict(value)
         score, weight = value.get("score"), value.get("weight", 1.0)
         product = math.nan
-        if type(score) in (int, float) and type(weight) in (int, float):
+        if isinstance(score, int | float) and isinstance(weight, int | float) and not isinstance(score, bool):
             try:  # an integer beyond a float's range is no score either
                 product = float(score) * float(weight)
             except OverflowError:
