@@ -47,7 +47,10 @@ def graph_case(case: dict) -> dict:
         )
     session = SimpleNamespace(session_id="s", graph=graph, metadata={}, findings=[])
     document = export_session(session, include_discarded=True, capture_level=case.get("capture_level", "tokens"))
-    findings = {leaf.node_id: [str(f) for f in check_sequence(graph.sequence_for(leaf.node_id)).findings] for leaf in graph.leaves()}
+    findings = {
+        leaf.node_id: [str(f) for f in check_sequence(graph.sequence_for(leaf.node_id)).findings]
+        for leaf in graph.leaves()
+    }
     return {
         "parents": {n.node_id: n.parent_id for n in graph.nodes()},
         "discarded": sorted(n.node_id for n in graph.discarded_nodes()),

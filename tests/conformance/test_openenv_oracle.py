@@ -87,7 +87,9 @@ def our_answer(rollout) -> dict:
             }
         )
     return {
-        "parents": {c.node_id: None if p is None else calls[p].node_id for c, p in zip(calls, topo.parents, strict=True)},
+        "parents": {
+            c.node_id: None if p is None else calls[p].node_id for c, p in zip(calls, topo.parents, strict=True)
+        },
         "discarded": sorted(calls[k].node_id for k in topo.discarded),
         "rows": rows,
     }
@@ -134,7 +136,9 @@ def test_the_bundled_openenv_fixture_rebuilt_by_openenv_matches_ours(openenv_ora
         )
     mine, upstream = our_answer(ours(calls)), theirs(openenv_oracle, calls)
     assert mine["parents"] == upstream["parents"]
-    assert mine["discarded"] == upstream["discarded"] == sorted(t["node_id"] for t in document["turns"] if t["discarded"])
+    assert (
+        mine["discarded"] == upstream["discarded"] == sorted(t["node_id"] for t in document["turns"] if t["discarded"])
+    )
     assert mine["rows"] == upstream["rows"]
     assert [r["role"] for r in mine["rows"]] == [s["role"] for s in document["sequences"]]
 

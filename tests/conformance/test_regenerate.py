@@ -57,12 +57,17 @@ def same_files(committed: Path, regenerated: Path) -> None:
     got = sorted(p.relative_to(regenerated) for p in regenerated.rglob("*") if p.is_file() and p.name != "README.md")
     assert got == want, f"{committed.name}: other files were written"
     for rel in want:
-        assert read(regenerated / rel) == read(committed / rel), f"{committed.name}/{rel} differs from what the writer writes now"
+        assert read(regenerated / rel) == read(committed / rel), (
+            f"{committed.name}/{rel} differs from what the writer writes now"
+        )
 
 
 def regenerate(tmp_path: Path, writer: str, *python: str) -> Path:
     done = subprocess.run(
-        [sys.executable, str(TOOL), writer, "--out", str(tmp_path), *python], capture_output=True, text=True, timeout=900
+        [sys.executable, str(TOOL), writer, "--out", str(tmp_path), *python],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp_path

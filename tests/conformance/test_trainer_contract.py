@@ -98,7 +98,9 @@ def test_calls_openenv_would_refuse_are_left_out_and_named(openenv_oracle, tmp_p
 
 
 def test_the_training_trace_format_is_jsonl_only(tmp_path):
-    done = cli("export", str(SAMPLES / "vllm"), "--format", "openenv-training-trace", "--out", str(tmp_path / "t.parquet"))
+    done = cli(
+        "export", str(SAMPLES / "vllm"), "--format", "openenv-training-trace", "--out", str(tmp_path / "t.parquet")
+    )
     assert done.returncode == 2 and "written as JSONL" in done.stderr
 
 

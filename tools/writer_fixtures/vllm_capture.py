@@ -77,32 +77,71 @@ def harness(base: str) -> None:
         return r.text if body.get("stream") else r.json()
 
     user = {"role": "user", "content": "Name one planet."}
-    first = post("/v1/chat/completions", {"model": MODEL, "messages": [user], "max_tokens": 12, "temperature": 1.5, "seed": 1})
+    first = post(
+        "/v1/chat/completions", {"model": MODEL, "messages": [user], "max_tokens": 12, "temperature": 1.5, "seed": 1}
+    )
     reply = first["choices"][0]["message"]
-    follow = [user, {"role": "assistant", "content": reply.get("content") or ""}, {"role": "user", "content": "And one moon?"}]
+    follow = [
+        user,
+        {"role": "assistant", "content": reply.get("content") or ""},
+        {"role": "user", "content": "And one moon?"},
+    ]
     post("/v1/chat/completions", {"model": MODEL, "messages": follow, "max_tokens": 12, "temperature": 0.7, "seed": 2})
     say = [{"role": "user", "content": "Say hello."}]
     post("/v1/chat/completions", {"model": MODEL, "messages": say, "max_tokens": 8, "stream": True, "seed": 3})
     post(
         "/v1/chat/completions",
-        {"model": MODEL, "messages": say, "max_tokens": 8, "stream": True, "stream_options": {"include_usage": True}, "seed": 4},
+        {
+            "model": MODEL,
+            "messages": say,
+            "max_tokens": 8,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "seed": 4,
+        },
     )
     post("/v1/completions", {"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8, "seed": 5})
     post("/v1/completions", {"model": MODEL, "prompt": "One, two,", "max_tokens": 8, "stream": True, "seed": 6})
-    post("/v1/chat/completions", {"model": MODEL, "messages": [user], "max_tokens": 8, "n": 2, "temperature": 1.0, "seed": 7})
+    post(
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": [user], "max_tokens": 8, "n": 2, "temperature": 1.0, "seed": 7},
+    )
     ask = [{"role": "user", "content": "What is the weather in Paris? Use the tool."}]
     called = post(
         "/v1/chat/completions",
-        {"model": MODEL, "messages": ask, "tools": TOOLS, "tool_choice": "auto", "max_tokens": 48, "temperature": 0.0, "seed": 8},
+        {
+            "model": MODEL,
+            "messages": ask,
+            "tools": TOOLS,
+            "tool_choice": "auto",
+            "max_tokens": 48,
+            "temperature": 0.0,
+            "seed": 8,
+        },
     )
     message = called["choices"][0]["message"]
-    back = [*ask, {"role": "assistant", "content": message.get("content"), **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})}]
+    back = [
+        *ask,
+        {
+            "role": "assistant",
+            "content": message.get("content"),
+            **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {}),
+        },
+    ]
     if message.get("tool_calls"):
         back.append({"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "18 C, sunny"})
     else:
         back.append({"role": "user", "content": "The tool says: 18 C, sunny."})
-    post("/v1/chat/completions", {"model": MODEL, "messages": back, "tools": TOOLS, "max_tokens": 16, "temperature": 0.0, "seed": 9})
-    anthropic = {"model": MODEL, "max_tokens": 10, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi there"}]}
+    post(
+        "/v1/chat/completions",
+        {"model": MODEL, "messages": back, "tools": TOOLS, "max_tokens": 16, "temperature": 0.0, "seed": 9},
+    )
+    anthropic = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hi there"}],
+    }
     post("/v1/messages", anthropic)
     post("/v1/messages", {**anthropic, "stream": True})
     responses = {"model": MODEL, "instructions": "Be brief.", "input": "Count to three.", "max_output_tokens": 10}
