@@ -94,9 +94,9 @@ class Writer:
     def _vllm_content(self, sampled: np.ndarray, logprobs: np.ndarray) -> list[dict]:
         """vLLM 0.32's entries: the sampled token's ``bytes`` are its text's, the alternatives'
         the bytes of their ``token_id:N`` spelling; the sampled token is the first alternative."""
-        pieces = self.rng.integers(0, len(PIECES), size=sampled.shape[0]).tolist()
-        content = []
-        for t, lp, piece in zip(sampled.tolist(), logprobs.tolist(), pieces, strict=True):
+        content = []  # a token's text is a function of its id: the shapes draw the same random numbers
+        for t, lp in zip(sampled.tolist(), logprobs.tolist(), strict=True):
+            piece = t % len(PIECES)
             spelling, spelled = _spelled(t)
             top = [{"token": spelling, "logprob": float(lp), "bytes": spelled}]
             for k in range(1, 5):
@@ -122,12 +122,13 @@ class Writer:
         }
 
     def _vllm_response(self, prompt: np.ndarray, sampled: np.ndarray, content: list[dict], finish: str) -> dict:
-        """The body vLLM 0.32's ``/v1/chat/completions`` returns (every field it writes, nulls included)."""
+        """The body vLLM 0.32's ``/v1/chat/completions`` returns: every key it writes, nulls
+        included, in its order (a real capture's: tests/fixtures/writers/vllm/)."""
         n = len(self.records)
         return {
-            "id": f"chatcmpl-{n:032x}",
+            "id": f"chatcmpl-{n:016x}",
             "object": "chat.completion",
-            "created": 1_765_000_000 + n,
+            "created": 1_796_632_564 + n,
             "model": "synthetic-agent",
             "choices": [
                 {
@@ -139,26 +140,30 @@ class Writer:
                         "annotations": None,
                         "audio": None,
                         "function_call": None,
-                        "tool_calls": [],
                         "reasoning": None,
                     },
                     "logprobs": {"content": content},
                     "finish_reason": finish,
                     "stop_reason": None,
                     "token_ids": sampled,
+                    "routed_experts": None,
                 }
             ],
             "service_tier": None,
-            "system_fingerprint": None,
+            "system_fingerprint": "vllm-0.32.0-01e7ec8d",
             "usage": {
                 "prompt_tokens": int(prompt.shape[0]),
                 "total_tokens": int(prompt.shape[0] + sampled.shape[0]),
                 "completion_tokens": int(sampled.shape[0]),
                 "prompt_tokens_details": None,
+                "completion_tokens_details": None,
             },
             "prompt_logprobs": None,
             "prompt_token_ids": prompt,
+            "prompt_text": None,
             "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
         }
 
     def _flat_call(

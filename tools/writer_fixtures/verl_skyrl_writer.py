@@ -8,7 +8,8 @@ of volcengine/verl (``verl/``) and NovaSky-AI/SkyRL (``skyrl/``), each with its 
   reward_extra_infos_dict, dump_path)`` (verl/trainer/ppo/ray_trainer.py), executed from its
   source (the module imports ray and torch) with ``self.global_steps`` set, called as
   ``_log_rollout_data`` calls it: texts decoded with special tokens skipped, ``scores`` the summed
-  token-level scores, ``reward_extra_infos_dict`` with an ``acc`` column and the ``request_id``s.
+  token-level scores, ``reward_extra_infos_dict`` with an ``acc`` column and a ``request_id`` per
+  sample (verl's agent loop mints a uuid4 hex; here from a seeded generator).
   Steps 1 and 2: ``OUT/verl/rollout_data/{1,2}.jsonl``.
 - SkyRL: ``dump_per_dataset_eval_results`` and ``sanitize_data_source``
   (skyrl/train/utils/trainer_utils.py) executed from source, with a ``logging`` logger for loguru's:
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import sys
 import types
 from pathlib import Path
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from from_source import load  # noqa: E402
 
 SOURCES, FIXTURE, OUT = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+SEED = random.Random(38)  # verl's request ids are uuid4 hex per sample: seeded here
 document = json.loads((FIXTURE / "rollout.full.json").read_text())
 rows = document["sequences"]
 
@@ -61,7 +64,10 @@ for step in (1, 2):
         outputs=[decode(r) for r in responses],
         gts=["return a + b"] * len(rows),
         scores=scores,
-        reward_extra_infos_dict={"acc": [s > 0 for s in scores], "request_id": [r["root_id"] for r in rows]},
+        reward_extra_infos_dict={
+            "acc": [s > 0 for s in scores],
+            "request_id": [SEED.randbytes(16).hex() for _ in rows],
+        },
         dump_path=str(OUT / "verl" / "rollout_data"),
     )
 

@@ -13,7 +13,8 @@ harness against the proxy, one session per engine, named after its ``--logprobs-
 - chat streamed without and with ``stream_options.include_usage``;
 - completions: plain, and streamed;
 - chat with ``n=2`` (two choices: two calls);
-- chat with tools (``tool_choice: auto``, vLLM's hermes parser) and the tool result sent back;
+- chat with tools (``tool_choice: required``: SmolLM2 answers in text under ``auto``), and the
+  tool result sent back;
 - Anthropic Messages (``POST /v1/messages``), plain and streamed, translated by the proxy;
 - OpenAI Responses (``POST /v1/responses``), plain and streamed, translated by the proxy.
 
@@ -113,8 +114,8 @@ def harness(base: str) -> None:
             "model": MODEL,
             "messages": ask,
             "tools": TOOLS,
-            "tool_choice": "auto",
-            "max_tokens": 48,
+            "tool_choice": "required",  # SmolLM2 answers in text under auto
+            "max_tokens": 96,
             "temperature": 0.0,
             "seed": 8,
         },
