@@ -77,7 +77,11 @@ def _omitted(call: Call) -> list[Finding]:
     discarded rows out): its tokens are not in the file, which is what the document chose, not a
     capture failure (docs/formats.md, "Rollout documents")."""
     claims = call.claims
-    known = "its prompt ids (its sibling's)" if call.prompt_ids is not None else "no ids"
+    known = (
+        f"its prompt ids (those of {claims.get('prompt_from')}, which it re-sent)"
+        if call.prompt_ids is not None
+        else "no ids: it is linked by its messages"
+    )
     detail = (
         f"in none of the document's sequences (exported without its discarded rows): "
         f"{claims.get('n_prompt')} prompt and {claims.get('n_sampled')} sampled tokens, of which the file holds {known}"

@@ -225,13 +225,14 @@ def _place_omitted(calls: list[Call], turns: list[dict], first_home: dict[str, t
     """Place the turns no sequence holds (OpenEnv's default export leaves discarded rows out; each
     turn still names its ``root_id``, ``discarded``, ``n_prompt`` and ``n_sampled``).
 
-    The parent is the document's: none for a turn that is its own root; else, in its root's
-    conversation, the turn whose end (``n_prompt + n_sampled``) is the longest that fits in its
-    prompt (the earliest on a tie). Its prompt ids are known when the document implies them: a
-    discarded root's prompt is the prompt of a root the sequences hold with as many prompt tokens
-    (OpenEnv discards a root only beside an identical prompt that continued), a turn's is the
-    prompt of a sibling with as many prompt tokens (a retry re-sends its prompt). Its sampled ids
-    are in no sequence: unknown (claims ``tokens_omitted``)."""
+    Its prompt ids are known where the document implies them: a turn that is its own root has the
+    prompt of a root the sequences hold with as many prompt tokens (OpenEnv discards a root only
+    beside an identical prompt that continued); another turn the prompt of a sibling with as many
+    prompt tokens (a retry re-sends its prompt), a sibling being a held turn of its conversation
+    under the same parent: the turn whose end (``n_prompt + n_sampled``) is the longest that fits in
+    its prompt (the earliest on a tie). With its prompt known it is placed there (claims
+    ``placed_by_document``, its parent the document's); without, it is linked as a call without ids
+    (by its messages). Its sampled ids are in no sequence either way (claims ``tokens_omitted``)."""
     index = {c.node_id: k for k, c in enumerate(calls)}
     held = [k for k, c in enumerate(calls) if c.node_id in first_home]
     for k, call in enumerate(calls):
@@ -242,25 +243,24 @@ def _place_omitted(calls: list[Call], turns: list[dict], first_home: dict[str, t
         root = turn.get("root_id")
         if n_prompt is None or n_sampled is None or not isinstance(root, str) or root not in index:
             continue
-        call.claims.update(tokens_omitted=True, placed_by_document=True, n_prompt=n_prompt, n_sampled=n_sampled)
-        same_root = [j for j in held if calls[j].claims.get("root_id") == root]
+        call.claims.update(tokens_omitted=True, n_prompt=n_prompt, n_sampled=n_sampled)
+        parent: int | None = None
         if root == call.node_id:
-            call.claims["parent"] = None
-            twins = [
-                j for j in held if calls[j].claims.get("root_id") == calls[j].node_id and calls[j].n_prompt == n_prompt
-            ]
+            twins = [j for j in held if calls[j].claims.get("root_id") == calls[j].node_id]
         else:
-            fits = [j for j in same_root if calls[j].n_end <= n_prompt and calls[j].n_end > 0]
+            same_root = [j for j in held if calls[j].claims.get("root_id") == root]
+            fits = [j for j in same_root if 0 < calls[j].n_end <= n_prompt]
             parent = max(fits, key=lambda j: (calls[j].n_end, -j)) if fits else index[root]
-            call.claims["parent"] = calls[parent].node_id
-            twins = [
-                j
-                for j in same_root
-                if calls[j].claims.get("parent") == calls[parent].node_id and calls[j].n_prompt == n_prompt
-            ]
-        if twins and calls[twins[0]].prompt_ids is not None:
-            call.prompt_ids = calls[twins[0]].prompt_ids
-            call.claims["prompt_from"] = calls[twins[0]].node_id
+            twins = [j for j in same_root if calls[j].claims.get("parent") == calls[parent].node_id]
+        twin = next((j for j in twins if calls[j].n_prompt == n_prompt and calls[j].prompt_ids is not None), None)
+        if twin is None:
+            continue
+        call.prompt_ids = calls[twin].prompt_ids
+        call.claims.update(
+            placed_by_document=True,
+            prompt_from=calls[twin].node_id,
+            parent=None if parent is None else calls[parent].node_id,
+        )
 
 
 def _masked_with_logprob(seq: _Sequence) -> int:
