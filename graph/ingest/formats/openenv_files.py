@@ -192,6 +192,10 @@ def _finish(calls: list[Call], record: dict) -> list[Call]:
     grade = _grade(record)
     signals = _reward(record)
     for call in calls:
+        if call.prompt_ids is not None and len(call.prompt_ids) == 0:  # an eval result: no ids, by construction
+            call.prompt_ids = None
+            if call.n_sampled == 0:
+                call.sampled_logprobs = None
         if grade is not None:
             call.claims["fidelity"] = grade if call.prompt_ids is not None or grade != TOKENS_LOGPROBS else TEXT
         call.claims["signals"] = {"reward": signals["reward"], "extra": signals["extra"]}
