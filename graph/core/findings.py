@@ -393,7 +393,8 @@ def rollout_validator_findings(
             and first.n_prompt
             and all(calls[n].prompt_ids is not None for n in seq.nodes)
         ):
-            if not any(calls[n].n_sampled for n in seq.nodes):  # (no prompt ids at all is no token row)
+            omitted = any(calls[n].claims.get("tokens_omitted") for n in seq.nodes)  # unknown, not empty
+            if not omitted and not any(calls[n].n_sampled for n in seq.nodes):
                 detail = f"prompt_len={seq.prompt_len} covers the whole row: not one sampled token"
                 out.append(Finding(FATAL, "empty_response", detail, node_id=leaf, leaf_id=leaf))
         certain = sum(zeros[n] for n in seq.nodes)
