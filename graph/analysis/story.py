@@ -86,8 +86,8 @@ class Break:
     earlier: int  # the call it nearly continued
     kind: str
     words: str  # a few plain words for the kind ("the history was compacted")
-    sentence: str  # the near-miss analysis' one sentence (rollout_graph.analysis.near_miss.describe)
-    evidence: str  # what the kind was read from
+    sentence: str  # the near-miss analysis' one sentence (near_miss.describe), its "[evidence]" tail apart:
+    evidence: str  # what the kind was read from (shown on a line of its own, never twice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +148,12 @@ class Story:
 CONTINUING = (COMPACTION, RESUMED, REWRITTEN, RETOKENIZED, REJECTED, RETRY)  # kinds that go on an earlier conversation
 
 
+def _paired_before(miss, root: int) -> bool:
+    """The call a root's near miss pairs it with arrived before the root (calls are in arrival order)."""
+    other = miss.other if miss.later == root else miss.earlier
+    return other < root
+
+
 def _conversation_kinds(rollout: Rollout) -> dict[int, str]:
     """What each root's conversation is: a subagent or a side call when its near miss says so;
     the kind of the conversation it goes on when it compacts, resumes, replays or re-sends an
@@ -162,7 +168,9 @@ def _conversation_kinds(rollout: Rollout) -> dict[int, str]:
         visiting.add(root)
         miss = rollout.near_misses.get(root)
         found: str | None = None
-        if miss is not None and miss.node == root:
+        # a near miss pairs the root with the call it nearly continued; one that arrived after the
+        # root cannot be what its conversation began beside, and the story goes by the root's role
+        if miss is not None and miss.node == root and _paired_before(miss, root):
             if miss.kind == SUBAGENT:
                 found = SUB
             elif miss.kind == SIDE_CALL:
@@ -186,12 +194,13 @@ def _conversation_kinds(rollout: Rollout) -> dict[int, str]:
 
 def _break_of(rollout: Rollout, root: int) -> Break | None:
     miss = rollout.near_misses.get(root)
-    if miss is None or miss.node != root:
+    if miss is None or miss.node != root or not _paired_before(miss, root):
         return None
     earlier = miss.other if miss.later == root else miss.earlier
+    sentence = describe(rollout.calls, miss)
+    sentence = sentence.removesuffix(f" [{miss.evidence}]") if miss.evidence else sentence
     return Break(
-        root, earlier, miss.kind, BREAK_WORDS.get(miss.kind, miss.kind.replace("_", " ")),
-        describe(rollout.calls, miss), miss.evidence,
+        root, earlier, miss.kind, BREAK_WORDS.get(miss.kind, miss.kind.replace("_", " ")), sentence, miss.evidence,
     )  # fmt: skip
 
 
@@ -224,12 +233,14 @@ def _branch_text(rollout: Rollout, ids: list[str], start: int, size: int) -> str
 def outline(rollout: Rollout) -> Story:
     """The story's conversations and the calls each tells (see the module docstring)."""
     topo, n, ids = rollout.topology, len(rollout.calls), rollout.node_ids
-    size = [1] * n  # calls in each subtree (children arrive after their parent)
-    for i in range(n - 1, -1, -1):
+    roots = list(topo.roots)
+    # calls in each subtree, children before their parent (a child may arrive before its parent:
+    # concurrent calls, a late parent adopting them), so not in arrival order
+    size = [1] * n
+    for i in reversed(_preorder(topo.children, roots)):
         p = topo.parents[i]
         if p is not None:
             size[p] += size[i]
-    roots = list(topo.roots)
     # a discarded root that another root re-sent (a retry of the first call) is folded before it
     folded_roots: dict[int, int] = {}
     for r in roots:
@@ -305,6 +316,16 @@ def outline(rollout: Rollout) -> Story:
             if j is not None:
                 story.folded[i] = story.folded.get(j) or (story.where_told[j][0], j)
     return story
+
+
+def _preorder(children: list[list[int]], roots: list[int]) -> list[int]:
+    """Every call below ``roots``, each after its parent."""
+    out, stack = [], list(roots)
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        stack.extend(children[v])
+    return out
 
 
 def _subtree(children: list[list[int]], start: int) -> list[int]:

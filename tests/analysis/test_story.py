@@ -12,6 +12,7 @@ import pytest
 import rollout_graph as rg
 from rollout_graph.analysis.near_miss import describe
 from rollout_graph.analysis.story import AGENT_WORK, PAGE_SIZE, SIDE, SUB, chapter, outline
+from rollout_graph.core.records import NearMiss
 from tests.browser.test_browser_dag import conversation_records
 from tests.support.builders import rollout_of, rollout_of_tokens
 
@@ -47,7 +48,8 @@ def test_the_conversations_come_in_the_order_they_matter(fix_config_bug):
     # the second conversation began with a compaction: named in one sentence, with its evidence
     miss = r.near_misses[second.root]
     assert second.opened_by.kind == "compaction" and second.opened_by.words == "the history was compacted"
-    assert second.opened_by.sentence == describe(r.calls, miss) and second.opened_by.evidence == miss.evidence
+    assert miss.evidence and second.opened_by.evidence == miss.evidence  # told once, on a line of its own
+    assert second.opened_by.sentence + f" [{miss.evidence}]" == describe(r.calls, miss)
     assert [ids[i] for i in sub.calls] == ["c08", "c09"] and sub.opened_by.kind == "subagent"
     assert [ids[i] for i in side.calls] == ["c02"] and side.title == "Side call"
 
@@ -106,6 +108,24 @@ def test_a_long_tool_output_is_folded_and_a_short_one_is_not():
     assert tool.kind == "tool" and not tool.folded and tool.chars < 1_200
     opening = chapter(r, outline(r).conversations[0].calls[0])
     assert opening.new[0].title == "Developer instructions" and opening.new[0].folded
+
+
+def test_a_child_that_arrived_before_its_parent_is_counted_in_its_conversation():
+    # arrival: the grandchild first, then the root, then its child (concurrent calls, a late parent)
+    r = rollout_of_tokens([([1, 2, 3, 4, 5, 6, 7], [8]), ([1, 2], [3]), ([1, 2, 3, 4, 5], [6])])
+    assert r.topology.parents == [2, None, 1]
+    (conv,) = outline(r).conversations
+    assert conv.calls == [1, 2, 0] and conv.n_calls == 3  # nothing folded (was told as -1 folded)
+
+
+def test_a_root_paired_with_a_call_that_arrived_after_it_is_not_said_to_begin_beside_it():
+    # the first root said to be a subagent beside the second, which arrived after it (seen on a
+    # synthetic 5,000-call trace): the story goes by its role, and names no break for it
+    r = rollout_of_tokens([([1, 2], [3]), ([9, 9], [5])])
+    r.near_misses[0] = NearMiss(0, 1, 1, 0, 0, 0.0, "prompt", "subagent", evidence="its own system prompt")
+    first, second = outline(r).conversations
+    assert (first.root, first.kind, first.opened_by) == (0, AGENT_WORK, None)
+    assert second.root == 1
 
 
 def test_a_call_with_token_ids_only_tells_its_context_span():

@@ -17,7 +17,9 @@ from rollout_graph.analysis.story import AGENT_WORK, SIDE, SUB, Aside, Block, Ch
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 
-KIND_COLOURS = {AGENT_WORK: "#1e40af", SUB: "#0f766e", SIDE: "#d97706"}
+# the graph's role colours (views/builders/palette.py): the agent's blue; subagents and side calls
+# are auxiliary calls there, amber, told apart here by shade
+KIND_COLOURS = {AGENT_WORK: "#1e40af", SUB: "#b45309", SIDE: "#d97706"}
 OTHER_COLOUR = "#94a3b8"
 BLOCK_COLOURS = {
     "system": "#64748b",

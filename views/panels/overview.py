@@ -35,7 +35,7 @@ __all__ = ["headline_tiles", "render"]
 
 STYLE = (
     "<style>.rg-intro{font:14px/1.45 system-ui,sans-serif;color:#334155;margin:0}"
-    ".rg-intro b{color:#0f172a}.rg-title{font:600 20px system-ui,sans-serif;color:#0f172a;margin-right:8px}"
+    ".rg-intro b{color:#0f172a}.rg-title{font:600 20px system-ui,sans-serif;color:#0f172a;margin-right:8px;overflow-wrap:anywhere}"
     ".rg-title span{font-weight:400;font-size:13px;color:#64748b;margin-left:10px}"
     ".rg-where{font:13px system-ui,sans-serif;color:#475569;margin-top:4px}"
     ".rg-gloss{font:13px/1.5 system-ui,sans-serif;color:#334155}.rg-gloss dt{font-weight:600;margin-top:6px}"
