@@ -41,6 +41,12 @@ STYLE = (
     ".rg-break .ev{color:#92400e;font-size:12px;margin-top:2px}"
     ".rg-ch{border:1px solid #e2e8f0;border-radius:8px;padding:8px 12px 6px;margin:0 0 2px;background:#fff}"
     ".rg-ch.rg-sel{border-color:#0f172a;box-shadow:0 0 0 2px #0f172a22}"
+    # in the app a chapter's card holds its two buttons too (views/panels/story.py): the card is the
+    # chapter's container, its open/graph buttons a toolbar at its top
+    '[class*="st-key-rg-story-ch-"]{border:1px solid #e2e8f0;border-radius:8px;padding:0 12px 6px;'
+    "background:#fff;gap:0!important}"
+    '[class*="st-key-rg-story-ch-"]:has(.rg-sel){border-color:#0f172a;box-shadow:0 0 0 2px #0f172a22}'
+    '[class*="st-key-rg-story-ch-"] .rg-ch{border:none;box-shadow:none;padding:0;margin:0}'
     ".rg-ch-h{display:flex;gap:10px;align-items:baseline;flex-wrap:wrap;font-size:12.5px;color:#64748b;margin-bottom:4px}"
     ".rg-ch-h b{color:#0f172a;font-size:13.5px}"
     ".rg-chip{border-radius:9px;padding:0 7px;font:600 11px system-ui;color:#fff}"

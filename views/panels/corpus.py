@@ -241,6 +241,20 @@ def render(cli_directories: list[str]) -> None:
     trainable = st.slider("Trainable tokens (rows)", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
     shown = signals_filters(frame, shown)
+    errors = int(shown["error"].notna().sum())
+    st.caption(
+        f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
+        + (f" · {errors} unreadable files" if errors else "")
+        + " · click a column to sort, a row to open it"
+    )
+    if NOTICE in st.session_state:
+        st.warning(md(st.session_state.pop(NOTICE)))
+    st.dataframe(
+        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
+        on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
+        column_config={"source_file": None},  # the path the app opens by; the "file" column shows it
+    )  # fmt: skip
+    # the charts under the table: the rows a user opens come first, on the first screen
     left, right = st.columns(2)
     if len(shown):
         histogram = px.histogram(shown, x="n_trainable_tokens", title="Trainable tokens (rows) per rollout", height=280)
@@ -264,19 +278,7 @@ def render(cli_directories: list[str]) -> None:
             )
             count_axis(bars, int(counts.max()))
             right.plotly_chart(bars, width="stretch")
-    errors = int(shown["error"].notna().sum())
-    st.caption(
-        f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
-        + (f" · {errors} unreadable files" if errors else "")
-        + " · click a column to sort, a row to open it"
-    )
-    if NOTICE in st.session_state:
-        st.warning(md(st.session_state.pop(NOTICE)))
-    st.dataframe(
-        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
-        on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
-        column_config={"source_file": None},  # the path the app opens by; the "file" column shows it
-    )  # fmt: skip
+    corrections_table(shown)
 
 
 def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
@@ -293,8 +295,15 @@ def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
     mismatch_only = cols[2].checkbox("Only logprob mismatches")
     order = cols[3].selectbox("Sort by", list(SORTS))
-    combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
+    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
+
+
+def corrections_table(shown: pd.DataFrame) -> None:
+    """The off-policy corrections over the rows shown, side by side (an audit with signals run
+    with --correction, docs/corrections.md); a static table: the audit's own stays the first dataframe."""
+    if not has_signals(shown):
+        return
+    combined = mismatch.audit_comparison(shown)
     if combined is not None:
         st.caption("Off-policy corrections over the rollouts of this audit, side by side")
-        st.table(combined.set_index("correction"))  # a static table: the audit's own table stays the first dataframe
-    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
+        st.table(combined.set_index("correction"))

@@ -56,9 +56,9 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         n - 1,
         value=None,
         key=f"{key}-index",
-        placeholder=f"token index 0…{n - 1:,}",
+        placeholder=f"token # 0–{n - 1:,}",  # whole beside the steppers up to 6-digit counts
         label_visibility="collapsed",
-        width=170,
+        width=215,
     )
     if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))

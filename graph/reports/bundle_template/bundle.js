@@ -267,8 +267,8 @@
   function chapterEl(i, step) {
     const s = S(), ch = s.story.chapters[String(i)], c = s.calls[i];
     const open = el("button", { class: "link", text: c.id, onclick: () => select(i) });
-    const toGraph = el("button", { text: "◆ in the graph", onclick: () => { state.left = "graph"; select(i); } });
-    const head = el("div", { class: "ch-h" }, open, el("span", { class: "muted", text: ` step ${step}` }), toGraph);
+    const toGraph = el("button", { class: "to-graph", text: "◆ in the graph", onclick: () => { state.left = "graph"; select(i); } });
+    const head = el("div", { class: "ch-h" }, toGraph, open, el("span", { class: "muted", text: ` step ${step}` }));
     const box = el("div", { class: "chapter" + (i === state.node ? " sel" : ""), "data-i": String(i) }, head);
     if (!ch) {
       box.append(el("p", { class: "muted", text: "This call's messages are not in this file (the story's size budget); its detail may be." }));
