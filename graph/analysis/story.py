@@ -250,6 +250,9 @@ def outline(rollout: Rollout) -> Story:
             if other != r and topo.parents[other] is None:
                 folded_roots[r] = other
     told = [r for r in roots if r not in folded_roots]
+    folded_into: dict[int, list[int]] = {}  # the root that re-sent them -> the folded roots
+    for r, kept in folded_roots.items():
+        folded_into.setdefault(kept, []).append(r)
     kinds = _conversation_kinds(rollout)
     ranked = sorted(told, key=lambda r: (ORDER[kinds[r]], r))
     count = {kind: sum(1 for r in ranked if kinds[r] == kind) for kind in ORDER}
@@ -278,9 +281,8 @@ def outline(rollout: Rollout) -> Story:
                         )
                     )
             node = nxt
-        for r, kept in folded_roots.items():
-            if kept == root:
-                asides.setdefault(root, []).insert(0, Aside(root, (r,), _aside_text(rollout, ids, [r], root)))
+        for r in folded_into.get(root, ()):
+            asides.setdefault(root, []).insert(0, Aside(root, (r,), _aside_text(rollout, ids, [r], root)))
         seen[kind] += 1
         name = {AGENT_WORK: "The agent", SUB: "Subagent", SIDE: "Side call", OTHER: "Other calls"}[kind]
         if kind == AGENT_WORK:
@@ -298,7 +300,7 @@ def outline(rollout: Rollout) -> Story:
             calls,
             asides,
             _break_of(rollout, root) if k or kind != AGENT_WORK else None,
-            size[root] + sum(size[r] for r, kept in folded_roots.items() if kept == root),
+            size[root] + sum(size[r] for r in folded_into.get(root, ())),
         )
         story.conversations.append(conv)
         for pos, c in enumerate(calls):

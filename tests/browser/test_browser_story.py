@@ -166,6 +166,38 @@ def upload(page, url: str, path) -> None:
     page.get_by_test_id("stSidebar").locator('input[type="file"]').first.set_input_files(str(path))
 
 
+VERIFIERS = ROOT / "tests" / "fixtures" / "writers" / "verifiers" / "traces.jsonl"  # written by verifiers' own code
+
+
+def test_the_story_of_an_uploaded_framework_dump(samples_app):
+    with browser_page(WIDTH, HEIGHT) as page:
+        page.goto(samples_app)
+        wait_ready(page, timeout=180_000)
+        upload(page, samples_app, VERIFIERS)
+        page.wait_for_selector("text=1 uploaded file(s)", timeout=120_000)
+        wait_ready(page, timeout=120_000)
+        numbers = page.eval_on_selector_all(".rg-numbers > span:not(.rg-title)", "ss => ss.map(s => s.textContent)")
+        assert "2conversations?" in numbers
+        page.get_by_text("☰ Story: what the agent did").click()
+        page.wait_for_selector(".rg-ch[data-node='n2']", timeout=60_000)
+        settle(page)
+        story = page.locator(".st-key-rg-split").inner_text()
+        assert "The agent's conversation" in story
+        assert "1 discarded attempt (n7): the same prompt sent again (a retry); n8 continued" in story
+        assert "n14: the history was compacted" in story  # the other branch, one line
+        first = page.locator(".rg-ch[data-node='n2']")
+        assert "bash" in first.inner_text() and "pytest -q" in first.inner_text()  # its tool call, with its command
+        page.get_by_test_id("stSelectbox").filter(has_text="Conversation").click()
+        page.get_by_role("option", name="Subagent · 1 call").click()
+        page.wait_for_selector(".rg-break", timeout=60_000)
+        settle(page)
+        brk = page.locator(".rg-break").inner_text()
+        assert "a subagent started (after n2)" in brk and brk.count("its own system prompt") == 1  # evidence once
+        page.get_by_role("button", name="Open n5").click()
+        page.wait_for_selector(".rg-node-title:has-text('n5 ')", timeout=60_000)
+        page.wait_for_selector(".rg-ch.rg-sel[data-node='n5']", timeout=60_000)
+
+
 def test_an_upload_cut_mid_record_says_so(samples_app, tmp_path):
     data = jsonl([vllm_chat(Turn(f"c{k}", [1, 2, 3][: k + 1], [7 + k])) for k in range(3)])
     cut = tmp_path / "cut.jsonl"
