@@ -2,8 +2,9 @@
 line and reason, leading with the reasons (they are what a user must fix).
 
 Entry point: ``render(workspace, growing)``: a caption when everything loaded, else a warning naming the
-first skipped records and an expander listing them (at most ``MAX_SKIPPED_ROWS``); before it, a
-caption per engine the capture proxy's start-up probes found (rollout_graph.core.engine).
+first skipped records and an expander listing them (at most ``MAX_SKIPPED_ROWS``); the engine the
+capture proxy's start-up probes found (rollout_graph.core.engine) in a popover beside the caption,
+or a caption of its own above the warning.
 
 Where it sits: at the top of the explorer (views/screens/explorer.py), under the headline; the
 records were counted by the load (graph/ingest, ``Workspace.loaded``).
@@ -28,24 +29,32 @@ SHOWN_REASONS = 3  # skipped records named in the warning itself
 ENGINE_ROLLOUTS = 200  # rollouts whose first call is read for the capture probe's engine line
 
 
-def engine_lines(workspace: Workspace) -> None:
-    """What the capture proxy's start-up probes found of the engine (docs/live.md), one line each."""
+def engine_lines(workspace: Workspace) -> list[str]:
+    """What the capture proxy's start-up probes found of the engine (docs/live.md), one line each
+    (Markdown, escaped)."""
     firsts = [r.calls[0] for r in list(workspace.rollouts.values())[:ENGINE_ROLLOUTS] if r.calls]
-    for engine in engines(firsts)[:3]:
-        st.caption(f"Engine (capture probe): {md(describe_engine(engine), 300)}")
+    return [f"Engine (capture probe): {md(describe_engine(engine), 300)}" for engine in engines(firsts)[:3]]
 
 
 def render(workspace: Workspace, growing: bool = False) -> None:
     """The load report. ``growing``: the traces are followed as they are written, where a last line
     without its newline yet is normal (the live status line names it); anywhere else such a line is a
     record cut short, and it says so."""
-    engine_lines(workspace)
+    engines_found = engine_lines(workspace)
     loaded = workspace.loaded
     skipped = loaded.skipped
     cut = [] if growing else list(loaded.pending)
     if not skipped and not cut:
-        st.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded")
+        # one line: the first screen keeps its room for the graph; the engine's probe behind a button
+        row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        row.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded", width="content")
+        if engines_found:
+            with row.popover("Engine (capture probe)", type="tertiary", help="What the capture proxy found of the engine"):
+                for line in engines_found:
+                    st.caption(line)
         return
+    for line in engines_found:
+        st.caption(line)
     if not skipped:
         names = "; ".join(f"{md(Path(x.file).name, 60)}:{x.line}" for x in cut[:SHOWN_REASONS])
         st.warning(
