@@ -49,7 +49,9 @@ def render(workspace: Workspace, growing: bool = False) -> None:
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         row.caption(f"{md(workspace.label, 120)}: {loaded.records:,} records, all loaded", width="content")
         if engines_found:
-            with row.popover("Engine (capture probe)", type="tertiary", help="What the capture proxy found of the engine"):
+            with row.popover(
+                "Engine (capture probe)", type="tertiary", help="What the capture proxy found of the engine"
+            ):
                 for line in engines_found:
                     st.caption(line)
         return
