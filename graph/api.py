@@ -8,7 +8,7 @@ from pathlib import Path
 from rollout_graph.core.records import LoadResult, short
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 
 
@@ -57,5 +57,5 @@ def load(
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
-    loaded = load_paths(paths, progress, limits)
+    loaded = load_paths(paths, progress, limits)  # load_files without the cache, in this process
     return Rollouts(loaded, {sid: analyse(session) for sid, session in loaded.sessions.items()})

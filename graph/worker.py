@@ -14,7 +14,7 @@ process"). The child is a fresh interpreter (``python -m rollout_graph.worker DI
   the budget as a backstop.
 
 The result comes back as files in a private temporary folder: the loaded calls in the parsed-trace
-cache's form (raw arrays and JSON lines, graph/ingest/cache.py) and the analysis as JSON
+cache's form (raw arrays and JSON lines, graph/ingest/load/cache.py) and the analysis as JSON
 (:func:`encode_rollout`). Nothing derived from a trace is ever unpickled in the caller. A load the
 columnar form cannot carry exactly (a NaN in a free-form field: ``cache.NotCacheable``) comes back
 as ``None`` and the caller loads it in its own process, which the child has just shown to finish
@@ -43,7 +43,12 @@ from rollout_graph.core.records import Finding, LoadResult, NearMiss, Skipped
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
-from rollout_graph.ingest.limits import GB, Limits, parse_size
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.limits import GB, Limits, human, parse_size
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.children import die_with_parent
+from rollout_graph.pipeline import Decoders, analyse
 
 ENV_SECONDS = "ROLLOUT_GRAPH_MAX_LOAD_SECONDS"
 ENV_MEMORY = "ROLLOUT_GRAPH_MAX_LOAD_MEMORY"
@@ -118,8 +123,6 @@ def timed_out_message(label: str, seconds: float) -> str:
 
 def out_of_memory_message(label: str, memory: int | None) -> str:
     """The message of :class:`LoadOutOfMemory`."""
-    from rollout_graph.ingest.limits import human
-
     cap = human(memory) if memory else "the memory available"
     return (
         f"{label} needed more than {cap} of memory to analyse and was stopped "
@@ -322,8 +325,6 @@ def load_in_child(
         peak = status.get("peak_bytes")
         if not status.get("transferable"):
             return ChildLoad(None, None, peak, seconds)
-        from rollout_graph.ingest import cache
-
         loaded = cache.load(_CACHE_KEY, folder / "out")
         if loaded is None:
             return ChildLoad(None, None, peak, seconds)
@@ -371,16 +372,6 @@ def _write_json(folder: Path, name: str, value: Any) -> None:
     os.replace(tmp, folder / name)
 
 
-def _die_with_parent(parent: int) -> None:
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _cap(manifest: dict[str, Any]) -> None:
     try:
         import resource
@@ -408,7 +399,7 @@ def _peak() -> int | None:
 def child_main(folder: Path) -> int:
     """Run in the child: read the manifest, load, analyse, write the result (exit status 0)."""
     manifest = orjson.loads((folder / _MANIFEST).read_bytes())
-    _die_with_parent(int(manifest["parent"]))
+    die_with_parent(int(manifest["parent"]))
     _cap(manifest)
     try:
         return _child_work(folder, manifest)
@@ -419,11 +410,6 @@ def child_main(folder: Path) -> int:
 
 
 def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
-    from rollout_graph.ingest import cache
-    from rollout_graph.ingest.loading import load_sources
-    from rollout_graph.ingest.reading import Source
-    from rollout_graph.pipeline import Decoders, analyse
-
     names = manifest["names"]
     limits = Limits(**manifest["limits"])
     state: dict[str, Any] = {"stage": "reading", "files_total": len(names), "files_done": 0, "records": 0}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from rollout_graph.ingest import cache
+from rollout_graph.ingest.load import cache
 from tests.support.browser import ARTIFACTS, browser_page, require_chromium, running_app, wait_ready
 from tests.support.waiting import wait_until
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.id_arrays import IdArrayCutter, _parse_plain, _zero_opens
-from rollout_graph.ingest.reading import parse_line
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter, _parse_plain, _zero_opens
+from rollout_graph.ingest.values.line import parse_line
 from tests.support.builders import examples
 
 ODD = [

@@ -1,5 +1,5 @@
 """The id and logprob cutters skip a repeated ``messages`` prefix they know holds none of their
-keys (MessageCutter.known, graph/ingest/id_arrays.py find_outside): the lines must parse exactly as
+keys (MessageCutter.known, graph/ingest/files/search.py find_outside): the lines must parse exactly as
 without the shortcut, also when an id key or ``top_logprobs`` sits in a message (as a key, whose
 array is cut, or inside a text), old or new, and the skip must actually be taken."""
 
@@ -9,10 +9,11 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.id_arrays import IdArrayCutter, find_outside
+from rollout_graph.ingest.files.search import find_outside
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.message_prefix import OTHER_KEYS, MessageCutter
-from rollout_graph.ingest.reading import parse_line
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.shortcuts.messages import OTHER_KEYS, MessageCutter
+from rollout_graph.ingest.values.line import parse_line
 from tests.support.builders import _same_value, examples
 
 FILL = "lorem ipsum " * 200  # over the messages shortcut's minimum
@@ -149,8 +150,7 @@ def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
     ):
         cutter = MessageCutter()
         first, second = (_flat(_conversation(n, {0: odd}), n) for n in (2, 3))
-        _, items = cutter.cut(first)
-        assert items is not None
+        assert cutter.cut(first) is not None
         cutter.keep()
         span = cutter.known(second)
         if clean:

@@ -8,7 +8,7 @@ import re
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.rare_byte import find_by_rare_byte
+from rollout_graph.ingest.files.search import find_by_rare_byte
 
 _bytes = st.binary(max_size=200).map(
     lambda b: b.translate(bytes(range(256))[:4] * 64)

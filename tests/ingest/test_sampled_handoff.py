@@ -22,10 +22,13 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import tokens, typed
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.files.sources import FileRef, Source
 from rollout_graph.ingest.formats import engine_pair
-from rollout_graph.ingest.loading import load_paths, load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.files import load_paths
+from rollout_graph.ingest.shortcuts import logprob_entries as typed
+from rollout_graph.ingest.shortcuts import logprob_spans
 from tests.ingest.test_parse_fast_paths import ODD_TOKENS, PREFIX_BYTES_TOKENS, any_token, near_id_text, token_text
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
@@ -118,7 +121,7 @@ def test_the_float_bytes_stand_only_for_exact_numbers():
 @given(st.lists(st.one_of(odd_number, st.floats(-30, 0)), min_size=1, max_size=8))
 def test_the_decoders_logprob_array_is_what_the_logprob_check_gives(values):
     span = _span([f"token_id:{k + 1}" for k in range(len(values))], values)
-    columns = typed._sampled_only(span, typed.FileRef("x", len(span), 0), 0)
+    columns = typed._sampled_only(span, FileRef("x", len(span), 0), 0)
     assume(columns is not None)  # not Infinity (not JSON), nor an int the decoder refuses
     assert columns is not None
     problems = tokens.Problems()
@@ -148,7 +151,7 @@ def _span(toks: list, lps: list) -> bytes:
 def test_decode_top_accepts_its_own_load_and_refuses_a_changed_token(toks, data):
     lps = [-0.5] * len(toks)
     span = _span(toks, lps)
-    columns = typed._sampled_only(span, typed.FileRef("x", len(span), 0), 0)
+    columns = typed._sampled_only(span, FileRef("x", len(span), 0), 0)
     assume(columns is not None)  # a lone surrogate: the decoder refuses it (the eager path reads it)
     assert columns is not None and columns.joined == typed.joined_tokens(toks)
     check = columns.top._load.check  # the DeferredTop's hash, as the load computed it
@@ -172,7 +175,7 @@ def decode_ok(span: bytes, rows: int, check: int) -> bool:
 def _same_loads(data: bytes) -> None:
     """With the shortcuts: from a plain file (the alternatives left in it, the logprob array built
     by the decoder); without: from bytes (decoded at once), the token_id:N shortcut off."""
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), tempfile.TemporaryDirectory() as folder:
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0), tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.jsonl"
         path.write_bytes(data)
         fast = load_paths([path])
@@ -231,7 +234,7 @@ def test_a_file_changed_in_a_token_or_by_a_moved_comma_gives_no_alternatives(tmp
     toks = [*ids[:30], "ab,", "cd", *ids[30:]]
     path = tmp_path / "t.jsonl"
     path.write_bytes(lines(toks))
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
         loaded = load_paths([path])
     call = next(c for s in loaded.sessions.values() for c in s.calls)
     assert call.top_k is not None and call.top_k.pending
@@ -264,7 +267,7 @@ def test_a_plain_file_takes_the_decoders_logprob_array(tmp_path):
         seen.append(sampled.ready)
         return fill(call, prompt, ids, sampled, problems)
 
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), mock.patch.object(engine_pair, "_fill_tokens", spy):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0), mock.patch.object(engine_pair, "_fill_tokens", spy):
         loaded = load_paths([path])
     call = next(c for s in loaded.sessions.values() for c in s.calls)
     assert call.top_k is not None and call.top_k.pending

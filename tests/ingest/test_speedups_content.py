@@ -18,13 +18,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import typed
+from rollout_graph.ingest.files.sources import FileRef
+from rollout_graph.ingest.shortcuts import logprob_entries as typed
+from rollout_graph.ingest.shortcuts import logprob_spans
 from rollout_graph.ingest.speedups import native
 from rollout_graph.ingest.tokens import joined_tokens, token_id_list
 
 pytestmark = pytest.mark.skipif(native is None, reason="the C speedups are not built")
 
-FILE = typed.FileRef("x", 1 << 40, 0)
+FILE = FileRef("x", 1 << 40, 0)
 
 
 def _bits(values: list) -> list:
@@ -365,8 +367,8 @@ def test_the_bundled_vllm_sample_takes_the_c_path_and_reads_the_same():
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
     spans = []
     for raw in sample.read_bytes().splitlines():
-        at = typed.located_span(raw)  # vLLM's compact layout by bytes, else the skim's spans
-        spans += [raw[a:b] for a, b in ([at] if at is not None else typed._spans(raw))]
+        at = logprob_spans.located_span(raw)  # vLLM's compact layout by bytes, else the skim's spans
+        spans += [raw[a:b] for a, b in ([at] if at is not None else logprob_spans.skimmed_spans(raw))]
     assert spans
     for span in spans:
         assert check_against_python(span) is not None

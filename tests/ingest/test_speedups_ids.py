@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import id_arrays, speedups
-from rollout_graph.ingest.id_arrays import _parse_plain, _parse_plain_python
+from rollout_graph.ingest import speedups
+from rollout_graph.ingest.shortcuts import id_arrays
+from rollout_graph.ingest.shortcuts.id_arrays import _parse_plain, _parse_plain_python
 
 pytestmark = pytest.mark.skipif(speedups.native is None, reason="the C speedups are not built")
 

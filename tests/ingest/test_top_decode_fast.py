@@ -20,7 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest import tokens, typed
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.shortcuts import logprob_entries as typed
 from tests.ingest.test_parse_fast_paths import ODD_TOKENS
 
 # ----- reference copies of the code before this change -------------------------------------------
@@ -52,7 +53,7 @@ def _old_top_k(lengths: list[int], toks: list, logprob_values: list, texts: list
 
 def _old_decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     """decode_top's typed branch as it was (the generic branch is unchanged and shared)."""
-    t = typed._typed()
+    t = typed.typed()
     try:
         entries = t.ENTRIES.decode(span)
     except (t.DecodeError, ValueError):
@@ -252,7 +253,7 @@ def test_decode_top_equals_the_old_decode(entries, extra_rows, with_check):
     rows = len(entries) + extra_rows
     check = None
     if with_check:
-        columns = typed._columns(typed._typed().ENTRIES.decode(span)) if _typed_ok(span) else None
+        columns = typed._columns(typed.typed().ENTRIES.decode(span)) if _typed_ok(span) else None
         check = typed._check(columns.tokens, columns.logprobs, columns.joined) if columns else 12345
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -263,7 +264,7 @@ def test_decode_top_equals_the_old_decode(entries, extra_rows, with_check):
 
 
 def _typed_ok(span: bytes) -> bool:
-    t = typed._typed()
+    t = typed.typed()
     try:
         t.ENTRIES.decode(span)
     except (t.DecodeError, ValueError):
@@ -298,7 +299,7 @@ def _deferred(tmp_path) -> tuple[list[typed.DeferredTop], object]:
     import dataclasses
     import os
 
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from tests.ingest.test_cold_path import _calls, _vllm_lines
 
     path = tmp_path / "t.jsonl"

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 import rollout_graph.live.trace as live_trace
-from rollout_graph.ingest import cache
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.live.trace import LiveTrace, read_ahead, take_read_ahead
 from rollout_graph.pipeline import analyse
 from tests.support.builders import Turn, assert_same_load, jsonl, vllm_chat

@@ -11,8 +11,8 @@ import streamlit as st
 
 from rollout_graph.analysis.decode import decoder_for
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.one_call import find_call, read_calls_at
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls_at_line import find_call, read_calls_at
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import early
 from rollout_graph.ui.builders.chat import chat_html

@@ -22,12 +22,13 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from rollout_graph.analysis.decode import Decoder, decoder_for
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ingest import cache as persistent
-from rollout_graph.ingest.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import for_app
-from rollout_graph.ingest.loading import trace_files
-from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load import files as persistent
+from rollout_graph.ingest.load.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.load.pool import load_bytes_parallel
+from rollout_graph.ingest.load.progress import LoadProgress
+from rollout_graph.ingest.load.trace_files import trace_files
 from rollout_graph.pipeline import Decoders, analyse
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload

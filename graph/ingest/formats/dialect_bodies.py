@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from rollout_graph.core.dialects import ANTHROPIC_STOP, anthropic_response_message, obj, responses_response_message
-from rollout_graph.ingest.formats.streaming import _chunk_bodies
+from rollout_graph.ingest.formats.streaming import chunk_bodies
 
 _RESPONSE_DONE = ("response.completed", "response.incomplete", "response.failed")
 
@@ -27,7 +27,7 @@ def is_responses_object(body: Any) -> bool:
 
 
 def _event_types(chunks: list) -> set[str]:
-    return {str(c.get("type")) for c in _chunk_bodies(chunks) if isinstance(c.get("type"), str)}
+    return {str(c.get("type")) for c in chunk_bodies(chunks) if isinstance(c.get("type"), str)}
 
 
 def is_dialect_stream(chunks: list) -> bool:
@@ -41,7 +41,7 @@ def anthropic_from_events(chunks: list) -> dict:
     message: dict[str, Any] = {"type": "message", "role": "assistant", "content": []}
     blocks: dict[int, dict] = {}
     partial: dict[int, str] = {}
-    for event in _chunk_bodies(chunks):
+    for event in chunk_bodies(chunks):
         kind = event.get("type")
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message.update({k: v for k, v in event["message"].items() if k != "content"})
@@ -75,7 +75,7 @@ def responses_from_events(chunks: list) -> dict:
     """The final ``response`` object of a Responses SSE stream (rebuilt from items when cut)."""
     items: dict[int, dict] = {}
     final: dict | None = None
-    for event in _chunk_bodies(chunks):
+    for event in chunk_bodies(chunks):
         kind = event.get("type")
         if kind in _RESPONSE_DONE and isinstance(event.get("response"), dict):
             final = event["response"]
