@@ -151,6 +151,7 @@ def test_a_page_runs_count_even_when_it_stops_by_raising():
 
 def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pages(tmp_path, monkeypatch):
     from rollout_graph.ingest.load import cache as persistent
+    from rollout_graph.ingest.load.files import load_files
     from rollout_graph.ui.state import sources
 
     monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
@@ -170,7 +171,7 @@ def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pag
 
     monkeypatch.setattr(persistent, "store", counting_store)
     with sources.page_run():  # the page that reads the trace
-        loaded = persistent.load_files([trace], workers=1, defer_store=sources.store_after_paint)
+        loaded = load_files([trace], workers=1, defer_store=sources.store_after_paint)
         assert key in sources.pending_stores()
         time.sleep(0.2)
         assert persistent.load(key) is None  # not while the page runs

@@ -24,8 +24,9 @@ from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import for_app
-from rollout_graph.ingest.load import files as persistent
+from rollout_graph.ingest.load import cache as persistent
 from rollout_graph.ingest.load.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.load.files import load_files as load_trace_files
 from rollout_graph.ingest.load.pool import load_bytes_parallel
 from rollout_graph.ingest.load.progress import LoadProgress
 from rollout_graph.ingest.load.trace_files import trace_files
@@ -175,7 +176,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(paths, progress=report, limits=limits, defer_store=store_after_paint)
+        loaded = load_trace_files(paths, progress=report, limits=limits, defer_store=store_after_paint)
         return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
 
     bar = st.progress(0.0, text="Loading traces…")

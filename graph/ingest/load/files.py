@@ -21,13 +21,12 @@ from rollout_graph.core.records import LoadResult
 from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions
 from rollout_graph.ingest.load import cache, pool, two_parts
-from rollout_graph.ingest.load.cache import store
 from rollout_graph.ingest.load.calls import Progress, load_sources, note_unreadable
 from rollout_graph.ingest.load.progress import LoadProgress, ProgressFn, counted
 from rollout_graph.ingest.load.trace_files import walk_traces
 from rollout_graph.ingest.shortcuts.messages import leave_messages_in_file
 
-__all__ = ["load_files", "load_paths", "read_files", "store"]
+__all__ = ["load_files", "load_paths", "read_files"]
 
 
 def load_files(
@@ -52,7 +51,7 @@ def load_files(
     the new entry in a thread of its own (not a daemon: a process ends once the entry is complete;
     an interrupted write leaves no entry), ``store_delay`` seconds later (a process that ends
     before then writes none); ``defer_store(key, result)``, when given, is handed the entry instead
-    and writes it (with :func:`store`) when it chooses: the app, after its first paint.
+    and writes it (with :func:`rollout_graph.ingest.load.cache.store`) when it chooses: the app, after its first paint.
     ``leave_messages`` (a one-shot command) leaves request messages in plain files when nothing is
     cached (docs/performance.md, "Request messages left in the file").
     """
@@ -99,7 +98,7 @@ def _cached_or_read(
     if key is not None and defer_store is not None:
         defer_store(key, result)
     elif key is not None and background_store:
-        writer = threading.Thread(target=store, args=(key, result, folder), name="rg-cache-store")
+        writer = threading.Thread(target=cache.store, args=(key, result, folder), name="rg-cache-store")
         if store_delay > 0:  # a daemon timer: waiting never holds a process that wants to end
             timer = threading.Timer(store_delay, writer.start)
             timer.daemon, timer.name = True, "rg-cache-store-timer"
@@ -107,7 +106,7 @@ def _cached_or_read(
         else:
             writer.start()
     elif key is not None:
-        store(key, result, folder)
+        cache.store(key, result, folder)
     return result
 
 
