@@ -1,4 +1,9 @@
-"""The documented entry point for notebooks and scripts: :func:`load` (see docs/python-api.md)."""
+"""The documented entry point for notebooks and scripts: :func:`load` (docs/python-api.md).
+
+``rg.load(*paths)`` is :func:`rollout_graph.ingest.load.files.load_paths` (the one load path,
+``load_files``, without the cache, in this process) and :func:`rollout_graph.pipeline.analyse` of
+every session; :class:`Rollouts` holds the result and its load report.
+"""
 
 from __future__ import annotations
 

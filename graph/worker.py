@@ -1,24 +1,14 @@
 """Load untrusted bytes in a capped child process: parse, link and analyse, then hand back data, never objects.
 
-The app runs every upload through :func:`load_in_child` (docs/limits.md, "One upload, one capped
-process"). The child is a fresh interpreter (``python -m rollout_graph.worker DIR``, the same as a
-``spawn``), so nothing of the server's state is shared with it:
-
-- its address space is capped (``RLIMIT_AS``, :attr:`Budget.memory_bytes`), so a hostile upload
-  ends in that process's MemoryError or death, never in the server's;
-- it has a wall-clock budget (:attr:`Budget.seconds`); past it the child is killed and the caller
-  gets :class:`LoadTimedOut`, whose message says what to run locally instead;
-- ``alive()`` is polled while it runs (the app passes "is this browser session still open"): the
-  child is killed as soon as it returns False (:class:`LoadCancelled`);
-- it dies with its parent (``PR_SET_PDEATHSIG`` on Linux) and has a CPU-time limit a little over
-  the budget as a backstop.
-
-The result comes back as files in a private temporary folder: the loaded calls in the parsed-trace
-cache's form (raw arrays and JSON lines, graph/ingest/load/cache.py) and the analysis as JSON
-(:func:`encode_rollout`). Nothing derived from a trace is ever unpickled in the caller. A load the
-columnar form cannot carry exactly (a NaN in a free-form field: ``cache.NotCacheable``) comes back
-as ``None`` and the caller loads it in its own process, which the child has just shown to finish
-within the same budgets.
+Entry points: :func:`load_in_child` (the caller's side: the app runs every upload through it,
+docs/limits.md, "One upload, one capped process") and the child's main (``python -m
+rollout_graph.worker DIR``, a fresh interpreter). The child's address space and CPU time are
+capped, it has a wall-clock budget (:class:`LoadTimedOut`), it is killed when ``alive()`` says the
+visitor left (:class:`LoadCancelled`) and it dies with its parent. It reads with
+:func:`rollout_graph.ingest.load.calls.load_sources` and hands the calls back in the parsed-trace
+cache's form (graph/ingest/load/cache.py) and the analysis as JSON (:func:`encode_rollout`):
+nothing derived from a trace is ever unpickled in the caller. A load that form cannot carry (a NaN
+in a free-form field) comes back as ``None``, to be read in the caller's process.
 """
 
 from __future__ import annotations

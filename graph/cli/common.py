@@ -1,4 +1,12 @@
-"""What every verb shares: loading and validating inputs, tokenizer options, error output."""
+"""What every verb shares: loading and validating inputs, tokenizer options, error output.
+
+Entry points: :func:`load_inputs` (the paths read through the one load path,
+:func:`rollout_graph.ingest.load.files.load_files`, with the cache and the command's progress line,
+then analysed), :func:`add_paths` / :func:`add_limit_options` / :func:`limits_from_args` (the
+reading flags: docs/limits.md), :class:`StderrProgress`, :func:`fail` and :class:`UsageError`. What
+only loading needs is imported by the functions that load, so ``--help`` and a usage error stay
+quick (docs/performance.md, "Start-up and the print of the cold command").
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""Turning JSON token lists into validated numpy arrays.
+"""Token fields of a record -> validated numpy arrays: ids, logprobs, top-k alternatives, texts.
 
-Validation never drops a position: an invalid id becomes -1 and an invalid logprob NaN, so spans
-keep their lengths and the graph keeps its shape, while the problem is reported as a finding.
+Entry points: :func:`token_ids`, :func:`logprobs`, :func:`top_k`, :func:`split_tokens` (a choice's
+``token_id:N`` texts or plain texts), :func:`joined_tokens` / :func:`token_id_list` and
+:class:`Problems` (the finding-ready messages a record's conversion collects). Validation never
+drops a position: an invalid id becomes -1 and an invalid logprob NaN, so spans keep their lengths
+and the graph its shape, while the problem is reported as a finding. A leaf of ingest: the format
+readers and the logprob shortcut use it (docs/architecture.md, "Ingest: one way").
 """
 
 from __future__ import annotations
@@ -234,7 +238,6 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
     return SplitTokens(ids, texts if texts is not None and any(texts) else None, invalid)
 
 
-_IMPLAUSIBLE = 2**62
 _PREFIX = b"token_id:"
 _DIGITS = b"0123456789"
 

@@ -1,4 +1,4 @@
-"""The persistent cache's reopen (graph/ingest/cache.py, entry format 2): what a summary needs is
+"""The persistent cache's reopen (graph/ingest/load/cache.py, entry format 2): what a summary needs is
 read first, the rest on first use, and every shortcut gives exactly what a fresh load gives.
 
 - prompts that share an id arena are written once and reopened as views of one buffer;

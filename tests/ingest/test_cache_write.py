@@ -1,4 +1,4 @@
-"""The cache writer's shortcuts (graph/ingest/cache.py) write exactly what the checked path writes:
+"""The cache writer's shortcuts (graph/ingest/load/cache.py) write exactly what the checked path writes:
 a call's strings, line and None values go into its row as they are (no per-value dump and check),
 a finding's too, and the queued pieces of arrays.bin and top.bin are joined a batch at a time
 (each piece of a MB or more written as it is); odd values (a "null" in a name, a lone surrogate,

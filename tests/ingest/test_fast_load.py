@@ -22,8 +22,7 @@ from rollout_graph.ingest.load import pool as parallel
 from rollout_graph.ingest.load.calls import load_sources
 from rollout_graph.ingest.load.files import load_files, load_paths, read_files
 from rollout_graph.ingest.load.progress import LoadProgress
-from rollout_graph.ingest.shortcuts import logprob_entries as typed
-from rollout_graph.ingest.shortcuts import logprob_spans
+from rollout_graph.ingest.shortcuts import logprob_entries, logprob_spans
 from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
 from rollout_graph.ingest.values import line as line_module
 from rollout_graph.resources import SAMPLES
@@ -119,7 +118,7 @@ def test_typed_logprobs_agree_with_generic_json(contents, spaced):
 def _skimmed(raw: bytes) -> tuple[bytes, list]:
     """The line cut as the skim cuts it, and the content arrays' columns cut."""
     cut, found = line_module.cut_line(raw, IdArrayCutter(), locate=False)
-    return cut, [v for v in found.values() if isinstance(v, typed.LogprobColumns)]
+    return cut, [v for v in found.values() if isinstance(v, logprob_entries.LogprobColumns)]
 
 
 def test_typed_path_is_taken_for_plain_vllm_entries():

@@ -1,5 +1,5 @@
 """Raw id-array texts json.dumps never writes (leading zeros, numbers run together, odd
-whitespace): the fast path in graph/ingest/id_arrays.py must give what the validating JSON parser
+whitespace): the fast path in graph/ingest/shortcuts/id_arrays.py must give what the validating JSON parser
 gives, an error included, whatever the array's prefix already seen."""
 
 from __future__ import annotations

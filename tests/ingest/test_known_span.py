@@ -9,7 +9,7 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.files.search import find_outside
+from rollout_graph.ingest.files.search import find_between, find_outside
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
 from rollout_graph.ingest.shortcuts.messages import OTHER_KEYS, MessageCutter
@@ -158,3 +158,27 @@ def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
             assert not any(key in second[span[0] : span[1]] for key in OTHER_KEYS)
         else:
             assert span is None
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(
+    st.text(alphabet='ab"messagK', max_size=50).map(str.encode),
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 12)), max_size=4),
+    st.sampled_from([b'"messages"', b'"content"', b"K", b"ab"]),
+)
+def test_find_between_finds_the_first_key_wholly_between_the_spans(raw, picks, key):
+    """What the line with those spans cut would find (each span replaced by a marker that holds no
+    key): the first occurrence that lies wholly in a gap, or none."""
+    spans, at = [], 0
+    for start, length in sorted(picks):
+        start = max(start, at)
+        if start + length > len(raw):
+            break
+        spans.append((start, start + length, None))
+        at = start + length + 1
+    covered = [any(a <= i < b for a, b, _ in spans) for i in range(len(raw))]
+    want = next(
+        (i for i in range(len(raw)) if raw.startswith(key, i) and not any(covered[i : i + len(key)])),
+        -1,
+    )
+    assert find_between(raw, key, spans) == want

@@ -362,10 +362,10 @@ def _cut_both_ways(steps: list[tuple[int, str]]) -> int:
     asked: list[tuple[int, int]] = []
     real_holds, real_ask = line_module.holds_alternatives, KnownSpan.ask
 
-    def spy(raw, span):
+    def spy(raw, cut, span):
         if span is not None:
             handed.append((raw, span))
-        return real_holds(raw, span)
+        return real_holds(raw, cut, span)
 
     def ask(self, raw, pos, end=None):
         span = real_ask(self, raw, pos, end)

@@ -1,4 +1,4 @@
-"""The ``messages`` prefix shortcut (graph/ingest/message_prefix.py) gives exactly what parsing the
+"""The ``messages`` prefix shortcut (graph/ingest/shortcuts/messages.py) gives exactly what parsing the
 whole line gives, or steps aside: same values (key order, types, NaN), same errors, same
 findings. Odd inputs: escapes, brackets and keys inside strings, unicode, a prefix that ends
 mid-element, duplicate keys, NaN, lone surrogates, NUL escapes, trailing commas, deep nesting."""

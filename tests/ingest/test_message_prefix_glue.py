@@ -1,4 +1,4 @@
-"""The message cutter's byte searches by memchr (graph/ingest/message_prefix.py): the tail after a
+"""The message cutter's byte searches by memchr (graph/ingest/shortcuts/messages.py): the tail after a
 cut array and the ``\\u0000`` check find exactly what the plain searches find."""
 
 from __future__ import annotations

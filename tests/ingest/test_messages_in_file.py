@@ -1,4 +1,4 @@
-"""Request messages left in the file (graph/ingest/message_prefix.py, ``leave_messages_in_file``):
+"""Request messages left in the file (graph/ingest/shortcuts/messages.py, ``leave_messages_in_file``):
 a call that holds where its messages are gives exactly the messages the eager load builds, field
 by field (key order, types, unicode, escapes, numbers), on odd inputs too; a file changed since
 gives None and says why, never other messages; the command's JSON is byte-identical with and

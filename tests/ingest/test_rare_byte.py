@@ -1,4 +1,4 @@
-"""``find_by_rare_byte`` is ``bytes.find`` (graph/ingest/rare_byte.py): at any rare byte of the
+"""``find_by_rare_byte`` is ``bytes.find`` (graph/ingest/files/search.py): at any rare byte of the
 key, any number of tries, with the default search or a compiled pattern's, in any window."""
 
 from __future__ import annotations

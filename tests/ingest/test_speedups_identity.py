@@ -1,4 +1,4 @@
-"""The C identity-key scan (graph/ingest/csrc/glue.c, ``identity_repeats``) against the regex it
+"""The C identity-key scan (graph/ingest/csrc/identity_keys.c, ``identity_repeats``) against the regex it
 stands for (``values/line._IDENTITY_KEY_AT``'s findall listing one key twice), and
 ``values/line._duplicate_identity_key`` with it on and off: keys overlapping and cut short, nested,
 inside strings, escaped, next to ``tool_call_id``, at the line's ends, random and mutated bytes."""

@@ -1,4 +1,4 @@
-"""The C id-array parser (``_speedups.plain_ids``, graph/ingest/csrc/ids.c) against the Python
+"""The C id-array parser (``_speedups.plain_ids``, graph/ingest/csrc/id_text.c) against the Python
 path it stands for (``id_arrays._parse_plain_python``) and against ``orjson.loads`` of the body
 as an array: the same ids, dtype and largest, or None from both, on plain texts, odd whitespace,
 leading zeros, empty elements, signs, decimals, exponents, numbers around the limits, random

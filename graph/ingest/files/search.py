@@ -3,8 +3,9 @@ passes over a span known not to hold the key.
 
 Entry points: :func:`find_by_rare_byte` (``bytes.find`` for a key holding a byte rare in a trace's
 text: ``[``, ``]``, ``_``; after a few places that are not the key's, the usual search, so a
-hostile line costs what ``bytes.find`` costs) and :func:`find_outside` (the one "find outside a
-span" of the id cutter, the content-array search and the messages cutter). Bottom of ingest.
+hostile line costs what ``bytes.find`` costs), :func:`find_outside` (the one "find outside a span"
+of the id cutter and the content-array search) and :func:`find_between` (a search of the parts of
+a line between spans already cut: what the line with those cuts made would find). Bottom of ingest.
 docs/performance.md, "Cold inspect: reading lines" ("Key searches start at a rare byte").
 """
 
@@ -66,3 +67,20 @@ def find_outside(
                 return at
         pos = max(pos, b - len(key) + 1)
     return find(raw, key, pos, hi)
+
+
+def find_between(raw: bytes, key: bytes, spans: list, start: int = 0, end: int | None = None) -> int:
+    """``raw.find(key, start, end)`` in the parts of ``raw`` between ``spans`` (sorted, apart, each
+    ``(start, end, ...)``): an occurrence inside a span, or crossing its edge, is not found; the
+    spans' bytes are never searched."""
+    end = len(raw) if end is None else end
+    pos = start
+    for span in spans:
+        if span[0] >= end:
+            break
+        if span[0] > pos:
+            at = raw.find(key, pos, span[0])
+            if at >= 0:
+                return at
+        pos = max(pos, span[1])
+    return raw.find(key, pos, end) if pos < end else -1

@@ -1,8 +1,11 @@
 """Anthropic Messages and OpenAI Responses response bodies, read as chat completions.
 
-A capture proxy that records what the harness received (not the engine's chat body) leaves an
-Anthropic ``message``, a Responses ``response`` object, or the list of their SSE events. These
-carry no token ids: they become message-only calls that link by the message fallback.
+Entry point: :func:`as_chat_response` (a dialect body, or the list of its SSE events, as a
+chat-completions body; anything else unchanged). A capture proxy that records what the harness
+received (not the engine's chat body) leaves such a body: it carries no token ids, so it becomes
+a message-only call that links by the message fallback. Used by the engine-pair reader; reads the
+stream's events with ``streaming.chunk_bodies``. docs/formats.md, "Anthropic Messages and OpenAI
+Responses bodies".
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rollout_graph.ingest.files.search import find_by_rare_byte, find_outside
+from rollout_graph.ingest.files.search import find_between, find_by_rare_byte
 from rollout_graph.ingest.shortcuts.logprob_entries import LogprobColumns, typed
 
 # The array spans worth cutting: shorter ones cost more to cut than to parse.
@@ -24,11 +24,14 @@ MIN_CUT_BYTES = 2048
 TOP_KEY = b'"top_logprobs"'  # what a content array with alternatives holds (messages.OTHER_KEYS)
 
 
-def holds_alternatives(raw: bytes, skip: tuple[int, int] | None) -> bool:
+def holds_alternatives(raw: bytes, cut: list, skip: tuple[int, int] | None) -> bool:
     """Whether the line may hold a content array with alternatives, the skim's pre-check:
-    ``"content"`` and ``"top_logprobs"``, the latter looked for outside ``skip`` (a span known to
-    hold none: a repeated ``messages`` array)."""
-    return b'"content"' in raw and find_outside(raw, TOP_KEY, 0, len(raw), skip) >= 0
+    ``"content"`` and ``"top_logprobs"`` outside the spans already ``cut`` (id arrays: digits), the
+    latter outside ``skip`` too (a span known to hold none: a repeated ``messages`` array)."""
+    if find_between(raw, b'"content"', cut) < 0:
+        return False
+    spans = cut if skip is None else sorted([*cut, skip])
+    return find_between(raw, TOP_KEY, spans) >= 0
 
 
 def _address(buffer) -> int:

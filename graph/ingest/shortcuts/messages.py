@@ -29,7 +29,7 @@ import orjson
 
 from rollout_graph.core.messages import note_left_in_file
 from rollout_graph.core.records import MessagesInFile
-from rollout_graph.ingest.files.search import find_by_rare_byte
+from rollout_graph.ingest.files.search import find_between, find_by_rare_byte
 from rollout_graph.ingest.files.sources import FileRef, open_regular
 from rollout_graph.ingest.shortcuts.id_arrays import ID_KEY, NEAR
 from rollout_graph.ingest.shortcuts.logprob_spans import TOP_KEY
@@ -253,14 +253,12 @@ def _crossed(cuts: Cuts, start: int, end: int) -> bool:
     return False
 
 
-def _outside(cuts: Cuts, at: int) -> int:
-    """``at``, or the end of the cut it falls in (where a search for a key goes on)."""
+def _next_cut(cuts: Cuts, at: int, default: int) -> int:
+    """Where the first of ``cuts`` starting at or after ``at`` starts (``default`` when none does)."""
     for cut in cuts:
-        if cut[0] > at:
-            break
-        if at < cut[1]:
-            return cut[1]
-    return at
+        if cut[0] >= at:
+            return cut[0]
+    return default
 
 
 class MessageCutter:
@@ -278,12 +276,7 @@ class MessageCutter:
     def _array_opening(self, raw: bytes) -> tuple[int, int] | None:
         """Where the line's first ``"messages"`` key outside the other shortcuts' spans starts and
         its array's first byte after ``[`` (None: no such key, an escaped one, or not an array)."""
-        key = raw.find(_KEY)
-        while key >= 0 and self._cuts:
-            after = _outside(self._cuts, key)
-            if after == key:
-                break
-            key = raw.find(_KEY, after)
+        key = find_between(raw, _KEY, self._cuts)
         if key < 0 or _escaped(raw, key):
             return None
         opening = _OPENING.match(raw, key + len(_KEY))
@@ -449,12 +442,13 @@ class MessageCutter:
         """Where the array whose elements start at ``first`` ends, and those elements' values.
 
         The bytes that followed the last cut array (``],"temperature":...``) are looked for first,
-        at their last place in the line, then at their first (a memchr), else the end is scanned
-        for; either way the elements before it must parse on their own, which proves it is the
+        at their last place before the next other shortcut's span, then at their first (a memchr),
+        else the end is scanned for; either way the elements before it must parse on their own, which proves it is the
         array's end (docs/performance.md, "Messages read once"; tests/ingest/test_message_prefix_glue.py
         compares the places on odd lines)."""
         if self._tail:
-            late = raw.rfind(self._tail, first)
+            # the array holds no other shortcut's span: it ends before the first one after it
+            late = raw.rfind(self._tail, first, _next_cut(self._cuts, first, len(raw)) + len(self._tail) - 1)
             if late >= 0 and late - first <= _MAX_BYTES and not self._excluded(raw, first, late):
                 values = _values(
                     memoryview(raw)[first - 1 : late + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:late] + b"]"

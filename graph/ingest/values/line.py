@@ -23,7 +23,7 @@ from rollout_graph.ingest.files.json_values import RawValue, nesting, parse_json
 from rollout_graph.ingest.files.sources import FileRef
 from rollout_graph.ingest.limits import LimitExceeded, Limits
 from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
-from rollout_graph.ingest.shortcuts.logprob_entries import columns_for
+from rollout_graph.ingest.shortcuts.logprob_entries import LogprobColumns, columns_for
 from rollout_graph.ingest.shortcuts.logprob_spans import holds_alternatives, located_span, placed, skimmed_spans
 from rollout_graph.ingest.shortcuts.markers import BYTES, MESSAGES, SKIM, as_json, marker, restore
 from rollout_graph.ingest.shortcuts.messages import KnownSpan, MessageCutter
@@ -54,7 +54,8 @@ def parse_line(
         known = None if messages is None else messages.known
         cuts = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=True)
         value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
-        if not placed(value, [cut[3] for cut in cuts]):  # a content array found by bytes, not confirmed
+        located = _located(cuts)
+        if located is not None and not placed(value, located):  # found by its bytes, not confirmed
             cuts = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=False)
             value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
         # The cut messages array is a nested value: the top-level keys are those of ``parsed``.
@@ -123,7 +124,7 @@ def _find_cuts(
                 cuts += [(a, b, marker(BYTES, first + j), ids) for j, (a, b, ids) in enumerate(after)]
                 return cuts
     cuts = [(a, b, marker(BYTES, i), ids) for i, (a, b, ids) in enumerate(cutter.spans(raw, 0, None, ask, max_ids))]
-    if not holds_alternatives(raw, None if span_of is None else span_of.span):
+    if not holds_alternatives(raw, cuts, None if span_of is None else span_of.span):
         return cuts
     content: list[Cut] = []
     for start, end in skimmed_spans(raw):
@@ -131,6 +132,16 @@ def _find_cuts(
         if columns is not None:
             content.append((start, end, marker(SKIM, len(content)), columns))
     return _merged(cuts, content) if content else cuts
+
+
+def _located(cuts: list[Cut]) -> tuple[LogprobColumns] | None:
+    """The content array cut where its bytes are, when there is one (the parsed record must then
+    hold it where an engine pair's choice does)."""
+    for cut in cuts:
+        value = cut[3]
+        if type(value) is LogprobColumns and value.located:
+            return (value,)
+    return None
 
 
 def _merged(ids: list[Cut], content: list[Cut]) -> list[Cut]:
@@ -167,7 +178,8 @@ def _parse_cut(
         found = messages.cut(raw, cuts, file, at)
         if found is not None:
             start, end, items = found
-            with_messages = sorted([*cuts, (start, end, MESSAGES_MARKER, items)], key=lambda cut: cut[0])
+            at_cut = next((i for i, cut in enumerate(cuts) if cut[0] > start), len(cuts))
+            with_messages = [*cuts[:at_cut], (start, end, MESSAGES_MARKER, items), *cuts[at_cut:]]
             short = _joined(raw, with_messages)
             try:
                 value = orjson.loads(short)
