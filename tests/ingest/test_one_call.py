@@ -1,4 +1,4 @@
-"""One record read from its line (rollout_graph.ingest.one_call) gives exactly the calls a whole load
+"""One record read from its line (rollout_graph.ingest.load.calls_at_line) gives exactly the calls a whole load
 gives for that line: on every bundled sample (plain, gzip, a JSON document) and on odd inputs."""
 
 from __future__ import annotations
