@@ -9,7 +9,7 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.files.search import find_between, find_outside
+from rollout_graph.ingest.files.search import find_outside
 from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
 from rollout_graph.ingest.shortcuts.messages import OTHER_KEYS, MessageCutter
@@ -139,7 +139,7 @@ def test_find_outside_equals_find_when_the_span_holds_no_key(raw, a, b, pos, key
     raw = raw.replace(b"K", key)
     a, b = min(a, b, len(raw)), min(max(a, b), len(raw))
     assume(key not in raw[a:b])
-    assert find_outside(raw, key, pos, len(raw), (a, b)) == raw.find(key, pos, len(raw))
+    assert find_outside(raw, key, pos, len(raw), [(a, b)]) == raw.find(key, pos, len(raw))
 
 
 def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
@@ -166,9 +166,9 @@ def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
     st.lists(st.tuples(st.integers(0, 50), st.integers(0, 12)), max_size=4),
     st.sampled_from([b'"messages"', b'"content"', b"K", b"ab"]),
 )
-def test_find_between_finds_the_first_key_wholly_between_the_spans(raw, picks, key):
-    """What the line with those spans cut would find (each span replaced by a marker that holds no
-    key): the first occurrence that lies wholly in a gap, or none."""
+def test_find_outside_finds_the_first_key_not_wholly_inside_a_span(raw, picks, key):
+    """The spans' bytes are not searched (an occurrence wholly inside one is not found; one
+    crossing an edge is): on spans holding no key, ``bytes.find``."""
     spans, at = [], 0
     for start, length in sorted(picks):
         start = max(start, at)
@@ -176,9 +176,6 @@ def test_find_between_finds_the_first_key_wholly_between_the_spans(raw, picks, k
             break
         spans.append((start, start + length, None))
         at = start + length + 1
-    covered = [any(a <= i < b for a, b, _ in spans) for i in range(len(raw))]
-    want = next(
-        (i for i in range(len(raw)) if raw.startswith(key, i) and not any(covered[i : i + len(key)])),
-        -1,
-    )
-    assert find_between(raw, key, spans) == want
+    inside = {i for a, b, _ in spans for i in range(a, b - len(key) + 1)}
+    want = next((i for i in range(len(raw)) if raw.startswith(key, i) and i not in inside), -1)
+    assert find_outside(raw, key, 0, len(raw), spans) == want

@@ -3,9 +3,9 @@ passes over a span known not to hold the key.
 
 Entry points: :func:`find_by_rare_byte` (``bytes.find`` for a key holding a byte rare in a trace's
 text: ``[``, ``]``, ``_``; after a few places that are not the key's, the usual search, so a
-hostile line costs what ``bytes.find`` costs), :func:`find_outside` (the one "find outside a span"
-of the id cutter and the content-array search) and :func:`find_between` (a search of the parts of
-a line between spans already cut: what the line with those cuts made would find). Bottom of ingest.
+hostile line costs what ``bytes.find`` costs) and :func:`find_outside` (the one "find outside the
+spans": a line's parts known to hold no key, or already cut, are never searched; the id cutter, the
+content-array check and the messages cutter use it). Bottom of ingest.
 docs/performance.md, "Cold inspect: reading lines" ("Key searches start at a rare byte").
 """
 
@@ -52,35 +52,22 @@ def _plain_find(raw: bytes, key: bytes, start: int, end: int) -> int:
     return raw.find(key, start, end)
 
 
-def find_outside(
-    raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int] | None, find: Find | None = None
-) -> int:
-    """``raw.find(key, pos, hi)`` where ``raw[skip[0]:skip[1]]`` is known to hold no ``key``: that
-    span is not searched (an occurrence straddling either of its ends still is). ``find``: the
-    search itself (default ``bytes.find``)."""
+def find_outside(raw: bytes, key: bytes, pos: int, hi: int, spans: list | tuple, find: Find | None = None) -> int:
+    """``raw.find(key, pos, hi)`` where ``spans`` (sorted, apart, each ``(start, end, ...)``) are
+    parts of ``raw`` known to hold no ``key`` (a repeated messages body), or parts already cut from
+    the line (an id array): their bytes are not searched; an occurrence crossing the edge of one
+    still is found. ``find``: the search itself (default ``bytes.find``)."""
     find = find or _plain_find
-    if skip is not None:
-        a, b = skip
-        if pos < a:
-            at = find(raw, key, pos, min(hi, a + len(key) - 1))
-            if at >= 0:
-                return at
-        pos = max(pos, b - len(key) + 1)
-    return find(raw, key, pos, hi)
-
-
-def find_between(raw: bytes, key: bytes, spans: list, start: int = 0, end: int | None = None) -> int:
-    """``raw.find(key, start, end)`` in the parts of ``raw`` between ``spans`` (sorted, apart, each
-    ``(start, end, ...)``): an occurrence inside a span, or crossing its edge, is not found; the
-    spans' bytes are never searched."""
-    end = len(raw) if end is None else end
-    pos = start
+    k = len(key)
     for span in spans:
-        if span[0] >= end:
+        a, b = span[0], span[1]
+        if b <= pos:
+            continue
+        if a >= hi:
             break
-        if span[0] > pos:
-            at = raw.find(key, pos, span[0])
+        if pos < a:
+            at = find(raw, key, pos, min(hi, a + k - 1))
             if at >= 0:
                 return at
-        pos = max(pos, span[1])
-    return raw.find(key, pos, end) if pos < end else -1
+        pos = max(pos, b - k + 1)
+    return find(raw, key, pos, hi) if pos < hi else -1

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rollout_graph.ingest.files.search import find_between, find_by_rare_byte
+from rollout_graph.ingest.files.search import find_by_rare_byte, find_outside
 from rollout_graph.ingest.shortcuts.logprob_entries import LogprobColumns, typed
 
 # The array spans worth cutting: shorter ones cost more to cut than to parse.
@@ -28,10 +28,10 @@ def holds_alternatives(raw: bytes, cut: list, skip: tuple[int, int] | None) -> b
     """Whether the line may hold a content array with alternatives, the skim's pre-check:
     ``"content"`` and ``"top_logprobs"`` outside the spans already ``cut`` (id arrays: digits), the
     latter outside ``skip`` too (a span known to hold none: a repeated ``messages`` array)."""
-    if find_between(raw, b'"content"', cut) < 0:
+    if find_outside(raw, b'"content"', 0, len(raw), cut) < 0:
         return False
     spans = cut if skip is None else sorted([*cut, skip])
-    return find_between(raw, TOP_KEY, spans) >= 0
+    return find_outside(raw, TOP_KEY, 0, len(raw), spans) >= 0
 
 
 def _address(buffer) -> int:

@@ -29,7 +29,7 @@ import orjson
 
 from rollout_graph.core.messages import note_left_in_file
 from rollout_graph.core.records import MessagesInFile
-from rollout_graph.ingest.files.search import find_between, find_by_rare_byte
+from rollout_graph.ingest.files.search import find_by_rare_byte, find_outside
 from rollout_graph.ingest.files.sources import FileRef, open_regular
 from rollout_graph.ingest.shortcuts.id_arrays import ID_KEY, NEAR
 from rollout_graph.ingest.shortcuts.logprob_spans import TOP_KEY
@@ -276,7 +276,7 @@ class MessageCutter:
     def _array_opening(self, raw: bytes) -> tuple[int, int] | None:
         """Where the line's first ``"messages"`` key outside the other shortcuts' spans starts and
         its array's first byte after ``[`` (None: no such key, an escaped one, or not an array)."""
-        key = find_between(raw, _KEY, self._cuts)
+        key = find_outside(raw, _KEY, 0, len(raw), self._cuts)
         if key < 0 or _escaped(raw, key):
             return None
         opening = _OPENING.match(raw, key + len(_KEY))
