@@ -58,6 +58,8 @@ def find_outside(raw: bytes, key: bytes, pos: int, hi: int, spans: list | tuple,
     the line (an id array): their bytes are not searched; an occurrence crossing the edge of one
     still is found. ``find``: the search itself (default ``bytes.find``)."""
     find = find or _plain_find
+    if not spans:
+        return find(raw, key, pos, hi)
     k = len(key)
     for span in spans:
         a, b = span[0], span[1]

@@ -110,8 +110,9 @@ def _skyrl_metrics(record: dict, source: str, line: int, default_session: str) -
     raise RecordError(text_dumps.SKYRL_METRICS)
 
 
+_ENGINE_PAIR = _call_reader(engine_pair.parse)
 FORMATS: tuple[Format, ...] = (
-    Format("engine pair", lambda record, source: plain_engine_pair(record), _call_reader(engine_pair.parse)),
+    Format("engine pair", lambda record, source: plain_engine_pair(record), _ENGINE_PAIR),
     Format("rollout document", lambda record, source: rollout_document.is_rollout_document(record), _document),
     Format("verifiers", lambda record, source: verifiers_trace.is_verifiers(record), _framework(verifiers_trace.parse)),
     Format("OTLP", lambda record, source: otel.is_otlp(record), _framework(_otlp)),
@@ -137,6 +138,8 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     record = raw.value
     if not isinstance(record, dict):
         raise RecordError(f"a JSON {type(record).__name__}, not an object")
+    if plain_engine_pair(record):  # FORMATS' first, nearly every record of a capture: no loop for it
+        return _ENGINE_PAIR(record, source, raw.line, default_session)
     for reader in FORMATS:
         if reader.detect(record, source):
             return reader.parse(record, source, raw.line, default_session)

@@ -403,7 +403,8 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, ask: Ask | None
     # a messages key near where the search starts (a capture record's request) is asked for at
     # once; else from where the first id array ends (a flat entry's ids come first)
     span = None if ask is None else ask(raw, lo, lo + NEAR)
-    at = find_outside(raw, ID_KEY, lo, hi, () if span is None else (span,), _find)
+    skip = () if span is None else (span,)
+    at = find_outside(raw, ID_KEY, lo, hi, skip, _find)
     while at >= 0:
         after = at + len(ID_KEY)
         if raw.endswith(_HEADS, 0, at):  # one of the keys (what precedes ``at`` is one of the heads)
@@ -414,9 +415,10 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, ask: Ask | None
                     break
                 spans.append((opening.end(), end))
                 after = end
-        if ask is not None:
+        if ask is not None and span is None:
             span = ask(raw, after, None)
-        at = find_outside(raw, ID_KEY, after, hi, () if span is None else (span,), _find)
+            skip = () if span is None else (span,)
+        at = find_outside(raw, ID_KEY, after, hi, skip, _find)
     return spans
 
 

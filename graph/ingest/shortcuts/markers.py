@@ -11,6 +11,7 @@ restore").
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Any
 
 NONCE = os.urandom(4).hex()
@@ -19,11 +20,13 @@ NONCE = os.urandom(4).hex()
 BYTES, SKIM, MESSAGES = "ids", "lp", "msg"
 
 
+@lru_cache(maxsize=1024)  # a line's markers are those of the lines before it
 def marker(kind: str, index: int | None = None) -> str:
     """The marker string of the ``index``-th cut of ``kind`` (the messages array has no index)."""
     return f"\x00{kind}-{NONCE}" if index is None else f"\x00{kind}-{NONCE}:{index}"
 
 
+@lru_cache(maxsize=1024)
 def as_json(name: str) -> bytes:
     """``name`` as the JSON string the cut line holds (its NUL escaped)."""
     return b'"\\u0000' + name[1:].encode() + b'"'

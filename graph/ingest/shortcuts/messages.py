@@ -57,6 +57,7 @@ _PAYS = 4
 # by their searches when a line repeats it (known()).
 OTHER_KEYS = (ID_KEY, TOP_KEY)
 Cuts = list[tuple]  # the other shortcuts' spans of a line, in order: (start, end, ...)
+_NO_CUTS: Cuts = []
 
 
 _LEAVE: ContextVar[bool] = ContextVar("rollout_graph_leave_messages", default=False)
@@ -271,7 +272,7 @@ class MessageCutter:
         self._tried = self._reused = self._parsed = 0
         self.off = False  # the shortcut did not pay on the first lines: not tried again
         self._leave = _LEAVE.get()
-        self._cuts: Cuts = []  # the other shortcuts' spans of the line being cut
+        self._cuts: Cuts = _NO_CUTS  # the other shortcuts' spans of the line being cut
 
     def _array_opening(self, raw: bytes) -> tuple[int, int] | None:
         """Where the line's first ``"messages"`` key outside the other shortcuts' spans starts and
@@ -349,13 +350,7 @@ class MessageCutter:
         shortened line parsed); otherwise its values are dropped with the caller's reference.
         """
         self._pending = None
-        self._cuts = cuts or []
-        try:
-            return self._cut(raw, file, at)
-        finally:
-            self._cuts = []
-
-    def _cut(self, raw: bytes, file: FileRef | None, at: int | None) -> tuple[int, int, list[Any]] | None:
+        self._cuts = cuts or _NO_CUTS  # the line's, until the next line's
         if self.off:
             return None if not (self._leave and file is not None and at is not None) else self._cut_only(raw, file, at)
         self._tried += 1
@@ -448,7 +443,8 @@ class MessageCutter:
         compares the places on odd lines)."""
         if self._tail:
             # the array holds no other shortcut's span: it ends before the first one after it
-            late = raw.rfind(self._tail, first, _next_cut(self._cuts, first, len(raw)) + len(self._tail) - 1)
+            bound = _next_cut(self._cuts, first, len(raw)) + len(self._tail) - 1 if self._cuts else len(raw)
+            late = raw.rfind(self._tail, first, bound)
             if late >= 0 and late - first <= _MAX_BYTES and not self._excluded(raw, first, late):
                 values = _values(
                     memoryview(raw)[first - 1 : late + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:late] + b"]"

@@ -52,11 +52,10 @@ def parse_line(
     try:
         at = offset if offset >= 0 else None
         known = None if messages is None else messages.known
-        cuts = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=True)
+        cuts, located = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=True)
         value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
-        located = _located(cuts)
-        if located is not None and not placed(value, located):  # found by its bytes, not confirmed
-            cuts = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=False)
+        if located is not None and not placed(value, (located,)):  # found by its bytes, not confirmed
+            cuts, _ = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=False)
             value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
         # The cut messages array is a nested value: the top-level keys are those of ``parsed``.
         duplicate = _duplicate_identity_key(parsed) if isinstance(value, dict) else None
@@ -87,7 +86,7 @@ def cut_line(
     Raises:
         LimitExceeded: an id array holds more than ``max_ids`` ids.
     """
-    cuts = _find_cuts(raw, cutter, max_ids, file, offset, known, locate)
+    cuts, _ = _find_cuts(raw, cutter, max_ids, file, offset, known, locate)
     return (_joined(raw, cuts) if cuts else raw), {name: value for _, _, name, value in cuts}
 
 
@@ -99,8 +98,9 @@ def _find_cuts(
     at: int | None,
     known: Any,
     locate: bool,
-) -> list[Cut]:
-    """Every span of the original line the shortcuts cut but the messages array, in order.
+) -> tuple[list[Cut], LogprobColumns | None]:
+    """Every span of the original line the shortcuts cut but the messages array, in order, and
+    the content array found by its bytes when there is one (the parsed record must confirm it).
 
     ``locate``: a one-choice content array is first looked for by its bytes (then only the id
     arrays around it are looked for); without it, or when that finds none it can read, the id
@@ -122,26 +122,16 @@ def _find_cuts(
                 cuts.append((start, end, marker(BYTES, 0), columns))
                 first = len(before) + 2
                 cuts += [(a, b, marker(BYTES, first + j), ids) for j, (a, b, ids) in enumerate(after)]
-                return cuts
+                return cuts, columns
     cuts = [(a, b, marker(BYTES, i), ids) for i, (a, b, ids) in enumerate(cutter.spans(raw, 0, None, ask, max_ids))]
     if not holds_alternatives(raw, cuts, None if span_of is None else span_of.span):
-        return cuts
+        return cuts, None
     content: list[Cut] = []
     for start, end in skimmed_spans(raw):
         columns = columns_for(raw[start:end], file, None if at is None else at + start, located=False)
         if columns is not None:
             content.append((start, end, marker(SKIM, len(content)), columns))
-    return _merged(cuts, content) if content else cuts
-
-
-def _located(cuts: list[Cut]) -> tuple[LogprobColumns] | None:
-    """The content array cut where its bytes are, when there is one (the parsed record must then
-    hold it where an engine pair's choice does)."""
-    for cut in cuts:
-        value = cut[3]
-        if type(value) is LogprobColumns and value.located:
-            return (value,)
-    return None
+    return (_merged(cuts, content) if content else cuts), None
 
 
 def _merged(ids: list[Cut], content: list[Cut]) -> list[Cut]:
