@@ -1,7 +1,7 @@
 """The explorer on a reopen from the persistent cache (entry format 2), in headless Chromium at
 1440x900: a first server reads the bundled samples and writes their cache entry after the first
 paint; a second server finds it and draws the same call, whose top-k alternatives are read from the
-entry only when the token inspector shows them (graph/ingest/cache.py)."""
+entry only when the token inspector shows them (graph/ingest/load/cache.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 """Where traces come from in the app, and the cached load of them.
 
+Entry points: ``load_files(paths, label)`` and ``load_uploads(files)`` -> ``Workspace`` (cached per
+content in the shared workspace cache), ``bundled_files``, ``files_under``, ``decoder``,
+``page_run`` (a page run in progress: background work pauses), ``store_after_paint``.
+
 Only three kinds of source exist: the bundled samples, uploads, and files under the directories
-given on the command line. A visitor can never type a server path: a public deployment must not
-read the server's files.
-"""
+given on the command line. A visitor can never type a server path. Where it sits: called by the
+sidebar (views/panels/sidebar.py); loads run off the script thread (workspace_cache.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from rollout_graph.resources import SAMPLES
 from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload
 from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 
-# A trace read for the first time is cached on disk (graph/ingest/cache.py) after the first paint:
+# A trace read for the first time is cached on disk (graph/ingest/load/cache.py) after the first paint:
 # once no page has run for a moment, on a low-priority thread that pauses while a page runs
 # (store_after_paint; docs/performance.md "The app").
 
@@ -168,7 +171,7 @@ def _start_watcher() -> None:
 
 def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
     """Files from the server's disk: cached in memory by (path, size, mtime), parsed on every
-    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/cache.py)."""
+    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/load/cache.py)."""
     release_closed_sessions()
     key = "files:" + key_for_files(paths, limits)
     cached = WORKSPACES.get(key)

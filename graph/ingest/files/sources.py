@@ -2,7 +2,8 @@
 
 Entry points: :meth:`Source.from_path` / :meth:`Source.from_bytes`, :func:`open_regular` (a
 regular file opened without ever blocking on a FIFO, a device or a socket put in its place), and
-:class:`FileRef` (a plain file as it was when read: the shortcuts read spans back from it later).
+:class:`FileRef` (a plain file as it was when read: the shortcuts read spans back from it later),
+:func:`path_text` (a file name as text any output carries).
 The bottom of ingest: the readers above (values/read.py, the loaders in load/) open every source
 through here. docs/limits.md: why a FIFO is refused rather than read.
 """
@@ -55,6 +56,21 @@ def open_regular(path: Path) -> IO[bytes]:
         raise
 
 
+def path_text(path: str) -> str:
+    """A path as text every output can carry: bytes of a file name that are not UTF-8 (which
+    Python keeps as lone surrogates) shown as ``\\xNN`` escapes, so a name never breaks a JSON,
+    Parquet or HTML writer (docs/limits.md)."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        try:
+            raw = path.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return path.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Source:
     """A named byte stream: a file on disk or an upload held in memory."""
@@ -65,9 +81,10 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
-        """A file on disk; FIFOs, devices and sockets are refused when opened."""
+        """A file on disk; FIFOs, devices and sockets are refused when opened. Its name is
+        :func:`path_text` of the path (what reports show); ``path`` is the path itself."""
         p = Path(path)
-        return cls(str(p), lambda: open_regular(p), str(p))
+        return cls(path_text(str(p)), lambda: open_regular(p), str(p))
 
     @classmethod
     def from_bytes(cls, name: str, data: bytes) -> Source:

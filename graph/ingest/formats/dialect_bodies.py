@@ -1,11 +1,12 @@
-"""Anthropic Messages and OpenAI Responses response bodies, read as chat completions.
+"""Anthropic Messages, OpenAI Responses and Gemini response bodies, read as chat completions.
 
 Entry point: :func:`as_chat_response` (a dialect body, or the list of its SSE events, as a
 chat-completions body; anything else unchanged). A capture proxy that records what the harness
-received (not the engine's chat body) leaves such a body: it carries no token ids, so it becomes
-a message-only call that links by the message fallback. Used by the engine-pair reader; reads the
-stream's events with ``streaming.chunk_bodies``. docs/formats.md, "Anthropic Messages and OpenAI
-Responses bodies".
+received (not the engine's chat body) leaves an Anthropic ``message``, a Responses ``response``
+object, a Gemini ``GenerateContentResponse``, or the list of their SSE events: they carry no token
+ids, so each becomes a message-only call that links by the message fallback. Used by the
+engine-pair reader; reads the stream's events with ``streaming.chunk_bodies``. docs/formats.md,
+"Anthropic Messages and OpenAI Responses bodies".
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rollout_graph.core.dialects import ANTHROPIC_STOP, anthropic_response_message, obj, responses_response_message
+from rollout_graph.core.dialects import (
+    ANTHROPIC_STOP,
+    anthropic_response_message,
+    google_chat_response,
+    is_google_response,
+    obj,
+    responses_response_message,
+)
 from rollout_graph.ingest.formats.streaming import chunk_bodies
 
 _RESPONSE_DONE = ("response.completed", "response.incomplete", "response.failed")
@@ -93,6 +101,10 @@ def responses_from_events(chunks: list) -> dict:
 
 def as_chat_response(response: Any) -> Any:
     """A dialect response (body or event list) as a chat-completions body; anything else unchanged."""
+    if is_google_response(response):  # a Gemini answer (core.dialects reads it)
+        return google_chat_response([response])
+    if isinstance(response, list) and any(is_google_response(c) for c in chunk_bodies(response[:3])):
+        return google_chat_response(chunk_bodies(response))
     if isinstance(response, list) and is_dialect_stream(response):
         kinds = _event_types(response)
         response = anthropic_from_events(response) if "message_start" in kinds else responses_from_events(response)

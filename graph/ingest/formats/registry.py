@@ -17,6 +17,7 @@ from rollout_graph.core.records import Call
 from rollout_graph.ingest.files.json_values import RawValue
 from rollout_graph.ingest.formats import (
     engine_pair,
+    openenv_files,
     otel,
     rollout_document,
     text_dumps,
@@ -93,6 +94,12 @@ def _document(record: dict, source: str, line: int, default_session: str) -> Par
     return Parsed(doc.calls, doc.meta, doc.skipped)
 
 
+def _openenv(record: dict, source: str, line: int, default_session: str) -> list[Call]:
+    kind = openenv_files.kind_of(record)
+    assert kind is not None  # detected
+    return openenv_files.parse(record, kind, source, line, default_session)
+
+
 def _otlp(record: dict, source: str, line: int, default_session: str) -> list[Call]:
     calls = otel.parse(record, source, line, default_session)
     if not calls:
@@ -114,6 +121,7 @@ _ENGINE_PAIR = _call_reader(engine_pair.parse)
 FORMATS: tuple[Format, ...] = (
     Format("engine pair", lambda record, source: plain_engine_pair(record), _ENGINE_PAIR),
     Format("rollout document", lambda record, source: rollout_document.is_rollout_document(record), _document),
+    Format("OpenEnv file", lambda record, source: openenv_files.kind_of(record) is not None, _framework(_openenv)),
     Format("verifiers", lambda record, source: verifiers_trace.is_verifiers(record), _framework(verifiers_trace.parse)),
     Format("OTLP", lambda record, source: otel.is_otlp(record), _framework(_otlp)),
     Format(
@@ -122,6 +130,11 @@ FORMATS: tuple[Format, ...] = (
         _framework(lambda record, source, line, default_session: token_rows.parse_prime_rl(record, source, line)),
     ),
     Format("NeMo-RL", lambda record, source: token_rows.is_nemo_rl(record), _framework(token_rows.parse_nemo_rl)),
+    Format(
+        "NeMo-RL validation",
+        lambda record, source: token_rows.is_nemo_rl_messages(record),
+        _framework(token_rows.parse_nemo_rl_messages),
+    ),
     Format("trace entry", lambda record, source: trace_entry.is_trace_entry(record), _call_reader(trace_entry.parse)),
     Format(
         "engine pair with more keys",

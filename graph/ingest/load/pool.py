@@ -314,12 +314,12 @@ def read_with_pool(
         try:
             if is_binary(source.name):
                 raise ValueError("not JSON lines: read whole (rollout_graph.ingest.values.binary)")
-            ranges = split_ranges(source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
+            ranges = split_ranges(source.path or source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
         except (OSError, ValueError):
             ranges = [(0, -1, 1)]
         plan = []
         for start, end, first in ranges:
-            task = Task(source.name, source.name, start, end, first, default_session, limits)
+            task = Task(source.name, source.path or source.name, start, end, first, default_session, limits)
             worker = _parse_whole if (start, end) == (0, -1) else _parse_range
             plan.append((pool.submit(worker, task), (size if end < 0 else end) - start))
         plans.append(plan)

@@ -54,7 +54,7 @@ def parse_line(
         known = None if messages is None else messages.known
         cuts, located = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=True)
         value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
-        if located is not None and not placed(value, (located,)):  # found by its bytes, not confirmed
+        if located is not None and not placed(value, [located]):  # found by its bytes, not confirmed
             cuts, _ = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=False)
             value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
         # The cut messages array is a nested value: the top-level keys are those of ``parsed``.
