@@ -34,6 +34,7 @@ class RawValue:
     value: Any = None
     error: str | None = None
     pending: bool = False
+    notes: tuple[str, ...] = ()  # what the value holds that a reader warns about (a repeated metadata id)
 
 
 def reason(exc: BaseException, limit: int = 160) -> str:

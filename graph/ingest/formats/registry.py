@@ -1,5 +1,6 @@
 """The record readers, in the order they are tried, and :func:`parse_value`: one JSON value ->
-its calls, or a :class:`RecordError` saying why not.
+its calls, or a :class:`RecordError` saying why not; the value's notes (values/line.py: an id its
+``metadata`` names twice) become a WARN ``malformed_field`` on each call.
 
 Each reader is a :class:`Format`: ``detect(record, source)`` says whether it takes the record,
 ``parse(record, source, line, default_session)`` converts it (docs/formats.md: a minimal example
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.records import WARN, Call
 from rollout_graph.ingest.files.json_values import RawValue
 from rollout_graph.ingest.formats import (
     engine_pair,
@@ -152,10 +153,19 @@ def parse_value(raw: RawValue, source: str, default_session: str) -> Parsed:
     if not isinstance(record, dict):
         raise RecordError(f"a JSON {type(record).__name__}, not an object")
     if plain_engine_pair(record):  # FORMATS' first, nearly every record of a capture: no loop for it
-        return _ENGINE_PAIR(record, source, raw.line, default_session)
+        parsed = _ENGINE_PAIR(record, source, raw.line, default_session)
+    else:
+        parsed = _detected(record, source, raw.line, default_session)
+    for note in raw.notes:  # the line's own problems (values/line.py), on each call it became
+        for call in parsed.calls:
+            call.add_issue(WARN, "malformed_field", note)
+    return parsed
+
+
+def _detected(record: dict, source: str, line: int, default_session: str) -> Parsed:
     for reader in FORMATS:
         if reader.detect(record, source):
-            return reader.parse(record, source, raw.line, default_session)
+            return reader.parse(record, source, line, default_session)
     raise RecordError(f"unknown record shape (keys: {describe_keys(record)})")
 
 

@@ -113,7 +113,7 @@ def _parse_range(task: Task) -> Outcome:
                 outcome.events.append((line, raw.error, None))
                 continue
             try:
-                parsed = parse_value(RawValue(line, raw.value), task.name, task.default_session)
+                parsed = parse_value(RawValue(line, raw.value, notes=raw.notes), task.name, task.default_session)
             except RecordError as exc:
                 outcome.events.append((line, str(exc), None))
                 continue

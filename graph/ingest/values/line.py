@@ -6,18 +6,20 @@ replaced by its marker, ``shortcuts/markers.py``), the shortened line is parsed 
 validating :func:`~rollout_graph.ingest.files.json_values.parse_json` when the messages cut does
 not hold) and the cut values are put back. A content array found by its bytes that the parsed
 record does not confirm sends the line through once more, skimmed. A line naming its session or
-call twice is refused. Called by ``values/read.py`` (every line of a file), the two-part read's
+call twice is refused (an escaped key too); an id its ``metadata`` names twice is a note. Called by ``values/read.py`` (every line of a file), the two-part read's
 helper and the live follower; above ``shortcuts/`` and ``files/``. docs/performance.md, "The cold
 path"; docs/formats.md for the rules.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import orjson
 
+from rollout_graph.core.records import short
 from rollout_graph.ingest import speedups
 from rollout_graph.ingest.files.json_values import RawValue, nesting, parse_json, reason
 from rollout_graph.ingest.files.sources import FileRef
@@ -58,9 +60,11 @@ def parse_line(
             cuts, _ = _find_cuts(raw, cutter, limits.max_ids, file, at, known, locate=False)
             value, parsed = _parse_cut(raw, cuts, limits, messages, file, at)
         # The cut messages array is a nested value: the top-level keys are those of ``parsed``.
-        duplicate = _duplicate_identity_key(parsed) if isinstance(value, dict) else None
+        duplicate, notes = _identity_problems(parsed) if isinstance(value, dict) else (None, ())
         if duplicate is not None:
             return RawValue(line, error=f"duplicate key {duplicate!r} in one object: which value counts is ambiguous")
+        if notes:
+            return RawValue(line, value, notes=notes)
     except LimitExceeded as exc:
         return RawValue(line, error=f"over a limit: {reason(exc)}")
     except (ValueError, UnicodeDecodeError, OverflowError) as exc:
@@ -187,28 +191,43 @@ def _parse_cut(
 
 
 _IDENTITY_KEYS = (b'"session_id"', b'"call_id"', b'"node_id"')  # top-level keys that place a record
+_IDENTITY_NAMES = ("session_id", "call_id", "node_id")
 _KEY_AFTER = re.compile(rb"[ \t\r\n]*:")
 # Every quote that starts an identity key, overlapping ones included (the match takes the quote
 # only): the line's identity-key occurrences, in order, in one scan by the regex engine.
 _IDENTITY_KEY_AT = re.compile(rb'"(?=(session_id|call_id|node_id)")')
+# An escaped "_" or lower-case letter: the only escapes that can spell an identity key another way
+# ("session_\u0069d"). JSON writers never escape them, so a line holding one is parsed once more.
+_ESCAPED_KEY_CHAR = re.compile(rb"\\u00(?:5[fF]|[67][0-9a-fA-F])")
 
 
 def _duplicate_identity_key(raw: bytes) -> str | None:
-    """A top-level key placing the record (session or call id) that the object holds twice.
+    """A top-level key placing the record (session or call id) that the object holds twice."""
+    return _identity_problems(raw)[0]
+
+
+def _identity_problems(raw: bytes) -> tuple[str | None, tuple[str, ...]]:
+    """A top-level key placing the record (session or call id) that the object holds twice, and
+    the notes on an id its ``metadata`` object holds twice (which the readers may take from there).
 
     JSON parsers keep the last silently, which would move the record to another session. The
     bytes are searched first (in C where built: ``_speedups.identity_repeats``); only a line where
     such a key occurs twice is scanned for where each occurrence is (inside a string, nested, or a
-    key of the top-level object).
+    key of the top-level object). A line holding an escaped key character, or an id twice one
+    level down beside a ``metadata`` key, is parsed once more keeping every key
+    (:func:`_exact_identity_problems`).
     """
+    if _ESCAPED_KEY_CHAR.search(raw) is not None:
+        return _exact_identity_problems(raw)
     native = speedups.native
     if native is not None and type(raw) is bytes:
         if not native.identity_repeats(raw):
-            return None
+            return None, ()
     else:
         found = _IDENTITY_KEY_AT.findall(raw)
         if len(found) < 2 or len(set(found)) == len(found):
-            return None
+            return None, ()
+    nested = False  # an id twice one level down: perhaps twice in the metadata object
     for key in _IDENTITY_KEYS:
         if raw.count(key) < 2:
             continue
@@ -220,7 +239,43 @@ def _duplicate_identity_key(raw: bytes) -> str | None:
             at = raw.find(key, at + 1)
         if len(spots) < 2:
             continue
-        top = sum(1 for depth, opens in nesting(raw, spots)[1] if depth == 1 and opens)
-        if top > 1:
-            return key.decode().strip('"')
-    return None
+        depths = [depth for depth, opens in nesting(raw, spots)[1] if opens]
+        if depths.count(1) > 1:
+            return key.decode().strip('"'), ()
+        nested = nested or depths.count(2) > 1
+    if nested and b'"metadata"' in raw:
+        return _exact_identity_problems(raw)
+    return None, ()
+
+
+def _exact_identity_problems(raw: bytes) -> tuple[str | None, tuple[str, ...]]:
+    """:func:`_identity_problems` read from the value itself: the line parsed with every object's
+    keys kept in order (escapes decoded), for the rare lines the byte search cannot decide."""
+    twice: dict[int, dict[str, Any]] = {}  # id(object) -> its identity keys given twice, last values
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            names = [k for k, _ in pairs if k in _IDENTITY_NAMES]
+            repeated = {k: obj[k] for k in names if names.count(k) > 1}
+            if repeated:
+                twice[id(obj)] = repeated
+        return obj
+
+    try:  # the line parsed already: only a deeper nesting than the stdlib's could refuse it
+        value = json.loads(raw, object_pairs_hook=pairs_hook)
+    except (ValueError, RecursionError):
+        return None, ()
+    if not isinstance(value, dict):
+        return None, ()
+    top = twice.get(id(value), {})
+    for name in _IDENTITY_NAMES:
+        if name in top:
+            return name, ()
+    meta = value.get("metadata")
+    repeated = twice.get(id(meta), {}) if isinstance(meta, dict) else {}
+    return None, tuple(
+        f"metadata.{name} given twice; the last, {short(repeated[name], 80)}, is used"
+        for name in _IDENTITY_NAMES
+        if name in repeated
+    )
