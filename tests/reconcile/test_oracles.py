@@ -64,8 +64,9 @@ def test_bundled_samples_give_the_frameworks_rows(oracles, target, rollout):
 
 
 def _loaded(seed: int, n_calls: int):
-    from tests.reconcile.sessions import write
     import tempfile
+
+    from tests.reconcile.sessions import write
 
     with tempfile.TemporaryDirectory() as folder:
         path = write(generate(seed, n_calls), Path(folder) / f"gen-{seed}.jsonl")

@@ -20,7 +20,7 @@ Entry points: :func:`replace_prefix_tokens`, :func:`reconcile_nemo_rl`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,60 @@ def _ids(calls: list[Call], segments: list[Segment]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
+@dataclass(slots=True)
+class Splices:
+    """Every call's prompt as NeMo-RL's server would send it: over the calls' ids (``composite``),
+    as a copy of the call (``spliced``), the calls it refuses and why, the calls it changed, and
+    each call's predecessor and EOS count (None where it kept the prompt as it was)."""
+
+    composite: list[list[Segment] | None]
+    spliced: list[Call]
+    failed: dict[int, str]
+    changed: set[int]
+    predecessors: list[int | None]
+    needed: list[int | None]
+
+
+def splice(rollout: Rollout, eos: int) -> Splices:
+    """``replace_prefix_tokens`` on every call, in arrival order, each after its predecessor."""
+    calls = rollout.calls
+    parents = list(rollout.topology.parents)
+    out = Splices([None] * len(calls), list(calls), {}, set(), [None] * len(calls), [None] * len(calls))
+    for k, call in enumerate(calls):
+        if call.prompt_ids is None:
+            continue
+        own = [prompt_segment(k, 0, call.n_prompt)] if call.n_prompt else []
+        pred = out.predecessors[k] = predecessor(calls, k, parents)
+        if pred is not None and pred in out.failed:
+            out.failed[k] = f"continues {calls[pred].node_id}, whose request NeMo-RL's server refused"
+            continue
+        if pred is None or out.composite[pred] is None:
+            out.composite[k] = own
+            continue
+        prior = calls[pred]
+        pred_end = (out.composite[pred] or []) + (
+            [output_segment(pred, 0, prior.n_sampled, False)] if prior.n_sampled else []
+        )
+        template = np.asarray(call.prompt_ids, dtype=np.int64)
+        needed = out.needed[k] = template_prefix_eos(call, template, prior, eos)
+        try:
+            cut, cut_start = replace_prefix_tokens(eos, _ids(calls, pred_end), needed, template)
+        except SpliceError as exc:
+            out.failed[k] = f"NeMo-RL's server refuses the request: {exc}"
+            continue
+        segs = _slice(pred_end, 0, cut) + (
+            [prompt_segment(k, cut_start, call.n_prompt)] if call.n_prompt > cut_start else []
+        )
+        ids = _ids(calls, segs)
+        if ids.shape[0] == template.shape[0] and np.array_equal(ids, template):
+            out.composite[k] = own
+            continue
+        out.composite[k] = segs
+        out.spliced[k] = replace(call, prompt_ids=ids)
+        out.changed.add(k)
+    return out
+
+
 def reconcile_nemo_rl(rollout: Rollout, eos_token_id: int | None = None) -> Reconciled:
     """NeMo-RL's rows for one rollout (docs/reconcile.md, "NeMo-RL").
 
@@ -150,56 +204,18 @@ def reconcile_nemo_rl(rollout: Rollout, eos_token_id: int | None = None) -> Reco
     params: dict[str, Any] = {"eos_token_id": eos, "eos_from": "given" if eos_token_id is not None else "calls"}
     if eos is None:
         return Reconciled("nemo-rl", params, [], [], {}, error="no EOS id: give the tokenizer (no call stopped on one)")
-    parents = list(rollout.topology.parents)
-    composite: list[list[Segment] | None] = [None] * len(calls)  # each call's spliced prompt, over the calls
-    spliced: list[Call] = list(calls)
-    failed: dict[int, str] = {}
-    changed: set[int] = set()
-    for k, call in enumerate(calls):
-        if call.prompt_ids is None:
-            continue
-        own = [prompt_segment(k, 0, call.n_prompt)] if call.n_prompt else []
-        pred = predecessor(calls, k, parents)
-        if pred is not None and pred in failed:
-            failed[k] = f"continues {calls[pred].node_id}, whose request NeMo-RL's server refused"
-            continue
-        if pred is None or composite[pred] is None:
-            composite[k] = own
-            continue
-        prior = calls[pred]
-        pred_end = (composite[pred] or []) + (
-            [output_segment(pred, 0, prior.n_sampled, False)] if prior.n_sampled else []
-        )
-        pred_ids = _ids(calls, pred_end)
-        template = np.asarray(call.prompt_ids, dtype=np.int64)
-        needed = template_prefix_eos(call, template, prior, eos)
-        try:
-            cut, cut_start = replace_prefix_tokens(eos, pred_ids, needed, template)
-        except SpliceError as exc:
-            failed[k] = f"NeMo-RL's server refuses the request: {exc}"
-            continue
-        segs = _slice(pred_end, 0, cut) + (
-            [prompt_segment(k, cut_start, call.n_prompt)] if call.n_prompt > cut_start else []
-        )
-        ids = _ids(calls, segs)
-        if ids.shape[0] == template.shape[0] and np.array_equal(ids, template):
-            composite[k] = own
-            continue
-        composite[k] = segs
-        spliced[k] = replace(call, prompt_ids=ids)
-        changed.add(k)
+    done = splice(rollout, eos)
     # a call sampled after a prompt it did not see: its spliced ids differ from its own (a call that
     # continues a spliced one carries the splice in its prefix, so it differs too)
-    off_context = changed
+    off_context = done.changed
 
     def segments_of(chain: list[int]) -> list[Segment]:
         out: list[Segment] = []
         prev_end = 0
         for step, k in enumerate(chain):
-            c = spliced[k]
-            segs = composite[k] or []
+            c = done.spliced[k]
             start = 0 if step == 0 else prev_end
-            out.extend(_as_context(_slice(segs, start, c.n_prompt)))
+            out.extend(_as_context(_slice(done.composite[k] or [], start, c.n_prompt)))
             if c.n_sampled:
                 seg = output_segment(k, 0, c.n_sampled, True)
                 if k in off_context:
@@ -208,10 +224,10 @@ def reconcile_nemo_rl(rollout: Rollout, eos_token_id: int | None = None) -> Reco
             prev_end = c.n_prompt + c.n_sampled
         return out
 
-    result = deliver(rollout, spliced, "prefix_merging", "nemo-rl", segments_of, params, failed)
-    result.notes["spliced"] = [calls[k].node_id for k in sorted(changed)]
-    result.notes["refused"] = {calls[k].node_id: why for k, why in failed.items()}
-    for k in sorted(changed):
+    result = deliver(rollout, done.spliced, "prefix_merging", "nemo-rl", segments_of, params, done.failed)
+    result.notes["spliced"] = [calls[k].node_id for k in sorted(done.changed)]
+    result.notes["refused"] = {calls[k].node_id: why for k, why in done.failed.items()}
+    for k in sorted(done.changed):
         result.events.append(("spliced", [k], calls[k].n_sampled, k))
     return result
 

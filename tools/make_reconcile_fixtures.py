@@ -1,0 +1,216 @@
+"""Write tests/reconcile/fixtures/: NeMo Gym's and NeMo-RL's own answers on our cases.
+
+NeMo Gym's builder is not installable here (its wheel needs Python 3.12 and predates
+``token_id_capture``) and CI has no network, so its functions are run ONCE from a fetched source
+copy and their outputs committed (docs/reconcile.md, "How it is verified"). Nothing of either
+repository is vendored: the copy is read from the folders given.
+
+    git -C GYM_GIT archive 07d6b0d07b22fcf530b4c211dae2ee23100428e4 nemo_gym/token_id_capture | tar -x -C /tmp/gym
+    git -C NEMO_RL_GIT archive 7ea279abfbeb698b092856d0dab61e7cf39bc909 nemo_rl/models/generation/openai_server_utils.py | tar -x -C /tmp/nemo-rl
+    .venv/bin/python tools/make_reconcile_fixtures.py --gym /tmp/gym --nemo-rl /tmp/nemo-rl
+
+For every bundled sample and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
+the ``TokenEntry`` records NeMo Gym's sink would write (rollout_graph.analysis.reconcile.nemo_gym
+``token_entries``), then ``run_builder`` with ``prefix_merging`` and ``per_request`` (chains,
+quarantine, ``BuildNotes``) and ``consumer._assemble`` (``mask_sample``, metrics) on them, each
+chain's row as NeMo Gym's chain holds it. For the generated sessions (whose chat template is
+known), NeMo-RL too: ``replace_prefix_tokens`` on each call (the template prefix rendered by the
+session's template), then NeMo Gym's builder on the spliced records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import rollout_graph as rg  # noqa: E402
+from rollout_graph.analysis.reconcile.nemo_gym import token_entries  # noqa: E402
+from rollout_graph.analysis.reconcile.nemo_rl import predecessor  # noqa: E402
+from tests.reconcile.sessions import EOS, generate, render, write  # noqa: E402
+
+GYM_COMMIT = "07d6b0d07b22fcf530b4c211dae2ee23100428e4"
+NEMO_RL_COMMIT = "7ea279abfbeb698b092856d0dab61e7cf39bc909"
+SEEDS = range(120)
+OUT = ROOT / "tests" / "reconcile" / "fixtures"
+
+
+def load_gym(root: Path):
+    """``nemo_gym.token_id_capture`` from a source copy (its package ``nemo_gym`` stubbed: the
+    capture package needs only pydantic and orjson)."""
+    package = types.ModuleType("nemo_gym")
+    package.__path__ = [str(root / "nemo_gym")]
+    sys.modules["nemo_gym"] = package
+    import nemo_gym.token_id_capture.builder as builder
+    import nemo_gym.token_id_capture.consumer as consumer
+    import nemo_gym.token_id_capture.records as records
+
+    return builder, consumer, records
+
+
+def load_nemo_rl(root: Path):
+    path = root / "nemo_rl" / "models" / "generation" / "openai_server_utils.py"
+    spec = importlib.util.spec_from_file_location("openai_server_utils", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def digest(value: Any) -> str:
+    """A short sha256 of a value's JSON (the fixtures keep digests of token arrays, not the arrays)."""
+    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()[:20]
+
+
+def chain_row(chain) -> dict[str, Any]:
+    """A Gym chain as one row: the root prompt, then each link's interstitial and generation
+    (the arrays as digests, with their length and the ids' sum)."""
+    ids: list[int] = list(chain.root_prompt)
+    mask = [0] * len(ids)
+    logprobs = [0.0] * len(ids)
+    for step, link in enumerate(chain.links):
+        if step:
+            ids += link.interstitial
+            mask += [0] * len(link.interstitial)
+            logprobs += [0.0] * len(link.interstitial)
+        ids += link.entry.generation_token_ids
+        mask += [1] * len(link.entry.generation_token_ids)
+        logprobs += list(link.entry.generation_log_probs)
+    return {
+        "chain_id": chain.chain_id,
+        "model_call_ids": [link.entry.model_call_id for link in chain.links],
+        "interstitial_lengths": [len(link.interstitial) for link in chain.links],
+        "length": len(ids),
+        "n_mask": sum(mask),
+        "row_digest": digest([ids, mask, [round(x, 6) for x in logprobs]]),
+    }
+
+
+def build(gym, entries: list[dict[str, Any]], rollout_id: str) -> dict[str, Any]:
+    builder, consumer, records = gym
+    typed = [records.TokenEntry(**e) for e in entries]
+    out: dict[str, Any] = {}
+    for name in ("prefix_merging", "per_request"):
+        result = builder.run_builder(typed, name)
+        assembled = consumer._assemble(rollout_id, typed, name, "")
+        out[name] = {
+            "chains": [chain_row(c) for c in result.chains],
+            "quarantined": list(result.quarantined),
+            "notes": dataclasses.asdict(result.notes),
+            "assembled": {
+                "mask_sample": assembled["mask_sample"],
+                "error": assembled.get("error"),
+                "metrics": assembled.get("metrics"),
+                "unresolved_retries": assembled.get("unresolved_retries"),
+            },
+        }
+    return out
+
+
+def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """NeMo-RL on a generated session: each call's spliced prompt, then Gym's builder on them."""
+    calls = rollout.calls
+    tokenizer = types.SimpleNamespace(eos_token_id=EOS, decode=lambda ids: " ".join(map(str, ids)))
+    by_id = {r["call_id"]: r for r in records}
+    spliced: dict[str, list[int]] = {}
+    out_calls = []
+    failed: set[str] = set()
+    for k, call in enumerate(calls):
+        record = by_id[call.node_id]
+        messages = record["request"]["messages"]
+        tools = record["request"].get("tools")
+        pred = predecessor(calls, k, list(rollout.topology.parents))
+        entry: dict[str, Any] = {"node_id": call.node_id, "predecessor": None if pred is None else calls[pred].node_id}
+        template = list(record["response"]["prompt_token_ids"])
+        if pred is not None and calls[pred].node_id in failed:
+            failed.add(call.node_id)
+            entry["error"] = "continues a refused call"
+        elif pred is None:
+            spliced[call.node_id] = template
+        else:
+            last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+            prefix_ids = render(messages[: last + 1], tools, generation=False)
+            model_prefix = spliced[calls[pred].node_id] + list(calls[pred].sampled_ids.tolist())
+            entry["template_prefix_eos"] = prefix_ids.count(EOS)
+            try:
+                spliced[call.node_id] = splice.replace_prefix_tokens(tokenizer, model_prefix, prefix_ids, template)
+            except AssertionError as exc:
+                failed.add(call.node_id)
+                entry["error"] = str(exc).splitlines()[0]
+        if call.node_id in spliced:
+            entry["prompt_length"] = len(spliced[call.node_id])
+            entry["prompt_digest"] = digest(spliced[call.node_id])
+        out_calls.append(entry)
+    entries = []
+    for e in token_entries(rollout.session_id, calls):
+        if e["model_call_id"] in failed:
+            continue
+        entries.append({**e, "prompt_token_ids": spliced[e["model_call_id"]]})
+    built = build(gym, entries, rollout.session_id)
+    return {
+        "eos_token_id": EOS,
+        "calls": out_calls,
+        "entries_digest": digest(entries),
+        "prefix_merging": built["prefix_merging"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--gym", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym at {GYM_COMMIT[:12]}"
+    )
+    parser.add_argument(
+        "--nemo-rl", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/RL at {NEMO_RL_COMMIT[:12]}"
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    gym = load_gym(args.gym)
+    splice = load_nemo_rl(args.nemo_rl)
+    args.out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    loaded = rg.load(ROOT / "sample_traces")
+    for sid, rollout in loaded.items():
+        entries = token_entries(rollout.session_id, rollout.calls)
+        source = str(Path(rollout.calls[0].source).resolve().relative_to(ROOT))
+        lines.append(
+            {
+                "session_id": sid,
+                "source": {"sample": source},
+                "entries_digest": digest(entries),
+                **build(gym, entries, sid),
+            }
+        )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        for seed in SEEDS:
+            n_calls = 1 + seed % 14
+            records = generate(seed, n_calls)
+            (rollout,) = rg.load(write(records, Path(folder) / f"gen-{seed}.jsonl")).values()
+            entries = token_entries(rollout.session_id, rollout.calls)
+            line = {
+                "session_id": rollout.session_id,
+                "source": {"generated": {"seed": seed, "n_calls": n_calls}},
+                "entries_digest": digest(entries),
+            }
+            line.update(build(gym, entries, rollout.session_id))
+            line["nemo_rl"] = nemo_rl_case(gym, splice, rollout, records)
+            lines.append(line)
+    path = args.out / "nemo_gym.jsonl"
+    path.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
+    print(f"{len(lines)} cases -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
