@@ -11,6 +11,7 @@ reads the EOS id NeMo-RL's splice needs from the tokenizer a rollout was decoded
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,8 +39,11 @@ AUDIT_COLUMNS = tuple(column(f, fig) for f in AUDIT_FRAMEWORKS for fig in AUDIT_
 def eos_token_id(tokenizer_json: Path | None) -> int | None:
     """The EOS id of the tokenizer at ``tokenizer_json`` (its ``tokenizer_config.json`` names the
     token), or None."""
-    if tokenizer_json is None:
-        return None
+    return None if tokenizer_json is None else _eos(tokenizer_json)
+
+
+@functools.lru_cache(maxsize=16)
+def _eos(tokenizer_json: Path) -> int | None:
     try:
         config = json.loads((tokenizer_json.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
         spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
@@ -162,7 +166,7 @@ def iter_rows(
             "row_id": row.row_id,
             "label": row.label,
             "trained": row.trained,
-            "why_not": row.why_not,
+            "why_not": row.why_not or "",
             "node_ids": [rollout.calls[k].node_id for k in row.calls],
             "input_ids": tokens.input_ids.tolist(),
             "loss_mask": tokens.loss_mask.tolist(),
@@ -172,28 +176,29 @@ def iter_rows(
         }
 
 
-def rows_schema():
-    """The Parquet schema of ``export --as`` (fixed, so every row group agrees)."""
-    import pyarrow as pa
+def tokenizer_for(rollout: Rollout, source: str | None = None) -> Path | None:
+    """The tokenizer file the offline resolution finds for the rollout's model (beside ``source``,
+    bundled, the Hugging Face cache; never a download), or None."""
+    from rollout_graph.analysis.decode import find_tokenizer
 
-    text = pa.string()
-    return pa.schema(
-        [
-            ("session_id", text), ("framework", text), ("row_id", text), ("label", text), ("trained", pa.bool_()),
-            ("why_not", text), ("node_ids", pa.list_(text)), ("input_ids", pa.list_(pa.int64())),
-            ("loss_mask", pa.list_(pa.int64())), ("logprobs", pa.list_(pa.float64())),
-            ("provenance", pa.list_(text)), ("n_trained", pa.int64()),
-        ]
-    )  # fmt: skip
+    model = next((c.model for c in rollout.calls if c.model), None)
+    try:
+        found = find_tokenizer(model, [Path(source)] if source else [])
+    except (OSError, ValueError):
+        return None
+    return found.path if found is not None else None
 
 
-def audit_figures(rollout: Rollout) -> dict[str, Any]:
+def audit_figures(rollout: Rollout, source: str | None = None) -> dict[str, Any]:
     """The audit's per-framework columns: the delivered fraction (sampled tokens the trainer trains)
-    and the tokens it trains off-policy, for each framework with its defaults."""
+    and the tokens it trains off-policy, for each framework with its defaults (NeMo-RL's EOS id from
+    the tokenizer found for the rollout's model)."""
     out: dict[str, Any] = {}
+    tokenizer = tokenizer_for(rollout, source)
     for name in AUDIT_FRAMEWORKS:
         try:
-            s = reconcile(rollout, name).summary()
+            (result,) = run_spec(rollout, [(name, {})], tokenizer)
+            s = result.summary()
         except Exception:  # noqa: BLE001 - one framework failing must never cost the audit row
             s = {"delivered_fraction": None, "n_trained_off_policy": None}
         out[column(name, "delivered_fraction")] = s["delivered_fraction"]
