@@ -130,12 +130,15 @@ def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[st
         tools = record["request"].get("tools")
         pred = predecessor(calls, k, list(rollout.topology.parents))
         entry: dict[str, Any] = {"node_id": call.node_id, "predecessor": None if pred is None else calls[pred].node_id}
-        template = list(record["response"]["prompt_token_ids"])
+        template = record["response"]["prompt_token_ids"]
+        if template is None:  # no prompt ids: nothing to splice, and no record for Gym
+            out_calls.append(entry)
+            continue
         if pred is not None and calls[pred].node_id in failed:
             failed.add(call.node_id)
             entry["error"] = "continues a refused call"
-        elif pred is None:
-            spliced[call.node_id] = template
+        elif pred is None or calls[pred].node_id not in spliced:
+            spliced[call.node_id] = list(template)
         else:
             last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
             prefix_ids = render(messages[: last + 1], tools, generation=False)

@@ -1,6 +1,6 @@
 """Generated agent sessions for the reconciler oracles: a toy chat template and a harness that
 retries, rejects, compacts, calls side agents, replays replies re-tokenized or rewritten, changes
-tool-call ids, drops reasoning and loses logprobs, written as vLLM chat capture records.
+tool-call ids, drops reasoning and loses logprobs or prompt ids, written as vLLM chat capture records.
 
 The template renders every message as ``[ROLE] + ids(words) + [EOS]`` (canonical ids: one per
 word) and ends a prompt with the generation header ``[AST]``; the model samples a reply's words
@@ -109,6 +109,8 @@ class _Harness:
                     for t, lp in zip(sampled, logprobs, strict=True)
                 ]
             }
+        if rng.random() < knobs.get("no_prompt", 0.0):
+            prompt = None  # an eval endpoint: no prompt ids (calls link by their messages)
         request: dict[str, Any] = {"model": "m", "messages": messages, "logprobs": True}
         if tools:
             request["tools"] = tools
@@ -158,25 +160,24 @@ def generate(seed: int, n_calls: int = 8, session: str | None = None) -> list[di
     tools = TOOLS_LIST if rng.random() < 0.7 else None
     no_logprobs = 0.08 if rng.random() < 0.3 else 0.0
     split = rng.choice([0.0, 0.1, 0.3])
-    reply = h.call(messages, tools, no_logprobs=no_logprobs, split=split)
+    knobs = {"no_logprobs": no_logprobs, "split": split, "no_prompt": 1.0 if rng.random() < 0.08 else 0.0}
+    reply = h.call(messages, tools, **knobs)
     while len(h.records) < n_calls:
         event = rng.choice(EVENTS)
         if event == "retry":
-            reply = h.call(messages, tools, no_logprobs=no_logprobs, split=split)
+            reply = h.call(messages, tools, **knobs)
             continue
         if event == "reject":
             messages = messages + [{"role": "user", "content": "w7 w8 " + _text(rng, 1, 2)}]
-            reply = h.call(messages, tools, no_logprobs=no_logprobs, split=split)
+            reply = h.call(messages, tools, **knobs)
             continue
         if event == "compact":
             messages = [system, {"role": "user", "content": "w9 " + _text(rng, 2, 6)}]
-            reply = h.call(messages, tools, no_logprobs=no_logprobs, split=split)
+            reply = h.call(messages, tools, **knobs)
             continue
         if event == "side":
             side = [{"role": "system", "content": "w11 w12"}, {"role": "user", "content": _text(rng)}]
-            h.call(
-                side, SIDE_TOOLS if rng.random() < 0.5 else None, no_logprobs=no_logprobs, split=split, allow_empty=True
-            )
+            h.call(side, SIDE_TOOLS if rng.random() < 0.5 else None, **knobs, allow_empty=True)
             continue
         again, answered = _replay(rng, reply, event)
         messages = messages + [again]
@@ -184,7 +185,7 @@ def generate(seed: int, n_calls: int = 8, session: str | None = None) -> list[di
             messages.append({"role": "tool", "tool_call_id": answered["id"], "content": _text(rng)})
         else:
             messages.append({"role": "user", "content": _text(rng)})
-        reply = h.call(messages, tools, no_logprobs=no_logprobs, split=split)
+        reply = h.call(messages, tools, **knobs)
     return h.records
 
 

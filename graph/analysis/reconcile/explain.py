@@ -80,10 +80,10 @@ def _sentence(rollout: Rollout, result: Reconciled, kind: str, calls: list[int],
             "branch of their own."
         )
     if kind == "trains_discarded":
-        kept = rollout.calls[calls[1]].node_id if len(calls) > 1 else "a sibling"
+        sibling = rollout.calls[calls[1]].node_id if len(calls) > 1 else "a sibling"
         return (
             f"{name} trains {ids[0]}'s {_n(tokens, 'sampled token')} in a branch of their own, though the harness "
-            f"discarded it ({kept} continued)."
+            f"discarded it ({sibling} continued)."
         )
     if kind == "no_logprob":
         return f"{name} trains {ids[0]}'s {_n(tokens, 'sampled token')} with logprob 0.0: the call recorded no logprob per token."

@@ -147,19 +147,19 @@ def literal_parents(calls: list[Call]) -> list[int | None]:
                     break
         parents.append(parent)
         # _adopt_orphaned_roots
-        end = ends[k]
-        if end.shape[0] == 0:
+        mine_end = ends[k]
+        if mine_end.shape[0] == 0:
             continue
         for j in range(k):
             cand = prompts[j]
             if prompt.shape[0] >= cand.shape[0]:
                 continue
             current = parents[j]
-            if current is not None and ends[current].shape[0] >= end.shape[0]:
+            if current is not None and ends[current].shape[0] >= mine_end.shape[0]:
                 continue
-            if end.shape[0] > cand.shape[0]:
+            if mine_end.shape[0] > cand.shape[0]:
                 continue
-            if np.array_equal(cand[: end.shape[0]], end):
+            if np.array_equal(cand[: mine_end.shape[0]], mine_end):
                 parents[j] = k
     return parents
 

@@ -107,7 +107,8 @@ def message_key(message: Any) -> tuple:
         if not isinstance(call, dict):
             continue
         kind = call.get("type") or ("custom" if call.get("custom") is not None else "function")
-        native = call.get(kind) if isinstance(call.get(kind), dict) else {}
+        found = call.get(kind)
+        native: dict[str, Any] = found if isinstance(found, dict) else {}
         raw = native.get("input" if kind == "custom" else "arguments", "")
         arguments = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True)
         calls.append(
@@ -334,8 +335,8 @@ def reconcile_verifiers(rollout: Rollout) -> Reconciled:
     for k, kept in topo.discarded.items():
         if calls[k].n_sampled:
             events.append(("trains_discarded", [k, kept], calls[k].n_sampled, k))
-    for k, c in enumerate(calls):
-        if c.n_sampled and c.prompt_ids is not None and not c.logprobs_aligned:
-            events.append(("no_logprob", [k], c.n_sampled, k))
+    for k, call in enumerate(calls):
+        if call.n_sampled and call.prompt_ids is not None and not call.logprobs_aligned:
+            events.append(("no_logprob", [k], call.n_sampled, k))
     notes = {"n_nodes": len(graph.nodes), "n_branches": len(rows)}
     return Reconciled("verifiers", {"message_spans": None}, rows, fates, notes, events=events)
