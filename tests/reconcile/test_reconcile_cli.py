@@ -29,7 +29,9 @@ def test_inspect_json_has_a_reconcile_object_per_session():
     trl = found["trl"]
     assert trl["params"] == {"fork_threshold_tokens": 1024, "source": "calls"}
     assert trl["summary"]["n_dropped_tokens"] == 5 and trl["summary"]["delivered_fraction"] == 0.9479
-    assert {"row_id", "label", "trained", "why_not", "node_ids", "length", "n_trained", "provenance"} <= set(trl["rows"][0])
+    assert {"row_id", "label", "trained", "why_not", "node_ids", "length", "n_trained", "provenance"} <= set(
+        trl["rows"][0]
+    )
     assert "input_ids" not in trl["rows"][0]  # --tokens fills them
     assert len(trl["calls"]) == len(session["nodes"])
     assert any("re-tokenizes" in d["sentence"] for d in trl["differences"])
@@ -64,7 +66,9 @@ def test_a_bad_spec_is_exit_2_naming_the_known_ones():
 
 
 def test_export_as_writes_the_framework_rows(tmp_path):
-    out = run("export", str(CLAUDE), "--as", "trl:fork_threshold_tokens=0", "--out", str(tmp_path / "trl.jsonl"), "--no-cache")
+    out = run(
+        "export", str(CLAUDE), "--as", "trl:fork_threshold_tokens=0", "--out", str(tmp_path / "trl.jsonl"), "--no-cache"
+    )
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in (tmp_path / "trl.jsonl").read_text().splitlines()]
     assert [r["row_id"] for r in rows] == ["row-0", "row-1", "row-2"]  # forked at each drift
@@ -84,3 +88,12 @@ def test_audit_has_the_columns_per_framework(tmp_path):
     assert set(AUDIT_COLUMNS) <= set(row)
     assert row["trl_delivered_fraction"] == 0.9479 and row["trl_off_policy_tokens"] == 0
     assert row["nemo_rl_off_policy_tokens"] == 48  # the bundled tokenizer gives NeMo-RL its EOS id
+
+
+def test_the_lens_uses_no_retired_word():
+    from tests.ui.test_daily_loop import retired_words
+
+    out = run("inspect", str(SAMPLES), "--reconcile", "all", "--no-cache")
+    assert out.returncode == 0, out.stderr
+    assert retired_words(out.stdout) == []
+    assert retired_words(run("export", "--help").stdout + run("inspect", "--help").stdout) == []

@@ -75,7 +75,13 @@ def test_verifiers_splits_on_a_changed_tool_call_id_with_the_same_ids():
     again = {**reply, "tool_calls": [{**call, "id": "call_1x"}]}
     turns = [
         Turn("c0", [1, 2, 3], [4, 5], messages=SYS, tools=TOOLS),
-        Turn("c1", [1, 2, 3, 4, 5, 6], [7], messages=[*SYS, again, {"role": "tool", "tool_call_id": "call_1x", "content": "r"}], tools=TOOLS),
+        Turn(
+            "c1",
+            [1, 2, 3, 4, 5, 6],
+            [7],
+            messages=[*SYS, again, {"role": "tool", "tool_call_id": "call_1x", "content": "r"}],
+            tools=TOOLS,
+        ),
     ]
     records = [vllm_chat(t) for t in turns]
     records[0]["response"]["choices"][0]["message"] = reply
