@@ -114,10 +114,15 @@ def _answer(
     try:
         query = Query.compile(text, regex=regex, ignore_case=ignore_case)
     except SearchError as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
         return frozenset()
     with _index(workspace_key, sid, rollout, decoder).searching() as index:
+        index.prepare()  # built once, under the lock; the search below only reads it
+    try:  # a pattern runs in a capped child process, killed at its limit (docs/limits.md)
         hits = search(index, query)
+    except SearchError as exc:
+        st.error(md_escape(str(exc)))
+        return frozenset()
     if (note := index.partial_note()) is not None:  # the index's byte budget left calls out (docs/limits.md)
         st.caption(md_escape(note))
     calls = sorted({h.index for h in hits})

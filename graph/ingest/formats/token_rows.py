@@ -22,12 +22,13 @@ as signals (rollout_graph.signals.embedded).
 
 from __future__ import annotations
 
+import math
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.records import WARN, Call
 from rollout_graph.ingest.formats.fidelity import SEQUENCES, TEXT, float_array, listed, mask_runs, step_of
 from rollout_graph.ingest.formats.fields import RecordError, new_call, record_problems
 from rollout_graph.ingest.tokens import Problems, token_ids
@@ -163,12 +164,40 @@ def _nemo_text(record: dict) -> str | None:
     return None
 
 
-def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
-    """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call."""
-    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
-    session = f"{folder + '/' if folder else ''}{default_session}/sample_{record.get('idx', line)}"
+def _nemo_notes(record: dict, n: int) -> list[str]:
+    """What a NeMo-RL row holds of the wrong type or size (each a WARN ``malformed_field`` on its calls)."""
+    notes = []
+    length = record.get("input_lengths")
+    if length is not None and not (type(length) is int and 0 < length <= n):
+        notes.append(f"input_lengths {_shown(length)} is not a length in 1..{n}; the whole row is read")
     value = record.get("rewards", record.get("reward"))
-    reward = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)):
+        notes.append(f"rewards {_shown(value)} is not a number; the row has no reward")
+    cut = length if type(length) is int and 0 < length <= n else n
+    for key in ("generation_logprobs", "prev_logprobs", "advantages"):
+        if record.get(key) is not None and float_array(record.get(key), cut) is None:
+            notes.append(f"{key} is not a list of {cut} numbers (one per token); not used")
+    return notes
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + f"… ({len(text):,} characters)"
+
+
+def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
+    """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call.
+    A field of the wrong type or size is a WARN ``malformed_field`` on each call (docs/formats.md)."""
+    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
+    idx = record.get("idx")
+    sample = idx if isinstance(idx, str | int) and not isinstance(idx, bool) else line  # never a Python repr
+    session = f"{folder + '/' if folder else ''}{default_session}/sample_{sample}"
+    value = record.get("rewards", record.get("reward"))
+    reward = None
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 2**1023:
+        reward = float(value)
+    if reward is not None and not math.isfinite(reward):
+        reward = None
     raw_ids = record.get("token_ids", record.get("input_ids"))
     if raw_ids is None:
         text = _nemo_text(record)
@@ -183,7 +212,7 @@ def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) ->
     if ids is None or problems.invalid_ids:
         raise RecordError(f"{NEMO_RL}: token_ids " + ("; ".join(problems.invalid_ids) or "not a list"))
     length = record.get("input_lengths")
-    n = int(ids.shape[0])
+    n = ids_all = int(ids.shape[0])
     if type(length) is int and 0 < length <= n:
         n = length
     ids = ids[:n]
@@ -193,7 +222,11 @@ def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) ->
         "advantages": float_array(record.get("advantages"), n),
     }
     extra = {k: record[k] for k in ("sample_loss_mask", "idx") if type(record.get(k)) in (int, float, bool, str)}
-    return row_calls(
+    calls = row_calls(
         record, ids, mask, float_array(record.get("generation_logprobs"), n), columns, reward,
         session=session, source=source, line=line, fmt=NEMO_RL, extra=extra,
     )  # fmt: skip
+    for note in _nemo_notes(record, int(ids_all)):
+        for call in calls:
+            call.add_issue(WARN, "malformed_field", note)
+    return calls
