@@ -33,9 +33,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import rollout_graph as rg  # noqa: E402
-from rollout_graph.analysis.reconcile.nemo_gym import token_entries  # noqa: E402
-from rollout_graph.analysis.reconcile.nemo_rl import predecessor  # noqa: E402
 from tests.reconcile.sessions import EOS, generate, render, write  # noqa: E402
 
 GYM_COMMIT = "07d6b0d07b22fcf530b4c211dae2ee23100428e4"
@@ -118,6 +115,9 @@ def build(gym, entries: list[dict[str, Any]], rollout_id: str) -> dict[str, Any]
 
 def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[str, Any]:
     """NeMo-RL on a generated session: each call's spliced prompt, then Gym's builder on them."""
+    from rollout_graph.analysis.reconcile.nemo_gym import token_entries
+    from rollout_graph.analysis.reconcile.nemo_rl import predecessor
+
     calls = rollout.calls
     tokenizer = types.SimpleNamespace(eos_token_id=EOS, decode=lambda ids: " ".join(map(str, ids)))
     by_id = {r["call_id"]: r for r in records}
@@ -167,16 +167,11 @@ def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[st
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--gym", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym at {GYM_COMMIT[:12]}"
-    )
-    parser.add_argument(
-        "--nemo-rl", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/RL at {NEMO_RL_COMMIT[:12]}"
-    )
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+def builders(args: argparse.Namespace) -> int:
+    """The builder fixtures (run with the project's venv)."""
+    import rollout_graph as rg
+    from rollout_graph.analysis.reconcile.nemo_gym import token_entries
+
     gym = load_gym(args.gym)
     splice = load_nemo_rl(args.nemo_rl)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -185,14 +180,7 @@ def main() -> int:
     for sid, rollout in loaded.items():
         entries = token_entries(rollout.session_id, rollout.calls)
         source = str(Path(rollout.calls[0].source).resolve().relative_to(ROOT))
-        lines.append(
-            {
-                "session_id": sid,
-                "source": {"sample": source},
-                "entries_digest": digest(entries),
-                **build(gym, entries, sid),
-            }
-        )
+        lines.append({"session_id": sid, "source": {"sample": source}, "entries_digest": digest(entries), **build(gym, entries, sid)})
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
@@ -213,6 +201,142 @@ def main() -> int:
     path.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
     print(f"{len(lines)} cases -> {path}")
     return 0
+
+
+READER_SEEDS = range(12)  # generated sessions the capture writers record
+
+
+def reader_sessions() -> list[tuple[str, list[dict[str, Any]]]]:
+    """The engine exchanges the capture writers record: generated sessions and one rollout of the
+    bundled vLLM sample (non-streamed chat completions), as (session, [{request, response, timing}])."""
+    out = []
+    for seed in READER_SEEDS:
+        records = generate(seed, 4 + seed % 8, session=f"gen-{seed}")
+        out.append((f"gen-{seed}", [{"request": r["request"], "response": r["response"], "timing": r["timing"]} for r in records]))
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for line in (ROOT / "sample_traces" / "vllm" / "agent-rollouts.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        timing = {"started_at": r["metadata"]["started_at"], "ended_at": r["metadata"]["ended_at"]}
+        request = dict(r["request"])
+        sessions.setdefault(r["session_id"], []).append({"request": request, "response": r["response"], "timing": timing})
+    out.append(("list-todos", sessions["list-todos"]))  # real SmolLM2 ids (the other session is 25 calls long)
+    return out
+
+
+def nemo_gym_capture(args: argparse.Namespace, sessions) -> None:
+    """NeMo Gym's capture middleware (``_CaptureMiddleware``) in front of a model server that
+    returns each recorded response with Gym's token bundle on the message and records it with
+    ``capture_tokens``; then ``merge_model_call_capture_into_record`` for each rollout record."""
+    sys.path.insert(0, str(args.gym_src))
+    sys.modules.setdefault("ray", types.SimpleNamespace(__version__="0"))  # imported at module level, used by servers only
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    import nemo_gym.base_responses_api_model as model_server
+    from nemo_gym.token_id_capture import capture_tokens
+    from nemo_gym.token_id_capture.store import TokenCaptureStore
+
+    out = args.out / "nemo_gym_capture"
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    calls_dir, tokens_dir = out / "capture", out / "tokens"
+    answers: list[dict[str, Any]] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        body = answers.pop(0)
+        choice = body["choices"][0]
+        message = choice["message"]
+        content = (choice.get("logprobs") or {}).get("content")
+        if body.get("prompt_token_ids") is not None and content is not None:
+            # the token bundle Gym's vLLM model server puts on the message (return_token_id_information)
+            message.update(
+                prompt_token_ids=list(body["prompt_token_ids"]),
+                generation_token_ids=list(choice["token_ids"]),
+                generation_log_probs=[float(e["logprob"]) for e in content],
+            )
+        await capture_tokens(body)
+        return JSONResponse(body)
+
+    app = model_server._CaptureMiddleware(
+        Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]),
+        store=model_server.CaptureStore(calls_dir),
+        model_server_name="policy_model",
+        token_store=TokenCaptureStore(tokens_dir),
+        token_capture_enabled=True,
+    )
+    client = TestClient(app)
+    records = []
+    for session, exchanges in sessions:
+        for exchange in exchanges:
+            answers.append(json.loads(json.dumps(exchange["response"])))
+            done = client.post(f"/ng-rollout/{session}/training-token-capture/v1/chat/completions", json=exchange["request"])
+            assert done.status_code == 200, done.text
+        record = {"_ng_rollout_id": session, "reward": 1.0, "response": {"output": []}}
+        records.append(model_server.merge_model_call_capture_into_record(record, [calls_dir], include_payloads=True))
+    (out / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    import shutil
+
+    shutil.rmtree(calls_dir)  # the rollout records carry what the reader reads; the token files stay
+    for extra in tokens_dir.iterdir():
+        if not extra.name.endswith(".tokens.jsonl"):
+            extra.unlink()
+    print(f"{len(records)} rollouts -> {out}")
+
+
+def rllm_gateway(args: argparse.Namespace, sessions) -> None:
+    """rllm-model-gateway's trace records: ``build_trace_record`` on each exchange, stored by its
+    ``SqliteTraceStore`` and read back with ``get_session_traces`` (what its API returns)."""
+    import asyncio
+    import tempfile
+
+    from rllm_model_gateway.data_process import build_trace_record
+    from rllm_model_gateway.store.sqlite_store import SqliteTraceStore
+
+    out = args.out / "rllm_gateway"
+    out.mkdir(parents=True, exist_ok=True)
+
+    async def run() -> list[dict[str, Any]]:
+        with tempfile.TemporaryDirectory() as folder:
+            store = SqliteTraceStore(str(Path(folder) / "traces.db"))
+            for session, exchanges in sessions:
+                for exchange in exchanges:
+                    timing = exchange["timing"]
+                    trace = build_trace_record(session, exchange["request"], exchange["response"], 1000.0 * (timing["ended_at"] - timing["started_at"]))
+                    await store.store_trace(trace.trace_id, session, trace.model_dump())
+            traces = [t for session, _ in sessions for t in await store.get_session_traces(session)]
+            await store.close()
+            return traces
+
+    traces = asyncio.run(run())
+    (out / "traces.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
+    print(f"{len(traces)} trace records -> {out}")
+
+
+def readers(args: argparse.Namespace) -> int:
+    """The capture layers' records (run with the writers venv, NeMo Gym's source on the path)."""
+    sessions = reader_sessions()
+    nemo_gym_capture(args, sessions)
+    rllm_gateway(args, sessions)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    one = sub.add_parser("builders", help="NeMo Gym's builder and NeMo-RL's splice on our cases (the project's venv)")
+    one.add_argument("--gym", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym's token_id_capture at {GYM_COMMIT[:12]}")
+    one.add_argument("--nemo-rl", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/RL at {NEMO_RL_COMMIT[:12]}")
+    two = sub.add_parser("readers", help="NeMo Gym's capture records and the rLLM gateway's trace records (the writers venv)")
+    two.add_argument("--gym-src", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym's nemo_gym package at {GYM_COMMIT[:12]}")
+    for command in (one, two):
+        command.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    return builders(args) if args.what == "builders" else readers(args)
 
 
 if __name__ == "__main__":
