@@ -77,17 +77,32 @@ def eos_from_calls(calls: list[Call]) -> int | None:
     return max(counts, key=lambda t: (counts[t], -t)) if counts else None
 
 
-def predecessor(calls: list[Call], k: int, parents: list[int | None]) -> int | None:
+def replies_before(calls: list[Call], k: int) -> dict[Any, int]:
+    """Each reply (as linking compares messages) of a call with prompt ids before ``k``: the latest call that gave it."""
+    replies: dict[Any, int] = {}
+    for j in range(k):
+        add_reply(replies, calls, j)
+    return replies
+
+
+def add_reply(replies: dict[Any, int], calls: list[Call], j: int) -> None:
+    """Note call ``j``'s reply (the latest call with a reply wins)."""
+    reply = calls[j].response_message
+    if isinstance(reply, dict) and calls[j].prompt_ids is not None:
+        replies[canonical(reply, "assistant")] = j
+
+
+def predecessor(
+    calls: list[Call], k: int, parents: list[int | None], replies: dict[Any, int] | None = None
+) -> int | None:
     """The call whose prompt + generation NeMo-RL takes as ``required_prefix_token_ids`` for call
     ``k``: the latest assistant message of the request that an earlier call produced (its reply,
-    compared as linking compares messages), else the exact token parent."""
+    compared as linking compares messages), else the exact token parent. ``replies`` is
+    :func:`replies_before` ``k``, when the caller keeps it."""
     messages = calls[k].request_messages
     if messages:
-        replies: dict[Any, int] = {}
-        for j in range(k):
-            reply = calls[j].response_message
-            if isinstance(reply, dict) and calls[j].prompt_ids is not None:
-                replies[canonical(reply, "assistant")] = j  # the latest call with that reply
+        if replies is None:
+            replies = replies_before(calls, k)
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "assistant":
                 found = replies.get(canonical(message, "assistant"))
@@ -158,11 +173,14 @@ def splice(rollout: Rollout, eos: int) -> Splices:
     calls = rollout.calls
     parents = list(rollout.topology.parents)
     out = Splices([None] * len(calls), list(calls), {}, set(), [None] * len(calls), [None] * len(calls))
+    replies: dict[Any, int] = {}
     for k, call in enumerate(calls):
+        if k:
+            add_reply(replies, calls, k - 1)
         if call.prompt_ids is None:
             continue
         own = [prompt_segment(k, 0, call.n_prompt)] if call.n_prompt else []
-        pred = out.predecessors[k] = predecessor(calls, k, parents)
+        pred = out.predecessors[k] = predecessor(calls, k, parents, replies)
         if pred is not None and pred in out.failed:
             out.failed[k] = f"continues {calls[pred].node_id}, whose request NeMo-RL's server refused"
             continue
