@@ -180,7 +180,14 @@ def builders(args: argparse.Namespace) -> int:
     for sid, rollout in loaded.items():
         entries = token_entries(rollout.session_id, rollout.calls)
         source = str(Path(rollout.calls[0].source).resolve().relative_to(ROOT))
-        lines.append({"session_id": sid, "source": {"sample": source}, "entries_digest": digest(entries), **build(gym, entries, sid)})
+        lines.append(
+            {
+                "session_id": sid,
+                "source": {"sample": source},
+                "entries_digest": digest(entries),
+                **build(gym, entries, sid),
+            }
+        )
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
@@ -212,13 +219,20 @@ def reader_sessions() -> list[tuple[str, list[dict[str, Any]]]]:
     out = []
     for seed in READER_SEEDS:
         records = generate(seed, 4 + seed % 8, session=f"gen-{seed}")
-        out.append((f"gen-{seed}", [{"request": r["request"], "response": r["response"], "timing": r["timing"]} for r in records]))
+        out.append(
+            (
+                f"gen-{seed}",
+                [{"request": r["request"], "response": r["response"], "timing": r["timing"]} for r in records],
+            )
+        )
     sessions: dict[str, list[dict[str, Any]]] = {}
     for line in (ROOT / "sample_traces" / "vllm" / "agent-rollouts.jsonl").read_text().splitlines():
         r = json.loads(line)
         timing = {"started_at": r["metadata"]["started_at"], "ended_at": r["metadata"]["ended_at"]}
         request = dict(r["request"])
-        sessions.setdefault(r["session_id"], []).append({"request": request, "response": r["response"], "timing": timing})
+        sessions.setdefault(r["session_id"], []).append(
+            {"request": request, "response": r["response"], "timing": timing}
+        )
     out.append(("list-todos", sessions["list-todos"]))  # real SmolLM2 ids (the other session is 25 calls long)
     return out
 
@@ -228,7 +242,9 @@ def nemo_gym_capture(args: argparse.Namespace, sessions) -> None:
     returns each recorded response with Gym's token bundle on the message and records it with
     ``capture_tokens``; then ``merge_model_call_capture_into_record`` for each rollout record."""
     sys.path.insert(0, str(args.gym_src))
-    sys.modules.setdefault("ray", types.SimpleNamespace(__version__="0"))  # imported at module level, used by servers only
+    sys.modules.setdefault(
+        "ray", types.SimpleNamespace(__version__="0")
+    )  # imported at module level, used by servers only
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -274,7 +290,9 @@ def nemo_gym_capture(args: argparse.Namespace, sessions) -> None:
     for session, exchanges in sessions:
         for exchange in exchanges:
             answers.append(json.loads(json.dumps(exchange["response"])))
-            done = client.post(f"/ng-rollout/{session}/training-token-capture/v1/chat/completions", json=exchange["request"])
+            done = client.post(
+                f"/ng-rollout/{session}/training-token-capture/v1/chat/completions", json=exchange["request"]
+            )
             assert done.status_code == 200, done.text
         record = {"_ng_rollout_id": session, "reward": 1.0, "response": {"output": []}}
         records.append(model_server.merge_model_call_capture_into_record(record, [calls_dir], include_payloads=True))
@@ -306,7 +324,12 @@ def rllm_gateway(args: argparse.Namespace, sessions) -> None:
             for session, exchanges in sessions:
                 for exchange in exchanges:
                     timing = exchange["timing"]
-                    trace = build_trace_record(session, exchange["request"], exchange["response"], 1000.0 * (timing["ended_at"] - timing["started_at"]))
+                    trace = build_trace_record(
+                        session,
+                        exchange["request"],
+                        exchange["response"],
+                        1000.0 * (timing["ended_at"] - timing["started_at"]),
+                    )
                     await store.store_trace(trace.trace_id, session, trace.model_dump())
             traces = [t for session, _ in sessions for t in await store.get_session_traces(session)]
             await store.close()
@@ -329,10 +352,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
     one = sub.add_parser("builders", help="NeMo Gym's builder and NeMo-RL's splice on our cases (the project's venv)")
-    one.add_argument("--gym", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym's token_id_capture at {GYM_COMMIT[:12]}")
-    one.add_argument("--nemo-rl", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/RL at {NEMO_RL_COMMIT[:12]}")
-    two = sub.add_parser("readers", help="NeMo Gym's capture records and the rLLM gateway's trace records (the writers venv)")
-    two.add_argument("--gym-src", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/Gym's nemo_gym package at {GYM_COMMIT[:12]}")
+    one.add_argument(
+        "--gym",
+        type=Path,
+        required=True,
+        help=f"a source copy of NVIDIA-NeMo/Gym's token_id_capture at {GYM_COMMIT[:12]}",
+    )
+    one.add_argument(
+        "--nemo-rl", type=Path, required=True, help=f"a source copy of NVIDIA-NeMo/RL at {NEMO_RL_COMMIT[:12]}"
+    )
+    two = sub.add_parser(
+        "readers", help="NeMo Gym's capture records and the rLLM gateway's trace records (the writers venv)"
+    )
+    two.add_argument(
+        "--gym-src",
+        type=Path,
+        required=True,
+        help=f"a source copy of NVIDIA-NeMo/Gym's nemo_gym package at {GYM_COMMIT[:12]}",
+    )
     for command in (one, two):
         command.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()

@@ -49,7 +49,11 @@ def _reply(items: Any, index: Any) -> dict[str, Any] | None:
     """The assistant message among a TokenEntry's output items (the token-bearing one first)."""
     if not isinstance(items, list) or not items:
         return None
-    chosen = items[index] if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(items) else items[-1]
+    chosen = (
+        items[index]
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(items)
+        else items[-1]
+    )
     if not isinstance(chosen, dict):
         return None
     message = {k: v for k, v in chosen.items() if k not in ("type", "id", "status")}
@@ -94,7 +98,13 @@ def parse_token_entry(record: dict, source: str, line: int, default_session: str
     node = _text(record.get("model_call_id"))
     if not node:
         raise RecordError("NeMo Gym TokenEntry without a model_call_id")
-    call = Call(node_id=node, session_id=_text(record.get("rollout_id")) or default_session, source=source, line=line, shape=TOKEN_ENTRY)
+    call = Call(
+        node_id=node,
+        session_id=_text(record.get("rollout_id")) or default_session,
+        source=source,
+        line=line,
+        shape=TOKEN_ENTRY,
+    )
     problems = Problems()
     _tokens(call, record, problems)
     call.response_message = _reply(record.get("output_items"), record.get("token_item_index"))

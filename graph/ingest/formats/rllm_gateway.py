@@ -14,7 +14,14 @@ trace-entry shape (both carry ``prompt_token_ids``).
 from __future__ import annotations
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fields import RecordError, as_dict, message_list, record_problems, sampling_params, tool_list
+from rollout_graph.ingest.formats.fields import (
+    RecordError,
+    as_dict,
+    message_list,
+    record_problems,
+    sampling_params,
+    tool_list,
+)
 from rollout_graph.ingest.tokens import Problems, logprobs, token_ids
 
 FORMAT = "rllm-gateway"
