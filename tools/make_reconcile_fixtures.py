@@ -245,15 +245,14 @@ def nemo_gym_capture(args: argparse.Namespace, sessions) -> None:
     sys.modules.setdefault(
         "ray", types.SimpleNamespace(__version__="0")
     )  # imported at module level, used by servers only
+    import nemo_gym.base_responses_api_model as model_server
+    from nemo_gym.token_id_capture import capture_tokens
+    from nemo_gym.token_id_capture.store import TokenCaptureStore
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
     from starlette.testclient import TestClient
-
-    import nemo_gym.base_responses_api_model as model_server
-    from nemo_gym.token_id_capture import capture_tokens
-    from nemo_gym.token_id_capture.store import TokenCaptureStore
 
     out = args.out / "nemo_gym_capture"
     if out.exists():
