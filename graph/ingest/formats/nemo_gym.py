@@ -127,9 +127,9 @@ def parse_rollout_record(record: dict, source: str, line: int, default_session: 
     """
     capture = as_dict(record.get("ng_model_call_capture"))
     session = _text(capture.get("rollout_id")) or _text(record.get("_ng_rollout_id")) or default_session
-    raw_calls = capture.get("calls") if isinstance(capture.get("calls"), list) else []
-    entries = [c for c in raw_calls if isinstance(c, dict)]
-    entries.sort(key=lambda c: c.get("call_index") if type(c.get("call_index")) is int else 0)
+    raw_calls = capture.get("calls")
+    entries = [c for c in raw_calls if isinstance(c, dict)] if isinstance(raw_calls, list) else []
+    entries.sort(key=lambda c: c["call_index"] if type(c.get("call_index")) is int else 0)
     calls: list[Call] = []
     for position, entry in enumerate(entries):
         request, response = as_dict(entry.get("request")), as_dict(entry.get("response"))
