@@ -263,6 +263,7 @@ def nemo_gym_capture(args: argparse.Namespace, sessions) -> None:
     answers: list[dict[str, Any]] = []
 
     async def chat(request: Request) -> JSONResponse:
+        await request.json()  # the model server reads the request (the middleware records what it read)
         body = answers.pop(0)
         choice = body["choices"][0]
         message = choice["message"]

@@ -15,6 +15,7 @@ import pytest
 
 import rollout_graph as rg
 from rollout_graph.analysis.reconcile import reconcile
+from rollout_graph.analysis.reconcile.nemo_gym import capturable
 from tests.reconcile.sessions import generate, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +32,17 @@ def source(session: str):
     return rollout
 
 
-def _same_calls(read, expected, messages: bool) -> None:
-    assert len(read.calls) == len(expected.calls)
-    for got, want in zip(read.calls, expected.calls, strict=True):
+def _same(read, expected, framework: str) -> None:
+    """The lens reads the same counts (the error's wording names the calls by their ids)."""
+    a, b = reconcile(read, framework).summary(), reconcile(expected, framework).summary()
+    assert (a.pop("error") is None) == (b.pop("error") is None)
+    assert a == b
+
+
+def _same_calls(read, expected, messages: bool, only=None) -> None:
+    wanted = expected.calls if only is None else only
+    assert len(read.calls) == len(wanted)
+    for got, want in zip(read.calls, wanted, strict=True):
         assert (got.prompt_ids is None) == (want.prompt_ids is None)
         if want.prompt_ids is not None:
             assert np.array_equal(got.prompt_ids, want.prompt_ids)
@@ -70,9 +79,11 @@ def test_nemo_gym_token_entries_read_back(token_entries, session):
         return
     read = token_entries[session]
     assert token_entries.report.skipped == []
-    _same_calls(read, expected, messages=False)
+    recorded = [c for c in expected.calls if capturable(c)]  # a call without logprobs is not recorded
+    _same_calls(read, expected, messages=False, only=recorded)
     assert {c.shape for c in read.calls} == {"nemo-gym-token-entry"}
-    assert reconcile(read, "nemo-gym").summary() == reconcile(expected, "nemo-gym").summary()
+    if len(recorded) == len(expected.calls):  # what Gym's builder delivers is the same from either
+        _same(read, expected, "nemo-gym")
 
 
 @pytest.mark.parametrize("session", SESSIONS)
@@ -82,7 +93,7 @@ def test_nemo_gym_rollout_records_read_back(rollout_records, session):
     _same_calls(read, expected, messages=True)
     assert read.stats["n_roots"] == expected.stats["n_roots"]
     for framework in ("trl", "openenv", "verifiers"):
-        assert reconcile(read, framework).summary() == reconcile(expected, framework).summary()
+        _same(read, expected, framework)
 
 
 @pytest.mark.parametrize("session", SESSIONS)
@@ -92,7 +103,7 @@ def test_rllm_gateway_trace_records_read_back(gateway, session):
     _same_calls(read, expected, messages=True)
     for call in read.calls:
         assert call.timing["ended_at"] >= call.timing["started_at"]
-    assert reconcile(read, "trl").summary() == reconcile(expected, "trl").summary()
+    _same(read, expected, "trl")
 
 
 def test_a_newer_token_entry_is_refused_naming_it(tmp_path):

@@ -9,9 +9,10 @@ that carry ``ng_model_call_capture`` (docs/formats.md, "NeMo Gym"; docs/reconcil
 - A **rollout record** with ``ng_model_call_capture`` (``merge_model_call_capture_into_record``):
   ``{rollout_id, metrics, calls}``, each call a ``ModelCallRecord`` (``model_call_id``,
   ``call_index``, ``started_at``, ``completed_at``, ``finish_reason``, and with
-  ``include_payloads`` its chat ``request`` and ``response``, whose message carries the token
-  bundle ``prompt_token_ids`` / ``generation_token_ids`` / ``generation_log_probs`` when the model
-  server returned it). Without payloads a call has nothing to show and is skipped with the reason.
+  ``include_payloads`` its chat ``request`` and ``response``, read as an engine pair; the token
+  bundle ``prompt_token_ids`` / ``generation_token_ids`` / ``generation_log_probs`` Gym's model
+  server puts on the message, when there, gives the ids and logprobs). Without payloads a call has
+  nothing to show and is skipped with the reason.
 
 Entry points: :func:`is_token_entry`, :func:`parse_token_entry`, :func:`is_rollout_record`,
 :func:`parse_rollout_record`; the format registry tries them before the trace-entry shape.
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fields import RecordError, as_dict, message_list, sampling_params, tool_list
+from rollout_graph.ingest.formats.fields import RecordError, as_dict
 from rollout_graph.ingest.tokens import Problems, logprobs, token_ids
 
 FORMAT = "nemo-gym"
@@ -73,6 +76,8 @@ def _tokens(call: Call, bundle: dict, problems: Problems) -> None:
     if sampled is not None:
         call.sampled_ids = sampled
     lps = bundle.get("generation_log_probs")
+    if isinstance(lps, np.ndarray):  # a fast path may have read the list already
+        lps = lps.tolist()
     if isinstance(lps, list):
         call.sampled_logprobs = logprobs(lps, "generation_log_probs", problems)
     elif lps is not None:
@@ -121,10 +126,16 @@ def parse_token_entry(record: dict, source: str, line: int, default_session: str
 def parse_rollout_record(record: dict, source: str, line: int, default_session: str) -> list[Call]:
     """A rollout record's ``ng_model_call_capture`` -> its calls, in ``call_index`` order.
 
+    Each call's payloads are read as the engine pair they are (the chat request and the response
+    the model server returned: rollout_graph.ingest.formats.engine_pair); the token bundle Gym puts
+    on the message, when there, is its ids and logprobs.
+
     Raises:
         RecordError: the capture holds no call with a request or response payload (written without
             ``include_payloads``: counts and timings only, nothing to show).
     """
+    from rollout_graph.ingest.formats import engine_pair
+
     capture = as_dict(record.get("ng_model_call_capture"))
     session = _text(capture.get("rollout_id")) or _text(record.get("_ng_rollout_id")) or default_session
     raw_calls = capture.get("calls")
@@ -136,30 +147,28 @@ def parse_rollout_record(record: dict, source: str, line: int, default_session: 
         if not request and not response:
             continue
         node = _text(entry.get("model_call_id")) or f"call-{position}"
-        call = Call(node_id=node, session_id=session, source=source, line=line, shape=CALL_CAPTURE)
+        template = Call(node_id=node, session_id=session, source=source, line=line, shape=CALL_CAPTURE)
         problems = Problems()
-        call.request_messages = message_list(request.get("messages"), "messages", problems)
-        call.tools = tool_list(request.get("tools"), problems)
-        call.requested_params = sampling_params(request)
-        choices = response.get("choices") if isinstance(response.get("choices"), list) else []
-        choice = as_dict(choices[0]) if choices else {}
-        message = as_dict(choice.get("message"))
-        if message:
-            _tokens(call, message, problems)
-            call.response_message = {k: v for k, v in message.items() if k not in _BUNDLE}
-        finish = entry.get("finish_reason", choice.get("finish_reason"))
-        call.finish_reason = finish if isinstance(finish, str) else None
-        model = entry.get("model", response.get("model", request.get("model")))
-        call.model = model if isinstance(model, str) and model else None
-        for key, name in (("started_at", "started_at"), ("completed_at", "ended_at")):
-            value = entry.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                call.timing[name] = float(value)
-        if isinstance(response.get("usage"), dict):
-            call.usage = response["usage"]
-        call.claims["format"] = FORMAT
-        _problems_to_issues(call, problems)
-        calls.append(call)
+        try:
+            read = engine_pair.parse({"request": request, "response": response}, template, problems)
+        except RecordError:
+            read = [template]
+        for call in read:
+            call.shape = CALL_CAPTURE
+            message = as_dict(call.response_message)
+            if any(key in message for key in _BUNDLE):
+                _tokens(call, message, problems)
+                call.response_message = {k: v for k, v in message.items() if k not in _BUNDLE}
+            finish = entry.get("finish_reason")
+            if isinstance(finish, str):
+                call.finish_reason = finish
+            for key, name in (("started_at", "started_at"), ("completed_at", "ended_at")):
+                value = entry.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    call.timing[name] = float(value)
+            call.claims["format"] = FORMAT
+            _problems_to_issues(call, problems)
+        calls.extend(read)
     if not calls:
         raise RecordError(
             "NeMo Gym ng_model_call_capture without request or response payloads (merged without include_payloads): "

@@ -13,6 +13,8 @@ trace-entry shape (both carry ``prompt_token_ids``).
 
 from __future__ import annotations
 
+import numpy as np
+
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.formats.fields import (
     RecordError,
@@ -55,12 +57,15 @@ def parse(record: dict, source: str, line: int, default_session: str) -> list[Ca
     call.tools = tool_list(request.get("tools"), problems)
     call.requested_params = sampling_params(request)
     prompt = record.get("prompt_token_ids")
-    if prompt:  # the gateway writes [] when the engine returned none
+    if not isinstance(prompt, list | np.ndarray) or len(prompt):  # the gateway writes [] when the engine returned none
         call.prompt_ids = token_ids(prompt, "prompt_token_ids", problems)
-    sampled = token_ids(record.get("completion_token_ids") or [], "completion_token_ids", problems)
+    completion = record.get("completion_token_ids")
+    sampled = token_ids([] if completion is None else completion, "completion_token_ids", problems)
     if sampled is not None:
         call.sampled_ids = sampled
     lps = record.get("logprobs")
+    if isinstance(lps, np.ndarray):  # a fast path may have read the list already
+        lps = lps.tolist()
     if isinstance(lps, list):
         call.sampled_logprobs = logprobs(lps, "logprobs", problems)
     elif lps is not None:
