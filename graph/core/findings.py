@@ -31,6 +31,8 @@ def turn_findings(calls: list[Call]) -> list[list[Finding]]:
 def _derived(call: Call, token_trace: bool) -> list[Finding]:
     out: list[Finding] = []
     node_id = call.node_id
+    if call.claims and call.claims.get("tokens_omitted"):
+        return _omitted(call) + out
     if token_trace and call.prompt_ids is None:
         out.append(
             Finding(
@@ -66,6 +68,32 @@ def _derived(call: Call, token_trace: bool) -> list[Finding]:
         if changed:
             out.append(
                 Finding(WARN, "sampling_neutralised", "requested vs submitted: " + ", ".join(changed), node_id=node_id)
+            )
+    return out
+
+
+def _omitted(call: Call) -> list[Finding]:
+    """A rollout document's turn that none of its sequences holds (OpenEnv's default export leaves
+    discarded rows out): its tokens are not in the file, which is what the document chose, not a
+    capture failure (docs/formats.md, "Rollout documents")."""
+    claims = call.claims
+    known = (
+        f"its prompt ids (those of {claims.get('prompt_from')}, which it re-sent)"
+        if call.prompt_ids is not None
+        else "no ids: it is linked by its messages"
+    )
+    detail = (
+        f"in none of the document's sequences (exported without its discarded rows): "
+        f"{claims.get('n_prompt')} prompt and {claims.get('n_sampled')} sampled tokens, of which the file holds {known}"
+    )
+    out = [Finding(WARN, "document_omits_tokens", detail, node_id=call.node_id)]
+    if call.submitted_params is not None:
+        changed = _param_changes(call.requested_params, call.submitted_params)
+        if changed:
+            out.append(
+                Finding(
+                    WARN, "sampling_neutralised", "requested vs submitted: " + ", ".join(changed), node_id=call.node_id
+                )
             )
     return out
 

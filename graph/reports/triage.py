@@ -39,6 +39,8 @@ EXPLANATIONS = {
         "tokenized it again with other ids, the train/inference skew: replay token ids, not text."
     ),
     "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
+    "document_omits_tokens": "A rollout document's turn is in none of its rows (exported without discarded rows): placed by its claims.",
+    "document_validation": "The rollout document's writer found a FATAL problem itself and refused to train this rollout.",
     "logprob_mismatch": "The trainer's logprob for a sampled token differs from the engine's by more than the threshold.",
     "signals_misaligned": "A signals row does not match the training row it names; its signals were ignored.",
     "unfinished_attempts": (
