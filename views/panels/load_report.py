@@ -2,7 +2,8 @@
 line and reason, leading with the reasons (they are what a user must fix).
 
 Entry point: ``render(workspace)``: a caption when everything loaded, else a warning naming the
-first skipped records and an expander listing them (at most ``MAX_SKIPPED_ROWS``).
+first skipped records and an expander listing them (at most ``MAX_SKIPPED_ROWS``); before it, a
+caption per engine the capture proxy's start-up probes found (rollout_graph.core.engine).
 
 Where it sits: at the top of the explorer (views/screens/explorer.py), under the headline; the
 records were counted by the load (graph/ingest, ``Workspace.loaded``).
@@ -15,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from rollout_graph.core.engine import describe as describe_engine
+from rollout_graph.core.engine import engines
 from rollout_graph.escape import md
 from rollout_graph.ui.state.sources import Workspace
 
@@ -22,9 +25,18 @@ MAX_SKIPPED_ROWS = 1000
 
 
 SHOWN_REASONS = 3  # skipped records named in the warning itself
+ENGINE_ROLLOUTS = 200  # rollouts whose first call is read for the capture probe's engine line
+
+
+def engine_lines(workspace: Workspace) -> None:
+    """What the capture proxy's start-up probes found of the engine (docs/live.md), one line each."""
+    firsts = [r.calls[0] for r in list(workspace.rollouts.values())[:ENGINE_ROLLOUTS] if r.calls]
+    for engine in engines(firsts)[:3]:
+        st.caption(f"Engine (capture probe): {md(describe_engine(engine), 300)}")
 
 
 def render(workspace: Workspace) -> None:
+    engine_lines(workspace)
     loaded = workspace.loaded
     skipped = loaded.skipped
     if not skipped:

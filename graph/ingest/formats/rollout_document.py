@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rollout_graph.core.findings import row_shape
 from rollout_graph.core.records import FATAL, Call, Finding
 from rollout_graph.ingest import limits
 from rollout_graph.ingest.formats.fidelity import MESSAGES, TEXT, TOKENS, TOKENS_LOGPROBS
@@ -98,6 +99,12 @@ def _sequences(raw: Any, problems: Problems) -> list[_Sequence]:
                 logprobs=logprobs(lps, f"sequences[{j}].logprobs", problems) if isinstance(lps, list) else None,
                 claims={k: seq[k] for k in ("role", "trainable", "validation", "leaf_id") if k in seq},
             )
+        )
+        out[-1].claims["row"] = row_shape(  # for the training-row findings (core.findings.row_findings)
+            len(seq["input_ids"]) if isinstance(seq.get("input_ids"), list) else None,
+            mask if isinstance(mask, list) else None,
+            len(lps) if isinstance(lps, list) else None,
+            seq.get("prompt_len"),
         )
     return out
 

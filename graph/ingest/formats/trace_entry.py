@@ -9,6 +9,7 @@ kept as the call's claim). docs/formats.md, "Trace entries".
 
 from __future__ import annotations
 
+from rollout_graph.core.findings import row_shape
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.formats.fields import as_dict, message_list, params_of, sampling_params, tool_list
 from rollout_graph.ingest.tokens import Problems, logprobs, split_tokens, token_ids
@@ -82,6 +83,8 @@ def parse(record: dict, call: Call, problems: Problems) -> list[Call]:
     if isinstance(mask, list):
         # OpenEnv's mask spans prompt plus completion; an older one the completion only
         n_prompt = 0 if call.prompt_ids is None else len(call.prompt_ids)
+        if call.prompt_ids is not None:  # the row as sent, for the training-row findings (core.findings)
+            call.claims["row"] = row_shape(n_prompt + call.n_sampled, mask, None, n_prompt)
         if n_prompt and len(mask) == n_prompt + call.n_sampled:
             mask = mask[n_prompt:]
         call.claims["loss_mask"] = mask
