@@ -9,7 +9,8 @@ repository is vendored: the copy is read from the folders given.
     git -C NEMO_RL_GIT archive 7ea279abfbeb698b092856d0dab61e7cf39bc909 nemo_rl/models/generation/openai_server_utils.py | tar -x -C /tmp/nemo-rl
     .venv/bin/python tools/make_reconcile_fixtures.py --gym /tmp/gym --nemo-rl /tmp/nemo-rl
 
-For every bundled sample and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
+For every bundled sample, every rollout the real writers' fixtures hold (tests/fixtures/writers/)
+and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
 the ``TokenEntry`` records NeMo Gym's sink would write (rollout_graph.analysis.reconcile.nemo_gym
 ``token_entries``), then ``run_builder`` with ``prefix_merging`` and ``per_request`` (chains,
 quarantine, ``BuildNotes``) and ``consumer._assemble`` (``mask_sample``, metrics) on them, each
@@ -167,6 +168,13 @@ def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[st
     }
 
 
+def writer_files() -> list[Path]:
+    """Every file the real writers wrote (tests/fixtures/writers/, each folder's README says how),
+    one by one: the same session id recurs across files."""
+    root = ROOT / "tests" / "fixtures" / "writers"
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE"))
+
+
 def builders(args: argparse.Namespace) -> int:
     """The builder fixtures (run with the project's venv)."""
     import rollout_graph as rg
@@ -176,18 +184,20 @@ def builders(args: argparse.Namespace) -> int:
     splice = load_nemo_rl(args.nemo_rl)
     args.out.mkdir(parents=True, exist_ok=True)
     lines = []
-    loaded = rg.load(ROOT / "sample_traces")
-    for sid, rollout in loaded.items():
-        entries = token_entries(rollout.session_id, rollout.calls)
-        source = str(Path(rollout.calls[0].source).resolve().relative_to(ROOT))
-        lines.append(
-            {
-                "session_id": sid,
-                "source": {"sample": source},
-                "entries_digest": digest(entries),
-                **build(gym, entries, sid),
-            }
-        )
+    for path, loaded in [(None, rg.load(ROOT / "sample_traces"))] + [(p, rg.load(p)) for p in writer_files()]:
+        for sid, rollout in loaded.items():
+            if not rollout.calls:
+                continue
+            entries = token_entries(rollout.session_id, rollout.calls)
+            source = str(Path(path or rollout.calls[0].source).resolve().relative_to(ROOT))
+            lines.append(
+                {
+                    "session_id": sid,
+                    "source": {"sample": source} if path is None else {"sample": source, "writer": True},
+                    "entries_digest": digest(entries),
+                    **build(gym, entries, sid),
+                }
+            )
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:

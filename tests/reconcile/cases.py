@@ -18,6 +18,14 @@ def _logprobs(call) -> list[float] | None:
     return None if any(not math.isfinite(v) for v in values) else values
 
 
+def _n_tools(call) -> int:
+    """The tool manifest's size as OpenEnv's node holds it: the request's list, else the count a
+    rollout document gives without the list (``Call.has_tools``)."""
+    if call.tools is not None:
+        return len(call.tools)
+    return int((call.claims or {}).get("n_tools") or 0)
+
+
 def case_from_rollout(rollout: Rollout, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the oracle needs of a rollout's calls, in arrival order."""
     calls = []
@@ -31,6 +39,7 @@ def case_from_rollout(rollout: Rollout, params: dict[str, Any] | None = None) ->
                 "messages": c.request_messages,
                 "response": c.response_message,
                 "tools": c.tools,
+                "n_tools": _n_tools(c),
                 "finish_reason": c.finish_reason,
                 "ended_at": c.timing.get("ended_at"),
             }

@@ -40,7 +40,7 @@ def _openenv_graph(case):
                 sampled_ids=list(c["sampled_ids"]),
                 sampled_logprobs=list(logprobs) if logprobs else None,
                 finish_reason=c["finish_reason"],
-                n_tools=len(c["tools"] or []),
+                n_tools=c["n_tools"],
                 request_messages=c["messages"] or [],
                 request_tools=c["tools"],
                 response_message=c["response"] or {},

@@ -82,7 +82,10 @@ def _check_build(rollout, result, built, builder):
         assert all(not r.trained for r in result.rows if r.row_id != "main")
 
 
-IDS = [f"{c['session_id']}" for c in FIXTURES]
+IDS = [
+    f"{Path(c['source']['sample']).parent.name}/{c['session_id']}" if c["source"].get("writer") else c["session_id"]
+    for c in FIXTURES
+]
 
 
 @pytest.mark.parametrize("builder", ["prefix_merging", "per_request"])
@@ -123,8 +126,22 @@ def test_the_fixtures_cover_what_matters():
         "unresolved": any(c["prefix_merging"]["notes"]["unresolved_retries"] for c in FIXTURES),
         "branches": any(c["prefix_merging"]["notes"]["chains"] > 1 for c in FIXTURES),
         "one clean chain": any(not c["prefix_merging"]["assembled"]["mask_sample"] for c in FIXTURES),
+        "a real writer's rollout": any(c["source"].get("writer") for c in FIXTURES),
         "spliced": any(
             any("prompt_digest" in x and x.get("predecessor") for x in c["nemo_rl"]["calls"]) for c in GENERATED
         ),
     }
     assert all(seen.values()), seen
+
+
+def test_the_fixtures_hold_every_sample_and_every_writers_rollout():
+    """Made again when a sample or a writer's fixture is added: every bundled rollout and every
+    rollout of tests/fixtures/writers/ (each file on its own) has its case."""
+    have = {(c["source"]["sample"], c["session_id"]) for c in FIXTURES if "sample" in c["source"]}
+    want = set()
+    for sid, rollout in rg.load(ROOT / "sample_traces").items():
+        want.add((str(Path(rollout.calls[0].source).resolve().relative_to(ROOT)), sid))
+    writers = ROOT / "tests" / "fixtures" / "writers"
+    for path in sorted(p for p in writers.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE")):
+        want |= {(str(path.relative_to(ROOT)), sid) for sid, r in rg.load(path).items() if r.calls}
+    assert want - have == set(), "make the fixtures again: tools/make_reconcile_fixtures.py builders"

@@ -1,8 +1,8 @@
 """Our reconcilers against the frameworks' own code (docs/reconcile.md, "How it is verified"):
 TRL's ``_chain_to_sequences`` (its own loop, and its OpenEnv harness), OpenEnv's ``RolloutGraph``
 with ``export_session``, verifiers' ``prepare_turn`` / ``commit`` / ``Trace.branches``, from the
-installed packages (tests/reconcile/oracle.py), on every bundled sample and on generated sessions
-(tests/reconcile/sessions.py). Every row must be the same: ids, loss mask, logprobs, and OpenEnv's
+installed packages (tests/reconcile/oracle.py), on every bundled sample, on every rollout of the
+real writers' fixtures (tests/fixtures/writers/) and on generated sessions (tests/reconcile/sessions.py). Every row must be the same: ids, loss mask, logprobs, and OpenEnv's
 role and trainable flag."""
 
 from __future__ import annotations
@@ -34,6 +34,21 @@ def _bundled():
 
 
 BUNDLED = _bundled()
+WRITERS_DIR = SAMPLES.parent / "tests" / "fixtures" / "writers"
+
+
+def _writers():
+    """Every rollout with calls in the real writers' fixtures (tests/fixtures/writers/, each
+    folder's README says which code wrote it), each file read on its own."""
+    out = []
+    for path in sorted(p for p in WRITERS_DIR.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE")):
+        for sid, rollout in rg.load(path).items():
+            if rollout.calls:
+                out.append((f"{path.relative_to(WRITERS_DIR)}:{sid}", rollout))
+    return out
+
+
+WRITERS = _writers()
 
 
 def _compare(oracle, rollout, target: str, extra: dict | None = None) -> None:
@@ -60,6 +75,12 @@ def _compare(oracle, rollout, target: str, extra: dict | None = None) -> None:
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("rollout", BUNDLED, ids=[r.session_id for r in BUNDLED])
 def test_bundled_samples_give_the_frameworks_rows(oracles, target, rollout):
+    _compare(oracles(target), rollout, target)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("rollout", [r for _, r in WRITERS], ids=[name for name, _ in WRITERS])
+def test_real_writers_fixtures_give_the_frameworks_rows(oracles, target, rollout):
     _compare(oracles(target), rollout, target)
 
 
