@@ -7,7 +7,7 @@ repository is vendored: the copy is read from the folders given.
 
     git -C GYM_GIT archive 07d6b0d07b22fcf530b4c211dae2ee23100428e4 nemo_gym/token_id_capture | tar -x -C /tmp/gym
     git -C NEMO_RL_GIT archive 7ea279abfbeb698b092856d0dab61e7cf39bc909 nemo_rl/models/generation/openai_server_utils.py | tar -x -C /tmp/nemo-rl
-    .venv/bin/python tools/make_reconcile_fixtures.py --gym /tmp/gym --nemo-rl /tmp/nemo-rl
+    .venv/bin/python tools/make_reconcile_fixtures.py builders --gym /tmp/gym --nemo-rl /tmp/nemo-rl
 
 For every bundled sample, every rollout the real writers' fixtures hold (tests/fixtures/writers/)
 and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
