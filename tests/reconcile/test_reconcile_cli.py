@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from rollout_graph.reports.reconcile import AUDIT_COLUMNS
 
@@ -97,3 +98,28 @@ def test_the_lens_uses_no_retired_word():
     assert out.returncode == 0, out.stderr
     assert retired_words(out.stdout) == []
     assert retired_words(run("export", "--help").stdout + run("inspect", "--help").stdout) == []
+
+
+def test_run_json_has_the_columns_per_framework_per_step(tmp_path):
+    """`rollout-graph run --json`: per step, each framework's mean delivered fraction and its
+    off-policy tokens summed, the same as the lens on that step's rollouts."""
+    import rollout_graph as rg
+    from rollout_graph.reports.reconcile import audit_figures
+    from tools import make_run
+
+    assert make_run.main([str(tmp_path / "run"), "--steps", "2", "--rollouts", "3", "--ranks", "1"]) == 0
+    out = run("run", str(tmp_path / "run"), "--json", "--no-cache", "--workers", "1")
+    assert out.returncode == 0, out.stderr
+    steps = json.loads(out.stdout)["steps"]
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in steps:
+        path = tmp_path / "run" / "token_exports" / f"step_{step['step']}" / "rank_0.jsonl"
+        figures = [audit_figures(r, str(path)) for r in rg.load(path).values()]
+        assert len(figures) == step["n_rollouts"] == 3
+        for col in AUDIT_COLUMNS:
+            values = [f[col] for f in figures if f[col] is not None]
+            if col.endswith("_fraction"):
+                expected = sum(values) / len(values) if values else None
+                assert step[col] == (None if expected is None else pytest.approx(expected)), col
+            else:
+                assert step[col] == (sum(values) if values else None), col
