@@ -133,6 +133,9 @@ def main() -> int:
         cells = []
         for g in names:
             t = per.get(g, Counter())
+            if not t["rollouts"]:  # nothing of that group to compare (NeMo Gym on its own records)
+                cells += ["-", "-"]
+                continue
             cells += [f"{t['rollouts_same']} of {t['rollouts']}", f"{t['rows_same']} of {t['rows']}"]
         print(f"| {label} | " + " | ".join(cells) + " |")
     print(f"\n{sum(len(r) for r in found.values())} rollouts: " + ", ".join(f"{g} {len(r)}" for g, r in found.items()))
