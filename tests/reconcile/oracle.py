@@ -29,9 +29,15 @@ def required() -> bool:
     return os.environ.get("ROLLOUT_GRAPH_REQUIRE_WRITERS") == "1"
 
 
+def _installed(package: str) -> bool:
+    """A real package, not a namespace a folder of that name on the path makes."""
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
 def interpreter(framework: str) -> str | None:
     """The python that has the framework's packages, or None."""
-    if all(importlib.util.find_spec(p) is not None for p in NEEDS[framework]):
+    if all(_installed(p) for p in NEEDS[framework]):
         return sys.executable
     names = (
         ["ROLLOUT_GRAPH_VERIFIERS_PYTHON", "ROLLOUT_GRAPH_WRITERS_PYTHON"]
