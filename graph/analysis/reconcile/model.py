@@ -21,17 +21,25 @@ from typing import Any
 
 import numpy as np
 
+from rollout_graph.analysis.reconcile.origin import prompt_codes
+from rollout_graph.analysis.reconcile.provenance import (
+    CONTEXT,
+    NO_LOGPROB,
+    OFF_POLICY,
+    PROVENANCE,
+    RETOKENIZED,
+    SAMPLED,
+    SAMPLED_AS_CONTEXT,
+    TRAINED_CODES,
+)
 from rollout_graph.core.rollout import Rollout
 
-# What a token of a row is, relative to the calls (docs/reconcile.md, "Provenance").
-CONTEXT = 0  # mask 0: prompt ids as the engine saw them (tool output, user text, template glue)
-SAMPLED = 1  # mask 1: the model sampled this id here, after exactly this prefix, with its logprob
-SAMPLED_AS_CONTEXT = 2  # mask 0: the model's own sampled id, in place, kept as context
-RETOKENIZED = 3  # mask 0: prompt ids standing where an earlier reply was, the same text with other ids
-OFF_POLICY = 4  # mask 1: trained, but the model never sampled this id after this prefix
-NO_LOGPROB = 5  # mask 1: sampled here, but trained without its recorded logprob (0.0 stands in)
-PROVENANCE = ("context", "sampled", "sampled_as_context", "retokenized", "off_policy", "no_logprob")
-TRAINED_CODES = (SAMPLED, OFF_POLICY, NO_LOGPROB)
+# the provenance codes are also read from here (docs/reconcile.md, "Provenance")
+__all__ = [
+    "CONTEXT", "NO_LOGPROB", "OFF_POLICY", "PROVENANCE", "RETOKENIZED", "SAMPLED", "SAMPLED_AS_CONTEXT",
+    "TRAINED_CODES",
+]  # fmt: skip
+
 
 PROMPT = 0  # a segment's part: a slice of the call's prompt ids ...
 OUTPUT = 1  # ... or of its sampled ids
@@ -233,8 +241,6 @@ def row_tokens(rollout: Rollout, row: TrainerRow) -> RowTokens:
     Prompt positions are refined with the exact graph's context origin: an id an earlier call
     sampled in place is SAMPLED_AS_CONTEXT; ids where a broken replay re-tokenized an earlier reply
     are RETOKENIZED (rollout_graph.analysis.reconcile.origin)."""
-    from rollout_graph.analysis.reconcile.origin import prompt_codes
-
     ids, mask, lps, prov, src = [], [], [], [], []
     for s in row.segments:
         n = s.stop - s.start

@@ -14,7 +14,7 @@ import numpy as np
 
 from rollout_graph.analysis.near_miss import replay_alignment
 from rollout_graph.analysis.origin import HARNESS, context_origin
-from rollout_graph.analysis.reconcile.model import CONTEXT, RETOKENIZED, SAMPLED_AS_CONTEXT
+from rollout_graph.analysis.reconcile.provenance import CONTEXT, RETOKENIZED, SAMPLED_AS_CONTEXT
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import BROKEN_REPLAYS
 

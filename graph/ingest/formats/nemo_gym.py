@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fields import RecordError, as_dict
+from rollout_graph.ingest.formats import engine_pair
+from rollout_graph.ingest.formats.fields import RecordError, as_dict, record_problems
 from rollout_graph.ingest.tokens import Problems, logprobs, token_ids
 
 FORMAT = "nemo-gym"
@@ -85,8 +86,6 @@ def _tokens(call: Call, bundle: dict, problems: Problems) -> None:
 
 
 def _problems_to_issues(call: Call, problems: Problems) -> None:
-    from rollout_graph.ingest.formats.fields import record_problems
-
     record_problems(call, problems)
 
 
@@ -134,8 +133,6 @@ def parse_rollout_record(record: dict, source: str, line: int, default_session: 
         RecordError: the capture holds no call with a request or response payload (written without
             ``include_payloads``: counts and timings only, nothing to show).
     """
-    from rollout_graph.ingest.formats import engine_pair
-
     capture = as_dict(record.get("ng_model_call_capture"))
     session = _text(capture.get("rollout_id")) or _text(record.get("_ng_rollout_id")) or default_session
     raw_calls = capture.get("calls")
