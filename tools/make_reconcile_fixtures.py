@@ -9,8 +9,8 @@ repository is vendored: the copy is read from the folders given.
     git -C NEMO_RL_GIT archive 7ea279abfbeb698b092856d0dab61e7cf39bc909 nemo_rl/models/generation/openai_server_utils.py | tar -x -C /tmp/nemo-rl
     .venv/bin/python tools/make_reconcile_fixtures.py builders --gym /tmp/gym --nemo-rl /tmp/nemo-rl
 
-For every bundled sample, every rollout the real writers' fixtures hold (tests/fixtures/writers/)
-and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
+For every bundled sample, every rollout the real writers' fixtures hold (tests/fixtures/writers/),
+every rollout of the capture layers' records (`readers` below) and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
 the ``TokenEntry`` records NeMo Gym's sink would write (rollout_graph.analysis.reconcile.nemo_gym
 ``token_entries``), then ``run_builder`` with ``prefix_merging`` and ``per_request`` (chains,
 quarantine, ``BuildNotes``) and ``consumer._assemble`` (``mask_sample``, metrics) on them, each
@@ -168,11 +168,19 @@ def nemo_rl_case(gym, splice, rollout, records: list[dict[str, Any]]) -> dict[st
     }
 
 
-def writer_files() -> list[Path]:
-    """Every file the real writers wrote (tests/fixtures/writers/, each folder's README says how),
-    one by one: the same session id recurs across files."""
-    root = ROOT / "tests" / "fixtures" / "writers"
+# the capture layers' records (NeMo Gym's TokenEntry and rollout records, the rLLM gateway's), read
+# by their own readers: `readers` writes them first
+CAPTURE_FOLDERS = ("nemo_gym_capture", "rllm_gateway")
+
+
+def files_in(root: Path) -> list[Path]:
+    """Every written file under ``root``, to be read one by one: the same session id recurs across files."""
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE"))
+
+
+def writer_files() -> list[Path]:
+    """Every file the real writers wrote (tests/fixtures/writers/, each folder's README says how)."""
+    return files_in(ROOT / "tests" / "fixtures" / "writers")
 
 
 def builders(args: argparse.Namespace) -> int:
@@ -184,7 +192,11 @@ def builders(args: argparse.Namespace) -> int:
     splice = load_nemo_rl(args.nemo_rl)
     args.out.mkdir(parents=True, exist_ok=True)
     lines = []
-    for path, loaded in [(None, rg.load(ROOT / "sample_traces"))] + [(p, rg.load(p)) for p in writer_files()]:
+    # (what the case is, the file when each file is read on its own, the rollouts)
+    groups: list[tuple[dict[str, bool], Path | None, dict]] = [({}, None, rg.load(ROOT / "sample_traces"))]
+    groups += [({"writer": True}, p, rg.load(p)) for p in writer_files()]
+    groups += [({"capture": True}, p, rg.load(p)) for folder in CAPTURE_FOLDERS for p in files_in(OUT / folder)]
+    for kind, path, loaded in groups:
         for sid, rollout in loaded.items():
             if not rollout.calls:
                 continue
@@ -193,7 +205,7 @@ def builders(args: argparse.Namespace) -> int:
             lines.append(
                 {
                     "session_id": sid,
-                    "source": {"sample": source} if path is None else {"sample": source, "writer": True},
+                    "source": {"sample": source, **kind},
                     "entries_digest": digest(entries),
                     **build(gym, entries, sid),
                 }

@@ -54,7 +54,11 @@ def groups() -> dict[str, list]:
     out = {"bundled samples": samples, "real writers' fixtures": writers}
     if registered():  # NeMo Gym's and the rLLM gateway's records, read by their own readers
         out["capture records"] = [
-            r for folder in ("nemo_gym_capture", "rllm_gateway") for r in rg.load(CAPTURE_READERS / folder).values()
+            r
+            for folder in ("nemo_gym_capture", "rllm_gateway")
+            for p in _files(CAPTURE_READERS / folder)
+            for r in rg.load(p).values()
+            if r.calls
         ]
     return out
 

@@ -83,7 +83,9 @@ def _check_build(rollout, result, built, builder):
 
 
 IDS = [
-    f"{Path(c['source']['sample']).parent.name}/{c['session_id']}" if c["source"].get("writer") else c["session_id"]
+    f"{Path(c['source']['sample']).parent.name}/{c['session_id']}"
+    if c["source"].get("writer") or c["source"].get("capture")
+    else c["session_id"]
     for c in FIXTURES
 ]
 
@@ -127,6 +129,7 @@ def test_the_fixtures_cover_what_matters():
         "branches": any(c["prefix_merging"]["notes"]["chains"] > 1 for c in FIXTURES),
         "one clean chain": any(not c["prefix_merging"]["assembled"]["mask_sample"] for c in FIXTURES),
         "a real writer's rollout": any(c["source"].get("writer") for c in FIXTURES),
+        "a capture layer's records": any(c["source"].get("capture") for c in FIXTURES),
         "spliced": any(
             any("prompt_digest" in x and x.get("predecessor") for x in c["nemo_rl"]["calls"]) for c in GENERATED
         ),
@@ -135,8 +138,9 @@ def test_the_fixtures_cover_what_matters():
 
 
 def test_the_fixtures_hold_every_sample_and_every_writers_rollout():
-    """Made again when a sample or a writer's fixture is added: every bundled rollout and every
-    rollout of tests/fixtures/writers/ (each file on its own) has its case."""
+    """Made again when a sample or a writer's fixture is added: every bundled rollout, every
+    rollout of tests/fixtures/writers/ (each file on its own) and of the capture layers' records
+    has its case."""
     have = {(c["source"]["sample"], c["session_id"]) for c in FIXTURES if "sample" in c["source"]}
     want = set()
     for sid, rollout in rg.load(ROOT / "sample_traces").items():
@@ -144,4 +148,8 @@ def test_the_fixtures_hold_every_sample_and_every_writers_rollout():
     writers = ROOT / "tests" / "fixtures" / "writers"
     for path in sorted(p for p in writers.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE")):
         want |= {(str(path.relative_to(ROOT)), sid) for sid, r in rg.load(path).items() if r.calls}
+    for folder in ("nemo_gym_capture", "rllm_gateway"):  # the capture layers' records, by their readers
+        root = Path(__file__).with_name("fixtures") / folder
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "README.md"):
+            want |= {(str(path.relative_to(ROOT)), sid) for sid, r in rg.load(path).items() if r.calls}
     assert want - have == set(), "make the fixtures again: tools/make_reconcile_fixtures.py builders"
