@@ -2,8 +2,9 @@
 TRL's ``_chain_to_sequences`` (its own loop, and its OpenEnv harness), OpenEnv's ``RolloutGraph``
 with ``export_session``, verifiers' ``prepare_turn`` / ``commit`` / ``Trace.branches``, from the
 installed packages (tests/reconcile/oracle.py), on every bundled sample, on every rollout of the
-real writers' fixtures (tests/fixtures/writers/) and on generated sessions (tests/reconcile/sessions.py). Every row must be the same: ids, loss mask, logprobs, and OpenEnv's
-role and trainable flag."""
+real writers' fixtures (tests/fixtures/writers/ and the capture layers' records) and on generated
+sessions (tests/reconcile/sessions.py). Every row must be the same: ids, loss mask, logprobs, and
+OpenEnv's role and trainable flag."""
 
 from __future__ import annotations
 
@@ -37,14 +38,19 @@ BUNDLED = _bundled()
 WRITERS_DIR = SAMPLES.parent / "tests" / "fixtures" / "writers"
 
 
+CAPTURE_DIRS = [Path(__file__).with_name("fixtures") / f for f in ("nemo_gym_capture", "rllm_gateway")]
+
+
 def _writers():
     """Every rollout with calls in the real writers' fixtures (tests/fixtures/writers/, each
-    folder's README says which code wrote it), each file read on its own."""
+    folder's README says which code wrote it) and in the capture layers' records NeMo Gym's and
+    the rLLM gateway's writers wrote (tests/reconcile/fixtures/), each file read on its own."""
     out = []
-    for path in sorted(p for p in WRITERS_DIR.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE")):
-        for sid, rollout in rg.load(path).items():
-            if rollout.calls:
-                out.append((f"{path.relative_to(WRITERS_DIR)}:{sid}", rollout))
+    for root in [WRITERS_DIR, *CAPTURE_DIRS]:
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in ("README.md", "STABLE")):
+            for sid, rollout in rg.load(path).items():
+                if rollout.calls:
+                    out.append((f"{root.name}/{path.relative_to(root)}:{sid}", rollout))
     return out
 
 
