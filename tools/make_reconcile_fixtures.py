@@ -9,14 +9,21 @@ repository is vendored: the copy is read from the folders given.
     git -C NEMO_RL_GIT archive 7ea279abfbeb698b092856d0dab61e7cf39bc909 nemo_rl/models/generation/openai_server_utils.py | tar -x -C /tmp/nemo-rl
     .venv/bin/python tools/make_reconcile_fixtures.py builders --gym /tmp/gym --nemo-rl /tmp/nemo-rl
 
-For every bundled sample, every rollout the real writers' fixtures hold (tests/fixtures/writers/),
-every rollout of the capture layers' records (`readers` below) and for generated sessions (tests/reconcile/sessions.py, fixed seeds):
-the ``TokenEntry`` records NeMo Gym's sink would write (rollout_graph.analysis.reconcile.nemo_gym
-``token_entries``), then ``run_builder`` with ``prefix_merging`` and ``per_request`` (chains,
-quarantine, ``BuildNotes``) and ``consumer._assemble`` (``mask_sample``, metrics) on them, each
-chain's row as NeMo Gym's chain holds it. For the generated sessions (whose chat template is
-known), NeMo-RL too: ``replace_prefix_tokens`` on each call (the template prefix rendered by the
-session's template), then NeMo Gym's builder on the spliced records.
+``builders``: for every bundled sample, every rollout the real writers' fixtures hold
+(tests/fixtures/writers/), every rollout of the capture layers' records (below) and generated
+sessions (tests/reconcile/sessions.py, fixed seeds): the ``TokenEntry`` records NeMo Gym's sink
+would write (rollout_graph.analysis.reconcile.nemo_gym ``token_entries``), then ``run_builder``
+with ``prefix_merging`` and ``per_request`` (chains, quarantine, ``BuildNotes``) and
+``consumer._assemble`` (``mask_sample``, metrics) on them, each chain's row as NeMo Gym's chain
+holds it. For the generated sessions (whose chat template is known), NeMo-RL too:
+``replace_prefix_tokens`` on each call (the template prefix rendered by the session's template),
+then NeMo Gym's builder on the spliced records.
+
+``readers`` (run first, in the writers venv with a source copy of Gym's ``nemo_gym`` package): the
+capture layers' own records of recorded engine exchanges, NeMo Gym's (``nemo_gym_capture/``: its
+capture middleware, ``TokenCaptureStore`` and ``merge_model_call_capture_into_record``) and the
+rLLM gateway's (``rllm_gateway/``: ``build_trace_record`` through its ``SqliteTraceStore``); each
+folder's README says how.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Measure how often each reconciler builds exactly the rows its framework's own code builds
 (docs/reconcile.md, "Agreement, measured"): on the bundled samples (sample_traces/) and on every
 rollout of the real writers' fixtures (tests/fixtures/writers/), and on NeMo Gym's and the rLLM
-gateway's capture records (tests/reconcile/fixtures/) once their readers are registered.
+gateway's capture records (tests/reconcile/fixtures/), read by their own readers.
 
 - TRL (its own loop and its OpenEnv harness), OpenEnv and verifiers: their code run live by the
   oracle workers (tests/reconcile/oracle.py; ROLLOUT_GRAPH_WRITERS_PYTHON /
@@ -51,25 +51,14 @@ def groups() -> dict[str, list]:
     """Rollouts with calls: the bundled samples, and the real writers' fixtures file by file."""
     samples = [r for r in rg.load(ROOT / "sample_traces").values() if r.calls]
     writers = [r for p in _files(WRITERS) for r in rg.load(p).values() if r.calls]
-    out = {"bundled samples": samples, "real writers' fixtures": writers}
-    if registered():  # NeMo Gym's and the rLLM gateway's records, read by their own readers
-        out["capture records"] = [
-            r
-            for folder in ("nemo_gym_capture", "rllm_gateway")
-            for p in _files(CAPTURE_READERS / folder)
-            for r in rg.load(p).values()
-            if r.calls
-        ]
-    return out
-
-
-def registered() -> bool:
-    """Whether the format registry has the capture readers (graph/ingest/formats/registry.py)."""
-    try:
-        from rollout_graph.ingest.formats import registry  # type: ignore[attr-defined]
-    except ImportError:
-        return False
-    return any(f.name.startswith("NeMo Gym") for f in registry.FORMATS)
+    captures = [
+        r
+        for folder in ("nemo_gym_capture", "rllm_gateway")  # NeMo Gym's and the rLLM gateway's records
+        for p in _files(CAPTURE_READERS / folder)
+        for r in rg.load(p).values()
+        if r.calls
+    ]
+    return {"bundled samples": samples, "real writers' fixtures": writers, "capture records": captures}
 
 
 def _keep(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
