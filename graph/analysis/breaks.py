@@ -16,6 +16,7 @@ from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
     NEW_CONVERSATION,
+    PARALLEL_SAMPLE,
     REJECTED,
     RESUMED,
     RETOKENIZED,
@@ -33,14 +34,15 @@ from rollout_graph.analysis.near_miss import (
 from rollout_graph.core.rollout import Rollout
 
 REASONS = {
-    RETRY: "a retry: discarded, the harness re-sent the same prompt",
+    PARALLEL_SAMPLE: "a parallel sample: another choice of the same request (n > 1), not a break",
+    RETRY: "a retry: the harness re-sent an earlier call's prompt",
     RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
     REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
     REJECTED: "rejected: the harness left the reply out and asked again (a format error, a length cut)",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
-    RESUMED: "resumed conversation: the history re-sent with a re-rendered system prompt or tools",
+    RESUMED: "resumed conversation: the history re-sent by a new invocation of the harness",
     NEW_CONVERSATION: "the main conversation, begun after another call",
-    SUBAGENT: "subagent: a conversation of its own (own system prompt or tools)",
+    SUBAGENT: "subagent: a conversation of its own (own system prompt or tools, or started by a tool call)",
     SIDE_CALL: "side call: a single call of its own (a title, a summary, ...)",
     UNKNOWN: "unknown: too little evidence to name the cause (no messages recorded)",
 }
@@ -51,7 +53,8 @@ STOP_TAIL = 2  # a rewrite that removed at most this many final sampled tokens c
 
 @dataclass(frozen=True)
 class Break:
-    """One explained root after the first (``miss`` None when nothing earlier shares a token)."""
+    """One explained root after the first (``miss`` None when no earlier call could be compared),
+    its near miss naming the earlier call it nearly continued."""
 
     root: int
     miss: NearMiss | None
@@ -122,21 +125,11 @@ def replay_details(rollout: Rollout, miss: NearMiss) -> ReplayDetails:
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
-    """Every root after the first, and the first when it has a near miss (a title call that arrived
-    before the main conversation), with the call it nearly continued, a reason and a fix."""
+    """Every root after the first, with the earlier call it nearly continued, a reason and a fix
+    (the first root has nothing before it)."""
     out = []
-    roots = rollout.topology.roots
-    listed = {r for r in roots if r in rollout.near_misses}
-    for root in roots:
+    for root in rollout.topology.roots[1:]:
         miss = rollout.near_misses.get(root)
-        if miss is None:
-            # the other end of a near miss keyed by another call (a discarded root re-sent with the
-            # same prompt: the re-send is this root): explained there, or here when that call is no root
-            miss = next((m for _, m in sorted(rollout.near_misses.items()) if root in (m.later, m.other)), None)
-            if miss is not None and miss.node in listed:
-                continue
-        if root == roots[0] and miss is None:
-            continue
         if miss is None:
             out.append(Break(root, None, UNRELATED))
         else:

@@ -64,7 +64,10 @@ def test_rewrite_that_makes_the_original_look_like_a_discarded_retry():
     # n0 ends at `parent`, so both n1 (original) and n2 (replay) are its children; n2 continued.
     r = rollout([(SYSTEM + USER, GEN), (parent, sampled), (child, [70, END]), (grandchild, [80])])
     assert r.topology.discarded == {1: 2}
-    assert miss_of(r, "n1") == ("n2", REWRITTEN, "sampled", 0.8, len(parent) + 4)
+    assert miss_of(r, "n2") == ("n1", REWRITTEN, "sampled", 0.8, len(parent) + 4)  # the later call names the earlier
+    assert "n1" not in [r.calls[i].node_id for i in r.near_misses]  # nothing came before it
+    replaced = r.replaced_by[1]  # which later call replayed it, kept apart
+    assert (replaced.node, replaced.later, replaced.kind) == (1, 2, REWRITTEN)
     detail = next(f.detail for f in r.findings if f.code == "history_rewritten")
     assert "1 made the original call look discarded); 5 sampled tokens are left only in discarded rows" in detail
 
@@ -90,7 +93,8 @@ def test_a_genuine_retry_is_a_retry():
     parent = SYSTEM + USER + GEN
     r = rollout([(SYSTEM + USER, GEN), (parent, [50, 51]), (parent, [52, 53]), (parent + [52, 53, END, NL] + GEN, [9])])
     assert r.topology.discarded == {1: 2}
-    assert miss_of(r, "n1")[:2] == ("n2", RETRY)
+    assert miss_of(r, "n2")[:2] == ("n1", RETRY) and 1 not in r.near_misses
+    assert (r.replaced_by[1].later, r.replaced_by[1].kind) == (2, RETRY)
     assert not [f for f in r.findings if f.code == "history_rewritten"]
 
 
@@ -142,13 +146,16 @@ def samples():
 
 def test_sample_trace_near_misses(samples):
     kinds = {samples.calls[i].node_id: m.kind for i, m in samples.near_misses.items()}
-    assert kinds["c01"] == RETRY and kinds["c18"] == RETRY  # resampled first calls
+    assert "c02" not in kinds  # the title call arrived first: nothing before it to name
+    assert kinds["c01"] == NEW_CONVERSATION  # the main conversation's first attempt, begun after the title call
+    assert kinds["c03"] == RETRY and kinds["c19"] == RETRY  # resampled first calls, each naming the earlier one
     assert kinds["c08"] == SUBAGENT  # the reviewer subagent
-    assert kinds["c02"] == SIDE_CALL  # the title call, which arrived first
-    assert kinds["c03"] == NEW_CONVERSATION  # the main conversation, begun after the title call
-    assert kinds["c19"] == COMPACTION  # the history rewritten by a summary
-    assert all(kinds[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
-    assert REWRITTEN not in kinds.values()
+    assert kinds["c18"] == COMPACTION  # the history rewritten by a summary
+    replaced = {samples.calls[d].node_id: m.kind for d, m in samples.replaced_by.items()}
+    assert all(replaced[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
+    assert REWRITTEN not in kinds.values() and SIDE_CALL not in kinds.values()
+    # causality: every near miss names a call that arrived before it
+    assert all(m.earlier < m.later == i for i, m in samples.near_misses.items())
 
 
 def test_contract_carries_near_miss_keys(tmp_path):

@@ -132,6 +132,7 @@ def banner(rollout: Rollout) -> str | None:
 
 # How each kind of near miss reads, from the LATER call's side (docs/semantics.md, Glossary).
 PHRASES = {
+    "parallel_sample": "{later} is another sample of {earlier}'s request (n > 1)",
     "retry": "{later} retries {earlier} (the same prompt, sent again)",
     "retokenized": "{later} re-tokenizes {earlier}'s reply (a broken replay)",
     "rewritten_continuation": "{later} rewrites {earlier}'s reply (a broken replay)",
@@ -147,9 +148,8 @@ PHRASES = {
 
 def headline(rollout: Rollout, miss: NearMiss) -> str:
     """The near miss in words, worded from the later call's side: "c14 re-tokenizes c12's reply"
-    (plain text; escape it for Markdown or HTML). A retry is worded from the call that arrived
-    later, as the library's sentence is (``describe``)."""
-    first, second = (miss.earlier, miss.later) if miss.kind != RETRY else sorted((miss.earlier, miss.later))
+    (plain text; escape it for Markdown or HTML), as the library's sentence is (``describe``)."""
+    first, second = miss.earlier, miss.later
     later, earlier = rollout.calls[second].node_id, rollout.calls[first].node_id
     phrase = PHRASES.get(miss.kind, "{later} nearly continues {earlier} (" + miss.kind.replace("_", " ") + ")")
     text = phrase.format(later=later, earlier=earlier)

@@ -1,0 +1,250 @@
+"""The decision: from the evidence of one pair of calls to a kind, by a small documented table.
+
+:func:`decide` reads a :class:`~rollout_graph.analysis.near_miss.evidence.Pair` row by row (the
+rows, in order, are the table in docs/semantics.md, "Why a call broke") and returns a
+:class:`Decision`: the kind, the row that named it, how strong that evidence is, how much of the
+earlier conversation the later call carries, and the facts read, each in words (the evidence
+``describe`` prints and the JSON contract's ``facts`` lists). The search (search.py) decides
+every plausible earlier call this way and keeps the strongest; nothing else names a kind.
+
+Strength orders the rows a pair can fall under (a candidate decided by a stronger row wins over
+one decided by a weaker row; among equals, the one whose conversation the later call carries
+most, then the longest shared prefix, then the latest):
+
+    100 one request   90 spawned   80 identical   70 replayed reply (text)   65 merged reply
+     60 re-tokenized (a tokenizer)   55 rejected   50 replayed reply (ids)   45 summary request
+     40 read from the messages       30 the same system text, nothing else shared
+     20 read from the ids alone       0 unknown
+
+An attempt nobody continued (docs/semantics.md, "Unfinished attempts") is named only from
+``ATTEMPT`` up: its messages, or a tokenizer, say why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollout_graph.analysis.near_miss.evidence import RESUME_GAP, SHARED_SYSTEM_TOKENS, Pair
+from rollout_graph.analysis.near_miss.texts import Turn, _quote, reply_turn, turn_words, turns
+from rollout_graph.core.types import (
+    COMPACTION,
+    NEW_CONVERSATION,
+    PARALLEL_SAMPLE,
+    REJECTED,
+    RESUMED,
+    RETOKENIZED,
+    RETRY,
+    REWRITTEN,
+    SIDE_CALL,
+    SPAWNED,
+    SUBAGENT,
+    UNKNOWN,
+    NearMissKind,
+)
+
+ATTEMPT = 55  # the strength from which an attempt nobody continued is named (its messages or ids show why)
+HISTORY_KEPT = 0.5  # the share of an earlier conversation a later request carries to be the same conversation
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A kind and why: the table's ``rule``, its ``strength``, the earlier messages the later call
+    carries (``carried``, a tie-break between candidates), and the ``facts`` read, in words."""
+
+    kind: NearMissKind
+    rule: str
+    strength: int
+    facts: tuple[tuple[str, str], ...]
+    carried: int = 0
+    text_checked: bool = False
+
+    @property
+    def evidence(self) -> str:
+        """The facts in words, as one bracket of ``describe`` shows them."""
+        return "; ".join(words for _, words in self.facts if words)
+
+
+def _own_work(p: Pair) -> tuple[bool, str]:
+    """A conversation of its own (a subagent): tools offered, or a continuation of its own."""
+    if p.later.has_tools:
+        return True, "tools of its own"
+    if p.continued:
+        return True, "it continues"
+    return False, "a single call without tools"
+
+
+def _apart(p: Pair, rule: str, strength: int, facts: list[tuple[str, str]], carried: int = 0) -> Decision:
+    """A conversation apart from the earlier one: the main conversation, a subagent or a side call."""
+    if p.main:
+        return Decision(NEW_CONVERSATION, rule, strength, (*facts, ("main", "the root of the conversation with the most calls")), carried)
+    own, words = _own_work(p)
+    return Decision(SUBAGENT if own else SIDE_CALL, rule, strength, (*facts, ("own_work", words)), carried)
+
+
+def _history_words(p: Pair) -> list[tuple[str, str]]:
+    """What the later request did to the earlier conversation: kept, re-rendered, dropped, inserted."""
+    h = p.history
+    name = p.earlier.node_id
+    before = _before(p)
+    after = p.later_turns
+    facts = [("history", f"{h.carried} of {name}'s {h.n_before} messages carried ({len(h.kept)} unchanged, {len(h.rerendered)} re-rendered)")]
+    if h.first == "re-rendered":
+        facts.append(("first_message", "its first message re-rendered"))
+    elif h.first == "changed":
+        facts.append(("first_message", f"its first message replaced ({turn_words([after[0]], 1)} for {turn_words([before[0]], 1)})"))
+    if h.rerendered and h.first != "re-rendered":
+        facts.append(("re_rendered", "re-rendered: " + turn_words([before[i] for i, _ in h.rerendered])))
+    if h.dropped:
+        n = len(h.dropped)
+        facts.append(("dropped", f"dropped {n} message{'s' * (n != 1)} ({turn_words([before[i] for i in h.dropped])})"))
+    if h.inserted:
+        n = len(h.inserted)
+        facts.append(("inserted", f"inserted {n} message{'s' * (n != 1)} ({turn_words([after[j] for j in h.inserted])})"))
+    return facts
+
+
+def _before(p: Pair) -> list[Turn]:
+    """The earlier conversation as the history match indexes it: its request's turns, then its reply."""
+    reply = reply_turn(p.earlier)
+    return [*p.grams.recent(p.earlier, turns), *([reply] if reply is not None else [])]
+
+
+def _gap_words(p: Pair) -> tuple[str, str] | None:
+    gap = p.gap
+    if gap is None:
+        return None
+    return ("gap", f"{gap:,.1f} s after {p.earlier.node_id} ended" if abs(gap) < 10 else f"{gap:,.0f} s after {p.earlier.node_id} ended")
+
+
+def _tools_words(p: Pair) -> tuple[str, str] | None:
+    parts = []
+    if p.tools_removed:
+        parts.append(("all " if not p.later.tools else "") + f"tools removed ({', '.join(p.tools_removed[:4])}{'…' if len(p.tools_removed) > 4 else ''})")
+    if p.tools_added:
+        parts.append(f"tools added ({', '.join(p.tools_added[:4])}{'…' if len(p.tools_added) > 4 else ''})")
+    return ("tools", "; ".join(parts)) if parts else None
+
+
+def decide(p: Pair) -> Decision:
+    """The kind of the break between ``p.earlier`` and ``p.later``: the first row of the table whose
+    evidence the pair shows (docs/semantics.md, "Why a call broke")."""
+    e, name = p.earlier, p.earlier.node_id
+    # 1. two choices of one request (n > 1): samples, not a break
+    if p.one_request:
+        return Decision(PARALLEL_SAMPLE, "one request", 100, (("one_request", f"another choice of {name}'s request (one record, n > 1)"),))
+    # 2. the earlier reply handed this call its prompt: a subagent it started
+    spawned = p.spawned
+    if spawned is not None:
+        words = f"{name}'s reply calls {spawned!r} with this call's prompt as its arguments"
+        return Decision(SUBAGENT, SPAWNED, 90, (("spawned", words),))
+    # 3. the identical prompt sent again
+    if p.identical:
+        return Decision(RETRY, "identical", 80, (("identical_prompt", "the identical prompt ids"),))
+    # 4. the request carries the earlier reply as text, the ids break inside it
+    if p.replay is not None:
+        kind, checked, words = p.replay
+        return Decision(kind, "replayed reply", 70, (("reply_replayed", words),), text_checked=checked)
+    # 5. the ids break inside or after the earlier sampled span (or just before it)
+    if p.near_prompt_end:
+        text = p.same_text
+        if text:
+            return Decision(RETOKENIZED, "tokenizer", 60, (("tokenizer", "the tokenizer decodes both sides to the same text"),), text_checked=True)
+        if p.where != "prompt":
+            ids = ("ids", "the tokenizer decodes the two sides to different text" if text is False else "the token ids alone")
+            fate = p.history.reply if p.has_messages else "none"
+            if fate == "merged":
+                words = f"{name}'s reply replayed merged with the text that went on from it"
+                return Decision(REWRITTEN, "merged reply", 65, (("reply", words), ids), text_checked=text is not None)
+            facts = ((("reply", f"{name}'s reply replayed edited"),) if fate == "re-rendered" else ()) + (ids,)
+            return Decision(REWRITTEN, "replayed reply (ids)", 50, facts, text_checked=text is not None)
+    # the break is inside the earlier prompt
+    if not p.has_messages:
+        if p.shared >= SHARED_SYSTEM_TOKENS:
+            return Decision(COMPACTION, "ids only", 20, (("shared_ids", f"{p.shared:,} leading ids shared (no messages recorded to tell more)"),))
+        if p.main or p.later.has_tools or p.continued:
+            return _apart(p, "ids only", 20, [("shared_ids", f"only {p.shared:,} ids shared, no messages recorded")])
+        return Decision(UNKNOWN, "ids only", 0, (("shared_ids", f"only {p.shared:,} ids shared and no messages recorded"),))
+    # 6. a prompt written for another job, or the earlier history pasted into a user message
+    system = p.system
+    pasted = p.pasted if system != "same" else 0
+    if system == "other" or pasted:
+        facts = [("system", "its own system prompt" if system == "other" else f"the system prompt {system}")]
+        if pasted:
+            facts.append(("pasted", f"{pasted} of {name}'s conversation's messages pasted into a user message"))
+        carried = pasted + p.history.carried
+        return _apart(p, "another job", 40, facts, carried)
+    h = p.history
+    system_fact = ("system", "the same system prompt" if system == "same" else "the system prompt re-rendered")
+    carried = h.carried
+    same_conversation = h.first in ("same", "re-rendered") and h.carried >= HISTORY_KEPT * h.n_before
+    # 7. a reply merged with the text that went on from it: the earlier reply lives on in this call
+    if h.reply == "merged":
+        return Decision(REWRITTEN, "merged reply", 65, (system_fact, ("reply", f"{name}'s reply replayed merged with the text that went on from it")), carried)
+    # 8. a request over the earlier conversation with its tools taken away: a summary (or another side request)
+    appended = h.inserted and min(h.inserted) >= max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
+    if (
+        p.tools_removed
+        and not p.later.tools
+        and not p.continued
+        and same_conversation
+        and h.reply in ("kept", "re-rendered", "none")
+        and appended
+        and all(p.later_turns[j][0] == "user" for j in h.inserted)
+    ):
+        added = turn_words([p.later_turns[j] for j in h.inserted], 2)
+        facts = [system_fact, _tools_words(p), ("history", f"{name}'s conversation kept whole, then {added} appended"), ("own_work", "a single call without tools")]
+        if (gap := _gap_words(p)) is not None:
+            facts.append(gap)
+        return Decision(SIDE_CALL, "summary request", 45, tuple(f for f in facts if f is not None), carried)
+    # 9. the reply left out and the harness's messages added: the reply rejected, asked again
+    if p.same_tools and h.prefix and h.reply == "left out" and h.inserted:
+        added = [p.later_turns[j] for j in h.inserted]
+        if min(h.inserted) >= h.n_before - 1 and all(t[0] in ("user", "tool") for t in added):
+            words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"
+            return Decision(REJECTED, "rejected", ATTEMPT, (("history", words),), carried)
+    # 10. the same conversation sent again by a new invocation of the harness
+    signs = []
+    if system == "re-rendered":
+        signs.append(("system", "the system prompt re-rendered"))
+    if (tools := _tools_words(p)) is not None:
+        signs.append(tools)
+    gap = p.gap
+    if gap is not None and gap >= RESUME_GAP:
+        signs.append(("gap", f"{gap:,.0f} s after {name} ended"))
+    if h.first == "re-rendered":
+        signs.append(("first_message", "its first message re-rendered"))
+    before = _before(p)
+    lost = [before[i] for i in h.dropped]
+    replies = [i for i, t in enumerate(before) if t[0] == "assistant"]
+    replies_kept = all(i not in h.dropped for i in replies)
+    if lost and replies_kept and all(t[0] == "user" for t in lost):
+        signs.append(("replies_kept", "every reply kept, only the harness's user messages dropped"))
+    if same_conversation and signs:
+        facts = [("history", "the same conversation re-sent"), *signs]
+        facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
+        return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
+    # 11. the same system prompt (and tools), the history replaced or cut
+    if p.same_tools and p.shared > 0:
+        facts = [("system", "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools")]
+        summary = p.summary_by
+        if summary is not None:
+            facts.append(("summary", f"{summary.node_id}'s reply (a summary) put in the history's place"))
+        if same_conversation and h.dropped:
+            facts += [f for f in _history_words(p) if f[0] == "dropped"]
+            facts.append(("history", "the rest of the history kept"))
+        else:
+            facts.append(("history", "the history replaced or cut"))
+            facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
+        return Decision(COMPACTION, "compaction", 40, tuple(facts), carried)
+    # 12. nothing of the conversation shared
+    facts = [system_fact]
+    if (tools := _tools_words(p)) is not None:
+        facts.append(tools)
+    if not h.carried:
+        facts.append(("history", "no shared history"))
+    return _apart(p, "apart", 30, facts, carried)
+
+
+def quote(text: str) -> str:
+    """A message quoted as the evidence quotes it."""
+    return _quote(text)

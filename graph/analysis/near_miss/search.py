@@ -1,0 +1,528 @@
+"""The near-miss pass: which calls need explaining, which earlier calls could explain each, and
+which one does.
+
+:func:`near_misses` is the pass (rollout_graph.pipeline calls it once per rollout). It explains
+every root after the first, every later branch of a fork (a discarded call among them) and every
+call whose request replays an earlier reply with other ids, each against the plausible EARLIER
+calls only (causality: a near miss never names a call that arrived after it, or that started
+after it when both starts are recorded):
+
+- another choice of the same request (``n`` > 1);
+- the earlier call whose reply's tool call carries this call's prompt (a subagent it spawned);
+- the latest earlier call with the identical prompt;
+- the earlier call whose reply the request replays as text (:func:`text_replays`);
+- the earlier call sharing the longest prefix of ids (a root), or the last call of the branch
+  before (a later branch of a fork);
+- the latest earlier call whose reply the request carries (the conversation it continues).
+
+Each is decided by the table (decision.py, on evidence.py's facts); the strongest decision wins,
+then the candidate whose conversation the call carries most, the longest shared prefix, the
+latest. The first candidates are the strong ones: when one of them decides, the rest are not read.
+A compaction is named against the last call of the conversation it compacted.
+
+:func:`replacements` is the other direction, for calls that look dropped: the LATER call that
+re-sent, replayed, rejected, compacted or resumed each (``Rollout.replaced_by``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.near_miss.decision import ATTEMPT, Decision, decide
+from rollout_graph.analysis.near_miss.evidence import Pair
+from rollout_graph.analysis.near_miss.ids import (
+    _best_candidate,
+    _breaks_inside_reply,
+    _Ends,
+    _first_item,
+    _last_before,
+    _prompt,
+    _prompt_groups,
+    _Replies,
+    common_prefix,
+    replay_alignment,
+    same_text,
+)
+from rollout_graph.analysis.near_miss.texts import (
+    PASTED_MIN_CHARS,
+    _last_assistant,
+    _raw_arguments,
+    _reasoning,
+    _reply_key,
+    _SystemGrams,
+    prompt_texts,
+    reply_turn,
+    spawn_arguments,
+    turns,
+)
+from rollout_graph.core.ids import same_ids
+from rollout_graph.core.records import Call, NearMiss
+from rollout_graph.core.types import (
+    BROKEN_REPLAYS,
+    COMPACTION,
+    PARALLEL_SAMPLE,
+    REJECTED,
+    RESUMED,
+    RETOKENIZED,
+    RETRY,
+    REWRITTEN,
+    SPAWNED,
+    NearMissKind,
+)
+
+REPLY_CANDIDATES = 4  # earlier calls with the same reply compared with a replay (the latest ones)
+STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
+COMPACTED_TRIED = 4  # the last calls of a compacted conversation tried as the call it compacted
+SUMMARIES = 16  # earlier text replies looked for inside a compaction's new messages (the latest ones)
+REPLAY_STRENGTH = 70  # a candidate decided this strongly is not compared with the weak ones
+SPAWNERS = 8  # earlier replies with long tool-call arguments looked inside for a prompt (the latest ones)
+# a later call that re-sent, replayed, rejected, compacted or resumed an earlier one replaced it
+REPLACING: tuple[NearMissKind, ...] = (PARALLEL_SAMPLE, RETRY, *BROKEN_REPLAYS, REJECTED, COMPACTION, RESUMED)
+
+
+# -- replays found from the text: the request carries an earlier call's reply ---------------------
+
+
+def _replay_kind(
+    earlier: Call, later: Call, shared: int, replayed: dict, decoder: Decoder | None
+) -> tuple[NearMissKind, bool, str]:
+    """A replay of ``earlier``'s reply found from the text: retokenized or rewritten, and why."""
+    reply = earlier.response_message or {}
+    name = earlier.node_id
+    if _raw_arguments(reply) != _raw_arguments(replayed):
+        return REWRITTEN, False, f"{name}'s tool-call arguments replayed re-serialised"
+    if _reasoning(reply) and not _reasoning(replayed):
+        return REWRITTEN, False, f"{name}'s reasoning dropped from the replayed reply"
+    content, again = reply.get("content"), replayed.get("content")
+    if isinstance(content, str) and isinstance(again, str) and content != again:
+        return REWRITTEN, False, f"{name}'s reply text replayed edited (whitespace)"
+    text = same_text(decoder, earlier, later, shared)
+    if text is False:
+        return REWRITTEN, True, f"the request carries {name}'s reply, but the tokenizer decodes the ids to other text"
+    found = replay_alignment(earlier, later, shared)
+    tail = earlier.n_end - (found.segments[-1][0] + earlier.n_prompt) if found.segments else 0
+    if text is None and not found.synced and earlier.finish_reason == "stop" and tail <= STOP_TAIL:
+        return REWRITTEN, False, f"{name}'s last sampled ids replaced (a stop string cut or a tag appended)"
+    # the same words with or without a tokenizer (tail has none): the messages are the evidence, a
+    # tokenizer's agreement is recorded in text_checked
+    return RETOKENIZED, text is True, f"its request carries the reply as text; the ids diverge inside {name}'s reply"
+
+
+def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder | None = None) -> dict[int, NearMiss]:
+    """Calls whose request replays an earlier call's reply (the same text and tool calls) while
+    their prompt ids break inside that reply's sampled span, keyed by the later call. One pass:
+    replies are indexed by their canonical message, each request looks up its last assistant turn."""
+    by_reply: dict[tuple, list[int]] = {}
+    found: dict[int, NearMiss] = {}
+    replies = _Replies(calls)
+    for i, call in enumerate(calls):
+        # a request is read only when an earlier reply could be the one it replays (its prompt
+        # starts with that call's prompt and breaks inside its sampled span)
+        replayed = _last_assistant(call) if call.prompt_ids is not None and replies.may_replay(i) else None
+        key = _reply_key(replayed) if replayed is not None else None
+        if key is not None and key in by_reply:
+            best: tuple[int, int] | None = None
+            for e in by_reply[key][-REPLY_CANDIDATES:]:
+                if e == parents[i]:
+                    best = None  # the reply is the parent's: an exact continuation
+                    break
+                shared = common_prefix(calls[e], _prompt(call))
+                if calls[e].n_prompt <= shared < calls[e].n_end and (best is None or shared > best[0]):
+                    best = (shared, e)
+            if best is not None:
+                shared, e = best
+                assert replayed is not None
+                kind, checked, evidence = _replay_kind(calls[e], call, shared, replayed, decoder)
+                earlier = calls[e]
+                kept = min(1.0, max(0.0, (shared - earlier.n_prompt) / earlier.n_sampled)) if earlier.n_sampled else 0.0
+                found[i] = NearMiss(i, e, e, i, shared, kept, "sampled", kind, checked, evidence, "replayed reply",
+                                    (("reply_replayed", evidence),))  # fmt: skip
+        reply = _reply_key(call.response_message) if call.prompt_ids is not None and call.n_sampled else None
+        if reply is not None:
+            by_reply.setdefault(reply, []).append(i)
+            replies.add(i)
+    return found
+
+
+# -- the pass ----------------------------------------------------------------------------------
+
+
+class _Lazy:
+    """Indexes over the calls' replies, built the first time the pass needs each (most rollouts
+    never do): replies by turn (the conversation a request carries), spawning tool-call arguments
+    (a subagent's prompt), text replies (a compaction's summary)."""
+
+    def __init__(self, calls: list[Call]) -> None:
+        self.calls = calls
+        self._replies: dict[tuple, list[int]] | None = None
+        self._spawns: tuple[dict[str, list[int]], list[int]] | None = None
+        self._texts: list[int] | None = None
+        self._requests: dict[tuple[str, int], list[int]] | None = None
+
+    def replies(self) -> dict[tuple, list[int]]:
+        if self._replies is None:
+            self._replies = {}
+            for i, call in enumerate(self.calls):
+                if call.prompt_ids is not None and isinstance(call.response_message, dict):
+                    turn = reply_turn(call)
+                    if turn is not None:
+                        self._replies.setdefault(turn, []).append(i)
+        return self._replies
+
+    def spawns(self) -> tuple[dict[str, list[int]], list[int]]:
+        """(argument text -> calls whose reply's tool call carries it, calls with such arguments)."""
+        if self._spawns is None:
+            by_text: dict[str, list[int]] = {}
+            spawners: list[int] = []
+            for i, call in enumerate(self.calls):
+                reply = call.response_message
+                if call.prompt_ids is None or not isinstance(reply, dict) or not reply.get("tool_calls"):
+                    if not (isinstance(reply, dict) and isinstance(reply.get("content"), list)):
+                        continue
+                found = spawn_arguments(reply)
+                if found:
+                    spawners.append(i)
+                    for _, text in found:
+                        by_text.setdefault(text, []).append(i)
+            self._spawns = (by_text, spawners)
+        return self._spawns
+
+    def texts(self) -> list[int]:
+        """Calls whose reply is text only, at least ``PASTED_MIN_CHARS`` long (a summary may be one)."""
+        if self._texts is None:
+            self._texts = []
+            for i, call in enumerate(self.calls):
+                turn = reply_turn(call) if isinstance(call.response_message, dict) else None
+                if turn is not None and not turn[2] and len(turn[1]) >= PASTED_MIN_CHARS:
+                    self._texts.append(i)
+        return self._texts
+
+    def requests(self) -> dict[tuple[str, int], list[int]]:
+        """(source, line) -> the calls read from that record (the choices of one request)."""
+        if self._requests is None:
+            self._requests = {}
+            for i, call in enumerate(self.calls):
+                if call.source and call.line > 0:
+                    self._requests.setdefault((call.source, call.line), []).append(i)
+        return self._requests
+
+
+class _Pass:
+    """One rollout's near-miss pass: the calls, the exact graph, and what the candidates share."""
+
+    def __init__(self, calls: list[Call], topology, decoder: Decoder | None) -> None:
+        self.calls, self.topology, self.decoder = calls, topology, decoder
+        self.parents, self.children, self.discarded = topology.parents, topology.children, topology.discarded
+        self.grams = _SystemGrams()  # each distinct system text's 3-grams, computed once for the whole pass
+        self.lazy = _Lazy(calls)
+        size = Counter(topology.root_of)
+        main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
+        # the main conversation's root, and the roots it re-sent (its first attempts)
+        self.main = set() if main is None else {r for r in topology.roots if self.twins(r, main)}
+        self.starts = [_start(c) for c in calls]
+
+    def twins(self, a: int, b: int) -> bool:
+        """Whether calls ``a`` and ``b`` have the identical prompt ids."""
+        pa, pb = self.calls[a].prompt_ids, self.calls[b].prompt_ids
+        return a == b or (pa is not None and pb is not None and same_ids(pa, pb))
+
+    # -- causality and kinship ---------------------------------------------------------------
+
+    def before(self, e: int, later: int) -> bool:
+        """Whether ``e`` may be what ``later`` nearly continued: it arrived first, and did not start
+        after it (when both starts are recorded)."""
+        if e >= later:
+            return False
+        a, b = self.starts[e], self.starts[later]
+        return a is None or b is None or a <= b
+
+    def kin(self, e: int, later: int) -> bool:
+        """Whether ``e`` is an exact ancestor or descendant of ``later`` (continued exactly: no break)."""
+        parents = self.parents
+        for a, b in ((e, later), (later, e)):
+            node, steps = parents[b], 0
+            while node is not None and steps < 100_000:
+                if node == a:
+                    return True
+                node, steps = parents[node], steps + 1
+        return False
+
+    def allowed(self, e: int, later: int) -> bool:
+        return e != later and self.calls[e].prompt_ids is not None and self.before(e, later) and not self.kin(e, later)
+
+    # -- candidates --------------------------------------------------------------------------
+
+    def latest(self, members: list[int], later: int) -> int | None:
+        """The latest of ``members`` (in arrival order) allowed for ``later``."""
+        k = bisect.bisect_left(members, later)
+        for e in reversed(members[:k]):
+            if self.allowed(e, later):
+                return e
+        return None
+
+    def same_request(self, later: int) -> int | None:
+        call = self.calls[later]
+        if not call.source or call.line <= 0:
+            return None
+        return self.latest(self.lazy.requests().get((call.source, call.line), []), later)
+
+    def spawner(self, later: int) -> int | None:
+        by_text, spawners = self.lazy.spawns()
+        if not spawners:
+            return None
+        texts = prompt_texts(self.calls[later])
+        best = None
+        for text in texts:
+            e = self.latest(by_text.get(text, []), later)
+            if e is not None and (best is None or e > best):
+                best = e
+        if best is not None:
+            return best
+        k = bisect.bisect_left(spawners, later)
+        for e in reversed(spawners[max(0, k - SPAWNERS) : k]):  # arguments inside a prompt, or a prompt inside them
+            if self.allowed(e, later) and self.pair(e, later).spawned is not None:
+                return e
+        return None
+
+    def conversation(self, later: int) -> int | None:
+        """The latest earlier call whose reply the request carries as an assistant message."""
+        mine = [t for t in self.grams.recent(self.calls[later], turns) if t[0] == "assistant"]
+        if not mine:
+            return None
+        replies = self.lazy.replies()
+        best = None
+        for turn in reversed(mine):
+            e = self.latest(replies.get(turn, []), later)
+            if e is not None and (best is None or e > best):
+                best = e
+        return best
+
+    def summaries(self, later: int) -> tuple[Call, ...]:
+        texts = self.lazy.texts()
+        k = bisect.bisect_left(texts, later)
+        return tuple(self.calls[e] for e in texts[max(0, k - SUMMARIES) : k] if self.before(e, later))
+
+    # -- deciding ----------------------------------------------------------------------------
+
+    def pair(self, e: int, later: int, shared: int | None = None, replay=None) -> Pair:
+        calls = self.calls
+        if shared is None:
+            shared = common_prefix(calls[e], _prompt(calls[later]))
+        return Pair(
+            calls[e],
+            calls[later],
+            shared,
+            decoder=self.decoder,
+            continued=bool(self.children[later]),
+            main=later in self.main,
+            replay=replay,
+            grams=self.grams,
+            summaries=lambda: self.summaries(later),
+        )
+
+    def decide(self, e: int, later: int, shared: int | None = None, replay=None) -> tuple[Decision, Pair]:
+        p = self.pair(e, later, shared, replay)
+        return decide(p), p
+
+    def explain(
+        self,
+        later: int,
+        strong: list[tuple[int, NearMiss | None]],
+        weak: Callable[[], list[int]],
+    ) -> tuple[Decision, Pair, int] | None:
+        """The best (decision, pair, earlier call) for ``later`` among ``strong`` candidates (each
+        with the replay text_replays found, or None), and, when none of them decides with at least
+        a replay's strength, ``weak()``'s."""
+        best: tuple[tuple, Decision, Pair, int] | None = None
+        seen: set[int] = set()
+
+        def consider(e: int, replay: NearMiss | None = None) -> None:
+            nonlocal best
+            if e in seen:
+                return
+            seen.add(e)
+            facts = None if replay is None else (replay.kind, replay.text_checked, replay.evidence)
+            decision, p = self.decide(e, later, None if replay is None else replay.common_prefix, facts)
+            rank = (decision.strength, decision.carried, p.shared, e)
+            if best is None or rank > best[0]:
+                best = (rank, decision, p, e)
+
+        for e, replay in strong:
+            consider(e, replay)
+        if best is None or best[1].strength < REPLAY_STRENGTH:
+            for e in weak():
+                consider(e)
+        if best is None:
+            return None
+        _, decision, p, e = best
+        if decision.kind == COMPACTION:
+            for last in self.compacted(e, later):
+                if last == e:
+                    break
+                again, q = self.decide(last, later)
+                if again.kind == COMPACTION:
+                    return again, q, last
+        return decision, p, e
+
+    def compacted(self, e: int, later: int, most: int = COMPACTED_TRIED) -> list[int]:
+        """The last calls before ``later`` (newest first, at most ``most``), not discarded, in the
+        conversation of ``e``: its tree, and the tree of a root that re-sent its root's prompt (a
+        retry of the first call). The history a compaction replaced is the conversation as it stood
+        then: the first of these a compaction of (docs/semantics.md, "Compactions in the DAG")."""
+        root = self.topology.root_of[e]
+        trees = {r for r in self.topology.roots if root <= r < later and self.twins(r, root)}
+        members = [
+            i
+            for i in range(later - 1, root - 1, -1)
+            if self.topology.root_of[i] in trees and i not in self.discarded and self.allowed(i, later)
+        ]
+        return members[:most]
+
+
+def _start(call: Call) -> float | None:
+    value = call.timing.get("started_at")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _miss(calls: list[Call], later: int, decision: Decision, p: Pair, e: int) -> NearMiss:
+    return NearMiss(later, e, e, later, p.shared, p.kept, p.where, decision.kind, decision.text_checked,
+                    decision.evidence, decision.rule, decision.facts)  # fmt: skip
+
+
+def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
+    """Every root after the first, every later branch of a fork and every call whose request
+    replays an earlier reply with other ids, explained against the earlier calls it could have
+    nearly continued; keyed by that (later) call. Never names a call that arrived after it.
+
+    ``topology`` is the exact graph (graph/core/topology.py); ``decoder``, when it is a tokenizer,
+    lets a break be recognised as a retokenization from the ids alone (with messages the text
+    already shows it)."""
+    run = _Pass(calls, topology, decoder)
+    parents, children, discarded = topology.parents, topology.children, topology.discarded
+    n_prompts = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] for c in calls]
+    n_ends = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] + c.sampled_ids.shape[0] for c in calls]
+    roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
+    explained_roots = [r for r in roots[1:] if n_prompts[r]]
+    branches: dict[int, int] = {}  # a later branch of a fork -> the branch before it
+    for fork in topology.forks:
+        ordered = sorted(children[fork])
+        for k, child in enumerate(ordered[1:], 1):
+            if n_prompts[child]:
+                branches[child] = ordered[k - 1]
+    replays = text_replays(calls, parents, decoder)
+    todo = sorted({*explained_roots, *branches, *replays})
+    if not todo:
+        return {}
+    same, siblings = _prompt_groups(calls, parents, todo, n_prompts)
+    root_set = set(explained_roots)
+    pending_roots = [r for r in explained_roots]
+    limit = max((n_prompts[r] for r in pending_roots), default=0)
+    tokened = [i for i, n in enumerate(n_ends) if n > 0]
+    ends = _Ends.of(calls, tokened, limit, n_ends=n_ends) if pending_roots else None
+    order = np.array(ends.nodes, dtype=np.int64) if ends is not None else None
+    unfinished = {m for group in topology.unfinished for m in group}
+    found: dict[int, NearMiss] = {}
+    for later in todo:
+        twins = (same if later in root_set else siblings).members(later) if n_prompts[later] else []
+        twin = run.latest([m for m in twins if m != later], later) if twins else None
+        replay = replays.get(later)
+        strong: list[tuple[int, NearMiss | None]] = []
+        request = run.same_request(later)
+        if request is not None:
+            strong.append((request, None))
+        spawner = run.spawner(later)
+        if spawner is not None:
+            strong.append((spawner, None))
+        if twin is not None:
+            strong.append((twin, None))
+        if replay is not None and run.allowed(replay.earlier, later):
+            strong.append((replay.earlier, replay))
+
+        def weak(later: int = later) -> list[int]:
+            out = []
+            if later in root_set and ends is not None:
+                best = _best_candidate(calls, later, ends, topology.root_of, order)
+                if best is not None and run.allowed(best[1], later):
+                    out.append(best[1])
+                    out += run.compacted(best[1], later, 1)  # that conversation as it stood
+            if later in branches:
+                out.append(_last_before(topology, branches[later], later))
+            conversation = run.conversation(later)
+            if conversation is not None:
+                out.append(conversation)
+            return [e for e in out if run.allowed(e, later)]
+
+        chosen = run.explain(later, strong, weak)
+        if chosen is None:
+            continue
+        decision, p, e = chosen
+        if later in unfinished and later not in root_set and decision.strength < ATTEMPT:
+            continue  # an attempt nobody continued is named only when its messages or ids show why
+        found[later] = _miss(calls, later, decision, p, e)
+    return found
+
+
+def replacements(calls: list[Call], topology, misses: dict[int, NearMiss], decoder: Decoder | None = None) -> dict[int, NearMiss]:
+    """For a call that looks dropped, the LATER call that replaced it, keyed by the earlier call
+    (``node == earlier``): the first later call whose near miss re-sent, replayed, rejected,
+    compacted or resumed it (when it is a leaf: nothing continued it exactly); then, for a discarded
+    call none names so, the sibling that continued after it, decided by the same table."""
+    run = _Pass(calls, topology, decoder)
+    children, discarded = topology.children, topology.discarded
+    out: dict[int, NearMiss] = {}
+    for later, m in sorted(misses.items()):
+        e = m.earlier
+        if e in out or children[e] or m.kind not in REPLACING:
+            continue
+        out[e] = NearMiss(e, later, e, later, m.common_prefix, m.kept, m.where, m.kind, m.text_checked, m.evidence,
+                          m.rule, m.facts)  # fmt: skip
+    for d, s in sorted(discarded.items()):
+        if d in out or s < d or calls[d].prompt_ids is None or calls[s].prompt_ids is None:
+            continue  # (a discarded call that came after the sibling that continued: its own near miss says why)
+        m = misses.get(s)
+        if m is not None and m.earlier == d:
+            out[d] = NearMiss(d, s, d, s, m.common_prefix, m.kept, m.where, m.kind, m.text_checked, m.evidence,
+                              m.rule, m.facts)  # fmt: skip
+            continue
+        decision, p = run.decide(d, s)
+        out[d] = NearMiss(d, s, d, s, p.shared, p.kept, p.where, decision.kind, decision.text_checked,
+                          decision.evidence, decision.rule, decision.facts)  # fmt: skip
+    return out
+
+
+def replayed(misses: dict[int, NearMiss], kinds: tuple[str, ...] = BROKEN_REPLAYS) -> set[int]:
+    """Both ends of every broken replay (the reply replayed and the call replaying it) and of every
+    spawned subagent (the call and the subagent its tool call started): calls the harness carried
+    on in text, so neither an unfinished attempt nor discarded by a retry."""
+    return {end for m in misses.values() if m.kind in kinds or m.rule == SPAWNED for end in (m.earlier, m.later)}
+
+
+def replay_chains(calls: list[Call], misses: dict[int, NearMiss]) -> list[list[int]]:
+    """Re-tokenized replays linked end to end (each replaying the reply of the one before): one
+    conversation each, in order, longest first."""
+    after: dict[int, int] = {}
+    for m in sorted(misses.values(), key=lambda m: (m.earlier, m.later)):
+        if m.kind == RETOKENIZED and m.earlier < m.later:
+            after.setdefault(m.earlier, m.later)
+    later = set(after.values())
+    chains = []
+    for start in sorted(after):
+        if start in later:
+            continue
+        chain, seen = [start], {start}
+        while chain[-1] in after and after[chain[-1]] not in seen:
+            chain.append(after[chain[-1]])
+            seen.add(chain[-1])
+        chains.append(chain)
+    return sorted(chains, key=lambda c: (-len(c), c[0]))
+
+
+__all__ = [
+    "REPLACING", "near_misses", "replacements", "replay_chains", "replayed", "text_replays", "_breaks_inside_reply",
+    "_first_item",
+]  # fmt: skip
