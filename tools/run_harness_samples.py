@@ -374,13 +374,16 @@ def breaks(path: Path, decoder=None) -> dict[str, dict]:
                 else "branch" if i in branches
                 else "child"
             )  # fmt: skip
-            if miss is None and place == "child":
+            replaced = r.replaced_by.get(i)
+            if miss is None and replaced is None and place == "child":
                 continue
             entry: dict = {"place": place, "cause": miss.kind if miss else None}
             if miss is not None:
-                entry["of"] = r.calls[miss.other].node_id
-            else:  # the other end of a near miss keyed by another call (a discarded call it replays)
-                named = sorted(r.calls[k].node_id for k, m in r.near_misses.items() if m.other == i and k != i)
+                entry["of"] = r.calls[miss.earlier].node_id  # always a call that arrived before it
+            if replaced is not None:  # the later call that replaced it (re-sent, replayed, ...)
+                entry["replaced_by"] = {"by": r.calls[replaced.later].node_id, "kind": replaced.kind}
+            if miss is None:  # the earlier end of later calls' near misses
+                named = sorted(r.calls[k].node_id for k, m in r.near_misses.items() if m.earlier == i)
                 if named:
                     entry["named_by"] = named
             codes = sorted({f.code for f in r.findings if f.node_id == call.node_id})

@@ -233,4 +233,7 @@ def compacted_calls(rollout: Rollout) -> dict[int, int]:
         if best is None:
             best = last_before(members, trees, m.later)
         out[m.later] = m.earlier if best is None else best
+    for m in sorted(rollout.near_misses.values(), key=lambda m: m.later):  # a compaction re-sent is one too
+        if m.kind == RETRY and parents[m.later] is None and m.earlier in out and m.later not in out:
+            out[m.later] = out[m.earlier]
     return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollout_graph.analysis.near_miss import NearMiss, describe, dropped_words, near_miss_json, replaced_json
+from rollout_graph.analysis.near_miss import NearMiss, describe, near_miss_json, replaced_json
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.live.trace import NEW, REMOVED, LiveTrace, Update
 
@@ -182,7 +182,7 @@ class EventLog:
             "replaced_by": None if replaced is None else replaced_json(calls, replaced, discarded),
         }
         if replaced is not None:
-            event["why"] = f"{dropped_words(calls, replaced, discarded)}; {describe(calls, replaced)}"
+            event["why"] = describe(calls, replaced)  # the later call's sentence (why it looks dropped: replaced_by.dropped)
         elif miss is not None:
             event["why"] = near_miss_text(rollout, miss, i)
         return event

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from rollout_graph.analysis.near_miss.decision import Decision, decide
 from rollout_graph.analysis.near_miss.evidence import Pair
-from rollout_graph.analysis.near_miss.ids import (
+from rollout_graph.analysis.near_miss.ids import (  # noqa: F401 (the C helpers' tests)
     Alignment,
+    _breaks_inside_reply,
+    _first_difference,
     align,
     common_prefix,
     end_ids,
@@ -42,7 +44,14 @@ from rollout_graph.analysis.near_miss.search import (
     replayed,
     text_replays,
 )
-from rollout_graph.analysis.near_miss.texts import system_text, tool_names
+from rollout_graph.analysis.near_miss.texts import (  # noqa: F401 (the C helpers' tests compare these)
+    SIMILAR_SYSTEM,
+    SYSTEM_COMPARED,
+    _similar,
+    _SystemGrams,
+    system_text,
+    tool_names,
+)
 from rollout_graph.analysis.near_miss.words import (
     LABELS,
     describe,

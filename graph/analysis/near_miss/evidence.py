@@ -47,6 +47,12 @@ SHARED_SYSTEM_TOKENS = 32  # without messages, this many shared leading ids make
 RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
 
 
+def _n(params: object) -> int:
+    """The ``n`` a request asked for (1 when it says nothing readable)."""
+    value = params.get("n") if isinstance(params, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
 class Pair:
     """``earlier``'s end ids against ``later``'s prompt (``shared`` ids in common), and what else
     the two calls show. ``continued``: the later call has children; ``main``: it is the root of
@@ -102,9 +108,13 @@ class Pair:
 
     @cached_property
     def one_request(self) -> bool:
-        """Two choices of one request (``n`` > 1): one record, one line."""
+        """Two choices of one request (``n`` > 1): one record (one line), the identical prompt, and
+        the request asked for ``n`` > 1 or the loader named them as its choices (``id``, ``id#1``)."""
         e, l_ = self.earlier, self.later
-        return bool(e.source) and e.source == l_.source and e.line == l_.line and e.line > 0
+        if not e.source or e.source != l_.source or e.line != l_.line or e.line <= 0 or not self.identical:
+            return False
+        asked = any(_n(params) > 1 for params in (l_.requested_params, l_.submitted_params))
+        return asked or e.node_id.split("#", 1)[0] == l_.node_id.split("#", 1)[0] != l_.node_id
 
     # -- the clocks --------------------------------------------------------------------------
 
