@@ -76,7 +76,13 @@ def _own_work(p: Pair) -> tuple[bool, str]:
 def _apart(p: Pair, rule: str, strength: int, facts: list[tuple[str, str]], carried: int = 0) -> Decision:
     """A conversation apart from the earlier one: the main conversation, a subagent or a side call."""
     if p.main:
-        return Decision(NEW_CONVERSATION, rule, strength, (*facts, ("main", "the root of the conversation with the most calls")), carried)
+        return Decision(
+            NEW_CONVERSATION,
+            rule,
+            strength,
+            (*facts, ("main", "the root of the conversation with the most calls")),
+            carried,
+        )
     own, words = _own_work(p)
     return Decision(SUBAGENT if own else SIDE_CALL, rule, strength, (*facts, ("own_work", words)), carried)
 
@@ -87,11 +93,21 @@ def _history_words(p: Pair) -> list[tuple[str, str]]:
     name = p.earlier.node_id
     before = _before(p)
     after = p.later_turns
-    facts = [("history", f"{h.carried} of {name}'s {h.n_before} messages carried ({len(h.kept)} unchanged, {len(h.rerendered)} re-rendered)")]
+    facts = [
+        (
+            "history",
+            f"{h.carried} of {name}'s {h.n_before} messages carried ({len(h.kept)} unchanged, {len(h.rerendered)} re-rendered)",
+        )
+    ]
     if h.first == "re-rendered":
         facts.append(("first_message", "its first message re-rendered"))
     elif h.first == "changed":
-        facts.append(("first_message", f"its first message replaced ({turn_words([after[0]], 1)} for {turn_words([before[0]], 1)})"))
+        facts.append(
+            (
+                "first_message",
+                f"its first message replaced ({turn_words([after[0]], 1)} for {turn_words([before[0]], 1)})",
+            )
+        )
     if h.rerendered and h.first != "re-rendered":
         facts.append(("re_rendered", "re-rendered: " + turn_words([before[i] for i, _ in h.rerendered])))
     if h.dropped:
@@ -99,7 +115,9 @@ def _history_words(p: Pair) -> list[tuple[str, str]]:
         facts.append(("dropped", f"dropped {n} message{'s' * (n != 1)} ({turn_words([before[i] for i in h.dropped])})"))
     if h.inserted:
         n = len(h.inserted)
-        facts.append(("inserted", f"inserted {n} message{'s' * (n != 1)} ({turn_words([after[j] for j in h.inserted])})"))
+        facts.append(
+            ("inserted", f"inserted {n} message{'s' * (n != 1)} ({turn_words([after[j] for j in h.inserted])})")
+        )
     return facts
 
 
@@ -113,13 +131,21 @@ def _gap_words(p: Pair) -> tuple[str, str] | None:
     gap = p.gap
     if gap is None:
         return None
-    return ("gap", f"{gap:,.1f} s after {p.earlier.node_id} ended" if abs(gap) < 10 else f"{gap:,.0f} s after {p.earlier.node_id} ended")
+    return (
+        "gap",
+        f"{gap:,.1f} s after {p.earlier.node_id} ended"
+        if abs(gap) < 10
+        else f"{gap:,.0f} s after {p.earlier.node_id} ended",
+    )
 
 
 def _tools_words(p: Pair) -> tuple[str, str] | None:
     parts = []
     if p.tools_removed:
-        parts.append(("all " if not p.later.tools else "") + f"tools removed ({', '.join(p.tools_removed[:4])}{'…' if len(p.tools_removed) > 4 else ''})")
+        parts.append(
+            ("all " if not p.later.tools else "")
+            + f"tools removed ({', '.join(p.tools_removed[:4])}{'…' if len(p.tools_removed) > 4 else ''})"
+        )
     if p.tools_added:
         parts.append(f"tools added ({', '.join(p.tools_added[:4])}{'…' if len(p.tools_added) > 4 else ''})")
     return ("tools", "; ".join(parts)) if parts else None
@@ -131,7 +157,12 @@ def decide(p: Pair) -> Decision:
     e, name = p.earlier, p.earlier.node_id
     # 1. two choices of one request (n > 1): samples, not a break
     if p.one_request:
-        return Decision(PARALLEL_SAMPLE, "one request", 100, (("one_request", f"another choice of {name}'s request (one record, n > 1)"),))
+        return Decision(
+            PARALLEL_SAMPLE,
+            "one request",
+            100,
+            (("one_request", f"another choice of {name}'s request (one record, n > 1)"),),
+        )
     # 2. the earlier reply handed this call its prompt: a subagent it started
     spawned = p.spawned
     if spawned is not None:
@@ -148,9 +179,18 @@ def decide(p: Pair) -> Decision:
     if p.near_prompt_end:
         text = p.same_text
         if text:
-            return Decision(RETOKENIZED, "tokenizer", 60, (("tokenizer", "the tokenizer decodes both sides to the same text"),), text_checked=True)
+            return Decision(
+                RETOKENIZED,
+                "tokenizer",
+                60,
+                (("tokenizer", "the tokenizer decodes both sides to the same text"),),
+                text_checked=True,
+            )
         if p.where != "prompt":
-            ids = ("ids", "the tokenizer decodes the two sides to different text" if text is False else "the token ids alone")
+            ids = (
+                "ids",
+                "the tokenizer decodes the two sides to different text" if text is False else "the token ids alone",
+            )
             fate = p.history.reply if p.has_messages else "none"
             if fate == "merged":
                 words = f"{name}'s reply replayed merged with the text that went on from it"
@@ -160,10 +200,17 @@ def decide(p: Pair) -> Decision:
     # the break is inside the earlier prompt
     if not p.has_messages:
         if p.shared >= SHARED_SYSTEM_TOKENS:
-            return Decision(COMPACTION, "ids only", 20, (("shared_ids", f"{p.shared:,} leading ids shared (no messages recorded to tell more)"),))
+            return Decision(
+                COMPACTION,
+                "ids only",
+                20,
+                (("shared_ids", f"{p.shared:,} leading ids shared (no messages recorded to tell more)"),),
+            )
         if p.main or p.later.has_tools or p.continued:
             return _apart(p, "ids only", 20, [("shared_ids", f"only {p.shared:,} ids shared, no messages recorded")])
-        return Decision(UNKNOWN, "ids only", 0, (("shared_ids", f"only {p.shared:,} ids shared and no messages recorded"),))
+        return Decision(
+            UNKNOWN, "ids only", 0, (("shared_ids", f"only {p.shared:,} ids shared and no messages recorded"),)
+        )
     # 6. a prompt written for another job, or the earlier history pasted into a user message
     system = p.system
     pasted = p.pasted if system != "same" else 0
@@ -171,7 +218,8 @@ def decide(p: Pair) -> Decision:
         facts = [("system", "its own system prompt" if system == "other" else f"the system prompt {system}")]
         if pasted:
             facts.append(("pasted", f"{pasted} of {name}'s conversation's messages pasted into a user message"))
-        carried = pasted + p.history.carried
+        # (a request of one message carries no conversation as messages: its history is not read)
+        carried = pasted + (p.history.carried if len(p.later_turns) > 1 else 0)
         return _apart(p, "another job", 40, facts, carried)
     h = p.history
     system_fact = ("system", "the same system prompt" if system == "same" else "the system prompt re-rendered")
@@ -179,7 +227,13 @@ def decide(p: Pair) -> Decision:
     same_conversation = h.first in ("same", "re-rendered") and h.carried >= HISTORY_KEPT * h.n_before
     # 7. a reply merged with the text that went on from it: the earlier reply lives on in this call
     if h.reply == "merged":
-        return Decision(REWRITTEN, "merged reply", 65, (system_fact, ("reply", f"{name}'s reply replayed merged with the text that went on from it")), carried)
+        return Decision(
+            REWRITTEN,
+            "merged reply",
+            65,
+            (system_fact, ("reply", f"{name}'s reply replayed merged with the text that went on from it")),
+            carried,
+        )
     # 8. a request over the earlier conversation with its tools taken away: a summary (or another side request)
     appended = h.inserted and min(h.inserted) >= max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
     if (
@@ -192,7 +246,12 @@ def decide(p: Pair) -> Decision:
         and all(p.later_turns[j][0] == "user" for j in h.inserted)
     ):
         added = turn_words([p.later_turns[j] for j in h.inserted], 2)
-        facts = [system_fact, _tools_words(p), ("history", f"{name}'s conversation kept whole, then {added} appended"), ("own_work", "a single call without tools")]
+        facts = [
+            system_fact,
+            _tools_words(p),
+            ("history", f"{name}'s conversation kept whole, then {added} appended"),
+            ("own_work", "a single call without tools"),
+        ]
         if (gap := _gap_words(p)) is not None:
             facts.append(gap)
         return Decision(SIDE_CALL, "summary request", 45, tuple(f for f in facts if f is not None), carried)
@@ -225,7 +284,14 @@ def decide(p: Pair) -> Decision:
         return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
     # 11. the same system prompt (and tools), the history replaced or cut
     if p.same_tools and p.shared > 0:
-        facts = [("system", "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools")]
+        facts = [
+            (
+                "system",
+                "the same system prompt and tools"
+                if system == "same"
+                else "the system prompt re-rendered, the same tools",
+            )
+        ]
         summary = p.summary_by
         if summary is not None:
             facts.append(("summary", f"{summary.node_id}'s reply (a summary) put in the history's place"))

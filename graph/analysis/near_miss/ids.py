@@ -75,7 +75,6 @@ def end_ids(call: Call) -> np.ndarray:
     return np.concatenate([call.prompt_ids, call.sampled_ids]) if call.prompt_ids is not None else call.sampled_ids
 
 
-
 def same_text(decoder: Decoder | None, earlier: Call, later: Call, at: int) -> bool | None:
     """Whether the earlier call's end ids from ``at`` decode to exactly the text the later prompt
     goes on with (None: no tokenizer to tell)."""
@@ -91,7 +90,6 @@ def same_text(decoder: Decoder | None, earlier: Call, later: Call, at: int) -> b
         if len(text) >= len(target):
             break
     return bool(target) and text.startswith(target)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +142,6 @@ def replay_alignment(earlier: Call, later: Call, shared: int) -> Alignment:
     found = align(rest, replay)
     segments = tuple((a + k, b + k, c + shared, d + shared) for a, b, c, d in found.segments)
     return Alignment(found.changed, segments, found.synced)
-
 
 
 class _Replies:
@@ -437,8 +434,6 @@ class _SamePrompt:
         return None
 
 
-
-
 def _last_before(topology, start: int, before: int, reach: int = 20_000) -> int:
     """The call that arrived last before ``before`` in the subtree of ``start`` (``start`` itself
     when nothing in it arrived earlier than ``before``), looking at no more than ``reach`` calls."""
@@ -475,5 +470,3 @@ def _prompt_groups(
         if scoped[parents[i], n[i]] > 1:
             siblings.add(i)
     return same, siblings
-
-

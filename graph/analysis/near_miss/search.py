@@ -79,6 +79,7 @@ REPLY_CANDIDATES = 4  # earlier calls with the same reply compared with a replay
 STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
 COMPACTED_TRIED = 4  # the last calls of a compacted conversation tried as the call it compacted
 SUMMARIES = 16  # earlier text replies looked for inside a compaction's new messages (the latest ones)
+CONVERSATION_STRENGTH = 45  # decided from the messages: the conversation as it stood may explain it better
 REPLAY_STRENGTH = 70  # a candidate decided this strongly is not compared with the weak ones
 SPAWNERS = 8  # earlier replies with long tool-call arguments looked inside for a prompt (the latest ones)
 # a later call that re-sent, replayed, rejected, compacted or resumed an earlier one replaced it
@@ -162,7 +163,6 @@ class _Lazy:
         self._replies: dict[tuple, list[int]] | None = None
         self._spawns: tuple[dict[str, list[int]], list[int]] | None = None
         self._texts: list[int] | None = None
-        self._requests: dict[tuple[str, int], list[int]] | None = None
 
     def replies(self) -> dict[tuple, list[int]]:
         if self._replies is None:
@@ -202,15 +202,6 @@ class _Lazy:
                     self._texts.append(i)
         return self._texts
 
-    def requests(self) -> dict[tuple[str, int], list[int]]:
-        """(source, line) -> the calls read from that record (the choices of one request)."""
-        if self._requests is None:
-            self._requests = {}
-            for i, call in enumerate(self.calls):
-                if call.source and call.line > 0:
-                    self._requests.setdefault((call.source, call.line), []).append(i)
-        return self._requests
-
 
 class _Pass:
     """One rollout's near-miss pass: the calls, the exact graph, and what the candidates share."""
@@ -223,7 +214,9 @@ class _Pass:
         size = Counter(topology.root_of)
         main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
         # the main conversation's root, and the roots it re-sent (its first attempts)
-        self.main = set() if main is None else {r for r in topology.roots if self.twins(r, main)}
+        self._members: dict[int, list[int]] | None = None
+        self._groups: dict[int, list[int]] | None = None
+        self.main = set() if main is None else set(self.group(main))
         self.starts = [_start(c) for c in calls]
 
     def twins(self, a: int, b: int) -> bool:
@@ -243,14 +236,18 @@ class _Pass:
 
     def kin(self, e: int, later: int) -> bool:
         """Whether ``e`` is an exact ancestor or descendant of ``later`` (continued exactly: no break)."""
+        topology = self.topology
+        if topology.root_of[e] != topology.root_of[later]:
+            return False
+        depth = topology.depth
+        low, high = (e, later) if depth[e] > depth[later] else (later, e)
         parents = self.parents
-        for a, b in ((e, later), (later, e)):
-            node, steps = parents[b], 0
-            while node is not None and steps < 100_000:
-                if node == a:
-                    return True
-                node, steps = parents[node], steps + 1
-        return False
+        for _ in range(depth[low] - depth[high]):  # walk the deeper one up to the other's depth
+            node = parents[low]
+            if node is None:
+                return False
+            low = node
+        return low == high
 
     def allowed(self, e: int, later: int) -> bool:
         return e != later and self.calls[e].prompt_ids is not None and self.before(e, later) and not self.kin(e, later)
@@ -264,12 +261,6 @@ class _Pass:
             if self.allowed(e, later):
                 return e
         return None
-
-    def same_request(self, later: int) -> int | None:
-        call = self.calls[later]
-        if not call.source or call.line <= 0:
-            return None
-        return self.latest(self.lazy.requests().get((call.source, call.line), []), later)
 
     def spawner(self, later: int) -> int | None:
         by_text, spawners = self.lazy.spawns()
@@ -329,45 +320,22 @@ class _Pass:
         p = self.pair(e, later, shared, replay)
         return decide(p), p
 
-    def explain(
-        self,
-        later: int,
-        strong: list[tuple[int, NearMiss | None]],
-        weak: Callable[[], list[int]],
-    ) -> tuple[Decision, Pair, int] | None:
-        """The best (decision, pair, earlier call) for ``later`` among ``strong`` candidates (each
-        with the replay text_replays found, or None), and, when none of them decides with at least
-        a replay's strength, ``weak()``'s."""
-        best: tuple[tuple, Decision, Pair, int] | None = None
-        seen: set[int] = set()
-
-        def consider(e: int, replay: NearMiss | None = None) -> None:
-            nonlocal best
-            if e in seen:
-                return
-            seen.add(e)
+    def consider_all(
+        self, pairs: list[tuple[int, int, NearMiss | None]], best: dict[int, tuple[tuple, Decision, Pair, int]]
+    ) -> None:
+        """Decide every (earlier, later, replay found from the text) pair, grouped by the earlier
+        call, and keep each later call's best: the strongest decision, then the most of the earlier
+        conversation carried, the longest shared prefix, the latest earlier call."""
+        seen: set[tuple[int, int]] = set()
+        for e, later, replay in sorted(pairs, key=_pair_order):
+            if (e, later) in seen:
+                continue
+            seen.add((e, later))
             facts = None if replay is None else (replay.kind, replay.text_checked, replay.evidence)
             decision, p = self.decide(e, later, None if replay is None else replay.common_prefix, facts)
             rank = (decision.strength, decision.carried, p.shared, e)
-            if best is None or rank > best[0]:
-                best = (rank, decision, p, e)
-
-        for e, replay in strong:
-            consider(e, replay)
-        if best is None or best[1].strength < REPLAY_STRENGTH:
-            for e in weak():
-                consider(e)
-        if best is None:
-            return None
-        _, decision, p, e = best
-        if decision.kind == COMPACTION:
-            for last in self.compacted(e, later):
-                if last == e:
-                    break
-                again, q = self.decide(last, later)
-                if again.kind == COMPACTION:
-                    return again, q, last
-        return decision, p, e
+            if later not in best or rank > best[later][0]:
+                best[later] = (rank, decision, p, e)
 
     def compacted(self, e: int, later: int, most: int = COMPACTED_TRIED) -> list[int]:
         """The last calls before ``later`` (newest first, at most ``most``), not discarded, in the
@@ -375,13 +343,54 @@ class _Pass:
         retry of the first call). The history a compaction replaced is the conversation as it stood
         then: the first of these a compaction of (docs/semantics.md, "Compactions in the DAG")."""
         root = self.topology.root_of[e]
-        trees = {r for r in self.topology.roots if root <= r < later and self.twins(r, root)}
-        members = [
-            i
-            for i in range(later - 1, root - 1, -1)
-            if self.topology.root_of[i] in trees and i not in self.discarded and self.allowed(i, later)
-        ]
-        return members[:most]
+        found: list[int] = []
+        for tree in self.resent(root):
+            if tree >= later:
+                break
+            members = self.members(tree)
+            k = bisect.bisect_left(members, later)
+            taken = 0
+            for i in reversed(members[:k]):
+                if i not in self.discarded and self.allowed(i, later):
+                    found.append(i)
+                    taken += 1
+                    if taken == most:
+                        break
+        return sorted(found, reverse=True)[:most]
+
+    def members(self, root: int) -> list[int]:
+        """The calls of ``root``'s tree, in arrival order."""
+        if self._members is None:
+            self._members = {}
+            for i, r in enumerate(self.topology.root_of):
+                self._members.setdefault(r, []).append(i)
+        return self._members.get(root, [])
+
+    def resent(self, root: int) -> list[int]:
+        """``root`` and the later roots with its identical prompt (the trees it was re-sent as)."""
+        return [r for r in self.group(root) if r >= root]
+
+    def group(self, root: int) -> list[int]:
+        """The roots with ``root``'s identical prompt, in arrival order (``root`` among them)."""
+        if self._groups is None:
+            buckets: dict[tuple, list[int]] = {}
+            for r in self.topology.roots:
+                prompt = self.calls[r].prompt_ids
+                if prompt is not None:
+                    key = (prompt.shape[0], prompt[:32].tobytes(), prompt[-32:].tobytes())
+                    buckets.setdefault(key, []).append(r)
+            self._groups = {}
+            for bucket in buckets.values():
+                for r in bucket:
+                    if r not in self._groups:
+                        same = [x for x in bucket if x == r or (x not in self._groups and self.twins(x, r))]
+                        for x in same:
+                            self._groups[x] = same
+        return self._groups.get(root, [root])
+
+
+def _pair_order(pair: tuple[int, int, NearMiss | None]) -> tuple[int, int]:
+    return pair[0], pair[1]
 
 
 def _start(call: Call) -> float | None:
@@ -426,48 +435,68 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     ends = _Ends.of(calls, tokened, limit, n_ends=n_ends) if pending_roots else None
     order = np.array(ends.nodes, dtype=np.int64) if ends is not None else None
     unfinished = {m for group in topology.unfinished for m in group}
-    found: dict[int, NearMiss] = {}
+    # the strong candidates of every call first (lookups), then every pair decided grouped by its
+    # earlier call (whose messages the pass's cache then reads once), then the weak candidates of
+    # the calls no strong one decided
+    best: dict[int, tuple[tuple, Decision, Pair, int]] = {}
+    pairs: list[tuple[int, int, NearMiss | None]] = []
     for later in todo:
         twins = (same if later in root_set else siblings).members(later) if n_prompts[later] else []
-        twin = run.latest([m for m in twins if m != later], later) if twins else None
+        twins = [m for m in twins if m < later]
+        twin = run.latest(twins, later) if twins else None
+        call = calls[later]  # (choices of one request have one prompt: the same request is a twin's)
+        request = run.latest([m for m in twins if calls[m].line == call.line and calls[m].source == call.source], later)
         replay = replays.get(later)
-        strong: list[tuple[int, NearMiss | None]] = []
-        request = run.same_request(later)
-        if request is not None:
-            strong.append((request, None))
-        spawner = run.spawner(later)
-        if spawner is not None:
-            strong.append((spawner, None))
-        if twin is not None:
-            strong.append((twin, None))
+        for e in (request, run.spawner(later), twin):
+            if e is not None:
+                pairs.append((e, later, None))
         if replay is not None and run.allowed(replay.earlier, later):
-            strong.append((replay.earlier, replay))
-
-        def weak(later: int = later) -> list[int]:
-            out = []
-            if later in root_set and ends is not None:
-                best = _best_candidate(calls, later, ends, topology.root_of, order)
-                if best is not None and run.allowed(best[1], later):
-                    out.append(best[1])
-                    out += run.compacted(best[1], later, 1)  # that conversation as it stood
-            if later in branches:
-                out.append(_last_before(topology, branches[later], later))
-            conversation = run.conversation(later)
-            if conversation is not None:
-                out.append(conversation)
-            return [e for e in out if run.allowed(e, later)]
-
-        chosen = run.explain(later, strong, weak)
-        if chosen is None:
+            pairs.append((replay.earlier, later, replay))
+    run.consider_all(pairs, best)
+    pairs = []
+    for later in todo:
+        if later in best and best[later][1].strength >= REPLAY_STRENGTH:
             continue
-        decision, p, e = chosen
+        weak = []
+        if later in root_set and ends is not None:
+            found_best = _best_candidate(calls, later, ends, topology.root_of, order)
+            if found_best is not None and run.allowed(found_best[1], later):
+                weak.append(found_best[1])
+        if later in branches:
+            weak.append(_last_before(topology, branches[later], later))
+        conversation = run.conversation(later)
+        if conversation is not None:
+            weak.append(conversation)
+        pairs += [(e, later, None) for e in weak if run.allowed(e, later)]
+    run.consider_all(pairs, best)
+    # a call that carries part of an earlier conversation: that conversation as it stood before it
+    pairs = []
+    for later, (_, decision, _, e) in best.items():
+        if decision.strength <= CONVERSATION_STRENGTH and decision.carried and decision.kind != COMPACTION:
+            pairs += [(last, later, None) for last in run.compacted(e, later, 1)]
+    run.consider_all(pairs, best)
+    found: dict[int, NearMiss] = {}
+    for later in todo:
+        if later not in best:
+            continue
+        _, decision, p, e = best[later]
+        if decision.kind == COMPACTION:  # named against the conversation it compacted, as it stood
+            for last in run.compacted(e, later):
+                if last == e:
+                    break
+                again, q = run.decide(last, later)
+                if again.kind == COMPACTION:
+                    decision, p, e = again, q, last
+                    break
         if later in unfinished and later not in root_set and decision.strength < ATTEMPT:
             continue  # an attempt nobody continued is named only when its messages or ids show why
         found[later] = _miss(calls, later, decision, p, e)
     return found
 
 
-def replacements(calls: list[Call], topology, misses: dict[int, NearMiss], decoder: Decoder | None = None) -> dict[int, NearMiss]:
+def replacements(
+    calls: list[Call], topology, misses: dict[int, NearMiss], decoder: Decoder | None = None
+) -> dict[int, NearMiss]:
     """For a call that looks dropped, the LATER call that replaced it, keyed by the earlier call
     (``node == earlier``): the first later call whose near miss re-sent, replayed, rejected,
     compacted or resumed it (when it is a leaf: nothing continued it exactly); then, for a discarded

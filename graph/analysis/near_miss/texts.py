@@ -21,6 +21,7 @@ test_near_miss_words.py, test_near_miss_memo.py).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -88,8 +89,6 @@ def _with_reply(call: Call) -> list[str]:
     if not isinstance(reply, dict):
         return history(call)
     return history(call) + history(Call("", "", "", 0, "", request_messages=[{"role": "assistant", **reply}]))
-
-
 
 
 def _similar(a: str, b: str, grams: _SystemGrams | None = None) -> bool:
@@ -422,13 +421,9 @@ def _history_texts(call: Call) -> list[str]:
     return out
 
 
-
-
 def _quote(text: str, width: int = 40) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= width else text[: width - 1] + "…")
-
-
 
 
 def _reply_key(message: object) -> tuple | None:
@@ -465,8 +460,6 @@ def _reasoning(message: dict) -> str:
     return ""
 
 
-
-
 # -- conversations as turns: what a later request kept of an earlier conversation -----------------
 
 Turn = tuple[str, str, tuple]  # (role, stripped text, tool calls as (name, canonical arguments))
@@ -479,9 +472,7 @@ def _turn(message: dict, default_role: str | None = None) -> Turn:
 
 def turns(call: Call) -> list[Turn]:
     """The request's non-system messages as turns, in order."""
-    return [
-        _turn(m) for m in call.request_messages or () if isinstance(m, dict) and m.get("role") not in SYSTEM_ROLES
-    ]
+    return [_turn(m) for m in call.request_messages or () if isinstance(m, dict) and m.get("role") not in SYSTEM_ROLES]
 
 
 def reply_turn(call: Call) -> Turn | None:
@@ -493,20 +484,25 @@ def reply_turn(call: Call) -> Turn | None:
     return turn if turn[1] or turn[2] else None
 
 
-def _words(text: str) -> set[str]:
-    return set(text[:MESSAGE_COMPARED].split())
+@functools.lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    """The words of a message's compared head (kept for the pass's repeated messages)."""
+    return frozenset(text[:MESSAGE_COMPARED].split())
 
 
 def similar_text(a: str, b: str) -> bool:
-    """Two renderings of one message: equal, one inside the other (the shorter at least half the
-    longer), or at least ``SIMILAR_MESSAGE`` of their words shared (Jaccard)."""
+    """Two renderings of one message: equal; the shorter (24+ characters) inside the longer (a
+    reminder or a note added around it, or taken out); or, within 4x of each other's length, at
+    least ``SIMILAR_MESSAGE`` of their words shared (Jaccard)."""
     if a == b:
         return True
     if not a or not b:
         return False
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    if 2 * len(short) >= len(long_) and short in long_:
+    if len(short) >= PASTED_MIN_CHARS and _inside(short, long_):
         return True
+    if 4 * len(short) < len(long_):
+        return False
     wa, wb = _words(a), _words(b)
     return bool(wa and wb) and len(wa & wb) >= SIMILAR_MESSAGE * len(wa | wb)
 
