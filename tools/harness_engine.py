@@ -543,7 +543,9 @@ def main() -> None:
     import uvicorn
 
     engine = Engine(f16_gguf(gguf_path(), args.cache), args.n_ctx, args.threads)
-    server = Server(engine, args.max_tokens, args.first_command, args.cut_replies, args.steer_tool, args.steer_arguments)
+    server = Server(
+        engine, args.max_tokens, args.first_command, args.cut_replies, args.steer_tool, args.steer_arguments
+    )
     uvicorn.run(server.app(), host="127.0.0.1", port=args.port, log_level="warning")
 
 

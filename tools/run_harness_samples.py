@@ -246,7 +246,7 @@ def _codex_home(home: Path, url: str, extra: str = "") -> Path:
     (codex_home / "instructions.md").write_text(SHORT_SYSTEM + "\n")
     (codex_home / "config.toml").write_text(
         f'model = "{MODEL_NAME}"\nmodel_provider = "local"\nmodel_instructions_file = "{codex_home / "instructions.md"}"\n'
-        f"model_context_window = 8192\n{extra}\n[model_providers.local]\nname = \"local engine\"\n"
+        f'model_context_window = 8192\n{extra}\n[model_providers.local]\nname = "local engine"\n'
         f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_ENGINE_KEY"\n'
     )
     return codex_home
@@ -382,15 +382,29 @@ HARNESSES = {
     # recorded traffic for the near-miss classifier (tests/fixtures/harnesses/): the tuning set ...
     "pi-compact": Scenario(pi_agent, "@mariozechner/pi-coding-agent (npm)", "pi", engine_cap=24, fixture="tuning"),
     "codex-compact": Scenario(codex_compact, "@openai/codex (npm)", "codex", engine_cap=24, fixture="tuning"),
-    "codex-subagents": Scenario(codex_subagents, "@openai/codex (npm)", "codex", engine_cap=24, fixture="tuning",
-                                engine_args=("--steer-tool", "spawn_agent")),  # fmt: skip
-    "qwen-code-continue": Scenario(qwen_continue, "@qwen-code/qwen-code (npm)", "qwen-code", engine_cap=24,
-                                   fixture="tuning"),  # fmt: skip
-    "claude-code-compact": Scenario(claude_compact, "@anthropic-ai/claude-code (npm)", "claude-code", engine_cap=24,
-                                    fixture="tuning"),  # fmt: skip
+    "codex-subagents": Scenario(
+        codex_subagents,
+        "@openai/codex (npm)",
+        "codex",
+        engine_cap=24,
+        fixture="tuning",
+        engine_args=("--steer-tool", "spawn_agent"),
+    ),  # fmt: skip
+    "qwen-code-continue": Scenario(
+        qwen_continue, "@qwen-code/qwen-code (npm)", "qwen-code", engine_cap=24, fixture="tuning"
+    ),  # fmt: skip
+    "claude-code-compact": Scenario(
+        claude_compact, "@anthropic-ai/claude-code (npm)", "claude-code", engine_cap=24, fixture="tuning"
+    ),  # fmt: skip
     # ... and the held-out set (never tuned on; judged before the classifier's output was read)
-    "opencode-subagent": Scenario(opencode_subagent, "opencode-ai (npm)", "opencode", engine_cap=24,
-                                  fixture="held-out", engine_args=("--steer-tool", "task")),  # fmt: skip
+    "opencode-subagent": Scenario(
+        opencode_subagent,
+        "opencode-ai (npm)",
+        "opencode",
+        engine_cap=24,
+        fixture="held-out",
+        engine_args=("--steer-tool", "task"),
+    ),  # fmt: skip
     "cline-resume": Scenario(cline_resume, "cline (npm)", "cline", engine_cap=24, fixture="held-out"),
     "cn-resume": Scenario(continue_cn, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
     "aider-history": Scenario(aider_history, "aider-chat (PyPI)", "aider", engine_cap=24, fixture="held-out"),

@@ -13,7 +13,17 @@ from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
 from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, context_starts, sequence_tokens
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import BROKEN_REPLAYS, DISCARDED, LEVELS, RETOKENIZED, RETRY, SPAWNED, Kind, LinkedBy, Role
+from rollout_graph.core.types import (
+    BROKEN_REPLAYS,
+    DISCARDED,
+    LEVELS,
+    RETOKENIZED,
+    RETRY,
+    SPAWNED,
+    Kind,
+    LinkedBy,
+    Role,
+)
 
 if TYPE_CHECKING:
     import networkx as nx

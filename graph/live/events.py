@@ -182,7 +182,9 @@ class EventLog:
             "replaced_by": None if replaced is None else replaced_json(calls, replaced, discarded),
         }
         if replaced is not None:
-            event["why"] = describe(calls, replaced)  # the later call's sentence (why it looks dropped: replaced_by.dropped)
+            event["why"] = describe(
+                calls, replaced
+            )  # the later call's sentence (why it looks dropped: replaced_by.dropped)
         elif miss is not None:
             event["why"] = near_miss_text(rollout, miss, i)
         return event

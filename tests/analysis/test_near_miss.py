@@ -218,7 +218,10 @@ def test_views_banner_break_and_dashed_edges():
     )
     page = break_html(r, miss, TraceTextDecoder({99: "<stop>", 98: "</tool>"}))
     assert "&lt;stop&gt;" in page and "&lt;/tool&gt;" in page and "<stop>" not in page
-    assert 'class="rg-del">&lt;stop&gt;' in page and 'class="rg-ins">&lt;/tool&gt;' in page
+    # both sides as boxes with their ids, the first differing one marked; the diff strikes only what differs
+    assert 'class="rg-box first"' in page and '<span class="t">&lt;stop&gt;</span><span class="i">99</span>' in page
+    assert '<span class="t">&lt;/tool&gt;</span><span class="i">98</span>' in page
+    assert '<span class="del">&lt;stop&gt;</span><span class="ins">&lt;/tool&gt;' in page
     figure = dag_figure(r, near_misses=True)
     dashed = next(shape for shape in figure.layout.shapes if shape.name == "near misses")
     assert dashed.line.dash == "dash"
@@ -240,7 +243,7 @@ def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
     no_errors(at)
     assert at.warning and "This harness breaks its replays" in at.warning[0].value
     assert any(e.label.startswith("Near miss: n2 rewrites n1") for e in at.expander)
-    assert 'class="rg-ins"' in html_of(at)
+    assert 'class="rg-box first"' in html_of(at) and '<span class="ins">' in html_of(at)
 
 
 def test_a_child_that_arrived_before_its_root_is_not_what_the_root_nearly_continued():

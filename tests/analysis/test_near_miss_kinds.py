@@ -6,6 +6,7 @@ conversation after a title call; policy text re-inserted by the harness; unfinis
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -311,8 +312,9 @@ def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
     r = build(retokenized_spec(hf), decoder=decoder)
     miss = r.near_misses[1]
     page = boundaries_html(r, miss, decoder)
-    assert '<span class="rg-tok">test</span>' in page and '<span class="rg-bar">|</span>' in page
-    assert "pytest</span>" in page and "<script" not in page
+    assert '<span class="t">test</span>' in page and '<span class="t">·pytest</span>' in page  # whitespace shown
+    assert re.search(r'<span class="i">\d+</span>', page) and "<script" not in page  # each box with its id
+    assert '<span class="t"> pytest</span>' in boundaries_html(r, miss, decoder, whitespace=False)
     assert "Fix: replay token ids, not text" in summary(r, miss)
     tiles = {label: value for label, value, _ in headline_tiles(r)}
     assert (tiles["retries"], tiles["broken replays"]) == (0, 1)

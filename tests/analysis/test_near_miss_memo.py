@@ -55,7 +55,9 @@ def _plain_pasted(earlier: Call, later: Call) -> int:
         return 0
     texts = [key.split("\0")[1] for key in _with_reply(earlier)]
     return sum(
-        1 for t in texts if len(t) >= near_miss_texts.PASTED_MIN_CHARS and any(t in u and len(u) > len(t) for u in users)
+        1
+        for t in texts
+        if len(t) >= near_miss_texts.PASTED_MIN_CHARS and any(t in u and len(u) > len(t) for u in users)
     )
 
 
