@@ -219,25 +219,24 @@ PI_PROVIDER = "local"
 
 
 def pi_agent(tools: Path, url: str, repo: Path, home: Path) -> list:
-    """pi-coding-agent: its bash tool only and a one-line system prompt; a 2,048-token context
-    window, so ``/compact`` (and the automatic compaction) summarises: the task, ``--continue``
-    twice, ``/compact``, ``--continue`` again."""
+    """pi-coding-agent: its bash tool only and a one-line system prompt; a 640-token context window
+    with 340 reserved, so it compacts (a summary call) once the conversation passes 300 tokens:
+    the task, then ``--continue`` four times (a new invocation each, resuming the saved session)."""
     agent = home / ".pi" / "agent"
     agent.mkdir(parents=True, exist_ok=True)
     models = {"providers": {PI_PROVIDER: {
         "baseUrl": f"{url}/v1", "api": "openai-completions", "apiKey": KEY,
         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [{"id": MODEL_NAME, "contextWindow": 2048, "maxTokens": 64, "reasoning": False}],
+        "models": [{"id": MODEL_NAME, "contextWindow": 640, "maxTokens": 64, "reasoning": False}],
     }}}  # fmt: skip
     (agent / "models.json").write_text(json.dumps(models, indent=2))
-    settings = {"compaction": {"enabled": True, "reserveTokens": 700, "keepRecentTokens": 200}, "quietStartup": True}
+    settings = {"compaction": {"enabled": True, "reserveTokens": 340, "keepRecentTokens": 80}, "quietStartup": True}
     (agent / "settings.json").write_text(json.dumps(settings, indent=2))
     env = _env(home, PI_OFFLINE="1")
     common = [str(tools / "node_modules/.bin/pi"), "-p", "--provider", PI_PROVIDER, "--model", MODEL_NAME,
               "--tools", "bash", "--system-prompt", SHORT_SYSTEM, "--no-context-files", "--no-skills",
               "--no-extensions", "--no-prompt-templates"]  # fmt: skip
-    return [([*common, TASK], env), ([*common, "--continue", GO_ON], env), ([*common, "--continue", GO_ON], env),
-            ([*common, "--continue", "/compact"], env), ([*common, "--continue", GO_ON], env)]  # fmt: skip
+    return [([*common, TASK], env)] + [([*common, "--continue", GO_ON], env)] * 4
 
 
 def _codex_home(home: Path, url: str, extra: str = "") -> Path:
@@ -426,7 +425,8 @@ def version_of(name: str, tools: Path) -> str:
         "aider": [str(tools / "aider/bin/aider"), "--version"],
     }[HARNESSES[name].version_of]
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        out = (done.stdout.strip() or done.stderr.strip()).splitlines()  # (pi prints it on stderr)
         return out[-1] if out else "unknown"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
