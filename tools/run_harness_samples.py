@@ -221,7 +221,7 @@ PI_PROVIDER = "local"
 def pi_agent(tools: Path, url: str, repo: Path, home: Path) -> list:
     """pi-coding-agent: its bash tool only and a one-line system prompt; a 640-token context window
     with 340 reserved, so it compacts (a summary call) once the conversation passes 300 tokens:
-    the task, then ``--continue`` four times (a new invocation each, resuming the saved session)."""
+    the task, then ``--continue`` six times (a new invocation each, resuming the saved session)."""
     agent = home / ".pi" / "agent"
     agent.mkdir(parents=True, exist_ok=True)
     models = {"providers": {PI_PROVIDER: {
@@ -236,7 +236,7 @@ def pi_agent(tools: Path, url: str, repo: Path, home: Path) -> list:
     common = [str(tools / "node_modules/.bin/pi"), "-p", "--provider", PI_PROVIDER, "--model", MODEL_NAME,
               "--tools", "bash", "--system-prompt", SHORT_SYSTEM, "--no-context-files", "--no-skills",
               "--no-extensions", "--no-prompt-templates"]  # fmt: skip
-    return [([*common, TASK], env)] + [([*common, "--continue", GO_ON], env)] * 4
+    return [([*common, TASK], env)] + [([*common, "--continue", GO_ON], env)] * 6
 
 
 def _codex_home(home: Path, url: str, extra: str = "") -> Path:
@@ -254,12 +254,11 @@ def _codex_home(home: Path, url: str, extra: str = "") -> Path:
 def codex_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
     """codex with a short instructions file and ``model_auto_compact_token_limit`` low enough that
     the second turn compacts: the task, then ``codex exec resume --last`` twice."""
-    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 2500\n")
+    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1150\n")
     env = _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
     exe = str(tools / "node_modules/.bin/codex")
     flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
-    return [([exe, "exec", *flags, TASK], env), ([exe, "exec", "resume", "--last", *flags, GO_ON], env),
-            ([exe, "exec", "resume", "--last", *flags, GO_ON], env)]  # fmt: skip
+    return [([exe, "exec", *flags, TASK], env)] + [([exe, "exec", "resume", "--last", *flags, GO_ON], env)] * 3
 
 
 def codex_subagents(tools: Path, url: str, repo: Path, home: Path) -> list:

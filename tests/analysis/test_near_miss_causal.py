@@ -69,7 +69,7 @@ def simulated(draw, max_calls: int = 10) -> list[dict]:
         reply = {"role": "assistant", "content": reply_text}
         if tool_call is not None:
             reply["tool_calls"] = [{"id": "t", "type": "function", "function": tool_call}]
-        sampled = tokens([reply])[:-1]
+        sampled = tokens([reply])[1:-1]  # the reply's words and end id (the prompt ends with its role)
         start = clock + draw(st.floats(0, 100))
         clock = start + draw(st.floats(0.1, 5))
         made.append({"messages": [dict(m) for m in messages], "reply": reply, "tools": tools, "prompt": prompt,

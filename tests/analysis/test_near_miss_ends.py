@@ -126,7 +126,7 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
     """The candidate walk as it was: every neighbour looked at in turn, later arrivals too."""
     prompt = _prompt(calls[node])
     start = ends.position(calls, prompt, ends.rank.get(node))
-    best = None
+    best: list = []
     for step in (-1, 1):
         j = start - 1 if step < 0 else start
         while 0 <= j < len(ends.nodes):
@@ -135,9 +135,14 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
             if c >= node or root_of[c] == node or np.array_equal(_prompt(calls[c]), prompt):
                 continue
             shared = ids.common_prefix(calls[c], prompt)
-            if best is not None and shared <= best[0]:
+            if best and shared < best[0][0]:
                 break
-            best = (shared, c)
+            if best and shared == best[0][0]:
+                if len(best) >= ids.TIES:
+                    break
+                best.append((shared, c))
+            else:
+                best = [(shared, c)]
     return best
 
 
@@ -150,10 +155,10 @@ def test_passing_later_arrivals_a_block_at_a_time_finds_what_the_plain_walk_find
         fast = rollout_of_tokens(spec).near_misses
     finally:
         ids._FIRST_BLOCK = first_block
-    original = search._best_candidate
-    search._best_candidate = _walk_one_by_one
+    original = search._best_candidates
+    search._best_candidates = _walk_one_by_one
     try:
         plain = rollout_of_tokens(spec).near_misses
     finally:
-        search._best_candidate = original
+        search._best_candidates = original
     assert fast == plain

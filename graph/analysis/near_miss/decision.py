@@ -255,8 +255,15 @@ def decide(p: Pair) -> Decision:
         if (gap := _gap_words(p)) is not None:
             facts.append(gap)
         return Decision(SIDE_CALL, "summary request", 45, tuple(f for f in facts if f is not None), carried)
-    # 9. the reply left out and the harness's messages added: the reply rejected, asked again
-    if p.same_tools and h.prefix and h.reply == "left out" and h.inserted:
+    # 9. the reply left out (and never continued) and the harness's messages added: rejected, asked again
+    if (
+        system == "same"
+        and p.same_tools
+        and not p.earlier_continued
+        and h.prefix
+        and h.reply == "left out"
+        and h.inserted
+    ):
         added = [p.later_turns[j] for j in h.inserted]
         if min(h.inserted) >= h.n_before - 1 and all(t[0] in ("user", "tool") for t in added):
             words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"

@@ -325,30 +325,47 @@ class _Ends:
         return lo
 
 
-def _best_candidate(
+TIES = 4  # calls sharing the longest prefix kept as candidates (a merged reply ties its recovery call)
+
+
+def _best_candidates(
     calls: list[Call], node: int, ends: _Ends, root_of: list[int], order: np.ndarray | None = None
-) -> tuple[int, int] | None:
-    """The call the node (a root) nearly continued: among the calls that arrived before it, except
-    its own descendants (a child that arrived before its parent extends it exactly) and those with
-    an identical prompt (retries, matched first), the one whose end ids share the longest prefix
-    with the node's prompt (on a tie, the first found). Walking away from the prompt's sorted
-    position the shared prefix only shrinks, so each direction stops at the first candidate that
-    shares no more than the best found. ``order`` is ``ends.nodes`` as an array: the calls that
-    arrived after the node are passed over a block at a time, not one by one."""
+) -> list[tuple[int, int]]:
+    """The calls the node (a root) nearly continued by its ids: among the calls that arrived before
+    it, except its own descendants (a child that arrived before its parent extends it exactly) and
+    those with an identical prompt (retries, matched first), the ones whose end ids share the
+    longest prefix with the node's prompt, as (shared, call), at most ``TIES`` of them, in the order
+    found. Walking away from the prompt's sorted position the shared prefix only shrinks, so each
+    direction stops at the first candidate that shares less than the best found (or at ``TIES``).
+    ``order`` is ``ends.nodes`` as an array: the calls that arrived after the node are passed over a
+    block at a time, not one by one."""
     prompt = _prompt(calls[node])
     start = ends.position(calls, prompt, ends.rank.get(node))
     nodes = np.asarray(ends.nodes) if order is None else order
-    best: tuple[int, int] | None = None
+    best: list[tuple[int, int]] = []
     for step in (-1, 1):
         for c in _arrived_before(nodes, start, step, node):
             candidate = calls[c]
             if root_of[c] == node or same_ids(_prompt(candidate), prompt):
                 continue
             shared = common_prefix(candidate, prompt)
-            if best is not None and shared <= best[0]:
+            if best and shared < best[0][0]:
                 break
-            best = (shared, c)
+            if best and shared == best[0][0]:
+                if len(best) >= TIES:
+                    break
+                best.append((shared, c))
+            else:
+                best = [(shared, c)]
     return best
+
+
+def _best_candidate(
+    calls: list[Call], node: int, ends: _Ends, root_of: list[int], order: np.ndarray | None = None
+) -> tuple[int, int] | None:
+    """The first of :func:`_best_candidates` (None: no earlier call with ids)."""
+    found = _best_candidates(calls, node, ends, root_of, order)
+    return found[0] if found else None
 
 
 _FIRST_BLOCK = 16  # neighbours looked at first by the candidate walk (then 4x as many each time)

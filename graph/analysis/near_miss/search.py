@@ -36,7 +36,7 @@ from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.near_miss.decision import ATTEMPT, Decision, decide
 from rollout_graph.analysis.near_miss.evidence import Pair
 from rollout_graph.analysis.near_miss.ids import (
-    _best_candidate,
+    _best_candidates,
     _breaks_inside_reply,
     _Ends,
     _first_item,
@@ -54,7 +54,9 @@ from rollout_graph.analysis.near_miss.texts import (
     _raw_arguments,
     _reasoning,
     _reply_key,
+    _inside,
     _SystemGrams,
+    _user_texts,
     prompt_texts,
     reply_turn,
     spawn_arguments,
@@ -78,6 +80,8 @@ from rollout_graph.core.types import (
 REPLY_CANDIDATES = 4  # earlier calls with the same reply compared with a replay (the latest ones)
 STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
 COMPACTED_TRIED = 4  # the last calls of a compacted conversation tried as the call it compacted
+PASTED_SOURCES = 8  # earlier text replies looked for inside a later call's long user messages (the latest ones)
+PASTED_USER_CHARS = 80  # a user message this long may hold a pasted conversation
 SUMMARIES = 16  # earlier text replies looked for inside a compaction's new messages (the latest ones)
 CONVERSATION_STRENGTH = 45  # decided from the messages: the conversation as it stood may explain it better
 REPLAY_STRENGTH = 70  # a candidate decided this strongly is not compared with the weak ones
@@ -293,6 +297,20 @@ class _Pass:
                 best = e
         return best
 
+    def pasted_source(self, later: int) -> int | None:
+        """The latest of the last ``PASTED_SOURCES`` earlier text replies found inside one of the
+        later call's long user messages (a conversation pasted into a prompt ends with its last reply)."""
+        users = [t for t in _user_texts(self.calls[later]) if len(t) >= PASTED_USER_CHARS]
+        if not users:
+            return None
+        texts = self.lazy.texts()
+        k = bisect.bisect_left(texts, later)
+        for e in reversed(texts[max(0, k - PASTED_SOURCES) : k]):
+            turn = reply_turn(self.calls[e])
+            if turn is not None and self.allowed(e, later) and any(_inside(turn[1], u) for u in users):
+                return e
+        return None
+
     def summaries(self, later: int) -> tuple[Call, ...]:
         texts = self.lazy.texts()
         k = bisect.bisect_left(texts, later)
@@ -310,6 +328,7 @@ class _Pass:
             shared,
             decoder=self.decoder,
             continued=bool(self.children[later]),
+            earlier_continued=bool(self.children[e]),
             main=later in self.main,
             replay=replay,
             grams=self.grams,
@@ -459,9 +478,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             continue
         weak = []
         if later in root_set and ends is not None:
-            found_best = _best_candidate(calls, later, ends, topology.root_of, order)
-            if found_best is not None and run.allowed(found_best[1], later):
-                weak.append(found_best[1])
+            weak += [c for _, c in _best_candidates(calls, later, ends, topology.root_of, order)]
         if later in branches:
             weak.append(_last_before(topology, branches[later], later))
         conversation = run.conversation(later)
@@ -472,8 +489,13 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     # a call that carries part of an earlier conversation: that conversation as it stood before it
     pairs = []
     for later, (_, decision, _, e) in best.items():
-        if decision.strength <= CONVERSATION_STRENGTH and decision.carried and decision.kind != COMPACTION:
+        if decision.strength > CONVERSATION_STRENGTH:
+            continue
+        if decision.carried and decision.kind != COMPACTION:
             pairs += [(last, later, None) for last in run.compacted(e, later, 1)]
+        source = run.pasted_source(later)  # a conversation pasted into a user message: its last reply's call
+        if source is not None and source != e:
+            pairs.append((source, later, None))
     run.consider_all(pairs, best)
     found: dict[int, NearMiss] = {}
     for later in todo:

@@ -248,8 +248,12 @@ class _SystemGrams:
             grams_a = self.of(a)  # the numbering started over for b: number a's words again
             assert self.generation == generation, "one pair's words exceed the numbering"
         if isinstance(grams_a, frozenset) or isinstance(grams_b, frozenset):
-            if not isinstance(grams_a, frozenset) or not isinstance(grams_b, frozenset):
-                return False  # single words against 3-grams: nothing shared
+            # a text under 20 words is compared by its words, and so is the other one (a short
+            # prompt with a date added can cross 20 words: still one prompt re-rendered)
+            if not isinstance(grams_a, frozenset):
+                grams_a = frozenset(a[:SYSTEM_COMPARED].split())
+            if not isinstance(grams_b, frozenset):
+                grams_b = frozenset(b[:SYSTEM_COMPARED].split())
             if not grams_a or not grams_b:
                 return False
             return len(grams_a & grams_b) / len(grams_a | grams_b) >= SIMILAR_SYSTEM
@@ -517,7 +521,8 @@ class HistoryMatch:
     message written again (``similar_text``) where the unchanged ones left a gap for it;
     ``dropped``: earlier turns in neither; ``inserted``: later turns in neither; ``first``: the
     first turn ``same``, ``re-rendered``, ``changed`` or ``none``; ``reply``: the earlier reply
-    ``kept``, ``re-rendered``, ``merged`` (a later assistant turn starts with it and goes on),
+    ``kept``, ``re-rendered``, ``merged`` (a later assistant turn starts with it and goes on: the
+    reply merged with the text that continued it),
     ``left out`` or ``none`` (no reply recorded); ``prefix``: the later turns begin with every
     earlier request turn, unchanged and in order."""
 
@@ -584,7 +589,9 @@ def match_history(before: list[Turn], reply: Turn | None, after: list[Turn]) -> 
         if any(i == r for i, _ in kept):
             fate = "kept"
         elif any(i == r for i, _ in rerendered):
-            fate = "re-rendered"
+            j = next(j for i, j in rerendered if i == r)
+            grown = reply[1] and len(after[j][1]) > len(reply[1]) and after[j][1].startswith(reply[1])
+            fate = "merged" if grown else "re-rendered"
         elif reply[1] and any(
             after[j][0] == "assistant" and len(after[j][1]) > len(reply[1]) and after[j][1].startswith(reply[1])
             for j in inserted
