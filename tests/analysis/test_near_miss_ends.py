@@ -138,7 +138,7 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
             if best and shared < best[0][0]:
                 break
             if best and shared == best[0][0]:
-                if len(best) >= ids.TIES:
+                if len(best) >= ids.TIES or shared < ids.TIED_SHARED:
                     break
                 best.append((shared, c))
             else:

@@ -325,7 +325,8 @@ class _Ends:
         return lo
 
 
-TIES = 4  # calls sharing the longest prefix kept as candidates (a merged reply ties its recovery call)
+TIES = 4  # calls sharing the longest prefix kept as candidates (a merged reply ties its recovery call) ...
+TIED_SHARED = 32  # ... when they share at least this many ids (fewer: the first found alone)
 
 
 def _best_candidates(
@@ -334,8 +335,8 @@ def _best_candidates(
     """The calls the node (a root) nearly continued by its ids: among the calls that arrived before
     it, except its own descendants (a child that arrived before its parent extends it exactly) and
     those with an identical prompt (retries, matched first), the ones whose end ids share the
-    longest prefix with the node's prompt, as (shared, call), at most ``TIES`` of them, in the order
-    found. Walking away from the prompt's sorted position the shared prefix only shrinks, so each
+    longest prefix with the node's prompt, as (shared, call), at most ``TIES`` of them (one when
+    they share fewer than ``TIED_SHARED`` ids), in the order found. Walking away from the prompt's sorted position the shared prefix only shrinks, so each
     direction stops at the first candidate that shares less than the best found (or at ``TIES``).
     ``order`` is ``ends.nodes`` as an array: the calls that arrived after the node are passed over a
     block at a time, not one by one."""
@@ -352,7 +353,7 @@ def _best_candidates(
             if best and shared < best[0][0]:
                 break
             if best and shared == best[0][0]:
-                if len(best) >= TIES:
+                if len(best) >= TIES or shared < TIED_SHARED:
                     break
                 best.append((shared, c))
             else:

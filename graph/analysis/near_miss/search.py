@@ -167,6 +167,7 @@ class _Lazy:
         self._replies: dict[tuple, list[int]] | None = None
         self._spawns: tuple[dict[str, list[int]], list[int]] | None = None
         self._texts: list[int] | None = None
+        self._text_of: dict[int, str] = {}
 
     def replies(self) -> dict[tuple, list[int]]:
         if self._replies is None:
@@ -199,12 +200,18 @@ class _Lazy:
     def texts(self) -> list[int]:
         """Calls whose reply is text only, at least ``PASTED_MIN_CHARS`` long (a summary may be one)."""
         if self._texts is None:
-            self._texts = []
+            self._texts, self._text_of = [], {}
             for i, call in enumerate(self.calls):
                 turn = reply_turn(call) if isinstance(call.response_message, dict) else None
                 if turn is not None and not turn[2] and len(turn[1]) >= PASTED_MIN_CHARS:
                     self._texts.append(i)
+                    self._text_of[i] = turn[1]
         return self._texts
+
+    def reply_text(self, i: int) -> str:
+        """The text of a call :meth:`texts` lists."""
+        self.texts()
+        return self._text_of[i]
 
 
 class _Pass:
@@ -305,9 +312,10 @@ class _Pass:
             return None
         texts = self.lazy.texts()
         k = bisect.bisect_left(texts, later)
+        longest = max(map(len, users))
         for e in reversed(texts[max(0, k - PASTED_SOURCES) : k]):
-            turn = reply_turn(self.calls[e])
-            if turn is not None and self.allowed(e, later) and any(_inside(turn[1], u) for u in users):
+            reply = self.lazy.reply_text(e)
+            if len(reply) < longest and self.allowed(e, later) and any(_inside(reply, u) for u in users):
                 return e
         return None
 
@@ -493,9 +501,13 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             continue
         if decision.carried and decision.kind != COMPACTION:
             pairs += [(last, later, None) for last in run.compacted(e, later, 1)]
-        source = run.pasted_source(later)  # a conversation pasted into a user message: its last reply's call
-        if source is not None and source != e:
-            pairs.append((source, later, None))
+        # a conversation pasted into a user message (some of the candidate's, or a prompt of the
+        # candidate's own kind: a summarizer's second summary): the call of its last reply
+        pasted = any(code == "pasted" for code, _ in decision.facts)
+        if pasted or decision.kind == COMPACTION or decision.rule == "apart":
+            source = run.pasted_source(later)
+            if source is not None and source != e:
+                pairs.append((source, later, None))
     run.consider_all(pairs, best)
     found: dict[int, NearMiss] = {}
     for later in todo:
