@@ -181,7 +181,7 @@ def token_boundaries(
 
 BREAK_BEFORE = 8  # shared tokens shown before the break
 BREAK_AFTER = 24  # tokens shown from the break on
-WHITESPACE = {"\n": "↵", " ": "·", "\t": "→", "\r": "␍"}
+WHITESPACE: dict[str, str | int | None] = {"\n": "↵", " ": "·", "\t": "→", "\r": "␍"}
 
 
 def visible(text: str) -> str:

@@ -73,7 +73,7 @@ def _own_work(p: Pair) -> tuple[bool, str]:
     return False, "a single call without tools"
 
 
-def _apart(p: Pair, rule: str, strength: int, facts: list[tuple[str, str]], carried: int = 0) -> Decision:
+def _apart(p: Pair, rule: str, strength: int, facts: list[tuple[str, str]], carried: int = 0) -> Decision:  # noqa: D401
     """A conversation apart from the earlier one: the main conversation, a subagent or a side call."""
     if p.main:
         return Decision(
@@ -151,18 +151,17 @@ def _tools_words(p: Pair) -> tuple[str, str] | None:
     return ("tools", "; ".join(parts)) if parts else None
 
 
+Facts = list[tuple[str, str]]
+
+
 def decide(p: Pair) -> Decision:
     """The kind of the break between ``p.earlier`` and ``p.later``: the first row of the table whose
     evidence the pair shows (docs/semantics.md, "Why a call broke")."""
-    e, name = p.earlier, p.earlier.node_id
+    name = p.earlier.node_id
     # 1. two choices of one request (n > 1): samples, not a break
     if p.one_request:
-        return Decision(
-            PARALLEL_SAMPLE,
-            "one request",
-            100,
-            (("one_request", f"another choice of {name}'s request (one record, n > 1)"),),
-        )
+        words = f"another choice of {name}'s request (one record, n > 1)"
+        return Decision(PARALLEL_SAMPLE, "one request", 100, (("one_request", words),))
     # 2. the earlier reply handed this call its prompt: a subagent it started
     spawned = p.spawned
     if spawned is not None:
@@ -177,128 +176,117 @@ def decide(p: Pair) -> Decision:
         return Decision(kind, "replayed reply", 70, (("reply_replayed", words),), text_checked=checked)
     # 5. the ids break inside or after the earlier sampled span (or just before it)
     if p.near_prompt_end:
-        text = p.same_text
-        if text:
-            return Decision(
-                RETOKENIZED,
-                "tokenizer",
-                60,
-                (("tokenizer", "the tokenizer decodes both sides to the same text"),),
-                text_checked=True,
-            )
-        if p.where != "prompt":
-            ids = (
-                "ids",
-                "the tokenizer decodes the two sides to different text" if text is False else "the token ids alone",
-            )
-            fate = p.history.reply if p.has_messages else "none"
-            if fate == "merged":
-                words = f"{name}'s reply replayed merged with the text that went on from it"
-                return Decision(REWRITTEN, "merged reply", 65, (("reply", words), ids), text_checked=text is not None)
-            facts = ((("reply", f"{name}'s reply replayed edited"),) if fate == "re-rendered" else ()) + (ids,)
-            return Decision(REWRITTEN, "replayed reply (ids)", 50, facts, text_checked=text is not None)
-    # the break is inside the earlier prompt
+        replayed = _replayed_by_ids(p)
+        if replayed is not None:
+            return replayed
+    # 6. the break is inside the earlier prompt, and no messages were recorded
     if not p.has_messages:
-        if p.shared >= SHARED_SYSTEM_TOKENS:
-            return Decision(
-                COMPACTION,
-                "ids only",
-                20,
-                (("shared_ids", f"{p.shared:,} leading ids shared (no messages recorded to tell more)"),),
-            )
-        if p.main or p.later.has_tools or p.continued:
-            return _apart(p, "ids only", 20, [("shared_ids", f"only {p.shared:,} ids shared, no messages recorded")])
-        return Decision(
-            UNKNOWN, "ids only", 0, (("shared_ids", f"only {p.shared:,} ids shared and no messages recorded"),)
+        return _ids_only(p)
+    # 7. a prompt written for another job, or the earlier history pasted into a user message
+    if p.system == "other" or (p.system != "same" and p.pasted):
+        return _another_job(p)
+    return _same_job(p)
+
+
+def _replayed_by_ids(p: Pair) -> Decision | None:
+    """Row 5: a break at or after the end of the earlier prompt, read from the ids (and a tokenizer)."""
+    name = p.earlier.node_id
+    text = p.same_text
+    if text:
+        words = "the tokenizer decodes both sides to the same text"
+        return Decision(RETOKENIZED, "tokenizer", 60, (("tokenizer", words),), text_checked=True)
+    if p.where == "prompt":
+        return None
+    ids = ("ids", "the tokenizer decodes the two sides to different text" if text is False else "the token ids alone")
+    fate = p.history.reply if p.has_messages else "none"
+    if fate == "merged":
+        words = f"{name}'s reply replayed merged with the text that went on from it"
+        return Decision(REWRITTEN, "merged reply", 65, (("reply", words), ids), text_checked=text is not None)
+    edited: Facts = [("reply", f"{name}'s reply replayed edited")] if fate == "re-rendered" else []
+    return Decision(REWRITTEN, "replayed reply (ids)", 50, (*edited, ids), text_checked=text is not None)
+
+
+def _ids_only(p: Pair) -> Decision:
+    """Row 6: no messages to read: the shared ids, the main conversation, tools or a continuation."""
+    if p.shared >= SHARED_SYSTEM_TOKENS:
+        words = f"{p.shared:,} leading ids shared (no messages recorded to tell more)"
+        return Decision(COMPACTION, "ids only", 20, (("shared_ids", words),))
+    if p.main or p.later.has_tools or p.continued:
+        return _apart(p, "ids only", 20, [("shared_ids", f"only {p.shared:,} ids shared, no messages recorded")])
+    return Decision(UNKNOWN, "ids only", 0, (("shared_ids", f"only {p.shared:,} ids shared and no messages recorded"),))
+
+
+def _another_job(p: Pair) -> Decision:
+    """Row 7: a system prompt written for another job, or the earlier conversation pasted in."""
+    system, pasted = p.system, p.pasted if p.system != "same" else 0
+    facts: Facts = [("system", "its own system prompt" if system == "other" else f"the system prompt {system}")]
+    if pasted:
+        facts.append(
+            ("pasted", f"{pasted} of {p.earlier.node_id}'s conversation's messages pasted into a user message")
         )
-    # 6. a prompt written for another job, or the earlier history pasted into a user message
-    system = p.system
-    pasted = p.pasted if system != "same" else 0
-    if system == "other" or pasted:
-        facts = [("system", "its own system prompt" if system == "other" else f"the system prompt {system}")]
-        if pasted:
-            facts.append(("pasted", f"{pasted} of {name}'s conversation's messages pasted into a user message"))
-        # (a request of one message carries no conversation as messages: its history is not read)
-        carried = pasted + (p.history.carried if len(p.later_turns) > 1 else 0)
-        return _apart(p, "another job", 40, facts, carried)
-    h = p.history
+    # (a request of one message carries no conversation as messages: its history is not read)
+    carried = pasted + (p.history.carried if len(p.later_turns) > 1 else 0)
+    return _apart(p, "another job", 40, facts, carried)
+
+
+def _same_job(p: Pair) -> Decision:
+    """Rows 8-13: the same (or a re-rendered) system prompt: the history decides."""
+    name, system, h = p.earlier.node_id, p.system, p.history
     system_fact = ("system", "the same system prompt" if system == "same" else "the system prompt re-rendered")
     carried = h.carried
     same_conversation = h.first in ("same", "re-rendered") and h.carried >= HISTORY_KEPT * h.n_before
-    # 7. a reply merged with the text that went on from it: the earlier reply lives on in this call
+    added = [p.later_turns[j] for j in h.inserted]
+    # 8. a reply merged with the text that went on from it: the earlier reply lives on in this call
     if h.reply == "merged":
-        return Decision(
-            REWRITTEN,
-            "merged reply",
-            65,
-            (system_fact, ("reply", f"{name}'s reply replayed merged with the text that went on from it")),
-            carried,
-        )
-    # 8. a request over the earlier conversation with its tools taken away: a summary (or another side request)
-    appended = h.inserted and min(h.inserted) >= max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
+        words = f"{name}'s reply replayed merged with the text that went on from it"
+        return Decision(REWRITTEN, "merged reply", 65, (system_fact, ("reply", words)), carried)
+    # 9. a request over the earlier conversation with its tools taken away: a summary (or another side request)
+    last_carried = max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
     if (
         p.tools_removed
         and not p.later.tools
         and not p.continued
         and same_conversation
         and h.reply in ("kept", "re-rendered", "none")
-        and appended
-        and all(p.later_turns[j][0] == "user" for j in h.inserted)
+        and added
+        and min(h.inserted) > last_carried
+        and all(t[0] == "user" for t in added)
     ):
-        added = turn_words([p.later_turns[j] for j in h.inserted], 2)
-        facts = [
-            system_fact,
-            _tools_words(p),
-            ("history", f"{name}'s conversation kept whole, then {added} appended"),
-            ("own_work", "a single call without tools"),
-        ]
-        if (gap := _gap_words(p)) is not None:
-            facts.append(gap)
-        return Decision(SIDE_CALL, "summary request", 45, tuple(f for f in facts if f is not None), carried)
-    # 9. the reply left out (and never continued) and the harness's messages added: rejected, asked again
+        facts: Facts = [system_fact]
+        tools = _tools_words(p)
+        if tools is not None:
+            facts.append(tools)
+        facts.append(("history", f"{name}'s conversation kept whole, then {turn_words(added, 2)} appended"))
+        facts.append(("own_work", "a single call without tools"))
+        gap_words = _gap_words(p)
+        if gap_words is not None:
+            facts.append(gap_words)
+        return Decision(SIDE_CALL, "summary request", 45, tuple(facts), carried)
+    # 10. the reply left out (and never continued) and the harness's messages added: rejected, asked again
     if (
         system == "same"
         and p.same_tools
         and not p.earlier_continued
         and h.prefix
         and h.reply == "left out"
-        and h.inserted
+        and added
+        and min(h.inserted) >= h.n_before - 1
+        and all(t[0] in ("user", "tool") for t in added)
     ):
-        added = [p.later_turns[j] for j in h.inserted]
-        if min(h.inserted) >= h.n_before - 1 and all(t[0] in ("user", "tool") for t in added):
-            words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"
-            return Decision(REJECTED, "rejected", ATTEMPT, (("history", words),), carried)
-    # 10. the same conversation sent again by a new invocation of the harness
-    signs = []
-    if system == "re-rendered":
-        signs.append(("system", "the system prompt re-rendered"))
-    if (tools := _tools_words(p)) is not None:
-        signs.append(tools)
-    gap = p.gap
-    if gap is not None and gap >= RESUME_GAP:
-        signs.append(("gap", f"{gap:,.0f} s after {name} ended"))
-    if h.first == "re-rendered":
-        signs.append(("first_message", "its first message re-rendered"))
-    before = _before(p)
-    lost = [before[i] for i in h.dropped]
-    replies = [i for i, t in enumerate(before) if t[0] == "assistant"]
-    replies_kept = all(i not in h.dropped for i in replies)
-    if lost and replies_kept and all(t[0] == "user" for t in lost):
-        signs.append(("replies_kept", "every reply kept, only the harness's user messages dropped"))
+        words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"
+        return Decision(REJECTED, "rejected", ATTEMPT, (("history", words),), carried)
+    # 11. the same conversation sent again by a new invocation of the harness
+    signs = _new_invocation(p)
     if same_conversation and signs:
         facts = [("history", "the same conversation re-sent"), *signs]
         facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
-    # 11. the same system prompt (and tools), the history replaced or cut
+    # 12. the same system prompt (and tools), the history replaced or cut
     if p.same_tools and p.shared > 0:
-        facts = [
-            (
-                "system",
-                "the same system prompt and tools"
-                if system == "same"
-                else "the system prompt re-rendered, the same tools",
-            )
-        ]
+        words = (
+            "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools"
+        )
+        facts = [("system", words)]
         summary = p.summary_by
         if summary is not None:
             facts.append(("summary", f"{summary.node_id}'s reply (a summary) put in the history's place"))
@@ -309,13 +297,35 @@ def decide(p: Pair) -> Decision:
             facts.append(("history", "the history replaced or cut"))
             facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(COMPACTION, "compaction", 40, tuple(facts), carried)
-    # 12. nothing of the conversation shared
+    # 13. nothing of the conversation shared
     facts = [system_fact]
-    if (tools := _tools_words(p)) is not None:
+    tools = _tools_words(p)
+    if tools is not None:
         facts.append(tools)
     if not h.carried:
         facts.append(("history", "no shared history"))
     return _apart(p, "apart", 30, facts, carried)
+
+
+def _new_invocation(p: Pair) -> Facts:
+    """The signs of a new invocation of the harness (row 11)."""
+    h, signs = p.history, []
+    if p.system == "re-rendered":
+        signs.append(("system", "the system prompt re-rendered"))
+    tools = _tools_words(p)
+    if tools is not None:
+        signs.append(tools)
+    gap = p.gap
+    if gap is not None and gap >= RESUME_GAP:
+        signs.append(("gap", f"{gap:,.0f} s after {p.earlier.node_id} ended"))
+    if h.first == "re-rendered":
+        signs.append(("first_message", "its first message re-rendered"))
+    before = _before(p)
+    lost = [before[i] for i in h.dropped]
+    replies_kept = all(i not in h.dropped for i, t in enumerate(before) if t[0] == "assistant")
+    if lost and replies_kept and all(t[0] == "user" for t in lost):
+        signs.append(("replies_kept", "every reply kept, only the harness's user messages dropped"))
+    return signs
 
 
 def quote(text: str) -> str:

@@ -117,6 +117,7 @@ class Pair:
 
     @cached_property
     def identical(self) -> bool:
+        """The identical prompt ids."""
         return same_ids(_prompt(self.earlier), _prompt(self.later))
 
     @cached_property
@@ -127,6 +128,7 @@ class Pair:
 
     @cached_property
     def near_prompt_end(self) -> bool:
+        """The break at most ``RETOKENIZE_REACH`` ids before the end of the earlier prompt, or later."""
         return self.where != "prompt" or self.earlier.n_prompt - self.shared <= RETOKENIZE_REACH
 
     @cached_property
@@ -155,10 +157,12 @@ class Pair:
 
     @cached_property
     def systems(self) -> tuple[str | None, str | None]:
+        """Both system texts (None: no messages recorded)."""
         return self.grams.recent(self.earlier, system_text), self.grams.recent(self.later, system_text)
 
     @cached_property
     def has_messages(self) -> bool:
+        """Both calls recorded their request messages."""
         return self.systems[0] is not None and self.systems[1] is not None
 
     @cached_property
@@ -174,14 +178,17 @@ class Pair:
 
     @cached_property
     def tools_added(self) -> tuple[str, ...]:
+        """Tools the later call offers and the earlier did not."""
         return tuple(sorted(tool_names(self.later) - tool_names(self.earlier)))
 
     @cached_property
     def tools_removed(self) -> tuple[str, ...]:
+        """Tools the earlier call offered and the later does not."""
         return tuple(sorted(tool_names(self.earlier) - tool_names(self.later)))
 
     @cached_property
     def same_tools(self) -> bool:
+        """The same tool names offered."""
         return not self.tools_added and not self.tools_removed
 
     @cached_property
@@ -213,6 +220,7 @@ class Pair:
 
     @cached_property
     def later_turns(self) -> list:
+        """The later request's non-system messages as turns."""
         return self.grams.recent(self.later, turns)
 
     @cached_property

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable
 
 import numpy as np
 
@@ -50,11 +49,11 @@ from rollout_graph.analysis.near_miss.ids import (
 )
 from rollout_graph.analysis.near_miss.texts import (
     PASTED_MIN_CHARS,
+    _inside,
     _last_assistant,
     _raw_arguments,
     _reasoning,
     _reply_key,
-    _inside,
     _SystemGrams,
     _user_texts,
     prompt_texts,
@@ -439,7 +438,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     lets a break be recognised as a retokenization from the ids alone (with messages the text
     already shows it)."""
     run = _Pass(calls, topology, decoder)
-    parents, children, discarded = topology.parents, topology.children, topology.discarded
+    parents, children = topology.parents, topology.children
     n_prompts = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] for c in calls]
     n_ends = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] + c.sampled_ids.shape[0] for c in calls]
     roots = [i for i, p in enumerate(parents) if p is None and calls[i].prompt_ids is not None]
@@ -547,10 +546,10 @@ def replacements(
     for d, s in sorted(discarded.items()):
         if d in out or s < d or calls[d].prompt_ids is None or calls[s].prompt_ids is None:
             continue  # (a discarded call that came after the sibling that continued: its own near miss says why)
-        m = misses.get(s)
-        if m is not None and m.earlier == d:
-            out[d] = NearMiss(d, s, d, s, m.common_prefix, m.kept, m.where, m.kind, m.text_checked, m.evidence,
-                              m.rule, m.facts)  # fmt: skip
+        named = misses.get(s)
+        if named is not None and named.earlier == d:
+            out[d] = NearMiss(d, s, d, s, named.common_prefix, named.kept, named.where, named.kind,
+                              named.text_checked, named.evidence, named.rule, named.facts)  # fmt: skip
             continue
         decision, p = run.decide(d, s)
         out[d] = NearMiss(d, s, d, s, p.shared, p.kept, p.where, decision.kind, decision.text_checked,
