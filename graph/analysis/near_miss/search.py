@@ -81,6 +81,7 @@ STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a 
 COMPACTED_TRIED = 4  # the last calls of a compacted conversation tried as the call it compacted
 PASTED_SOURCES = 8  # earlier text replies looked for inside a later call's long user messages (the latest ones)
 PASTED_USER_CHARS = 80  # a user message this long may hold a pasted conversation
+TEXTS_WALKED = 256  # earlier calls looked at for text replies (a summary, a pasted conversation's end)
 SUMMARIES = 16  # earlier text replies looked for inside a compaction's new messages (the latest ones)
 CONVERSATION_STRENGTH = 45  # decided from the messages: the conversation as it stood may explain it better
 REPLAY_STRENGTH = 70  # a candidate decided this strongly is not compared with the weak ones
@@ -159,13 +160,12 @@ def text_replays(calls: list[Call], parents: list[int | None], decoder: Decoder 
 class _Lazy:
     """Indexes over the calls' replies, built the first time the pass needs each (most rollouts
     never do): replies by turn (the conversation a request carries), spawning tool-call arguments
-    (a subagent's prompt), text replies (a compaction's summary)."""
+    (a subagent's prompt), text replies (a compaction's summary), each reply read once."""
 
     def __init__(self, calls: list[Call]) -> None:
         self.calls = calls
         self._replies: dict[tuple, list[int]] | None = None
         self._spawns: tuple[dict[str, list[int]], list[int]] | None = None
-        self._texts: list[int] | None = None
         self._text_of: dict[int, str] = {}
 
     def replies(self) -> dict[tuple, list[int]]:
@@ -196,21 +196,26 @@ class _Lazy:
             self._spawns = (by_text, spawners)
         return self._spawns
 
-    def texts(self) -> list[int]:
-        """Calls whose reply is text only, at least ``PASTED_MIN_CHARS`` long (a summary may be one)."""
-        if self._texts is None:
-            self._texts, self._text_of = [], {}
-            for i, call in enumerate(self.calls):
-                turn = reply_turn(call) if isinstance(call.response_message, dict) else None
-                if turn is not None and not turn[2] and len(turn[1]) >= PASTED_MIN_CHARS:
-                    self._texts.append(i)
-                    self._text_of[i] = turn[1]
-        return self._texts
-
     def reply_text(self, i: int) -> str:
-        """The text of a call :meth:`texts` lists."""
-        self.texts()
-        return self._text_of[i]
+        """The call's reply when it is text only (no tool call), else ``""`` (computed once)."""
+        text = self._text_of.get(i)
+        if text is None:
+            call = self.calls[i]
+            turn = reply_turn(call) if isinstance(call.response_message, dict) else None
+            text = self._text_of[i] = turn[1] if turn is not None and not turn[2] else ""
+        return text
+
+    def texts_before(self, later: int, most: int) -> list[int]:
+        """The last ``most`` calls before ``later`` whose reply is text only, at least
+        ``PASTED_MIN_CHARS`` long (a summary may be one), newest first; at most ``TEXTS_WALKED``
+        calls are looked at."""
+        out: list[int] = []
+        for i in range(later - 1, max(-1, later - 1 - TEXTS_WALKED), -1):
+            if len(self.reply_text(i)) >= PASTED_MIN_CHARS:
+                out.append(i)
+                if len(out) == most:
+                    break
+        return out
 
 
 class _Pass:
@@ -292,9 +297,10 @@ class _Pass:
 
     def conversation(self, later: int) -> int | None:
         """The latest earlier call whose reply the request carries as an assistant message."""
+        messages = self.calls[later].request_messages or ()
+        if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
+            return None  # (most requests that start a conversation carry no reply: not turned into turns)
         mine = [t for t in self.grams.recent(self.calls[later], turns) if t[0] == "assistant"]
-        if not mine:
-            return None
         replies = self.lazy.replies()
         best = None
         for turn in reversed(mine):
@@ -309,19 +315,17 @@ class _Pass:
         users = [t for t in _user_texts(self.calls[later]) if len(t) >= PASTED_USER_CHARS]
         if not users:
             return None
-        texts = self.lazy.texts()
-        k = bisect.bisect_left(texts, later)
         longest = max(map(len, users))
-        for e in reversed(texts[max(0, k - PASTED_SOURCES) : k]):
+        for e in self.lazy.texts_before(later, PASTED_SOURCES):
             reply = self.lazy.reply_text(e)
             if len(reply) < longest and self.allowed(e, later) and any(_inside(reply, u) for u in users):
                 return e
         return None
 
     def summaries(self, later: int) -> tuple[Call, ...]:
-        texts = self.lazy.texts()
-        k = bisect.bisect_left(texts, later)
-        return tuple(self.calls[e] for e in texts[max(0, k - SUMMARIES) : k] if self.before(e, later))
+        """The last ``SUMMARIES`` earlier calls whose reply is text (oldest first): a summary may be one."""
+        found = [e for e in self.lazy.texts_before(later, SUMMARIES) if self.before(e, later)]
+        return tuple(self.calls[e] for e in reversed(found))
 
     # -- deciding ----------------------------------------------------------------------------
 
