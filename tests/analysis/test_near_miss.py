@@ -120,10 +120,12 @@ def test_a_single_call_with_its_own_system_prompt_is_a_side_call():
     assert miss_of(r, "n1")[:2] == ("n0", SIDE_CALL)
 
 
-def test_same_system_message_without_long_token_overlap_is_compaction():
+def test_same_system_message_after_a_single_call_without_tools_is_no_compaction():
+    """A single call without tools (a root nothing continued) is no conversation to compact: two
+    calls sharing only a system prompt are calls of their own (docs/semantics.md, row 12)."""
     messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "agent"}]]
     r = rollout([([1, 2, 3, 4], [50]), ([1, 2, 9, 9, 9], [51])], messages)
-    assert miss_of(r, "n1")[1] == COMPACTION
+    assert miss_of(r, "n1")[1] == SIDE_CALL
 
 
 def test_near_misses_never_change_the_exact_graph():

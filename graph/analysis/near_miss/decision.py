@@ -281,13 +281,15 @@ def _same_job(p: Pair) -> Decision:
         facts = [("history", "the same conversation re-sent"), *signs]
         facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
-    # 12. the same system prompt (and tools), the history replaced or cut
-    if p.same_tools and p.shared > 0:
+    # 12. the same system prompt (and tools), the history replaced or cut (by a summary another call
+    # wrote: the summary call itself, or any single call without tools, is no conversation compacted)
+    summary = p.summary_by if p.same_tools and p.shared > 0 else None
+    alone = p.earlier_alone and not p.earlier.has_tools  # a single call without tools: no conversation to compact
+    if p.same_tools and p.shared > 0 and summary is not p.earlier and not alone:
         words = (
             "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools"
         )
         facts = [("system", words)]
-        summary = p.summary_by
         if summary is not None:
             facts.append(("summary", f"{summary.node_id}'s reply (a summary) put in the history's place"))
         if same_conversation and h.dropped:
@@ -297,8 +299,10 @@ def _same_job(p: Pair) -> Decision:
             facts.append(("history", "the history replaced or cut"))
             facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(COMPACTION, "compaction", 40, tuple(facts), carried)
-    # 13. nothing of the conversation shared
+    # 13. nothing of the conversation shared (or the earlier call wrote the summary this call carries)
     facts = [system_fact]
+    if summary is p.earlier:
+        facts.append(("summary", f"{p.earlier.node_id}'s reply (a summary) carried: a request of its own kind"))
     tools = _tools_words(p)
     if tools is not None:
         facts.append(tools)

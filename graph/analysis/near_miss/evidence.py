@@ -76,7 +76,8 @@ def _n(params: object) -> int:
 class Pair:
     """``earlier``'s end ids against ``later``'s prompt (``shared`` ids in common), and what else
     the two calls show. ``continued``: the later call has children (``earlier_continued``: the
-    earlier one has: its reply was used); ``main``: the later call is the root of
+    earlier one has: its reply was used; ``earlier_alone``: the earlier call is a root nothing
+    continued, a single call of its own); ``main``: the later call is the root of
     the rollout's main conversation; ``replay``: (kind, text checked, words) when the later
     request replays the earlier reply as text (text_replays); ``grams``: the pass's system-text
     cache; ``summaries``: earlier calls whose reply may sit inside a later message (summary_by)."""
@@ -90,6 +91,7 @@ class Pair:
         decoder: Decoder | None = None,
         continued: bool = False,
         earlier_continued: bool = False,
+        earlier_alone: bool = False,
         main: bool = False,
         replay: tuple[NearMissKind, bool, str] | None = None,
         grams: _SystemGrams | None = None,
@@ -97,7 +99,7 @@ class Pair:
     ) -> None:
         self.earlier, self.later, self.shared = earlier, later, shared
         self.decoder, self.continued, self.main, self.replay = decoder, continued, main, replay
-        self.earlier_continued = earlier_continued
+        self.earlier_continued, self.earlier_alone = earlier_continued, earlier_alone
         self.grams = grams or _SystemGrams()
         self.summaries = summaries
 

@@ -49,6 +49,7 @@ from rollout_graph.analysis.near_miss.ids import (
 )
 from rollout_graph.analysis.near_miss.texts import (
     PASTED_MIN_CHARS,
+    SYSTEM_ROLES,
     _inside,
     _last_assistant,
     _raw_arguments,
@@ -62,6 +63,7 @@ from rollout_graph.analysis.near_miss.texts import (
     turns,
 )
 from rollout_graph.core.ids import same_ids
+from rollout_graph.core.messages import content_text
 from rollout_graph.core.records import Call, NearMiss
 from rollout_graph.core.types import (
     BROKEN_REPLAYS,
@@ -72,6 +74,7 @@ from rollout_graph.core.types import (
     RETOKENIZED,
     RETRY,
     REWRITTEN,
+    SIDE_CALL,
     SPAWNED,
     NearMissKind,
 )
@@ -231,6 +234,9 @@ class _Pass:
         # the main conversation's root, and the roots it re-sent (its first attempts)
         self._members: dict[int, list[int]] | None = None
         self._groups: dict[int, list[int]] | None = None
+        self.decided: dict[int, list[tuple[int, Decision]]] = {}  # later -> every (earlier, decision) weighed
+        self._openings: dict[str, list[int]] | None = None
+        self._index: dict[int, int] | None = None
         self.main = set() if main is None else set(self.group(main))
         self.starts = [_start(c) for c in calls]
 
@@ -309,6 +315,23 @@ class _Pass:
                 best = e
         return best
 
+    def same_opening(self, later: int) -> int | None:
+        """The latest earlier call whose request opens with the same first message (after the system
+        text) as ``later``'s, when ``later`` carries more than that message: the conversation it goes
+        on with (a summarizer's request over a compacted conversation, a resume)."""
+        messages = [m for m in self.calls[later].request_messages or () if isinstance(m, dict)]
+        rest = [m for m in messages if m.get("role") not in SYSTEM_ROLES]
+        if len(rest) < 2:
+            return None
+        if self._openings is None:
+            self._openings = {}
+            for i, call in enumerate(self.calls):
+                first = _opening(call)
+                if first:
+                    self._openings.setdefault(first, []).append(i)
+        first = _opening(self.calls[later])
+        return self.latest(self._openings.get(first, []), later) if first else None
+
     def pasted_source(self, later: int) -> int | None:
         """The latest of the last ``PASTED_SOURCES`` earlier text replies found inside one of the
         later call's long user messages (a conversation pasted into a prompt ends with its last reply)."""
@@ -340,6 +363,7 @@ class _Pass:
             decoder=self.decoder,
             continued=bool(self.children[later]),
             earlier_continued=bool(self.children[e]),
+            earlier_alone=self.parents[e] is None and not self.children[e],
             main=later in self.main,
             replay=replay,
             grams=self.grams,
@@ -363,9 +387,16 @@ class _Pass:
             seen.add((e, later))
             facts = None if replay is None else (replay.kind, replay.text_checked, replay.evidence)
             decision, p = self.decide(e, later, None if replay is None else replay.common_prefix, facts)
+            self.decided.setdefault(later, []).append((e, decision))
             rank = (decision.strength, decision.carried, p.shared, e)
             if later not in best or rank > best[later][0]:
                 best[later] = (rank, decision, p, e)
+
+    def index_of(self, call: Call) -> int:
+        """The arrival index of one of the pass's calls."""
+        if self._index is None:
+            self._index = {id(c): i for i, c in enumerate(self.calls)}
+        return self._index[id(call)]
 
     def compacted(self, e: int, later: int, most: int = COMPACTED_TRIED) -> list[int]:
         """The last calls before ``later`` (newest first, at most ``most``), not discarded, in the
@@ -421,6 +452,14 @@ class _Pass:
 
 def _pair_order(pair: tuple[int, int, NearMiss | None]) -> tuple[int, int]:
     return pair[0], pair[1]
+
+
+def _opening(call: Call) -> str:
+    """The text of a request's first non-system message (stripped; empty when it has none)."""
+    for m in call.request_messages or ():
+        if isinstance(m, dict) and m.get("role") not in SYSTEM_ROLES:
+            return content_text(m.get("content")).strip()
+    return ""
 
 
 def _start(call: Call) -> float | None:
@@ -497,15 +536,21 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             weak.append(conversation)
         pairs += [(e, later, None) for e in weak if run.allowed(e, later)]
     run.consider_all(pairs, best)
-    # a call that carries part of an earlier conversation: that conversation as it stood before it
+    # a call decided from its messages that carries part of an earlier conversation: that
+    # conversation as it stood before it (of every candidate that carried some), the conversation
+    # it opens as (the same first message), and a conversation pasted into a user message (the call
+    # of its last reply)
     pairs = []
     for later, (_, decision, _, e) in best.items():
         if decision.strength > CONVERSATION_STRENGTH:
             continue
-        if decision.carried and decision.kind != COMPACTION:
-            pairs += [(last, later, None) for last in run.compacted(e, later, 1)]
-        # a conversation pasted into a user message (some of the candidate's, or a prompt of the
-        # candidate's own kind: a summarizer's second summary): the call of its last reply
+        for other, considered in run.decided.get(later, ()):
+            if considered.carried and considered.kind != COMPACTION:
+                pairs += [(last, later, None) for last in run.compacted(other, later, 1)]
+        opening = run.same_opening(later)
+        if opening is not None:
+            pairs.append((opening, later, None))
+            pairs += [(last, later, None) for last in run.compacted(opening, later, 1)]
         pasted = any(code == "pasted" for code, _ in decision.facts)
         if pasted or decision.kind == COMPACTION or decision.rule == "apart":
             source = run.pasted_source(later)
@@ -518,7 +563,10 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             continue
         _, decision, p, e = best[later]
         if decision.kind == COMPACTION:  # named against the conversation it compacted, as it stood
-            for last in run.compacted(e, later):
+            summary = p.summary_by  # (the conversation the summary put in its place summarised, first)
+            summarised = found.get(run.index_of(summary)) if summary is not None else None
+            tried = [summarised.earlier] if summarised is not None and summarised.kind == SIDE_CALL else []
+            for last in [*tried, *run.compacted(e, later)]:
                 if last == e:
                     break
                 again, q = run.decide(last, later)
