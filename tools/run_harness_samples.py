@@ -26,6 +26,7 @@ import contextlib
 import gzip
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -479,7 +480,8 @@ def write_trace(name: str, records: list[str], version: str = "") -> Path:
     its harness and version (tests/fixtures/harnesses/<harness>-<version>/)."""
     scenario = HARNESSES[name]
     if scenario.fixture:
-        number = "".join(c for c in version.split()[-1] if c.isdigit() or c == ".") if version else "unknown"
+        found = re.search(r"\d+(?:\.\d+)+", version or "")
+        number = found.group(0) if found else "unknown"
         folder = HARNESS_FIXTURES / f"{scenario.version_of}-{number}"
     else:
         folder = OUT

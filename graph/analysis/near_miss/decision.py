@@ -240,24 +240,27 @@ def _same_job(p: Pair) -> Decision:
     if h.reply == "merged":
         words = f"{name}'s reply replayed merged with the text that went on from it"
         return Decision(REWRITTEN, "merged reply", 65, (system_fact, ("reply", words)), carried)
-    # 9. a request over the earlier conversation with its tools taken away: a summary (or another side request)
+    # 9. a request over the earlier conversation for a summary: its tools taken away (a single call),
+    # or a summarizing instruction appended
     last_carried = max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
+    asked = p.summary_asked
     if (
-        p.tools_removed
-        and not p.later.tools
-        and not p.continued
-        and same_conversation
-        and h.reply in ("kept", "re-rendered", "none")
+        same_conversation
+        and h.reply in ("kept", "re-rendered", "merged", "none")
         and added
         and min(h.inserted) > last_carried
         and all(t[0] == "user" for t in added)
+        and (asked is not None or (p.tools_removed and not p.later.tools and not p.continued))
     ):
         facts: Facts = [system_fact]
         tools = _tools_words(p)
         if tools is not None:
             facts.append(tools)
-        facts.append(("history", f"{name}'s conversation kept whole, then {turn_words(added, 2)} appended"))
-        facts.append(("own_work", "a single call without tools"))
+        facts.append(("history", f"{name}'s conversation kept, then {turn_words(added, 2)} appended"))
+        if asked is not None:
+            facts.append(("summary_asked", f"a summary asked for ({turn_words([('user', asked, ())], 1)})"))
+        else:
+            facts.append(("own_work", "a single call without tools"))
         gap_words = _gap_words(p)
         if gap_words is not None:
             facts.append(gap_words)

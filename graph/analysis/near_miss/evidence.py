@@ -17,12 +17,14 @@ earlier messages pasted into a user message (``pasted``), the history aligned tu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.near_miss.ids import _prompt, same_text
 from rollout_graph.analysis.near_miss.texts import (
+    MESSAGE_COMPARED,
     PASTED_MIN_CHARS,
     SPAWN_MIN_CHARS,
     HistoryMatch,
@@ -62,6 +64,7 @@ class cached_property(Generic[T]):  # noqa: N801 (functools' name: the same use,
         return value
 
 
+SUMMARY_WORDS = re.compile(r"summar(?:y|ies|i[sz]e)|compact|checkpoint|condense|state.snapshot", re.IGNORECASE)
 RESUME_GAP = 60.0  # seconds between two calls that mark a new invocation of the harness
 SHARED_SYSTEM_TOKENS = 32  # without messages, this many shared leading ids make a compaction
 RETOKENIZE_REACH = 8  # a break this close to the end of the earlier prompt may still be a retokenization
@@ -224,6 +227,19 @@ class Pair:
     def later_turns(self) -> list:
         """The later request's non-system messages as turns."""
         return self.grams.recent(self.later, turns)
+
+    @cached_property
+    def summary_asked(self) -> str | None:
+        """The later request's last message, when it is a user message the earlier conversation does not
+        hold that asks for a summary (its words: summarize, summary, compact, checkpoint, condense,
+        state snapshot): a summarizer's instruction, quoted."""
+        h, turns_ = self.history, self.later_turns
+        if not turns_ or len(turns_) - 1 not in h.inserted:
+            return None
+        role, text, _ = turns_[-1]
+        if role != "user" or not SUMMARY_WORDS.search(text[:MESSAGE_COMPARED]):
+            return None
+        return text
 
     @cached_property
     def summary_by(self) -> Call | None:
