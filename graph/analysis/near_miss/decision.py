@@ -225,7 +225,7 @@ def _another_job(p: Pair) -> Decision:
             ("pasted", f"{pasted} of {p.earlier.node_id}'s conversation's messages pasted into a user message")
         )
     # (a request of one message carries no conversation as messages: its history is not read)
-    carried = pasted + (p.history.carried if len(p.later_turns) > 1 else 0)
+    carried = pasted + (p.history.carried if p.later_messages > 1 else 0)
     return _apart(p, "another job", 40, facts, carried)
 
 

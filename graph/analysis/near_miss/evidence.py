@@ -27,6 +27,7 @@ from rollout_graph.analysis.near_miss.texts import (
     MESSAGE_COMPARED,
     PASTED_MIN_CHARS,
     SPAWN_MIN_CHARS,
+    SYSTEM_ROLES,
     HistoryMatch,
     _inside,
     _pasted,
@@ -222,6 +223,13 @@ class Pair:
     def history(self) -> HistoryMatch:
         """The earlier conversation (its request's turns and its reply) aligned with the later request."""
         return match_history(self.grams.recent(self.earlier, turns), reply_turn(self.earlier), self.later_turns)
+
+    @cached_property
+    def later_messages(self) -> int:
+        """How many non-system messages the later request holds (counted, not read as turns)."""
+        return sum(
+            1 for m in self.later.request_messages or () if isinstance(m, dict) and m.get("role") not in SYSTEM_ROLES
+        )
 
     @cached_property
     def later_turns(self) -> list:

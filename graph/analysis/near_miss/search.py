@@ -231,13 +231,17 @@ class _Pass:
         self.lazy = _Lazy(calls)
         size = Counter(topology.root_of)
         main = max(topology.roots, key=lambda r: (size[r], -r)) if topology.roots else None
-        # the main conversation's root, and the roots it re-sent (its first attempts)
         self._members: dict[int, list[int]] | None = None
         self._groups: dict[int, list[int]] | None = None
         self.decided: dict[int, list[tuple[int, Decision]]] = {}  # later -> every (earlier, decision) weighed
         self._openings: dict[str, list[int]] | None = None
         self._index: dict[int, int] | None = None
-        self.main = set() if main is None else set(self.group(main))
+        self.main: set[int] = set()  # the main conversation's root and the roots it re-sent (its first attempts)
+        if main is not None and calls[main].prompt_ids is not None:
+            size_of = calls[main].n_prompt
+            self.main = {r for r in topology.roots if calls[r].n_prompt == size_of and self.twins(r, main)}
+        elif main is not None:
+            self.main = {main}
         self.starts = [_start(c) for c in calls]
 
     def twins(self, a: int, b: int) -> bool:

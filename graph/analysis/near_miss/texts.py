@@ -619,8 +619,8 @@ def turn_words(turns_: list[Turn], limit: int = 3) -> str:
 def spawn_arguments(message: object) -> list[tuple[str, str]]:
     """(tool name, text) for each string of at least ``SPAWN_MIN_CHARS`` characters in a reply's
     tool-call arguments (JSON strings walked, two levels deep): what a subagent's prompt would be."""
-    if not isinstance(message, dict):
-        return []
+    if not isinstance(message, dict) or not (message.get("tool_calls") or isinstance(message.get("content"), list)):
+        return []  # (no tool call, and no content blocks that could hold one)
     out: list[tuple[str, str]] = []
     for name, arguments in canonical(message)[2]:
         raw = arguments[5:] if arguments.startswith("json:") else arguments[4:]
