@@ -426,5 +426,6 @@ class NearMiss:
     facts: tuple[tuple[str, str], ...] = ()  # (fact, in words): each piece of evidence the row read
 
     def __post_init__(self) -> None:
-        if not isinstance(self.facts, tuple) or any(not isinstance(f, tuple) for f in self.facts):
+        facts = self.facts
+        if facts.__class__ is not tuple or (facts and facts[0].__class__ is not tuple):
             object.__setattr__(self, "facts", tuple((str(f[0]), str(f[1])) for f in self.facts))  # read back from JSON

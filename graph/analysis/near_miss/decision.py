@@ -167,15 +167,19 @@ def decide(p: Pair) -> Decision:
     if spawned is not None:
         words = f"{name}'s reply calls {spawned!r} with this call's prompt as its arguments"
         return Decision(SUBAGENT, SPAWNED, 90, (("spawned", words),))
-    # 3. the identical prompt sent again
+    # 3. the identical prompt sent again (unless the earlier call was a single call whose reply a call
+    # in between already used: the same request made anew, as a summarizer's can be)
     if p.identical:
-        return Decision(RETRY, "identical", 80, (("identical_prompt", "the identical prompt ids"),))
+        used = p.reply_used_by
+        if used is None:
+            return Decision(RETRY, "identical", 80, (("identical_prompt", "the identical prompt ids"),))
     # 4. the request carries the earlier reply as text, the ids break inside it
     if p.replay is not None:
         kind, checked, words = p.replay
         return Decision(kind, "replayed reply", 70, (("reply_replayed", words),), text_checked=checked)
-    # 5. the ids break inside or after the earlier sampled span (or just before it)
-    if p.near_prompt_end:
+    # 5. the ids break inside or after the earlier sampled span (or just before it); not for an
+    # identical prompt made anew (row 3): its ids never break
+    if p.near_prompt_end and not p.identical:
         replayed = _replayed_by_ids(p)
         if replayed is not None:
             return replayed
@@ -278,16 +282,17 @@ def _same_job(p: Pair) -> Decision:
     ):
         words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"
         return Decision(REJECTED, "rejected", ATTEMPT, (("history", words),), carried)
-    # 11. the same conversation sent again by a new invocation of the harness
+    # 11. the same conversation sent again by a new invocation of the harness (a single call without
+    # tools is no conversation to resume)
+    alone = p.earlier_alone and not p.earlier.has_tools
     signs = _new_invocation(p)
-    if same_conversation and signs:
+    if same_conversation and signs and not alone:
         facts = [("history", "the same conversation re-sent"), *signs]
         facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
     # 12. the same system prompt (and tools), the history replaced or cut (by a summary another call
     # wrote: the summary call itself, or any single call without tools, is no conversation compacted)
     summary = p.summary_by if p.same_tools and p.shared > 0 else None
-    alone = p.earlier_alone and not p.earlier.has_tools  # a single call without tools: no conversation to compact
     if p.same_tools and p.shared > 0 and summary is not p.earlier and not alone:
         words = (
             "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools"
@@ -304,6 +309,11 @@ def _same_job(p: Pair) -> Decision:
         return Decision(COMPACTION, "compaction", 40, tuple(facts), carried)
     # 13. nothing of the conversation shared (or the earlier call wrote the summary this call carries)
     facts = [system_fact]
+    if p.identical and p.reply_used_by is not None:
+        words = (
+            f"the identical prompt, but {name}'s reply was used by {p.reply_used_by.node_id} in between: a new request"
+        )
+        facts.append(("identical_prompt", words))
     if summary is p.earlier:
         facts.append(("summary", f"{p.earlier.node_id}'s reply (a summary) carried: a request of its own kind"))
     tools = _tools_words(p)

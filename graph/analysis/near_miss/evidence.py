@@ -100,12 +100,13 @@ class Pair:
         replay: tuple[NearMissKind, bool, str] | None = None,
         grams: _SystemGrams | None = None,
         summaries: Callable[[], tuple[Call, ...]] = tuple,
+        used_by: Callable[[], Call | None] = lambda: None,
     ) -> None:
         self.earlier, self.later, self.shared = earlier, later, shared
         self.decoder, self.continued, self.main, self.replay = decoder, continued, main, replay
         self.earlier_continued, self.earlier_alone = earlier_continued, earlier_alone
         self.grams = grams or _SystemGrams()
-        self.summaries = summaries
+        self.summaries, self.used_by = summaries, used_by
 
     # -- the ids -----------------------------------------------------------------------------
 
@@ -235,6 +236,15 @@ class Pair:
     def later_turns(self) -> list:
         """The later request's non-system messages as turns."""
         return self.grams.recent(self.later, turns)
+
+    @cached_property
+    def reply_used_by(self) -> Call | None:
+        """For an earlier single call without tools (a summary call) and a later call with the
+        identical prompt: a call in between whose request holds the earlier reply (inside a user
+        message): the reply was used, so the identical request is a new one, not a retry."""
+        if not (self.earlier_alone and not self.earlier.has_tools and not self.later.has_tools):
+            return None
+        return self.used_by()
 
     @cached_property
     def summary_asked(self) -> str | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,9 +58,9 @@ from rollout_graph.analysis.near_miss.texts import (
     _reply_key,
     _SystemGrams,
     _user_texts,
-    prompt_texts,
     reply_turn,
     spawn_arguments,
+    system_text,
     turns,
 )
 from rollout_graph.core.ids import same_ids
@@ -81,9 +82,12 @@ from rollout_graph.core.types import (
 
 REPLY_CANDIDATES = 4  # earlier calls with the same reply compared with a replay (the latest ones)
 STOP_TAIL = 2  # a replay that changed at most this many final sampled ids of a stopped reply cut its stop string
+COMPACTED_WALKED = 64  # calls of a conversation looked at, from its last, for the ones not discarded
 COMPACTED_TRIED = 4  # the last calls of a compacted conversation tried as the call it compacted
 PASTED_SOURCES = 8  # earlier text replies looked for inside a later call's long user messages (the latest ones)
 PASTED_USER_CHARS = 80  # a user message this long may hold a pasted conversation
+REQUEST_TWINS = 8  # identical-prompt twins looked at for another choice of one request
+USED_WALKED = 32  # calls after a summary call looked at for its reply, used
 TEXTS_WALKED = 256  # earlier calls looked at for text replies (a summary, a pasted conversation's end)
 SUMMARIES = 16  # earlier text replies looked for inside a compaction's new messages (the latest ones)
 CONVERSATION_STRENGTH = 45  # decided from the messages: the conversation as it stood may explain it better
@@ -221,6 +225,31 @@ class _Lazy:
         return out
 
 
+@dataclass(slots=True)
+class _Request:
+    """What the pass reads of an explained call's request messages, read once (a loader may have
+    left them in the file: each read parses them again): none recorded, the system text, the first
+    non-system message, whether an assistant message is among them, how many non-system messages,
+    and the user messages' texts."""
+
+    messages: bool
+    system: str | None
+    opening: str
+    assistant: bool
+    n_turns: int
+    users: list[str]
+
+    @classmethod
+    def of(cls, call: Call) -> _Request:
+        messages = [m for m in call.request_messages or () if isinstance(m, dict)]
+        system = system_text(call) if messages else None
+        rest = [m for m in messages if m.get("role") not in SYSTEM_ROLES]
+        opening = content_text(rest[0].get("content")).strip() if rest else ""
+        users = [content_text(m.get("content")) for m in rest if m.get("role") == "user"]
+        assistant = any(m.get("role") == "assistant" for m in rest)
+        return cls(bool(messages), system, opening, assistant, len(rest), users)
+
+
 class _Pass:
     """One rollout's near-miss pass: the calls, the exact graph, and what the candidates share."""
 
@@ -236,6 +265,7 @@ class _Pass:
         self.decided: dict[int, list[tuple[int, Decision]]] = {}  # later -> every (earlier, decision) weighed
         self._openings: dict[str, list[int]] | None = None
         self._index: dict[int, int] | None = None
+        self._requests: dict[int, _Request] = {}
         self.main: set[int] = set()  # the main conversation's root and the roots it re-sent (its first attempts)
         if main is not None and calls[main].prompt_ids is not None:
             size_of = calls[main].n_prompt
@@ -281,9 +311,31 @@ class _Pass:
 
     def latest(self, members: list[int], later: int) -> int | None:
         """The latest of ``members`` (in arrival order) allowed for ``later``."""
-        k = bisect.bisect_left(members, later)
-        for e in reversed(members[:k]):
-            if self.allowed(e, later):
+        for k in range(bisect.bisect_left(members, later) - 1, -1, -1):  # (no slice: one parent's twins are many)
+            if self.allowed(members[k], later):
+                return members[k]
+        return None
+
+    def request(self, i: int) -> _Request:
+        """The call's request as the pass reads it (once)."""
+        found = self._requests.get(i)
+        if found is None:
+            found = self._requests[i] = _Request.of(self.calls[i])
+        return found
+
+    def has_messages(self, later: int) -> bool:
+        """Whether the call recorded request messages (the message-read candidates need them)."""
+        return self.request(later).messages
+
+    def same_request(self, twins: list[int], later: int) -> int | None:
+        """The latest of ``later``'s identical-prompt twins read from the same record (one request's
+        choices have one prompt; they sit next to each other, so only the last ``REQUEST_TWINS``
+        earlier twins are looked at)."""
+        call = self.calls[later]
+        k = bisect.bisect_left(twins, later)
+        for e in reversed(twins[max(0, k - REQUEST_TWINS) : k]):
+            other = self.calls[e]
+            if other.line == call.line and other.source == call.source and self.allowed(e, later):
                 return e
         return None
 
@@ -291,7 +343,10 @@ class _Pass:
         by_text, spawners = self.lazy.spawns()
         if not spawners:
             return None
-        texts = prompt_texts(self.calls[later])
+        request = self.request(later)
+        texts = ([request.system.strip()] if request.system and request.system.strip() else []) + [
+            u.strip() for u in request.users if u.strip()
+        ]  # (texts.prompt_texts, from the one read)
         best = None
         for text in texts:
             e = self.latest(by_text.get(text, []), later)
@@ -307,8 +362,7 @@ class _Pass:
 
     def conversation(self, later: int) -> int | None:
         """The latest earlier call whose reply the request carries as an assistant message."""
-        messages = self.calls[later].request_messages or ()
-        if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
+        if not self.request(later).assistant:
             return None  # (most requests that start a conversation carry no reply: not turned into turns)
         mine = [t for t in self.grams.recent(self.calls[later], turns) if t[0] == "assistant"]
         replies = self.lazy.replies()
@@ -323,9 +377,8 @@ class _Pass:
         """The latest earlier call whose request opens with the same first message (after the system
         text) as ``later``'s, when ``later`` carries more than that message: the conversation it goes
         on with (a summarizer's request over a compacted conversation, a resume)."""
-        messages = [m for m in self.calls[later].request_messages or () if isinstance(m, dict)]
-        rest = [m for m in messages if m.get("role") not in SYSTEM_ROLES]
-        if len(rest) < 2:
+        request = self.request(later)
+        if request.n_turns < 2:
             return None
         if self._openings is None:
             self._openings = {}
@@ -333,13 +386,13 @@ class _Pass:
                 first = _opening(call)
                 if first:
                     self._openings.setdefault(first, []).append(i)
-        first = _opening(self.calls[later])
+        first = request.opening
         return self.latest(self._openings.get(first, []), later) if first else None
 
     def pasted_source(self, later: int) -> int | None:
         """The latest of the last ``PASTED_SOURCES`` earlier text replies found inside one of the
         later call's long user messages (a conversation pasted into a prompt ends with its last reply)."""
-        users = [t for t in _user_texts(self.calls[later]) if len(t) >= PASTED_USER_CHARS]
+        users = [t for t in self.request(later).users if len(t) >= PASTED_USER_CHARS]
         if not users:
             return None
         longest = max(map(len, users))
@@ -347,6 +400,31 @@ class _Pass:
             reply = self.lazy.reply_text(e)
             if len(reply) < longest and self.allowed(e, later) and any(_inside(reply, u) for u in users):
                 return e
+        return None
+
+    def used_between(self, e: int, later: int) -> Call | None:
+        """The first call after ``e`` and before ``later`` (at most ``USED_WALKED`` of them) whose user
+        messages hold ``e``'s text reply: ``e``'s reply was used."""
+        reply = self.lazy.reply_text(e)
+        if len(reply) < PASTED_MIN_CHARS:
+            return None
+        for i in range(e + 1, min(later, e + 1 + USED_WALKED)):
+            if any(len(u) > len(reply) and _inside(reply, u) for u in _user_texts(self.calls[i])):
+                return self.calls[i]
+        return None
+
+    def same_system(self, a: int, b: int) -> bool:
+        """Whether two calls' system texts are one text (both recorded)."""
+        ta, tb = self.grams.recent(self.calls[a], system_text), self.grams.recent(self.calls[b], system_text)
+        return ta is not None and ta == tb
+
+    def conversation_before(self, later: int) -> int | None:
+        """The latest earlier call (allowed) that belongs to a conversation: it offers tools, or it
+        has a parent or children (at most ``TEXTS_WALKED`` calls looked at)."""
+        for i in range(later - 1, max(-1, later - 1 - TEXTS_WALKED), -1):
+            call = self.calls[i]
+            if (call.tools or self.parents[i] is not None or self.children[i]) and self.allowed(i, later):
+                return i
         return None
 
     def summaries(self, later: int) -> tuple[Call, ...]:
@@ -372,6 +450,7 @@ class _Pass:
             replay=replay,
             grams=self.grams,
             summaries=lambda: self.summaries(later),
+            used_by=lambda: self.used_between(e, later),
         )
 
     def decide(self, e: int, later: int, shared: int | None = None, replay=None) -> tuple[Decision, Pair]:
@@ -415,7 +494,7 @@ class _Pass:
             members = self.members(tree)
             k = bisect.bisect_left(members, later)
             taken = 0
-            for i in reversed(members[:k]):
+            for i in reversed(members[max(0, k - COMPACTED_WALKED) : k]):
                 if i not in self.discarded and self.allowed(i, later):
                     found.append(i)
                     taken += 1
@@ -500,7 +579,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     todo = sorted({*explained_roots, *branches, *replays})
     if not todo:
         return {}
-    same, siblings = _prompt_groups(calls, parents, todo, n_prompts)
+    same, siblings = _prompt_groups(calls, parents, explained_roots, n_prompts)
     root_set = set(explained_roots)
     pending_roots = [r for r in explained_roots]
     limit = max((n_prompts[r] for r in pending_roots), default=0)
@@ -515,12 +594,11 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     pairs: list[tuple[int, int, NearMiss | None]] = []
     for later in todo:
         twins = (same if later in root_set else siblings).members(later) if n_prompts[later] else []
-        twins = [m for m in twins if m < later]
-        twin = run.latest(twins, later) if twins else None
-        call = calls[later]  # (choices of one request have one prompt: the same request is a twin's)
-        request = run.latest([m for m in twins if calls[m].line == call.line and calls[m].source == call.source], later)
+        twin = run.latest(twins, later) if twins else None  # (members are in arrival order)
+        request = run.same_request(twins, later) if twins else None
         replay = replays.get(later)
-        for e in (request, run.spawner(later), twin):
+        spawner = run.spawner(later) if run.has_messages(later) else None
+        for e in (request, spawner, twin):
             if e is not None:
                 pairs.append((e, later, None))
         if replay is not None and run.allowed(replay.earlier, later):
@@ -535,7 +613,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
             weak += [c for _, c in _best_candidates(calls, later, ends, topology.root_of, order)]
         if later in branches:
             weak.append(_last_before(topology, branches[later], later))
-        conversation = run.conversation(later)
+        conversation = run.conversation(later) if run.has_messages(later) else None
         if conversation is not None:
             weak.append(conversation)
         pairs += [(e, later, None) for e in weak if run.allowed(e, later)]
@@ -546,11 +624,22 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     # of its last reply)
     pairs = []
     for later, (_, decision, _, e) in best.items():
-        if decision.strength > CONVERSATION_STRENGTH:
-            continue
+        if decision.strength > CONVERSATION_STRENGTH or not run.has_messages(later):
+            continue  # (decided strongly, or nothing but ids to read)
         for other, considered in run.decided.get(later, ()):
             if considered.carried and considered.kind != COMPACTION:
                 pairs += [(last, later, None) for last in run.compacted(other, later, 1)]
+        # a single call of its own (a title, a summary): beside the conversation as it stood then
+        if decision.kind == SIDE_CALL and (not decision.carried or decision.rule == "apart"):
+            before = run.conversation_before(later)
+            if before is not None and before != e:
+                if decision.rule == "another job" and run.same_system(before, e):
+                    # the same evidence against a call of the same conversation family: named beside
+                    # the one that came last, its ids compared again (the kind and words stand)
+                    q = run.pair(before, later)
+                    best[later] = ((decision.strength, decision.carried, q.shared, before), decision, q, before)
+                else:
+                    pairs.append((before, later, None))
         opening = run.same_opening(later)
         if opening is not None:
             pairs.append((opening, later, None))
@@ -566,7 +655,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
         if later not in best:
             continue
         _, decision, p, e = best[later]
-        if decision.kind == COMPACTION:  # named against the conversation it compacted, as it stood
+        if decision.rule == "compaction":  # named against the conversation it compacted, as it stood
             summary = p.summary_by  # (the conversation the summary put in its place summarised, first)
             summarised = found.get(run.index_of(summary)) if summary is not None else None
             tried = [summarised.earlier] if summarised is not None and summarised.kind == SIDE_CALL else []
