@@ -216,6 +216,7 @@ def claude_code(tools: Path, url: str, repo: Path, home: Path) -> list[tuple[lis
 # tests had not seen, judged by hand (tests/fixtures/harnesses/README.md) ----------------------------
 
 GO_ON = "Go on, briefly."
+SUBAGENT_TASK = "List the files and say which one holds the loader."
 PI_PROVIDER = "local"
 
 
@@ -255,7 +256,7 @@ def _codex_home(home: Path, url: str, extra: str = "") -> Path:
 def codex_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
     """codex with a short instructions file and ``model_auto_compact_token_limit`` low enough that
     the second turn compacts: the task, then ``codex exec resume --last`` twice."""
-    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1150\n")
+    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1400\n")
     env = _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
     exe = str(tools / "node_modules/.bin/codex")
     flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
@@ -387,7 +388,7 @@ HARNESSES = {
         "codex",
         engine_cap=24,
         fixture="tuning",
-        engine_args=("--steer-tool", "spawn_agent"),
+        engine_args=("--steer-tool", "spawn_agent", "--steer-arguments", json.dumps({"message": SUBAGENT_TASK})),
     ),  # fmt: skip
     "qwen-code-continue": Scenario(
         qwen_continue, "@qwen-code/qwen-code (npm)", "qwen-code", engine_cap=24, fixture="tuning"
