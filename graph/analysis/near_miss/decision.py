@@ -22,7 +22,7 @@ An attempt nobody continued (docs/semantics.md, "Unfinished attempts") is named 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rollout_graph.analysis.near_miss.evidence import RESUME_GAP, SHARED_SYSTEM_TOKENS, Pair
 from rollout_graph.analysis.near_miss.texts import Turn, _quote, reply_turn, turn_words, turns
@@ -57,11 +57,10 @@ class Decision:
     facts: tuple[tuple[str, str], ...]
     carried: int = 0
     text_checked: bool = False
+    evidence: str = field(init=False, default="")  # the facts in words, as one bracket of ``describe`` shows them
 
-    @property
-    def evidence(self) -> str:
-        """The facts in words, as one bracket of ``describe`` shows them."""
-        return "; ".join(words for _, words in self.facts if words)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "evidence", "; ".join(words for _, words in self.facts if words))
 
 
 def _own_work(p: Pair) -> tuple[bool, str]:

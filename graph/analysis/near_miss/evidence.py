@@ -84,7 +84,10 @@ class Pair:
     continued, a single call of its own); ``main``: the later call is the root of
     the rollout's main conversation; ``replay``: (kind, text checked, words) when the later
     request replays the earlier reply as text (text_replays); ``grams``: the pass's system-text
-    cache; ``summaries``: earlier calls whose reply may sit inside a later message (summary_by)."""
+    cache; ``context`` (the pass) and ``at`` (the two calls' indices): what only the pass can look up,
+    the earlier calls whose reply may sit inside a later message (``summaries``: summary_by) and the
+    call between the two that used the earlier reply (``used_between``: reply_used_by); ``later_read``:
+    the later request's system text, user texts and message count, when the pass read them."""
 
     def __init__(
         self,
@@ -99,14 +102,16 @@ class Pair:
         main: bool = False,
         replay: tuple[NearMissKind, bool, str] | None = None,
         grams: _SystemGrams | None = None,
-        summaries: Callable[[], tuple[Call, ...]] = tuple,
-        used_by: Callable[[], Call | None] = lambda: None,
+        context: Any = None,
+        at: tuple[int, int] = (-1, -1),
+        later_read: tuple[str | None, list[str], int] | None = None,
     ) -> None:
         self.earlier, self.later, self.shared = earlier, later, shared
         self.decoder, self.continued, self.main, self.replay = decoder, continued, main, replay
         self.earlier_continued, self.earlier_alone = earlier_continued, earlier_alone
         self.grams = grams or _SystemGrams()
-        self.summaries, self.used_by = summaries, used_by
+        self.context, self.at = context, at
+        self.later_read = later_read  # (system text, user texts, non-system messages) when already read
 
     # -- the ids -----------------------------------------------------------------------------
 
@@ -165,7 +170,8 @@ class Pair:
     @cached_property
     def systems(self) -> tuple[str | None, str | None]:
         """Both system texts (None: no messages recorded)."""
-        return self.grams.recent(self.earlier, system_text), self.grams.recent(self.later, system_text)
+        later = self.later_read[0] if self.later_read is not None else self.grams.recent(self.later, system_text)
+        return self.grams.recent(self.earlier, system_text), later
 
     @cached_property
     def has_messages(self) -> bool:
@@ -218,7 +224,7 @@ class Pair:
     @cached_property
     def pasted(self) -> int:
         """How many earlier messages (24+ characters) reappear inside a later user message."""
-        return _pasted(self.earlier, self.later, self.grams)
+        return _pasted(self.earlier, self.later, self.grams, None if self.later_read is None else self.later_read[1])
 
     @cached_property
     def history(self) -> HistoryMatch:
@@ -228,6 +234,8 @@ class Pair:
     @cached_property
     def later_messages(self) -> int:
         """How many non-system messages the later request holds (counted, not read as turns)."""
+        if self.later_read is not None:
+            return self.later_read[2]
         return sum(
             1 for m in self.later.request_messages or () if isinstance(m, dict) and m.get("role") not in SYSTEM_ROLES
         )
@@ -244,7 +252,7 @@ class Pair:
         message): the reply was used, so the identical request is a new one, not a retry."""
         if not (self.earlier_alone and not self.earlier.has_tools and not self.later.has_tools):
             return None
-        return self.used_by()
+        return None if self.context is None else self.context.used_between(*self.at)
 
     @cached_property
     def summary_asked(self) -> str | None:
@@ -267,7 +275,8 @@ class Pair:
         inserted = [t for t in inserted if len(t) >= PASTED_MIN_CHARS]
         if not inserted:
             return None
-        for call in reversed(self.summaries()):
+        summaries = () if self.context is None else self.context.summaries(self.at[1])
+        for call in reversed(summaries):
             turn = reply_turn(call)
             if turn is None or turn[2] or len(turn[1]) < PASTED_MIN_CHARS:
                 continue

@@ -30,9 +30,9 @@ from rollout_graph.ingest import speedups
 
 
 def _prompt(call: Call) -> np.ndarray:
-    """The prompt ids of a call that carries them (near misses only compare such calls)."""
-    assert call.prompt_ids is not None, f"call {call.node_id!r} has no prompt ids"
-    return call.prompt_ids
+    """The prompt ids of a call (empty when it has none: a trace may mix calls with and without
+    prompt ids in one fork, and the id searches must pass such a call over, never fail on it)."""
+    return call.prompt_ids if call.prompt_ids is not None else EMPTY_IDS
 
 
 def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
@@ -53,8 +53,11 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
 
 
 def common_prefix(earlier: Call, prompt: np.ndarray) -> int:
-    """Length of the common prefix of ``earlier``'s end ids and ``prompt``."""
-    mine = _prompt(earlier)
+    """Length of the common prefix of ``earlier``'s end ids and ``prompt`` (0 when the earlier
+    call has no prompt ids: its sampled ids alone are no prefix of anything)."""
+    if earlier.prompt_ids is None:
+        return 0
+    mine = earlier.prompt_ids
     n_e, n = mine.shape[0], prompt.shape[0]
     n_p = min(n_e, n)
     at = _first_difference(mine[:n_p], prompt[:n_p])
@@ -198,8 +201,10 @@ def _breaks_inside_reply(earlier: Call, prompt: np.ndarray) -> bool:
     """``earlier.n_prompt <= common_prefix(earlier, prompt) < earlier.n_end``, comparing no more
     than it must: a prompt that goes on with all of the earlier call's sampled ids (its own reply
     continued) is passed over before its first part is compared (known from the memory when both
-    are views of one id arena from the same start)."""
-    mine = _prompt(earlier)
+    are views of one id arena from the same start; never for an earlier call without prompt ids)."""
+    if earlier.prompt_ids is None:
+        return False
+    mine = earlier.prompt_ids
     n_e, n = mine.shape[0], prompt.shape[0]
     if n_e > n or (n_e and prompt[n_e - 1] != mine[n_e - 1]):
         return False  # the prompt does not start with the earlier prompt
@@ -271,8 +276,7 @@ class _Ends:
             keyed = []
             for i in order[lo:hi]:  # _key(_end_slice(calls[i], start, min(stop, n_end[i])), wide), inlined
                 call = calls[i]
-                prompt = call.prompt_ids
-                assert prompt is not None
+                prompt = _prompt(call)
                 n, end = prompt.shape[0], min(stop, n_end[i])
                 if end <= n:
                     part = prompt[start:end]
@@ -425,6 +429,8 @@ class _SamePrompt:
         return (None if self.scope is None else self.scope[node], *fingerprint)
 
     def add(self, node: int) -> None:
+        if self.calls[node].prompt_ids is None:
+            return  # no prompt ids: the same prompt as nothing
         key = self._print(node)
         bucket = self.buckets.setdefault(key, [])
         bucket.append(node)
@@ -437,7 +443,10 @@ class _SamePrompt:
             self.exact[key] = split
 
     def members(self, node: int) -> list[int]:
-        """Every added call whose prompt equals the node's, in the order they were added."""
+        """Every added call whose prompt equals the node's, in the order they were added (none for a
+        call without prompt ids)."""
+        if self.calls[node].prompt_ids is None:
+            return []
         key = self._print(node)
         prompt = _prompt(self.calls[node])
         if key in self.exact:

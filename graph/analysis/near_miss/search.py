@@ -27,8 +27,12 @@ re-sent, replayed, rejected, compacted or resumed each (``Rollout.replaced_by``)
 from __future__ import annotations
 
 import bisect
+import functools
+import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -323,6 +327,11 @@ class _Pass:
             found = self._requests[i] = _Request.of(self.calls[i])
         return found
 
+    def later_read(self, later: int) -> tuple[str | None, list[str], int]:
+        """The later request's system text, user texts and message count, read once (Pair's ``later_read``)."""
+        request = self.request(later)
+        return request.system, request.users, request.n_turns
+
     def has_messages(self, later: int) -> bool:
         """Whether the call recorded request messages (the message-read candidates need them)."""
         return self.request(later).messages
@@ -449,8 +458,9 @@ class _Pass:
             main=later in self.main,
             replay=replay,
             grams=self.grams,
-            summaries=lambda: self.summaries(later),
-            used_by=lambda: self.used_between(e, later),
+            context=self,
+            at=(e, later),
+            later_read=self.later_read(later),
         )
 
     def decide(self, e: int, later: int, shared: int | None = None, replay=None) -> tuple[Decision, Pair]:
@@ -555,6 +565,30 @@ def _miss(calls: list[Call], later: int, decision: Decision, p: Pair, e: int) ->
                     decision.evidence, decision.rule, decision.facts)  # fmt: skip
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _never_fails(pass_: _F) -> _F:
+    """The pass explains a trace; it must never stop one loading. An error inside it (a trace no
+    test foresaw) is logged (``rollout_graph.near_miss``, naming the session and the error) and the
+    rollout loads without near misses (docs/semantics.md, "Near misses")."""
+
+    @functools.wraps(pass_)
+    def guarded(calls: list[Call], *args: Any, **kwargs: Any) -> dict[int, NearMiss]:
+        try:
+            return pass_(calls, *args, **kwargs)
+        except Exception as error:  # noqa: BLE001 (any error: the load goes on, the log says why)
+            session = calls[0].session_id if calls else "?"
+            logging.getLogger("rollout_graph.near_miss").warning(
+                "session %s: the near-miss pass (%s) failed on its %d calls and was skipped: %s: %s",
+                session, pass_.__name__, len(calls), type(error).__name__, error,
+            )  # fmt: skip
+            return {}
+
+    return guarded  # type: ignore[return-value]
+
+
+@_never_fails
 def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
     """Every root after the first, every later branch of a fork and every call whose request
     replays an earlier reply with other ids, explained against the earlier calls it could have
@@ -672,6 +706,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
     return found
 
 
+@_never_fails
 def replacements(
     calls: list[Call], topology, misses: dict[int, NearMiss], decoder: Decoder | None = None
 ) -> dict[int, NearMiss]:

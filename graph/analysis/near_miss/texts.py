@@ -364,11 +364,13 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     return {(word,) for word in words}
 
 
-def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None) -> int:
+def _pasted(earlier: Call, later: Call, grams: _SystemGrams | None = None, users: list[str] | None = None) -> int:
     """How many of the earlier conversation's messages (with its reply) reappear as text inside
     one of the later call's user messages: a history pasted into a prompt (a memory or summary
-    agent), not re-sent as messages (``grams``: the pass's, which keeps the earlier texts)."""
-    users = _user_texts(later)
+    agent), not re-sent as messages (``grams``: the pass's, which keeps the earlier texts;
+    ``users``: the later call's user messages' texts, when already read)."""
+    if users is None:
+        users = _user_texts(later)
     if not users:
         return 0
     texts = _history_texts(earlier) if grams is None else grams.recent(earlier, _history_texts)
