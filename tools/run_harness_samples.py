@@ -3,7 +3,7 @@ what they recorded in ``sample_traces/harnesses/``.
 
     engine (tools/harness_engine.py, vLLM-shaped, SmolLM2 on this CPU)
       <- rollout-graph capture --upstream ENGINE   (records token ids + logprobs per call)
-        <- harness (opencode / codex / qwen-code / mini-swe-agent), base URL = the proxy
+        <- harness (opencode / codex / qwen-code / mini-swe-agent / Claude Code / gemini-cli), base URL = the proxy
 
 Every harness works in a fresh copy of a tiny repository with a failing test (the one of
 tools/make_sample_traces.py) on the same task. Its calls land in one rollout per harness: the
@@ -11,7 +11,7 @@ base URL carries ``/session/<harness>``. The first call of each conversation tha
 tool is steered (see tools/harness_engine.py: the response says ``"steered"``); everything else
 is the model's own output. Harnesses are installed outside the repository:
 
-    npm install --prefix /work/harness_tools opencode-ai @openai/codex @qwen-code/qwen-code
+    npm install --prefix /work/harness_tools opencode-ai @openai/codex @qwen-code/qwen-code @google/gemini-cli
     python3 -m venv /work/harness_tools/msw && /work/harness_tools/msw/bin/pip install mini-swe-agent
     .venv/bin/python tools/run_harness_samples.py --tools /work/harness_tools [--only codex,opencode]
 
@@ -345,6 +345,25 @@ def aider_history(tools: Path, url: str, repo: Path, home: Path) -> list:
             ([*common, "--message", "And the test?"], env)]  # fmt: skip
 
 
+def gemini_cli(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str], dict]:
+    """gemini-cli (the Gemini API through the proxy): a dummy API key (sent as x-goog-api-key, never
+    recorded), no folder-trust prompt, no telemetry or update check, only its shell tool offered and
+    a one-line system prompt (GEMINI_SYSTEM_MD): its own prompt and tool list (about 10k tokens) do
+    not fit SmolLM2's 8k context."""
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "tools": {"core": ["run_shell_command"]},
+    }
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    (home / "system.md").write_text(SHORT_SYSTEM + "\n")
+    env = _env(home, GEMINI_API_KEY=KEY, GOOGLE_GEMINI_BASE_URL=url, GEMINI_SYSTEM_MD=str(home / "system.md"))
+    return [str(tools / "node_modules/.bin/gemini"), "-p", TASK, "-m", MODEL_NAME, "--yolo"], env
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One bundled sample: how to run the harness, its package, and the engine's cap on every
@@ -408,6 +427,8 @@ HARNESSES = {
     "cline-resume": Scenario(cline_resume, "cline (npm)", "cline", engine_cap=24, fixture="held-out"),
     "cn-resume": Scenario(continue_cn, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
     "aider-history": Scenario(aider_history, "aider-chat (PyPI)", "aider", engine_cap=24, fixture="held-out"),
+    # the Gemini API (streamGenerateContent?alt=sse) through the proxy, translated to chat completions
+    "gemini-cli": Scenario(gemini_cli, "@google/gemini-cli (npm)", "gemini-cli"),
 }
 FIXTURE_SCENARIOS = [name for name, scenario in HARNESSES.items() if scenario.fixture]
 HARNESS_FIXTURES = ROOT / "tests" / "fixtures" / "harnesses"  # <harness>-<version>/<scenario>.jsonl.gz
@@ -424,6 +445,7 @@ def version_of(name: str, tools: Path) -> str:
         "cline": [str(tools / "node_modules/.bin/cline"), "--version"],
         "cn": [str(tools / "node_modules/.bin/cn"), "--version"],
         "aider": [str(tools / "aider/bin/aider"), "--version"],
+        "gemini-cli": [str(tools / "node_modules/.bin/gemini"), "--version"],
     }[HARNESSES[name].version_of]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -447,7 +469,7 @@ def run_one(name: str, tools: Path, engine_url: str, base: Path, timeout: float)
     codes: list[int | str] = []
     started = time.time()
     with process(proxy, work / "proxy.log"):
-        wait_for(f"http://127.0.0.1:{port}/v1/models", 30)
+        wait_for(f"http://127.0.0.1:{port}/v1/models", 900)  # the proxy probes the engine first (docs/live.md)
         built = HARNESSES[name].build(tools, f"http://127.0.0.1:{port}/session/{name}", repo, home)
         steps = built if isinstance(built, list) else [built]
         with open(work / "harness.log", "wb") as log:

@@ -1,8 +1,13 @@
-"""The explorer app's wiring: page config and navigation. Each page is a script in views/screens/.
+"""The app's entry: page config and navigation; each page is a script in views/screens/.
 
-Run by ``rollout-graph view`` (this file, found with importlib.resources) and by the top-level
-``app.py`` (``streamlit run app.py``), so a checkout and an installed wheel start the same app.
-"""
+Entry point: ``main()``: sets the page up, starts reading command-line traces early
+(views/state/live.py ``prefetch``), sends an empty chart first so the browser loads the chart code
+while the server works, and runs the page the visitor chose (Explorer, Corpus audit, Compare, Run;
+a training run's folder opens on Run).
+
+Where it sits: run by ``rollout-graph view`` (found with importlib.resources, through
+views/serve.py) and by the top-level ``app.py`` (``streamlit run app.py``), so a checkout and an
+installed wheel start the same app."""
 
 from __future__ import annotations
 

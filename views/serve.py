@@ -1,19 +1,14 @@
-"""The server ``rollout-graph view`` starts: ``streamlit run`` in this process, with the first page's
-slow parts started as the server starts instead of when the first visitor arrives.
+"""The server ``rollout-graph view`` starts: ``streamlit run`` in this process, with the first
+page's slow parts started as the server starts instead of when the first visitor arrives.
 
-``python views/serve.py run APP [STREAMLIT FLAGS] -- [PATH ...]`` (graph/cli/view.py builds it):
+Entry point: ``main()``, run as ``python views/serve.py run APP [STREAMLIT FLAGS] -- [PATH ...]``
+(graph/cli/view.py builds it): reads the command-line traces on a thread at once (``read_ahead``),
+warms the first page's imports once the runtime exists (``warm_when_running``,
+views/state/warm.py), then builds the first page's DAG figure (views/state/dag_figures.py); turns
+Nagle's algorithm off on its connections (``no_delay``).
 
-- the command-line traces' first read (and the analysis of every rollout) starts on a thread at
-  once (:func:`rollout_graph.live.trace.read_ahead`); the first page takes it from there instead
-  of starting it, so the read runs while the server starts and the browser loads the page;
-- the first page's imports and Streamlit's once-per-server work run on another thread once the
-  server's runtime exists (views/state/warm.py); that thread then builds the DAG figure the first
-  page draws, once the read has ended (views/state/dag_figures.py).
-
-The cache entry of a first read is written after the first visitor's first paint, as before
-(views/state/sources.py ``store_after_paint``). ``streamlit run app.py -- PATH`` still works and
-reads the traces when the first page runs (docs/performance.md "The app's first paint").
-"""
+Where it sits: found beside the app script; the library never imports it. ``streamlit run app.py
+-- PATH`` still works (docs/performance.md "The app's first paint")."""
 
 from __future__ import annotations
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rollout_graph.analysis import patterns
 from rollout_graph.analysis.decode import Decoder
+from rollout_graph.analysis.patterns import PatternLimits
 from rollout_graph.core.rollout import Rollout
 
 MESSAGE = "message"
@@ -59,6 +61,10 @@ _SLOT = 8  # a reference in a list
 
 class SearchError(ValueError):
     """The query cannot be searched for (an empty text, or a regular expression that does not compile)."""
+
+
+class SearchLimitError(SearchError):
+    """A search's pattern ran over its time or memory limit (the message names it); nothing was found."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +101,12 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A compiled query: plain text (``str.find``) unless ``regex`` or ``ignore_case``."""
+    """A compiled query: plain text (``str.find``) unless ``regex`` or ``ignore_case``.
+
+    A pattern (a regular expression, or text to match regardless of case outside ASCII) is never
+    matched in this process: :mod:`rollout_graph.analysis.patterns` runs it in a capped child that
+    is killed at ``limits.seconds`` (docs/limits.md, "Search patterns").
+    """
 
     text: str
     regex: bool = False
@@ -104,22 +115,35 @@ class Query:
     # ``ignore_case`` plain ASCII text: the lower-cased query, searched for with ``str.find`` in
     # the lower-cased text wherever that text is ASCII too (the pattern elsewhere)
     folded: str | None = field(default=None, compare=False)
+    limits: PatternLimits | None = field(default=None, compare=False)  # None: from the environment
 
     @classmethod
-    def compile(cls, text: str, regex: bool = False, ignore_case: bool = False) -> Query:
-        """Validate and compile; raises :class:`SearchError` for an empty text or a bad pattern."""
+    def compile(
+        cls, text: str, regex: bool = False, ignore_case: bool = False, limits: PatternLimits | None = None
+    ) -> Query:
+        """Validate and compile; raises :class:`SearchError` for an empty text or a bad pattern
+        (one that does not compile, is longer than ``patterns.MAX_PATTERN_CHARS``, or matches the
+        empty string), and :class:`SearchLimitError` when telling that took over the limit."""
         if not text:
             raise SearchError("the search text is empty")
         pattern = None
-        if regex or ignore_case:
-            try:
-                pattern = re.compile(text if regex else re.escape(text), re.IGNORECASE if ignore_case else 0)
-            except re.error as exc:
-                raise SearchError(f"bad regular expression {text!r}: {exc}") from exc
-            if pattern.search("") is not None:
-                raise SearchError(f"the regular expression {text!r} matches the empty string")
         folded = text.lower() if ignore_case and not regex and text.isascii() else None
-        return cls(text, regex, ignore_case, pattern, folded)
+        if regex or ignore_case:
+            source = text if regex else re.escape(text)
+            try:
+                if folded is None:
+                    patterns.check_length(source)
+                # compiling is linear in the pattern's length (bounded above): it stays here
+                pattern = re.compile(source, re.IGNORECASE if ignore_case else 0)
+            except patterns.PatternError as exc:
+                raise SearchError(str(exc)) from exc
+            except (re.error, RecursionError, OverflowError) as exc:
+                what = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise SearchError(f"bad regular expression {text!r}: {what}") from exc
+            # matching, even the empty string, can take exponential time: in the child
+            if regex and _run(pattern, [], "empty", limits)[0]:
+                raise SearchError(f"the regular expression {text!r} matches the empty string")
+        return cls(text, regex, ignore_case, pattern, folded, limits)
 
     def _plain(self, text: str) -> tuple[str, str] | None:
         """(text, query) to search with ``str.find``, or None for the pattern."""
@@ -137,27 +161,38 @@ class Query:
 
     def count(self, text: str) -> int:
         """How many non-overlapping matches ``text`` holds."""
-        plain = self._plain(text)
-        if plain is not None:
-            return plain[0].count(plain[1])
-        assert self.pattern is not None
-        return sum(1 for _ in self.pattern.finditer(text))
+        return self.scan(text)[1]
 
     def scan(self, text: str) -> tuple[tuple[int, int] | None, int]:
         """The first match's (start, end) and how many matches there are (0 and None: none),
         with one look at the text (and one lower-casing) for both."""
-        plain = self._plain(text)
-        if plain is not None:
+        return self.scan_all([text])[0]
+
+    def scan_all(self, texts: Sequence[str]) -> list[tuple[tuple[int, int] | None, int]]:
+        """:meth:`scan` of each text; the texts the pattern must look at go to one child process.
+
+        Raises:
+            SearchLimitError: the pattern ran over its time or memory limit.
+        """
+        out: list[tuple[tuple[int, int] | None, int]] = []
+        left: list[int] = []  # positions in ``texts`` for the pattern
+        for k, text in enumerate(texts):
+            plain = self._plain(text)
+            if plain is None:
+                left.append(k)
+                out.append((None, 0))
+                continue
             haystack, needle = plain
             at = haystack.find(needle)
-            return (None, 0) if at < 0 else ((at, at + len(needle)), haystack.count(needle, at))
-        assert self.pattern is not None
-        found = self.pattern.search(text)
-        if found is None:
-            return None, 0
-        # counted from the start again: a pattern can match empty (a lookbehind) where a count
-        # resumed at the first match's end would meet that match's end again
-        return found.span(), sum(1 for _ in self.pattern.finditer(text))
+            out.append((None, 0) if at < 0 else ((at, at + len(needle)), haystack.count(needle, at)))
+        if left:
+            assert self.pattern is not None
+            answer = _run(self.pattern, [texts[k] for k in left], "scan", self.limits)
+            for j, k in enumerate(left):
+                start, end, count = answer[3 * j : 3 * j + 3]
+                if start >= 0:
+                    out[k] = ((start, end), count)
+        return out
 
     def matches(self, text: str) -> Iterator[tuple[int, int]]:
         """Every match's (start, end), left to right, not overlapping."""
@@ -170,8 +205,18 @@ class Query:
                 at = haystack.find(needle, at + len(needle))
         else:
             assert self.pattern is not None
-            for found in self.pattern.finditer(text):
-                yield found.span()
+            answer = _run(self.pattern, [text], "spans", self.limits)
+            for j in range(int(answer[0])):
+                yield int(answer[1 + 2 * j]), int(answer[2 + 2 * j])
+
+
+def _run(pattern: re.Pattern[str], texts: Sequence[str], mode: str, limits: PatternLimits | None) -> Any:
+    try:
+        return patterns.run(pattern.pattern, pattern.flags, texts, mode, limits)
+    except patterns.PatternLimitError as exc:
+        raise SearchLimitError(str(exc)) from exc
+    except patterns.PatternError as exc:
+        raise SearchError(str(exc)) from exc
 
 
 def _strings(value: Any, out: list[str]) -> None:
@@ -407,14 +452,16 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
+Found = list[tuple[tuple[int, int] | None, int]]  # per text: the first match's span and the count
+
+
+def _message_hits(index: SearchIndex, results: Found) -> Iterator[Hit]:
     calls = index.rollout.calls
     sid = index.rollout.session_id
     messages = index.messages()
     found: dict[int, tuple[int, int]] = {}
     counts = np.zeros(len(messages.texts), dtype=np.int64)
-    for k, text in enumerate(messages.texts):
-        span, count = query.scan(text)
+    for k, (span, count) in enumerate(results):
         if span is not None:
             found[k] = span
             counts[k] = count
@@ -442,18 +489,16 @@ def _message_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
         )
 
 
-def _response_hits(index: SearchIndex, query: Query) -> Iterator[Hit]:
-    for i, text in enumerate(index.responses()):
-        found, count = query.scan(text) if text else (None, 0)
+def _response_hits(index: SearchIndex, results: Found) -> Iterator[Hit]:
+    for i, (text, (found, count)) in enumerate(zip(index.responses(), results, strict=True)):
         if found is not None:
             call = index.rollout.calls[i]
             yield Hit(index.rollout.session_id, call.node_id, i, RESPONSE, found[0], count, snippet(text, *found))
 
 
-def _span_hits(index: SearchIndex, query: Query, where: str) -> Iterator[Hit]:
+def _span_hits(index: SearchIndex, results: Found, where: str) -> Iterator[Hit]:
     rollout = index.rollout
-    for i, (text, lengths) in enumerate(index.span(where)):
-        found, count = query.scan(text) if text else (None, 0)
+    for i, ((text, lengths), (found, count)) in enumerate(zip(index.span(where), results, strict=True)):
         if found is None:
             continue
         ends = np.cumsum(lengths, dtype=np.int64)
@@ -475,17 +520,32 @@ def _span_hits(index: SearchIndex, query: Query, where: str) -> Iterator[Hit]:
 def search(index: SearchIndex, query: Query, wheres: tuple[str, ...] = WHERES) -> list[Hit]:
     """Every hit in the rollout, by call in arrival order, then by ``where`` in :data:`WHERES` order.
 
-    ``sampled`` and ``context`` are searched only when the index has a decoder.
+    ``sampled`` and ``context`` are searched only when the index has a decoder. Every text the
+    query's pattern must look at goes to one child process (:meth:`Query.scan_all`).
+
+    Raises:
+        SearchLimitError: the query's pattern ran over its time or memory limit (no hit is returned).
     """
-    hits: list[Hit] = []
+    places: list[tuple[str, list[str]]] = []
     if MESSAGE in wheres:
-        hits += _message_hits(index, query)
+        places.append((MESSAGE, index.messages().texts))
     if RESPONSE in wheres:
-        hits += _response_hits(index, query)
+        places.append((RESPONSE, index.responses()))
     if index.decoder is not None:
         for where in (SAMPLED, CONTEXT):
             if where in wheres:
-                hits += _span_hits(index, query, where)
+                places.append((where, [text for text, _ in index.span(where)]))
+    results = query.scan_all([text for _, texts in places for text in texts])
+    hits: list[Hit] = []
+    at = 0
+    for where, texts in places:
+        part, at = results[at : at + len(texts)], at + len(texts)
+        if where == MESSAGE:
+            hits += _message_hits(index, part)
+        elif where == RESPONSE:
+            hits += _response_hits(index, part)
+        else:
+            hits += _span_hits(index, part, where)
     order = {w: k for k, w in enumerate(WHERES)}
     hits.sort(key=lambda h: (h.index, order[h.where]))
     return hits

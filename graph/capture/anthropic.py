@@ -3,10 +3,13 @@
 Requests: ``system`` (string or text blocks) and ``system``-role entries become system messages,
 ``tool_use`` / ``tool_result`` blocks become ``tool_calls`` / ``tool`` messages
 (:func:`rollout_graph.core.dialects.anthropic_messages`), ``stop_sequences`` becomes ``stop``, tool
-definitions and ``tool_choice`` are mapped. Responses: a chat completion becomes a ``message``
-with ``text`` / ``tool_use`` / ``thinking`` blocks; a chat stream becomes the Messages SSE event
-sequence (``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``, ``message_delta``,
-``message_stop``), a broken stream an ``error`` event.
+definitions and ``tool_choice`` are mapped, ``thinking: {type: enabled | adaptive}`` switches the
+template's ``enable_thinking`` on. Responses: a chat completion becomes a ``message`` with
+``text`` / ``tool_use`` / ``thinking`` blocks (the engine's ``reasoning_content`` or ``reasoning``,
+signed with :func:`~rollout_graph.core.dialects.reasoning_signature`, so a harness that sends the
+block back finds a signature); a chat stream becomes the Messages SSE event sequence
+(``message_start``, ``content_block_start`` / ``_delta`` / ``_stop`` with a ``signature_delta``
+closing a thinking block, ``message_delta``, ``message_stop``), a broken stream an ``error`` event.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import orjson
 
 from rollout_graph.capture.responses import TRANSLATION
-from rollout_graph.core.dialects import anthropic_messages, anthropic_tools, obj
+from rollout_graph.core.dialects import anthropic_messages, anthropic_tools, obj, reasoning_signature
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 _PASSED = ("model", "max_tokens", "temperature", "top_p", "top_k", "stream")
@@ -52,6 +55,9 @@ def to_chat(body: dict) -> dict:
         chat["add_generation_prompt"] = False
     if isinstance(body.get("stop_sequences"), list) and body["stop_sequences"]:
         chat["stop"] = body["stop_sequences"]
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive", "disabled"):
+        chat["chat_template_kwargs"] = {"enable_thinking": thinking["type"] != "disabled"}
     tools = anthropic_tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
@@ -107,7 +113,7 @@ def from_chat(response: dict, request: dict) -> dict:
     content: list[dict] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+        content.append({"type": "thinking", "thinking": reasoning, "signature": reasoning_signature(reasoning)})
     if isinstance(message.get("content"), str) and message["content"]:
         content.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or ():
@@ -154,6 +160,7 @@ class StreamTranslator:
         self.finish: dict = {}
         self.usage: dict = {}
         self.tool_ids: dict[int, str] = {}
+        self.thinking: list[str] = []  # the open thinking block's text (its signature is sent at its end)
 
     def _start(self, chunk: dict) -> list[bytes]:
         if self.started:
@@ -187,8 +194,14 @@ class StreamTranslator:
     def _close_block(self) -> list[bytes]:
         if self.open_kind is None:
             return []
+        out = []
+        if self.open_kind == "thinking":
+            signature = reasoning_signature("".join(self.thinking))
+            out.append(self._delta({"type": "signature_delta", "signature": signature}))
+            self.thinking = []
         self.open_kind = None
-        return [_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+        out.append(_event("content_block_stop", {"type": "content_block_stop", "index": self.index}))
+        return out
 
     def _delta(self, delta: dict) -> bytes:
         return _event("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})
@@ -207,6 +220,7 @@ class StreamTranslator:
                 if self.open_kind != "thinking":
                     out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
                 out.append(self._delta({"type": "thinking_delta", "thinking": reasoning}))
+                self.thinking.append(reasoning)
             text = delta.get("content")
             if isinstance(text, str) and text:
                 if self.open_kind != "text":

@@ -3,9 +3,12 @@
 Requests: ``instructions`` and ``developer`` / ``system`` messages become system messages,
 ``input`` items become chat messages (``function_call`` -> the assistant's ``tool_calls``,
 ``function_call_output`` -> ``tool`` messages; :func:`rollout_graph.core.dialects.responses_messages`),
-``max_output_tokens`` becomes ``max_tokens``, function tools are flattened back into chat tools.
+``max_output_tokens`` becomes ``max_tokens``, function tools are flattened back into chat tools,
+``reasoning`` items of earlier turns become the next assistant message's ``reasoning_content``
+(read from their content, summary or ``encrypted_content``) and a ``reasoning`` setting other than
+``effort: none`` switches the template's ``enable_thinking`` on.
 Responses: a chat completion becomes a ``response`` object with ``message`` / ``function_call`` /
-``reasoning`` output items; a chat stream becomes the Responses event sequence
+``reasoning`` output items (a reasoning item carries its text as ``encrypted_content`` too); a chat stream becomes the Responses event sequence
 (``response.created``, ``response.output_item.added``, ``response.output_text.delta``,
 ``response.function_call_arguments.delta``, ..., ``response.completed``), a broken stream a
 ``response.failed`` event.
@@ -33,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from rollout_graph.core.dialects import custom_tool_names, obj, responses_messages, responses_tools
+from rollout_graph.core.dialects import custom_tool_names, encode_reasoning, obj, responses_messages, responses_tools
 
 _PASSED = ("model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "user")
 TRANSLATION = "_rollout_graph_translation"  # notes on what the translation changed (never sent upstream)
@@ -107,6 +110,10 @@ def to_chat(body: dict) -> dict:
     chat["messages"] = responses_messages(body, upstream=True)
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning:
+        effort = reasoning.get("effort")
+        chat["chat_template_kwargs"] = {"enable_thinking": not (isinstance(effort, str) and effort.lower() == "none")}
     tools, _, notes = flatten_tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
@@ -219,7 +226,15 @@ def _custom_item(item_id: str, call_id: str, name: str, text: str, status: str =
 
 
 def _reasoning_item(item_id: str, text: str) -> dict:
-    return {"type": "reasoning", "id": item_id, "summary": [], "content": [{"type": "reasoning_text", "text": text}]}
+    # encrypted_content carries the text back when a harness returns the item without its content
+    # (codex with store=false keeps only it); the proxy reads it back (responses_reasoning_text).
+    return {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "encrypted_content": encode_reasoning(text),
+    }
 
 
 def from_chat(response: dict, request: dict) -> dict:

@@ -30,7 +30,7 @@ import logging
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,8 +44,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from rollout_graph.capture import anthropic, responses
+from rollout_graph.capture import anthropic, google, responses
+from rollout_graph.capture.media import might_hold_media, omit_media
 from rollout_graph.capture.sessions import (
+    BadSessionPath,
+    has_dot_segment,
+    mask_query,
     mask_secrets,
     recordable_headers,
     session_from_headers,
@@ -57,9 +61,10 @@ from rollout_graph.capture.tokens import (
     Added,
     add_capture_fields,
     cap_max_tokens,
+    pin_sampling,
     stripped_copy,
 )
-from rollout_graph.capture.upstream import UpstreamClient, UpstreamResponse, usable
+from rollout_graph.capture.upstream import LineSplitter, UpstreamClient, UpstreamResponse, UpstreamTooLarge, usable
 from rollout_graph.capture.writer import RecordWriter
 
 Upstream = httpx.Response | UpstreamResponse
@@ -67,6 +72,10 @@ Upstream = httpx.Response | UpstreamResponse
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."
+# A streamed call whose engine has not answered its head after this many seconds (by default) starts
+# its stream for the harness at once (harnesses give up waiting for headers: gemini-cli after 60 s).
+HEAD_WAIT = 10.0
 RECORDED = {
     CHAT_PATH: "chat",
     COMPLETIONS_PATH: "completions",
@@ -100,6 +109,27 @@ class CaptureConfig:
     harness: str | None = None
     max_body_bytes: int = 64 << 20  # a request body bigger than this is answered 413
     client_timeout: float = 60.0  # seconds the harness may take to send each piece of its request
+    max_response_bytes: int = 256 << 20  # an engine answer (decompressed, or a whole stream) bigger fails the call
+    max_event_bytes: int = 64 << 20  # one SSE line from the engine bigger than this fails the call
+    call_budget: int | None = None  # per session: model calls forwarded before the proxy answers a stop
+    pin_sampling: dict[str, float] | None = None  # sampling keys set on every call, whatever the harness asked
+    model: str | None = None  # the model every recorded call asks the engine for (None: the harness's)
+    engine: dict[str, Any] | None = None  # the start-up probe's summary (capture/probe.py), stamped on records
+    served_models: tuple[str, ...] = ()  # what the engine serves (from the probe), for the model fallback
+    head_wait: float = HEAD_WAIT  # seconds a streamed call waits for the engine's head before its stream starts
+
+    def options(self) -> dict[str, Any]:
+        """The options that change what the engine is asked, as every record carries them."""
+        out: dict[str, Any] = {}
+        if self.call_budget is not None:
+            out["call_budget"] = self.call_budget
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.pin_sampling:
+            out["pin_sampling"] = dict(self.pin_sampling)
+        if self.model is not None:
+            out["model"] = self.model
+        return out
 
     @property
     def upstream_base(self) -> str:
@@ -182,6 +212,19 @@ DIALECTS = {
 }
 
 
+def google_dialect(path: google.GooglePath, sse: bool) -> Dialect:
+    """The Gemini dialect for one call: the model and the streaming come from its path."""
+    return Dialect(
+        "google",
+        CHAT_PATH,
+        lambda body: google.to_chat(body, path.model, path.streamed),
+        google.from_chat,
+        google.error_body,
+        lambda body: google.StreamTranslator(body, sse),
+        translated=True,
+    )
+
+
 @dataclass
 class Recorder:
     """Call ids, the default session, and records of calls still in flight."""
@@ -231,10 +274,13 @@ def _wire(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 def _forward_headers(request: Request, translated: bool) -> list[tuple[bytes, bytes]]:
     """Headers for the upstream: the harness's own (credentials included, never recorded)."""
     if translated:
-        # A translated call is a new chat request: keep only its credentials.
+        # A translated call is a new chat request: keep only its credentials (Gemini's key may
+        # come as x-goog-api-key or ?key=, both become the engine's bearer token).
         headers = {"content-type": "application/json"}
         auth = request.headers.get("authorization")
-        key = request.headers.get("x-api-key")
+        key = (
+            request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or request.query_params.get("key")
+        )
         if auth:
             headers["authorization"] = auth
         elif key:
@@ -324,6 +370,7 @@ class CaptureApp:
     def __init__(self, config: CaptureConfig, recorder: Recorder) -> None:
         self.config = config
         self.recorder = recorder
+        self.calls_per_session: dict[str, int] = {}  # calls forwarded per session (--call-budget)
         self.client: httpx.AsyncClient | None = None
         self._urls: dict[str, httpx.URL] = {}
         # Recorded calls go through the lean client (capture/upstream.py) unless the engine is
@@ -372,34 +419,93 @@ class CaptureApp:
 
     async def handle(self, request: Request) -> Response:
         """Every request: recorded endpoints by path, everything else passed through."""
-        prefix_session, path = split_session_path(request.url.path)
-        dialect = RECORDED.get(path.rstrip("/"))
-        if request.method == "POST" and dialect is not None:
-            return await self.recorded(request, DIALECTS[dialect], path.rstrip("/"), prefix_session)
-        if request.method == "POST" and path.rstrip("/") == COUNT_TOKENS_PATH:
-            return await self.count_tokens(request)
+        try:
+            prefix_session, path = split_session_path(request.url.path, request.scope.get("raw_path"))
+        except BadSessionPath as exc:
+            return _refused(str(exc))
+        if has_dot_segment(path):
+            return _refused(f"the path {path[:200]!r} walks up with '..': never forwarded to the engine")
+        trimmed = path.rstrip("/")
+        dialect = RECORDED.get(trimmed)
+        gpath = google.parse_path(trimmed) if dialect is None and "/models/" in trimmed else None
+        if request.method == "POST":
+            if dialect is not None:
+                return await self.recorded(request, DIALECTS[dialect], trimmed, prefix_session)
+            if trimmed == COUNT_TOKENS_PATH:
+                return await self.count_tokens(request, None)
+            if gpath is not None and gpath.method == google.COUNT:
+                return await self.count_tokens(request, gpath)
+            if gpath is not None:
+                sse = gpath.streamed and request.query_params.get("alt") == "sse"
+                return await self.recorded(
+                    request, google_dialect(gpath, sse), trimmed, prefix_session, streamed=gpath.streamed
+                )
+        if prefix_session is not None and dialect is None and gpath is None:
+            inner = next((p for p in (*RECORDED, COUNT_TOKENS_PATH) if trimmed.endswith(p)), None)
+            if inner is not None or google.parse_path(trimmed[trimmed.find("/v1") :]) is not None:
+                return _refused(
+                    f"/session/{prefix_session}{path[:200]} is not a model call: a session id in the URL is one "
+                    "path segment (no '/'); name the rollout with letters, digits and . _ - : @ + = ~"
+                )
         return await self.passthrough(request, path)
 
-    async def count_tokens(self, request: Request) -> Response:
-        """Anthropic ``count_tokens`` (Claude Code asks it) answered by the engine's ``/tokenize``; unrecorded."""
-        body = _parse(await request.body())
-        if not isinstance(body, dict):
-            return JSONResponse(anthropic.error_body(400, "request body is not a JSON object"), status_code=400)
-        chat = anthropic.to_chat(body)
-        tokenize = {"model": chat.get("model"), "messages": chat["messages"], "add_generation_prompt": True}
+    async def _tokenize(self, chat: dict, headers: list[tuple[bytes, bytes]]) -> int | None:
+        """The prompt length of a chat request as the engine's ``/tokenize`` counts it, or None."""
+        tokenize: dict[str, Any] = {
+            "model": chat.get("model"),
+            "messages": chat["messages"],
+            "add_generation_prompt": True,
+        }
         if chat.get("tools"):
             tokenize["tools"] = chat["tools"]
         try:
-            upstream = await self._client().post(
-                "/tokenize", content=orjson.dumps(tokenize), headers=_forward_headers(request, True)
-            )
+            upstream = await self._client().post("/tokenize", content=orjson.dumps(tokenize), headers=headers)
             count = upstream.json().get("count") if upstream.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
-            count = None
-        if not isinstance(count, int):
-            message = "the engine cannot count tokens (no /tokenize)"
-            return JSONResponse(anthropic.error_body(404, message), status_code=404)
-        return JSONResponse({"input_tokens": count})
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    async def count_tokens(self, request: Request, gpath: google.GooglePath | None) -> Response:
+        """Anthropic ``count_tokens`` (Claude Code) and Gemini ``countTokens`` (gemini-cli), answered
+        by the engine's ``/tokenize``, else estimated at four characters a token; never recorded."""
+        error_body = anthropic.error_body if gpath is None else google.error_body
+        try:
+            body = _parse(await read_body(request, self.config.max_body_bytes, self.config.client_timeout))
+        except BodyTooLarge:
+            return JSONResponse(error_body(413, self._too_large()), status_code=413)
+        except ClientTooSlow:
+            return JSONResponse(error_body(408, self._too_slow()), status_code=408)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        if not isinstance(body, dict):
+            return JSONResponse(error_body(400, "request body is not a JSON object"), status_code=400)
+        try:
+            chat = anthropic.to_chat(body) if gpath is None else google.count_request(body, gpath.model)
+            chat.pop(responses.TRANSLATION, None)
+            chat["model"] = self._served_model(str(chat.get("model") or ""), translated=True)[0]
+        except Exception as exc:  # noqa: BLE001 - a body nobody foresaw: an answer, not a traceback
+            return JSONResponse(error_body(400, f"cannot read the request: {_describe(exc)}"), status_code=400)
+        count = await self._tokenize(chat, _forward_headers(request, True))
+        if count is None:  # no /tokenize (SGLang, a hosted engine): an estimate beats a failure
+            count = max(1, len(orjson.dumps([chat["messages"], chat.get("tools")])) // 4)
+        return JSONResponse({"input_tokens": count} if gpath is None else google.count_body(count))
+
+    def _served_model(self, asked: str, translated: bool) -> tuple[str, str | None]:
+        """The model to ask the engine for, and a note when it is not the one the harness asked.
+
+        ``--model`` wins; else a translated dialect's model that the engine does not serve (a
+        harness asking for ``gemini-2.5-pro`` or ``claude-sonnet-4``) becomes the engine's only
+        model, when the start-up probe found exactly one.
+        """
+        if self.config.model is not None:
+            model = self.config.model
+            why = "capture --model"
+        elif translated and len(self.config.served_models) == 1 and asked not in self.config.served_models:
+            model = self.config.served_models[0]
+            why = "the engine serves only it"
+        else:
+            return asked, None
+        return model, None if model == asked else f"model {asked!r} -> {model!r} ({why})"
 
     async def passthrough(self, request: Request, path: str) -> Response:
         """Forward anything else unrecorded (``GET /v1/models``, health checks, ...)."""
@@ -431,8 +537,19 @@ class CaptureApp:
     def _too_slow(self) -> str:
         return f"the request body stalled for more than {self.config.client_timeout:g} s (capture proxy client timeout)"
 
-    async def recorded(self, request: Request, dialect: Dialect, path: str, prefix_session: str | None) -> Response:
-        """A model call: forward with capture fields, answer in the harness's dialect, record."""
+    async def recorded(
+        self,
+        request: Request,
+        dialect: Dialect,
+        path: str,
+        prefix_session: str | None,
+        streamed: bool | None = None,
+    ) -> Response:
+        """A model call: forward with capture fields, answer in the harness's dialect, record.
+
+        ``streamed``: whether the harness asked for a stream, when its path says so (Gemini);
+        else the body's ``stream`` does.
+        """
         session = (
             prefix_session
             or session_from_headers(request.headers, self.config.session_headers)
@@ -444,7 +561,12 @@ class CaptureApp:
         record["started_at"] = time.time()
         record["headers"] = recordable_headers(request.headers)
         if request.url.query:
-            record["query"] = request.url.query
+            record["query"] = mask_query(request.url.query)
+        if self.config.engine is not None:
+            record["engine"] = self.config.engine
+        options = self.config.options()
+        if options:
+            record["capture_options"] = options
         self.recorder.start(record)
         try:
             raw = await read_body(request, self.config.max_body_bytes, self.config.client_timeout)
@@ -458,32 +580,101 @@ class CaptureApp:
             record["request"] = None
             return self._fail(record, dialect, 400, "the harness hung up while sending its request", None)
         body = _parse(raw)
+        media: list[dict[str, Any]] | None = [] if might_hold_media(raw) else None
         del raw
         if not isinstance(body, dict):
-            record["request"] = body
+            record["request"] = self._recordable(body, media, "request")
             return self._fail(record, dialect, 400, "request body is not a JSON object", None)
-        record["request"] = mask_secrets(body)  # the upstream gets the body as sent
-        streamed = bool(body.get("stream"))
+        record["request"] = self._recordable(body, media, "request")  # the upstream gets the body as sent
+        streamed = bool(body.get("stream")) if streamed is None else streamed
         record["stream"] = streamed
+        if media:
+            record["media"] = media
+        if self._over_budget(session):
+            return self._budget_stop(record, dialect, body, streamed)
         try:
-            return await self._forward(request, record, dialect, body, streamed)
+            return await self._forward(request, record, dialect, body, streamed, media)
         except Exception as exc:  # a bug or a body nobody foresaw: the harness gets an answer, the file a record
             return self._fail(record, dialect, 502, f"proxy error: {type(exc).__name__}: {exc}", None)
 
-    async def _forward(self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
+    @staticmethod
+    def _recordable(body: Any, media: list[dict[str, Any]] | None, where: str) -> Any:
+        """A body as a record keeps it: secrets masked, inline media (when ``media`` is a list)
+        replaced by placeholders and described in ``media``."""
+        masked = mask_secrets(body)
+        return masked if media is None else omit_media(masked, where, media)
+
+    def _over_budget(self, session: str) -> bool:
+        """Count a call against its session's budget; True once the budget is spent."""
+        if self.config.call_budget is None:
+            return False
+        used = self.calls_per_session.get(session, 0)
+        if used >= self.config.call_budget:
+            return True
+        self.calls_per_session[session] = used + 1
+        return False
+
+    def _budget_stop(self, record: dict, dialect: Dialect, body: dict, streamed: bool) -> Response:
+        """The answer once a session spent ``--call-budget``: a plain stop in the harness's dialect
+        (never forwarded), recorded as a call that did not reach the engine."""
+        budget = self.config.call_budget
+        record["budget_stop"] = True
+        record["error"] = (
+            f"call budget exhausted: the session made its {budget} model call(s) (capture --call-budget {budget}); "
+            "answered with a stop, not forwarded to the engine"
+        )
+        record["status"] = 200
+        stop = budget_stop_response(str(body.get("model") or ""), dialect.name == "completions")
+        record["response"] = stop
+        self.recorder.finish(record)
+        if streamed:
+            translator = dialect.stream(body)
+            completions = dialect.name == "completions"  # a completions chunk has the body's shape
+            pieces = translator.feed(stop if completions else _as_one_chunk(stop)) + translator.close()
+            if not dialect.translated:
+                pieces.append(b"data: [DONE]\n\n")
+            media_type = (
+                "application/json" if isinstance(translator, google.StreamTranslator) and not translator.sse else None
+            )
+            return Response(b"".join(pieces), media_type=media_type or "text/event-stream")
+        return JSONResponse(dialect.from_upstream(stop, body))
+
+    async def _forward(
+        self, request: Request, record: dict, dialect: Dialect, body: dict, streamed: bool, media: list | None = None
+    ) -> Response:
         chat_body = dialect.to_upstream(body)
         notes = chat_body.pop(responses.TRANSLATION, None)  # what a translation changed of the harness's offer
         if notes:
             record["translation"] = notes
+        model, change = self._served_model(str(chat_body.get("model") or ""), dialect.translated)
+        if change is not None:
+            chat_body["model"] = model
+            record["behaviour_changed"] = [change]
+        if dialect.translated:
+            _reasoning_for_engine(chat_body)
         submitted, added = add_capture_fields(chat_body, dialect.upstream_path, self.config.top_logprobs)
         cap_max_tokens(submitted, self.config.max_tokens)
+        pin_sampling(submitted, self.config.pin_sampling)
         if streamed and dialect.translated:
             submitted["stream_options"] = {**(submitted.get("stream_options") or {}), "include_usage": True}
-        record["submitted_request"] = mask_secrets(submitted)
-        query = request.url.query  # ?api-version=... reaches the engine as sent
-        target = dialect.upstream_path + f"?{query}" if query else dialect.upstream_path
+        record["submitted_request"] = self._recordable(submitted, None if media is None else [], "submitted_request")
+        query = request.url.query  # ?api-version=... reaches the engine as sent (Gemini's query is its own)
+        target = dialect.upstream_path + f"?{query}" if query and dialect.name != "google" else dialect.upstream_path
+        sending: Awaitable[Upstream] = self._send(
+            target, _forward_headers(request, dialect.translated), orjson.dumps(submitted)
+        )
+        if streamed:
+            # A slow engine (a long prompt on a CPU) may take minutes to answer its head; harnesses
+            # give up waiting for response headers (gemini-cli after 60 s). After head_wait seconds
+            # the stream starts for the harness, and whatever the engine then answers goes into it.
+            task = asyncio.ensure_future(sending)
+            done, _ = await asyncio.wait({task}, timeout=self.config.head_wait)
+            if not done:
+                media_type = _stream_media_type(dialect, body)
+                return EventStream(self._late_stream(record, dialect, task, added, body), media_type=media_type)
+            sending = task
         try:
-            upstream = await self._send(target, _forward_headers(request, dialect.translated), orjson.dumps(submitted))
+            upstream = await sending
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -491,9 +682,13 @@ class CaptureApp:
         record["status"] = upstream.status_code
         is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
         if upstream.status_code == 200 and is_sse:
-            return EventStream(self._stream(record, dialect, upstream, added, body))
+            return EventStream(
+                self._stream(record, dialect, upstream, added, body), media_type=_stream_media_type(dialect, body)
+            )
         try:
-            content = await upstream.aread()
+            content = await read_bounded(upstream, self.config.max_response_bytes)
+        except UpstreamTooLarge as exc:
+            return self._fail(record, dialect, 502, str(exc), None)
         except httpx.TimeoutException as exc:
             return self._fail(record, dialect, 504, f"upstream timed out: {type(exc).__name__}", None)
         except httpx.HTTPError as exc:
@@ -503,10 +698,12 @@ class CaptureApp:
         parsed = _parse(content)
         if upstream.status_code != 200:
             record["response"] = parsed if isinstance(parsed, dict) else {"error": parsed}
+            message = _error_message(parsed)
             record["error"] = f"upstream HTTP {upstream.status_code}"
+            if is_context_overflow(upstream.status_code, parsed):  # named, so the skip reason says what ran out
+                record["error"] += f" (context_budget_exhausted: {message[:300]})"
             self.recorder.finish(record)
             if dialect.translated:
-                message = _error_message(parsed)
                 return JSONResponse(dialect.error_body(upstream.status_code, message, None), upstream.status_code)
             return Response(
                 content,
@@ -525,7 +722,7 @@ class CaptureApp:
             # The harness asked for a stream but the engine answered in one piece: replay it as events.
             translator = dialect.stream(body)
             pieces = translator.feed(_as_one_chunk(parsed)) + translator.close()
-            return Response(b"".join(pieces), media_type="text/event-stream", background=after)
+            return Response(b"".join(pieces), media_type=_stream_media_type(dialect, body), background=after)
         if dialect.translated:
             return JSONResponse(answer, background=after)
         return Response(
@@ -534,6 +731,71 @@ class CaptureApp:
 
     async def _finish_later(self, record: dict) -> None:
         self.recorder.finish(record)
+
+    async def _late_stream(
+        self, record: dict, dialect: Dialect, sending: asyncio.Future, added: Added, body: dict
+    ) -> AsyncIterator[bytes]:
+        """A stream the harness got before the engine answered: the engine's stream once it
+        comes, else its failure as the dialect's error event (the status is already 200)."""
+        translator = dialect.stream(body)
+
+        def failed(message: str) -> list[bytes]:
+            record["error"] = message
+            self.recorder.finish(record)
+            return translator.fail(message) or [_chat_error_event(message)]
+
+        try:
+            upstream = await sending
+        except httpx.TimeoutException as exc:
+            record["status"] = 504
+            for piece in failed(f"upstream timed out: {type(exc).__name__}"):
+                yield piece
+            return
+        except httpx.HTTPError as exc:
+            record["status"] = 502
+            for piece in failed(f"upstream unreachable: {type(exc).__name__}: {exc}"):
+                yield piece
+            return
+        except BaseException:  # the harness hung up while the engine read the prompt
+            sending.cancel()
+            record.setdefault("error", "stream ended early: the harness hung up before the engine answered")
+            self.recorder.finish(record)
+            raise
+        record["status"] = upstream.status_code
+        if upstream.status_code == 200 and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            async for piece in self._stream(record, dialect, upstream, added, body):
+                yield piece
+            return
+        try:
+            content = await read_bounded(upstream, self.config.max_response_bytes)
+        except httpx.HTTPError as exc:
+            reason = (
+                str(exc) if isinstance(exc, UpstreamTooLarge) else f"upstream failed mid-response: {_describe(exc)}"
+            )
+            for piece in failed(reason):
+                yield piece
+            return
+        finally:
+            await upstream.aclose()
+        parsed = _parse(content)
+        if upstream.status_code != 200 or not isinstance(parsed, dict):
+            record["response"] = parsed if isinstance(parsed, dict) else {"error": parsed}
+            reason = f"upstream HTTP {upstream.status_code}"
+            if upstream.status_code == 200:
+                reason = "upstream answered with something that is not JSON"
+            elif is_context_overflow(upstream.status_code, parsed):
+                reason += f" (context_budget_exhausted: {_error_message(parsed)[:300]})"
+            for piece in failed(reason):
+                yield piece
+            return
+        record["response"] = parsed  # the engine answered in one piece: replayed as the stream's events
+        chunk = _as_one_chunk(parsed if dialect.translated else stripped_copy(parsed, added))
+        pieces = translator.feed(chunk) + translator.close()
+        if not dialect.translated:
+            pieces.append(b"data: [DONE]\n\n")
+        self.recorder.finish(record)
+        for piece in pieces:
+            yield piece
 
     def _fail(self, record: dict, dialect: Dialect, status: int, message: str, upstream: Any) -> Response:
         body = dialect.error_body(status, message, upstream)
@@ -593,27 +855,37 @@ class CaptureApp:
                 record.setdefault("stream_notes", []).append(note)
             return False
 
-        rest = b""
+        splitter = LineSplitter(self.config.max_event_bytes)
+        cap, total = self.config.max_response_bytes, 0
         try:
             # Bytes as they come, cut into lines here: every event of one read from the engine is
-            # handled, then sent to the harness in one piece (one send, not one per event).
+            # handled, then sent to the harness in one piece (one send, not one per event). A line
+            # spread over many reads is joined once, when its newline comes (linear in its size).
             async for piece_read in upstream.aiter_bytes():
-                lines = (rest + piece_read).split(b"\n")
-                rest = lines.pop()
+                total += len(piece_read)
+                if total > cap:
+                    raise UpstreamTooLarge(_too_large_answer(cap))
                 out: list[bytes] = []
-                failed = any(handle(raw, out) for raw in lines)
+                failed = any(handle(line, out) for line in splitter.lines(piece_read))
                 if out:
                     yield b"".join(out)
                 if failed:
                     return
-            if rest:  # a last line without its newline
+            last = splitter.rest()
+            if last is not None:  # a last line without its newline
                 out = []
-                failed = handle(rest, out)
+                failed = handle(last, out)
                 if out:
                     yield b"".join(out)
                 if failed:
                     return
             for piece in translator.close():
+                yield piece
+        except UpstreamTooLarge as exc:
+            record["error"] = str(exc)
+            pieces = translator.fail(record["error"]) or [_chat_error_event(record["error"])]
+            self.recorder.finish(record)
+            for piece in pieces:
                 yield piece
         except httpx.HTTPError as exc:
             record["error"] = f"upstream stream cut: {_describe(exc)}"
@@ -659,10 +931,11 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, content: AsyncIterator[bytes]) -> None:
+    def __init__(self, content: AsyncIterator[bytes], media_type: str = "text/event-stream") -> None:
         self.body_iterator = content
         self.status_code = 200
         self.background = None
+        self.media_type = media_type
         self.init_headers({"cache-control": "no-cache"})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -707,6 +980,81 @@ def _as_one_chunk(response: dict) -> dict:
         delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta.get("tool_calls") or ())]
         choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason")})
     return {**{k: v for k, v in response.items() if k != "choices"}, "choices": choices}
+
+
+def _refused(message: str) -> JSONResponse:
+    """A 400 for a request the proxy will not forward (a bad session id, a path walking up)."""
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": 400}}, 400)
+
+
+def _stream_media_type(dialect: Dialect, body: dict) -> str:
+    """``text/event-stream``, but a JSON array for a Gemini stream asked without ``alt=sse``."""
+    translator = dialect.stream(body)
+    if isinstance(translator, google.StreamTranslator) and not translator.sse:
+        return "application/json"
+    return "text/event-stream"
+
+
+async def read_bounded(upstream: Upstream, cap: int) -> bytes:
+    """The whole (decoded) body, refused with :class:`UpstreamTooLarge` once it passes ``cap`` bytes
+    (the pieces read so far are dropped, so a gzip bomb never sits in memory)."""
+    parts: list[bytes] = []
+    size = 0
+    async for piece in upstream.aiter_bytes():
+        size += len(piece)
+        if size > cap:
+            raise UpstreamTooLarge(_too_large_answer(cap))
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def _too_large_answer(cap: int) -> str:
+    return (
+        f"the engine's answer is over {cap:,} bytes (decompressed), the capture proxy's bound "
+        "(capture --max-response-bytes); the call failed, nothing more was read"
+    )
+
+
+def is_context_overflow(status: int, parsed: Any) -> bool:
+    """Whether an engine's 400 says the prompt plus the output does not fit its context window."""
+    if status != 400:
+        return False
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    text = _error_message(parsed).lower()
+    return code == "context_length_exceeded" or ("maximum context length" in text and "token" in text)
+
+
+def budget_stop_response(model: str, completions: bool = False) -> dict[str, Any]:
+    """The answer to a call over ``--call-budget``: a non-empty assistant message that stops (an
+    empty one reads as a failed generation and is retried), worded about the budget, not the task."""
+    if completions:
+        choice: dict[str, Any] = {"index": 0, "text": BUDGET_STOP_MESSAGE, "finish_reason": "stop"}
+    else:
+        message = {"role": "assistant", "content": BUDGET_STOP_MESSAGE}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return {
+        "id": f"budget-{secrets.token_hex(6)}",
+        "object": "text_completion" if completions else "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _chat_error_event(message: str) -> bytes:
+    """A chat stream's error event (vLLM's shape) and its end."""
+    error = {"error": {"message": message, "type": "upstream_error", "code": 502}}
+    return b"data: " + orjson.dumps(error) + b"\n\ndata: [DONE]\n\n"
+
+
+def _reasoning_for_engine(chat: dict) -> None:
+    """Earlier reasoning in a translated request under both names engines read (in place):
+    ``reasoning_content`` (SGLang, older vLLM templates) and ``reasoning`` (vLLM 0.32)."""
+    for message in chat.get("messages") or ():
+        if isinstance(message, dict) and message.get("reasoning_content") and "reasoning" not in message:
+            message["reasoning"] = message["reasoning_content"]
 
 
 def _error_message(parsed: Any) -> str:
@@ -794,9 +1142,26 @@ def serve(
     log_level: str = "warning",
     on_start: Callable[[Path], None] | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    probe: bool = False,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
 ) -> RecordWriter:
-    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count."""
+    """Run the proxy until Ctrl-C / SIGTERM; returns the (closed) writer: its path and count.
+
+    With ``probe``, the engine is probed first (rollout_graph.capture.probe): the report goes
+    beside the capture file (``capture-<time>.probe.json``), its summary onto every record, and to
+    ``on_probe``.
+    """
     writer = RecordWriter.in_folder(config.out)
+    if probe and writer.path is not None:
+        from rollout_graph.capture.probe import PROBE_SUFFIX, probe_engine, summary, write_report
+
+        report = probe_engine(config.upstream_base, config.model, timeout=min(config.timeout, 60.0))
+        probe_path = writer.path.with_name(writer.path.name.removesuffix(".jsonl") + PROBE_SUFFIX)
+        write_report(report, probe_path)
+        config.engine = summary(report, probe_path.name)
+        config.served_models = tuple(report.get("served_models") or ())
+        if on_probe is not None:
+            on_probe(report)
     if on_start is not None and writer.path is not None:
         on_start(writer.path)
     app = create_app(config, writer, on_record=on_record)

@@ -1,16 +1,26 @@
-"""Which rollout (session) a call belongs to, and which headers and body fields never reach a record.
+"""Which rollout (session) a call belongs to, and which headers, query parameters and body fields
+never reach a record.
 
-Secrets (docs/capture.md, "What is never recorded"): a header or body key is a secret when its
-name matches :data:`SECRET_KEY` (``api_key``, ``X-Access-Code``, ``metadata.token``, ...). Secret
-headers are dropped from a record; secret body values (strings, or whole objects and lists) are
-replaced by :data:`MASK` in the recorded ``request`` and ``submitted_request``, outside the parts
-that are conversation or schema (``messages``, ``input``, ``tools``, ``functions``,
-``response_format``, ``system``). Counts and switches (``max_tokens: 512``, ``return_token_ids:
-true``) are numbers and booleans, so they are never masked. The upstream still gets every value.
+Secrets (docs/live.md, "What is never recorded"): a header is a secret when its name contains one
+of :data:`_SECRET_PARTS` (``Authorization``, ``x-api-key``, ``x-goog-api-key``, ``X-Session-Jwt``,
+``X-Bearer``, ``*-token``, cookies, ...); a body key or query parameter when its name matches
+:data:`SECRET_KEY` (``api_key``, ``key``, ``private_key``, ``bearer``, ``user_jwt``,
+``metadata.token``, ``client_secret``, ``password``, ``authorization``, ...) and not
+:data:`NOT_SECRET_KEY` (``stop_token_ids``, ``max_tokens``: lists and counts of tokens). Secret
+headers are dropped from a record; secret body values (strings, or whole objects and lists) and
+query values are replaced by :data:`MASK` in the recorded ``request``, ``submitted_request`` and
+``query``, outside the parts that are conversation or schema (:data:`_NOT_SECRET_TREES`). A header
+list inside a body (``headers: [["Authorization", "..."]]`` or ``[{"name": ..., "value": ...}]``)
+has the value of each secret header masked. Counts and switches (``max_tokens: 512``,
+``return_token_ids: true``) are numbers and booleans, so they are never masked. The upstream still
+gets every value.
 
-Order: the ``/session/<id>/`` path prefix (what the user typed in the base URL), then the
-headers in :data:`SESSION_HEADERS` in order, then the proxy run's default session. The list is
-extensible with ``capture --session-header NAME`` (checked before the built-in ones).
+Sessions, in order: the ``/session/<id>/`` path prefix (what the user typed in the base URL), then
+the headers in :data:`SESSION_HEADERS` in order, then the proxy run's default session. The list
+is extensible with ``capture --session-header NAME`` (checked before the built-in ones). A session
+id in the path is checked (:func:`split_session_path`): one holding ``/`` (also spelled ``%2F``),
+``\\``, ``..``, controls or over 200 characters is refused with :class:`BadSessionPath`, so it
+never reaches the engine's path.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 # (header, who sends it). Lower case; HTTP header names are case-insensitive.
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
@@ -27,23 +38,108 @@ SESSION_HEADERS: tuple[tuple[str, str], ...] = (
     ("thread-id", "codex"),
 )
 
-_PREFIX = re.compile(r"^/session/([^/]+)(/.*)?$")
+SESSION_PREFIX = "/session/"
+MAX_SESSION_ID = 200
+# What a session id in the URL may hold: letters, digits and a few marks that never change a path.
+_SESSION_ID = re.compile(r"[A-Za-z0-9._:@+=~!$,;-]+")
 
 # Header names never recorded: credentials and cookies, whatever their exact spelling.
-_SECRET_PARTS = ("auth", "key", "token", "secret", "cookie", "password", "signature", "credential", "passwd")
-# Body keys (and header names) holding a secret: the documented rule.
-SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|auth|access[_-]?code)", re.IGNORECASE)
+_SECRET_PARTS = (
+    "auth",
+    "key",
+    "token",
+    "secret",
+    "cookie",
+    "password",
+    "passwd",
+    "signature",
+    "credential",
+    "jwt",
+    "bearer",
+    "private",
+)
+# Body keys and query parameters holding a secret: the documented rule.
+SECRET_KEY = re.compile(
+    r"(api[_-]?key|token|secret|password|passwd|credential|auth|access[_-]?code|private[_-]?key|bearer|jwt"
+    r"|cookie|signature|(^|[_-])key$|^sig$|^code$)",
+    re.IGNORECASE,
+)
+# Keys the rule would catch that hold counts or lists of token ids, never a credential.
+NOT_SECRET_KEY = re.compile(r"(token_ids|_tokens|^tokens|^prompt_cache_key)$", re.IGNORECASE)
 MASK = "[masked by rollout-graph]"
 # Request parts that are conversation or JSON schema, never credentials: kept as sent.
-_NOT_SECRET_TREES = frozenset({"messages", "input", "tools", "functions", "response_format", "system", "prompt"})
+_NOT_SECRET_TREES = frozenset(
+    {
+        "messages",
+        "input",
+        "tools",
+        "functions",
+        "response_format",
+        "system",
+        "prompt",
+        "instructions",
+        "text",
+        "tool_choice",
+        # Gemini: the conversation, the system prompt, the output schema, the tool settings.
+        "contents",
+        "systemInstruction",
+        "system_instruction",
+        "generationConfig",
+        "generation_config",
+        "toolConfig",
+        "tool_config",
+    }
+)
 
 
-def split_session_path(path: str) -> tuple[str | None, str]:
-    """``/session/abc/v1/chat/completions`` -> ``("abc", "/v1/chat/completions")``."""
-    match = _PREFIX.match(path)
-    if match is None:
+class BadSessionPath(ValueError):
+    """A ``/session/<id>/`` path whose id may not be used (the message says why)."""
+
+
+def check_session_id(session: str) -> str:
+    """``session`` when it is a usable session id in a URL, else :class:`BadSessionPath`."""
+    if not session:
+        raise BadSessionPath("the session id in /session/<id>/ is empty")
+    if len(session) > MAX_SESSION_ID:
+        raise BadSessionPath(f"the session id in /session/<id>/ is over {MAX_SESSION_ID} characters")
+    if "/" in session or "\\" in session:
+        raise BadSessionPath(
+            f"the session id {session[:80]!r} holds a '/' or '\\' (also as %2F or %5C): a session id in "
+            "the URL is one path segment; name the rollout with letters, digits and . _ - : @ + = ~ "
+            "(or send it in an X-Session-Id header)"
+        )
+    if session in (".", "..") or _SESSION_ID.fullmatch(session) is None:
+        raise BadSessionPath(
+            f"the session id {session[:80]!r} holds characters a session id may not: use letters, digits "
+            "and . _ - : @ + = ~ (or send it in an X-Session-Id header)"
+        )
+    return session
+
+
+def split_session_path(path: str, raw_path: bytes | None = None) -> tuple[str | None, str]:
+    """``/session/abc/v1/chat/completions`` -> ``("abc", "/v1/chat/completions")``.
+
+    ``raw_path`` is the path as it came (percent-encoded): a ``%2F`` in the id is seen there.
+    Raises :class:`BadSessionPath` for an id :func:`check_session_id` refuses.
+    """
+    if not path.startswith(SESSION_PREFIX):
         return None, path
-    return match.group(1), match.group(2) or "/"
+    raw = raw_path.decode("latin-1") if raw_path is not None else quote(path, safe="/")
+    if raw.startswith(SESSION_PREFIX):
+        segment, sep, _ = raw[len(SESSION_PREFIX) :].partition("/")
+        session = unquote(segment)
+    else:  # the raw path does not say (a test client): the decoded one does
+        session, sep, _ = path[len(SESSION_PREFIX) :].partition("/")
+    check_session_id(session)
+    rest = path[len(SESSION_PREFIX) + len(session) :] if path[len(SESSION_PREFIX) :].startswith(session) else None
+    if rest is None:  # the decoded path cut differently from the raw one: a %2F was decoded
+        raise BadSessionPath(f"the session id {session[:80]!r} holds a '/' (as %2F)")
+    return session, rest or "/"
+
+
+def has_dot_segment(path: str) -> bool:
+    """Whether a (decoded) path walks up with a ``..`` segment (never forwarded to the engine)."""
+    return any(part == ".." for part in path.replace("\\", "/").split("/"))
 
 
 def session_from_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> str | None:
@@ -51,14 +147,31 @@ def session_from_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) 
     for name in (*extra, *(h for h, _ in SESSION_HEADERS)):
         value = headers.get(name.lower())
         if value and value.strip():
-            return value.strip()
+            return value.strip()[:MAX_SESSION_ID]
     return None
 
 
 def is_secret_header(name: str) -> bool:
-    """True for headers that may carry credentials (Authorization, x-api-key, X-Access-Code, cookies, ...)."""
+    """True for headers that may carry credentials (Authorization, x-api-key, X-Session-Jwt, cookies, ...)."""
     lowered = name.lower()
     return any(part in lowered for part in _SECRET_PARTS) or SECRET_KEY.search(lowered) is not None
+
+
+def is_secret_key(key: str) -> bool:
+    """True for a body key or query parameter whose value is a secret (:data:`SECRET_KEY`)."""
+    return SECRET_KEY.search(key) is not None and NOT_SECRET_KEY.search(key) is None
+
+
+def _masked_pair(item: Any) -> Any:
+    """A ``[name, value]`` header pair or ``{"name": ..., "value": ...}`` entry with a secret
+    header's value masked; ``item`` itself when it is neither or names no secret."""
+    if isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str) and item[1]:
+        if is_secret_header(item[0]) and item[1] != MASK:
+            return [item[0], MASK]
+    elif isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
+        if is_secret_header(item["name"]) and item["value"] not in (MASK, None, ""):
+            return {**item, "value": MASK}
+    return item
 
 
 def mask_secrets(value: Any, depth: int = 0) -> Any:
@@ -73,7 +186,7 @@ def mask_secrets(value: Any, depth: int = 0) -> Any:
         for key, item in value.items():
             if isinstance(key, str) and key in _NOT_SECRET_TREES:
                 continue
-            if isinstance(key, str) and SECRET_KEY.search(key) and isinstance(item, str | dict | list) and item:
+            if isinstance(key, str) and is_secret_key(key) and isinstance(item, str | dict | list) and item:
                 new: Any = MASK
             else:
                 new = mask_secrets(item, depth + 1)
@@ -82,9 +195,22 @@ def mask_secrets(value: Any, depth: int = 0) -> Any:
                 out[key] = new
         return value if out is None else out
     if isinstance(value, list):
-        items = [mask_secrets(item, depth + 1) for item in value]
+        items = [mask_secrets(_masked_pair(item), depth + 1) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
+
+
+def mask_query(query: str) -> str:
+    """A query string with the value of every secret parameter (``key``, ``api_key``, ``token``,
+    ``access_token``, ``sig``, ...) replaced by :data:`MASK`; every other part kept as sent."""
+    parts = query.split("&")
+    out = []
+    for part in parts:
+        name, sep, value = part.partition("=")
+        if value and is_secret_key(unquote(name.replace("+", " "))):
+            part = f"{name}{sep}{quote(MASK, safe='[]')}"
+        out.append(part)
+    return "&".join(out)
 
 
 def readable_header(value: str) -> str:

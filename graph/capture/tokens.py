@@ -74,19 +74,59 @@ def strip_body(body: Any, added: Added) -> Any:
     return body
 
 
+MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
+# What --pin-sampling may set: the keys that change the distribution tokens are sampled from.
+PINNABLE = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
+
+
 def cap_max_tokens(body: dict, cap: int | None) -> dict:
-    """Lower ``max_tokens`` / ``max_completion_tokens`` to ``cap`` (in place) when they exceed it.
+    """Clamp the output length to ``cap`` (in place): larger ``max_tokens`` /
+    ``max_completion_tokens`` are lowered to it, and a request that sets neither gets
+    ``max_tokens: cap`` (the output clamp, docs/live.md).
 
     Claude Code asks for 32,000 tokens; an engine with a small context refuses such a request.
     The record keeps both values, so the loader reports the change (``sampling_neutralised``).
     """
     if cap is None:
         return body
-    for key in ("max_tokens", "max_completion_tokens"):
+    for key in MAX_TOKENS_KEYS:
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > cap:
             body[key] = cap
+    if all(body.get(key) is None for key in MAX_TOKENS_KEYS):
+        body["max_tokens"] = cap
     return body
+
+
+def pin_sampling(body: dict, pins: dict[str, float] | None) -> dict:
+    """Set every pinned sampling key (``--pin-sampling temperature=1,top_p=1``) in place,
+    whatever the harness asked; the record keeps the harness's values in ``request``."""
+    if pins:
+        body.update(pins)
+    return body
+
+
+def parse_pins(text: str) -> dict[str, float]:
+    """``temperature=1,top_p=1`` -> ``{"temperature": 1.0, "top_p": 1.0}`` (``top_k`` an int).
+
+    Raises ValueError naming the part it cannot read.
+    """
+    pins: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in PINNABLE:
+            raise ValueError(f"{part!r}: expected KEY=VALUE with KEY one of {', '.join(PINNABLE)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{part!r}: {value.strip()!r} is not a number") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"{part!r}: not a finite number")
+        pins[key] = int(number) if key == "top_k" and number == int(number) else number
+    if not pins:
+        raise ValueError("no KEY=VALUE given")
+    return pins
 
 
 def stripped_copy(body: Any, added: Added) -> Any:

@@ -15,7 +15,10 @@ an engine reached through an HTTP proxy from the environment (``HTTP_PROXY``/``H
 stay on httpx (:func:`usable`).
 
 Bounds: ``timeout`` seconds without a byte from the engine (``httpx.ReadTimeout``), ``connect``
-seconds to connect (``httpx.ConnectTimeout``), response heads up to 1 MB. Idle connections are
+seconds to connect (``httpx.ConnectTimeout``), response heads up to 1 MB; a compressed body is
+inflated at most :data:`_INFLATE` bytes at a time, so one small read of a gzip bomb never becomes
+one huge piece (the proxy counts the pieces against its ``--max-response-bytes``:
+:class:`UpstreamTooLarge`). Idle connections are
 kept ``keepalive_expiry`` seconds (below the engine's own keep-alive, uvicorn's 5 s, so a request
 never lands on a connection being closed); a request on a kept connection that the engine closed
 before answering a byte is sent again once on a new connection (nothing was processed).
@@ -27,7 +30,7 @@ import asyncio
 import ssl
 import urllib.request
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -35,6 +38,58 @@ import httpx
 
 _READ = 1 << 16
 _MAX_HEAD = 1 << 20
+_INFLATE = 1 << 20  # the most one decompression step may produce
+
+
+class UpstreamTooLarge(httpx.DecodingError):
+    """The engine's answer (decompressed) or one of its stream events is over the proxy's bound."""
+
+
+class LineSplitter:
+    """A byte stream cut into lines (without their ``\n``), linear in the stream's size.
+
+    A line spread over many reads is kept as its pieces and joined once, when its newline comes
+    (:attr:`copied` counts the bytes so joined: never more than the stream's size). A line that
+    grows past ``max_line`` bytes raises :class:`UpstreamTooLarge` (the message names ``flag``).
+    """
+
+    def __init__(self, max_line: int, flag: str = "capture --max-event-bytes") -> None:
+        self.max_line = max_line
+        self.flag = flag
+        self.pending: list[bytes] = []
+        self.pending_size = 0
+        self.copied = 0
+
+    def lines(self, piece: bytes) -> Iterator[bytes]:
+        """The lines ``piece`` ends (its last, unended part is kept for the next piece)."""
+        start = 0
+        while (end := piece.find(b"\n", start)) >= 0:
+            if self.pending:
+                self.pending.append(piece[start:end])
+                line = b"".join(self.pending)
+                self.copied += len(line)
+                self.pending, self.pending_size = [], 0
+            else:
+                line = piece[start:end]
+            start = end + 1
+            yield line
+        if start < len(piece):
+            tail = piece[start:] if start else piece
+            self.pending.append(tail)
+            self.pending_size += len(tail)
+            if self.pending_size > self.max_line:
+                raise UpstreamTooLarge(
+                    f"one line of the engine's stream is over {self.max_line:,} bytes, the capture proxy's bound "
+                    f"({self.flag}); the call failed, nothing more was read"
+                )
+
+    def rest(self) -> bytes | None:
+        """The last line when the stream ended without its newline (None when it ended on one)."""
+        if not self.pending:
+            return None
+        line = b"".join(self.pending)
+        self.pending, self.pending_size = [], 0
+        return line
 
 
 class _Stale(httpx.RemoteProtocolError):
@@ -190,16 +245,23 @@ class UpstreamResponse:
                 out = []
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, decoded (gzip/deflate if the engine sent it so), a piece per network read."""
+        """The body, decoded (gzip/deflate if the engine sent it so), a piece per network read
+        (a compressed read inflated in pieces of at most :data:`_INFLATE` bytes)."""
+        decoder = self._decoder
         try:
             async for piece in self._raw():
-                if self._decoder is not None:
-                    piece = self._decoder.decompress(piece)
-                    if not piece:
-                        continue
-                yield piece
-            if self._decoder is not None:
-                tail = self._decoder.flush()
+                if decoder is None:
+                    yield piece
+                    continue
+                out = decoder.decompress(piece, _INFLATE)
+                while True:
+                    if out:
+                        yield out
+                    if not decoder.unconsumed_tail:
+                        break
+                    out = decoder.decompress(decoder.unconsumed_tail, _INFLATE)
+            if decoder is not None:
+                tail = decoder.flush()
                 if tail:
                     yield tail
         except zlib.error as exc:

@@ -1,4 +1,4 @@
-"""``rollout-graph capture``: a recording proxy in front of a vLLM or SGLang engine."""
+"""``rollout-graph capture``: a recording proxy in front of a vLLM or SGLang engine (docs/live.md)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``capture``."""
     command = sub.add_parser(
         "capture",
-        help="record a harness's model calls through an OpenAI/Anthropic-compatible proxy",
+        help="record a harness's model calls through an OpenAI/Anthropic/Gemini-compatible proxy",
         description=(
-            "Serve /v1/chat/completions, /v1/completions, /v1/messages (Anthropic) and /v1/responses "
-            "(OpenAI Responses) in front of UPSTREAM, recording every call with its token ids and logprobs "
-            "to a new capture-<time>.jsonl in DIR. Name a rollout with the base URL "
-            "http://HOST:PORT/session/<id> or an X-Session-Id header. Ctrl-C stops it (in-flight calls finish)."
+            "Serve /v1/chat/completions, /v1/completions, /v1/messages (Anthropic), /v1/responses "
+            "(OpenAI Responses) and /v1beta/models/<model>:generateContent / :streamGenerateContent (the Gemini "
+            "API) in front of UPSTREAM, recording every call with its token ids and logprobs to a new "
+            "capture-<time>.jsonl in DIR (the engine is probed first: capture-<time>.probe.json). Name a rollout "
+            "with the base URL http://HOST:PORT/session/<id> or an X-Session-Id header. Ctrl-C stops it "
+            "(in-flight calls finish)."
         ),
     )
     command.add_argument("--upstream", required=True, metavar="URL", help="the engine, e.g. http://127.0.0.1:8000")
@@ -62,6 +64,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="answer 408 when a harness stalls S seconds while sending a request (default 60)",
     )
+    command.add_argument(
+        "--max-response-bytes",
+        type=_size,
+        default=256 << 20,
+        metavar="N",
+        help="fail a call whose engine answer (decompressed, or a whole stream) is over N (default 256M)",
+    )
+    command.add_argument(
+        "--max-event-bytes",
+        type=_size,
+        default=64 << 20,
+        metavar="N",
+        help="fail a call one of whose engine stream lines is over N (default 64M)",
+    )
+    command.add_argument(
+        "--call-budget",
+        type=int,
+        metavar="N",
+        help="per session: after N model calls, answer a plain stop instead of forwarding (recorded)",
+    )
+    command.add_argument(
+        "--pin-sampling",
+        metavar="KEY=V,...",
+        help="set these sampling keys on every call whatever the harness asked, e.g. temperature=1,top_p=1 (recorded)",
+    )
+    command.add_argument(
+        "--model",
+        metavar="NAME",
+        help="ask the engine for this model on every recorded call (default: the harness's; a Gemini or "
+        "Claude model name becomes the engine's only model)",
+    )
+    command.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the engine probes at start-up (token ids, raw or processed logprobs, tool calling, model)",
+    )
     command.add_argument("--harness", metavar="NAME", help="harness name stamped on every record (e.g. opencode)")
     command.add_argument("--quiet", action="store_true", help="do not print a line per recorded call")
     command.set_defaults(run=guarded(run))
@@ -70,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C / SIGTERM, then report what was written."""
     from rollout_graph.capture.server import CaptureConfig, serve
+    from rollout_graph.capture.tokens import parse_pins
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r} is not an http(s) URL")
@@ -79,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top-logprobs must be 0 or more")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder")
+    if args.call_budget is not None and args.call_budget < 1:
+        raise UsageError("--call-budget must be 1 or more")
+    pins = None
+    if args.pin_sampling is not None:
+        try:
+            pins = parse_pins(args.pin_sampling)
+        except ValueError as exc:
+            raise UsageError(f"--pin-sampling {exc}") from None
     _check_port(args.host, args.port)
     config = CaptureConfig(
         upstream=args.upstream,
@@ -91,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         max_body_bytes=args.max_body_bytes,
         client_timeout=args.client_timeout,
+        max_response_bytes=args.max_response_bytes,
+        max_event_bytes=args.max_event_bytes,
+        call_budget=args.call_budget,
+        pin_sampling=pins,
+        model=args.model,
     )
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -102,12 +154,23 @@ def run(args: argparse.Namespace) -> int:
             f"  name a rollout with the base URL http://{args.host}:{args.port}/session/<id>/v1; Ctrl-C stops"
         )
 
+    def probed(report: dict) -> None:
+        from rollout_graph.core.engine import describe
+
+        say(f"engine probe ({report.get('seconds', 0):.1f} s): {describe(config.engine or {})}")
+        for finding in report.get("findings") or ():
+            say(f"  {finding}")
+        for error in report.get("errors") or ():
+            say(f"  probe: {error}")
+
     writer = serve(
         config,
         host=args.host,
         port=args.port,
         on_start=started,
         on_record=None if args.quiet else lambda record: say(call_line(record)),
+        probe=not args.no_probe,
+        on_probe=probed,
     )
     say(f"stopped; {writer.written} call(s) recorded in {writer.path}")
     for error in writer.errors[:3]:

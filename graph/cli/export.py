@@ -1,13 +1,15 @@
-"""``rollout-graph export``: training rows or trace entries as JSONL or Parquet, or the graph as
-GraphML. The extension of ``--out`` picks the file format (.jsonl, .parquet, .graphml); an unknown
-one is refused before anything is read."""
+"""``rollout-graph export``: training rows or trace entries as JSONL or Parquet, OpenEnv training
+traces as JSONL, or the graph as GraphML. The extension of ``--out`` picks the file format (.jsonl,
+.parquet, .graphml); an unknown one is refused before anything is read."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rollout_graph.cli.common import (
     OUTPUT_FAILED,
@@ -43,10 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     command.add_argument(
         "--format",
-        choices=["rows", "trace-entries", "graphml"],
+        choices=["rows", "trace-entries", "openenv-training-trace", "graphml"],
         default=None,
-        help="training rows (default), TRL/OpenEnv trace entries, or the graph as GraphML (Gephi, yEd; "
-        "the default for an --out ending in .graphml)",
+        help="training rows (default), TRL/OpenEnv trace entries, OpenEnv TrainingTrace documents (one "
+        "per rollout, JSONL), or the graph as GraphML (Gephi, yEd; the default for an --out ending in .graphml)",
     )
     command.add_argument(
         "--drop-unfinished",
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             f"--format {args.format} cannot be written to {args.out.name}: "
             + ("GraphML needs an --out ending in .graphml" if args.format == "graphml" else "use .jsonl or .parquet")
         )
+    if args.format == "openenv-training-trace" and written_as != "jsonl":
+        raise UsageError(f"--format openenv-training-trace is written as JSONL (one trace a line): not {args.out.name}")
     roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
@@ -102,21 +106,36 @@ def run(args: argparse.Namespace) -> int:
         return 0
     noted = _notes(args, inputs.rollouts)
     tally: Counter[str] = Counter()
-    records = (
-        record
-        for rollout in inputs.rollouts
-        for record in (
-            notes.apply_notes(rollout, export.iter_training_rows(rollout, roles, args.drop_unfinished), *noted, tally)
-            if args.format == "rows"
-            else export.iter_trace_entries(rollout, args.drop_unfinished)
+    left_out: list[str] = []
+    records: Iterator[dict[str, Any]]
+    if args.format == "openenv-training-trace":
+        traces = (export.training_trace(r, args.drop_unfinished, left_out) for r in inputs.rollouts)
+        records = (trace for trace in traces if trace is not None)
+    else:
+        records = (
+            record
+            for rollout in inputs.rollouts
+            for record in (
+                notes.apply_notes(
+                    rollout, export.iter_training_rows(rollout, roles, args.drop_unfinished), *noted, tally
+                )
+                if args.format == "rows"
+                else export.iter_trace_entries(rollout, args.drop_unfinished, left_out)
+            )
         )
-    )
     try:
         # joined signals add columns: let the Parquet schema follow the rows
         written = export.write_records(records, args.out, kind=None if args.signals else args.format)
     except export.OutputError as exc:
         return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
     print(f"{written.records:,} {args.format} -> {args.out}", file=sys.stderr)
+    if left_out:
+        shown = "; ".join(left_out[:3]) + (f"; ... ({len(left_out) - 3:,} more)" if len(left_out) > 3 else "")
+        print(
+            f"rollout-graph: {len(left_out):,} agent call(s) left out: OpenEnv's trainer contract refuses their "
+            f"tokens ({shown})",
+            file=sys.stderr,
+        )
     if args.notes is not None:
         print(
             f"rollout-graph: notes from {args.notes}: {tally['dropped']:,} row(s) left out, {tally['masked']:,} masked",

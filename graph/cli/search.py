@@ -1,4 +1,9 @@
-"""``rollout-graph search``: which calls hold a text, where, and where it first entered the context."""
+"""``rollout-graph search``: which calls hold a text, where, and where it first entered the context.
+
+A ``--regex`` (or a case-insensitive search outside ASCII) runs in a capped child process with a
+time limit (graph/analysis/patterns.py): over it the command prints why on stderr and exits
+:data:`PATTERN_LIMIT` (4), with nothing on stdout (docs/cli.md, docs/limits.md).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,28 @@ from pathlib import Path
 import orjson
 
 from rollout_graph.analysis.decode import decoder_for
-from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, first_entered, search
+from rollout_graph.analysis.patterns import ENV_SECONDS, PatternLimits
+from rollout_graph.analysis.search import (
+    Hit,
+    Query,
+    SearchError,
+    SearchIndex,
+    SearchLimitError,
+    first_entered,
+    search,
+)
 from rollout_graph.cli.common import (
     UsageError,
     add_paths,
     add_tokenizer_options,
     cache_options,
+    fail,
     guarded,
     limits_from_args,
     load_inputs,
 )
+
+PATTERN_LIMIT = 4  # exit code: the pattern ran over its time or memory limit (docs/cli.md)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_paths(command)
     command.add_argument("--regex", action="store_true", help="TEXT is a regular expression")
     command.add_argument("-i", "--ignore-case", action="store_true", help="match regardless of case")
+    command.add_argument(
+        "--regex-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"stop a --regex search after this many seconds and exit 4 (default: ${ENV_SECONDS}, else 5)",
+    )
     command.add_argument(
         "--no-tokens", action="store_true", help="search messages and responses only (no decoding of token spans)"
     )
@@ -55,8 +78,15 @@ def _line(hit: Hit) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the hits per rollout (text), or every hit as JSON."""
+    limits = PatternLimits.from_env()
+    if args.regex_timeout is not None:
+        if not args.regex_timeout > 0:
+            raise UsageError(f"--regex-timeout must be a positive number of seconds, not {args.regex_timeout}")
+        limits = PatternLimits(args.regex_timeout, limits.memory_bytes)
     try:
-        query = Query.compile(args.text, regex=args.regex, ignore_case=args.ignore_case)
+        query = Query.compile(args.text, regex=args.regex, ignore_case=args.ignore_case, limits=limits)
+    except SearchLimitError as exc:
+        return fail(str(exc), PATTERN_LIMIT)
     except SearchError as exc:
         raise UsageError(str(exc)) from exc
     inputs = load_inputs(args.paths, args.session, limits_from_args(args), **cache_options(args))
@@ -71,7 +101,12 @@ def run(args: argparse.Namespace) -> int:
             except FileNotFoundError as exc:
                 raise UsageError(str(exc)) from exc
         index = SearchIndex(rollout, decoder)
-        hits = search(index, query)
+        try:
+            hits = search(index, query)
+        except SearchLimitError as exc:
+            return fail(f"session {rollout.session_id}: {exc}", PATTERN_LIMIT)
+        except SearchError as exc:
+            raise UsageError(str(exc)) from exc
         note = index.partial_note()
         if note is not None:  # the index's byte budget left calls out (docs/limits.md)
             sys.stderr.write(f"rollout-graph search: session {rollout.session_id}: {note}\n")

@@ -30,7 +30,9 @@ def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[li
         parents[i] = fallback[i] if fallback[i] != i else None
 
     for i, call in enumerate(calls):
-        if not call.claims.get("in_sequences"):
+        # a turn the document's rows hold, or one it places by its own claims (a turn its rows
+        # omit: ingest/formats/rollout_document.py)
+        if not (call.claims.get("in_sequences") or call.claims.get("placed_by_document")):
             continue
         claimed = call.claims.get("parent")
         if claimed is None:
@@ -89,6 +91,14 @@ def disagreements(
                     node_id=call.node_id,
                 )
             )
+    stats = document.get("stats")
+    if isinstance(stats, dict):  # OpenEnv's counts of its own graph
+        for key, value in _counts(calls, claimed).items():
+            theirs = stats.get(key)
+            if type(theirs) is int and theirs != value:
+                out.append(
+                    Finding(WARN, "document_disagrees", f"the document counts {key} {theirs}; the graph has {value}")
+                )
     by_leaf = {seq["node_ids"][-1]: seq for seq in document.get("sequences", ()) if seq.get("node_ids")}
     for seq in sequences:
         leaf = calls[seq.leaf].node_id
@@ -116,3 +126,17 @@ def disagreements(
                 )
             )
     return out
+
+
+def _counts(calls: list[Call], parents: list[int | None]) -> dict[str, int]:
+    """Roots, leaves and forks of a parent list, as a document's ``stats`` names them."""
+    children = [0] * len(calls)
+    for p in parents:
+        if p is not None:
+            children[p] += 1
+    return {
+        "n_turns": len(calls),
+        "n_roots": sum(p is None for p in parents),
+        "n_leaves": sum(c == 0 for c in children),
+        "n_forks": sum(c > 1 for c in children),
+    }

@@ -204,6 +204,8 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
         leave_in_file(call, left)
     elif messages:
         for i, message in enumerate(messages):
+            if shared.get(id(message)) is message:  # this very object was shared already (a reader's)
+                continue
             content = message.get("content")
             if type(content) is not str:
                 continue
@@ -216,6 +218,7 @@ def share_repeats(call: Call, shared: dict[Any, Any]) -> None:
             message["content"] = shared.setdefault(content, content)
             if whole:  # keyed by the shared text, so the key keeps no copy of its own
                 shared[tuple(message.items())] = message
+                shared[id(message)] = message  # the table holds it: its id is not reused
     response = call.response_message
     if response is not None and type(response.get("content")) is str:
         response["content"] = shared.setdefault(response["content"], response["content"])

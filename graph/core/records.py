@@ -283,8 +283,9 @@ class Call:
 
     @property
     def has_tools(self) -> bool:
-        """Whether the request offered tools (a sign of the agent's calls)."""
-        return bool(self.tools)
+        """Whether the request offered tools (a sign of the agent's calls): its tool list, else the
+        count a rollout document gives without the list (OpenEnv's ``n_tools``)."""
+        return bool(self.tools) or (self.tools is None and bool(self.claims) and bool(self.claims.get("n_tools")))
 
     @property
     def logprobs_aligned(self) -> bool:

@@ -162,7 +162,7 @@ def key_for_files(files: Iterable[str | Path], limits: Any = None) -> str:
         p = Path(f)
         stat = p.stat()
         parts.append(f"{p.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ctime_ns}\0{stat.st_ino}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
 
 def key_for_bytes(named: Iterable[tuple[str, bytes]], limits: Any = None) -> str:

@@ -29,6 +29,8 @@ NOT_TRACES = frozenset(
 )
 # Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.
 SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
+# Nor is the capture proxy's engine probe report beside its capture file (docs/live.md).
+NOT_TRACE_SUFFIXES = (*SIGNALS_SUFFIXES, ".probe.json")
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, records so far)
 
@@ -56,7 +58,7 @@ def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
     found = []
     for folder, _dirs, names in os.walk(p, onerror=failed):
         for name in names:
-            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES and not name.endswith(SIGNALS_SUFFIXES):
+            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES and not name.endswith(NOT_TRACE_SUFFIXES):
                 f = Path(folder, name)
                 try:
                     mode = f.stat().st_mode

@@ -414,12 +414,12 @@ def load_files_parallel(
         try:
             if source.name.lower().endswith((".parquet", ".pkl", ".pickle", ".pt", ".pth")):
                 raise ValueError("not JSON lines: read whole (rollout_graph.ingest.formats.binary_files)")
-            ranges = split_ranges(source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
+            ranges = split_ranges(source.path or source.name, max_line_bytes=(limits or Limits()).max_line_bytes)
         except (OSError, ValueError):
             ranges = [(0, -1, 1)]
         plan = []
         for start, end, first in ranges:
-            task = _Task(source.name, source.name, start, end, first, default_session, limits)
+            task = _Task(source.name, source.path or source.name, start, end, first, default_session, limits)
             worker = _parse_whole if (start, end) == (0, -1) else _parse_range
             plan.append((pool.submit(worker, task), (size if end < 0 else end) - start))
         plans.append(plan)

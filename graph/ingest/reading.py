@@ -72,6 +72,21 @@ def _open_regular(path: Path) -> IO[bytes]:
         raise
 
 
+def path_text(path: str) -> str:
+    """A path as text every output can carry: bytes of a file name that are not UTF-8 (which
+    Python keeps as lone surrogates) shown as ``\\xNN`` escapes, so a name never breaks a JSON,
+    Parquet or HTML writer (docs/limits.md)."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        try:
+            raw = path.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return path.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Source:
     """A named byte stream: a file on disk or an upload held in memory."""
@@ -82,9 +97,10 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path) -> Source:
-        """A file on disk; FIFOs, devices and sockets are refused when opened."""
+        """A file on disk; FIFOs, devices and sockets are refused when opened. Its name is
+        :func:`path_text` of the path (what reports show); ``path`` is the path itself."""
         p = Path(path)
-        return cls(str(p), lambda: _open_regular(p), str(p))
+        return cls(path_text(str(p)), lambda: _open_regular(p), str(p))
 
     @classmethod
     def from_bytes(cls, name: str, data: bytes) -> Source:

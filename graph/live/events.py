@@ -1,6 +1,7 @@
 """What ``rollout-graph tail`` reports: each call as it is linked, adoptions, near misses named or
 renamed, file notices and skipped records while following, and the discarded calls once the follow
-ends, as JSON-ready dicts and as one-line text.
+ends, as JSON-ready dicts and as one-line text; a session's engine as the capture proxy's probes
+found it (rollout_graph.core.engine) is reported once, before its first call.
 
 :class:`EventLog` remembers what it reported per session (parent, near miss) and, after each poll,
 compares the re-analysed rollouts with it. So the last parent and the last near miss reported for
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rollout_graph.analysis.near_miss import NearMiss, describe, near_miss_json, replaced_json
+from rollout_graph.core.engine import describe as describe_engine
+from rollout_graph.core.engine import engines
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.live.trace import NEW, REMOVED, LiveTrace, Update
 
@@ -36,6 +39,7 @@ FINAL = "final"  # the end of the follow: the discarded calls follow
 EXPLAINED = "explained"  # a near miss named for a call already reported, or renamed by new evidence
 SKIPPED = "skipped"
 FILE = "file"
+ENGINE = "engine"  # what the capture proxy's probes found of a session's engine, once per engine
 
 
 def near_miss_text(rollout: Rollout, miss: NearMiss | None, node: int) -> str:
@@ -67,6 +71,7 @@ class EventLog:
         self.session = session  # report only this session
         self._parents: dict[str, dict[str, str | None]] = {}
         self._misses: dict[str, dict[str, tuple | None]] = {}
+        self._engines: dict[str, list[dict[str, Any]]] = {}  # engine summaries reported, per session
 
     def events(self, trace: LiveTrace, update: Update) -> list[dict[str, Any]]:
         """The events of one poll: file notices, skipped records, then per changed session its
@@ -96,6 +101,11 @@ class EventLog:
             del printed[gone]
             misses.pop(gone, None)
         new, changed = [], []
+        known = self._engines.setdefault(sid, [])
+        for engine in engines(calls):  # before the session's calls: the engine they ran on
+            if engine not in known:
+                known.append(engine)
+                new.append({"event": ENGINE, "session_id": sid, "engine": engine, "text": describe_engine(engine)})
         for i, call in enumerate(calls):
             parent = topo.parents[i]
             parent_id = None if parent is None else calls[parent].node_id
@@ -209,6 +219,8 @@ def event_text(event: dict[str, Any]) -> str:
         return f"· the follow ended: {n:,} discarded call{'s' if n != 1 else ''} (verdicts wait until now: a later call can continue any call)"
     if kind == SKIPPED:
         return f"! {Path(event['file']).name}:{event['line']} skipped: {event['reason']}"
+    if kind == ENGINE:
+        return f"[{event['session_id']}] engine: {event['text']}"
     head = f"[{event['session_id']}] {event['node_id']}"
     if kind == CALL:
         if event["parent_id"] is None:

@@ -20,6 +20,7 @@ from typing import Any
 from rollout_graph.core.records import Call, LoadResult, SessionInput, Skipped
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.loading import add_value, rollout_name, trace_files
+from rollout_graph.ingest.reading import path_text
 from rollout_graph.live.linking import IncrementalLinker
 from rollout_graph.live.reading import FileFollower, whole_lines
 from rollout_graph.pipeline import analyse
@@ -176,20 +177,21 @@ class LiveTrace:
             self._read_leading_files(update)
         for (arg, name), follower in self._ordered():
             read = follower.read()
+            shown = path_text(name)  # what reports carry: a name that is not UTF-8, escaped
             if read.missing:
                 if name not in self._missing:
                     self._missing.add(name)
-                    update.notices.append(Notice(name, REMOVED))
+                    update.notices.append(Notice(shown, REMOVED))
                 continue
             self._missing.discard(name)
             if read.reset is not None:
-                update.notices.append(Notice(name, read.reset, self._drop_file(name, update)))
-            self.pending[name] = read.pending
-            default_session = rollout_name(name)
+                update.notices.append(Notice(shown, read.reset, self._drop_file(shown, update)))
+            self.pending[shown] = read.pending
+            default_session = rollout_name(shown)
             parts = Path(name).parts
             for raw in read.values:
                 before = len(self.loaded.skipped)
-                calls = add_value(self.loaded, raw, name, default_session, self._shared_text)
+                calls = add_value(self.loaded, raw, shown, default_session, self._shared_text)
                 update.skipped.extend(self.loaded.skipped[before:])
                 for k, call in enumerate(calls):
                     session = self._session(call.session_id)
@@ -265,7 +267,7 @@ class LiveTrace:
                 if (arg, str(f)) not in self._followers:
                     self._followers[(arg, str(f))] = FileFollower(f)
                     self.loaded.files.append(str(f))
-                    update.notices.append(Notice(str(f), NEW))
+                    update.notices.append(Notice(path_text(str(f)), NEW))
 
     def _session(self, sid: str) -> _Session:
         session = self._sessions.get(sid)
@@ -274,7 +276,7 @@ class LiveTrace:
         return session
 
     def _drop_file(self, name: str, update: Update) -> int:
-        """Forget every call and skipped record read from ``name``; relink what is left."""
+        """Forget every call and skipped record read from ``name`` (as shown); relink what is left."""
         skipped = [s for s in self.loaded.skipped if s.file == name]
         self.loaded.skipped = [s for s in self.loaded.skipped if s.file != name]
         self.loaded.records -= len(skipped)

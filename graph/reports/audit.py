@@ -25,7 +25,7 @@ from rollout_graph.ingest.formats.engine_pair import FAILED_SESSION
 from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
 from rollout_graph.ingest.loading import add_value, load_paths, rollout_name, walk_traces
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.reading import Source, path_text, read_values
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
 from rollout_graph.signals.corrections import audit_columns, parse_corrections
@@ -87,7 +87,7 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
     roles = Counter(seq.role for seq in rollout.sequences)
     lps = _trainable_logprobs(rollout)
     return {
-        "source_file": source,
+        "source_file": path_text(source),  # a file name that is not UTF-8, escaped
         "session_id": rollout.session_id,
         **{k: s[k] for k in ("n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded", "n_sequences")},
         "rows_agent": roles.get(AGENT, 0),
@@ -139,7 +139,7 @@ def signal_figures(rollout: Rollout) -> dict[str, Any]:
 def error_row(source: str, error: str) -> dict[str, Any]:
     """An audit row for a file that could not be analysed."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(source_file=source, finding_codes=[], models=[], error=error)
+    row.update(source_file=path_text(source), finding_codes=[], models=[], error=error)
     return row
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_graph.analysis.near_miss import near_miss_json, replaced_json
+from rollout_graph.core.engine import engines
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.formats.fidelity import fidelity_json
@@ -159,6 +160,7 @@ def session_json(rollout: Rollout, with_tokens: bool) -> dict[str, Any]:
     out["fidelity"] = detail["grade"]
     out["fidelity_detail"] = detail
     out["step"] = detail["step"]
+    out["engine"] = engines(rollout.calls)  # what the capture probes found of the engine (docs/live.md)
     if rollout.signals is not None:
         out["signals"] = rollout.signals.as_dict(rollout)
     if rollout.document is not None:

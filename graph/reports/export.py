@@ -1,4 +1,17 @@
-"""Analysed rollouts -> other formats: rollout documents, labelled training rows, trace entries."""
+"""Analysed rollouts -> other formats: rollout documents, labelled training rows, trace entries,
+OpenEnv training traces.
+
+Entry points: :func:`iter_training_rows` (``export --format rows``: one labelled row per
+sequence), :func:`iter_trace_entries` (``--format trace-entries``: the agent's calls as TRL/OpenEnv
+``TraceEntry`` records), :func:`training_trace` (``--format openenv-training-trace``: one OpenEnv
+``TrainingTrace.model_dump()`` per rollout), :func:`rollout_document` (a document the readers open
+again) and :func:`write_records` (JSONL or Parquet, streamed and atomic). It sits after the
+analysis (``rollout_graph.pipeline``) and before the command line (``rollout_graph.cli.export``)
+and the app's download buttons. Trace entries and training traces are what OpenEnv's own trainer
+contract accepts unchanged (its ``TrainingTrace.from_entries``; tests/conformance/ runs it):
+``loss_mask`` over prompt plus completion, and the calls its per-call check refuses left out
+(:func:`not_trainer_ready`). Formats and their keys: docs/cli.md, "Training rows".
+"""
 
 from __future__ import annotations
 
@@ -7,14 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
+from rollout_graph.core.records import Call
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import AGENT, DISCARDED, FATAL, RETOKENIZED, ROLES
 from rollout_graph.reports.output import OutputError, atomic_path
 from rollout_graph.signals.join import row_columns
 
-__all__ = ["OutputError", "Written", "iter_trace_entries", "iter_training_rows", "write_records"]
+__all__ = [
+    "OutputError",
+    "Written",
+    "iter_trace_entries",
+    "iter_training_rows",
+    "not_trainer_ready",
+    "training_trace",
+    "write_records",
+]
 
 
 def rollout_document(rollout: Rollout, include_discarded: bool = True, include_messages: bool = True) -> dict[str, Any]:
@@ -133,37 +156,110 @@ def trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> list[dict[
     return list(iter_trace_entries(rollout, drop_unfinished))
 
 
-def iter_trace_entries(rollout: Rollout, drop_unfinished: bool = False) -> Iterator[dict[str, Any]]:
-    """:func:`trace_entries`, built one at a time (streamed exports)."""
+def not_trainer_ready(call: Call) -> str | None:
+    """Why OpenEnv's trainer contract (``TrainingTrace.from_entries``, its per-call check) would
+    refuse this call's tokens, or None: the calls ``trace-entries`` leaves out, as OpenEnv's own
+    ``to_trace_entries`` does (docs/cli.md, "Trace entries")."""
+    prompt, sampled, lps = call.prompt_ids, call.sampled_ids, call.sampled_logprobs
+    if prompt is None or prompt.shape[0] == 0:
+        return "no prompt token ids"
+    if sampled.shape[0] == 0:
+        return "no sampled tokens"
+    if (prompt < 0).any() or (sampled < 0).any():
+        return "invalid token ids"
+    if lps is None or lps.shape[0] == 0:
+        return "no logprobs"
+    if lps.shape[0] != sampled.shape[0]:
+        return f"{lps.shape[0]} logprobs for {sampled.shape[0]} sampled tokens"
+    if not np.isfinite(lps).all():
+        return "logprobs that are not finite numbers"
+    if (lps > 0).any():
+        return "positive logprobs"
+    return None
+
+
+def _sampling(call: Call) -> dict[str, Any]:
+    """What was submitted to the engine: the proxy's record of it, else the request as sent."""
+    return dict(call.submitted_params if call.submitted_params is not None else call.requested_params)
+
+
+def iter_trace_entries(
+    rollout: Rollout, drop_unfinished: bool = False, left_out: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """:func:`trace_entries`, built one at a time (streamed exports). Each entry passes OpenEnv's
+    ``TrainingTrace.from_entries`` unchanged: ``loss_mask`` spans prompt plus completion (0 over
+    the prompt), ``metadata`` carries ``node_id``, ``sampling_params``, ``requested_sampling_params``,
+    ``n_tools`` and ``model``. An agent call OpenEnv's per-call check would refuse (no logprobs,
+    positive or non-finite ones, no prompt ids) is left out, as OpenEnv's ``to_trace_entries``
+    leaves it out; ``left_out`` (when given) collects ``session/node: reason`` for each."""
     unfinished = unfinished_nodes(rollout) if drop_unfinished else set()
+    parents = rollout.topology.parents
     for i, call in enumerate(rollout.calls):
         if rollout.node_roles[i] != AGENT or call.prompt_ids is None or i in unfinished:
             continue
-        parent = rollout.topology.parents[i]
-        trained = bool(rollout.trainable[i])
-        yield (
-            {
-                "call_id": call.node_id,
-                "request": {"messages": call.request_messages, "tools": call.tools, **call.requested_params},
-                "response": {
-                    "choices": [{"message": call.response_message, "finish_reason": call.finish_reason}],
-                    "model": call.model,
-                },
-                "prompt_token_ids": call.prompt_ids.tolist(),
-                "completion_token_ids": call.sampled_ids.tolist(),
-                "per_token_logps": call.sampled_logprobs.tolist()
-                if call.logprobs_aligned and call.sampled_logprobs is not None
-                else None,
-                "loss_mask": [1 if trained else 0] * call.n_sampled,
-                "metadata": {
-                    "session_id": rollout.session_id,
-                    "node_id": call.node_id,
-                    "parent_id": None if parent is None else rollout.calls[parent].node_id,
-                    "role": rollout.node_roles[i],
-                    "findings": [f.as_dict() for f in rollout.findings_for(i)],
-                },
-            }
-        )
+        reason = not_trainer_ready(call)
+        if reason is not None:
+            if left_out is not None:
+                left_out.append(f"{rollout.session_id}/{call.node_id}: {reason}")
+            continue
+        yield _trace_entry(rollout, i, call, parents[i])
+
+
+def _trace_entry(rollout: Rollout, i: int, call: Call, parent: int | None) -> dict[str, Any]:
+    assert call.prompt_ids is not None and call.sampled_logprobs is not None
+    trained = 1 if rollout.trainable[i] else 0
+    completion_mask = [trained] * call.n_sampled
+    return {
+        "call_id": call.node_id,
+        "request": {"messages": call.request_messages or [], "tools": call.tools, **call.requested_params},
+        "response": {
+            "choices": [{"message": call.response_message or {}, "finish_reason": call.finish_reason}],
+            "model": call.model,
+        },
+        "prompt_token_ids": call.prompt_ids.tolist(),
+        "completion_token_ids": call.sampled_ids.tolist(),
+        "per_token_logps": call.sampled_logprobs.astype(float).tolist(),
+        "loss_mask": [0] * call.n_prompt + completion_mask,
+        # deprecated alias: the completion-only mask ``loss_mask`` was before (docs/cli.md)
+        "completion_loss_mask": completion_mask,
+        "metadata": {
+            "node_id": call.node_id,
+            "index": i,
+            "model": call.model,
+            "n_tools": len(call.tools or ()),
+            "harness_session_id": call.claims.get("harness_session_id"),
+            "sampling_params": _sampling(call),
+            "requested_sampling_params": dict(call.requested_params),
+            "session_id": rollout.session_id,
+            "parent_id": None if parent is None else rollout.calls[parent].node_id,
+            "role": rollout.node_roles[i],
+            "findings": [f.as_dict() for f in rollout.findings_for(i)],
+        },
+    }
+
+
+TURN_KEYS = (
+    "prompt_token_ids",
+    "completion_token_ids",
+    "per_token_logps",
+    "loss_mask",
+    "request",
+    "response",
+    "metadata",
+)
+
+
+def training_trace(
+    rollout: Rollout, drop_unfinished: bool = False, left_out: list[str] | None = None
+) -> dict[str, Any] | None:
+    """The rollout as OpenEnv's ``TrainingTrace.model_dump()`` (``schema_version``, ``turns``): the
+    agent calls of :func:`iter_trace_entries`, each a ``TrainingTurn`` named by its ``node_id``;
+    ``TrainingTrace.model_validate`` accepts it as it is. None when no call is trainer-ready."""
+    turns = [
+        {"node_id": entry["metadata"]["node_id"], **{k: entry[k] for k in TURN_KEYS}}
+        for entry in iter_trace_entries(rollout, drop_unfinished, left_out)
+    ]
+    return {"schema_version": 1, "turns": turns} if turns else None
 
 
 def _schema(kind: str | None):
@@ -184,7 +280,8 @@ def _schema(kind: str | None):
         return pa.schema(
             [
                 ("call_id", text), ("request", text), ("response", text), ("prompt_token_ids", ids),
-                ("completion_token_ids", ids), ("per_token_logps", floats), ("loss_mask", ids), ("metadata", text),
+                ("completion_token_ids", ids), ("per_token_logps", floats), ("loss_mask", ids),
+                ("completion_loss_mask", ids), ("metadata", text),
             ]
         )  # fmt: skip
     return None

@@ -32,6 +32,7 @@ from typing import Any
 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.loading import NOTES_FILE
+from rollout_graph.ingest.reading import Source
 from rollout_graph.reports.output import OutputError, atomic_path
 
 __all__ = [
@@ -157,13 +158,13 @@ def read_notes(path: str | Path) -> dict[str, Any]:
     Raises:
         NotesError: it cannot be read, or is invalid.
     """
-    path = Path(path)
+    source = Source.from_path(path)  # opened without blocking: a FIFO, device or socket is refused
     try:
-        with open(path, "rb") as f:
+        with source.open() as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise NotesError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_notes(data, str(path))
+        raise NotesError(f"cannot read {source.name}: {exc.strerror or exc}") from None
+    return parse_notes(data, source.name)
 
 
 def notes_json(notes: Iterable[dict[str, Any]]) -> str:

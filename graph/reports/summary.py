@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from rollout_graph.core.engine import describe, engines
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.records import LEVELS, LoadResult
 from rollout_graph.core.rollout import Rollout
@@ -70,6 +71,7 @@ def rollout_lines(rollout: Rollout) -> list[str]:
         "  findings: " + " · ".join(findings),
     ]
     lines.append("  " + fidelity_text(fidelity_json(rollout.calls)))
+    lines += ["  engine: " + describe(engine) for engine in engines(rollout.calls)]  # the capture probes
     if rollout.signals is not None:
         lines.append("  signals: " + signals_text(rollout.signals.summary()))
         lines += mismatch_lines(rollout)

@@ -21,7 +21,7 @@ EXPLANATIONS = {
     "no_logprobs": "Sampled tokens without logprobs cannot be trained with importance weights.",
     "no_sampled_ids": "The call records no sampled token ids: there is nothing to train on.",
     "truncated_turn": "Generation stopped at the length limit (finish_reason length): the call's reply is cut off.",
-    "token_strings": "Logprob tokens are strings, not token_id:N, so ids had to be recovered from text.",
+    "token_strings": "Logprob tokens are named by their text, not token_id:N: alternatives are known by text only.",
     "sampling_neutralised": "The engine received different sampling params than the harness asked for.",
     "sampling_changed": "The sampling distribution (temperature, top_p, ...) changed within the rollout.",
     "degenerate_rollout": "An agentic rollout with a single call: nothing links, nothing to learn across calls.",
@@ -39,11 +39,28 @@ EXPLANATIONS = {
         "tokenized it again with other ids, the train/inference skew: replay token ids, not text."
     ),
     "document_invalid_parent": "A rollout document names an impossible parent (itself, a missing node, a cycle); it was dropped.",
+    "document_omits_tokens": "A rollout document's turn is in none of its rows (exported without discarded rows): placed by its claims.",
+    "document_validation": "The rollout document's writer found a FATAL problem itself and refused to train this rollout.",
     "logprob_mismatch": "The trainer's logprob for a sampled token differs from the engine's by more than the threshold.",
     "signals_misaligned": "A signals row does not match the training row it names; its signals were ignored.",
     "unfinished_attempts": (
         "Sibling attempts none of which continued, not even in text: each becomes a training row unless left out."
     ),
+    # OpenEnv's capture validators (docs/semantics.md, Findings), under their names
+    "length_mismatch": "A training row's loss mask does not cover prompt plus completion; the row is refused.",
+    "invalid_loss_mask": "A training row's loss mask holds something other than integer 0 or 1; the row is refused.",
+    "trainable_prompt": "A training row trains prompt tokens, which must stay context; the row is refused.",
+    "empty_completion": "The reply has no text and no tool call: the harness had nothing to act on.",
+    "empty_response": "A training row without one sampled token: nothing to train.",
+    "certain_tokens": "Sampled tokens with logprob 0 (p = 1): all of a call's means forced or cached output.",
+    "root_count": "The graph has calls but no root.",
+    "forks": "Fork points: calls that two or more later calls continued.",
+    "context_budget_exhausted": "The reply was cut because prompt plus output filled the engine's context window.",
+    "sampling_policy_changed": "The call was not sent with the sampling policy pinned for the capture.",
+    "raw_logprobs": "Raw (pre-temperature) logprobs at a shaped temperature: not the sampled distribution's.",
+    "no_tool_calling": "The engine refuses a tool manifest, and this rollout offers tools.",
+    "no_tool_call_emitted": "The engine answers tool manifests in prose, and no call here made a tool call.",
+    "behaviour_changed": "The capture proxy changed the call (another model than the harness asked for).",
 }
 
 

@@ -11,6 +11,7 @@ kept so the join can check it against the row it names.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,13 +200,21 @@ def read_signals(path: str | Path, limits: Limits | None = None) -> SignalsFile:
     """
     p = Path(path)
     limits = _limits_for(limits)
+    source = Source.from_path(p)  # opened without blocking: a FIFO, device or socket is refused
+    over = SignalsError(
+        f"{source.name}: over a limit: larger than {_limits.human(limits.max_file_bytes)} "
+        "(limit max_file_bytes, --max-file-bytes)"
+    )
     try:
-        if p.stat().st_size > limits.max_file_bytes:
-            raise SignalsError(
-                f"{p}: over a limit: larger than {_limits.human(limits.max_file_bytes)} "
-                "(limit max_file_bytes, --max-file-bytes)"
-            )
-        data = p.read_bytes()
+        with source.open() as stream:
+            if os.fstat(stream.fileno()).st_size > limits.max_file_bytes:
+                raise over
+            chunks, total = [], 0
+            while chunk := stream.read(1 << 20):  # counted as read: a file that grows stops at the limit
+                total += len(chunk)
+                if total > limits.max_file_bytes:
+                    raise over
+                chunks.append(chunk)
     except OSError as exc:
-        raise SignalsError(f"cannot read {p}: {exc.strerror or exc}") from exc
-    return read_signals_bytes(str(p), data, limits)
+        raise SignalsError(f"cannot read {source.name}: {exc.strerror or exc}") from exc
+    return read_signals_bytes(source.name, b"".join(chunks), limits)

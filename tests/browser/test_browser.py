@@ -15,6 +15,7 @@ from tests.support.browser import (
     require_chromium,
     running_app,
     screenshot,
+    settle,
     wait_ready,
     wait_url,
 )
@@ -50,7 +51,7 @@ def test_click_a_node_in_the_dag_shows_its_detail(samples_app):
         screenshot(page, "node-detail", docs=True)
         page.get_by_role("tab", name="Messages").click()
         page.wait_for_selector(".rg-chat", timeout=30_000)  # built when chosen
-        page.wait_for_timeout(300)
+        settle(page)
         screenshot(page, "messages", docs=True)
 
 
@@ -63,7 +64,7 @@ def test_deep_link_opens_the_same_view(samples_app):
         assert "Rollout list-todos" in page.inner_text("body")
         page.get_by_role("tab", name="Sequence").click()
         page.wait_for_selector("text=trainable tokens (row)", timeout=30_000)  # built when chosen
-        page.wait_for_timeout(300)
+        settle(page)
         screenshot(page, "sequence", docs=True)
 
 
@@ -78,7 +79,7 @@ def test_upload_a_broken_file_shows_the_report(samples_app, tmp_path):
         page.wait_for_selector("text=1 skipped", timeout=30_000)
         assert "Traceback" not in page.inner_text("body")
         page.get_by_text("Load report: 1 skipped records").click()
-        page.wait_for_timeout(300)
+        settle(page)
         screenshot(page, "load-report", docs=True)
 
 
@@ -132,7 +133,9 @@ def test_hostile_trace_payloads_stay_text(tmp_path):
             span.hover()
         page.get_by_role("tab", name="Messages").click()
         page.wait_for_selector(".rg-chat", timeout=30_000)  # built when chosen
-        page.wait_for_timeout(500)
+        settle(page)
+        # every image in the page has loaded or failed: an onerror payload would have run by now
+        page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=30_000)
         body = page.inner_text("body")
         screenshot(page, "hostile")
         assert page.evaluate("() => window.__pwned") is None
@@ -154,7 +157,7 @@ def test_corpus_row_opens_its_rollout_in_the_explorer(samples_app):
         page.wait_for_selector(
             f"text=Corpus audit: {4 + harnesses} rollouts from {3 + harnesses} files", timeout=60_000
         )
-        page.wait_for_timeout(1000)
+        settle(page)
         screenshot(page, "corpus", docs=True)
         box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
         row = 3 + harnesses  # fix-config-bug, after eval/, harnesses/ and openenv/

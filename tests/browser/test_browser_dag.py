@@ -5,15 +5,18 @@ selected call is labelled and centred, deep links open the call, the first scree
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from rollout_graph.ui.builders.dag import CALLS, CHAINS
 from tests.support.browser import (
     DAG_JS,
     ROOT,
     browser_page,
+    chart_idle,
     node_position,
     require_chromium,
     running_app,
@@ -71,7 +74,7 @@ def big_app(tmp_path_factory):
 def open_page(page, url: str, query: str) -> None:
     page.goto(f"{url}/?{query}")
     wait_ready(page, timeout=180_000)
-    page.wait_for_timeout(500)
+    chart_idle(page)
 
 
 def drawn(page, trace: int = CALLS) -> list[int]:
@@ -98,7 +101,7 @@ def click_node(page, index: int) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for attempt in (1, 2):
-        page.wait_for_timeout(500)
+        chart_idle(page)
         x, y = node_position(page, index)
         page.mouse.click(x, y)
         try:
@@ -146,7 +149,7 @@ def test_only_the_calls_in_view_are_drawn_and_a_pan_draws_the_others(big_app):
             }""",
             far,
         )
-        page.wait_for_timeout(500)
+        chart_idle(page)
         x, y = node_position(page, far)
         hit = page.evaluate(
             DAG_JS
@@ -223,8 +226,18 @@ def test_a_tour_example_scrolls_its_call_into_view(big_app):
         button.click()
         page.wait_for_selector(".rg-node-title", timeout=90_000)
         wait_ready(page)
-        page.wait_for_timeout(1500)
         chosen = title(page).split()[0]
+        # the DAG client brings the chart into view (views/panels/dag_client): the call on screen
+        page.wait_for_function(
+            DAG_JS
+            + """(i) => { const gd = dag(), t = gd._fullData[1], k = Array.from(t.customdata).indexOf(i);
+                if (k < 0) return false;
+                const b = gd.getBoundingClientRect(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+                const x = b.left + xa._offset + xa.l2p(t.x[k]), y = b.top + ya._offset + ya.l2p(t.y[k]);
+                return 0 <= y && y <= innerHeight && 0 <= x && x <= innerWidth; }""",
+            arg=int(chosen[1:]),
+            timeout=30_000,
+        )
         x, y = node_position(page, int(chosen[1:]))
         assert 0 <= y <= 900 and 0 <= x <= 1440, (x, y)  # the call is on screen
 
@@ -297,7 +310,7 @@ def test_fit_all_shows_the_whole_rollout_and_clicks_still_select_the_call_under_
         for k in range(6):
             x, y, index = calls[k * (len(calls) - 1) // 5]
             for attempt in (1, 2):  # a chart just redrawn may miss a click before plotly listens again
-                page.wait_for_timeout(500)
+                chart_idle(page)
                 page.mouse.click(x, y)
                 try:
                     page.wait_for_function(
@@ -323,13 +336,15 @@ def test_a_double_click_resets_the_view_instead_of_autoscaling_it(big_app):
         open_page(page, big_app, "session=synthetic-5000")
         start = page.evaluate(DAG_JS + "() => dag()._fullLayout.xaxis.range.slice()")
         page.evaluate(DAG_JS + "(r) => Plotly.relayout(dag(), {'xaxis.range': [r[0] + 40, r[1] + 40]})", start)
-        page.wait_for_timeout(300)
+        chart_idle(page)
         box = page.evaluate(
             DAG_JS
             + "() => { const b = dag().querySelector('.nsewdrag').getBoundingClientRect(); return [b.x, b.y, b.width, b.height]; }"
         )
         page.mouse.dblclick(box[0] + box[2] * 0.5, box[1] + box[3] * 0.05)  # an empty spot near the top
-        page.wait_for_timeout(800)
+        moved = DAG_JS + "(r) => Math.abs(dag()._fullLayout.xaxis.range[0] - r[0]) < 1e-6"
+        with contextlib.suppress(PlaywrightTimeout):  # plotly resets the view after its double-click delay
+            page.wait_for_function(moved, arg=start, timeout=15_000)  # (else the assertion names where it went)
         after = page.evaluate(DAG_JS + "() => dag()._fullLayout.xaxis.range.slice()")
         assert after == pytest.approx(start, abs=1e-6)  # back to the window, not the whole 5,000-call smear
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import browser_page, require_chromium, running_app, screenshot, wait_ready
+from tests.support.browser import browser_page, require_chromium, running_app, screenshot, settle, wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
 
@@ -20,7 +20,7 @@ def test_a_filter_stays_on_when_its_panel_is_closed_and_shows_when_opened(tmp_pa
         page.goto(url)
         wait_ready(page)
         title = page.get_by_text("Filter calls", exact=True)
-        page.wait_for_timeout(500)
+        settle(page)
         others = page.locator("[data-testid=stMultiSelect]").count()  # elsewhere on the page (closed: none here)
         title.click()
         page.wait_for_function(CONTROLS, arg=others + 6, timeout=60_000)

@@ -11,7 +11,15 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_browser_nav import SESSION, open_call, press, settled, wait_call
-from tests.support.browser import DAG_JS, browser_page, require_chromium, running_app, wait_ready, wait_rings
+from tests.support.browser import (
+    DAG_JS,
+    browser_page,
+    pump_until,
+    require_chromium,
+    running_app,
+    wait_ready,
+    wait_rings,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
 
@@ -78,13 +86,13 @@ def test_a_key_step_reruns_only_the_selection_view(samples_app):
         assert after["ring"] == [after["x"][k], after["y"][k]] != before["ring"]
         # the control: a sidebar toggle reruns the whole page, and its frames do hold the headline
         page.get_by_text("Show whitespace in token views").click()
-        sent = b""
-        for _ in range(300):  # the page's events are taken in while Playwright waits
-            page.wait_for_timeout(200)
-            sent += frames.take()
-            if all(text in sent for text in OUTSIDE):
-                break
-        assert all(text in sent for text in OUTSIDE)
+        got = [b""]
+
+        def whole_page() -> bool:
+            got[0] += frames.take()
+            return all(text in got[0] for text in OUTSIDE)
+
+        pump_until(page, whole_page, timeout=60, what="the whole page's frames")
 
 
 def test_a_search_reruns_only_the_selection_view(samples_app):

@@ -106,8 +106,10 @@ def test_follow_newest_selects_each_new_call_and_pause_stops(capture):
         page.get_by_text("Pause following").click()
         wait_status(page, "Paused")
         append(folder / "run.jsonl", b"".join(lines[5:8]))  # ... list-todos c05
-        page.wait_for_timeout(3000)
-        assert "5 calls" in status(page)
+        # the page runs again (any control): paused, it draws what it had and reads nothing
+        page.get_by_text("Show whitespace in token views").click()
+        wait_ready(page)
+        assert "5 calls" in status(page) and "Paused" in status(page)
         page.get_by_text("Pause following").click()
         wait_status(page, "8 calls")
         page.wait_for_function(f"() => ({title})().includes('c05')", timeout=20_000)

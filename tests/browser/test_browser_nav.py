@@ -16,6 +16,7 @@ from tests.support.browser import (
     rings,
     running_app,
     screenshot,
+    settle,
     wait_ready,
     wait_rings,
     wait_url,
@@ -179,7 +180,7 @@ def test_timeline_click_selects_the_call(samples_app):
             " && g._fullData[0].type === 'bar' && g.offsetParent !== null && g.getBoundingClientRect().height > 100)",
             timeout=90_000,
         )
-        page.wait_for_timeout(500)  # the expander's opening animation
+        settle(page)  # the expander's opening animation
         point = page.evaluate(
             """() => {
               const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))

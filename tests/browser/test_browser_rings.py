@@ -19,6 +19,8 @@ from tests.support.browser import (
     DAG_JS,
     boxed,
     browser_page,
+    chart_idle,
+    hovered,
     node_position,
     require_chromium,
     rings,
@@ -62,7 +64,7 @@ def drawn(page, trace: int = 1) -> list[int]:
 
 def watch(page) -> None:
     settled(page)
-    page.wait_for_timeout(300)  # the client's rings of this run are drawn
+    chart_idle(page)  # the client's rings of this run are drawn
     page.evaluate(WATCH_JS)
 
 
@@ -74,9 +76,10 @@ def click_call(page, index: int, node_id: str) -> None:
     """Click call ``index`` in the DAG until its detail opens: plotly takes a click on the point it
     last hovered, so the pointer rests on the call first (and once more on a loaded machine)."""
     for attempt in range(3):
+        chart_idle(page)
         x, y = node_position(page, index)
         page.mouse.move(x, y)
-        page.wait_for_timeout(200 * (attempt + 1))
+        hovered(page, node_id, timeout=10_000 * (attempt + 1))
         page.mouse.click(x, y)
         try:
             page.wait_for_selector(f".rg-node-title:has-text('{node_id} ')", timeout=20_000 * (attempt + 1))
@@ -136,12 +139,14 @@ def test_the_ring_survives_a_pan_a_zoom_and_a_rerun(rings_app):
             DAG_JS + "() => { const gd = dag(), r = gd._fullLayout.xaxis.range, y = gd._fullLayout.yaxis.range;"
             " return window.Plotly.relayout(gd, {'xaxis.range': [r[0] + 1, r[1] - 1], 'yaxis.range': [y[0] + 0.5, y[1]]}); }"
         )
-        page.wait_for_timeout(500)
+        chart_idle(page)
+        wait_rings(page, [11])
         assert rings(page) == [11] and boxed(page) == ["<b>c0011</b>"]
         # a rerun of the selection view that changes nothing in the DAG (a search toggle)
         page.get_by_text("Ignore case").click()
         settled(page)
-        page.wait_for_timeout(500)
+        wait_ready(page)
+        chart_idle(page)
         assert rings(page) == [11] and boxed(page) == ["<b>c0011</b>"]
         seen = redrawn(page)
         assert seen["draws"] == 0 and seen["same"], seen

@@ -20,7 +20,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.browser.test_browser_live import wait_status
 from tests.browser.test_browser_nav import SESSION, press, settled, wait_call
-from tests.support.browser import browser_page, require_chromium, running_app, wait_ready
+from tests.support.browser import browser_page, pump_until, require_chromium, running_app, runs, wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
 
@@ -98,15 +98,16 @@ def test_a_step_while_a_tick_starts_leaves_no_element_of_the_previous_call(follo
     with browser_page(width=1440, height=900) as page:
         race = TickAfterEachStep(page)
         open_call(page, followed_app, "c05")
-        for _ in range(50):  # the page's first tick request, to copy after each step
-            if race.tick is not None:
-                break
-            page.wait_for_timeout(200)
+        # the page's first tick request, to copy after each step
+        pump_until(page, lambda: race.tick is not None, timeout=30, what="the page's first tick request")
         for key, expected in (("l", "c06"), ("h", "c05"), ("j", "c06"), ("k", "c05")) * 2:
+            before = runs(page)["starts"]
             press(page, key, expected)
             settled(page)
             if expected == "c06":
-                page.wait_for_timeout(1_500)  # the tick's run has ended too
+                # the step's run and the tick's run queued behind it have both started, and ended
+                page.wait_for_function("(n) => window.__rgRuns.starts >= n", arg=before + 2, timeout=30_000)
+                wait_ready(page)
                 settled(page)
                 now = shown(page)
                 assert now == alone, (key, "left:", now - alone, "missing:", alone - now)

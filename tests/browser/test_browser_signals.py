@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import browser_page, require_chromium, running_app, screenshot, wait_ready, wait_url
+from tests.support.browser import browser_page, require_chromium, running_app, screenshot, settle, wait_ready, wait_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in headless Chromium
-
-IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
 @pytest.fixture(scope="module")
@@ -17,11 +15,6 @@ def app():
     require_chromium()
     with running_app() as url:
         yield url
-
-
-def settle(page) -> None:
-    page.wait_for_timeout(400)
-    page.wait_for_function(IDLE, timeout=60_000)
 
 
 def classes(page) -> list[str]:
@@ -235,7 +228,12 @@ def mark_in_view(page, position: int) -> None:
         }}""",
         timeout=30_000,
     )
-    page.wait_for_timeout(2200)  # the scroll script's last look, before anything else is clicked
+    # the scroll script's last look (views/state/signals.py SCROLL_JS), before anything else is clicked
+    page.wait_for_function(
+        "(i) => { const l = window.__rgMarkLooks; return !!l && l.left <= 0 && l.at === i; }",
+        arg=str(position),
+        timeout=30_000,
+    )
 
 
 def pick_the_other_row_and_click_its_flagged_point(page) -> None:
@@ -245,8 +243,7 @@ def pick_the_other_row_and_click_its_flagged_point(page) -> None:
 
     picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Signals row shown")
     picker.scroll_into_view_if_needed()  # in the detail pane, scrolled down to the token
-    page.wait_for_timeout(300)
-    picker.locator("input").click()
+    picker.locator("input").click()  # a click waits for the picker to stand still
     page.get_by_role("option", name="row c1", exact=False).click()
     page.wait_for_function(
         FLAGGED_JS + "() => !!flagged() && flagged()._fullData.some(t => t.name === 'flagged, in another row')",

@@ -21,6 +21,7 @@ from tests.support.browser import (
     browser_page,
     require_chromium,
     running_app,
+    settle,
     wait_ready,
     wait_url,
 )
@@ -73,7 +74,13 @@ def selected_beside_the_dag(page, index: int) -> str:
         timeout=60_000,
     )
     wait_ready(page)
-    page.wait_for_timeout(800)  # the scroll that brings the DAG into view
+    # the scroll that brings the DAG into view
+    page.wait_for_function(
+        DAG_JS + "(h) => { const b = dag().getBoundingClientRect(); return b.top < h && b.bottom > 0; }",
+        arg=HEIGHT,
+        timeout=30_000,
+    )
+    settle(page)
     assert ringed(page) == [index] and faded(page) == []
     title = page.locator(".rg-node-title").first
     box, dag = title.bounding_box(), dag_box(page)
@@ -104,7 +111,7 @@ def test_compare_and_corpus_on_an_upload(samples_app):
         page.wait_for_selector("text=Corpus audit: 2 rollouts from 1 file", timeout=120_000)
         assert page.get_by_role("radio", name="Uploaded traces (audited now)").is_checked()
         assert BUNDLED_ONLY not in page.inner_text("body")
-        page.wait_for_timeout(1000)
+        settle(page)
         shot(page, "corpus-upload")
         box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
         page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the first row's checkbox: list-todos

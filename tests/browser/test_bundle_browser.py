@@ -11,7 +11,7 @@ import pytest
 from rollout_graph.cli import main
 from rollout_graph.reports import notes as notes_io
 from tests.reports.test_bundle import MORE, PAYLOADS, VLLM, hostile_rollout
-from tests.support.browser import browser_page, require_chromium, screenshot
+from tests.support.browser import browser_page, painted, require_chromium, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # opens the bundle in headless Chromium
 
@@ -157,7 +157,7 @@ def test_docs_screenshot(tmp_path):
         page.wait_for_selector(READY)
         page.locator("#detail .tokens span.t:not(.c)").nth(5).click()
         page.evaluate("() => window.scrollTo(0, document.querySelector('.split').offsetTop - 6)")
-        page.wait_for_timeout(200)
+        painted(page)
         path = screenshot_viewport(page, "bundle")
         assert path.stat().st_size > 10_000
 

@@ -13,11 +13,10 @@ from rollout_graph.signals.corrections import parse_correction
 from rollout_graph.signals.join import join_rollout
 from rollout_graph.signals.reading import read_signals
 from rollout_graph.ui.builders import mismatch
-from tests.support.browser import browser_page, require_chromium, running_app, screenshot, wait_ready
+from tests.support.browser import browser_page, require_chromium, running_app, screenshot, settle, wait_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in Chromium
 
-IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 PANEL = "Off-policy corrections: what each would do to these tokens"
 
 HIST_JS = """() => {
@@ -27,11 +26,6 @@ HIST_JS = """() => {
     return {type: gd._fullLayout.xaxis.type, shapes: gd._fullLayout.shapes.map(s => [s.type, s.x0, s.x1]),
             bars: gd._fullData[0].y.length};
 }"""
-
-
-def settle(page) -> None:
-    page.wait_for_timeout(400)
-    page.wait_for_function(IDLE, timeout=60_000)
 
 
 def marks(page) -> list[int]:
@@ -101,7 +95,7 @@ def test_histogram_bands_and_the_overlay_toggles(app):
             "() => Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g._fullLayout.title"
             " && /Token importance ratio/.test(g._fullLayout.title.text)).scrollIntoView({block: 'center'})"
         )
-        page.wait_for_timeout(500)
+        settle(page)
         screenshot(page, "corrections-figures", docs=True)
         page.locator("[data-testid='stButtonGroup'] button", has_text="token_mask:low=0.8,high=1.25").click()
         page.wait_for_function("() => !document.querySelector('.rg-tokens .rg-km')", timeout=30_000)

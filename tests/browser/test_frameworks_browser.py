@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rollout_graph.reports.run import run_table
-from tests.support.browser import browser_page, require_chromium, running_app, screenshot
+from tests.support.browser import browser_page, require_chromium, running_app, screenshot, settle
 from tools import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives the app in Chromium
@@ -66,7 +66,7 @@ def test_run_page_charts_500_steps_and_opens_a_rollout(run_app):
         page.wait_for_function(f"() => ({titles_js})().length === 6", timeout=60_000)
         titles = page.evaluate(titles_js)
         assert len(titles) == 6 and any("Reward" in t for t in titles)
-        page.wait_for_timeout(800)
+        settle(page)
         screenshot(page, "run-page")
         x, y, step, n = page.evaluate(POINT_JS, ["Reward", 120])
         assert n == 500
@@ -76,7 +76,7 @@ def test_run_page_charts_500_steps_and_opens_a_rollout(run_app):
         page.wait_for_function(IDLE, timeout=60_000)
         print(f"step {step} listed {time.perf_counter() - start:.2f} s after the click")
         page.locator("text=Worst first").scroll_into_view_if_needed()
-        page.wait_for_timeout(800)
+        settle(page)
         screenshot(page, "run-page-step")
         box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
         start = time.perf_counter()

@@ -132,6 +132,7 @@ def test_filters_are_pure_and_combine(corpus):
     assert set(filter_rows(frame, [], ["m"], [], False, everything)["session_id"]) == {"tiny"}
     assert set(filter_rows(frame, [], [], ["sampling_changed"], True, everything)["session_id"]) == {
         "fix-config-bug",
+        "fix-config-bug.openenv",  # OpenEnv's document records each call's sampling params too
         "list-todos",
     }
     assert set(filter_rows(frame, [], [], [], False, (3000, 4000))["session_id"]) == {
@@ -153,4 +154,9 @@ def test_corpus_page_audits_the_bundled_samples(monkeypatch):
     assert f"Corpus audit: {4 + harnesses} rollouts from {3 + harnesses} files" in at.markdown[0].value
     assert at.dataframe[0].value.shape[0] == 4 + harnesses
     at.multiselect[2].select("sampling_changed").run()
-    assert sorted(at.dataframe[0].value["session_id"]) == ["fix-config-bug", "fix-config-bug.eval", "list-todos"]
+    assert sorted(at.dataframe[0].value["session_id"]) == [
+        "fix-config-bug",
+        "fix-config-bug.eval",
+        "fix-config-bug.openenv",  # OpenEnv's document records each call's sampling params too
+        "list-todos",
+    ]

@@ -113,7 +113,8 @@ def running_app(*args: str, via_cli: bool = False):
 # click (a text box's Enter, a component's message), so right after an action the page looks idle.
 RUNS_INIT_JS = """(() => {
   if (window.__rgRuns) return;
-  const runs = window.__rgRuns = { events: 0, asked: 0, user: 0, started: 0, open: 0, rerun: false, at: 0, input: -1e9, acted: 0 };
+  const runs = window.__rgRuns = { events: 0, asked: 0, user: 0, started: 0, open: 0, rerun: false, at: 0, input: -1e9, acted: 0,
+                                   ticks: 0, starts: 0 };
   const varint = (b, i, end) => { let v = 0, m = 1, c;
     do { if (i >= end) return [-1, end]; c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128);
     return [v, i]; };
@@ -136,6 +137,7 @@ RUNS_INIT_JS = """(() => {
       if (f !== 11) continue;
       runs.asked = note();
       if (!fields(b, s, e).some(([g, v]) => g === 6 && v === 1)) runs.user = runs.asked;  // not a tick
+      else runs.ticks += 1;
     }
     return send.call(this, data);
   };
@@ -146,7 +148,7 @@ RUNS_INIT_JS = """(() => {
       if (b) for (const [f, v] of fields(b, 0, b.length)) {
         // one run at a time per session: a start opens it, any end closes it, and an end "early
         // for rerun" (2) promises the next run (the rerun asked for, or the script's st.rerun)
-        if (f === 4) { runs.started = note(); runs.open = 1; runs.rerun = false; }
+        if (f === 4) { runs.started = note(); runs.starts += 1; runs.open = 1; runs.rerun = false; }
         else if (f === 6) { note(); runs.open = 0; runs.rerun = v === 2; }
       }
     });
@@ -252,6 +254,68 @@ READY = (
     " && !document.querySelector('[data-testid=\"stSkeleton\"]')"
 )
 READY_JS = DAG_JS + f"() => {READY}"
+
+
+# Two animation frames: whatever the page changed before this is painted (a condition, not a clock).
+PAINTED_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+# The page is still: its runs have ended (``RUNS_IDLE``), nothing is loading, web fonts are in and no
+# finite CSS animation or transition is running (an expander opening, a scroll-in); infinite ones
+# (a spinner) are not waited for.
+STILL_JS = (
+    f"() => {RUNS_IDLE} && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+    " && !document.querySelector('[data-testid=\"stSkeleton\"]') && document.fonts.status === 'loaded'"
+    " && document.getAnimations().every(a => a.playState !== 'running'"
+    " || (a.effect && a.effect.getTiming().iterations === Infinity))"
+)
+# The DAG's chart is drawn and listens: plotly is not replotting or transitioning and its drag layer is there.
+CHART_IDLE_JS = DAG_JS + (
+    "() => { const gd = dag(); return !!gd && !!gd._fullLayout && !gd._fullLayout._replotting"
+    " && !gd._transitioning && !!gd.querySelector('.nsewdrag'); }"
+)
+# The DAG client (views/panels/dag_client) has drawn the rings of the latest run's arguments.
+RINGS_APPLIED_JS = "() => { const s = window.__rgDagState; return !!s && !s.busy && s.wanted === s.drawn; }"
+
+
+def painted(page) -> None:
+    """Until what the page changed is painted (two animation frames)."""
+    page.evaluate(PAINTED_JS)
+
+
+def settle(page, timeout: float = 60_000) -> None:
+    """Until the page is still (``STILL_JS``) and painted: before a screenshot or a reading of the
+    page that an animation or a run under way would change."""
+    page.wait_for_function(STILL_JS, timeout=timeout)
+    painted(page)
+
+
+def chart_idle(page, timeout: float = 30_000) -> None:
+    """Until the DAG is drawn and takes clicks (``CHART_IDLE_JS``) and its rings are drawn."""
+    page.wait_for_function(CHART_IDLE_JS, timeout=timeout)
+    page.wait_for_function(RINGS_APPLIED_JS, timeout=timeout)
+    painted(page)
+
+
+def hovered(page, text: str, timeout: float = 10_000) -> None:
+    """Until plotly shows a hover label holding ``text`` (plotly takes a click on the point it hovers)."""
+    page.wait_for_function(
+        "(t) => Array.from(document.querySelectorAll('.hoverlayer .hovertext')).some(h => h.textContent.includes(t))",
+        arg=text,
+        timeout=timeout,
+    )
+
+
+def pump_until(page, condition, timeout: float = 30.0, what: str = "the condition"):
+    """Until ``condition()`` (Python state that Playwright's event handlers set: a websocket frame,
+    a routed message) is truthy; each look lets the page paint a frame, which is when Playwright
+    delivers the page's events."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        painted(page)
 
 
 def wait_ready(page, timeout: float = 60_000) -> None:

@@ -198,7 +198,7 @@ def trace_entry(t: Turn) -> dict:
         "prompt_token_ids": t.prompt,
         "completion_token_ids": t.sampled,
         "per_token_logps": t.logprobs,
-        "loss_mask": [1] * len(t.sampled),
+        "loss_mask": [0] * len(t.prompt or ()) + [1] * len(t.sampled),  # prompt plus completion, as OpenEnv and TRL
         "metadata": {"session_id": t.session, "call_id": t.call_id},
         "call_id": t.call_id,
     }

@@ -11,6 +11,15 @@ tool call to the first tool. Token ids come back only with ``return_token_ids``,
 with ``logprobs`` (tokens as ``token_id:N``, ``top_logprobs`` alternatives when asked), as vLLM
 does. Streams send one chunk per token, ``delay`` seconds apart.
 
+Engine settings (fields of :class:`FakeUpstream`, for the start-up probes): ``logprobs_mode``
+(``processed``: the gap between the top alternatives shrinks as ``1/T`` when the request sets a
+temperature; ``raw``: it does not), ``tool_calling`` (``ok``: the probe's "Use the bash tool"
+request gets a tool call too; ``prose``; ``rejected``: ``tool_choice: auto`` is a 400, as vLLM
+without ``--enable-auto-tool-choice``), ``max_model_len`` (when set: a prompt plus ``max_tokens`` over it is
+vLLM's 400) and ``token_ids`` (False: ``return_token_ids`` is ignored). Image parts render as the
+word ``<image:N>`` (N: the URL's length). ``fake-think`` answers with reasoning first, in vLLM
+0.32's ``reasoning`` field (streamed as ``reasoning`` deltas).
+
 Misbehaviour by model name: ``fake-error-500`` (an HTTP 500 JSON error), ``fake-error-400``,
 ``fake-cut`` (the stream stops after two tokens, the connection cut), ``fake-stream-error``
 (an error event after two tokens, as vLLM sends one), ``fake-no-stream`` (answers in one piece
@@ -54,11 +63,18 @@ def tokenize(text: str) -> list[int]:
     return [word_id(w) for w in text.split(" ") if w]
 
 
+def _part_text(part: dict) -> str:
+    if part.get("type") == "image_url":
+        url = (part.get("image_url") or {}).get("url", "")
+        return f"<image:{len(url)}>"
+    return str(part.get("text", ""))
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return " ".join(_part_text(p) for p in content if isinstance(p, dict))
     return ""
 
 
@@ -81,6 +97,11 @@ def render(messages: list[dict]) -> list[int]:
     return ids
 
 
+def thinking(prompt: list[int]) -> str:
+    """The fake model's reasoning for a prompt (``fake-think``)."""
+    return f"thinking about t{len(prompt)} first"
+
+
 def logprob_of(token: int) -> float:
     """A deterministic logprob for a token."""
     return -round((token % 97) / 100 + 0.01, 4)
@@ -96,11 +117,14 @@ class Answer:
     tool_call: dict | None = None
 
 
-def answer(prompt: list[int], body: dict, last_user: str) -> Answer:
+PROBE_TOOL_PROMPT = "Use the bash tool"  # what the capture proxy's tool probe asks
+
+
+def answer(prompt: list[int], body: dict, last_user: str, tool_calling: str = "ok") -> Answer:
     """The deterministic answer to a prompt."""
     limit = body.get("max_tokens") or body.get("max_completion_tokens") or 16
     tools = body.get("tools") or []
-    if tools and "CALL" in last_user:
+    if tools and ("CALL" in last_user or (tool_calling == "ok" and last_user.startswith(PROBE_TOOL_PROMPT))):
         fn = tools[0].get("function") or {}
         name = fn.get("name", "tool")
         arguments = '{"n":' + str(len(prompt)) + "}"
@@ -117,13 +141,22 @@ def answer(prompt: list[int], body: dict, last_user: str) -> Answer:
     return Answer(pieces, ids, "length")
 
 
-def _top(token: int, k: int) -> list[dict]:
+def _top(token: int, k: int, gap: float = 0.5) -> list[dict]:
     if k <= 0:
         return []
     alts = [token] + [token + j for j in range(1, k)]
     return [
-        {"token": f"token_id:{t}", "logprob": logprob_of(token) - 0.5 * j, "bytes": None} for j, t in enumerate(alts)
+        {"token": f"token_id:{t}", "logprob": logprob_of(token) - gap * j, "bytes": None} for j, t in enumerate(alts)
     ]
+
+
+def alternatives_gap(body: dict, mode: str) -> float:
+    """The gap between neighbouring alternatives: 0.5 when the request sets no temperature, else
+    1 nat at T=1, divided by T for processed logprobs (raw ones do not move)."""
+    temperature = body.get("temperature")
+    if not isinstance(temperature, int | float) or isinstance(temperature, bool):
+        return 0.5
+    return 1.0 if mode == "raw" or temperature <= 0 else 1.0 / float(temperature)
 
 
 @dataclass
@@ -133,6 +166,10 @@ class FakeUpstream:
     delay: float = 0.0
     requests: list[dict] = field(default_factory=list)
     headers: list[dict] = field(default_factory=list)
+    logprobs_mode: str = "processed"
+    tool_calling: str = "ok"  # "ok", "prose" or "rejected"
+    max_model_len: int | None = None  # None: no context window (nothing refused)
+    token_ids: bool = True
 
     def app(self) -> Starlette:
         """The Starlette app."""
@@ -146,7 +183,10 @@ class FakeUpstream:
         )
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]})
+        model: dict[str, Any] = {"id": MODEL, "object": "model", "owned_by": "fake"}
+        if self.max_model_len is not None:
+            model["max_model_len"] = self.max_model_len
+        return JSONResponse({"object": "list", "data": [model]})
 
     async def tokenize(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -174,13 +214,26 @@ class FakeUpstream:
             return error
         if body.get("model") == "fake-slow" and not body.get("stream"):
             await asyncio.sleep(1.0)
+        if body.get("tools") and body.get("tool_choice") == "auto" and self.tool_calling == "rejected":
+            message = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+            return JSONResponse({"error": {"message": message, "type": "BadRequestError", "code": 400}}, 400)
         messages = body.get("messages") or []
         prompt = render(messages)
+        wanted = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        if self.max_model_len is not None and len(prompt) + wanted > self.max_model_len:
+            message = (
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{wanted} output tokens and your prompt contains at least {len(prompt)} input tokens"
+            )
+            return JSONResponse({"error": {"message": message, "type": "BadRequestError", "code": 400}}, 400)
         last = messages[-1] if messages else {}
-        result = answer(prompt, body, _content_text(last.get("content")) if last.get("role") == "user" else "")
+        last_user = _content_text(last.get("content")) if last.get("role") == "user" else ""
+        result = answer(prompt, body, last_user, self.tool_calling)
+        ids_asked = body.get("return_token_ids") and self.token_ids
         if body.get("stream") and body.get("model") != "fake-no-stream":
             return StreamingResponse(self._chat_stream(body, prompt, result), media_type="text/event-stream")
         k = int(body.get("top_logprobs") or 0)
+        gap = alternatives_gap(body, self.logprobs_mode)
         choice: dict[str, Any] = {
             "index": 0,
             "message": {
@@ -191,12 +244,14 @@ class FakeUpstream:
             "logprobs": None,
             "finish_reason": result.finish,
             "stop_reason": None,
-            "token_ids": result.ids if body.get("return_token_ids") else None,
+            "token_ids": result.ids if ids_asked else None,
         }
+        if body.get("model") == "fake-think":
+            choice["message"]["reasoning"] = thinking(prompt)
         if body.get("logprobs"):
             choice["logprobs"] = {
                 "content": [
-                    {"token": f"token_id:{t}", "logprob": logprob_of(t), "bytes": None, "top_logprobs": _top(t, k)}
+                    {"token": f"token_id:{t}", "logprob": logprob_of(t), "bytes": None, "top_logprobs": _top(t, k, gap)}
                     for t in result.ids
                 ]
             }
@@ -213,7 +268,7 @@ class FakeUpstream:
                     "total_tokens": len(prompt) + len(result.ids),
                 },
                 "prompt_logprobs": None,
-                "prompt_token_ids": prompt if body.get("return_token_ids") else None,
+                "prompt_token_ids": prompt if ids_asked else None,
             }
         )
 
@@ -228,10 +283,15 @@ class FakeUpstream:
                 {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             ],
         }
-        if body.get("return_token_ids"):
+        if body.get("return_token_ids") and self.token_ids:
             first["prompt_token_ids"] = prompt
         yield b"data: " + orjson.dumps(first) + b"\n\n"
+        if model == "fake-think":  # reasoning first, in vLLM 0.32's field name, word by word
+            for word in thinking(prompt).split(" "):
+                choice = {"index": 0, "delta": {"reasoning": word + " "}, "logprobs": None, "finish_reason": None}
+                yield b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
         k = int(body.get("top_logprobs") or 0)
+        gap = alternatives_gap(body, self.logprobs_mode)
         for i, (piece, token) in enumerate(zip(result.pieces, result.ids, strict=True)):
             if delay:
                 await asyncio.sleep(delay)
@@ -267,11 +327,11 @@ class FakeUpstream:
                             "token": f"token_id:{token}",
                             "logprob": logprob_of(token),
                             "bytes": None,
-                            "top_logprobs": _top(token, k),
+                            "top_logprobs": _top(token, k, gap),
                         }
                     ]
                 }
-            if body.get("return_token_ids"):
+            if body.get("return_token_ids") and self.token_ids:
                 choice["token_ids"] = [token]
             yield b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
         last = {

@@ -233,6 +233,99 @@ def long_document(turns: int, per_turn: int = 2, session: str = "doc") -> dict:
     }  # fmt: skip
 
 
+# --- issue 41: framework records (derived from the fixtures their real writers made) ---------------
+
+FRAMEWORKS = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
+HUGE_STEP = "99999999999999999999999"  # beyond 64 bits, as TRL writes a step (a string)
+
+
+def _fixture_line(relative: str, index: int = 0) -> dict:
+    path = FRAMEWORKS / relative
+    text = path.read_text()
+    if path.suffix == ".json":
+        return json.loads(text)
+    return json.loads(text.splitlines()[index])
+
+
+def verifiers_episode() -> dict:
+    return _fixture_line("verifiers/rollouts/step_3/train/default/traces.jsonl")
+
+
+def nemo_row() -> dict:
+    return _fixture_line("nemo-rl/logs/exp_001/train_data_step1.jsonl")
+
+
+def otel_export() -> dict:
+    return _fixture_line("otel/traces.json")
+
+
+def _otel_spans(record: dict) -> list[dict]:
+    return record["resourceSpans"][0]["scopeSpans"][0]["spans"]
+
+
+def _otel_with(mutate: Callable[[list[dict]], None]) -> dict:
+    record = otel_export()
+    mutate(_otel_spans(record))
+    return record
+
+
+def _nan_start(spans: list[dict]) -> None:
+    spans[1]["startTimeUnixNano"] = "NaN"
+    spans[2]["endTimeUnixNano"] = "1" * 5000  # int() refuses 4,300 digits
+
+
+def _conversation(value: dict) -> Callable[[list[dict]], None]:
+    def mutate(spans: list[dict]) -> None:
+        for span in spans:
+            for attribute in span.get("attributes", []):
+                if attribute["key"] == "gen_ai.conversation.id":
+                    attribute["value"] = value
+
+    return mutate
+
+
+def _verifiers_with(mutate: Callable[[dict], None]) -> dict:
+    record = verifiers_episode()
+    mutate(record)
+    return record
+
+
+def _verifiers_malformed(record: dict) -> None:
+    nodes = record["traces"][0]["nodes"]
+    nodes[1]["parent"] = "0"  # text, not an index
+    nodes[3]["message"] = 5
+    nodes[2]["advantages"] = [0.5]  # one value for two sampled tokens
+    record["traces"][0]["rewards"] = {"correct": {"score": "high"}}
+
+
+def _verifiers_cycle(record: dict) -> None:
+    nodes = record["traces"][0]["nodes"]
+    nodes[0]["parent"] = 4  # 0 -> 4 -> 3 -> 2 -> 1 -> 0
+
+
+def verifiers_chain(n: int, tokens: int = 3) -> dict:
+    """One verifiers trace of ``n`` nodes in a chain, every other one sampled: a path of n nodes
+    whose sampled calls' prompts expand quadratically (issue 41 item 5: 4,000 nodes took 873 MB)."""
+    nodes = []
+    for i in range(n):
+        sampled = i % 2 == 1
+        node = {
+            "message": {"role": "assistant" if sampled else "user", "content": f"message {i} " * 5},
+            "sampled": sampled,
+            "token_ids": [10 + (i * 7 + k) % 1000 for k in range(tokens)],
+            "mask": [False] + [sampled] * (tokens - 1),
+            "logprobs": [-0.5] * (tokens - 1) if sampled else [],
+        }
+        if i:
+            node["parent"] = i - 1
+        nodes.append(node)
+    return {"id": "chain", "nodes": nodes, "rewards": {"c": {"score": 1.0, "weight": 1.0}}}
+
+
+def _nemo_malformed(row: dict) -> None:
+    row.update(input_lengths="7", rewards="high", generation_logprobs=[-0.1], idx=[1, 2])
+
+
 def cases() -> list[Case]:
     """Every hostile case."""
     big = 2**70
@@ -353,6 +446,42 @@ def cases() -> list[Case]:
              suffix=".jsonl.gz", loads=(*NEIGHBOURS, "bad"), bomb=True),
         Case("gzip_blank_lines_bomb", _write_bytes(lambda: _gzip(jsonl([BEFORE]) + b"\n" * (128 << 20) + jsonl([AFTER]))),
              suffix=".jsonl.gz", bomb=True),
+        # issue 41: steps beyond 64 bits load, placed on no step, with a warning
+        Case("verifiers_step_beyond_64_bits", _around({**verifiers_episode(), "step": 10**23}),
+             loads=(*NEIGHBOURS, "n2", "n4"), finding="malformed_field"),
+        Case("nemo_rl_string_step_beyond_64_bits", _around({**nemo_row(), "step": HUGE_STEP}),
+             loads=(*NEIGHBOURS, "c0"), finding="malformed_field"),
+        Case("trl_string_step_beyond_64_bits",
+             _around({"step": HUGE_STEP, "prompt": "What is 2+2?", "completion": "4", "advantage": 0.5}),
+             loads=NEIGHBOURS, finding="malformed_field"),
+        Case("trl_step_of_5000_digits",
+             _around({"step": "9" * 5000, "prompt": "What is 2+2?", "completion": "4", "advantage": 0.5}),
+             loads=NEIGHBOURS, finding="malformed_field"),
+        Case("trl_step_superscript_digit",
+             _around({"step": "\u00b2", "prompt": "What is 2+2?", "completion": "4", "advantage": 0.5}),
+             loads=NEIGHBOURS),
+        # OTel: one bad span time costs nothing but itself; a list-valued conversation id
+        Case("otel_span_start_nan", _around(_otel_with(_nan_start)), loads=(*NEIGHBOURS, "c1", "c2"),
+             finding="malformed_field"),
+        Case("otel_conversation_id_list_of_one",
+             _around(_otel_with(_conversation({"arrayValue": {"values": [{"stringValue": "x"}]}}))),
+             loads=(*NEIGHBOURS, "c1", "c2")),
+        Case("otel_conversation_id_list_of_two",
+             _around(_otel_with(_conversation({"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": "2"}]}}))),
+             loads=(*NEIGHBOURS, "c1", "c2"), finding="malformed_field"),
+        Case("otel_conversation_id_bool", _around(_otel_with(_conversation({"boolValue": True}))),
+             loads=(*NEIGHBOURS, "c1", "c2"), finding="malformed_field"),
+        # malformed framework fields degrade the record with the documented warning
+        Case("verifiers_malformed_fields", _around(_verifiers_with(_verifiers_malformed)),
+             loads=(*NEIGHBOURS, "n2", "n4"), finding="malformed_field"),
+        Case("verifiers_parent_cycle", _around(_verifiers_with(_verifiers_cycle)),
+             loads=(*NEIGHBOURS, "n2", "n4"), finding="malformed_field"),
+        Case("nemo_rl_malformed_fields", _around(_bad(_nemo_malformed, nemo_row())),
+             loads=(*NEIGHBOURS, "c0"), finding="malformed_field"),
+        Case("verifiers_chain_over_max_expanded_ids", _around(verifiers_chain(400)), skipped="max_expanded_ids",
+             flags=["--max-expanded-ids", "50K"]),
+        Case("verifiers_chain_4000_nodes", _write_bytes(lambda: jsonl([BEFORE, verifiers_chain(4000), AFTER])),
+             loads=(*NEIGHBOURS, "n1", "n3999"), bomb=True),
     ]  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from rollout_graph.signals.reading import read_signals
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.dag import CALLS, dag_figure, legend_html
+from rollout_graph.ui.state import signals as signals_state
 from tests.support.apptest import app, html_of, no_errors
 
 SAMPLES = Path(samples_init).parent
@@ -73,9 +74,9 @@ def test_the_app_colours_the_dag_by_a_chosen_correction(monkeypatch):
     no_errors(at)
     control = at.selectbox(key=state.DAG_COLOUR)
     assert control.value == "role"
-    first = mismatch.starting_labels()[0]
+    first = signals_state.starting_labels()[0]
     assert control.options == ["Colour by role", *[f"Colour by share of tokens affected by {x}" for x in
-                                                   mismatch.starting_labels()]]  # fmt: skip
+                                                   signals_state.starting_labels()]]  # fmt: skip
     at = control.select(first).run()
     no_errors(at)
     assert at.selectbox(key=state.DAG_COLOUR).value == first

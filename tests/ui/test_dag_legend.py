@@ -76,11 +76,12 @@ def test_the_dag_legend_explains_each_ring_once_and_the_figure_draws_those_rings
     from rollout_graph.ui.state.live import mark_newest
 
     r = rollout_of([vllm_chat(t) for t in ROLLOUT])
-    fig = dag.dag_figure(r, highlighted={1})
-    fig = dag.mark_selected(fig, 0, r.calls[0].node_id)
+    fig, targets = dag.dag_drawing(r, highlighted={1})
     fig = mark_newest(fig, 3)
-    rings = {t.name: t.marker.color for t in fig.data if t.name in ("selected", "highlighted")}
-    assert rings == {"selected": SELECTED_RING, "highlighted": HIGHLIGHT_RING}
+    assert {t.name: t.marker.color for t in fig.data if t.name == "highlighted"} == {"highlighted": HIGHLIGHT_RING}
+    drawn = dag.rings(fig, targets, r, 0, [1])["shapes"]  # what the browser draws over the figure
+    colours = {s["name"]: s["line"].get("color") for s in drawn}
+    assert colours[dag.RING_SELECTED] == SELECTED_RING and colours[dag.RING_HIT] == HIGHLIGHT_RING
     assert NEWEST_RING in fig.to_json()
 
 

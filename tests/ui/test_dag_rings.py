@@ -1,7 +1,7 @@
-"""The rings the browser draws over an unchanged DAG figure (views/builders/dag.py ``rings``,
+"""The rings the browser draws over an unchanged DAG figure (views/builders/dag/rings.py ``rings``,
 ``Targets``; views/panels/dag_client): each shortcut is compared with the figure itself, the
-validating path: ``Targets`` with the calls and chains traces, the covers with the labels
-``mark_selected`` leaves out, and the payload is JSON data whose one text is escaped."""
+validating path: ``Targets`` with the calls and chains traces, the covers with the labels the
+boxed id overlaps in the figure's own geometry, and the payload is JSON data whose one text is escaped."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rollout_graph.analysis.chains import linear_chains, pinned_calls
 from rollout_graph.ui.builders.dag import (
     CHAINS,
     HIT_R,
+    PLOT_WIDTH,
     RING_BOX,
     RING_COVER,
     RING_HIT,
@@ -23,9 +24,10 @@ from rollout_graph.ui.builders.dag import (
     dag_drawing,
     dag_figure,
     drawn_point,
+    label_box,
     labels_under_box,
-    mark_selected,
     rings,
+    selected_box,
 )
 from rollout_graph.ui.builders.palette import HIGHLIGHT_RING, SELECTED_RING
 from tests.support.builders import Turn, agent_records, rollout_of, vllm_chat
@@ -103,9 +105,15 @@ def test_rings_selected_in_view_hits_on_nodes_and_chain_handles(big):
     assert rings(fig, targets, big, None, []) == {"shapes": []}
 
 
-def test_the_covers_hide_exactly_the_labels_a_static_selection_leaves_out(big):
+def test_the_covers_hide_exactly_the_labels_the_box_overlaps(big):
     fig, targets = dag_drawing(big, near_misses=True)
     labels = fig.data[3]
+    xr, yr = fig.layout.xaxis.range, fig.layout.yaxis.range
+    sx, sy = PLOT_WIDTH / (xr[1] - xr[0]), (fig.layout.height - 120) / (yr[1] - yr[0])
+
+    def px(xv, yv):
+        return (xv - xr[0]) * sx, (yr[1] - yv) * sy
+
     covered_any = 0
     for i in list(fig.data[1].customdata)[::7]:
         x, y = targets.nodes[i]
@@ -115,10 +123,14 @@ def test_the_covers_hide_exactly_the_labels_a_static_selection_leaves_out(big):
         ]
         left_out = labels_under_box(fig, x, y, node_id)
         assert covers == [(float(labels.x[k]), float(labels.y[k])) for k in left_out]
-        static = mark_selected(dag_figure(big, near_misses=True), i, node_id)
-        kept = {(lx, ly, t) for lx, ly, t in zip(static.data[3].x, static.data[3].y, static.data[3].text, strict=True)}
-        gone = {(lx, ly, t) for lx, ly, t in zip(labels.x, labels.y, labels.text, strict=True)} - kept
-        assert gone == {(labels.x[k], labels.y[k], labels.text[k]) for k in left_out}
+        # every label the box (with its margin) overlaps is covered, and no other
+        x0, y0, x1, y1 = selected_box(*px(x, y), node_id)
+        for k, (lx, ly, text, side) in enumerate(
+            zip(labels.x, labels.y, labels.text, labels.textposition, strict=True)
+        ):
+            a0, b0, a1, b1 = label_box(*px(lx, ly), text, side)
+            hit = a0 < x1 + 8 and x0 - 8 < a1 and b0 < y1 + 2 and y0 - 2 < b1
+            assert (k in left_out) == (hit or (lx, ly) == (x, y)), (i, text)
         covered_any += bool(left_out)
     assert covered_any
 

@@ -173,25 +173,26 @@ def test_the_summary_lists_every_finding_code_most_severe_first():
 
 
 def test_the_selected_call_is_ringed_and_boxed_and_nothing_else_changes():
-    from rollout_graph.ui.builders.dag import SELECTED_RING, dag_figure, mark_selected
+    from rollout_graph.ui.builders.dag import RING_BOX, RING_SELECTED, SELECTED_RING, dag_drawing, rings
     from tests.support.builders import rollout_of_tokens
 
     r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4]), ([1, 2, 3, 4, 5], [6])])
-    plain = dag_figure(r)
-    ringed = mark_selected(dag_figure(r), 1, "n1")
-    ring = next(t for t in ringed.data if t.name == "selected")
-    calls = ringed.data[1]
-    assert (ring.x[0], ring.y[0]) == (calls.x[1], calls.y[1]) and ring.marker.color == SELECTED_RING
-    assert [a.text for a in ringed.layout.annotations if a.name == "selected"] == ["<b>n1</b>"]
-    assert ringed.layout.uirevision == plain.layout.uirevision  # a click keeps the view where it is
-    assert ringed.layout.xaxis.range == plain.layout.xaxis.range
+    fig, targets = dag_drawing(r)
+    before = fig.to_json()
+    shapes = rings(fig, targets, r, 1)["shapes"]  # what the browser draws over the unchanged figure
+    ring = [s for s in shapes if s["name"] == RING_SELECTED]
+    calls = fig.data[1]
+    assert [(s["xanchor"], s["yanchor"]) for s in ring] == [(calls.x[1], calls.y[1])]
+    assert ring[0]["line"]["color"] == SELECTED_RING
+    assert [s["label"]["text"] for s in shapes if s["name"] == RING_BOX] == ["<b>n1</b>"]
+    assert fig.to_json() == before  # a click keeps the figure, so plotly keeps its view
     assert list(calls.selectedpoints) == []  # no call drawn paler or faded
-    # a call chosen outside the chart: one box, not two
-    chosen = mark_selected(dag_figure(r, highlight=2), 2, "n2")
-    assert [a.text for a in chosen.layout.annotations if a.bordercolor] == ["<b>n2</b>"]
-    # chosen outside (n2, boxed and centred), then another call clicked: the box moves with the ring
-    moved = mark_selected(dag_figure(r, highlight=2), 0, "n0")
-    assert [a.text for a in moved.layout.annotations if a.bordercolor] == ["<b>n0</b>"]
+    # a call chosen outside the chart is boxed in its own figure ...
+    chosen, chosen_targets = dag_drawing(r, highlight=2)
+    assert [s.label.text for s in chosen.layout.shapes if s.name == RING_BOX] == ["<b>n2</b>"]
+    # ... and another call clicked then: the browser replaces the figure's rg-ring- shapes with one box
+    moved = rings(chosen, chosen_targets, r, 0)["shapes"]
+    assert [s["label"]["text"] for s in moved if s["name"] == RING_BOX] == ["<b>n0</b>"]
 
 
 def test_a_small_rollout_fills_the_window_wherever_the_selection_is():
@@ -210,7 +211,7 @@ def test_signals_point_at_the_worst_token_of_a_call_two_rows_cover():
     finding names it."""
     from rollout_graph.signals.join import join_rollout
     from rollout_graph.signals.reading import parse_row
-    from rollout_graph.ui.panels.node import worst_token
+    from rollout_graph.ui.builders import mismatch
     from rollout_graph.ui.panels.signals import points
     from tests.support.builders import Turn, rollout_of, vllm_chat
 
@@ -235,9 +236,10 @@ def test_signals_point_at_the_worst_token_of_a_call_two_rows_cover():
     joined = attach(rollout, signals)
     p = points(joined)
     assert any(n == 0 and o == 1 and d == pytest.approx(-2.5) for n, o, d in zip(p.node, p.offset, p.diff, strict=True))
-    position, size = worst_token(joined, 0)
-    assert size == pytest.approx(2.5)
-    assert position == 3 + 1  # c0's token view: its 3 context tokens, then sampled token 1
+    # the worst-token jump (views/state/signals.py jump_to_token): the default row holds it
+    default = mismatch.default_row(mismatch.covering_rows(joined, 0))
+    assert default.leaf_id == "c2" and abs(default.worst_d) == pytest.approx(2.5)
+    assert mismatch.view_position(joined, 0, default.worst_offset) == 3 + 1  # 3 context tokens, then sampled token 1
 
 
 def test_a_bad_file_leads_with_the_reasons(monkeypatch, tmp_path):

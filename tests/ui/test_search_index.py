@@ -69,11 +69,25 @@ def test_the_background_build_pauses_while_a_page_runs_and_gives_the_same_hits(r
     rollout = max(rollouts, key=lambda r: len(r.calls))
     activity = Activity()
     prepared = PreparedIndex(_index(rollout))
+    paused = threading.Event()
+    steps: list[int] = []
+    real = prepared.index.prepare
+
+    def prepare(between):
+        def noted() -> None:
+            steps.append(1)
+            paused.set()
+            between()
+
+        real(noted)
+
+    prepared.index.prepare = prepare  # type: ignore[method-assign]
     with activity.run():  # a page runs: the build waits for it at its first step
         worker = threading.Thread(target=prepared.build, args=(activity,))
         worker.start()
-        time.sleep(0.3)
-        assert not prepared.done.is_set()
+        assert paused.wait(10)
+        # held in its first pause, which lasts while the page runs
+        assert steps == [1] and not prepared.done.is_set()
     worker.join(timeout=30)
     assert prepared.done.is_set()
     assert _hits(prepared.index) == _hits(_index(rollout))
@@ -114,5 +128,6 @@ def test_only_the_newest_index_of_a_rollout_is_built_in_the_background(rollouts,
         search_index.prepare(newer, rollout.session_id, activity, quiet=0.05)
         search_index.prepare(newer, rollout.session_id, activity, quiet=0.05)  # once per index
     assert newer.done.wait(30)
-    time.sleep(0.2)
+    # the older one was replaced in the queue before the worker took anything: it is never built
+    assert all(ref() is not older for ref in search_index._PENDING.values())
     assert not older.done.is_set()

@@ -70,7 +70,7 @@ def test_dag_figure_is_deterministic_and_escapes_hover_text():
 def test_dag_figure_changes_only_with_an_outside_highlight():
     r = rollout_of_tokens([([1], [2]), ([1, 2, 3], [4])])
     plain, lit = dag_figure(r), dag_figure(r, highlight=1)
-    # every call stays "unselected" (full opacity): the chosen one is boxed, and ringed by mark_selected
+    # every call stays "unselected" (full opacity): the chosen one is boxed, and ringed by the browser (rings)
     assert list(plain.data[1].selectedpoints) == [] == list(lit.data[1].selectedpoints)
     assert plain.to_json() == dag_figure(r).to_json()  # nothing but the options changes the figure
     assert plain.layout.uirevision != lit.layout.uirevision  # a call chosen outside re-centres the view
@@ -84,7 +84,7 @@ def test_dag_figure_changes_only_with_an_outside_highlight():
 
 
 def _label_boxes(figure):
-    """Approximate px boxes of the visible labels in the default view (same geometry as views/builders/dag.py)."""
+    """Approximate px boxes of the visible labels in the default view (same geometry as views/builders/dag/geometry.py)."""
     from rollout_graph.ui.builders.dag import CHAR_PX, LABELS, PLOT_WIDTH
 
     xr, yr = figure.layout.xaxis.range, figure.layout.yaxis.range

@@ -86,13 +86,14 @@ def test_builds_run_off_the_calling_thread_in_a_bounded_pool():
     threads = []
     running, peak = [0], [0]
     lock = threading.Lock()
+    gate = threading.Event()  # every build is held until all five are submitted
 
     def build(report):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
         threads.append(threading.current_thread().name)
-        time.sleep(0.2)
+        gate.wait(30)
         with lock:
             running[0] -= 1
         return "v"
@@ -102,10 +103,14 @@ def test_builds_run_off_the_calling_thread_in_a_bounded_pool():
     ]
     for t in callers:
         t.start()
+    wait_until(lambda: cache.builds == 5 and running[0] == 2, what="five builds submitted, two running")
+    # the pool is full: the other three wait in its queue, none on a thread of its own
+    assert sum(job.future.running() for job in list(cache._jobs.values())) == 2
+    gate.set()
     for t in callers:
         t.join(10)
     assert all(name.startswith("rg-heavy") for name in threads)
-    assert peak[0] <= 2
+    assert peak[0] == 2 and len(threads) == 5
 
 
 def test_size_estimate_grows_with_the_trace():
@@ -128,13 +133,13 @@ def test_background_work_waits_for_a_quiet_server_and_pauses_while_a_page_runs()
 
     with activity.run():  # the page that read the trace is still running (its first paint)
         thread = when_quiet(activity, work, quiet=0.05, max_pause=60)
-        thread.join(0.3)
+        wait_until(lambda: activity.waiting == 1, what="the work waiting for a quiet server")
         assert thread.is_alive() and steps == []  # nothing while the page runs
     started.wait(30)
     assert steps == ["start"]  # after the page ended and the server was quiet
     with activity.run():  # a visitor's click: the work stops at its next step
         gate.set()
-        thread.join(0.3)
+        wait_until(lambda: activity.waiting == 1, what="the work paused for the page")
         assert thread.is_alive() and steps == ["start"]
     thread.join(30)
     assert steps == ["start", "resumed"] and activity.active == 0 and activity.runs == 2
@@ -172,7 +177,7 @@ def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pag
     with sources.page_run():  # the page that reads the trace
         loaded = persistent.load_files([trace], workers=1, defer_store=sources.store_after_paint)
         assert key in sources.pending_stores()
-        time.sleep(0.2)
+        wait_until(lambda: sources.ACTIVITY.waiting, what="the cache entry's write waiting for the page")
         assert persistent.load(key) is None  # not while the page runs
     wait_until(lambda: not sources.pending_stores(), timeout=60, what="the cache entry written after the paint")
     assert sum(len(s.calls) for s in loaded.sessions.values()) == 600 and persistent.load(key) is not None
@@ -194,12 +199,11 @@ def test_paused_background_work_goes_on_only_once_no_page_has_run_for_a_moment()
 
     thread = when_quiet(activity, work, quiet=0.0, max_pause=60, resume=0.5)
     assert started.wait(30)
-    for _ in range(3):  # three key steps, 0.2 s apart: the work does not run between them
+    for _ in range(3):  # three key steps: the work does not run between them
         with activity.run():
             gate.set()
-            time.sleep(0.05)
+            wait_until(lambda: activity.waiting == 1, what="the work paused for the page")
             ended = time.monotonic()  # no later than the run's end as the activity records it
-        thread.join(0.2)
         assert not resumed
     thread.join(30)
     assert resumed and resumed[0] - ended >= 0.5

@@ -1,4 +1,10 @@
-"""A call's request messages, tool manifest and response as an escaped chat transcript (pure)."""
+"""A call's request messages, tool manifest and response as an escaped chat transcript (pure).
+
+Entry points: ``chat_html(call)`` (the Messages tab: each message as a bubble, long text clipped),
+``message_html(message)``, ``raw_record(call)`` (the fields the loader derived, for the Raw JSON tab).
+
+Where it sits: drawn by views/panels/node.py and views/panels/raw.py; message text comes from
+``rollout_graph.core.messages`` (``display_text``, ``pretty_arguments``)."""
 
 from __future__ import annotations
 

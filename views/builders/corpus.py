@@ -1,6 +1,10 @@
-"""The corpus page's training-signals filters and sort, pure: reward and trainer-vs-inference
-mismatch (columns an audit has when it was run with ``--signals``; docs/signals.md). The widgets
-are in views/panels/corpus.py."""
+"""The Corpus page's training-signals filters and sort (pure): reward and trainer-vs-inference
+mismatch, columns an audit has when it was run with ``--signals`` (docs/signals.md).
+
+Entry points: ``has_signals(frame)``, ``filter_signals(frame, reward, min_diff, mismatch_only)``,
+``sort_rows(frame, choice)``.
+
+Where it sits: the widgets that set them are in views/panels/corpus.py."""
 
 from __future__ import annotations
 

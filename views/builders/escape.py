@@ -1,5 +1,5 @@
-"""The one escaper lives in the library (``rollout_graph.escape``, shared with the HTML bundle):
-this module re-exports it for the UI's older imports. New code imports ``rollout_graph.escape``."""
+"""Re-exports the one escaper (``rollout_graph.escape``, shared with the HTML bundle) for the UI's
+older imports. New code imports ``rollout_graph.escape`` (docs/architecture.md, "One escaper")."""
 
 from rollout_graph.escape import BIDI, CONTROLS, WORD_JOINER, html_text, md, md_escape, plot, visible
 

@@ -1,5 +1,9 @@
-"""The pinned token inspector's numbers: every number of one token as copyable text (pure; the
-panel is drawn by views/panels/tokens.py)."""
+"""The pinned token inspector's numbers: every number of one token as copyable text (pure).
+
+Entry points: ``token_facts(strip, pos, decoder)`` (label, value rows) and ``facts_text``.
+
+Where it sits: drawn by views/panels/tokens.py ``inspector`` when a token is pinned (a click on
+it, views/panels/keyboard)."""
 
 from __future__ import annotations
 

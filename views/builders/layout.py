@@ -1,25 +1,14 @@
-"""DAG layout, computed in Python (pure geometry: it never decides what a call is).
+"""DAG layout in Python (pure geometry: it never decides what a call is): roots on the left,
+depth to the right, one lane per branch.
 
-Roots on the left, depth to the right, one lane per branch. A chain is a straight line; the
-first child of a node (the one with the largest subtree, so the main line stays straight; on a
-tie, not a discarded call) continues its parent's lane, and each other child's branch goes to the first lane below its
-parent that is free over the branch's whole horizontal extent.
+Entry points: ``pack(nodes, parent, length, after, aside)`` lays out any forest given as a parent
+map over the drawn nodes (a collapsed chain is a longer edge; a root in ``after``, a compaction,
+is drawn one step right of the call it summarised); ``layout(topology)`` is the exact graph.
 
-Lanes are packed (interval-graph colouring): a lane is reused as soon as its previous
-occupant's span has ended, so a retry that ends at once shares a lane with the retries after it
-and a conversation that starts after another ended takes the lane that one left. Roots are taken
-in arrival order: the first at the left of lane 0, each later one (a subagent, a side call, a new
-conversation) in the column of the call that arrived just before it, in the first lane free
-from there on (the top lane when the main line has ended), so side conversations sit under the
-point of the main line where they happened and a new main line does not step down the chart.
-A root given in ``after`` (a compaction: the call whose history it summarised) is drawn one step
-to the right of that call, in its lane when that is free, else the first free lane below: after
-the call, never beside it.
-
-``pack`` lays out any forest given as a parent map over the drawn nodes, with an edge length
-per node (a collapsed chain is a longer edge); ``layout`` is the uncollapsed exact graph. Cost:
-O(N log N) for the bisect-kept lane intervals, plus a scan of the lanes in use for each branch.
-"""
+The first child with the largest subtree continues its parent's lane, so the main line stays
+straight; lanes are packed (interval-graph colouring), and later roots start in the column of the
+call that arrived just before them, so side conversations sit under the point where they
+happened. Cost: O(N log N). Where it sits: called by views/builders/dag/view.py."""
 
 from __future__ import annotations
 
@@ -173,21 +162,6 @@ def pack(
             # nearest side branches first (a stack: push in reverse)
             pending.extend(reversed(later))
     return Placement(x, y, bottom + 1 if nodes else 0)
-
-
-def subtree_sizes(topology: Topology) -> list[int]:
-    sizes = [1] * len(topology.parents)
-    order = []
-    stack = list(topology.roots)
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        stack.extend(topology.children[node])
-    for node in reversed(order):
-        parent = topology.parents[node]
-        if parent is not None:
-            sizes[parent] += sizes[node]
-    return sizes
 
 
 def layout(topology: Topology) -> Layout:

@@ -1,11 +1,12 @@
 """Token-view overlays (pure): colour sampled tokens by trainer-vs-inference difference, importance
 ratio, advantage or the entropy lower bound instead of the inference logprob (docs/signals.md).
 
-A :class:`Overlay` carries per-position arrays for a token strip; ``views/builders/tokens.py`` asks it for
-a CSS class and extra tooltip lines per token. Diverging quantities use ColorBrewer RdBu (safe for
-the common colour-vision deficiencies): blue where the trainer finds the token more likely than
-the engine did (d > 0, ratio > 1, positive advantage), red where less; entropy uses viridis.
-"""
+Entry points: ``build(rollout, parts) -> Overlay`` (per-position arrays for a token strip, asked
+for a CSS class and tooltip lines per token), ``show_rows`` (the joined row picked per call),
+``legend_html`` and ``marks_legend``. Diverging quantities use ColorBrewer RdBu (safe for the
+common colour-vision deficiencies); entropy uses viridis.
+
+Where it sits: views/builders/tokens.py draws the strip; the rows come from views/builders/mismatch/."""
 
 from __future__ import annotations
 

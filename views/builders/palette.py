@@ -1,4 +1,12 @@
-"""Colours, symbols and the logprob colour scale shared by every view."""
+"""Colours, symbols and the logprob colour scale every view shares (pure).
+
+Entry points: ``ROLE_COLORS`` / ``ROLE_GLYPHS`` / ``ROLE_LABELS`` (role by colour, lightness and
+marker, never colour alone), ``KIND_GLYPHS`` / ``KIND_LABELS`` (root, fork, leaf, inner), the
+rings' colours (``SELECTED_RING``, ``HIGHLIGHT_RING``, ``NEWEST_RING``), ``role_symbol``,
+``logprob_color`` and ``text_color_on``.
+
+Where it sits: read by the DAG, the timeline, the token views, the legends and the bundle's
+template colours (docs/user-guide.md, "Colour")."""
 
 from __future__ import annotations
 

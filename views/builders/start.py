@@ -1,10 +1,12 @@
-"""What the detail pane offers before a call is selected (pure, no Streamlit): the calls worth a
-look, most severe first, each with the words of its button and why.
+"""What the detail pane offers before a call is selected (pure): the calls worth a look, most
+severe first, each with the words of its button and why.
 
-Findings come first, one button per finding code at the first call that has it (FATAL, then
-WARN, then INFO; within a level the most frequent code first), then
-roots the near-miss classifier explained as broken replays or compactions, then the first fork
-and the last leaf, so even a clean rollout offers somewhere to start."""
+Entry point: ``calls_worth_a_look(rollout, limit=8) -> [Start]``: one per finding code at the
+first call that has it (FATAL, then WARN, then INFO; the most frequent code first), then roots the
+near-miss classifier explained as broken replays or compactions, then the first fork and the
+last leaf, so even a clean rollout offers somewhere to start.
+
+Where it sits: drawn as buttons by views/panels/start.py."""
 
 from __future__ import annotations
 

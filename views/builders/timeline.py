@@ -1,9 +1,10 @@
 """The timeline (pure): calls as bars over wall time, a lane per concurrent call, coloured and
 patterned by role, TTFT ticked where recorded, the selected call outlined.
 
-One bar trace per role (the legend names them); every bar carries its call's arrival index in
-``customdata`` so a click maps back to the call whichever trace it hit.
-"""
+Entry points: ``timeline_figure(rollout, timeline, selected)`` (one bar trace per role; each bar's
+``customdata`` is its call's arrival index) and ``clicked_call(points)`` (a click back to a call).
+
+Where it sits: drawn by views/panels/timeline.py under the split view."""
 
 from __future__ import annotations
 

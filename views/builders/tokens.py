@@ -1,11 +1,12 @@
-"""Token views (pure): a call's context span and sampled span, or a whole training sequence,
-as escaped HTML, one page at a time so 100k-token spans never reach the browser at once.
+"""Token views (pure): a call's context span and sampled span, or a whole training row, as escaped
+HTML, one page at a time, so 100k-token spans never reach the browser at once.
 
-Context tokens are neutral (mask 0); sampled tokens are coloured by logprob on cividis;
-sampled tokens that will not be trained (missing or misaligned logprobs, a FATAL finding) are
-hatched red with a dashed outline. Every token has a tooltip: position, id, text, logprob,
-probability, rank among the recorded alternatives and the alternatives themselves.
-"""
+Entry points: ``node_strip``, ``origin_strip`` (the whole prompt coloured by where each token came
+from) and ``sequence_strip`` -> ``TokenStrip``; ``page_html(strip, start, stop, decoder, ...)``, ``page_of``,
+``page_bounds``, ``legend_html``. Context tokens are neutral (mask 0), sampled tokens coloured by
+logprob (cividis), untrained ones hatched red; every token has a tooltip.
+
+Where it sits: views/panels/tokens.py pages through a strip; overlays.py recolours it."""
 
 from __future__ import annotations
 

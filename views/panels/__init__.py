@@ -1,1 +1,4 @@
-"""Panels: one ``render()`` each, composed by the page scripts in ``screens/``; no panel imports another."""
+"""Panels: the parts of a page a user sees, one ``render()`` each.
+
+A screen (views/screens/) composes them; no panel imports another (tests/project/test_layers.py);
+what two panels share lives in views/builders/ (pure) or views/state/ (session)."""

@@ -1,4 +1,10 @@
-"""Rollout audit tools: where the tokens went, why it split, forks and retries, retokenization."""
+"""The Audit panel (a toggle: nothing is computed until it is on): where the tokens went, why the
+rollout split, forks and retries, and a retokenization check.
+
+Entry point: ``render(rollout, decoder)``; ``flows_frame`` and ``logprob_histogram`` build its
+token-flow table and per-role logprob histogram (40 binned counts per role, never raw values).
+
+Where it sits: below the split view in the explorer; the numbers are graph/analysis's."""
 
 from __future__ import annotations
 

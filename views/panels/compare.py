@@ -1,9 +1,11 @@
-"""The Compare page's panels: two rollouts' stats, findings and signals side by side with the
-differences highlighted, both DAGs, and the two main sequences aligned at their first divergence.
+"""The Compare page's panel: two rollouts' stats, findings and signals side by side with the
+differences highlighted, both DAGs, and the two main rows aligned at their first divergence.
 
-The comparison itself is graph/reports/compare.py (the same as ``rollout-graph compare --json``);
-the HTML builders here are pure.
-"""
+Entry point: ``render(workspace, show_whitespace)``; ``stats_html``, ``findings_html``,
+``signals_html`` and ``divergence_text`` build its pure parts.
+
+Where it sits: drawn by views/screens/compare.py; the comparison is graph/reports/compare.py (the
+same as ``rollout-graph compare --json``)."""
 
 from __future__ import annotations
 

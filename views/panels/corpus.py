@@ -1,5 +1,11 @@
-"""The corpus page: an audit table (from `rollout-graph audit`), filters, distributions, and a row
-that opens its rollout in the explorer when that file is one the app may read."""
+"""The Corpus audit page: an audit table (as ``rollout-graph audit`` writes it), filters,
+distributions, and a row that opens its rollout in the explorer when that file is one the app may read.
+
+Entry point: ``render(cli_directories)``; ``filter_rows``, ``count_step`` and ``count_axis`` shape
+its table and charts; ``signals_filters`` draws the reward and mismatch filters
+(views/builders/corpus.py applies them).
+
+Where it sits: the whole of views/screens/corpus.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,12 @@
-"""The Corrections panel (the mismatch lens): choose off-policy corrections, compare what each does
-to the open rollout's tokens side by side, see the ratio histogram with each correction's bands and
-mismatch against position, probability and entropy, and mark in the token view the tokens each
-correction clips or masks (docs/corrections.md)."""
+"""The Corrections panel (the mismatch lens, docs/corrections.md): choose off-policy corrections,
+compare what each does to the open rollout's tokens side by side, see the ratio histogram with
+each correction's bands and mismatch against position, probability and entropy, and mark in the
+token view the tokens each correction clips or masks.
+
+Entry point: ``render(rollout, joined)`` (only when trainer logprobs are joined to the rollout).
+
+Where it sits: below the split view in the explorer; figures and tables are
+views/builders/mismatch/, the starting choice is read by views/state/signals.py."""
 
 from __future__ import annotations
 
@@ -16,8 +21,7 @@ from rollout_graph.signals.corrections import (
     parse_correction,
 )
 from rollout_graph.ui.builders import mismatch, overlays
-from rollout_graph.ui.builders.mismatch import starting_labels
-from rollout_graph.ui.state.signals import Joined
+from rollout_graph.ui.state.signals import Joined, starting_labels
 
 CHOSEN = mismatch.CHOSEN  # the labels chosen (a multiselect; the DAG's colour control reads it)
 EXTRA = "rg-corrections-extra"  # labels the user added by spec

@@ -1,6 +1,10 @@
-"""A deep link to a trace the server is still reading: the linked call's detail first, read from
-its line (``rollout_graph.ingest.one_call``), with a note that the rest is being read. The whole
-page replaces it when the read ends (views/screens/explorer.py)."""
+"""A deep link into a trace the server is still reading: the linked call's detail first.
+
+Entry points: ``linked_call(files)`` (the call the URL's ``file`` and ``line`` name, read from its
+line by ``rollout_graph.ingest.one_call``) and ``render(found, split, height, show_whitespace)``
+(its header and sampled tokens, with a note that the rest is being read).
+
+Where it sits: drawn first by views/screens/explorer.py, replaced by the whole page when the read ends."""
 
 from __future__ import annotations
 

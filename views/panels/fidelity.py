@@ -1,5 +1,9 @@
-"""What the rollout's source can support (docs/formats.md, "Fidelity"), shown above the DAG instead
-of panels left empty: the grade, what it rules out, the framework it came from and its step."""
+"""What the rollout's source can support (docs/formats.md, "Fidelity"): the grade, what it rules
+out, the framework it came from and its step, shown instead of panels left empty.
+
+Entry points: ``render(rollout)``; ``banner_text(rollout)`` builds its words (pure).
+
+Where it sits: at the top of the explorer (views/screens/explorer.py), under the headline."""
 
 from __future__ import annotations
 

@@ -1,10 +1,20 @@
 """Find calls: a search box over the open rollout (hits by call, a hit opens the call at the
-token) and filters that dim the calls that do not match. Both feed the DAG: search hits are
-ringed, filtered-out calls veiled. The matching itself is graph/analysis (search, filters)."""
+token) and filters that dim the calls that do not match.
+
+Entry point: ``render(rollout, decoder, workspace_key) -> Found``: the search box, its hit list
+and the "Filter calls" expander; returns the calls to ring (hits) and to veil (filtered out) in
+the DAG. ``chosen_filter`` reads the filter back from its widgets' keys; ``open_hit`` is a hit's
+click (selects the call and turns its token view to the token).
+
+Where it sits: in the explorer's selection fragment (views/screens/explorer.py), above the DAG;
+the matching is graph/analysis (search, filters), the index is built in the background by
+views/state/search_index.py, the hits' words by views/builders/search.py.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -14,6 +24,7 @@ from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md_escape
 from rollout_graph.ui import state
+from rollout_graph.ui.builders.search import best_hit, by_call, describe
 from rollout_graph.ui.builders.tokens import page_of
 from rollout_graph.ui.state import search_index
 from rollout_graph.ui.state.search_index import PreparedIndex
@@ -52,21 +63,18 @@ def open_hit(rollout: Rollout, workspace_key: str, hit: Hit) -> None:
         st.session_state[f"{key}-mark"] = position
 
 
-def best_hit(hits: list[Hit]) -> Hit:
-    """The hit a click on its call opens: a token position when there is one (the token view can
-    ring it), else the first."""
-    return next((h for h in hits if h.token_index is not None), hits[0])
+@dataclass(frozen=True)
+class Found:
+    """What the search and the filters ask of the DAG: calls to ring, calls to veil."""
+
+    hits: frozenset[int]
+    dimmed: frozenset[int]
 
 
-def describe(hit: Hit) -> str:
-    """Where a hit is, in words: ``message 3 (tool)``, ``sampled token 12``, ``response``."""
-    if hit.message_index is not None:
-        place = f"message {hit.message_index} ({hit.role})"
-    elif hit.token_index is not None:
-        place = f"{hit.where} token {hit.token_index}"
-    else:
-        place = hit.where
-    return place + (f" ×{hit.count}" if hit.count > 1 else "")
+def render(rollout: Rollout, decoder: Decoder, workspace_key: str) -> Found:
+    """The search box with its hits, then the filters."""
+    hits = search_panel(rollout, decoder, workspace_key)
+    return Found(hits, filter_panel(rollout, workspace_key))
 
 
 def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> frozenset[int]:
@@ -114,10 +122,15 @@ def _answer(
     try:
         query = Query.compile(text, regex=regex, ignore_case=ignore_case)
     except SearchError as exc:
-        st.error(str(exc))
+        st.error(md_escape(str(exc)))
         return frozenset()
     with _index(workspace_key, sid, rollout, decoder).searching() as index:
+        index.prepare()  # built once, under the lock; the search below only reads it
+    try:  # a pattern runs in a capped child process, killed at its limit (docs/limits.md)
         hits = search(index, query)
+    except SearchError as exc:
+        st.error(md_escape(str(exc)))
+        return frozenset()
     if (note := index.partial_note()) is not None:  # the index's byte budget left calls out (docs/limits.md)
         st.caption(md_escape(note))
     calls = sorted({h.index for h in hits})
@@ -132,12 +145,10 @@ def _answer(
             f" (message {first.message_index}, {md_escape(first.role or '')})."
         )
     st.markdown(lead)
-    by_call: dict[int, list[Hit]] = {}
-    for hit in hits:
-        by_call.setdefault(hit.index, []).append(hit)
+    grouped = by_call(hits)
     st.html(HITS_STYLE)
-    with st.container(height=min(300, 34 * min(len(by_call), MAX_HITS_SHOWN) + 20), key="rg-search-hits"):
-        for i, found in list(by_call.items())[:MAX_HITS_SHOWN]:
+    with st.container(height=min(300, 34 * min(len(grouped), MAX_HITS_SHOWN) + 20), key="rg-search-hits"):
+        for i, found in list(grouped.items())[:MAX_HITS_SHOWN]:
             target = best_hit(found)
             places = ", ".join(describe(h) for h in found)
             st.button(
@@ -149,7 +160,7 @@ def _answer(
                 type="tertiary",
                 help="Open this call" + (" at the token" if target.token_index is not None else ""),
             )
-    if len(by_call) > MAX_HITS_SHOWN:
+    if len(grouped) > MAX_HITS_SHOWN:
         st.caption(f"First {MAX_HITS_SHOWN} calls shown; `rollout-graph search` lists them all.")
     return frozenset(calls)
 

@@ -1,11 +1,14 @@
-"""The DAG panel: the figure, its legend, the click handling, chains, focus, and the call picker below the split view.
+"""The DAG panel: the toolbar (collapse, fit all, refold, focus), the figure, the rings the browser
+draws over it, the colour control and the legend; and the call picker.
 
-The chart keeps one key per rollout; its figure is cached on what it draws (chains expanded,
-focus, near-miss toggle, filters, the call chosen outside the chart), never on chart clicks, key
-steps or search hits: those are drawn in the browser over the same figure by the DAG client
-(views/panels/dag_client/index.html), which also sends the chart's clicks. Streamlit gives plotly
-the figure again only when its JSON changes, so a step redraws two shapes, not 5,000 calls.
-"""
+Entry points: ``render(rollout, workspace_key, near_misses, newest, dimmed, highlighted)``,
+``picker(rollout, workspace_key)`` (outside the selection fragment), ``clicked`` (a click the DAG
+client sent), ``bring_into_view``.
+
+The figure is cached on what it draws (views/state/dag_figures.py), never on clicks, key steps or
+search hits: those are rings the DAG client (views/panels/dag_client/index.html) draws over the
+same figure, so a step redraws two shapes, not 5,000 calls. Where it sits: in the explorer's
+selection fragment, the left pane of the split view."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ from rollout_graph.analysis.chains import continuations
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md
 from rollout_graph.ui import state
-from rollout_graph.ui.builders import mismatch
 from rollout_graph.ui.builders.dag import CALLS, CHAINS, Targets, drawn_point, legend_html, rings, subtree
+from rollout_graph.ui.state import signals as signals_state
 from rollout_graph.ui.state.dag_figures import drawing as _drawing
 from rollout_graph.ui.state.widgets import run_script
 
@@ -53,7 +56,7 @@ def _colour_options(rollout: Rollout) -> list[str]:
     signals = rollout.signals
     if signals is None or not any(r.metrics["n_tokens"] for r in signals.rows.values()):
         return [ROLE]
-    return [ROLE, *mismatch.chosen_labels(st.session_state.get(mismatch.CHOSEN))]
+    return [ROLE, *signals_state.chosen_labels()]
 
 
 def _colour_name(option: str) -> str:

@@ -1,5 +1,8 @@
-"""The groups panel under the rollouts table: each group's members, rewards and where their main
-rows diverge (the groups themselves: views/state/groups.py)."""
+"""The groups panel under the Rollouts table: each group's members, rewards and where their main
+rows diverge.
+
+Entry point: ``render(workspace)`` (only when the table is grouped; the groups themselves are
+views/state/groups.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
-"""Notes on the open call and its training rows: read, add, remove, download, open a file
-(rollout_graph.reports.notes; kept by views/state/notes.py). Note text is untrusted: escaped."""
+"""Notes on the open call and its training rows: read, add, remove, download, open a file.
+
+Entry points: ``render(rollout, node, workspace)`` and ``note_html(note)`` (note text is untrusted:
+escaped).
+
+Where it sits: under the call's detail in the explorer; the notes are rollout_graph.reports.notes,
+kept by views/state/notes.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-"""The Raw JSON tab: the record exactly as it stands in its file (read back by file and line),
-and, separately, the fields the loader derived from it."""
+"""The Raw JSON tab: the record exactly as it stands in its file (read back by file and line), and,
+separately, the fields the loader derived from it.
+
+Entry point: ``render(call, workspace_key, sources)``.
+
+Where it sits: in the detail's Raw JSON tab (views/screens/explorer.py ``call_detail``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The call's parent, children and siblings as buttons: one click (or Tab and Enter) opens them.
-The keys j/k, h/l and [ ] do the same from anywhere (views/panels/keyboard)."""
+
+Entry point: ``render(rollout, i)``. The keys j/k, h/l and [ ] do the same from anywhere
+(views/panels/keyboard); the relatives are ``rollout_graph.analysis.navigation``'s.
+
+Where it sits: under the call's title in the detail pane."""
 
 from __future__ import annotations
 

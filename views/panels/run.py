@@ -1,9 +1,11 @@
 """The Run page: a training run's trends per step, a step's rollouts, a rollout into the explorer.
 
-The per-rollout summary table comes from graph/reports/run.py (the audit engine, cached as
-Parquet; ``rollout-graph run DIR`` fills the same cache on every core), so drawing 500 steps of
-256 rollouts reads one table and never a trace. Charts and tables are built from that table.
-"""
+Entry points: ``render(paths, open_rollout)`` and ``figures(table)``. The per-rollout summary table
+comes from graph/reports/run.py (the audit engine, cached as Parquet; ``rollout-graph run DIR``
+fills the same cache on every core), so drawing 500 steps of 256 rollouts reads one table and
+never a trace.
+
+Where it sits: the whole of views/screens/run.py."""
 
 from __future__ import annotations
 

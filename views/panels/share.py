@@ -1,5 +1,10 @@
 """Share a rollout: "Download this view as HTML", the same self-contained file as
-``rollout-graph bundle`` (rollout_graph.reports.bundle) for the open rollout and call."""
+``rollout-graph bundle`` for the open rollout and call.
+
+Entry points: ``render(rollout, workspace, decoder)`` and ``page(...)`` (the file, built only when
+asked; rollout_graph.reports.bundle).
+
+Where it sits: at the bottom of the explorer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""The sidebar: which traces to open, and display options."""
+"""The sidebar: which traces to open (bundled samples, an upload, the command-line folders) and the
+display options.
+
+Entry point: ``render(cli_directories) -> (workspace or None, Options)``: the source, the file,
+following controls for command-line traces, whitespace and near-miss toggles, training signals.
+
+Where it sits: called first by every page script (views/screens/); loads go through
+views/state/sources.py (uploads in a capped process: views/state/upload_worker.py)."""
 
 from __future__ import annotations
 

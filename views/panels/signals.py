@@ -1,5 +1,10 @@
-"""The training-signals panel: the open rollout's trainer-vs-inference figures, its rows, and a
-scatter of inference vs trainer logprob per token whose points open their token."""
+"""The training-signals panel: the open rollout's trainer-vs-inference figures, its joined rows,
+and a scatter of inference vs trainer logprob per token whose points open their token.
+
+Entry points: ``render(rollout, joined)``; ``points``, ``rows_frame`` and ``scatter_caption``
+(pure parts; the scatter itself is views/builders/mismatch/).
+
+Where it sits: below the split view in the explorer, when signals are joined (views/state/signals.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from rollout_graph.ui.builders.mismatch import Points
 from rollout_graph.ui.state import signals as signals_state
 from rollout_graph.ui.state.signals import Joined, report_caption
 
-# the scatter's points and figure are pure builders (views/builders/mismatch.py), named here too
+# the scatter's points and figure are pure builders (views/builders/mismatch/), named here too
 outliers, scatter_figure = mismatch.outliers, mismatch.scatter_figure
 
 

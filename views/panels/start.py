@@ -1,5 +1,9 @@
-"""The detail pane before a call is selected: how to select one, and the calls worth a look
-(findings first, most severe first) as buttons that select them (views/builders/start.py)."""
+"""The detail pane before a call is selected: how to select one, and the calls worth a look as
+buttons that select them.
+
+Entry point: ``render(rollout)``; the calls are views/builders/start.py ``calls_worth_a_look``.
+
+Where it sits: the right pane of the explorer's split view while nothing is selected."""
 
 from __future__ import annotations
 

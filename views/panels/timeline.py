@@ -1,5 +1,9 @@
-"""The timeline panel: the Gantt of calls over wall time; a click selects the call (the DAG and
-the call detail follow), and the selected call is outlined on it."""
+"""The timeline panel: the calls over wall time; a click selects the call (the DAG and the detail
+follow) and the selected call is outlined on it.
+
+Entry point: ``render(rollout, workspace_key)``; the figure is views/builders/timeline.py.
+
+Where it sits: under the split view, in the explorer's selection fragment."""
 
 from __future__ import annotations
 

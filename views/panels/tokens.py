@@ -1,5 +1,10 @@
 """A paged token strip with jumps (first sampled token, lowest logprob, any token index) and the
-pinned token inspector."""
+pinned token inspector.
+
+Entry points: ``render(strip, decoder, key, show_whitespace)`` and ``inspector(...)``; the HTML is
+views/builders/tokens.py, the inspector's numbers views/builders/inspector.py.
+
+Where it sits: in the detail's Tokens and Sequence tabs (views/screens/explorer.py ``call_detail``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""The first-run guide: what the shapes mean, and one click to each kind of interesting call."""
+"""The first-run guide: what the shapes mean, and one click to each kind of interesting call.
+
+Entry points: ``render(rollout, expanded)`` and ``interesting_calls(rollout)`` (one example per
+near-miss kind the library names: a retry, a broken replay, a subagent, a side call, a
+compaction, a truncated call; pure).
+
+Where it sits: below the split view in the explorer, open until a call is selected."""
 
 from __future__ import annotations
 

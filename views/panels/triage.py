@@ -1,6 +1,11 @@
 """Findings triage: one group per level and code, with its count and a one-line explanation,
-expandable to its findings; a group's calls can be ringed in the DAG; every finding row is a
-button, so clicking it opens its call every time (also the second time)."""
+expandable to its findings; a group's calls can be ringed in the DAG.
+
+Entry points: ``render(rollout)``, ``ringed_calls(rollout)`` (the calls the DAG rings for the
+chosen group), ``ringed_group``. Every finding row is a button, so clicking it opens its call
+every time; the explanations are graph/reports/triage.py's.
+
+Where it sits: below the split view in the explorer."""
 
 from __future__ import annotations
 

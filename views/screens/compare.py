@@ -1,4 +1,7 @@
-"""The Compare page: two rollouts side by side (views/panels/compare.py)."""
+"""The Compare page: two rollouts side by side.
+
+A page script: the sidebar (views/panels/sidebar.py) chooses the traces, signals are joined
+(views/state/signals.py), and views/panels/compare.py draws the comparison."""
 
 import sys
 

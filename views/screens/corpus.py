@@ -1,4 +1,6 @@
-"""The corpus audit page: one row per rollout across many files."""
+"""The Corpus audit page: one row per rollout across many files.
+
+A page script: views/panels/corpus.py draws all of it."""
 
 import sys
 

@@ -1,12 +1,13 @@
-"""The explorer page: choose traces, pick a rollout and a call; views/ renders each panel.
+"""The Explorer page: one rollout, its graph and the selected call's detail side by side.
 
-The first screen shows the picture: the headline numbers, the search box, then a split view: the
-DAG on the left, the selected call's detail (header, relatives, tabs) on the right, so a click
-shows its call beside the graph and the graph keeps its place. Everything else (timeline, guide, findings triage, other rollouts, audit, downloads) is below it,
-collapsed unless it matters. Traces given on the command line are followed as they grow: the part
-a new call changes reruns on its own (views/state/live.py). What the selection and the search
-change (keys, search, filters, the DAG, the call's detail, the timeline) is one fragment that
-reruns alone (``selection_view``).
+A page script. Top to bottom: the headline and load report (``overview_and_graph``), then the
+selection fragment (``selection_view``: keys, search, filters, the split view of the DAG and the
+call's detail, the timeline), then the picker, guide, findings, other rollouts, audit, downloads.
+``call_detail`` composes the detail from the panels (title, relatives, near miss, tabs);
+``link_notice`` explains a link these traces cannot open.
+
+Where it sits: composes views/panels/; what the selection changes reruns alone as one fragment,
+and command-line traces are followed as they grow (views/state/live.py).
 """
 
 import sys
@@ -17,12 +18,23 @@ from rollout_graph.escape import md
 from rollout_graph.ui import state
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import corrections as corrections_view
+from rollout_graph.ui.panels import (
+    downloads,
+    keyboard,
+    load_report,
+    notes,
+    overview,
+    relatives,
+    rollouts,
+    share,
+    sidebar,
+    tour,
+)
 from rollout_graph.ui.panels import early as early_view
 from rollout_graph.ui.panels import fidelity as fidelity_view
 from rollout_graph.ui.panels import find as find_view
 from rollout_graph.ui.panels import graph as graph_view
 from rollout_graph.ui.panels import groups as groups_view
-from rollout_graph.ui.panels import keyboard, notes, overview, relatives, share, sidebar, tour
 from rollout_graph.ui.panels import near_miss as near_miss_view
 from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
@@ -43,7 +55,7 @@ DETAIL_HEIGHT = 760  # px: the detail pane's own scroll area
 
 def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: bool, sources: dict) -> None:
     """Everything about one call, composed from the panels: header, relatives, near miss, tabs."""
-    st.html(node_view.header_html(rollout, i))
+    node_view.header(rollout, i)
     relatives.render(rollout, i)  # parent, children, siblings: one click opens them
     near_miss_view.render(rollout, i, decoder)
     if len(rollout.topology.children[i]) > 1:
@@ -53,35 +65,18 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
     # the signals row shown for the call, and the logprob_mismatch finding's jump to its worst token
     signals_source.render_row_picker(rollout, i, key)
     signals_source.apply_jump(rollout, i, key)  # a jump from here, the findings list or the scatter
-    # the tabs not shown are not built until chosen (a tab change reruns the selection fragment only)
-    labels = node_view.tab_labels(rollout, i)
-    tab_key = f"tabs-{key}"
-    shown = st.session_state.get(tab_key)
-    if st.session_state.get(signals_source.SCROLL_TO_MARK):  # a jump to a token: its Tokens tab
-        st.session_state[tab_key] = labels[0]
-    elif shown is not None and shown not in labels:  # the findings count changed (a live trace)
-        st.session_state[tab_key] = next((t for t in labels if t.split(" (")[0] == shown.split(" (")[0]), labels[0])
-    tokens, facts, messages, sequence, findings, raw = st.tabs(labels, key=tab_key, on_change="rerun")
-    if tokens.open:
-        with tokens:
+    tabs = node_view.render(rollout, i, decoder, key)  # Facts, Messages and Findings drawn; the rest here
+    if tabs.tokens is not None:
+        with tabs.tokens:
             strip, strip_key = node_view.tokens_choice(rollout, i, decoder, key)
             token_view.render(strip, decoder, strip_key, show_whitespace)
-    if facts.open:
-        with facts:
-            node_view.facts_panel(rollout, i, decoder)
-    if messages.open:
-        with messages:
-            node_view.messages_panel(rollout, i)
-    if sequence.open:
-        with sequence:
+    if tabs.sequence is not None:
+        with tabs.sequence:
             chosen = node_view.sequence_choice(rollout, i, key)
             if chosen is not None:
                 token_view.render(chosen[0], decoder, chosen[1], show_whitespace)
-    if findings.open:
-        with findings:
-            node_view.findings_panel(rollout, i)
-    if raw.open:
-        with raw:
+    if tabs.raw is not None:
+        with tabs.raw:
             raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
     signals_source.scroll_to_mark()  # after a jump to a token: its ring, scrolled into view
 
@@ -119,7 +114,7 @@ def overview_and_graph(workspace):
     # view the call detail below draws with the same key
     view_key = workspace.key
     if not workspace.rollouts:
-        overview.load_report(workspace)
+        load_report.render(workspace)
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
@@ -127,9 +122,9 @@ def overview_and_graph(workspace):
     state.settle_location(rollout)  # the URL names the call's file and line (older links lack them)
 
     st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
-    overview.headline(rollout)
+    overview.render(rollout)
     fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
-    overview.load_report(workspace)
+    load_report.render(workspace)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
         st.warning(rewrites)
@@ -144,11 +139,11 @@ def overview_and_graph(workspace):
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
     corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
-    overview.rollouts_table(workspace, session_id)
+    rollouts.render(workspace, session_id)
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
-    overview.downloads(rollout)
+    downloads.render(rollout)
     share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
@@ -170,8 +165,7 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
     st.html(node_view.TABS_STYLE)
     # keys and token clicks first: they move the selection every panel below reads
     keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
-    hits = find_view.search_panel(rollout, rollout_decoder, view_key)
-    dimmed = find_view.filter_panel(rollout, view_key)
+    found = find_view.render(rollout, rollout_decoder, view_key)
     ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
     graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
     # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
@@ -193,7 +187,7 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
     if first_run:
         draw_detail()
     with graph_pane:
-        graph_view.render(rollout, workspace.key, options.near_misses, newest, dimmed, hits | ringed)
+        graph_view.render(rollout, workspace.key, options.near_misses, newest, found.dimmed, found.hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
     graph_view.bring_into_view()
     if not first_run:

@@ -1,4 +1,7 @@
-"""The Run page: a training run step by step (views/panels/run.py); a rollout opens in the explorer."""
+"""The Run page: a training run step by step; a rollout opens in the explorer.
+
+A page script: views/panels/run.py draws the run; ``open_rollout`` (the table's callback) points
+the explorer at one command-line file and session and switches page."""
 
 import sys
 from pathlib import Path

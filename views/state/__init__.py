@@ -1,7 +1,13 @@
-"""The selected rollout and call, kept in session state and mirrored in the URL (`session`,
-`node`, and for a command-line trace `file` and `line`: where the call's record is, so a link to a
-trace the server has not read yet shows that call first) so a link in a bug report opens the same
-view."""
+"""The selected rollout and call, kept in session state and mirrored in the URL (``session``,
+``node``, and for a command-line trace ``file`` and ``line``), so a link in a bug report opens the
+same view, even before the server has read the whole trace.
+
+Entry points: ``select_node`` / ``current_node`` / ``highlight`` (the call), ``select_session`` /
+``current_session`` (the rollout), ``choose_source``, ``link_missed`` and ``missing_call`` (a link
+these traces cannot open), ``search_key`` and ``filter_key`` (widget keys), the session-key
+constants every panel reads.
+
+Where it sits: under every panel; it never imports a panel."""
 
 from __future__ import annotations
 
@@ -240,28 +246,6 @@ def new_pick(widget: str, value) -> bool:
         return False
     seen[widget] = value
     return value is not None
-
-
-def chart_click(rollout: Rollout, points: list, calls_curve: int = 1, chains_curve: int | None = None) -> int | None:
-    """Select the call clicked in the DAG (its arrival index is the point's ``customdata``).
-
-    Returns:
-        The key of a collapsed chain whose handle was clicked (the caller expands it), or None.
-    """
-    nodes = [p for p in points if p.get("curve_number") == calls_curve]
-    index = _custom(nodes[0]) if nodes else None
-    if new_pick(f"dag-{rollout.session_id}", index) and index is not None:
-        select_node(rollout, index, from_chart=True)
-    chains = [p for p in points if chains_curve is not None and p.get("curve_number") == chains_curve]
-    chain = _custom(chains[0]) if chains else None
-    return chain if new_pick(f"dag-chain-{rollout.session_id}", chain) else None
-
-
-def _custom(point: dict) -> int:
-    data = point.get("customdata")
-    if isinstance(data, list):
-        data = data[0] if data else None
-    return int(data) if data is not None else int(point["point_index"])
 
 
 def _sync_url() -> None:

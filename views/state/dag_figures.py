@@ -1,15 +1,12 @@
-"""The DAG's figure, cached on what it draws, and the first visitor's figure built before the
-visit.
+"""The DAG's figure, cached on what it draws, and the first visitor's figure built before the visit.
 
-The figure is built here rather than in the DAG panel (views/panels/graph.py) because that
-module declares the DAG's browser component, and a module that does cannot be imported before a
-page run (views/state/warm.py). So ``rollout-graph view`` (views/serve.py) can build the figure the
-first page will draw, once the server's read of the command-line traces has ended and before a
-visitor opens the page: :func:`first_page_drawing`. It is the same cached call with the same
-arguments as the panel's on a first visit (the default rollout, no call selected, the sidebar's
-and the toolbar's defaults), so the first page run finds it built (docs/performance.md "Keys and
-the first search"); a visit that asks for anything else builds its own, as before.
-"""
+Entry points: ``drawing(...)`` (the cached figure and its ``Targets``; the selection and search
+hits are not in it: the browser rings them) and ``first_page_drawing(paths)`` (the same cached call
+with a first visit's arguments, made by views/serve.py once the command-line traces are read).
+
+Where it sits: between the builders (views/builders/dag/) and the DAG panel
+(views/panels/graph.py), which cannot be imported before a page run because it declares a
+component (docs/performance.md "Keys and the first search")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
-"""Rollout groups (GRPO groups: the same first agent prompt), cached per workspace, the rollouts
-table's "group by" switch and its group and signals columns (the groups panel is
-views/panels/groups.py)."""
+"""Rollout groups (GRPO groups: the same first agent prompt), cached per workspace.
+
+Entry points: ``groups(workspace)``, ``labels``, ``group_by_toggle`` (the Rollouts table's switch),
+``ordered`` and ``extra_columns`` (the table grouped), ``groups_frame``.
+
+Where it sits: read by views/panels/rollouts.py and views/panels/groups.py; the grouping is
+graph/analysis's."""
 
 from __future__ import annotations
 

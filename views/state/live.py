@@ -1,12 +1,12 @@
 """Following the command-line traces while they grow.
 
-A :class:`LiveSource` wraps one :class:`rollout_graph.live.trace.LiveTrace` (only appended bytes are
-parsed, calls are linked incrementally, only changed rollouts are re-analysed) and is shared by
-every browser session of the server. The part of the explorer that a new call changes (load
-report, rollouts, headline, findings, the DAG) is drawn again only when something was appended: a
-small ``st.fragment`` polls every ``TICK_SECONDS`` on its own and reruns the page when the
-snapshot changed, so new calls appear without a click and an idle page costs nothing to keep open.
-"""
+Entry points: ``source(paths, label) -> LiveSource`` (one shared ``LiveTrace`` per server: only
+appended bytes are parsed, calls linked incrementally), ``prefetch``, ``follow(source, draw)`` (a
+small fragment polls every ``TICK_SECONDS`` and reruns the page only when the snapshot changed),
+``sidebar_controls``, ``status_html``, ``mark_newest`` (the newest call's ring in the figure).
+
+Where it sits: the sidebar opens it for command-line traces; the explorer draws through
+``follow`` (views/screens/explorer.py). docs/user-guide.md, "Following a live trace"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
-"""One bounded, thread-safe LRU cache for the server-wide caches of the UI (the groups of a
-workspace, joined signals, live sources): several browser sessions' page runs use them at once."""
+"""One bounded, thread-safe LRU cache for the UI's server-wide caches.
+
+Entry point: ``LRU(max_entries)`` with ``get``, ``put``, ``get_or_create``, ``get_or_compute``
+and ``pop``: the groups of a workspace, joined signals, live sources; several browser sessions'
+page runs use them at once.
+
+Where it sits: under views/state/ (docs/architecture.md: a server-wide cache is an ``LRU``)."""
 
 from __future__ import annotations
 

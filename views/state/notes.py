@@ -1,9 +1,11 @@
-"""The notes of the open source (rollout_graph.reports.notes), kept in session state.
+"""The notes of the open source (rollout_graph.reports.notes), kept per session.
 
+Entry points: ``store(workspace) -> Store`` (``for_session``, ``add``, ``remove``, ``merge``, ``save``).
 Command-line traces in a writable folder keep theirs in the sidecar beside them
-(``rollout-graph-notes.json``), read on first use and written on every change; any other source
-(bundled samples, uploads) keeps them in this browser session, to download as a file.
-"""
+(``rollout-graph-notes.json``); bundled samples and uploads keep them in this browser session,
+to download as a file.
+
+Where it sits: drawn by views/panels/notes.py."""
 
 from __future__ import annotations
 

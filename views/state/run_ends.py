@@ -1,20 +1,14 @@
 """A fragment run's end reaches the browser as it ended, even when another fragment's run starts
 before it was sent.
 
-When a run starts, Streamlit (1.67, ``ForwardMsgQueue.clear`` on ``SCRIPT_STARTED``) drops the
-session's unsent deltas of the fragments that run reruns and relabels every unsent "fragment run
-finished" as "finished early for rerun" (``forward_msg_queue._update_script_finished_message``).
-The browser then skips its removal of the elements that ended run did not draw again. On a followed
-trace the live tick (views/state/live.py) starts a run every second, so after a search, a j/k step
-or a click the explorer's fragment could leave the previous call's elements on the page beside the
-new call's (docs/performance.md "Limits: what is not met").
+Entry point: ``install()`` (once per page run, views/app.py). Streamlit 1.67 relabels every unsent
+"fragment run finished" as "finished early for rerun" when a run starts, and the browser then
+keeps elements the ended run did not draw again; on a followed trace the live tick starts a run
+every second, so a search or a step could leave the previous call's elements on the page.
+``install`` keeps the ends of other fragments' runs as they were (``ends_other_fragments_run``).
 
-For the end of a run of other fragments than the starting run's, the relabel is not needed: that
-run's deltas all stay in the queue (only the starting fragments' own are dropped), so the browser
-receives the same messages as when the end was sent in time, and its removal of stale elements is
-exact. :func:`install` keeps those ends as they were; a full run's start, or the end of a run of one
-of the starting fragments, is relabelled as before.
-"""
+Where it sits: a patch of Streamlit's forward-message queue, tested by tests/ui/test_run_ends.py
+(docs/performance.md "Limits: what is not met")."""
 
 from __future__ import annotations
 

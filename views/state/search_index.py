@@ -1,18 +1,12 @@
 """A rollout's search index, built on a background thread once the first page is drawn, so the
-first search of a rollout answers as fast as the next (docs/performance.md "Keys and the first
-search").
+first search answers as fast as the next (docs/performance.md "Keys and the first search").
 
-The index (rollout_graph.analysis.search.SearchIndex) is lazy: a search builds what it reads (the
-distinct message texts, the responses, the decoded sampled and context spans of every call), about
-a second of CPU on a 5,000-call rollout. :class:`PreparedIndex` builds all of it with
-``SearchIndex.prepare`` on a low-priority thread after no page has run for :data:`QUIET` seconds (3),
-stopping every few calls while any page runs (a key step or a click is not slowed by it). A search
-takes the index through :meth:`PreparedIndex.searching`: if the build is under way it waits for
-it (and the build stops pausing, since a visitor is now waiting for it); if the build has not
-started, the search builds what it reads itself, as before, and the background build then finds
-it done. Either way the index is the same object with the same texts: built in the background or
-by the search, the hits are the same (tests/ui/test_search_index.py).
-"""
+Entry points: ``prepare(index, session_id, activity)`` and ``PreparedIndex`` (``searching()``: a
+search waits for a build under way, or builds what it reads itself). The build runs at low
+priority after no page has run for ``QUIET`` seconds and pauses while any page runs; built in
+the background or by the search, the index and its hits are the same.
+
+Where it sits: used by views/panels/find.py; the index is rollout_graph.analysis.search.SearchIndex."""
 
 from __future__ import annotations
 

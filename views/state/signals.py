@@ -1,5 +1,13 @@
-"""Training signals in the app: where they come from (bundled, `view --signals`, an upload), the
-token-colour switch, and the workspace with the signals joined (cached per content)."""
+"""Training signals in the app: where they come from (bundled, ``view --signals``, an upload), the
+token-colour switch, the workspace with the signals joined (cached per content), and the
+corrections the mismatch lens starts with (``view --correction``, read from the environment here).
+
+Entry points: ``render_options`` and ``apply(workspace) -> Joined`` (the sidebar's choice, joined),
+``starting_labels`` / ``chosen_labels``, the row picker and the worst-token jump
+(``render_row_picker``, ``jump_to_token``, ``apply_jump``, ``worst_token_button``, ``scroll_to_mark``).
+
+Where it sits: state under the signals, corrections and node panels; the join is
+graph/signals/join.py, the lens's pure parts views/builders/mismatch/."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.resources import SAMPLES, SIGNALS_ENV
+from rollout_graph.signals.corrections import CORRECTIONS_ENV
 from rollout_graph.signals.join import DEFAULT_THRESHOLD, JoinReport, attach_all
 from rollout_graph.signals.reading import SignalsError, SignalsFile, read_signals_bytes
 from rollout_graph.ui import state
@@ -35,6 +44,17 @@ class Joined:
 
 
 _CACHE: LRU[str, Joined] = LRU(6)  # joins that worked (an error is computed again)
+
+
+def starting_labels() -> list[str]:
+    """The corrections the mismatch lens starts with: ``view --correction``'s choice (its
+    environment variable), else four common ones."""
+    return mismatch.initial_labels(os.environ.get(CORRECTIONS_ENV, ""))
+
+
+def chosen_labels() -> list[str]:
+    """The corrections chosen in the Corrections panel, or those it starts with before it is drawn."""
+    return mismatch.chosen_labels(st.session_state.get(mismatch.CHOSEN), starting_labels())
 
 
 def command_line_files() -> list[Path]:
@@ -157,9 +177,12 @@ def report_caption(joined: Joined) -> str | None:
 SCROLL_TO_MARK = "rg-scroll-to-mark"  # set by a jump: scroll the ringed token into view once drawn
 # our own script (never trace text): bring the ringed token into view in its scrolling pane, not the page
 SCROLL_JS = """<script>
+// window.__rgMarkLooks ({at: the token's position, left: looks to come}) says when the last look is done
+const looks = window.parent.__rgMarkLooks = {at: null, left: 3};
 function bringMark() {
   const mark = window.parent.document.querySelector('.rg-tokens .rg-m');
   if (!mark) return;
+  looks.at = mark.dataset.i;
   let pane = mark.parentElement;
   while (pane && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
     pane = pane.parentElement;
@@ -179,7 +202,7 @@ function bringMark() {
     if (page) page.scrollTop += below; else window.parent.scrollBy(0, below);
   }
 }
-[300, 1000, 2000].forEach(t => setTimeout(bringMark, t));
+[300, 1000, 2000].forEach(t => setTimeout(() => { bringMark(); looks.left -= 1; }, t));
 </script>"""
 ROWS = "rg-signals-rows"  # {session_id: {node_id: leaf_id}}: the joined row picked per call
 JUMP = "rg-signals-jump"  # (session_id, node_id, offset): a sampled token to mark when the call's detail draws

@@ -1,9 +1,12 @@
 """Where traces come from in the app, and the cached load of them.
 
+Entry points: ``load_files(paths, label)`` and ``load_uploads(files)`` -> ``Workspace`` (cached per
+content in the shared workspace cache), ``bundled_files``, ``files_under``, ``decoder``,
+``page_run`` (a page run in progress: background work pauses), ``store_after_paint``.
+
 Only three kinds of source exist: the bundled samples, uploads, and files under the directories
-given on the command line. A visitor can never type a server path: a public deployment must not
-read the server's files.
-"""
+given on the command line. A visitor can never type a server path. Where it sits: called by the
+sidebar (views/panels/sidebar.py); loads run off the script thread (workspace_cache.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The app's side of loading an upload in a capped child process (rollout_graph.worker).
 
-Every upload is parsed, linked and analysed in a process of its own with an address-space cap and
-a wall-clock budget (``ROLLOUT_GRAPH_MAX_LOAD_SECONDS``, default 60 s; ``rollout-graph view
---max-load-seconds``), killed when its visitor's browser session ends: one visitor's big or hostile
-upload never holds the server's interpreter, its memory, or another visitor's upload
-(docs/limits.md, "One upload, one capped process").
-"""
+Entry point: ``load_upload(named, ...)``: every upload is parsed, linked and analysed in a process of its
+own with an address-space cap and a wall-clock budget (``ROLLOUT_GRAPH_MAX_LOAD_SECONDS``,
+default 60 s), killed when its visitor's session ends; ``UploadRefused`` says why one was refused.
+
+Where it sits: called by views/state/sources.py ``load_uploads`` (docs/limits.md, "One upload,
+one capped process")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """What the first visitor's page run would do once per server, done when the server starts.
 
-``rollout-graph view`` calls :func:`warm` (through the app module's ``warm``, found by the
-``rollout_graph.apps`` entry point) on a thread while the server starts, beside the first read of
-the command-line traces: the explorer page's imports (its panels, plotly), Streamlit's emoji
-catalogue (the page icon is checked against it on the first ``set_page_config``) and Streamlit's
-one-off "is this a REPL" check (``inspect.stack()`` over the page run's deep stack, reading the
-source file of every frame) and the module map ``inspect.getmodule`` makes on its first call (a
-component's declaration looks its module up with it). Measured in the server's profile of a first paint: together about a
-second of the first page run on this 2-core machine (docs/performance.md "The app's first paint").
-Nothing here draws or reads a trace; a failure leaves the work to the first page run.
-"""
+Entry point: ``warm()`` (called by ``rollout-graph view`` on a thread, through the app module's
+``warm``): the explorer page's imports (``page_imports``), Streamlit's emoji catalogue, its
+one-off "is this a REPL" check and the module map a component's declaration looks up; about a
+second of the first page run on a 2-core machine. Nothing here draws or reads a trace; a failure
+leaves the work to the first page run.
+
+Where it sits: started by views/serve.py (docs/performance.md "The app's first paint")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Widget state that panels share: a table whose row can be picked, the token view's page jump."""
+"""Widget state that panels share.
+
+Entry points: ``picked_row(frame, key, max_height)`` (a table whose row can be picked),
+``jump_to(key, position)`` (turn a token view to a position and ring it), ``run_script(script,
+key)`` (one of our own scripts, never trace text, run in the page).
+
+Where it sits: under the panels that show tables and token views."""
 
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
 """The server's shared cache of parsed and analysed traces, bounded in bytes (no Streamlit here).
 
-Every browser session of one server shares it: a trace opened by one visitor is ready for the
-next. Three rules keep a public server healthy with several visitors:
+Entry points: ``WorkspaceCache`` (``get_or_build``: one build per key, the second visitor waits
+for the first's; entries past the byte budget dropped least recently used; upload entries
+released with their sessions), ``estimate_bytes``, ``Activity`` and ``when_quiet`` (work no page
+waits for runs at low priority once no page has run for a moment).
 
-- **Bounded memory.** Each entry's size is estimated (token arrays, message texts, per-call
-  overhead); past the byte budget the least recently used entries are dropped (an entry in use by
-  a running page stays alive through that page's reference; it is only no longer shared).
-- **One build per key.** Two visitors asking for the same trace at once share one build: the
-  second waits for the first's result instead of parsing the file again.
-- **Heavy work off the script thread.** Builds run in a small, bounded thread pool (the parsing
-  itself runs in worker processes, see graph/ingest/parallel.py); a page only polls for progress,
-  so one visitor's big or hostile upload never blocks another visitor's page or the health check.
-
-Entries built from uploads belong to the browser sessions that uploaded them and are dropped as
-soon as none of those sessions is alive (:meth:`WorkspaceCache.release_dead`).
-
-Work that no page waits for (writing a trace's persistent cache entry) waits for a quiet server:
-:class:`Activity` counts the page runs in progress, and :func:`when_quiet` runs such work on a
-low-priority thread once no page has run for a moment, pausing it while a page runs.
-"""
+Builds run in a small bounded thread pool, so one visitor's big or hostile upload never blocks
+another's page or the health check. Where it sits: under views/state/sources.py."""
 
 from __future__ import annotations
 
@@ -235,6 +223,7 @@ class Activity:
         self._cond = threading.Condition()
         self._active = 0
         self._last_end = time.monotonic()
+        self._waiting = 0
         self.runs = 0  # page runs begun (tests)
 
     @contextmanager
@@ -256,18 +245,28 @@ class Activity:
         with self._cond:
             return self._active
 
+    @property
+    def waiting(self) -> int:
+        """How many threads wait in :meth:`wait_quiet` now (background work held for the pages)."""
+        with self._cond:
+            return self._waiting
+
     def wait_quiet(self, quiet: float, timeout: float) -> bool:
         """Until no page has run for ``quiet`` seconds (True), or ``timeout`` seconds (False)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while True:
-                now = time.monotonic()
-                if self._active == 0 and now - self._last_end >= quiet:
-                    return True
-                if now >= deadline:
-                    return False
-                wait = quiet - (now - self._last_end) if self._active == 0 else quiet
-                self._cond.wait(max(0.01, min(wait, deadline - now)))
+            self._waiting += 1
+            try:
+                while True:
+                    now = time.monotonic()
+                    if self._active == 0 and now - self._last_end >= quiet:
+                        return True
+                    if now >= deadline:
+                        return False
+                    wait = quiet - (now - self._last_end) if self._active == 0 else quiet
+                    self._cond.wait(max(0.01, min(wait, deadline - now)))
+            finally:
+                self._waiting -= 1
 
 
 # No page run for this long: the first paint is drawn (the browser draws for a while after the page

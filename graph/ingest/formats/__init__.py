@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.formats import (
     engine_pair,
+    openenv_files,
     otel,
     rollout_document,
     text_dumps,
@@ -83,6 +84,9 @@ def _parsed(
 
 def _framework(record: dict, source: str, line: int, default_session: str) -> list[Call] | None:
     """What RL frameworks write (docs/formats.md, "RL frameworks"), or None for another shape."""
+    openenv = openenv_files.kind_of(record)
+    if openenv is not None:
+        return openenv_files.parse(record, openenv, source, line, default_session)
     if verifiers_trace.is_verifiers(record):
         return verifiers_trace.parse(record, source, line, default_session)
     if otel.is_otlp(record):
@@ -94,6 +98,8 @@ def _framework(record: dict, source: str, line: int, default_session: str) -> li
         return token_rows.parse_prime_rl(record, source, line)
     if token_rows.is_nemo_rl(record):
         return token_rows.parse_nemo_rl(record, source, line, default_session)
+    if token_rows.is_nemo_rl_messages(record):
+        return token_rows.parse_nemo_rl_messages(record, source, line, default_session)
     if trace_entry.is_trace_entry(record) or engine_pair.is_engine_pair(record):
         return None
     kind = text_dumps.kind_of(record)

@@ -1,7 +1,8 @@
-"""Anthropic Messages and OpenAI Responses response bodies, read as chat completions.
+"""Anthropic Messages, OpenAI Responses and Gemini response bodies, read as chat completions.
 
 A capture proxy that records what the harness received (not the engine's chat body) leaves an
-Anthropic ``message``, a Responses ``response`` object, or the list of their SSE events. These
+Anthropic ``message``, a Responses ``response`` object, a Gemini ``GenerateContentResponse``, or
+the list of their SSE events. These
 carry no token ids: they become message-only calls that link by the message fallback.
 """
 
@@ -10,7 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rollout_graph.core.dialects import ANTHROPIC_STOP, anthropic_response_message, obj, responses_response_message
+from rollout_graph.core.dialects import (
+    ANTHROPIC_STOP,
+    anthropic_response_message,
+    google_chat_response,
+    is_google_response,
+    obj,
+    responses_response_message,
+)
 from rollout_graph.ingest.formats.streaming import _chunk_bodies
 
 _RESPONSE_DONE = ("response.completed", "response.incomplete", "response.failed")
@@ -90,6 +98,10 @@ def responses_from_events(chunks: list) -> dict:
 
 def as_chat_response(response: Any) -> Any:
     """A dialect response (body or event list) as a chat-completions body; anything else unchanged."""
+    if is_google_response(response):  # a Gemini answer (core.dialects reads it)
+        return google_chat_response([response])
+    if isinstance(response, list) and any(is_google_response(c) for c in _chunk_bodies(response[:3])):
+        return google_chat_response(_chunk_bodies(response))
     if isinstance(response, list) and is_dialect_stream(response):
         kinds = _event_types(response)
         response = anthropic_from_events(response) if "message_start" in kinds else responses_from_events(response)

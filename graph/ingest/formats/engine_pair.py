@@ -8,7 +8,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from rollout_graph.core.dialects import CHAT, chat_messages, chat_sampling, chat_tools, dialect_of
+from rollout_graph.core.dialects import CHAT, TRANSLATED, chat_messages, chat_sampling, chat_tools, dialect_of
 from rollout_graph.core.records import WARN, Call, TopK
 from rollout_graph.ingest.formats.dialect_bodies import as_chat_response
 from rollout_graph.ingest.formats.fields import (
@@ -95,7 +95,7 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
     if not isinstance(dialect, str):
         dialect = None
     spoken = dialect_of(request, dialect)  # detected once for the three readings below
-    where = "request.messages" if "messages" in request else "request.input"
+    where = next((f"request.{k}" for k in ("messages", "input", "contents") if k in request), "request.messages")
     if spoken == CHAT:  # what chat_messages, chat_tools and chat_sampling give for chat
         messages, tools, sampling = request.get("messages"), request.get("tools"), request
     else:
@@ -129,16 +129,29 @@ def parse(record: dict, template: Call, problems: Problems) -> list[Call]:
             _completion_choice(request, response, choice, call, own, shape_suffix)
         record_problems(call, own)
         calls.append(call)
-    if dialect in ("anthropic", "responses"):  # what the harness spoke, translated by the proxy
+    if dialect in TRANSLATED:  # what the harness spoke, translated by the proxy
         for call in calls:
             call.shape = f"{call.shape} via {dialect}"
+    for key in CAPTURE_CLAIMS:  # what the capture proxy knew and changed (docs/formats.md, "Capture records")
+        if isinstance(record.get(key), dict | list):
+            for call in calls:
+                call.claims[key] = record[key]
     return calls
+
+
+# Capture record keys kept on the call for the findings (rollout_graph.core.engine, core.findings).
+CAPTURE_CLAIMS = ("engine", "capture_options", "behaviour_changed")
 
 
 def _chat_body(response: Any) -> Any:
     """:func:`as_chat_response`, which leaves an object that is neither an Anthropic message nor
     a Responses object as it is: such a body (a chat one) is not handed to it."""
-    if type(response) is dict and response.get("type") != "message" and response.get("object") != "response":
+    if (
+        type(response) is dict
+        and response.get("type") != "message"
+        and response.get("object") != "response"
+        and "candidates" not in response
+    ):
         return response
     return as_chat_response(response)
 
@@ -382,8 +395,9 @@ def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems)
         call.add_issue(
             WARN,
             "token_strings",
-            "logprob tokens arrived as text, not token_id:N; the logprobs are probably raw "
-            "pre-temperature values (vLLM: return_tokens_as_token_ids)",
+            "logprob tokens arrived as text, not token_id:N, so they name tokens only by their text "
+            "(vLLM: --return-tokens-as-token-ids names them by id); whether the logprobs are raw or "
+            "processed is a separate setting (--logprobs-mode), measured by the capture probe",
         )
     problems.malformed.extend(sampled.notes)
     problems.invalid_ids.extend(sampled.invalid_ids)

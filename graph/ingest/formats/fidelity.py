@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.records import WARN, Call
 
 TOKENS_LOGPROBS = "tokens+logprobs"
 TOKENS = "tokens"
@@ -67,31 +67,76 @@ def _stem(name: str) -> str:
     return name
 
 
+MAX_STEP = 2**63 - 1  # a step is a non-negative 64-bit integer: the audit table's column, JSON readers
+
+
+def _step_value(value: Any) -> tuple[int | None, str | None]:
+    """A step field's value: (the step, None), (None, why it is refused) or (None, None) when it is
+    not a step at all (absent, negative, fractional, text that is not digits)."""
+    if type(value) is float:
+        if not (value.is_integer() and value >= 0):
+            return None, None
+        if value > MAX_STEP:  # orjson reads an integer beyond 64 bits as a float
+            return None, f"{value:.4g} is beyond 64 bits"
+        return int(value), None
+    if isinstance(value, str):
+        # ASCII digits only ("²".isdigit() is true), compared by length before int() reads it
+        # (int() refuses more than 4,300 digits): TRL logs the step as a string
+        if not (value.isascii() and value.isdigit()):
+            return None, None
+        digits = value.lstrip("0") or "0"
+        if len(digits) > 19 or int(digits) > MAX_STEP:
+            shown = digits if len(digits) <= 30 else f"{digits[:20]}… ({len(digits):,} digits)"
+            return None, f"{shown!r} is beyond 64 bits"
+        return int(digits), None
+    if type(value) is int and value >= 0:
+        if value > MAX_STEP:
+            return None, f"{value if value < 10**30 else f'{value:.4g}'} is beyond 64 bits"
+        return value, None
+    return None, None
+
+
 @lru_cache(maxsize=1024)
-def step_from_path(source: str) -> int | None:
-    """The training step a file's path names (the nearest path part that names one), or None.
-    Cached: every record of a file asks for its path."""
+def _path_step(source: str) -> tuple[int | None, str | None]:
     parts = PurePath(source).parts
     for k, part in enumerate(reversed(parts)):
         name = _stem(part) if k == 0 else part
         for pattern in _STEP_PATTERNS:
             m = pattern.match(name)
-            if m and (k == 0 or pattern.pattern != r"^(\d+)$"):
-                return int(m.group(1))
-    return None
+            if m and (k == 0 or pattern.pattern != r"^(\d+)$") and m.group(1).isascii():
+                step, reason = _step_value(m.group(1))
+                return step, None if reason is None else f"the step its path names, {reason}"
+    return None, None
+
+
+def step_from_path(source: str) -> int | None:
+    """The training step a file's path names (the nearest path part that names one), or None
+    (also for a step beyond 64 bits: :func:`step_problem` says so). Cached: every record of a file
+    asks for its path."""
+    return _path_step(source)[0]
 
 
 def step_of(record: dict) -> int | None:
-    """A record's own ``step`` (or ``global_step``) field, when it is a non-negative integer."""
+    """A record's own ``step`` (or ``global_step``) field, when it is a non-negative integer of at
+    most 64 bits (a string of ASCII digits too: TRL logs the step as a string); else None."""
     for key in ("step", "global_step"):
-        value = record.get(key)
-        if type(value) is int and value >= 0:
-            return value
-        if type(value) is float and value.is_integer() and value >= 0:
-            return int(value)
-        if isinstance(value, str) and value.isdigit():  # TRL logs the step as a string
-            return int(value)
+        step, _ = _step_value(record.get(key))
+        if step is not None:
+            return step
     return None
+
+
+def step_problem(record: dict, source: str) -> str | None:
+    """Why the record's step (its own field, else its path's) is refused, or None: a step beyond
+    64 bits is not used (the rollout is placed on no step) and its calls say so (docs/limits.md)."""
+    for key in ("step", "global_step"):
+        step, reason = _step_value(record.get(key))
+        if step is not None:
+            return None
+        if reason is not None:
+            return f"{key} {reason} (more than {MAX_STEP:,}); the call is placed on no training step"
+    step, reason = _path_step(source)
+    return None if reason is None else f"{reason} (more than {MAX_STEP:,}); the call is placed on no training step"
 
 
 def grade_of(call: Call) -> str:
@@ -117,10 +162,10 @@ def rollout_grade(calls: Iterable[Call]) -> str:
 
 
 def rollout_step(calls: Iterable[Call]) -> int | None:
-    """The step of a rollout: its first call's that names one."""
+    """The step of a rollout: its first call's that names one (a non-negative 64-bit integer)."""
     for call in calls:
         step = call.claims.get("step")
-        if type(step) is int:
+        if type(step) is int and 0 <= step <= MAX_STEP:
             return step
     return None
 
@@ -157,11 +202,17 @@ def fidelity_text(detail: dict[str, Any]) -> str:
 
 
 def stamp_step(calls: list[Call], record: dict, source: str) -> None:
-    """Give every call without one the record's step (its own field, else its path's)."""
+    """Give every call without one the record's step (its own field, else its path's); a step
+    refused (beyond 64 bits) is a WARN ``malformed_field`` on each call instead."""
     step = step_of(record)
     if step is None:
         step = step_from_path(source)
     if step is None:
+        problem = step_problem(record, source)
+        if problem is not None:
+            for call in calls:
+                if "step" not in call.claims:
+                    call.add_issue(WARN, "malformed_field", problem)
         return
     for call in calls:
         call.claims.setdefault("step", step)
@@ -188,8 +239,10 @@ def float_array(values: Any, length: int) -> np.ndarray | None:
         return None
     out = np.full(length, np.nan)
     for i, v in enumerate(values[:length]):
-        if type(v) in (int, float):
-            out[i] = float(v)
+        if type(v) is float:
+            out[i] = v
+        elif type(v) is int:  # beyond a float's range (a 400-digit integer): an infinity, never a crash
+            out[i] = float(v) if abs(v) < 2**1023 else (np.inf if v > 0 else -np.inf)
         elif type(v) is bool:
             out[i] = float(v)
         elif v is not None:

@@ -74,9 +74,15 @@ def session_id_of(record: dict) -> str | None:
 
 
 def node_id_of(record: dict) -> str | None:
-    """The record's call id (``call_id``, ``id`` or ``node_id``), as text."""
+    """The record's call id (``call_id``, ``id`` or ``node_id``, else OpenEnv's
+    ``metadata.node_id``), as text."""
     for key in ("call_id", "id", "node_id"):
         value = record.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+    meta = record.get("metadata")
+    if isinstance(meta, dict):
+        value = meta.get("node_id")
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return str(value)
     return None
@@ -94,6 +100,16 @@ def sampling_params(body: dict) -> dict[str, Any]:
     if isinstance(nested, dict):  # SGLang native /generate
         params.update({k: nested[k] for k in SAMPLING_KEYS if k in nested})
     return params
+
+
+def params_of(value: Any, what: str, problems: Problems) -> dict[str, Any]:
+    """A writer's own sampling-params object (OpenEnv's ``sampling_params``), kept whole; a value
+    that is not an object is reported in ``problems`` and read as none."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if isinstance(k, str)}
+    if value is not None:
+        problems.malformed.append(f"{what} is a {type(value).__name__}, not an object")
+    return {}
 
 
 def submitted_params_of(record: dict) -> dict[str, Any] | None:

@@ -18,7 +18,8 @@ from typing import Any
 
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.formats.fidelity import MESSAGES
-from rollout_graph.ingest.formats.fields import as_dict, new_call
+from rollout_graph.ingest.formats.fields import as_dict, new_call, record_problems
+from rollout_graph.ingest.tokens import Problems
 
 FORMAT = "OpenTelemetry GenAI spans"
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
@@ -138,16 +139,21 @@ def parse(record: dict, source: str, line: int, default_session: str) -> list[Ca
         if attrs.get("gen_ai.operation.name") == "invoke_agent":
             agents[span.get("spanId")] = attrs.get("gen_ai.agent.name")
     calls: list[Call] = []
-    for span in sorted(spans, key=lambda s: int(s.get("startTimeUnixNano") or 0)):
+    for span in sorted(spans, key=_start):
         attrs = _attributes(span)
         operation = attrs.get("gen_ai.operation.name")
         inputs = _json_list(attrs.get("gen_ai.input.messages"))
         legacy = _indexed(attrs, "gen_ai.prompt.")
         if operation not in MODEL_OPERATIONS and inputs is None and not legacy:
             continue
-        session = str(attrs.get("gen_ai.conversation.id") or span.get("traceId") or default_session)
+        problems = Problems()
+        session = _conversation(attrs, problems) or _text(span.get("traceId")) or default_session
         call = new_call(
-            {"session_id": session, "node_id": str(span.get("spanId") or len(calls))}, source, line, FORMAT, session
+            {"session_id": session, "node_id": _text(span.get("spanId")) or str(len(calls))},
+            source,
+            line,
+            FORMAT,
+            session,
         )
         messages = (
             [m for m in (_chat_message(x) for x in inputs or []) if m is not None] if inputs is not None else legacy
@@ -179,15 +185,68 @@ def parse(record: dict, source: str, line: int, default_session: str) -> list[Ca
         if any(v is not None for v in usage.values()):
             call.usage = usage
         for key, field in (("startTimeUnixNano", "started_at"), ("endTimeUnixNano", "ended_at")):
-            try:
-                call.timing[field] = int(span[key]) / 1e9
-            except (KeyError, TypeError, ValueError):
-                pass
+            nanos = _nanos(span.get(key))
+            if nanos is not None:
+                call.timing[field] = nanos / 1e9
+            elif span.get(key) not in (None, "", 0, "0"):
+                problems.malformed.append(f"{key} {_shown(span.get(key))} is not a time in nanoseconds; not used")
         agent = agents.get(span.get("parentSpanId"))
         call.harness = str(agent) if agent else call.harness
         for key in ("gen_ai.request.temperature", "gen_ai.request.top_p", "gen_ai.request.max_tokens"):
             if attrs.get(key) is not None:
                 call.requested_params[key.rsplit(".", 1)[-1]] = attrs[key]
         call.claims.update(fidelity=MESSAGES, format=FORMAT)
+        record_problems(call, problems)
         calls.append(call)
     return calls
+
+
+_MAX_NANOS = 2**64  # OTLP's fixed64
+
+
+def _nanos(value: Any) -> int | None:
+    """A span time (OTLP JSON writes fixed64 as a string of digits) in nanoseconds, or None when it
+    is not one ("NaN", a float, a negative or a 5,000-digit number): one bad span time never costs
+    the other spans of the file."""
+    if type(value) is int:
+        return value if 0 <= value < _MAX_NANOS else None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        nanos = int(value)
+        return nanos if nanos < _MAX_NANOS else None
+    return None
+
+
+def _start(span: dict) -> int:
+    """The sort key of a span: its start time, 0 when it has none that can be read."""
+    return _nanos(span.get("startTimeUnixNano")) or 0
+
+
+def _text(value: Any) -> str | None:
+    """An id as text: a string or an integer; None for anything else (never a Python repr)."""
+    if isinstance(value, str):
+        return value or None
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + f"… ({len(text):,} characters)"
+
+
+def _conversation(attrs: dict[str, Any], problems: Problems) -> str | None:
+    """``gen_ai.conversation.id`` as the session: a string or an integer. A list of one scalar is
+    that scalar; any other list, a boolean or a number that is not whole is skipped with a warning
+    (the session is then the trace id) rather than becoming the session ``"['x']"``."""
+    value = attrs.get("gen_ai.conversation.id")
+    if value is None or value == "":
+        return None
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str | int) and value[0] != "":
+        value = value[0]
+    text = None if isinstance(value, bool) else _text(value)
+    if text is None:
+        problems.malformed.append(
+            f"gen_ai.conversation.id is {_shown(value)}, not one text; the session is the span's trace id"
+        )
+    return text

@@ -1,9 +1,15 @@
-"""OpenEnv-style rollout documents: ``{"turns": [...], "sequences": [...]}``.
+"""Rollout documents: ``{"turns": [...], "sequences": [...]}``, as OpenEnv 0.10's ``export_session``
+writes them (``GET /sessions/{id}/rollout``, both modes) and as ``rollout_document`` exports them.
 
 A node's prompt is ``input_ids[:n_prompt]`` and its sampled span
 ``input_ids[n_prompt : n_prompt + n_sampled]`` of the first sequence that contains it. The
 document's own edges (consecutive ``node_ids``), roles and validation are kept as claims so the
-analysis can say where it disagrees.
+analysis can say where it disagrees. Read exactly as OpenEnv writes them (docs/formats.md, "Rollout
+documents"): ``request_messages`` / ``request_tools`` / ``n_tools``, ``sampling_params`` (what was
+submitted) and ``requested_sampling_params``, each turn's ``sampled_logprobs``; a turn the
+sequences omit (OpenEnv's default export leaves discarded rows out) is placed by the document's own
+``root_id`` and ``discarded`` (:func:`_place_omitted`); the grade follows ``capture_level``
+(``tokens``: ids and logprobs; below it an eval document: messages, no ids).
 
 Every turn's arrays are numpy views into its sequence, never copies: a document of N turns
 sharing one sequence costs the sequence once, not N prompts. The analysis still reads every
@@ -18,13 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import Call
+from rollout_graph.core.findings import row_shape
+from rollout_graph.core.records import FATAL, Call, Finding
 from rollout_graph.ingest import limits
+from rollout_graph.ingest.formats.fidelity import MESSAGES, TEXT, TOKENS, TOKENS_LOGPROBS
 from rollout_graph.ingest.formats.fields import (
     RecordError,
     as_dict,
     message_list,
     new_call,
+    params_of,
     problem_findings,
     record_problems,
     session_id_of,
@@ -40,7 +49,11 @@ DOCUMENT_KEYS = (
     "rollout_type",
     "include_discarded",
     "include_messages",
+    "stats",
+    "metadata",
+    "budget_stop_count",
 )
+OPENENV = "OpenEnv rollout document"
 
 
 def is_rollout_document(record: dict) -> bool:
@@ -86,6 +99,12 @@ def _sequences(raw: Any, problems: Problems) -> list[_Sequence]:
                 logprobs=logprobs(lps, f"sequences[{j}].logprobs", problems) if isinstance(lps, list) else None,
                 claims={k: seq[k] for k in ("role", "trainable", "validation", "leaf_id") if k in seq},
             )
+        )
+        out[-1].claims["row"] = row_shape(  # for the training-row findings (core.findings.row_findings)
+            len(seq["input_ids"]) if isinstance(seq.get("input_ids"), list) else None,
+            mask if isinstance(mask, list) else None,
+            len(lps) if isinstance(lps, list) else None,
+            seq.get("prompt_len"),
         )
     return out
 
@@ -146,11 +165,14 @@ def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
         }
         for s in sequences
     ]
-    meta["findings"] = problem_findings(doc_problems, None)
+    meta["findings"] = problem_findings(doc_problems, None) + _validation_findings(doc.get("validation"))
+    level = doc.get("capture_level")
+    ids_captured = level in (None, "tokens")  # below "tokens" an eval document: no ids, by construction
 
     calls: list[Call] = []
     skipped: list[str] = []
     turns = doc.get("turns")
+    raw_turns: list[dict] = []
     for i, turn in enumerate(turns if isinstance(turns, list) else []):
         if not isinstance(turn, dict):
             skipped.append(f"turns[{i}] is not an object ({type(turn).__name__})")
@@ -161,18 +183,91 @@ def parse(doc: dict, source: str, line: int, default_session: str) -> Document:
         problems = Problems()
         _turn_fields(turn, call, problems)
         home = first_home.get(call.node_id)
-        if home is None:
-            problems.malformed.append("this turn is in none of the document's sequences: its tokens are unknown")
-        else:
+        if home is not None and ids_captured:
             _turn_tokens(turn, home[0], call, problems)
         call.claims["parent"] = claimed_parent.get(call.node_id)
         call.claims["in_sequences"] = home is not None
-        for key in ("role", "trainable", "discarded", "validation"):
+        for key in ("role", "trainable", "discarded", "validation", "root_id", "n_tools", "harness_session_id"):
             if key in turn:
                 call.claims[key] = turn[key]
         record_problems(call, problems)
         calls.append(call)
+        raw_turns.append(turn)
+    if ids_captured:
+        _place_omitted(calls, raw_turns, first_home)
+    grade = _grade(level, calls)
+    if grade is not None:
+        for call in calls:
+            call.claims["fidelity"] = grade
+    if level is not None:
+        for call in calls:
+            call.claims["format"] = OPENENV
     return Document(calls, meta, skipped)
+
+
+def _grade(level: Any, calls: list[Call]) -> str | None:
+    """The fidelity a document's ``capture_level`` gives (docs/formats.md, "Fidelity"): ``tokens``
+    captures ids and logprobs; below it (``logprobs``, ``text``: an eval document) there are no
+    ids, so its messages (or its text) are what it holds. None: no level (infer per call)."""
+    if level == "tokens":
+        return TOKENS_LOGPROBS if any(c.sampled_logprobs is not None for c in calls) else TOKENS
+    if isinstance(level, str):
+        return MESSAGES if any(c.request_messages or c.response_message for c in calls) else TEXT
+    return None
+
+
+def _validation_findings(validation: Any) -> list[Finding]:
+    """OpenEnv's own FATAL findings (``"[FATAL] code: detail"`` strings in ``validation``), kept as
+    FATAL ``document_validation``: the writer itself refused to train on this rollout."""
+    if not isinstance(validation, list):
+        return []
+    return [
+        Finding(FATAL, "document_validation", f"the document says: {text[:500]}")
+        for text in validation
+        if isinstance(text, str) and text.lstrip().startswith(("[FATAL]", "FATAL"))
+    ]
+
+
+def _place_omitted(calls: list[Call], turns: list[dict], first_home: dict[str, tuple[_Sequence, int]]) -> None:
+    """Place the turns no sequence holds (OpenEnv's default export leaves discarded rows out; each
+    turn still names its ``root_id``, ``discarded``, ``n_prompt`` and ``n_sampled``).
+
+    Its prompt ids are known where the document implies them: a turn that is its own root has the
+    prompt of a root the sequences hold with as many prompt tokens (OpenEnv discards a root only
+    beside an identical prompt that continued); another turn the prompt of a sibling with as many
+    prompt tokens (a retry re-sends its prompt), a sibling being a held turn of its conversation
+    under the same parent: the turn whose end (``n_prompt + n_sampled``) is the longest that fits in
+    its prompt (the earliest on a tie). With its prompt known it is placed there (claims
+    ``placed_by_document``, its parent the document's); without, it is linked as a call without ids
+    (by its messages). Its sampled ids are in no sequence either way (claims ``tokens_omitted``)."""
+    index = {c.node_id: k for k, c in enumerate(calls)}
+    held = [k for k, c in enumerate(calls) if c.node_id in first_home]
+    for k, call in enumerate(calls):
+        if call.node_id in first_home or call.prompt_ids is not None:
+            continue
+        turn = turns[k]
+        n_prompt, n_sampled = _int(turn.get("n_prompt")), _int(turn.get("n_sampled"))
+        root = turn.get("root_id")
+        if n_prompt is None or n_sampled is None or not isinstance(root, str) or root not in index:
+            continue
+        call.claims.update(tokens_omitted=True, n_prompt=n_prompt, n_sampled=n_sampled)
+        parent: int | None = None
+        if root == call.node_id:
+            twins = [j for j in held if calls[j].claims.get("root_id") == calls[j].node_id]
+        else:
+            same_root = [j for j in held if calls[j].claims.get("root_id") == root]
+            fits = [j for j in same_root if 0 < calls[j].n_end <= n_prompt]
+            parent = max(fits, key=lambda j: (calls[j].n_end, -j)) if fits else index[root]
+            twins = [j for j in same_root if calls[j].claims.get("parent") == calls[parent].node_id]
+        twin = next((j for j in twins if calls[j].n_prompt == n_prompt and calls[j].prompt_ids is not None), None)
+        if twin is None:
+            continue
+        call.prompt_ids = calls[twin].prompt_ids
+        call.claims.update(
+            placed_by_document=True,
+            prompt_from=calls[twin].node_id,
+            parent=None if parent is None else calls[parent].node_id,
+        )
 
 
 def _masked_with_logprob(seq: _Sequence) -> int:
@@ -183,15 +278,21 @@ def _masked_with_logprob(seq: _Sequence) -> int:
 
 def _turn_fields(turn: dict, call: Call, problems: Problems) -> None:
     request = as_dict(turn.get("request"))
-    call.request_messages = message_list(turn.get("messages", request.get("messages")), "messages", problems)
-    call.tools = tool_list(turn.get("tools", request.get("tools")), problems)
+    messages = turn.get("request_messages", turn.get("messages", request.get("messages")))
+    call.request_messages = message_list(messages, "request_messages", problems)
+    call.tools = tool_list(turn.get("request_tools", turn.get("tools", request.get("tools"))), problems)
     response = turn.get("response_message", turn.get("response"))
     if isinstance(response, dict) and "choices" in response:
         response = as_dict((response.get("choices") or [{}])[0]).get("message")
-    call.response_message = response if isinstance(response, dict) else None
+    call.response_message = response if isinstance(response, dict) and response else None
     for name in ("model", "finish_reason"):
         if turn.get(name) is not None:
             setattr(call, name, str(turn[name]))
+    # OpenEnv: what the harness asked for, and what was submitted to the engine (docs/formats.md)
+    if "requested_sampling_params" in turn:
+        call.requested_params = params_of(turn["requested_sampling_params"], "requested_sampling_params", problems)
+    if "sampling_params" in turn:
+        call.submitted_params = params_of(turn["sampling_params"], "sampling_params", problems)
 
 
 def _turn_tokens(turn: dict, seq: _Sequence, call: Call, problems: Problems) -> None:
@@ -205,6 +306,11 @@ def _turn_tokens(turn: dict, seq: _Sequence, call: Call, problems: Problems) -> 
     # Views, not copies: every turn of a sequence shares its one array (no quadratic expansion).
     call.prompt_ids = seq.input_ids[:n_prompt]
     call.sampled_ids = seq.input_ids[n_prompt : n_prompt + n_sampled]
+    own = turn.get("sampled_logprobs")
+    if isinstance(own, list) and len(own) == n_sampled and n_sampled:
+        # the engine's logprobs of this turn, as OpenEnv recorded them (also when its row masks them)
+        call.sampled_logprobs = logprobs(own, "sampled_logprobs", problems)
+        return
     if seq.logprobs is None or seq.loss_mask is None or seq.logprobs.shape != seq.loss_mask.shape:
         return
     span = slice(n_prompt, n_prompt + n_sampled)

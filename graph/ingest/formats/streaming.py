@@ -74,7 +74,7 @@ def _merge_choice(acc: dict, choice: dict, notes: list[str]) -> None:
         message = acc.setdefault("message", {"role": "assistant"})
         if delta.get("role"):
             message["role"] = delta["role"]
-        for key in ("content", "reasoning_content"):
+        for key in ("content", "reasoning_content", "reasoning"):  # vLLM 0.32 streams reasoning as "reasoning"
             if isinstance(delta.get(key), str):
                 message[key] = (message.get(key) or "") + delta[key]
         if isinstance(delta.get("tool_calls"), list):

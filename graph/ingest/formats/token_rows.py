@@ -14,7 +14,11 @@ logprobs come back exactly (grade ``sequences``); the DAG across rows cannot be 
 - NeMo-RL, ``nemo_rl/algorithms/grpo.py`` (``logger.log_batched_dict_as_jsonl``):
   ``{log_dir}/train_data_step{N}.jsonl``, one sample a line: ``token_ids, token_loss_mask,
   sample_loss_mask, advantages, generation_logprobs, prev_logprobs, rewards, input_lengths,
-  content`` (per-token lists padded to the batch's longest row; ``input_lengths`` is the real length).
+  content, idx``. The logger writes ``make_microbatch_iterator(1)`` samples, so every value but
+  ``idx`` is a batch of one (``"token_ids": [[...]]``, ``"rewards": [1.0]``): :func:`unbatch`
+  takes the one sample. Per-token lists are right-padded (``input_lengths`` is the real length).
+  ``val_data_step{N}.jsonl`` lines hold ``content`` (the message log: role and content) and
+  ``rewards``: one message-level call (:func:`parse_nemo_rl_messages`).
 
 The trainer's columns ride on each call as ``claims["signals"]`` (per sampled token) and join
 as signals (rollout_graph.signals.embedded).
@@ -22,18 +26,20 @@ as signals (rollout_graph.signals.embedded).
 
 from __future__ import annotations
 
+import math
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 
-from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats.fidelity import SEQUENCES, TEXT, float_array, listed, mask_runs, step_of
+from rollout_graph.core.records import WARN, Call
+from rollout_graph.ingest.formats.fidelity import MESSAGES, SEQUENCES, TEXT, float_array, listed, mask_runs, step_of
 from rollout_graph.ingest.formats.fields import RecordError, new_call, record_problems
 from rollout_graph.ingest.tokens import Problems, token_ids
 
 PRIME_RL = "prime-rl token export"
 NEMO_RL = "NeMo-RL train data"
+NEMO_RL_VAL = "NeMo-RL validation data"
 
 # prime-rl's per-token columns kept beside ours (docs/formats.md): theirs, checked against our figures.
 PRIME_EXTRA = ("mismatch_kl", "is_masked", "is_masked_high", "is_masked_low", "importance_ratio", "entropy")
@@ -51,6 +57,24 @@ def is_prime_rl(record: dict) -> bool:
 def is_nemo_rl(record: dict) -> bool:
     """A NeMo-RL train/val data line: ``token_loss_mask``, or generation logprobs with input lengths."""
     return "token_loss_mask" in record or ("generation_logprobs" in record and "input_lengths" in record)
+
+
+NEMO_VAL_KEYS = frozenset({"content", "rewards", "idx", "agent_ref", "filtered_rewards"})
+
+
+def is_nemo_rl_messages(record: dict) -> bool:
+    """A NeMo-RL validation line (``val_data_step{N}.jsonl``): ``content`` (message logs) and
+    ``rewards`` with the logger's ``idx``, nothing else."""
+    return {"content", "rewards", "idx"} <= record.keys() and NEMO_VAL_KEYS.issuperset(record)
+
+
+def unbatch(record: dict) -> dict:
+    """One sample of NeMo-RL's logger (``make_microbatch_iterator(1)``): when every value but
+    ``idx`` is a list of exactly one item, each is that item; any other line is as it is."""
+    values = [v for k, v in record.items() if k != "idx"]
+    if values and all(isinstance(v, list) and len(v) == 1 for v in values):
+        return {k: (v if k == "idx" else v[0]) for k, v in record.items()}
+    return record
 
 
 def _first_finite(values: np.ndarray | None, mask: np.ndarray) -> float | None:
@@ -163,12 +187,68 @@ def _nemo_text(record: dict) -> str | None:
     return None
 
 
-def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
-    """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call."""
-    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
-    session = f"{folder + '/' if folder else ''}{default_session}/sample_{record.get('idx', line)}"
+def _nemo_notes(record: dict, n: int) -> list[str]:
+    """What a NeMo-RL row holds of the wrong type or size (each a WARN ``malformed_field`` on its calls)."""
+    notes = []
+    length = record.get("input_lengths")
+    if length is not None and not (type(length) is int and 0 < length <= n):
+        notes.append(f"input_lengths {_shown(length)} is not a length in 1..{n}; the whole row is read")
     value = record.get("rewards", record.get("reward"))
-    reward = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)):
+        notes.append(f"rewards {_shown(value)} is not a number; the row has no reward")
+    cut = length if type(length) is int and 0 < length <= n else n
+    for key in ("generation_logprobs", "prev_logprobs", "advantages"):
+        if record.get(key) is not None and float_array(record.get(key), cut) is None:
+            notes.append(f"{key} is not a list of {cut} numbers (one per token); not used")
+    return notes
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + f"… ({len(text):,} characters)"
+
+
+def _nemo_session(record: dict, source: str, line: int, default_session: str) -> str:
+    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
+    idx = record.get("idx")
+    sample = idx if isinstance(idx, str | int) and not isinstance(idx, bool) else line  # never a Python repr
+    return f"{folder + '/' if folder else ''}{default_session}/sample_{sample}"
+
+
+def parse_nemo_rl_messages(record: dict, source: str, line: int, default_session: str) -> list[Call]:
+    """A NeMo-RL validation line -> one message-level call: the message log's last assistant
+    message is the response, the messages before it the request; ``rewards`` its reward."""
+    record = unbatch(record)
+    session = _nemo_session(record, source, line, default_session)
+    log = record.get("content")
+    if not (isinstance(log, list) and log and all(isinstance(m, dict) for m in log)):
+        raise RecordError(f"{NEMO_RL}: content is not a message log (a list of role/content objects)")
+    call = new_call({"session_id": session, "node_id": "c0"}, source, line, NEMO_RL_VAL, session)
+    last = max((k for k, m in enumerate(log) if m.get("role") == "assistant"), default=None)
+    call.request_messages = [dict(m) for m in (log if last is None else log[:last])]
+    call.response_message = None if last is None else dict(log[last])
+    value = record.get("rewards")
+    reward = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if reward is not None and not math.isfinite(reward):
+        reward = None
+    call.claims.update(fidelity=MESSAGES, format=NEMO_RL_VAL, signals={"reward": reward})
+    return [call]
+
+
+def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) -> list[Call]:
+    """A NeMo-RL train/val data line -> the calls of its row; without ``token_ids``, one text call.
+    A field of the wrong type or size is a WARN ``malformed_field`` on each call (docs/formats.md)."""
+    record = unbatch(record)
+    folder = PurePath(source).parent.name  # experiments (exp_001, exp_002) log the same file names
+    idx = record.get("idx")
+    sample = idx if isinstance(idx, str | int) and not isinstance(idx, bool) else line  # never a Python repr
+    session = f"{folder + '/' if folder else ''}{default_session}/sample_{sample}"
+    value = record.get("rewards", record.get("reward"))
+    reward = None
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 2**1023:
+        reward = float(value)
+    if reward is not None and not math.isfinite(reward):
+        reward = None
     raw_ids = record.get("token_ids", record.get("input_ids"))
     if raw_ids is None:
         text = _nemo_text(record)
@@ -183,7 +263,7 @@ def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) ->
     if ids is None or problems.invalid_ids:
         raise RecordError(f"{NEMO_RL}: token_ids " + ("; ".join(problems.invalid_ids) or "not a list"))
     length = record.get("input_lengths")
-    n = int(ids.shape[0])
+    n = ids_all = int(ids.shape[0])
     if type(length) is int and 0 < length <= n:
         n = length
     ids = ids[:n]
@@ -193,7 +273,11 @@ def parse_nemo_rl(record: dict, source: str, line: int, default_session: str) ->
         "advantages": float_array(record.get("advantages"), n),
     }
     extra = {k: record[k] for k in ("sample_loss_mask", "idx") if type(record.get(k)) in (int, float, bool, str)}
-    return row_calls(
+    calls = row_calls(
         record, ids, mask, float_array(record.get("generation_logprobs"), n), columns, reward,
         session=session, source=source, line=line, fmt=NEMO_RL, extra=extra,
     )  # fmt: skip
+    for note in _nemo_notes(record, int(ids_all)):
+        for call in calls:
+            call.add_issue(WARN, "malformed_field", note)
+    return calls

@@ -1,17 +1,15 @@
 """Keyboard navigation and token pinning for the explorer.
 
-Streamlit has no key bindings, so a small static custom component (``frontend/index.html``, no
-build step: ``components.declare_component`` on a local folder) listens on the app's document and
-sends one event per key press or token click: ``{"action": ..., "n": nonce}``. Keys: j/k next or
-previous call in arrival order; h/l or the left/right arrows parent and first child; [ and ]
-previous and next sibling; / focuses the search box; Esc in the search box clears the search
-(a pinned token stays pinned); elsewhere Esc unpins the token, else clears the search (the search
-is cleared in the browser, by the box's own clear button: a value set from Python leaves
-Streamlit's box out of step, and the next text typed into it was dropped). While a token is pinned the left/right arrows move it token by token instead. Keys typed
-into a text field are left alone (except Esc). A click on a token pins it in the inspector.
+Entry points: ``render(rollout, search_keys, search_label)`` (declares the small static component
+``frontend/index.html``, which listens on the app's document and sends one checked event per key
+or token click), ``handle(event)``, ``pinned`` / ``pin`` / ``unpin``.
 
-Events come from the browser, so every field is checked before use.
-"""
+Keys: j/k next or previous call, h/l (or the arrows) parent and first child, [ ] siblings, /
+focuses the search box, Esc clears the search or unpins the token; while a token is pinned the
+arrows move it. Keys typed into a text field are left alone (docs/user-guide.md, "Keys").
+
+Where it sits: first in the explorer's selection fragment, so a key moves the selection every
+panel below reads."""
 
 from __future__ import annotations
 
