@@ -3,8 +3,8 @@ there): every break of each capture was judged from its raw messages and written
 (``<scenario>.labels.json``: call id -> kind, the earlier call, one line why).
 
 The tuning set's labels must all agree. The held-out set was split off before tuning and never
-tuned on: its agreement is the one stated in ``held_out.json`` (the figure the issue's closing
-note reports), neither lower (a regression) nor higher without the statement being updated. Every
+tuned on: its agreement stays at or above the floor stated in ``held_out.json`` (first measured
+once, after the labels were written; the README there has the table), on the same breaks. Every
 capture also keeps causality: no near miss names a call that arrived after it."""
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ RUNNER = _runner()
 TUNING = RUNNER.labelled_captures("tuning")
 HELD_OUT = RUNNER.labelled_captures("held-out")
 STATED = json.loads((FIXTURES / "held_out.json").read_text())["agreement"]
+MEASURED = json.loads((FIXTURES / "held_out.json").read_text())["measured"]
 
 
 def _name(pair: tuple[Path, Path]) -> str:
@@ -46,7 +47,9 @@ def test_there_are_captures_of_both_sets_and_every_capture_is_labelled():
     assert TUNING and HELD_OUT
     captures = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.glob("*/*.jsonl.gz"))
     assert captures == sorted(_name(p) for p in TUNING + HELD_OUT)
-    assert sorted(STATED) == sorted(_name(p) for p in HELD_OUT)
+    assert sorted(STATED) == sorted(MEASURED) == sorted(_name(p) for p in HELD_OUT)
+    for name, (agree, total) in STATED.items():  # the floor never below the first reading
+        assert total == MEASURED[name][1] and agree >= MEASURED[name][0]
 
 
 @pytest.mark.parametrize("pair", TUNING, ids=_name)
@@ -57,9 +60,11 @@ def test_every_tuning_label_agrees(pair):
 
 
 @pytest.mark.parametrize("pair", HELD_OUT, ids=_name)
-def test_the_held_out_agreement_is_the_stated_one(pair):
+def test_the_held_out_agreement_stays_at_or_above_the_stated_floor(pair):
     result = RUNNER.score(*pair)
-    assert [result["agree"], result["total"]] == STATED[_name(pair)], [r for r in result["rows"] if not r["agree"]]
+    agree, total = STATED[_name(pair)]
+    assert result["total"] == total  # every labelled break scored
+    assert result["agree"] >= agree, [r for r in result["rows"] if not r["agree"]]
 
 
 @pytest.mark.parametrize("pair", TUNING + HELD_OUT, ids=_name)
