@@ -364,6 +364,17 @@ def gemini_cli(tools: Path, url: str, repo: Path, home: Path) -> tuple[list[str]
     return [str(tools / "node_modules/.bin/gemini"), "-p", TASK, "-m", MODEL_NAME, "--yolo"], env
 
 
+def gemini_resume(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """gemini-cli as its bundled sample, its chat compression set to start at 2% of the context:
+    the task, then ``--resume latest`` twice (a new invocation resuming the saved session)."""
+    argv, env = gemini_cli(tools, url, repo, home)
+    settings = json.loads((home / ".gemini" / "settings.json").read_text())
+    settings["model"] = {"chatCompression": {"contextPercentageThreshold": 0.02}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    again = [a if a != TASK else GO_ON for a in argv] + ["--resume", "latest"]
+    return [(argv, env), (again, env), (again, env)]
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One bundled sample: how to run the harness, its package, and the engine's cap on every
@@ -427,6 +438,10 @@ HARNESSES = {
     "cline-resume": Scenario(cline_resume, "cline (npm)", "cline", engine_cap=24, fixture="held-out"),
     "cn-resume": Scenario(continue_cn, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
     "aider-history": Scenario(aider_history, "aider-chat (PyPI)", "aider", engine_cap=24, fixture="held-out"),
+    # a second held-out set, recorded and labelled before the classifier saw the first one's failures
+    "gemini-cli-resume": Scenario(
+        gemini_resume, "@google/gemini-cli (npm)", "gemini-cli", engine_cap=24, fixture="held-out"
+    ),  # fmt: skip
     # the Gemini API (streamGenerateContent?alt=sse) through the proxy, translated to chat completions
     "gemini-cli": Scenario(gemini_cli, "@google/gemini-cli (npm)", "gemini-cli"),
 }
