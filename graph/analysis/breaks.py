@@ -52,7 +52,7 @@ REASONS = {
     REJECTED: "rejected: the harness left the reply out and asked again (a format error, a length cut)",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
     RESUMED: "resumed conversation: the history re-sent by a new invocation of the harness",
-    NEW_CONVERSATION: "the main conversation, begun after another call",
+    NEW_CONVERSATION: "a new conversation, begun after another call",
     SUBAGENT: "subagent: a conversation of its own (own system prompt or tools, or started by a tool call)",
     SIDE_CALL: "side call: a single call of its own (a title, a summary, ...)",
     UNKNOWN: "unknown: too little evidence to name the cause (no messages recorded)",

@@ -17,6 +17,7 @@ from rollout_graph.core.types import (
     BROKEN_REPLAYS,
     DISCARDED,
     LEVELS,
+    REPLY_CARRIED,
     RETOKENIZED,
     RETRY,
     SPAWNED,
@@ -172,13 +173,13 @@ class Rollout:
 
     @cached_property
     def _replayed(self) -> set[int]:
-        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``)
-        and of every spawned subagent (its tool call's arguments are the later prompt): calls the
-        harness carried on, never attempts it gave up on."""
+        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``),
+        of every spawned subagent (its tool call's arguments are the later prompt) and of every resume
+        that carries the earlier reply: calls the harness carried on, never attempts it gave up on."""
         return {
             end
             for m in self.near_misses.values()
-            if m.kind in BROKEN_REPLAYS or m.rule == SPAWNED
+            if m.kind in BROKEN_REPLAYS or m.rule == SPAWNED or any(key == REPLY_CARRIED for key, _ in m.facts)
             for end in (m.earlier, m.later)
         }
 

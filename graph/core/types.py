@@ -84,3 +84,4 @@ NEW_CONVERSATIONS = (NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
 # The decision-table row of a subagent whose spawning tool call's arguments are its prompt: the two
 # calls are one piece of work handed on, never attempts the harness gave up on (docs/semantics.md).
 SPAWNED = "spawned"
+REPLY_CARRIED = "reply_carried"  # a near-miss fact: the later call carries the earlier reply (a resume)

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rollout_graph.analysis.near_miss.evidence import RESUME_GAP, SHARED_SYSTEM_TOKENS, Pair
-from rollout_graph.analysis.near_miss.texts import Turn, _quote, reply_turn, turn_words, turns
+from rollout_graph.analysis.near_miss.evidence import RESUME_GAP, SHARED_SYSTEM_TOKENS, SUMMARY_WORDS, Pair
+from rollout_graph.analysis.near_miss.texts import MESSAGE_COMPARED, Turn, _quote, reply_turn, turn_words, turns
 from rollout_graph.core.types import (
     COMPACTION,
     NEW_CONVERSATION,
     PARALLEL_SAMPLE,
     REJECTED,
+    REPLY_CARRIED,
     RESUMED,
     RETOKENIZED,
     RETRY,
@@ -282,17 +283,24 @@ def _same_job(p: Pair) -> Decision:
         words = f"the same history, {name}'s reply left out, then {turn_words(added, 2)} added"
         return Decision(REJECTED, "rejected", ATTEMPT, (("history", words),), carried)
     # 11. the same conversation sent again by a new invocation of the harness (a single call without
-    # tools is no conversation to resume)
-    alone = p.earlier_alone and not p.earlier.has_tools
+    # tools is no conversation to resume, unless its reply is carried as a reply: a harness without tools)
+    alone = p.earlier_alone and not p.earlier.has_tools and h.reply not in ("kept", "re-rendered")
     signs = _new_invocation(p)
     if same_conversation and signs and not alone:
         facts = [("history", "the same conversation re-sent"), *signs]
+        if h.reply in ("kept", "re-rendered"):  # it went on from the earlier call: no attempt given up on
+            facts.append((REPLY_CARRIED, f"{name}'s reply carried"))
         facts += [f for f in _history_words(p) if f[0] in ("dropped", "inserted")]
         return Decision(RESUMED, "resumed", 40, tuple(facts), carried)
     # 12. the same system prompt (and tools), the history replaced or cut (by a summary another call
     # wrote: the summary call itself, or any single call without tools, is no conversation compacted)
     summary = p.summary_by if p.same_tools and p.shared > 0 else None
-    if p.same_tools and p.shared > 0 and summary is not p.earlier and not alone:
+    # (a history cut to nothing, only a new message sent that reads as no summary, is no compaction:
+    # nothing of it lives on; and a history whose every message is carried was neither replaced nor cut)
+    summarised = any(SUMMARY_WORDS.search(p.later_turns[j][1][:MESSAGE_COMPARED]) for j in h.inserted)
+    kept_any = h.carried > 0 or summary is not None or summarised or any(j < h.n_after - 1 for j in h.inserted)
+    cut = bool(h.dropped) or summary is not None
+    if p.same_tools and p.shared > 0 and summary is not p.earlier and not alone and kept_any and cut:
         words = (
             "the same system prompt and tools" if system == "same" else "the system prompt re-rendered, the same tools"
         )
@@ -320,7 +328,23 @@ def _same_job(p: Pair) -> Decision:
         facts.append(tools)
     if not h.carried:
         facts.append(("history", "no shared history"))
+    over = _conversation_over(p)
+    if over is not None and not p.main and (p.later.has_tools or p.continued):
+        return Decision(NEW_CONVERSATION, "apart", 30, (*facts, over), carried)
     return _apart(p, "apart", 30, facts, carried)
+
+
+def _conversation_over(p: Pair) -> tuple[str, str] | None:
+    """Row 13's new conversation of the same agent (not a subagent): the same system prompt, the
+    earlier conversation over before the later call started (its last reply continued by nothing
+    and asking for no tool: nothing waited on a subagent)."""
+    if p.system != "same" or p.earlier_continued or p.history.carried:
+        return None
+    reply = reply_turn(p.earlier)
+    gap = p.gap
+    if reply is None or reply[2] or gap is None or gap < 0:
+        return None
+    return ("conversation_over", f"{p.earlier.node_id}'s conversation over (no tool call pending) before it began")
 
 
 def _new_invocation(p: Pair) -> Facts:
@@ -337,6 +361,13 @@ def _new_invocation(p: Pair) -> Facts:
     if h.first == "re-rendered":
         signs.append(("first_message", "its first message re-rendered"))
     before = _before(p)
+    written_again = [i for i, _ in h.rerendered if 0 < i < h.n_before - 1]
+    last_carried = max((j for _, j in (*h.kept, *h.rerendered)), default=-1)
+    inside = [j for j in h.inserted if j < last_carried]
+    if (written_again or inside) and not h.dropped and h.reply in ("kept", "re-rendered"):
+        words = [f"{len(written_again)} of its messages written again"] if written_again else []
+        words += [f"{len(inside)} inserted inside it"] if inside else []
+        signs.append(("history_rerendered", f"the whole conversation carried, {' and '.join(words)}"))
     lost = [before[i] for i in h.dropped]
     replies_kept = all(i not in h.dropped for i, t in enumerate(before) if t[0] == "assistant")
     if lost and replies_kept and all(t[0] == "user" for t in lost):

@@ -75,6 +75,7 @@ from rollout_graph.core.types import (
     COMPACTION,
     PARALLEL_SAMPLE,
     REJECTED,
+    REPLY_CARRIED,
     RESUMED,
     RETOKENIZED,
     RETRY,
@@ -700,7 +701,8 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
                 if again.kind == COMPACTION:
                     decision, p, e = again, q, last
                     break
-        if later in unfinished and later not in root_set and decision.strength < ATTEMPT:
+        carried_on = any(key == REPLY_CARRIED for key, _ in decision.facts)
+        if later in unfinished and later not in root_set and decision.strength < ATTEMPT and not carried_on:
             continue  # an attempt nobody continued is named only when its messages or ids show why
         found[later] = _miss(calls, later, decision, p, e)
     return found
@@ -738,10 +740,16 @@ def replacements(
 
 
 def replayed(misses: dict[int, NearMiss], kinds: tuple[str, ...] = BROKEN_REPLAYS) -> set[int]:
-    """Both ends of every broken replay (the reply replayed and the call replaying it) and of every
-    spawned subagent (the call and the subagent its tool call started): calls the harness carried
-    on in text, so neither an unfinished attempt nor discarded by a retry."""
-    return {end for m in misses.values() if m.kind in kinds or m.rule == SPAWNED for end in (m.earlier, m.later)}
+    """Both ends of every broken replay (the reply replayed and the call replaying it), of every
+    spawned subagent (the call and the subagent its tool call started) and of every resume that
+    carries the earlier reply: calls the harness carried on in text, so neither an unfinished
+    attempt nor discarded by a retry."""
+    return {
+        end
+        for m in misses.values()
+        if m.kind in kinds or m.rule == SPAWNED or any(key == REPLY_CARRIED for key, _ in m.facts)
+        for end in (m.earlier, m.later)
+    }
 
 
 def replay_chains(calls: list[Call], misses: dict[int, NearMiss]) -> list[list[int]]:

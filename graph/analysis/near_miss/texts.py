@@ -520,7 +520,8 @@ class HistoryMatch:
     the later ones.
 
     ``kept``: pairs found unchanged, in order; ``rerendered``: pairs of one role, not equal but one
-    message written again (``similar_text``) where the unchanged ones left a gap for it;
+    message written again (``similar_text``) where the unchanged ones left a gap for it, or equal
+    but moved out of order (24+ characters, or a tool call);
     ``dropped``: earlier turns in neither; ``inserted``: later turns in neither; ``first``: the
     first turn ``same``, ``re-rendered``, ``changed`` or ``none``; ``reply``: the earlier reply
     ``kept``, ``re-rendered``, ``merged`` (a later assistant turn starts with it and goes on: the
@@ -547,7 +548,7 @@ class HistoryMatch:
 def match_history(before: list[Turn], reply: Turn | None, after: list[Turn]) -> HistoryMatch:
     """Align an earlier conversation with a later request (linear in the turns: each earlier turn
     takes the first unused equal later turn after the last one taken, then the gaps between those
-    are searched for re-rendered turns of the same role)."""
+    are searched for re-rendered turns of the same role, then the rest for turns moved unchanged)."""
     full = before + ([reply] if reply is not None else [])
     places: dict[Turn, list[int]] = {}
     for j, turn in enumerate(after):
@@ -575,6 +576,16 @@ def match_history(before: list[Turn], reply: Turn | None, after: list[Turn]) -> 
                     break
     matched_before.update(i for i, _ in rerendered)
     matched_after.update(j for _, j in rerendered)
+    # a turn moved: left unmatched by the in-order pass, but found unchanged elsewhere among the
+    # later turns (a harness that restores a history may put its own messages in another place)
+    for i, turn in enumerate(full):
+        if i in matched_before or not (len(turn[1]) >= PASTED_MIN_CHARS or turn[2]):
+            continue
+        j = next((j for j in places.get(turn, ()) if j not in matched_after), None)
+        if j is not None:
+            rerendered.append((i, j))
+            matched_before.add(i)
+            matched_after.add(j)
     dropped = tuple(i for i in range(len(full)) if i not in matched_before)
     inserted = tuple(j for j in range(len(after)) if j not in matched_after)
     if not full or not after:

@@ -84,6 +84,8 @@ def describe(calls: list[Call], miss: NearMiss) -> str:
         text = f"{later} compacts {earlier}'s history: {at:,} tokens shared, then replaced"
     elif miss.kind == RESUMED:
         text = f"{later} resumes {earlier}'s conversation ({at:,} tokens shared)"
+    elif miss.kind == NEW_CONVERSATION and any(key == "conversation_over" for key, _ in miss.facts):
+        text = f"{later} begins a new conversation after {earlier}'s ended"
     elif miss.kind == NEW_CONVERSATION:
         text = f"{later} begins the main conversation after {earlier}"
     elif miss.kind == SUBAGENT and miss.rule == SPAWNED:
