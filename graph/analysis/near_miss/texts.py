@@ -581,11 +581,11 @@ def match_history(before: list[Turn], reply: Turn | None, after: list[Turn]) -> 
     for i, turn in enumerate(full):
         if i in matched_before or not (len(turn[1]) >= PASTED_MIN_CHARS or turn[2]):
             continue
-        j = next((j for j in places.get(turn, ()) if j not in matched_after), None)
-        if j is not None:
-            rerendered.append((i, j))
+        moved = next((j for j in places.get(turn, ()) if j not in matched_after), None)
+        if moved is not None:
+            rerendered.append((i, moved))
             matched_before.add(i)
-            matched_after.add(j)
+            matched_after.add(moved)
     dropped = tuple(i for i in range(len(full)) if i not in matched_before)
     inserted = tuple(j for j in range(len(after)) if j not in matched_after)
     if not full or not after:
