@@ -340,7 +340,8 @@ def _best_candidates(
     it, except its own descendants (a child that arrived before its parent extends it exactly) and
     those with an identical prompt (retries, matched first), the ones whose end ids share the
     longest prefix with the node's prompt, as (shared, call), at most ``TIES`` of them (one when
-    they share fewer than ``TIED_SHARED`` ids), in the order found. Walking away from the prompt's sorted position the shared prefix only shrinks, so each
+    they share fewer than ``TIED_SHARED`` ids: the latest call before it when that one shares as
+    many), in the order found. Walking away from the prompt's sorted position the shared prefix only shrinks, so each
     direction stops at the first candidate that shares less than the best found (or at ``TIES``).
     ``order`` is ``ends.nodes`` as an array: the calls that arrived after the node are passed over a
     block at a time, not one by one."""
@@ -362,6 +363,14 @@ def _best_candidates(
                 best.append((shared, c))
             else:
                 best = [(shared, c)]
+    if best and best[0][0] < TIED_SHARED:  # among equals the latest: the call that arrived last before it
+        for c in range(node - 1, best[0][1], -1):
+            candidate = calls[c]
+            if candidate.prompt_ids is None or root_of[c] == node or same_ids(candidate.prompt_ids, prompt):
+                continue
+            if common_prefix(candidate, prompt) == best[0][0]:
+                best = [(best[0][0], c)]
+            break
     return best
 
 
