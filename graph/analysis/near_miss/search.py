@@ -690,7 +690,7 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
         if later not in best:
             continue
         _, decision, p, e = best[later]
-        if decision.rule == "compaction":  # named against the conversation it compacted, as it stood
+        if decision.kind == COMPACTION:  # named against the conversation it compacted, as it stood
             summary = p.summary_by  # (the conversation the summary put in its place summarised, first)
             summarised = found.get(run.index_of(summary)) if summary is not None else None
             tried = [summarised.earlier] if summarised is not None and summarised.kind == SIDE_CALL else []
