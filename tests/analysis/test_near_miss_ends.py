@@ -143,6 +143,13 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
                 best.append((shared, c))
             else:
                 best = [(shared, c)]
+    if best and best[0][0] < ids.TIED_SHARED:  # a thin tie: the latest call before the node, when it shares as many
+        for c in range(node - 1, best[0][1], -1):
+            if calls[c].prompt_ids is None or root_of[c] == node or np.array_equal(_prompt(calls[c]), prompt):
+                continue
+            if ids.common_prefix(calls[c], prompt) == best[0][0]:
+                best = [(best[0][0], c)]
+            break
     return best
 
 
