@@ -42,9 +42,12 @@ root, trace = sys.argv[1], sys.argv[2]
 one_blas_thread()
 from rollout_graph.analysis.decode import decoder_for
 from rollout_graph.core.linking import link
-from rollout_graph.ingest import cache
+try:  # this checkout's one load path; a checkout from before graph/ingest/load/ had it in cache.py
+    from rollout_graph.ingest.load.files import load_files
+except ImportError:
+    from rollout_graph.ingest.cache import load_files
 from rollout_graph.pipeline import analyse
-loaded = cache.load_files([trace], use_cache=False)
+loaded = load_files([trace], use_cache=False)
 sessions = list(loaded.sessions.values())
 print(json.dumps({"calls": sum(len(s.calls) for s in sessions)}), flush=True)
 for _ in sys.stdin:

@@ -298,12 +298,13 @@ READ_JS = """
 import sys, time
 from pathlib import Path
 import psutil
-from rollout_graph.ingest import parallel
+from rollout_graph.ingest.load import pool
+from rollout_graph.ingest.load.files import read_files
 start, cpu = time.perf_counter(), time.process_time()
-loaded = parallel.load_files_parallel([Path(sys.argv[1])], workers=int(sys.argv[2]))
+loaded = read_files([Path(sys.argv[1])], workers=int(sys.argv[2]))
 wall = time.perf_counter() - start
 workers = sum(sum(c.cpu_times()[:2]) for c in psutil.Process().children(recursive=True))
-parallel.shutdown()
+pool.shutdown()
 print(wall, time.process_time() - cpu + workers, sum(len(s.calls) for s in loaded.sessions.values()))
 """
 

@@ -45,7 +45,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 against what reading it can cost at least with the decoder the loader uses (msgspec).
 
 ``python benchmarks/bench_content.py TRACE.jsonl [--lines N] [--rounds R]`` takes the content array
-of each of the first N lines (found as the loader finds it: ``typed.located_span``) and reads every
+of each of the first N lines (found as the loader finds it: ``logprob_spans.located_span``) and reads every
 array R times, the steps interleaved round by round; it prints one JSON line: per step the least
 and the median CPU (``time.process_time``) in seconds, scaled to 1,000 calls, and the ratio of
 each least to the first step's.
@@ -12,13 +12,13 @@ Steps, each doing what the one before does and more:
 - ``validate``: the array's JSON syntax checked and nothing built (``msgspec.Raw``): what any
   validating read must spend; the skipped alternatives are most of it;
 - ``walk``: the array decoded as entries that keep no field (one struct per entry);
-- ``sampled``: the entries' ``token`` and ``logprob`` decoded (``typed_decoders.SAMPLED``);
+- ``sampled``: the entries' ``token`` and ``logprob`` decoded (``logprob_structs.SAMPLED``);
 - ``native``: the C scanner alone (``_speedups.sampled_entries``: the whole span validated, the
   sampled tokens joined and the logprobs' float64 bytes; skipped when the speedups are not built
   or ``ROLLOUT_GRAPH_SPEEDUPS=off``);
 - ``columns``: what the loader runs for an array whose alternatives stay in the file
-  (``typed._sampled_only``: the C scanner and its columns when built, else the Python path below);
-- ``columns_python``: the Python path (``typed._sampled_python``: the ASCII check of the skipped
+  (``logprob_entries._sampled_only``: the C scanner and its columns when built, else the Python path below);
+- ``columns_python``: the Python path (``logprob_entries._sampled_python``: the ASCII check of the skipped
   strings, msgspec's decode, the token and logprob columns, their joined text and float array,
   the deferred alternatives' check).
 
@@ -39,8 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec  # noqa: E402
 
-from rollout_graph.ingest import typed  # noqa: E402
-from rollout_graph.ingest import typed_decoders as decoders  # noqa: E402
+from rollout_graph.ingest.files.sources import FileRef  # noqa: E402
+from rollout_graph.ingest.shortcuts import logprob_entries as typed  # noqa: E402
+from rollout_graph.ingest.shortcuts import logprob_spans  # noqa: E402
+from rollout_graph.ingest.shortcuts import logprob_structs as decoders  # noqa: E402
 from rollout_graph.ingest.speedups import native  # noqa: E402
 
 
@@ -59,7 +61,7 @@ def spans_of(path: Path, lines: int) -> list[bytes]:
         for number, raw in enumerate(stream):
             if number >= lines:
                 break
-            span = typed.located_span(raw)
+            span = logprob_spans.located_span(raw)
             if span is not None:
                 spans.append(raw[span[0] : span[1]])
     return spans
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     spans = spans_of(args.trace, args.lines)
     if not spans:
         sys.exit(f"{args.trace}: no vLLM content array in its first {args.lines} lines")
-    file = typed.FileRef(str(args.trace), 0, 0)
+    file = FileRef(str(args.trace), 0, 0)
     steps = {
         "validate": lambda span: _VALIDATE.decode(span),
         "walk": lambda span: _WALK.decode(span),

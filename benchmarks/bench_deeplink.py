@@ -47,9 +47,9 @@ METRICS = ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDurat
 
 def links(folder: str, n: int) -> list[str]:
     """Query strings of ``n`` calls spread over the folder's first trace file (as the app writes them)."""
-    from rollout_graph.ingest.loading import trace_files
-    from rollout_graph.ingest.one_call import read_calls_at
-    from rollout_graph.ingest.reading import Source
+    from rollout_graph.ingest.files.sources import Source
+    from rollout_graph.ingest.load.calls_at_line import read_calls_at
+    from rollout_graph.ingest.load.trace_files import trace_files
 
     path = trace_files(folder)[0]
     with open(path, "rb") as f:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE))
 from synthetic import write_trace  # noqa: E402
 
 from rollout_graph.core.linking import link  # noqa: E402
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 
 
 def run_inspect(path: Path, naive: bool = False) -> tuple[float, int]:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 from synthetic import generate  # noqa: E402
 
 from rollout_graph.core.linking import link  # noqa: E402
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 from rollout_graph.live.linking import IncrementalLinker  # noqa: E402
 from rollout_graph.live.trace import LiveTrace  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.synthetic import write_trace  # noqa: E402
 from rollout_graph.analysis.decode import decoder_for  # noqa: E402
 from rollout_graph.analysis.search import MESSAGE, RESPONSE, Query, SearchIndex, search  # noqa: E402
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402
 
 

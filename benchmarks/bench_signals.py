@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE))
 
 from synthetic import write_trace  # noqa: E402
 
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402
 from rollout_graph.signals.join import attach_all  # noqa: E402
 from rollout_graph.signals.reading import read_signals  # noqa: E402

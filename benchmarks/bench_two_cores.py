@@ -1,11 +1,11 @@
-"""The crossover of the two-part read (graph/ingest/parallel.py, "two cores"): whole-process
+"""The crossover of the two-part read (graph/ingest/load/two_parts.py, "two cores"): whole-process
 ``rollout-graph inspect --json --no-cache`` read in one process vs this process plus one forked
 helper, against the orjson floor (``floor_orjson.py``), interleaved, quiet and with one core kept
 busy by a spinning interpreter.
 
 - ``one``: the file read in one process (the two-part read switched off);
 - ``two``: the two-part read whatever the free cores and the file's size;
-- ``rule``: what the command does by itself (:func:`rollout_graph.ingest.parallel.free_cores_now`
+- ``rule``: what the command does by itself (:func:`rollout_graph.ingest.load.cpu_window.free_cores_now`
   against ``TWO_PART_MIN_FREE_CORES``);
 - ``floor``: ``orjson.loads`` of every line, nothing else.
 
@@ -39,11 +39,17 @@ from bench_cold import interleaved, load_text, package_env, run, write_bytecode 
 # The command with the two-part read's threshold of free cores set (inf: never; 0: always, any size;
 # rule: the console command's own judgement, its start-up window opened before anything is imported).
 # numpy is loaded with one BLAS thread first, as the console command loads it (``one_blas_thread``):
-# importing ``parallel`` loads numpy, and without it OpenBLAS's spinning threads add 0.07-0.1 s of CPU.
+# importing ``two_parts`` loads numpy, and without it OpenBLAS's spinning threads add 0.07-0.1 s of CPU.
+# The modules are found where this checkout has them, else where a checkout from before the ingest
+# folders (graph/ingest/parallel.py, cpu_window.py) had them: bench_against.py runs both.
 RUNNER = (
-    "import gc, sys; from rollout_graph.ingest import cpu_window; cpu_window.mark_start(); gc.disable(); "
-    "from rollout_graph.cli import one_blas_thread; one_blas_thread(); "
-    "from rollout_graph.ingest import parallel as p; "
+    "import gc, sys\n"
+    "try:\n from rollout_graph.ingest.load import cpu_window\n"
+    "except ImportError:\n from rollout_graph.ingest import cpu_window\n"
+    "cpu_window.mark_start(); gc.disable()\n"
+    "from rollout_graph.cli import one_blas_thread; one_blas_thread()\n"
+    "try:\n from rollout_graph.ingest.load import two_parts as p\n"
+    "except ImportError:\n from rollout_graph.ingest import parallel as p\n"
     "v = sys.argv.pop(1); p.TWO_PART_MIN_FREE_CORES = float(v) if v != 'rule' else p.TWO_PART_MIN_FREE_CORES; "
     "p.TWO_PART_MIN_BYTES = 0 if v == '0' else p.TWO_PART_MIN_BYTES; "
     "from rollout_graph.cli import main; sys.exit(main())"

@@ -5,7 +5,7 @@ import: every module the command imports on both shapes (the command line, numpy
 and its record formats, the analysis, the contract; the vLLM shape's typed decoders are imported
 by its parse); args: the command's argument parser built and the arguments parsed; read: the
 file's bytes split into lines (nothing parsed); parse: the loader the command uses
-(``rollout_graph.ingest.cache.load_files`` without the cache) minus the read; link: exact-prefix
+(``rollout_graph.ingest.load.files.load_files`` without the cache) minus the read; link: exact-prefix
 linking; analyse: the rest of :func:`rollout_graph.pipeline.analyse` (given the links); print:
 the JSON contract built and serialised. Each step is given in seconds of wall-clock time and, as
 ``cpu_*``, of this process's CPU time (``time.process_time``: steadier on a shared machine).
@@ -30,14 +30,16 @@ one_blas_thread()  # numpy loaded as the console command loads it (one BLAS thre
 import orjson  # noqa: E402
 
 import rollout_graph.cli.inspect  # noqa: E402, F401
-import rollout_graph.ingest.loading  # noqa: E402, F401
-import rollout_graph.ingest.parallel  # noqa: E402, F401
+import rollout_graph.ingest.load.files  # noqa: E402, F401
 from rollout_graph.analysis.decode import decoder_for  # noqa: E402
 from rollout_graph.cli import parser  # noqa: E402
 from rollout_graph.cli.common import settle  # noqa: E402
 from rollout_graph.core.linking import link  # noqa: E402
-from rollout_graph.ingest import cache, reading  # noqa: E402
+from rollout_graph.ingest.files.chunks import StreamState, chunks  # noqa: E402
+from rollout_graph.ingest.files.lines import split_lines  # noqa: E402
+from rollout_graph.ingest.files.sources import Source  # noqa: E402
 from rollout_graph.ingest.limits import Limits  # noqa: E402
+from rollout_graph.ingest.load.files import load_files  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402
 from rollout_graph.reports.contract import inspect_json  # noqa: E402
 
@@ -51,12 +53,12 @@ def main(path: str) -> None:
     t, c = time.perf_counter(), time.process_time()
     limits = Limits()
     lines = 0
-    with reading.Source.from_path(path).open() as stream:
-        for _ in reading._split(reading._chunks(stream, limits), limits.max_line_bytes, reading._Counter()):
+    with Source.from_path(path).open() as stream:
+        for _ in split_lines(chunks(stream, limits), limits.max_line_bytes, StreamState()):
             lines += 1
     steps["read"], cpu["read"] = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
-    loaded = cache.load_files([path], use_cache=False)
+    loaded = load_files([path], use_cache=False)
     settle()
     steps["parse"] = time.perf_counter() - t - steps["read"]
     cpu["parse"] = time.process_time() - c - cpu["read"]

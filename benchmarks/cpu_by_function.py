@@ -2,10 +2,10 @@
 functions: where the command's time goes, function by function.
 
 ``python benchmarks/cpu_by_function.py TRACE.jsonl MODULE:FUNCTION [MODULE:CLASS.METHOD ...]``,
-e.g. ``rollout_graph.ingest.reading:parse_line rollout_graph.analysis.near_miss:near_misses``.
+e.g. ``rollout_graph.ingest.values.line:parse_line rollout_graph.analysis.near_miss:near_misses``.
 Each named function is wrapped (in the module it is looked up in: a name another module imported
 before the wrap is not counted there, so name it in that module, e.g.
-``rollout_graph.ingest.id_arrays:columns_for``) with ``time.process_time`` before and after; a
+``rollout_graph.ingest.values.line:columns_for``) with ``time.process_time`` before and after; a
 wrapper costs about a microsecond a call, so prefer functions called per line or less. The
 command runs as the console command does (the collector off before the imports, one BLAS
 thread) in one process (the two-part read switched off). Prints, on stderr, the imports' and the
@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from rollout_graph.ingest import cpu_window
+from rollout_graph.ingest.load import cpu_window
 
 cpu_window.mark_start()
 gc.disable()
@@ -29,10 +29,10 @@ from rollout_graph.cli import one_blas_thread  # noqa: E402
 
 one_blas_thread()
 import rollout_graph.cli.inspect  # noqa: E402, F401
-import rollout_graph.ingest.loading  # noqa: E402, F401
-from rollout_graph.ingest import parallel  # noqa: E402
+import rollout_graph.ingest.load.files  # noqa: E402, F401
+from rollout_graph.ingest.load import two_parts  # noqa: E402
 
-parallel.TWO_PART_MIN_FREE_CORES = float("inf")
+two_parts.TWO_PART_MIN_FREE_CORES = float("inf")
 totals: dict[str, float] = {}
 calls: dict[str, int] = {}
 

@@ -30,7 +30,7 @@ def _status() -> tuple[float, float]:
 def _written(arrays: list) -> int:
     """Bytes of the id arenas covered by at least one view (each arena's union of intervals), plus
     every array that is not a view of an arena: the loader's own measure (``held_bytes``)."""
-    from rollout_graph.ingest.id_arrays import held_bytes
+    from rollout_graph.ingest.shortcuts.id_arrays import held_bytes
 
     return held_bytes(arrays)
 
@@ -47,12 +47,12 @@ def main(path: str) -> None:
     from rollout_graph.cli.common import _return_free_memory
     from rollout_graph.core.linking import link
     from rollout_graph.core.records import messages_left_in_file
-    from rollout_graph.ingest import cache
+    from rollout_graph.ingest.load.files import load_files
     from rollout_graph.pipeline import analyse
     from rollout_graph.reports.contract import inspect_json
 
     step("import")
-    loaded = cache.load_files([path], use_cache=False, leave_messages=True)  # as the command loads
+    loaded = load_files([path], use_cache=False, leave_messages=True)  # as the command loads
     step("load")
     calls = [c for s in loaded.sessions.values() for c in s.calls]
     left = [messages_left_in_file(c) for c in calls]

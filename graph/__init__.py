@@ -35,9 +35,9 @@ _EXPORTS = {
     "LinkedBy": "rollout_graph.core.types",
     "Role": "rollout_graph.core.types",
     "Limits": "rollout_graph.ingest.limits",
-    "load_paths": "rollout_graph.ingest.loading",
-    "load_sources": "rollout_graph.ingest.loading",
-    "Source": "rollout_graph.ingest.reading",
+    "load_paths": "rollout_graph.ingest.load.files",
+    "load_sources": "rollout_graph.ingest.load.calls",
+    "Source": "rollout_graph.ingest.files.sources",
     "analyse": "rollout_graph.pipeline",
 }
 
@@ -68,9 +68,10 @@ if TYPE_CHECKING:
     from rollout_graph.core.rollout import Rollout
     from rollout_graph.core.sequences import Sequence
     from rollout_graph.core.types import Kind, Level, LinkedBy, Role
+    from rollout_graph.ingest.files.sources import Source
     from rollout_graph.ingest.limits import Limits
-    from rollout_graph.ingest.loading import load_paths, load_sources
-    from rollout_graph.ingest.reading import Source
+    from rollout_graph.ingest.load.calls import load_sources
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
 
 

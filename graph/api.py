@@ -1,4 +1,9 @@
-"""The documented entry point for notebooks and scripts: :func:`load` (see docs/python-api.md)."""
+"""The documented entry point for notebooks and scripts: :func:`load` (docs/python-api.md).
+
+``rg.load(*paths)`` is :func:`rollout_graph.ingest.load.files.load_paths` (the one load path,
+``load_files``, without the cache, in this process) and :func:`rollout_graph.pipeline.analyse` of
+every session; :class:`Rollouts` holds the result and its load report.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from pathlib import Path
 from rollout_graph.core.records import LoadResult, short
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 
 
@@ -57,5 +62,5 @@ def load(
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
-    loaded = load_paths(paths, progress, limits)
+    loaded = load_paths(paths, progress, limits)  # load_files without the cache, in this process
     return Rollouts(loaded, {sid: analyse(session) for sid, session in loaded.sessions.items()})

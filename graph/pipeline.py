@@ -49,7 +49,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     """
     calls = session.calls
     if links is None and session.links is not None and len(session.links.parents) == len(calls):
-        links = session.links  # a reopened cache entry's, of these very calls (graph/ingest/cache.py)
+        links = session.links  # a reopened cache entry's, of these very calls (graph/ingest/load/cache.py)
     links = link(calls) if links is None else links
     parents = links.parents
     claim_findings: list[Finding] = []

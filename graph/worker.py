@@ -1,24 +1,14 @@
 """Load untrusted bytes in a capped child process: parse, link and analyse, then hand back data, never objects.
 
-The app runs every upload through :func:`load_in_child` (docs/limits.md, "One upload, one capped
-process"). The child is a fresh interpreter (``python -m rollout_graph.worker DIR``, the same as a
-``spawn``), so nothing of the server's state is shared with it:
-
-- its address space is capped (``RLIMIT_AS``, :attr:`Budget.memory_bytes`), so a hostile upload
-  ends in that process's MemoryError or death, never in the server's;
-- it has a wall-clock budget (:attr:`Budget.seconds`); past it the child is killed and the caller
-  gets :class:`LoadTimedOut`, whose message says what to run locally instead;
-- ``alive()`` is polled while it runs (the app passes "is this browser session still open"): the
-  child is killed as soon as it returns False (:class:`LoadCancelled`);
-- it dies with its parent (``PR_SET_PDEATHSIG`` on Linux) and has a CPU-time limit a little over
-  the budget as a backstop.
-
-The result comes back as files in a private temporary folder: the loaded calls in the parsed-trace
-cache's form (raw arrays and JSON lines, graph/ingest/cache.py) and the analysis as JSON
-(:func:`encode_rollout`). Nothing derived from a trace is ever unpickled in the caller. A load the
-columnar form cannot carry exactly (a NaN in a free-form field: ``cache.NotCacheable``) comes back
-as ``None`` and the caller loads it in its own process, which the child has just shown to finish
-within the same budgets.
+Entry points: :func:`load_in_child` (the caller's side: the app runs every upload through it,
+docs/limits.md, "One upload, one capped process") and the child's main (``python -m
+rollout_graph.worker DIR``, a fresh interpreter). The child's address space and CPU time are
+capped, it has a wall-clock budget (:class:`LoadTimedOut`), it is killed when ``alive()`` says the
+visitor left (:class:`LoadCancelled`) and it dies with its parent. It reads with
+:func:`rollout_graph.ingest.load.calls.load_sources` and hands the calls back in the parsed-trace
+cache's form (graph/ingest/load/cache.py) and the analysis as JSON (:func:`encode_rollout`):
+nothing derived from a trace is ever unpickled in the caller. A load that form cannot carry (a NaN
+in a free-form field) comes back as ``None``, to be read in the caller's process.
 """
 
 from __future__ import annotations
@@ -43,7 +33,12 @@ from rollout_graph.core.records import Finding, LoadResult, NearMiss, Skipped
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence
 from rollout_graph.core.topology import Topology
-from rollout_graph.ingest.limits import GB, Limits, parse_size
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.limits import GB, Limits, human, parse_size
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.children import die_with_parent
+from rollout_graph.pipeline import Decoders, analyse
 
 ENV_SECONDS = "ROLLOUT_GRAPH_MAX_LOAD_SECONDS"
 ENV_MEMORY = "ROLLOUT_GRAPH_MAX_LOAD_MEMORY"
@@ -118,8 +113,6 @@ def timed_out_message(label: str, seconds: float) -> str:
 
 def out_of_memory_message(label: str, memory: int | None) -> str:
     """The message of :class:`LoadOutOfMemory`."""
-    from rollout_graph.ingest.limits import human
-
     cap = human(memory) if memory else "the memory available"
     return (
         f"{label} needed more than {cap} of memory to analyse and was stopped "
@@ -326,8 +319,6 @@ def load_in_child(
         peak = status.get("peak_bytes")
         if not status.get("transferable"):
             return ChildLoad(None, None, peak, seconds)
-        from rollout_graph.ingest import cache
-
         loaded = cache.load(_CACHE_KEY, folder / "out")
         if loaded is None:
             return ChildLoad(None, None, peak, seconds)
@@ -375,16 +366,6 @@ def _write_json(folder: Path, name: str, value: Any) -> None:
     os.replace(tmp, folder / name)
 
 
-def _die_with_parent(parent: int) -> None:
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _cap(manifest: dict[str, Any]) -> None:
     try:
         import resource
@@ -412,7 +393,7 @@ def _peak() -> int | None:
 def child_main(folder: Path) -> int:
     """Run in the child: read the manifest, load, analyse, write the result (exit status 0)."""
     manifest = orjson.loads((folder / _MANIFEST).read_bytes())
-    _die_with_parent(int(manifest["parent"]))
+    die_with_parent(int(manifest["parent"]))
     _cap(manifest)
     try:
         return _child_work(folder, manifest)
@@ -423,11 +404,6 @@ def child_main(folder: Path) -> int:
 
 
 def _child_work(folder: Path, manifest: dict[str, Any]) -> int:
-    from rollout_graph.ingest import cache
-    from rollout_graph.ingest.loading import load_sources
-    from rollout_graph.ingest.reading import Source
-    from rollout_graph.pipeline import Decoders, analyse
-
     names = manifest["names"]
     limits = Limits(**manifest["limits"])
     state: dict[str, Any] = {"stage": "reading", "files_total": len(names), "files_done": 0, "records": 0}

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from make_sample_traces import gguf_path, parse_tool_call, run_tool  # noqa: E402
 
 from rollout_graph.core.rollout import Rollout  # noqa: E402
-from rollout_graph.ingest.loading import load_paths  # noqa: E402
+from rollout_graph.ingest.load.files import load_paths  # noqa: E402
 from rollout_graph.pipeline import analyse  # noqa: E402
 from rollout_graph.reports.export import training_rows  # noqa: E402
 

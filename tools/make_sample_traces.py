@@ -369,8 +369,8 @@ def parents(records: list[dict], session: str) -> list[str | None]:
 
 
 def load_records(records: list[dict]):
-    from rollout_graph.ingest.loading import load_sources
-    from rollout_graph.ingest.reading import Source
+    from rollout_graph.ingest.files.sources import Source
+    from rollout_graph.ingest.load.calls import load_sources
 
     return load_sources([Source.from_bytes("mem.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())])
 

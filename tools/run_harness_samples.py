@@ -534,7 +534,7 @@ def write_trace(name: str, records: list[str], version: str = "") -> Path:
 def golden() -> dict:
     """Per bundled harness trace: calls, structure, near-miss kinds and finding codes."""
     from rollout_graph.analysis.decode import decoder_for
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
 
     out = {}
@@ -575,7 +575,7 @@ def breaks(path: Path, decoder=None) -> dict[str, dict]:
     """Per rollout of ``path``: every call that starts a root, a branch of a fork, is discarded or
     has a near miss, with its place in the graph, the one classifier's cause (near-miss kind) and
     the call it is named against; and the rollout's findings (level and code, sorted)."""
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
 
     out: dict[str, dict] = {}

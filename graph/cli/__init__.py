@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     verb = given[0] if given and given[0] in VERBS else None
     if argv is None and verb in _QUICK_EXIT:
-        from rollout_graph.ingest import cpu_window  # standard library only: nothing else is imported yet
+        from rollout_graph.ingest.load import cpu_window  # standard library only: nothing else is imported yet
 
         cpu_window.mark_start()  # the start of the window the two-part read judges free cores by
         # the imports make next to no garbage either: the load turns the collector on again once

@@ -1,4 +1,12 @@
-"""What every verb shares: loading and validating inputs, tokenizer options, error output."""
+"""What every verb shares: loading and validating inputs, tokenizer options, error output.
+
+Entry points: :func:`load_inputs` (the paths read through the one load path,
+:func:`rollout_graph.ingest.load.files.load_files`, with the cache and the command's progress line,
+then analysed), :func:`add_paths` / :func:`add_limit_options` / :func:`limits_from_args` (the
+reading flags: docs/limits.md), :class:`StderrProgress`, :func:`fail` and :class:`UsageError`. What
+only loading needs is imported by the functions that load, so ``--help`` and a usage error stay
+quick (docs/performance.md, "Start-up and the print of the cold command").
+"""
 
 from __future__ import annotations
 
@@ -10,14 +18,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollout_graph.ingest import cache
 from rollout_graph.ingest.limits import Limits, parse_size
 
 if TYPE_CHECKING:
     from rollout_graph.analysis.decode import Decoder
     from rollout_graph.core.records import LoadResult
     from rollout_graph.core.rollout import Rollout
-    from rollout_graph.ingest.parallel import LoadProgress
+    from rollout_graph.ingest.load.progress import LoadProgress
 
 # What only loading needs (the loader, the analysis, the decoders) is imported by the functions
 # that load, and the escaper by the functions that print trace text: building the parser of a
@@ -98,7 +105,7 @@ def load_inputs(
     replays), joining the ``signals`` files to them when given (docs/signals.md) with the chosen
     ``corrections`` (docs/corrections.md). ``use_cache`` False reads the traces again and caches
     nothing (``--no-cache``; also when ``ROLLOUT_GRAPH_CACHE`` is ``off``), ``cache_folder`` is the
-    cache's folder (``--cache-dir``; default :func:`rollout_graph.ingest.cache.cache_dir`).
+    cache's folder (``--cache-dir``; default :func:`rollout_graph.ingest.load.cache.cache_dir`).
     ``settled``: the loaded traces live as long as the process (a console command that prints and
     ends): the garbage collector is off while they load (the console's
     :func:`rollout_graph.cli.main` turns it off at its start already, for the imports), then told
@@ -109,21 +116,16 @@ def load_inputs(
             tokenizer path holds no tokenizer, or a signals file cannot be read.
     """
     from rollout_graph.analysis.decode import decoder_for
-    from rollout_graph.ingest.loading import TRACE_SUFFIXES, note_unreadable, walk_traces
+    from rollout_graph.ingest.load.files import load_files
+    from rollout_graph.ingest.load.trace_files import TRACE_SUFFIXES
     from rollout_graph.pipeline import analyse
 
     check_paths(paths)
-    files: list[Path] = []
-    unreadable: list[tuple[str, str]] = []
-    for p in paths:
-        found, errors = walk_traces(p)
-        files += found
-        unreadable += errors
     if settled:  # the load makes next to no reference cycles: see settle()
         gc.disable()
     try:
-        loaded = cache.load_files(
-            files,
+        loaded = load_files(
+            paths,
             progress=StderrProgress(),
             limits=limits,
             use_cache=use_cache,
@@ -134,7 +136,6 @@ def load_inputs(
         if settled:  # frozen before the collector is back: its first collection would walk all of it
             settle()
             gc.enable()
-    note_unreadable(loaded, unreadable)
     if loaded.nothing_readable:
         suffixes = ", ".join(TRACE_SUFFIXES)
         reason = loaded.skipped[0].reason if loaded.skipped else f"no trace files ({suffixes})"
@@ -212,7 +213,7 @@ class StderrProgress:
     terminal; a line every few seconds in a log). Small loads print nothing."""
 
     def __init__(self, every: float | None = None) -> None:
-        from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES
+        from rollout_graph.ingest.load.pool import PARALLEL_MIN_BYTES
 
         self.min_bytes = PARALLEL_MIN_BYTES
         self.tty = sys.stderr.isatty()
@@ -239,7 +240,7 @@ def cache_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--no-cache`` and ``--cache-dir`` as :func:`load_inputs` takes them (``use_cache``,
     ``cache_folder``): the choice of this command, passed down, never an environment variable
     (a library caller of :func:`rollout_graph.cli.main` finds the cache as it left it).
-    ``ROLLOUT_GRAPH_CACHE`` still chooses where none is given (rollout_graph.ingest.cache)."""
+    ``ROLLOUT_GRAPH_CACHE`` still chooses where none is given (rollout_graph.ingest.load.cache)."""
     return {"use_cache": not getattr(args, "no_cache", False), "cache_folder": getattr(args, "cache_dir", None)}
 
 
@@ -334,6 +335,8 @@ _LIMIT_FLAGS = (
     ("--max-tool-index", "max_tool_index", "a stream chunk's tool-call index (default 1024)"),
     ("--max-expanded-ids", "max_expanded_ids", "token ids the calls of a rollout document expand to (default 64M)"),
     ("--max-sessions", "max_sessions", "rollouts in one load (default 100000; audit for more)"),
+    ("--max-parquet-rows", "max_parquet_rows", "rows read from one Parquet file (default 4M)"),
+    ("--max-parquet-bytes", "max_parquet_bytes", "bytes one Parquet file decodes to (default 2G)"),
     ("--max-memory", "max_memory_bytes", "stop reading a file once resident memory passes this (default: no cap)"),
 )
 

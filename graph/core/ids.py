@@ -1,7 +1,7 @@
 """Comparisons of token-id arrays that skip work the arrays' memory already answers.
 
 A loader's prompts of one conversation are read-only views of one id arena from the same start
-(rollout_graph.ingest.id_arrays): two arrays that start at the same place in memory, with the same
+(rollout_graph.ingest.shortcuts.id_arrays): two arrays that start at the same place in memory, with the same
 strides and dtype, hold the same ids up to the shorter one's length, so their shared prefix is
 known without reading them. Everything here gives exactly what the plain numpy comparison gives
 (tests/core/test_linking_shared.py).

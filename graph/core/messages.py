@@ -164,7 +164,7 @@ def content_text(content: object) -> str:
 
 
 _ONLY_STR = {str}
-# The message list a reader last left in its file, and where (rollout_graph.ingest.message_prefix).
+# The message list a reader last left in its file, and where (rollout_graph.ingest.shortcuts.messages).
 _LEFT: list[tuple[list[Any], MessagesInFile] | None] = [None]
 
 

@@ -3,7 +3,7 @@
 A :class:`Call` is one model call as the capture proxy saw it. Token ids live in numpy arrays
 (int32 where the ids fit) because a rollout's prompts repeat the whole context on every call and
 reach tens of millions of tokens. A loaded prompt is usually a read-only view of an id arena its
-parent's prompt shares (rollout_graph.ingest.id_arrays): copy an array before writing into it.
+parent's prompt shares (rollout_graph.ingest.shortcuts.id_arrays): copy an array before writing into it.
 Message dicts and tool lists repeated across calls may be one shared object
 (rollout_graph.core.messages.share_repeats): never write into a loaded call's messages.
 """
@@ -362,7 +362,7 @@ class SessionInput:
     document: dict[str, Any] | None = None
     node_ids: set[str] = field(default_factory=set)
     # The links of ``calls`` (rollout_graph.core.linking.Links) as a reopened cache entry holds them
-    # (graph/ingest/cache.py), so the analysis need not link again; None when not known.
+    # (graph/ingest/load/cache.py), so the analysis need not link again; None when not known.
     links: Any = field(default=None, compare=False)
 
     def __repr__(self) -> str:

@@ -1,14 +1,13 @@
-"""Resource limits for reading untrusted traces (docs/limits.md).
+"""Resource limits for reading untrusted traces (docs/limits.md): a leaf every ingest layer uses.
 
-Every limit protects one resource: decompressed bytes per file (a gzip or zstd bomb), the length
-of one line (a file of one endless line), JSON nesting depth (the stdlib parser recurses), ids per
-array and the tool-call index (both size an allocation), and the resident memory of the whole
-load. Hitting a limit skips that record, or the rest of that file, with a reason naming the limit;
-every other record still loads.
-
-Defaults suit a workstation. Each can be set by a command-line flag (``--max-file-bytes`` ...) or
-an environment variable (``ROLLOUT_GRAPH_MAX_FILE_BYTES`` ...); the public Space sets far lower
-ones (:data:`PUBLIC`).
+Entry points: :class:`Limits` (with :meth:`Limits.from_env`), :data:`PUBLIC` and :func:`for_app`
+(the public Space's and the app's), :func:`using` / :func:`active` (the limits of the load running
+in this thread, for the record readers), :class:`SessionBudget` and :func:`may_exceed_sessions`
+(``max_sessions``), :class:`LimitExceeded`. Every limit protects one resource (decompressed bytes,
+a line's length, nesting, ids per array, Parquet rows and decoded bytes, sessions, resident
+memory); hitting one skips that record or the rest of that file with a reason naming the limit and
+its flag, and every other record still loads. Each has a ``--max-*`` flag and a
+``ROLLOUT_GRAPH_MAX_*`` variable; the public Space sets far lower ones.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ when a C compiler is there (setup.py: an optional extension). Each of its functi
 thing exactly as the Python path reads it, or returns None and leaves it to that path, so a
 result never depends on whether it is built: it changes only the time (docs/performance.md,
 "Native speedups"). ``ROLLOUT_GRAPH_SPEEDUPS=off`` switches it off for a process (to compare the
-two paths, or to rule it out when something looks wrong); tests/test_speedups_*.py hold each
+two paths, or to rule it out when something looks wrong); tests/ingest/test_speedups_*.py hold each
 function to the Python path it stands for.
 """
 

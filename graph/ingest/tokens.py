@@ -1,7 +1,11 @@
-"""Turning JSON token lists into validated numpy arrays.
+"""Token fields of a record -> validated numpy arrays: ids, logprobs, top-k alternatives, texts.
 
-Validation never drops a position: an invalid id becomes -1 and an invalid logprob NaN, so spans
-keep their lengths and the graph keeps its shape, while the problem is reported as a finding.
+Entry points: :func:`token_ids`, :func:`logprobs`, :func:`top_k`, :func:`split_tokens` (a choice's
+``token_id:N`` texts or plain texts), :func:`joined_tokens` / :func:`token_id_list` and
+:class:`Problems` (the finding-ready messages a record's conversion collects). Validation never
+drops a position: an invalid id becomes -1 and an invalid logprob NaN, so spans keep their lengths
+and the graph its shape, while the problem is reported as a finding. A leaf of ingest: the format
+readers and the logprob shortcut use it (docs/architecture.md, "Ingest: one way").
 """
 
 from __future__ import annotations
@@ -109,7 +113,7 @@ def token_ids(value, what: str, problems: Problems) -> np.ndarray | None:
 def _narrow(ids: np.ndarray) -> np.ndarray:
     """int32 when every id fits (4 bytes a token), else int64."""
     if ids.dtype == np.int32 and not ids.flags.writeable:
-        return ids  # a read-only view of the id arena (ingest/id_arrays.py): never copied
+        return ids  # a read-only view of the id arena (ingest/shortcuts/id_arrays.py): never copied
     if ids.shape[0] == 0 or int(ids.max()) <= _INT32_MAX:  # any shape: every axis
         return ids.astype(np.int32)
     return ids.astype(np.int64)
@@ -143,7 +147,7 @@ def logprobs(values: list, what: str, problems: Problems, numbers: bool = False)
     """Convert logprob values; invalid ones become NaN and are reported.
 
     ``numbers``: every value is known to be an int, a float or None (the typed decoder's types,
-    graph/ingest/typed.py), so the values' types need no look: when the array read at once holds
+    graph/ingest/shortcuts/logprob_entries.py), so the values' types need no look: when the array read at once holds
     no NaN (None reads as NaN: the ``max`` is then NaN), nothing positive (that ``max``) and no
     -inf (one ``min``), it is what the full check gives; anything else takes the full check.
     """
@@ -234,7 +238,6 @@ def split_tokens(tokens: list, texts: list | None = None) -> SplitTokens:
     return SplitTokens(ids, texts if texts is not None and any(texts) else None, invalid)
 
 
-_IMPLAUSIBLE = 2**62
 _PREFIX = b"token_id:"
 _DIGITS = b"0123456789"
 
@@ -346,7 +349,7 @@ def top_k(
     """Pack alternatives recorded per position (``lengths[i]`` of them, flattened in order).
 
     ``numbers``: every logprob is known to be an int, a float or None (the typed decoder's types,
-    graph/ingest/typed.py): when the values read at once hold no NaN, none was None (nor could
+    graph/ingest/shortcuts/logprob_entries.py): when the values read at once hold no NaN, none was None (nor could
     anything else be), so they are what :func:`_float_array` reads too; else it reads them.
     When every position has the same number of alternatives (what engines write), the flat
     columns are the rows already: reshaped, not scattered (the same arrays either way).

@@ -19,8 +19,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollout_graph.ingest.id_arrays import IdArrayCutter
-from rollout_graph.ingest.reading import RawValue, Source, _parsed, read_values
+from rollout_graph.ingest.files.json_values import RawValue
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.values.line import parse_line as _parsed
+from rollout_graph.ingest.values.read import read_values
 
 CHUNK = 32 << 20  # bytes read at a time from a large file
 _MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")  # gzip, zstd

@@ -3,7 +3,7 @@ offset, calls linked incrementally, rollouts re-analysed only where something ch
 
 The state after each :meth:`LiveTrace.poll` equals what a batch load of the same bytes gives
 (``inspect``): the same records, skipped lines, sessions and parents, because each line goes
-through the batch per-line parser and loader (:func:`rollout_graph.ingest.loading.add_value`) and the
+through the batch per-line parser and loader (:func:`rollout_graph.ingest.load.calls.add_value`) and the
 incremental linker equals batch linking in batch order: files in the order the paths were given
 (a folder's files sorted), lines in file order. Only a last line still being written differs: it
 waits (pending) instead of being a bad record.
@@ -19,8 +19,9 @@ from typing import Any
 
 from rollout_graph.core.records import Call, LoadResult, SessionInput, Skipped
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ingest.loading import add_value, rollout_name, trace_files
-from rollout_graph.ingest.reading import path_text
+from rollout_graph.ingest.files.sources import path_text
+from rollout_graph.ingest.load.calls import add_value
+from rollout_graph.ingest.load.trace_files import rollout_name, trace_files
 from rollout_graph.live.linking import IncrementalLinker
 from rollout_graph.live.reading import FileFollower, whole_lines
 from rollout_graph.pipeline import analyse
@@ -96,7 +97,7 @@ class LiveTrace:
     ) -> None:
         """``store_delay``: when the first look reads the files with the batch loader, how long to
         wait before writing the persistent cache entry; ``defer_store``: who writes it instead, and
-        when (``rollout_graph.ingest.cache.load_files``); ``use_cache`` False reads and caches
+        when (``rollout_graph.ingest.load.files.load_files``); ``use_cache`` False reads and caches
         nothing (``--no-cache``), ``cache_folder`` is the cache's folder (``--cache-dir``)."""
         self.paths = [Path(p) for p in paths]
         self.use_cache, self.cache_folder = use_cache, cache_folder
@@ -223,7 +224,7 @@ class LiveTrace:
             lead.append((arg, name, follower, found))
         if not lead or sum(found[0] for *_, found in lead) < BATCH_MIN_BYTES:
             return
-        from rollout_graph.ingest.cache import load_files
+        from rollout_graph.ingest.load.files import load_files
 
         early = self._ahead is not None  # read ahead: the entry waits for whoever will write it
         result = load_files(

@@ -21,11 +21,14 @@ import numpy as np
 from rollout_graph.core.records import FATAL, INFO, WARN, LoadResult, SessionInput, Skipped
 from rollout_graph.core.roles import AGENT, AUXILIARY, DISCARDED
 from rollout_graph.core.rollout import Rollout
+from rollout_graph.ingest.files.sources import Source, path_text
 from rollout_graph.ingest.formats.engine_pair import FAILED_SESSION
 from rollout_graph.ingest.formats.fidelity import rollout_format, rollout_grade, rollout_step
 from rollout_graph.ingest.limits import Limits, may_exceed_sessions, using
-from rollout_graph.ingest.loading import add_value, load_paths, rollout_name, walk_traces
-from rollout_graph.ingest.reading import Source, path_text, read_values
+from rollout_graph.ingest.load.calls import add_value
+from rollout_graph.ingest.load.files import load_paths
+from rollout_graph.ingest.load.trace_files import rollout_name, walk_traces
+from rollout_graph.ingest.values.read import read_values
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
 from rollout_graph.signals.corrections import audit_columns, parse_corrections

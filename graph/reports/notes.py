@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ingest.loading import NOTES_FILE
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.trace_files import NOTES_FILE
 from rollout_graph.reports.output import OutputError, atomic_path
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 VERSION = 1
-SIDECAR = NOTES_FILE  # never read as a trace (rollout_graph.ingest.loading)
+SIDECAR = NOTES_FILE  # never read as a trace (rollout_graph.ingest.load.trace_files)
 ACTIONS = ("drop", "mask", "keep")
 MAX_FILE_BYTES = 4 << 20
 MAX_NOTES = 10_000

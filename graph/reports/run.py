@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rollout_graph.ingest import cache
 from rollout_graph.ingest.formats.fidelity import step_from_path
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import walk_traces
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load.trace_files import walk_traces
 from rollout_graph.reports import audit
 
 # The per-step figures, in the order `run` prints them and the page charts them (docs/cli.md).

@@ -20,9 +20,10 @@ import numpy as np
 
 from rollout_graph.core.records import Skipped
 from rollout_graph.ingest import limits as _limits
+from rollout_graph.ingest.files.parquet import open_parquet
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import LimitExceeded, Limits
-from rollout_graph.ingest.loading import SIGNALS_SUFFIXES
-from rollout_graph.ingest.reading import Source, read_parquet_bounded, read_values
+from rollout_graph.ingest.values.read import read_values
 
 ARRAY_COLUMNS = ("trainer_logprobs", "advantages")
 KEY_COLUMNS = ("session_id", "leaf_id")
@@ -73,11 +74,6 @@ class SignalsFile:
     def report(self) -> dict[str, Any]:
         """The load report, as ``inspect --json`` prints it under ``signals_load``."""
         return {"files": list(self.names), "rows": len(self.rows), "skipped": [s.as_dict() for s in self.skipped]}
-
-
-def is_signals_file(name: str) -> bool:
-    """True for a name ending in ``.signals.jsonl`` (or ``.parquet``, ``.jsonl.gz``, ``.jsonl.zst``)."""
-    return name.endswith(SIGNALS_SUFFIXES)
 
 
 _NUMBER_TYPES = frozenset({float, int, type(None)})
@@ -154,17 +150,24 @@ def _jsonl(source: Source, out: SignalsFile, limits: Limits) -> None:
 
 
 def _parquet(name: str, data: bytes, out: SignalsFile, limits: Limits) -> None:
-    try:  # row counts and sizes from the footer first: never an unbounded read_table()
-        table = read_parquet_bounded(name, data, limits)
+    """A signals Parquet's rows, read with a bound (graph/ingest/files/parquet.py: the footer
+    checked before any page, each batch counted as it decodes; never an unbounded read_table())."""
+    line = 0
+    try:
+        for table in open_parquet(data, limits).batches(_PARQUET_BATCH):
+            for value in table.to_pylist():
+                line += 1
+                try:
+                    out.rows.append(parse_row(value, line, name))
+                except ValueError as exc:
+                    out.skipped.append(Skipped(name, line, str(exc)))
     except LimitExceeded as exc:
-        raise SignalsError(f"over a limit: {exc}") from None
+        raise SignalsError(f"over a limit: {name}: {exc}") from None
     except ValueError as exc:
-        raise SignalsError(str(exc)) from None
-    for i, value in enumerate(table.to_pylist(), start=1):
-        try:
-            out.rows.append(parse_row(value, i, name))
-        except ValueError as exc:
-            out.skipped.append(Skipped(name, i, str(exc)))
+        raise SignalsError(f"{name}: {exc}") from None
+
+
+_PARQUET_BATCH = 4096  # rows made Python values at a time
 
 
 def _limits_for(limits: Limits | None) -> Limits:

@@ -18,7 +18,7 @@ from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY
 from rollout_graph.analysis.origin import HARNESS, context_origin
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.builders import TOOLS, Turn, rollout_of, rollout_of_tokens, vllm_chat
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.explain import explain_text
 from tests.cli.test_tail_kinds import last_misses, tail_kinds

@@ -36,7 +36,7 @@ def test_harness_samples_match_the_golden_file():
 
 @pytest.mark.skipif(not TRACES, reason="no bundled harness traces")
 def test_harness_samples_load_cleanly_and_carry_tokens():
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
 
     for path in TRACES:
         loaded = load_paths([path])

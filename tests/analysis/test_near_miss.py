@@ -139,7 +139,7 @@ def test_near_misses_never_change_the_exact_graph():
 
 @pytest.fixture(scope="module")
 def samples():
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
 
     return analyse(
         load_paths([Path(__file__).resolve().parents[2] / "sample_traces" / "vllm"]).sessions["fix-config-bug"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rollout_graph.analysis.near_miss import texts as near_miss_texts
 from rollout_graph.analysis.near_miss.texts import _history_texts, _inside, _pasted, _user_texts, _with_reply
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.cache import load_files
+from rollout_graph.ingest.load.files import load_files
 from rollout_graph.pipeline import analyse
 from tests.support.builders import examples
 

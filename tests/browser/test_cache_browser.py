@@ -1,7 +1,7 @@
 """The explorer on a reopen from the persistent cache (entry format 2), in headless Chromium at
 1440x900: a first server reads the bundled samples and writes their cache entry after the first
 paint; a second server finds it and draws the same call, whose top-k alternatives are read from the
-entry only when the token inspector shows them (graph/ingest/cache.py)."""
+entry only when the token inspector shows them (graph/ingest/load/cache.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from rollout_graph.ingest import cache
+from rollout_graph.ingest.load import cache
 from tests.support.browser import ARTIFACTS, browser_page, require_chromium, running_app, wait_ready
 from tests.support.waiting import wait_until
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from rollout_graph.capture.sessions import recordable_headers, session_from_headers, split_session_path
 from rollout_graph.capture.tokens import Added, add_capture_fields, strip_body, stripped_copy
 from rollout_graph.capture.writer import RecordWriter, new_capture_path
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import http, play_chat_harness, read_records, running_proxy, sse_events, stream_text
 from tests.support.fake_upstream import capture_command, free_socket, render, running_upstream, tokenize

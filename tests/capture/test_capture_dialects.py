@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.builders import rollout_of
 from tests.support.capture_helpers import http, read_records, running_proxy, sse_events

@@ -14,7 +14,7 @@ import pytest
 
 from rollout_graph.core.dialects import chat_messages, chat_sampling, chat_tools, google_chat_response
 from rollout_graph.ingest.formats.dialect_bodies import as_chat_response
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import http, read_records, running_proxy
 from tests.support.fake_upstream import render, running_upstream

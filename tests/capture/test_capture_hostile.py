@@ -28,7 +28,7 @@ from rollout_graph.capture import writer as writer_module
 from rollout_graph.capture.server import _OneLine, create_app
 from rollout_graph.capture.sessions import MASK, is_secret_header, mask_secrets
 from rollout_graph.capture.writer import RecordWriter
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from tests.support.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.support.fake_upstream import serve_in_thread
 

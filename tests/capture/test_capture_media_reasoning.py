@@ -19,7 +19,7 @@ import pytest
 
 from rollout_graph.capture.media import PREFIX
 from rollout_graph.core.dialects import decode_reasoning, encode_reasoning, reasoning_signature
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.support.fake_upstream import running_upstream, thinking

@@ -10,7 +10,7 @@ import pytest
 
 from rollout_graph.capture.server import BUDGET_STOP_MESSAGE
 from rollout_graph.capture.tokens import parse_pins
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import http, read_records, running_proxy, sse_events
 from tests.support.fake_upstream import running_upstream

@@ -15,7 +15,8 @@ import pytest
 
 from rollout_graph.capture.probe import PROBE_SUFFIX, probe_engine, summary
 from rollout_graph.core.engine import describe, engines
-from rollout_graph.ingest.loading import load_paths, trace_files
+from rollout_graph.ingest.load.files import load_paths
+from rollout_graph.ingest.load.trace_files import trace_files
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import http, read_records, running_proxy
 from tests.support.fake_upstream import FakeUpstream, capture_command, serve_in_thread

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.capture_helpers import read_records, running_proxy
 from tests.support.fake_upstream import running_upstream

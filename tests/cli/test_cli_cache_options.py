@@ -9,7 +9,7 @@ import os
 import pytest
 
 from rollout_graph.cli import main
-from rollout_graph.ingest import cache
+from rollout_graph.ingest.load import cache
 from tests.support.builders import ROLLOUT, vllm_chat, write
 
 

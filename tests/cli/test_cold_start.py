@@ -99,7 +99,7 @@ def test_the_samples_folder_is_the_one_importlib_resources_finds():
 # make a reference cycle per record would grow its memory; this keeps it from happening quietly.
 _CYCLES = (
     "import gc, json, sys\n"
-    "from rollout_graph.ingest.loading import load_paths\n"
+    "from rollout_graph.ingest.load.files import load_paths\n"
     "gc.collect(); gc.disable()\n"
     "loaded = load_paths([__import__('pathlib').Path(p) for p in sys.argv[1:]])\n"
     "calls = sum(len(s.calls) for s in loaded.sessions.values())\n"

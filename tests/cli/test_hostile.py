@@ -165,7 +165,8 @@ def test_unreadable_file_and_folder_are_reported(tmp_path, capsys):
 
 def test_a_file_truncated_while_read_does_not_kill_the_reader(tmp_path):
     """What log rotation does: the file shrinks under the reader (a memory map would SIGBUS)."""
-    from rollout_graph.ingest.reading import Source, read_values
+    from rollout_graph.ingest.files.sources import Source
+    from rollout_graph.ingest.values.read import read_values
     from tests.support.builders import jsonl
     from tests.support.hostile import good
 

@@ -27,7 +27,7 @@ import pytest
 from rollout_graph.analysis.patterns import ENV_MEMORY, ENV_SECONDS, PatternLimits
 from rollout_graph.analysis.search import Query, SearchIndex, SearchLimitError, search
 from rollout_graph.cli import main
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from tests.cli.test_hostile_scale import capped_run
 from tests.support.builders import jsonl
 from tests.support.hostile import AFTER, BEFORE, HUGE_STEP, good, nemo_row, verifiers_chain

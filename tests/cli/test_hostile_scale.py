@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollout_graph.cli import main
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from tests.support.builders import jsonl
 from tests.support.hostile import AFTER, BEFORE, _raw_surrogates, good
 from tests.support.waiting import wait_until
@@ -104,8 +104,8 @@ def _one_row_long_list(path: Path, values: int) -> Path:
 
 
 def test_a_parquet_of_many_zero_rows_is_refused_from_its_footer(tmp_path):
+    from rollout_graph.ingest.files.parquet import read_parquet_bounded
     from rollout_graph.ingest.limits import PUBLIC, LimitExceeded, Limits
-    from rollout_graph.ingest.reading import read_parquet_bounded
 
     path = _zeros_parquet(tmp_path / "zeros.parquet", 2_000_000)
     assert path.stat().st_size < 200_000
@@ -115,8 +115,8 @@ def test_a_parquet_of_many_zero_rows_is_refused_from_its_footer(tmp_path):
 
 
 def test_a_parquet_of_one_long_list_is_refused_by_its_declared_size(tmp_path):
+    from rollout_graph.ingest.files.parquet import read_parquet_bounded
     from rollout_graph.ingest.limits import LimitExceeded, Limits
-    from rollout_graph.ingest.reading import read_parquet_bounded
 
     path = _one_row_long_list(tmp_path / "list.parquet", 4_000_000)
     with pytest.raises(LimitExceeded, match="max_parquet_bytes"):
@@ -124,7 +124,7 @@ def test_a_parquet_of_one_long_list_is_refused_by_its_declared_size(tmp_path):
 
 
 def test_a_corrupt_parquet_is_a_named_error(tmp_path):
-    from rollout_graph.ingest.reading import read_parquet_bounded
+    from rollout_graph.ingest.files.parquet import read_parquet_bounded
 
     with pytest.raises(ValueError, match="not a readable Parquet file"):
         read_parquet_bounded("x.parquet", b"PAR1" + b"\x00" * 100 + b"PAR1")
@@ -433,7 +433,8 @@ def test_the_app_draws_the_dag_of_a_trace_with_surrogate_bytes(tmp_path, monkeyp
 
 def test_the_parallel_reader_leaves_a_load_that_may_pass_max_sessions_to_the_sequential_one(tmp_path):
     from rollout_graph.ingest.limits import Limits
-    from rollout_graph.ingest.parallel import PARALLEL_MIN_BYTES, load_files_parallel
+    from rollout_graph.ingest.load.files import read_files as load_files_parallel
+    from rollout_graph.ingest.load.pool import PARALLEL_MIN_BYTES
 
     record = good("CALLID", [1, 2, 3], [4])
     record["request"]["messages"][0]["content"] = "z" * 10_000  # big enough for the pool
@@ -448,9 +449,9 @@ def test_the_parallel_reader_leaves_a_load_that_may_pass_max_sessions_to_the_seq
 
 
 def test_an_upload_named_after_a_server_file_is_never_opened_for_the_projection(tmp_path):
+    from rollout_graph.ingest.files.sources import Source
     from rollout_graph.ingest.limits import Limits
-    from rollout_graph.ingest.loading import load_sources
-    from rollout_graph.ingest.reading import Source
+    from rollout_graph.ingest.load.calls import load_sources
 
     big = _one_call_sessions(tmp_path / "server.jsonl", 5000)
     upload = Source.from_bytes(str(big), _one_call_sessions(tmp_path / "small.jsonl", 1200).read_bytes())

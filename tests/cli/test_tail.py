@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.live.events import EventLog, event_text
 from rollout_graph.live.reading import FileFollower
 from rollout_graph.live.trace import LiveTrace

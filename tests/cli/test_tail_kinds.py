@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.analysis.near_miss import describe
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.live.events import EventLog, event_text
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.pipeline import analyse

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from rollout_graph.ingest.formats.fidelity import rollout_grade
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.conformance.writers import FIXTURES
 

@@ -10,7 +10,7 @@ import json
 import orjson
 
 from benchmarks.synthetic import generate
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from tests.conformance.writers import FIXTURES
 
 

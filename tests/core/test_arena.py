@@ -1,5 +1,5 @@
 """Memory shortcuts must give exactly what the plain path gives: prompt ids as views of the id
-arena (graph/ingest/id_arrays.py), roots grouped without copying their prompts
+arena (graph/ingest/shortcuts/id_arrays.py), roots grouped without copying their prompts
 (graph/core/topology.py), and repeated messages and tool lists shared
 (rollout_graph.core.messages.share_repeats)."""
 
@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import Call
 from rollout_graph.core.topology import build_topology, sibling_groups
-from rollout_graph.ingest import id_arrays
-from rollout_graph.ingest.id_arrays import IdArrayCutter
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.shortcuts import id_arrays
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.values.line import cut_line
+from rollout_graph.ingest.values.read import read_values
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.contract import inspect_json
 from tests.support.builders import Turn, agent_records, assert_same_load, examples, vllm_chat
@@ -160,7 +162,7 @@ def test_every_cut_array_keeps_its_ids_whatever_comes_after(ops, sep, arena_ids)
             prompt = list(ids)
         made.append([v for v in prompt if 0 <= v < 2**31])
         line = b'{"prompt_token_ids":[' + sep.join(map(str, prompt)).encode() + b"]}"
-        cut, arrays = cutter.cut(line)
+        cut, arrays = cut_line(line, cutter)
         if arrays:
             (arr,) = arrays.values()
             got.append((prompt, arr))

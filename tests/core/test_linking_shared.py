@@ -2,7 +2,7 @@
 start at one place are hashed once, and a prompt part that is the same memory as the candidate's
 is equal without reading it. Each must give exactly what the plain arrays give: the naive
 reference (tests/support/reference.py) on random traces whose prompts are views of shared arenas, as the
-loader makes them (rollout_graph.ingest.id_arrays), and odd arrays that share a start but not
+loader makes them (rollout_graph.ingest.shortcuts.id_arrays), and odd arrays that share a start but not
 their ids."""
 
 from __future__ import annotations

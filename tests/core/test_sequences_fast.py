@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rollout_graph.core.linking import link
 from rollout_graph.core.sequences import build_sequences, context_start
 from rollout_graph.core.topology import build_topology
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from tests.support.builders import calls_from_tokens, examples, harness_traces
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from tests.support.builders import Turn, jsonl, load_records, rollout_of, vllm_chat, write
 
 GOOD = [vllm_chat(Turn("c0", [1, 2], [3])), vllm_chat(Turn("c1", [1, 2, 3, 4], [5]))]

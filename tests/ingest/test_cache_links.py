@@ -16,8 +16,8 @@ import rollout_graph.live.trace as live_trace
 import rollout_graph.pipeline as pipeline
 from rollout_graph.core.linking import link
 from rollout_graph.core.records import LoadResult, SessionInput
-from rollout_graph.ingest import cache
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load.files import load_files, load_paths
 from rollout_graph.live.trace import LiveTrace
 from rollout_graph.reports.contract import session_json
 from tests.support.builders import (
@@ -55,8 +55,8 @@ def entry(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(jsonl(_records()))
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
-    again = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
+    again = load_files([trace], folder=folder, workers=1)
     return trace, folder, fresh, again
 
 
@@ -215,7 +215,7 @@ def test_damaged_links_rebuild_the_entry_with_a_note(tmp_path, caplog, damage):
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(jsonl(_records()))
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
     (entry_dir,) = folder.iterdir()
     assert _linked(fresh.sessions["agent"])[0][3] is not None  # the call damaged has a parent
     _rewrite_meta(entry_dir, DAMAGES[damage])
@@ -223,7 +223,7 @@ def test_damaged_links_rebuild_the_entry_with_a_note(tmp_path, caplog, damage):
         assert cache.load(cache.key_for_files([trace]), folder) is None
     assert not entry_dir.exists()
     assert "cache entry" in caplog.text and str(entry_dir) in caplog.text
-    assert_same_load(cache.load_files([trace], folder=folder, workers=1), fresh)
+    assert_same_load(load_files([trace], folder=folder, workers=1), fresh)
     again = cache.load(cache.key_for_files([trace]), folder)
     assert again is not None and again.sessions["agent"].links.parents == _linked(fresh.sessions["agent"])[0]
 
@@ -232,7 +232,7 @@ def test_the_key_covers_the_linking_rules(tmp_path, monkeypatch):
     """Links from an older linking code must not be served: the key hashes the core's source."""
     from pathlib import Path
 
-    sources = {p.name for p in (Path(cache.__file__).resolve().parent.parent / "core").glob("*.py")}
+    sources = {p.name for p in (Path(cache.__file__).resolve().parents[2] / "core").glob("*.py")}
     assert {"linking.py", "messages.py", "ids.py", "records.py"} <= sources
     before = cache._code_fingerprint()
     cache._code_fingerprint.cache_clear()

@@ -1,4 +1,4 @@
-"""The persistent cache's reopen (graph/ingest/cache.py, entry format 2): what a summary needs is
+"""The persistent cache's reopen (graph/ingest/load/cache.py, entry format 2): what a summary needs is
 read first, the rest on first use, and every shortcut gives exactly what a fresh load gives.
 
 - prompts that share an id arena are written once and reopened as views of one buffer;
@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core.records import Call, Finding, LoadResult, SessionInput, TopK
-from rollout_graph.ingest import cache
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load import cache, cache_format, cache_read
+from rollout_graph.ingest.load.files import load_files, load_paths
 from rollout_graph.ui.state.workspace_cache import estimate_bytes
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
@@ -49,8 +49,8 @@ def _vllm_trace(path, n: int = 12, sampled: int = 40):
 def reopened(tmp_path):
     trace = _vllm_trace(tmp_path / "t.jsonl")
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
-    again = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
+    again = load_files([trace], folder=folder, workers=1)
     (entry,) = folder.iterdir()
     return trace, folder, entry, fresh, again
 
@@ -58,7 +58,7 @@ def reopened(tmp_path):
 def test_a_reopen_equals_a_fresh_load_and_leaves_the_alternatives_in_the_entry(reopened):
     trace, _, entry, fresh, again = reopened
     assert entry.name.startswith(f"v{cache.FORMAT}-")
-    assert sorted(p.name for p in entry.iterdir()) == sorted(cache._FILES)
+    assert sorted(p.name for p in entry.iterdir()) == sorted(cache_format.FILES)
     calls = _calls(again)
     assert all(c.top_k is not None and c.top_k.pending for c in calls)  # nothing read yet
     assert [c.top_k.rows for c in calls] == [c.top_k.rows for c in _calls(fresh)]
@@ -132,12 +132,12 @@ def _strip_top(loaded: LoadResult) -> LoadResult:
     return loaded
 
 
-@pytest.mark.parametrize("name", cache._FILES)
+@pytest.mark.parametrize("name", cache_format.FILES)
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "missing"])
 def test_a_damaged_entry_is_ignored_with_a_note_and_rebuilt(tmp_path, caplog, name, damage):
     trace = _vllm_trace(tmp_path / "t.jsonl", n=5)
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
     (entry,) = folder.iterdir()
     path = entry / name
     data = path.read_bytes()
@@ -160,7 +160,7 @@ def test_a_damaged_entry_is_ignored_with_a_note_and_rebuilt(tmp_path, caplog, na
             assert cache.load(cache.key_for_files([trace]), folder) is None
     assert not entry.exists()
     assert "cache entry" in caplog.text and str(entry) in caplog.text
-    assert_same_load(cache.load_files([trace], folder=folder, workers=1), fresh)
+    assert_same_load(load_files([trace], folder=folder, workers=1), fresh)
     assert cache.load(cache.key_for_files([trace]), folder) is not None
 
 
@@ -171,10 +171,10 @@ def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(tmp_path, 
     new one; it never takes the half-gone old entry for a corrupt one and removes the new."""
     trace = _vllm_trace(tmp_path / "t.jsonl", n=5)
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
     key = cache.key_for_files([trace])
     (entry,) = folder.iterdir()
-    real_decode, reads = cache._decode, []
+    real_decode, reads = cache_read.read_entry, []
 
     def decode_while_replaced(path):
         reads.append(path)
@@ -186,19 +186,19 @@ def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(tmp_path, 
             return real_decode(old)
         return real_decode(path)
 
-    monkeypatch.setattr(cache, "_decode", decode_while_replaced)
+    monkeypatch.setattr(cache, "read_entry", decode_while_replaced)
     with caplog.at_level(logging.WARNING, logger="rollout_graph.cache"):
         again = cache.load(key, folder)
     assert again is not None and len(reads) == 2
     assert_same_load(again, load_paths([trace]))
     assert "cache entry" not in caplog.text
-    assert entry.is_dir() and sorted(p.name for p in entry.iterdir()) == sorted(cache._FILES)
+    assert entry.is_dir() and sorted(p.name for p in entry.iterdir()) == sorted(cache_format.FILES)
 
 
 def test_a_store_over_an_entry_leaves_one_whole_entry_and_nothing_aside(tmp_path):
     trace = _vllm_trace(tmp_path / "t.jsonl", n=4)
     folder = tmp_path / "cache"
-    fresh = cache.load_files([trace], folder=folder, workers=1)
+    fresh = load_files([trace], folder=folder, workers=1)
     key = cache.key_for_files([trace])
     (entry,) = folder.iterdir()
     before = os.stat(entry).st_ino
@@ -217,7 +217,7 @@ def test_an_entry_of_the_previous_format_is_ignored(tmp_path):
     old.mkdir()
     (old / "meta.json").write_bytes(b'{"format": 1}')
     assert cache.load(key, folder) is None
-    assert_same_load(cache.load_files([trace], folder=folder, workers=1), load_paths([trace]))
+    assert_same_load(load_files([trace], folder=folder, workers=1), load_paths([trace]))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The cache writer's shortcuts (graph/ingest/cache.py) write exactly what the checked path writes:
+"""The cache writer's shortcuts (graph/ingest/load/cache.py) write exactly what the checked path writes:
 a call's strings, line and None values go into its row as they are (no per-value dump and check),
 a finding's too, and the queued pieces of arrays.bin and top.bin are joined a batch at a time
 (each piece of a MB or more written as it is); odd values (a "null" in a name, a lone surrogate,
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core.records import Call, Finding
-from rollout_graph.ingest import cache
+from rollout_graph.ingest.load import cache_format, cache_write
 
 
 class _Name(str):
@@ -24,22 +24,22 @@ class _Name(str):
 
 def _reference_row(call: Call, eager, tops, values) -> bytes:
     """The row as the writer built it before the shortcut: every value through ``_json``."""
-    row: list = [cache._json(getattr(call, name)) for name in cache._TEXT_FIELDS]
+    row: list = [cache_write._json(getattr(call, name)) for name in cache_format.TEXT_FIELDS]
     row.append(eager.describe(call.prompt_ids))
     row.append(eager.describe(call.sampled_ids))
     row.append(eager.describe(call.sampled_logprobs))
     row.append(tops.describe(call.top_k))
     row.append(None if call.request_messages is None else [values.index(m) for m in call.request_messages])
     row.append(None if call.tools is None else values.index(call.tools))
-    row.extend(cache._json(getattr(call, name)) for name in cache._JSON_FIELDS)
+    row.extend(cache_write._json(getattr(call, name)) for name in cache_format.JSON_FIELDS)
     row.append(
         [
             [
-                cache._json(f.level),
-                cache._json(f.code),
-                cache._json(f.detail),
-                cache._json(f.node_id),
-                cache._json(f.leaf_id),
+                cache_write._json(f.level),
+                cache_write._json(f.code),
+                cache_write._json(f.detail),
+                cache_write._json(f.node_id),
+                cache_write._json(f.leaf_id),
             ]
             for f in call.issues
         ]
@@ -47,7 +47,7 @@ def _reference_row(call: Call, eager, tops, values) -> bytes:
     try:
         return orjson.dumps(row)
     except TypeError as exc:
-        raise cache.NotCacheable(str(exc)) from None
+        raise cache_format.NotCacheable(str(exc)) from None
 
 
 class _Sink:
@@ -60,10 +60,10 @@ class _Sink:
 
 def _written(build, call: Call):
     calls = [call]
-    eager, tops, values = cache._Eager(calls), cache._Top(), cache._Values(_Sink())  # type: ignore[arg-type]
+    eager, tops, values = cache_write._Eager(calls), cache_write._Top(), cache_write._Values(_Sink())  # type: ignore[arg-type]
     try:
         return build(call, eager, tops, values)
-    except cache.NotCacheable:
+    except cache_format.NotCacheable:
         return "not cacheable"
 
 
@@ -84,19 +84,21 @@ def test_a_row_is_what_the_checked_path_writes(node_id, model, finish, line, fin
     call = Call(node_id, "s", "trace.jsonl", line, "vllm_chat", np.arange(3, dtype=np.int32))
     call.model, call.finish_reason = model, finish
     call.issues = [Finding(*f) for f in findings]
-    new = _written(cache._row, call)
+    new = _written(cache_write._row, call)
     old = _written(_reference_row, call)
     assert new == old
     if new != "not cacheable":
         assert orjson.loads(new)[0] == node_id or type(node_id) is float  # NaN is refused, inf too
 
 
-@pytest.mark.parametrize("sizes", [[0, 3, 5], [cache._CHUNK + 7], [10, cache._CHUNK, 4, 2 * cache._CHUNK, 1], []])
+@pytest.mark.parametrize(
+    "sizes", [[0, 3, 5], [cache_format.CHUNK + 7], [10, cache_format.CHUNK, 4, 2 * cache_format.CHUNK, 1], []]
+)
 def test_the_pieces_are_written_in_order_whatever_their_sizes(tmp_path, sizes):
     rng = np.random.default_rng(7)
     pieces = [memoryview(rng.integers(0, 256, n, dtype=np.uint8)) if k % 2 else bytes(n) for k, n in enumerate(sizes)]
-    sink = cache._Checked(tmp_path / "out.bin")
-    cache._flush(pieces, sink)
+    sink = cache_write._Checked(tmp_path / "out.bin")
+    cache_write._flush(pieces, sink)
     sink.file.close()
     data = b"".join(bytes(p) for p in pieces)
     assert (tmp_path / "out.bin").read_bytes() == data

@@ -9,10 +9,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rollout_graph.ingest import parallel, reading
+from rollout_graph.ingest.files import chunks
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import MB, Limits
-from rollout_graph.ingest.loading import load_paths, load_sources
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.load import cpu_window, pool
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.files import load_files, load_paths, read_files
+from rollout_graph.ingest.load.progress import LoadProgress
+from rollout_graph.ingest.values.read import read_values
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
 
@@ -43,14 +47,14 @@ def _peak(fn) -> int:
 def test_a_worker_never_holds_a_line_over_the_line_limit(tmp_path):
     trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 48 * MB)
     limits = Limits(max_line_bytes=1 * MB)
-    ranges = parallel.split_ranges(trace, chunk=trace.stat().st_size // 4, max_line_bytes=limits.max_line_bytes)
+    ranges = pool.split_ranges(trace, chunk=trace.stat().st_size // 4, max_line_bytes=limits.max_line_bytes)
     assert len(ranges) >= 2
     outcomes = []
 
     def workers() -> None:
         for start, end, first in ranges:
-            task = parallel._Task(str(trace), str(trace), start, end, first, "t", limits)
-            outcomes.append(parallel._parse_range(task))
+            task = pool.Task(str(trace), str(trace), start, end, first, "t", limits)
+            outcomes.append(pool._parse_range(task))
 
     def sequential() -> None:
         for _ in read_values(Source.from_path(trace), limits):
@@ -68,9 +72,9 @@ def test_a_worker_never_holds_a_line_over_the_line_limit(tmp_path):
 def test_parallel_load_with_a_line_limit_equals_sequential(tmp_path, monkeypatch):
     trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 3 * MB)
     limits = Limits(max_line_bytes=1 * MB)
-    monkeypatch.setattr(parallel, "CHUNK_BYTES", trace.stat().st_size // 5)
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    fast = parallel.load_files_parallel([trace], workers=2, limits=limits)
+    monkeypatch.setattr(pool, "CHUNK_BYTES", trace.stat().st_size // 5)
+    monkeypatch.setattr(pool, "PARALLEL_MIN_BYTES", 0)
+    fast = read_files([trace], workers=2, limits=limits)
     slow = load_paths([trace], limits=limits)
     assert_same_load(fast, slow)
     assert len(slow.skipped) == 1 and "max_line_bytes" in slow.skipped[0].reason
@@ -78,15 +82,15 @@ def test_parallel_load_with_a_line_limit_equals_sequential(tmp_path, monkeypatch
 
 def test_a_memory_limit_is_checked_by_the_process_that_reads(tmp_path, monkeypatch):
     trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 1000, n=450)
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "CHUNK_BYTES", trace.stat().st_size // 5)
+    monkeypatch.setattr(pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "CHUNK_BYTES", trace.stat().st_size // 5)
 
     def no_pool(workers):
         raise AssertionError("a memory-capped load must not be spread over workers")
 
-    monkeypatch.setattr(parallel, "_pool", no_pool)
+    monkeypatch.setattr(pool, "_pool", no_pool)
     limits = Limits(max_memory_bytes=1 * MB)  # below any interpreter: the cap is hit at once
-    fast = parallel.load_files_parallel([trace], workers=2, limits=limits)
+    fast = read_files([trace], workers=2, limits=limits)
     slow = load_paths([trace], limits=limits)
     # The same records loaded and the same skip (its text names the resident memory of the moment).
     assert (fast.records, fast.loaded, [s.line for s in fast.skipped]) == (
@@ -113,37 +117,37 @@ def test_a_memory_limit_is_checked_by_the_process_that_reads(tmp_path, monkeypat
     ],
 )
 def test_the_pool_is_planned_from_size_and_free_cores(monkeypatch, total, free, limits, expected):
-    monkeypatch.setattr(parallel, "free_cores", lambda: free)
-    assert parallel.planned_workers(total, limits) == expected
+    monkeypatch.setattr(cpu_window, "free_cores", lambda: free)
+    assert pool.planned_workers(total, limits) == expected
 
 
 def test_free_cores_counts_the_other_running_processes(monkeypatch):
-    monkeypatch.setattr(parallel, "workers_available", lambda: 4)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (2.5, 0.0, 0.0))
-    assert parallel.free_cores() == pytest.approx(2.5)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
-    assert parallel.free_cores() == 0.0
+    monkeypatch.setattr(cpu_window, "workers_available", lambda: 4)
+    monkeypatch.setattr(cpu_window.os, "getloadavg", lambda: (2.5, 0.0, 0.0))
+    assert cpu_window.free_cores() == pytest.approx(2.5)
+    monkeypatch.setattr(cpu_window.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    assert cpu_window.free_cores() == 0.0
 
 
 def test_a_planned_sequential_load_never_starts_the_pool(tmp_path, monkeypatch):
     trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 1000, n=60)
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "free_cores", lambda: 2.0)
+    monkeypatch.setattr(pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(cpu_window, "free_cores", lambda: 2.0)
 
     def no_pool(workers):
         raise AssertionError("the pool was started")
 
-    monkeypatch.setattr(parallel, "_pool", no_pool)
-    assert_same_load(parallel.load_files_parallel([trace]), load_paths([trace]))
+    monkeypatch.setattr(pool, "_pool", no_pool)
+    assert_same_load(read_files([trace]), load_paths([trace]))
 
 
 def test_a_one_core_load_reports_the_bytes_read_as_it_goes(tmp_path, monkeypatch):
     trace = _trace_with_a_long_line(tmp_path / "t.jsonl", 1000, n=900)
     other = _trace_with_a_long_line(tmp_path / "u.jsonl", 1000, n=10)
-    monkeypatch.setattr(parallel, "free_cores", lambda: 2.0)
-    monkeypatch.setattr(reading, "_CHUNK", 256 << 10)  # several reads per file
-    seen: list[parallel.LoadProgress] = []
-    loaded = parallel.load_files_parallel([trace, other], progress=seen.append)
+    monkeypatch.setattr(cpu_window, "free_cores", lambda: 2.0)
+    monkeypatch.setattr(chunks, "CHUNK", 256 << 10)  # several reads per file
+    seen: list[LoadProgress] = []
+    loaded = read_files([trace, other], progress=seen.append)
     size = trace.stat().st_size
     total = size + other.stat().st_size
     assert loaded.loaded == 910
@@ -154,7 +158,7 @@ def test_a_one_core_load_reports_the_bytes_read_as_it_goes(tmp_path, monkeypatch
 
 
 # ------------------------------------------------------------------------------------------------
-# Top-k alternatives left in the file until read (graph/ingest/typed.py, docs/performance.md)
+# Top-k alternatives left in the file until read (graph/ingest/shortcuts/logprob_entries.py, docs/performance.md)
 
 
 def _vllm_lines(n: int = 30, sampled: int = 60, choices: int = 1) -> list[bytes]:
@@ -244,17 +248,15 @@ def test_appending_to_the_file_keeps_the_alternatives_readable(tmp_path):
 def test_a_deferred_top_k_survives_pickling_and_the_cache(tmp_path):
     import pickle
 
-    from rollout_graph.ingest import cache
-
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"\n".join(_vllm_lines(4)) + b"\n")
     call = _calls(load_paths([path]))[1]
     copy = pickle.loads(pickle.dumps(call.top_k))
     assert copy.pending and (copy.ids == call.top_k.ids).all()
     folder = tmp_path / "cache"
-    first = cache.load_files([path], folder=folder)
+    first = load_files([path], folder=folder)
     assert _calls(first)[0].top_k.pending is False  # the cache writer read them to store them
-    again = cache.load_files([path], folder=folder)
+    again = load_files([path], folder=folder)
     assert_same_load(first, again)
 
 

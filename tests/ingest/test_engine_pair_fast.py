@@ -3,7 +3,7 @@
 Each shortcut is compared with the validating path on odd input made to break it:
 - the ``token_id:N`` check of a choice that holds its ``token_ids`` (``tokens.all_token_id_texts``,
   no ids read) against the reading of the ids (``tokens._token_id_texts``, then the per-token path);
-- the shape of a record known from its keys (``formats.plain_engine_pair``) against the shape tests
+- the shape of a record known from its keys (``registry.plain_engine_pair``) against the shape tests
   one by one: whole loads, the same calls, findings and skip reasons (message and line);
 - the chat readings taken from the request directly against ``chat_messages`` and friends;
 - ``fields.message_list``, ``sampling_params`` and ``timing_of`` against the code before them.
@@ -20,11 +20,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core import dialects
-from rollout_graph.ingest import formats, tokens, typed
-from rollout_graph.ingest.formats import engine_pair, fields
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source
-from rollout_graph.ingest.typed import LogprobColumns
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.formats import engine_pair, fields, registry
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.shortcuts import logprob_spans
+from rollout_graph.ingest.shortcuts.logprob_entries import LogprobColumns
 from tests.ingest.test_parse_fast_paths import ODD_TOKENS, PREFIX_BYTES_TOKENS, any_token, near_id_text, token_text
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
@@ -122,7 +123,7 @@ def _slow_load(data: bytes):
     with (
         mock.patch.object(engine_pair, "all_token_id_texts", lambda _tokens: False),
         mock.patch.object(engine_pair, "token_id_list", lambda _joined: False),
-        mock.patch.object(formats, "plain_engine_pair", lambda _record: False),
+        mock.patch.object(registry, "plain_engine_pair", lambda _record: False),
         mock.patch.object(engine_pair, "CHAT", object()),  # never the dialect: the chat_* readings
     ):
         return load_sources([Source.from_bytes("t.jsonl", data)])
@@ -130,7 +131,7 @@ def _slow_load(data: bytes):
 
 def _fast_load(data: bytes, typed_columns: bool = False):
     if typed_columns:  # the content arrays cut and decoded by the typed decoder (LogprobColumns)
-        with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+        with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
             return load_sources([Source.from_bytes("t.jsonl", data)])
     return load_sources([Source.from_bytes("t.jsonl", data)])
 
@@ -237,20 +238,20 @@ def test_any_keys_beside_request_and_response_give_what_the_shape_tests_give(ext
 @pytest.mark.parametrize("shape", sorted(OTHER_SHAPES))
 def test_an_engine_pair_with_another_shapes_keys_is_read_as_the_shape_tests_read_it(shape):
     record = {**vllm_chat(Turn("c0", [1, 2, 3], [4, 5])), **OTHER_SHAPES[shape]}
-    assert not formats.plain_engine_pair(record)
+    assert not registry.plain_engine_pair(record)
     data = _lines([record])
     assert_same_load(_fast_load(data), _slow_load(data))
 
 
 def test_an_engine_pair_is_known_from_its_keys_and_any_other_shape_key_takes_the_tests():
     record = vllm_chat(Turn("c0", [1, 2, 3], [4, 5]))
-    assert formats.plain_engine_pair(record)
-    assert formats.plain_engine_pair({**record, "metadata": {}, "dialect": "anthropic", "latency_s": 1})
+    assert registry.plain_engine_pair(record)
+    assert registry.plain_engine_pair({**record, "metadata": {}, "dialect": "anthropic", "latency_s": 1})
     for keys in OTHER_SHAPES.values():
         for key in set(keys) - {"schema_version", "inference_logprobs"}:  # prime-rl's need token_ids
-            assert not formats.plain_engine_pair({**record, key: None}), key
-    assert not formats.plain_engine_pair({"request": {}})
-    assert not formats.plain_engine_pair({"response": {}})
+            assert not registry.plain_engine_pair({**record, key: None}), key
+    assert not registry.plain_engine_pair({"request": {}})
+    assert not registry.plain_engine_pair({"response": {}})
 
 
 @pytest.mark.parametrize(

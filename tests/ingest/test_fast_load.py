@@ -16,9 +16,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import cache, id_arrays, parallel, typed
-from rollout_graph.ingest.loading import load_paths, load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load import pool as parallel
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.files import load_files, load_paths, read_files
+from rollout_graph.ingest.load.progress import LoadProgress
+from rollout_graph.ingest.shortcuts import logprob_entries, logprob_spans
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.values import line as line_module
 from rollout_graph.resources import SAMPLES
 from tests.support.builders import Turn, assert_same_load, vllm_chat, write
 from tests.support.waiting import wait_until
@@ -79,9 +85,12 @@ def _generic(raw: bytes, *args):
 
 def _load_both(lines: list[bytes]):
     data = b"\n".join(lines) + b"\n"
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
         fast = load_sources([Source.from_bytes("t.jsonl", data)])
-    with mock.patch.object(id_arrays, "cut_logprobs", _generic), mock.patch.object(id_arrays, "located_span", _none):
+    with (
+        mock.patch.object(line_module, "holds_alternatives", lambda *a: False),
+        mock.patch.object(line_module, "located_span", _none),
+    ):
         slow = load_sources([Source.from_bytes("t.jsonl", data)])
     return fast, slow
 
@@ -106,14 +115,19 @@ def test_typed_logprobs_agree_with_generic_json(contents, spaced):
     assert_same_load(fast, slow)
 
 
+def _skimmed(raw: bytes) -> tuple[bytes, list]:
+    """The line cut as the skim cuts it, and the content arrays' columns cut."""
+    cut, found = line_module.cut_line(raw, IdArrayCutter(), locate=False)
+    return cut, [v for v in found.values() if isinstance(v, logprob_entries.LogprobColumns)]
+
+
 def test_typed_path_is_taken_for_plain_vllm_entries():
     record = vllm_chat(Turn("c0", [1, 2, 3], list(range(40))))
     raw = orjson.dumps(record)
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
-        cut, found = typed.cut_logprobs(raw)
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
+        cut, found = _skimmed(raw)
     assert len(found) == 1 and len(cut) < len(raw)
-    columns = next(iter(found.values()))
-    assert len(columns.tokens) == 40
+    assert len(found[0].tokens) == 40
 
 
 @pytest.mark.parametrize(
@@ -128,8 +142,8 @@ def test_typed_path_is_taken_for_plain_vllm_entries():
 def test_records_that_are_not_engine_pairs_are_never_cut(change):
     record = vllm_chat(Turn("c0", [1, 2, 3], list(range(40))))
     change(record)
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
-        cut, found = typed.cut_logprobs(orjson.dumps(record))
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
+        _, found = _skimmed(orjson.dumps(record))
     assert not found
 
 
@@ -168,7 +182,7 @@ def test_parallel_load_equals_sequential(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     assert len(parallel.split_ranges(trace)) >= 4
     seen = []
-    fast = parallel.load_files_parallel([trace, other], progress=seen.append, workers=2)
+    fast = read_files([trace, other], progress=seen.append, workers=2)
     slow = load_paths([trace, other])
     assert_same_load(fast, slow)
     assert seen[-1].bytes_done == seen[-1].bytes_total == trace.stat().st_size + other.stat().st_size
@@ -227,9 +241,9 @@ def test_cached_load_equals_fresh_load(tmp_path, which):
         write_trace(tmp_path / "s.jsonl", 60, seed=1)
         files = [tmp_path / "s.jsonl"]
     folder = tmp_path / "cache"
-    fresh = cache.load_files(files, folder=folder, workers=1)
+    fresh = load_files(files, folder=folder, workers=1)
     assert len(list(folder.iterdir())) == 1
-    cached = cache.load_files(files, folder=folder, workers=1)
+    cached = load_files(files, folder=folder, workers=1)
     assert_same_load(cached, fresh)
     assert_same_load(cached, load_paths(files))
     # arrays are in the process's own memory (never a view of a file that could change), as
@@ -249,23 +263,23 @@ def test_cached_load_equals_fresh_load(tmp_path, which):
 def test_a_delayed_background_store_writes_the_entry_later(tmp_path):
     files = [_messy_trace(tmp_path / "m.jsonl", 30)]
     folder = tmp_path / "cache"
-    fresh = cache.load_files(files, folder=folder, workers=1, background_store=True, store_delay=1.0)
+    fresh = load_files(files, folder=folder, workers=1, background_store=True, store_delay=1.0)
     assert not folder.exists() or not any(folder.iterdir())  # nothing written yet: the caller goes on first
     wait_until(lambda: cache.load(cache.key_for_files(files), folder), timeout=60, what="the delayed store")
-    assert_same_load(cache.load_files(files, folder=folder, workers=1), fresh)
+    assert_same_load(load_files(files, folder=folder, workers=1), fresh)
     assert len(list(folder.iterdir())) == 1
 
 
 def test_corrupt_entry_is_ignored_and_rebuilt(tmp_path):
     files = [_messy_trace(tmp_path / "m.jsonl", 30)]
     folder = tmp_path / "cache"
-    fresh = cache.load_files(files, folder=folder, workers=1)
+    fresh = load_files(files, folder=folder, workers=1)
     (entry,) = folder.iterdir()
     calls = entry / "arrays.bin"
     calls.write_bytes(calls.read_bytes()[: calls.stat().st_size // 2])
     assert cache.load(cache.key_for_files(files), folder) is None
     assert not entry.exists()
-    assert_same_load(cache.load_files(files, folder=folder, workers=1), fresh)
+    assert_same_load(load_files(files, folder=folder, workers=1), fresh)
     assert cache.load(cache.key_for_files(files), folder) is not None
     (entry / "meta.json").write_bytes(b"{not json")
     assert cache.load(cache.key_for_files(files), folder) is None
@@ -293,7 +307,7 @@ def test_cache_lives_outside_the_trace_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "mine"))
     (tmp_path / "traces").mkdir()
     trace = _messy_trace(tmp_path / "traces" / "m.jsonl", 5)
-    cache.load_files([trace])
+    load_files([trace])
     assert len(list((tmp_path / "mine").iterdir())) == 1
     assert [p.name for p in (tmp_path / "traces").iterdir()] == ["m.jsonl"]
 
@@ -304,7 +318,7 @@ def test_values_json_cannot_carry_are_not_cached(tmp_path):
     trace = tmp_path / "nan.jsonl"
     trace.write_bytes(json.dumps(record).encode() + b"\n")  # the stdlib writes NaN
     folder = tmp_path / "cache"
-    loaded = cache.load_files([trace], folder=folder, workers=1)
+    loaded = load_files([trace], folder=folder, workers=1)
     assert np.isnan(loaded.sessions["s1"].calls[0].timing["latency_s"])
     assert not folder.exists() or not any(folder.iterdir())
 
@@ -313,13 +327,13 @@ def test_least_recently_used_entries_leave_a_full_cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     traces = [write(tmp_path / f"t{i}.jsonl", [vllm_chat(Turn(f"c{i}", [1] * 500, [2]))]) for i in range(3)]
     for t in traces:
-        cache.load_files([t], folder=folder, workers=1)
+        load_files([t], folder=folder, workers=1)
     one = sum(f.stat().st_size for f in next(folder.iterdir()).iterdir())
     monkeypatch.setenv(cache.ENV_MAX, str(int(one * 2.5)))
-    cache.load_files([traces[0]], folder=folder, workers=1)  # used again: now the most recent
+    load_files([traces[0]], folder=folder, workers=1)  # used again: now the most recent
     os.utime(cache._entry(cache.key_for_files([traces[0]]), folder))
     fourth = write(tmp_path / "t3.jsonl", [vllm_chat(Turn("c3", [1] * 500, [2]))])
-    cache.load_files([fourth], folder=folder, workers=1)
+    load_files([fourth], folder=folder, workers=1)
     kept = {p.name for p in folder.iterdir()}
     assert cache._entry(cache.key_for_files([traces[0]]), folder).name in kept
     assert cache._entry(cache.key_for_files([fourth]), folder).name in kept
@@ -343,9 +357,9 @@ def test_stderr_progress_names_bytes_and_calls(capsys, monkeypatch):
     from rollout_graph.cli.common import StderrProgress
 
     show = StderrProgress(every=0)
-    show(parallel.LoadProgress(50_000_000, 100_000_000, 300, 300, 0, 1))
-    show(parallel.LoadProgress(100_000_000, 100_000_000, 600, 598, 0, 1))
+    show(LoadProgress(50_000_000, 100_000_000, 300, 300, 0, 1))
+    show(LoadProgress(100_000_000, 100_000_000, 600, 598, 0, 1))
     err = capsys.readouterr().err
     assert "50 of 100 MB read · 300 calls" in err and "100 of 100 MB read · 598 calls" in err
-    StderrProgress(every=0)(parallel.LoadProgress(10, 100, 1, 1, 0, 1))  # a small load: silent
+    StderrProgress(every=0)(LoadProgress(10, 100, 1, 1, 0, 1))  # a small load: silent
     assert capsys.readouterr().err == ""

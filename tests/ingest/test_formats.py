@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.reports import export
 from tests.support.builders import (
     ROLLOUT,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rollout_graph.cli import main
 from rollout_graph.ingest.formats.fidelity import GRADES, mask_runs, rollout_grade, step_from_path
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.contract import session_json
 from rollout_graph.reports.export import training_rows

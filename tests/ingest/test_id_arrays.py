@@ -10,7 +10,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.values.read import read_values
 from tests.support.builders import examples
 
 plain_ids = st.lists(st.integers(0, 2**31 - 1), max_size=80)

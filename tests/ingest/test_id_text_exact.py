@@ -1,5 +1,5 @@
 """Raw id-array texts json.dumps never writes (leading zeros, numbers run together, odd
-whitespace): the fast path in graph/ingest/id_arrays.py must give what the validating JSON parser
+whitespace): the fast path in graph/ingest/shortcuts/id_arrays.py must give what the validating JSON parser
 gives, an error included, whatever the array's prefix already seen."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.id_arrays import IdArrayCutter, _parse_plain, _zero_opens
-from rollout_graph.ingest.reading import parse_line
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter, _parse_plain, _zero_opens
+from rollout_graph.ingest.values.line import parse_line
 from tests.support.builders import examples
 
 ODD = [

@@ -1,5 +1,5 @@
 """The id and logprob cutters skip a repeated ``messages`` prefix they know holds none of their
-keys (MessageCutter.known, graph/ingest/id_arrays.py find_outside): the lines must parse exactly as
+keys (MessageCutter.known, graph/ingest/files/search.py find_outside): the lines must parse exactly as
 without the shortcut, also when an id key or ``top_logprobs`` sits in a message (as a key, whose
 array is cut, or inside a text), old or new, and the skip must actually be taken."""
 
@@ -9,10 +9,11 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.id_arrays import IdArrayCutter, find_outside
+from rollout_graph.ingest.files.search import find_outside
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.message_prefix import OTHER_KEYS, MessageCutter
-from rollout_graph.ingest.reading import parse_line
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.shortcuts.messages import OTHER_KEYS, MessageCutter
+from rollout_graph.ingest.values.line import parse_line
 from tests.support.builders import _same_value, examples
 
 FILL = "lorem ipsum " * 200  # over the messages shortcut's minimum
@@ -138,7 +139,7 @@ def test_find_outside_equals_find_when_the_span_holds_no_key(raw, a, b, pos, key
     raw = raw.replace(b"K", key)
     a, b = min(a, b, len(raw)), min(max(a, b), len(raw))
     assume(key not in raw[a:b])
-    assert find_outside(raw, key, pos, len(raw), (a, b)) == raw.find(key, pos, len(raw))
+    assert find_outside(raw, key, pos, len(raw), [(a, b)]) == raw.find(key, pos, len(raw))
 
 
 def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
@@ -149,8 +150,7 @@ def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
     ):
         cutter = MessageCutter()
         first, second = (_flat(_conversation(n, {0: odd}), n) for n in (2, 3))
-        _, items = cutter.cut(first)
-        assert items is not None
+        assert cutter.cut(first) is not None
         cutter.keep()
         span = cutter.known(second)
         if clean:
@@ -158,3 +158,24 @@ def test_known_gives_a_span_only_for_a_remembered_body_without_the_keys():
             assert not any(key in second[span[0] : span[1]] for key in OTHER_KEYS)
         else:
             assert span is None
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(
+    st.text(alphabet='ab"messagK', max_size=50).map(str.encode),
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 12)), max_size=4),
+    st.sampled_from([b'"messages"', b'"content"', b"K", b"ab"]),
+)
+def test_find_outside_finds_the_first_key_not_wholly_inside_a_span(raw, picks, key):
+    """The spans' bytes are not searched (an occurrence wholly inside one is not found; one
+    crossing an edge is): on spans holding no key, ``bytes.find``."""
+    spans, at = [], 0
+    for start, length in sorted(picks):
+        start = max(start, at)
+        if start + length > len(raw):
+            break
+        spans.append((start, start + length, None))
+        at = start + length + 1
+    inside = {i for a, b, _ in spans for i in range(a, b - len(key) + 1)}
+    want = next((i for i in range(len(raw)) if raw.startswith(key, i) and i not in inside), -1)
+    assert find_outside(raw, key, 0, len(raw), spans) == want

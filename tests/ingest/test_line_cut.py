@@ -1,4 +1,4 @@
-"""The line-level shortcuts of the loader (graph/ingest/id_arrays.py, graph/ingest/reading.py)
+"""The line-level shortcuts of the loader (graph/ingest/shortcuts/id_arrays.py, graph/ingest/values/line.py)
 against the plain reading: each gives exactly what the JSON parser, or the code it replaced,
 gives, on odd input as on plain input."""
 
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import id_arrays
-from rollout_graph.ingest.id_arrays import IdArrayCutter, _parse_plain
+from rollout_graph.ingest.shortcuts import id_arrays
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter, _parse_plain
+from rollout_graph.ingest.values import line as line_module
+from rollout_graph.ingest.values.line import cut_line
 from tests.support.builders import examples
 
 
@@ -191,7 +193,7 @@ def test_cut_lines_give_the_same_ids_in_any_order():
     cutter = IdArrayCutter(arena_ids=2048)
     for i in order:
         line = b'{"prompt_token_ids":[' + ",".join(map(str, prompts[i])).encode() + b'],"x":1}'
-        cut, arrays = cutter.cut(line)
+        cut, arrays = cut_line(line, cutter)
         (arr,) = arrays.values()
         assert arr.tolist() == prompts[i]
 
@@ -251,9 +253,9 @@ def test_the_id_keys_found_are_those_the_slice_comparison_found(raw):
     line's very start and lines shorter than a head included)."""
 
     def reference(raw: bytes) -> list[tuple[int, int]]:
-        spans, at = [], raw.find(id_arrays._TAIL)
+        spans, at = [], raw.find(id_arrays.ID_KEY)
         while at >= 0:
-            after = at + len(id_arrays._TAIL)
+            after = at + len(id_arrays.ID_KEY)
             if any(raw[at - len(head) : at] == head for head in id_arrays._HEADS):
                 opening = id_arrays._OPENING.match(raw, after)
                 if opening:
@@ -262,7 +264,7 @@ def test_the_id_keys_found_are_those_the_slice_comparison_found(raw):
                         break
                     spans.append((opening.end(), end))
                     after = end
-            at = raw.find(id_arrays._TAIL, after)
+            at = raw.find(id_arrays.ID_KEY, after)
         return spans
 
     for line in (raw, raw + b'"prompt_token_ids":[1,2]', b'"input_ids":[3]' + raw, b'_ids":[1]' + raw):
@@ -271,7 +273,8 @@ def test_the_id_keys_found_are_those_the_slice_comparison_found(raw):
 
 def _reference_duplicate_identity_key(raw: bytes) -> str | None:
     """The check before its searches were compiled (bytes.find and bytes.count)."""
-    from rollout_graph.ingest.reading import _IDENTITY_KEYS, _KEY_AFTER, _scan
+    from rollout_graph.ingest.files.json_values import nesting as _scan
+    from rollout_graph.ingest.values.line import _IDENTITY_KEYS, _KEY_AFTER
 
     _EARLY = 1024  # the bytes at each end of a line that version searched for each identity key
     ends = len(raw) - _EARLY
@@ -316,14 +319,14 @@ _piece = st.sampled_from(
 @settings(max_examples=examples(500), deadline=None)
 @given(st.lists(_piece, max_size=14))
 def test_the_duplicate_key_check_says_what_it_said_before(pieces):
-    from rollout_graph.ingest.reading import _duplicate_identity_key
+    from rollout_graph.ingest.values.line import _duplicate_identity_key
 
     raw = b"{" + b"".join(pieces) + b'"end":0}'
     assert _duplicate_identity_key(raw) == _reference_duplicate_identity_key(raw)
 
 
 def test_a_duplicate_identity_key_is_found_far_from_both_ends():
-    from rollout_graph.ingest.reading import _duplicate_identity_key
+    from rollout_graph.ingest.values.line import _duplicate_identity_key
 
     pad = b'"pad":"' + b"p" * 5000 + b'",'
     raw = b'{"session_id":"a",' + pad + b'"session_id":"b",' + pad + b'"call_id":"c"}'
@@ -331,7 +334,7 @@ def test_a_duplicate_identity_key_is_found_far_from_both_ends():
     assert _duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None
 
 
-# --- the known messages span, moved by the cuts ------------------------------------------------
+# --- the known messages span, handed on as it was asked for -----------------------------------
 
 
 def _line_with_ids_around(messages: list, n: int, where: str) -> bytes:
@@ -347,22 +350,22 @@ def _line_with_ids_around(messages: list, n: int, where: str) -> bytes:
 
 
 def _cut_both_ways(steps: list[tuple[int, str]]) -> int:
-    """Each line parsed with the messages shortcut (its span handed on) and without; the lines'
-    values agree, and each span handed to the logprob skim holds, in the cut line, the bytes the
-    span asked for holds in the line. How many spans were handed on."""
+    """Each line parsed with the messages shortcut (its known span handed on) and without; the
+    lines' values agree, and the span handed to the logprob skim's check is the one the searches
+    asked for, on the original line (every span is found there: none is moved by another's cut).
+    How many spans were handed on."""
     from rollout_graph.ingest.limits import Limits
-    from rollout_graph.ingest.message_prefix import MessageCutter
-    from rollout_graph.ingest.reading import parse_line
+    from rollout_graph.ingest.shortcuts.messages import KnownSpan, MessageCutter
     from tests.support.builders import _same_value
 
     handed: list[tuple[bytes, tuple[int, int]]] = []
     asked: list[tuple[int, int]] = []
-    real_cut_logprobs, real_ask = id_arrays.cut_logprobs, id_arrays._Skip.ask
+    real_holds, real_ask = line_module.holds_alternatives, KnownSpan.ask
 
-    def spy(raw, file, where, span):
+    def spy(raw, cut, span):
         if span is not None:
             handed.append((raw, span))
-        return real_cut_logprobs(raw, file, where, span)
+        return real_holds(raw, cut, span)
 
     def ask(self, raw, pos, end=None):
         span = real_ask(self, raw, pos, end)
@@ -375,30 +378,30 @@ def _cut_both_ways(steps: list[tuple[int, str]]) -> int:
     fast, plain, cutter_messages = IdArrayCutter(), IdArrayCutter(), MessageCutter()
     taken = 0
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(id_arrays, "cut_logprobs", spy)
-        m.setattr(id_arrays._Skip, "ask", ask)
+        m.setattr(line_module, "holds_alternatives", spy)
+        m.setattr(KnownSpan, "ask", ask)
         for n, (grow, where) in enumerate(steps):
             messages = messages + [{"role": "user", "content": f"{len(messages)} {fill}"} for _ in range(grow)]
             line = _line_with_ids_around(messages, n, where)
             handed.clear()
             asked.clear()
-            got = parse_line(n + 1, line, fast, Limits(), messages=cutter_messages)
-            for raw, (a, b) in handed:
-                (original,) = set(asked)
-                assert raw[a:b] == line[original[0] : original[1]]
+            got = line_module.parse_line(n + 1, line, fast, Limits(), messages=cutter_messages)
+            for raw, span in handed:
+                assert raw is line and {span} == set(asked)
+                assert line[span[0] - 1 : span[0]] == b"["  # a messages array's body, in the line as read
             taken += len(handed)
-            want = parse_line(n + 1, line, plain, Limits())
+            want = line_module.parse_line(n + 1, line, plain, Limits())
             assert got.error is None and want.error is None
             _same_value(want.value, got.value, f"line {n + 1}")
     return taken
 
 
-def test_the_known_span_is_handed_on_moved_by_the_cuts_before_it():
+def test_the_known_span_is_handed_on_as_found_in_the_line():
     steps = [(2, "before"), (1, "before"), (1, "both"), (2, "after"), (1, "both"), (1, "before")]
     assert _cut_both_ways(steps) >= 3
 
 
 @settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["before", "after", "both"])), min_size=2, max_size=8))
-def test_the_known_span_holds_the_same_bytes_in_the_cut_line(steps):
+def test_the_known_span_handed_on_is_the_one_asked_for(steps):
     _cut_both_ways(steps)

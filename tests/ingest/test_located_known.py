@@ -1,4 +1,4 @@
-"""The byte search for a choice's content array (typed.located_span) skips the repeated
+"""The byte search for a choice's content array (logprob_spans.located_span) skips the repeated
 ``messages`` span the messages cutter knows (MessageCutter.known): an opening found there would
 not be a choice's. The loads must be exactly those of the validating path (the skim, no located
 cut) also when a message holds the very bytes the search looks for, and the skip must be taken."""
@@ -11,9 +11,10 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import id_arrays, typed
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.shortcuts import logprob_spans
+from rollout_graph.ingest.values import line as line_module
 from tests.support.builders import Turn, assert_same_load, examples, vllm_chat
 
 FILL = "lorem ipsum " * 300  # a messages array over the messages shortcut's minimum
@@ -43,12 +44,12 @@ def _lines(echo_first: bool) -> list[bytes]:
 
 
 def _load(path, **patches):
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
         if not patches:
             return load_sources([Source.from_path(path)])
         with (
-            mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
-            mock.patch.object(id_arrays, "located_span", lambda raw, *_: None),
+            mock.patch.object(line_module, "holds_alternatives", lambda *a: False),
+            mock.patch.object(line_module, "located_span", lambda raw, *_: None),
         ):
             return load_sources([Source.from_path(path)])
 
@@ -59,7 +60,7 @@ def test_a_content_opening_inside_the_known_messages_is_skipped(tmp_path):
         path.write_bytes(b"\n".join(_lines(echo_first)) + b"\n")
         found: list[tuple[int, int] | None] = []
         skipped: list[tuple[int, int] | None] = []
-        real = typed.located_span
+        real = logprob_spans.located_span
 
         def spying(raw, skip=None, real=real, found=found, skipped=skipped):
             def asked(skip=skip, skipped=skipped):
@@ -71,7 +72,7 @@ def test_a_content_opening_inside_the_known_messages_is_skipped(tmp_path):
             found.append(None if span is None else (raw.find(b'"response":{') < span[0]))
             return span
 
-        with mock.patch.object(id_arrays, "located_span", spying):
+        with mock.patch.object(line_module, "located_span", spying):
             fast = _load(path)
         slow = _load(path, skim=True)
         assert fast.loaded == slow.loaded == 4
@@ -87,10 +88,10 @@ def test_without_the_skip_the_opening_in_the_messages_is_found_first(tmp_path):
     """The case the skip changes: the plain search meets the message's opening first (the skim
     then cuts the line); with the skip the line takes the located cut; both load the same."""
     line = _lines(True)[1]
-    plain = typed.located_span(line)
+    plain = logprob_spans.located_span(line)
     assert plain is not None and plain[0] < line.find(b'"response":{')
     messages_at = line.find(b'"messages":[') + len(b'"messages":[')
-    span = typed.located_span(line, lambda: (messages_at, line.find(b'"response":{')))
+    span = logprob_spans.located_span(line, lambda: (messages_at, line.find(b'"response":{')))
     assert span is not None and span[0] > line.find(b'"response":{')
 
 
@@ -106,11 +107,11 @@ _PIECES = ['"logprobs":{"content":[', '"content":[', "[", "s", '"', ":", "{", "x
 )
 def test_the_bracket_key_search_finds_what_bytes_find_finds(raw, start, end, tries):
     """Keys met after many brackets (bytes.find takes over), overlapping, cut by either bound."""
-    key = typed._CONTENT_OPENS
-    with mock.patch.object(typed, "_TRIES", tries):
-        assert typed.find_bracket_key(raw, key, start, end) == raw.find(key, start, end)
-        assert typed.find_bracket_key(raw, b"[", start, end) == raw.find(b"[", start, end)
-        assert typed.find_bracket_key(raw, b'":[', start, end) == raw.find(b'":[', start, end)
+    key = logprob_spans._CONTENT_OPENS
+    with mock.patch.object(logprob_spans, "_TRIES", tries):
+        assert logprob_spans.find_bracket_key(raw, key, start, end) == raw.find(key, start, end)
+        assert logprob_spans.find_bracket_key(raw, b"[", start, end) == raw.find(b"[", start, end)
+        assert logprob_spans.find_bracket_key(raw, b'":[', start, end) == raw.find(b'":[', start, end)
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -125,7 +126,7 @@ def test_the_located_span_is_the_one_bytes_find_gives(raw, a, b):
     """With and without a skipped span: the opening is the first bytes.find finds outside it."""
 
     def reference(skip):
-        key = typed._CONTENT_OPENS
+        key = logprob_spans._CONTENT_OPENS
         if skip is None:
             at = raw.find(key)
         else:
@@ -134,11 +135,11 @@ def test_the_located_span_is_the_one_bytes_find_gives(raw, a, b):
         if at < 0:
             return None
         start = at + len(key) - 1
-        end = raw.rfind(typed._CONTENT_CLOSES, start)
-        return None if end < 0 or end + 1 - start < typed.MIN_CUT_BYTES else (start, end + 1)
+        end = raw.rfind(logprob_spans._CONTENT_CLOSES, start)
+        return None if end < 0 or end + 1 - start < logprob_spans.MIN_CUT_BYTES else (start, end + 1)
 
     skip = (min(a, b), max(a, b))
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), mock.patch.object(typed, "_TRIES", 2):
-        assert typed.located_span(raw) == reference(None)
-        assert typed.located_span(raw, lambda: skip) == reference(skip)
-        assert typed.located_span(raw, lambda: None) == reference(None)
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0), mock.patch.object(logprob_spans, "_TRIES", 2):
+        assert logprob_spans.located_span(raw) == reference(None)
+        assert logprob_spans.located_span(raw, lambda: skip) == reference(skip)
+        assert logprob_spans.located_span(raw, lambda: None) == reference(None)

@@ -1,4 +1,4 @@
-"""The ``messages`` prefix shortcut (graph/ingest/message_prefix.py) gives exactly what parsing the
+"""The ``messages`` prefix shortcut (graph/ingest/shortcuts/messages.py) gives exactly what parsing the
 whole line gives, or steps aside: same values (key order, types, NaN), same errors, same
 findings. Odd inputs: escapes, brackets and keys inside strings, unicode, a prefix that ends
 mid-element, duplicate keys, NaN, lone surrogates, NUL escapes, trailing commas, deep nesting."""
@@ -14,12 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import message_prefix
-from rollout_graph.ingest.id_arrays import IdArrayCutter
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.message_prefix import MessageCutter, array_end
-from rollout_graph.ingest.reading import Source, parse_line
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.shortcuts import messages as message_prefix
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.shortcuts.messages import MessageCutter, array_end
+from rollout_graph.ingest.values.line import parse_line
 from tests.support.builders import _same_value, assert_same_load, examples
 
 FILL = "lorem ipsum " * 200  # 2.4 KB: an array over the shortcut's minimum
@@ -273,7 +274,7 @@ def test_a_load_with_the_shortcut_equals_one_without(monkeypatch):
         )
     data = b"\n".join(lines) + b"\n"
     fast = load_sources([Source.from_bytes("t.jsonl", data)])
-    monkeypatch.setattr(MessageCutter, "cut", lambda self, raw: (raw, None))
+    monkeypatch.setattr(MessageCutter, "cut", lambda self, *args: None)
     slow = load_sources([Source.from_bytes("t.jsonl", data)])
     assert_same_load(fast, slow)
     calls = fast.sessions["s"].calls
@@ -283,29 +284,35 @@ def test_a_load_with_the_shortcut_equals_one_without(monkeypatch):
 def test_an_array_is_remembered_only_once_its_line_parsed():
     conv = _conversation(3)
     cutter = MessageCutter()
-    short, items = cutter.cut(_record(conv))
-    assert items is not None and b"messages" in short
-    _, again = cutter.cut(_record([*conv, {"role": "user", "content": "x"}]))  # nothing kept: parsed whole
+    items = _items(cutter, _record(conv))
+    assert items is not None
+    again = _items(cutter, _record([*conv, {"role": "user", "content": "x"}]))  # nothing kept: parsed whole
     assert again is not None and again[0] is not items[0]
     cutter.keep()
-    _, third = cutter.cut(_record([*conv, {"role": "user", "content": "x"}, {"role": "user", "content": "y"}]))
+    third = _items(cutter, _record([*conv, {"role": "user", "content": "x"}, {"role": "user", "content": "y"}]))
     assert third is not None and third[0] is again[0]
+
+
+def _items(cutter: MessageCutter, raw: bytes) -> list | None:
+    """The values of the line's messages array the cutter took, or None."""
+    found = cutter.cut(raw)
+    return None if found is None else found[2]
 
 
 def test_a_huge_array_is_left_to_the_validating_path(monkeypatch):
     monkeypatch.setattr(message_prefix, "_MAX_BYTES", 4096)
     cutter = MessageCutter()
-    assert cutter.cut(_record(_conversation(1)))[1] is not None
-    assert cutter.cut(_record(_conversation(3)))[1] is None
+    assert cutter.cut(_record(_conversation(1))) is not None
+    assert cutter.cut(_record(_conversation(3))) is None
 
 
 def test_the_shortcut_stops_trying_on_a_file_where_it_does_not_pay():
     fresh, growing = MessageCutter(), MessageCutter()
     for n in range(message_prefix._PROBE_LINES + 2):
         for cutter, conv in ((fresh, _conversation(2, f"{n} {FILL}")), (growing, _conversation(2 + n // 8))):
-            if cutter.cut(_record(conv))[1] is not None:
+            if cutter.cut(_record(conv)) is not None:
                 cutter.keep()
     assert fresh.off and not growing.off
-    assert fresh.cut(_record(_conversation(2)))[1] is None
+    assert fresh.cut(_record(_conversation(2))) is None
     lines = [_record(_conversation(2, f"{n} {FILL}")) for n in range(message_prefix._PROBE_LINES + 4)]
     _assert_same(lines + [_record(_conversation(3))])

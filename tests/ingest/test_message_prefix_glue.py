@@ -1,4 +1,4 @@
-"""The message cutter's byte searches by memchr (graph/ingest/message_prefix.py): the tail after a
+"""The message cutter's byte searches by memchr (graph/ingest/shortcuts/messages.py): the tail after a
 cut array and the ``\\u0000`` check find exactly what the plain searches find."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import message_prefix as mp
-from rollout_graph.ingest.id_arrays import restore
+from rollout_graph.ingest.shortcuts import messages as mp
+from rollout_graph.ingest.shortcuts.markers import as_json, restore
+from rollout_graph.ingest.values.line import MESSAGES_MARKER
 
 _BYTES = st.lists(
     st.sampled_from([b"]", b"\\", b"u", b"0", b"u0000", b"\\u0000", b",", b'"t"', b"a", b"]]"]), max_size=40
@@ -52,14 +53,15 @@ def test_a_line_whose_messages_hold_brackets_backslashes_and_a_nul_escape_cuts_a
     lines.append(_line(convo, after=b',"temperature":1.0,"x":"],\\"temperature\\":"'))
     cutter = mp.MessageCutter()
     for raw in lines:
-        short, items = cutter.cut(raw)
+        found = cutter.cut(raw)
         if b"\\u0000" in raw:
-            assert items is None and short == raw
+            assert found is None
             continue
-        assert items is not None, raw[:80]
-        value = orjson.loads(short)
+        assert found is not None, raw[:80]
+        start, end, items = found
+        value = orjson.loads(raw[:start] + as_json(MESSAGES_MARKER) + raw[end:])
         cutter.keep()
-        restore(value, {mp.MARKER: items})
+        restore(value, {MESSAGES_MARKER: items})
         assert value == orjson.loads(raw)
 
 
@@ -67,7 +69,7 @@ def test_messages_read_again_keep_few_files_open_most_recent_last_and_check_chan
     import os
     import zlib
 
-    from rollout_graph.ingest.typed import FileRef
+    from rollout_graph.ingest.files.sources import FileRef
 
     spans = []
     for i in range(mp._OPEN_FILES + 3):
@@ -159,13 +161,13 @@ _IDS = b'"prompt_token_ids":[1,2,3,4,5,6,7,8]'
     st.lists(st.sampled_from(["x" * 2100, "y", "[1]", "\x00"]), min_size=1, max_size=3),
     st.booleans(),
 )
-def test_an_array_left_in_the_file_is_noted_as_the_compare_of_its_bytes_says(before, after, texts, nested_ids):
+def test_an_array_left_in_the_file_is_noted_where_the_line_holds_it(before, after, texts, nested_ids):
     """Id arrays cut before the messages, after them or inside them, \\u0000 escapes before them:
-    the array is noted (at the same place in the line read) exactly when the bytes there are
-    the line's, as the compare of the array's bytes said."""
+    an array found is noted at its own place in the line read (every span is found on that line),
+    and one holding another shortcut's cut is not taken."""
     from rollout_graph.core import messages as core_messages
-    from rollout_graph.ingest.id_arrays import IdArrayCutter
-    from rollout_graph.ingest.typed import FileRef
+    from rollout_graph.ingest.files.sources import FileRef
+    from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
 
     messages: list = [{"role": "user", "content": t} for t in texts]
     body = orjson.dumps(messages)
@@ -174,24 +176,22 @@ def test_an_array_left_in_the_file_is_noted_as_the_compare_of_its_bytes_says(bef
     head = b",".join([*before, b'"messages":' + body, *after])
     whole = b"{" + head + b"}"
     file = FileRef("t.jsonl", 1, 1)
-    cut, _ = IdArrayCutter().cut(whole, None)
+    cuts = IdArrayCutter().spans(whole)
     with mp.leave_messages_in_file():
         cutter = mp.MessageCutter()
     cutter.off = True
     core_messages._LEFT[0] = None
-    cutter.at(file, whole, 0)
-    short, items = cutter.cut(cut)
+    found = cutter.cut(whole, cuts, file, 0)
     left = core_messages._LEFT[0]
     core_messages._LEFT[0] = None
-    if items is None:
+    if found is None:
         assert left is None
         return
-    start = cut.index(b'"messages":') + len(b'"messages":[')
-    span = cut[start - 1 : start - 1 + len(body)] if left is None else cut[start - 1 : start - 1 + left[1].length]
-    same = whole is cut or whole.startswith(span, start - 1)
-    assert (left is not None) == same
-    if left is not None:
-        assert whole[left[1].offset : left[1].offset + left[1].length] == span
+    start, end, items = found
+    assert not any(a < end and start < b for a, b, _ in cuts)  # no other cut inside it
+    assert left is not None and left[0] is items
+    assert (left[1].offset, left[1].length) == (start, end - start)
+    assert orjson.loads(whole[start:end]) == items
 
 
 # --- the depth shortcut's test of shallow arrays (_shallow) --------------------------------------

@@ -1,4 +1,4 @@
-"""One record read from its line (rollout_graph.ingest.one_call) gives exactly the calls a whole load
+"""One record read from its line (rollout_graph.ingest.load.calls_at_line) gives exactly the calls a whole load
 gives for that line: on every bundled sample (plain, gzip, a JSON document) and on odd inputs."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.loading import load_paths, trace_files
-from rollout_graph.ingest.one_call import find_call, read_calls_at
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls_at_line import find_call, read_calls_at
+from rollout_graph.ingest.load.files import load_paths
+from rollout_graph.ingest.load.trace_files import trace_files
 from rollout_graph.resources import SAMPLES
 from tests.support.builders import ROLLOUT, Turn, _same_value, examples, vllm_chat
 
@@ -146,8 +147,8 @@ def test_the_early_detail_escapes_the_record_and_colours_only_its_sampled_tokens
 def test_lines_are_found_across_read_blocks_and_over_long_ones_are_never_held(tmp_path, monkeypatch):
     """The line is found by reading the file in blocks (never a memory map: a file truncated under
     one kills the process); tiny blocks put every newline and record on a block boundary."""
-    from rollout_graph.ingest import one_call
     from rollout_graph.ingest.limits import Limits
+    from rollout_graph.ingest.load import calls_at_line as one_call
 
     monkeypatch.setattr(one_call, "_BLOCK", 7)
     records = [vllm_chat(t) for t in ROLLOUT]

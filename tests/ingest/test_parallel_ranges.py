@@ -1,4 +1,4 @@
-"""split_ranges (graph/ingest/parallel.py) cuts a plain JSONL file for the process pool with the
+"""split_ranges (graph/ingest/load/pool.py) cuts a plain JSONL file for the process pool with the
 same few positional reads as the two-part read's split, never a memory map: its ranges must be
 exactly those of the rules it states, on any file (blank runs, over-long lines, broken lines,
 a last line without its newline), and it must work with memory maps unavailable."""
@@ -10,7 +10,7 @@ import mmap
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import parallel
+from rollout_graph.ingest.load import file_probes, pool
 
 GOOD = b'{"a": 1}'
 
@@ -34,10 +34,10 @@ def _expected(data: bytes, chunk: int, max_line: int | None) -> list[tuple[int, 
         return max_line is not None and len(text) > max_line
 
     def alone(text: bytes) -> bool:
-        return too_long(text) or parallel._standalone(text)
+        return too_long(text) or file_probes.standalone(text)
 
     first = next((text for _, text in lines if text.strip()), None)
-    if first is None or too_long(first) or not parallel._standalone(first):
+    if first is None or too_long(first) or not file_probes.standalone(first):
         return whole
     starts = [0]
     target = chunk
@@ -76,20 +76,20 @@ def test_ranges_follow_the_rules_on_any_file(tmp_path_factory, monkeypatch, line
     path = tmp_path_factory.mktemp("ranges") / "t.jsonl"
     data = b"\n".join(lines) + (b"\n" if newline_at_end else b"")
     path.write_bytes(data)
-    monkeypatch.setattr(parallel, "_PROBE_BYTES", 7)  # lines and blank runs across many probes
-    monkeypatch.setattr(parallel, "_COUNT_WINDOW", 5)
+    monkeypatch.setattr(file_probes, "PROBE_BYTES", 7)  # lines and blank runs across many probes
+    monkeypatch.setattr(file_probes, "COUNT_WINDOW", 5)
     monkeypatch.setattr(mmap, "mmap", None)  # never a memory map (docs/limits.md)
-    assert parallel.split_ranges(path, chunk=chunk, max_line_bytes=max_line) == _expected(data, chunk, max_line)
+    assert pool.split_ranges(path, chunk=chunk, max_line_bytes=max_line) == _expected(data, chunk, max_line)
 
 
 def test_a_compressed_file_and_a_document_are_one_range(tmp_path):
     gz = tmp_path / "t.jsonl"
     gz.write_bytes(b"\x1f\x8b" + (GOOD + b"\n") * 100)
-    assert parallel.split_ranges(gz, chunk=50) == [(0, -1, 1)]
+    assert pool.split_ranges(gz, chunk=50) == [(0, -1, 1)]
     doc = tmp_path / "d.json"
     doc.write_bytes(b"[\n" + (GOOD + b",\n") * 100 + GOOD + b"\n]\n")
-    assert parallel.split_ranges(doc, chunk=50) == [(0, -1, 1)]
-    ranges = parallel.split_ranges(tmp_path / "d.json", chunk=10**9)
+    assert pool.split_ranges(doc, chunk=50) == [(0, -1, 1)]
+    ranges = pool.split_ranges(tmp_path / "d.json", chunk=10**9)
     assert ranges == [(0, -1, 1)]
 
 
@@ -99,4 +99,4 @@ def test_newlines_counts_every_range(tmp_path):
     path.write_bytes(data)
     with open(path, "rb") as f:
         for start, end in ((0, len(data)), (3, 4000), (5999, 6000), (10, 10), (0, len(data) + 50)):
-            assert parallel._newlines(f.fileno(), start, end) == data[start:end].count(b"\n")
+            assert file_probes.newlines(f.fileno(), start, end) == data[start:end].count(b"\n")

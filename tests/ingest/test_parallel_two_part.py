@@ -1,4 +1,4 @@
-"""The two-part read (graph/ingest/parallel.py): this process parses a big plain file's first part
+"""The two-part read (graph/ingest/load/two_parts.py): this process parses a big plain file's first part
 while one forked helper parses the rest. It must give exactly what the one-process reader gives,
 whatever the split, and leave no process behind."""
 
@@ -21,22 +21,25 @@ from hypothesis import strategies as st
 
 from rollout_graph.cli import main
 from rollout_graph.core.records import messages_left_in_file
-from rollout_graph.ingest import id_arrays, parallel
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.message_prefix import leave_messages_in_file
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load import cpu_window, file_probes, transfer, two_parts
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.files import read_files
+from rollout_graph.ingest.load.progress import LoadProgress
+from rollout_graph.ingest.shortcuts import id_arrays
+from rollout_graph.ingest.shortcuts.messages import leave_messages_in_file
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
 REPO = Path(__file__).resolve().parents[2]
-SINGLE_THREADED = parallel._single_threaded  # the real rule, before the fixture below replaces it
+SINGLE_THREADED = two_parts._single_threaded  # the real rule, before the fixture below replaces it
 
 
 def _record(
     i: int, prompt: list[int], session: str = "s1", call_id: str | None = None, big: bool = False, unique: bool = False
 ) -> bytes:
     sampled = [100 + i + k for k in range(40)]  # 40 entries: the content array is cut and deferred
-    # big: request messages over message_prefix._MIN_BYTES, so a load that leaves them in the file does
+    # big: request messages over messages._MIN_BYTES, so a load that leaves them in the file does
     messages = [{"role": "user", "content": "x" * (i % 9)}]
     if big:
         messages = [{"role": "system", "content": f"rules {i if unique else i % 3} " + "r" * 2500}, *messages]
@@ -78,15 +81,15 @@ def _trace(path: Path, kinds: list[int], tail: bytes = b"\n", big: bool = False,
 def _no_other_thread(monkeypatch):
     """Threads other tests of this session left running must not switch the two-part read off
     here (the command line runs none); the test of that rule uses the real count."""
-    monkeypatch.setattr(parallel, "_single_threaded", lambda: True)
+    monkeypatch.setattr(two_parts, "_single_threaded", lambda: True)
 
 
 def _two_parts(monkeypatch, path: Path, share: float, limits: Limits | None = None, helper_fails: bool = False):
-    monkeypatch.setattr(parallel, "TWO_PART_HEAD_SHARE", {"plain": share})
-    split = parallel._two_part_split(str(path), path.stat().st_size, limits or Limits(), forced=True)
+    monkeypatch.setattr(two_parts, "TWO_PART_HEAD_SHARE", {"plain": share})
+    split = two_parts._two_part_split(str(path), path.stat().st_size, limits or Limits(), forced=True)
     ran: list[int] = []
     received: list[bool] = []
-    real, real_events = parallel._load_two_parts, parallel._Helper.events
+    real, real_events = two_parts.load_two_parts, two_parts._Helper.events
 
     def counted(*args, **kwargs):
         ran.append(args[1])
@@ -97,11 +100,11 @@ def _two_parts(monkeypatch, path: Path, share: float, limits: Limits | None = No
         received.append(got is not None)
         return got
 
-    monkeypatch.setattr(parallel, "_load_two_parts", counted)
-    monkeypatch.setattr(parallel._Helper, "events", events)
-    loaded = parallel.load_files_parallel([path], workers=2, limits=limits)
-    monkeypatch.setattr(parallel, "_load_two_parts", real)
-    monkeypatch.setattr(parallel._Helper, "events", real_events)
+    monkeypatch.setattr(two_parts, "load_two_parts", counted)
+    monkeypatch.setattr(two_parts._Helper, "events", events)
+    loaded = read_files([path], workers=2, limits=limits)
+    monkeypatch.setattr(two_parts, "load_two_parts", real)
+    monkeypatch.setattr(two_parts._Helper, "events", real_events)
     assert ran == ([] if split is None else [split])  # the two-part read ran exactly where it splits
     # the helper's part came from the helper (not read again here after it failed), unless made to fail
     assert received == ([] if split is None else [not helper_fails])
@@ -180,7 +183,7 @@ def test_the_helper_leaves_request_messages_in_the_file_as_one_process_does(tmp_
         split, fast = _two_parts(monkeypatch, trace, 0.4)
         slow = load_sources([Source.from_path(trace)])
     assert split is not None
-    at = parallel._lines_before(str(trace), split)  # the helper's first line
+    at = file_probes.lines_before(str(trace), split)  # the helper's first line
     assert any(_left(slow)) and _left(fast, last=at - 1) == _left(slow, last=at - 1)  # this process's part
     # The helper's part: its own arrays left in the file too (one the one-process load reused from a
     # line before the split, the helper never saw, it parses and leaves in the file: the same values)
@@ -192,14 +195,14 @@ def test_the_helper_leaves_request_messages_in_the_file_as_one_process_does(tmp_
 
 
 def test_the_helper_sends_where_messages_are_not_their_text(tmp_path):
-    from rollout_graph.ingest.message_prefix import MessagesSpan
+    from rollout_graph.ingest.shortcuts.messages import MessagesSpan
 
     trace = _trace(tmp_path / "t.jsonl", [9] * 12, big=True, unique=True)  # no array repeats another's start
-    before = set(id_arrays._ARENAS.keys())
+    before = set(id_arrays.ARENAS.keys())
     with leave_messages_in_file():
-        events = parallel._tail_events(str(trace), str(trace), 0, 1, Limits())
-    arenas = {k: a for k, a in list(id_arrays._ARENAS.items()) if k not in before}
-    back, sent = _through_the_pipe(events, arenas, *parallel._extents(arenas, events))
+        events = two_parts._tail_events(str(trace), str(trace), 0, 1, Limits())
+    arenas = {k: a for k, a in list(id_arrays.ARENAS.items()) if k not in before}
+    back, sent = _through_the_pipe(events, arenas, *transfer.extents(arenas, events))
     assert b"rrrrrrrrrr" not in sent  # no request text crossed, only where it is
     spans = [span for _, kind, (_, left) in back if kind == "v" for span in left or [] if span is not None]
     assert spans and all(type(span) is MessagesSpan for span in spans)
@@ -209,14 +212,14 @@ def test_the_helper_sends_where_messages_are_not_their_text(tmp_path):
 def test_a_helper_that_dies_is_replaced_by_reading_its_part_here(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 20)
     me = os.getpid()
-    real = parallel._tail_events
+    real = two_parts._tail_events
 
     def dying(*args, **kwargs):
         if os.getpid() != me:
             os._exit(7)  # the helper dies before it writes anything
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(parallel, "_tail_events", dying)
+    monkeypatch.setattr(two_parts, "_tail_events", dying)
     _, fast = _two_parts(monkeypatch, trace, 0.5, helper_fails=True)
     _same(fast, load_sources([Source.from_path(trace)]))
 
@@ -233,13 +236,13 @@ def _alive(pid: int) -> bool:
 def test_the_helper_is_reaped_when_the_load_returns(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 20)
     pids: list[int] = []
-    real = parallel._Helper.__init__
+    real = two_parts._Helper.__init__
 
     def recording(self, *args, **kwargs):
         real(self, *args, **kwargs)
         pids.append(self.pid)
 
-    monkeypatch.setattr(parallel._Helper, "__init__", recording)
+    monkeypatch.setattr(two_parts._Helper, "__init__", recording)
     _two_parts(monkeypatch, trace, 0.5)
     assert len(pids) == 1
     with pytest.raises(ChildProcessError):
@@ -249,10 +252,10 @@ def test_the_helper_is_reaped_when_the_load_returns(tmp_path, monkeypatch):
 RUN_AND_RECORD = """
 import sys
 record, trace, hang = sys.argv[1], sys.argv[2], len(sys.argv) > 3
-from rollout_graph.ingest import parallel
-parallel.TWO_PART_MIN_BYTES = 0
-parallel.TWO_PART_MIN_FREE_CORES = 0
-real = parallel._Helper.__init__
+from rollout_graph.ingest.load import two_parts
+two_parts.TWO_PART_MIN_BYTES = 0
+two_parts.TWO_PART_MIN_FREE_CORES = 0
+real = two_parts._Helper.__init__
 def recording(self, *a, **k):
     real(self, *a, **k)
     with open(record, "a") as f:
@@ -260,7 +263,7 @@ def recording(self, *a, **k):
     if hang:  # hang in the parent's own part, to be killed there
         import time
         time.sleep(60)
-parallel._Helper.__init__ = recording
+two_parts._Helper.__init__ = recording
 from rollout_graph.cli import main
 sys.argv = ["rollout-graph", "inspect", "--json", "--no-cache", trace]
 main()
@@ -309,18 +312,18 @@ def test_the_helper_dies_with_a_killed_command(tmp_path):
 
 def test_the_cli_prints_the_same_either_way(tmp_path, monkeypatch, capsys):
     trace = _trace(tmp_path / "t.jsonl", [9] * 12 + [0, 9, 3, 9, 9])
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_BYTES", 0)
     outputs = []
     helpers: list[int] = []
-    real = parallel._Helper.__init__
+    real = two_parts._Helper.__init__
 
     def recording(self, *args, **kwargs):
         real(self, *args, **kwargs)
         helpers.append(self.pid)
 
-    monkeypatch.setattr(parallel._Helper, "__init__", recording)
+    monkeypatch.setattr(two_parts._Helper, "__init__", recording)
     for free in (0.0, float("inf")):  # always two parts; never
-        monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", free)
+        monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", free)
         assert main(["inspect", "--json", "--no-cache", str(trace)]) == 0
         outputs.append(orjson.loads(capsys.readouterr().out))
     assert len(helpers) == 1  # the first command forked its helper, the second read alone
@@ -330,28 +333,28 @@ def test_the_cli_prints_the_same_either_way(tmp_path, monkeypatch, capsys):
 def test_when_the_two_part_read_is_used(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 12)
     size = trace.stat().st_size
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", size + 1)
-    assert parallel._two_part_wanted([trace], Limits()) is None  # too small
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
-    assert parallel._two_part_wanted([trace], Limits()) is not None
-    assert parallel._two_part_wanted([trace, trace], Limits()) is None  # one file only
-    assert parallel._two_part_wanted([trace], Limits(max_file_bytes=size - 1)) is None  # the limit counts the whole
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_BYTES", size + 1)
+    assert two_parts.two_part_wanted([trace], Limits()) is None  # too small
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_BYTES", 0)
+    assert two_parts.two_part_wanted([trace], Limits()) is not None
+    assert two_parts.two_part_wanted([trace, trace], Limits()) is None  # one file only
+    assert two_parts.two_part_wanted([trace], Limits(max_file_bytes=size - 1)) is None  # the limit counts the whole
     gz = tmp_path / "t.jsonl.gz"
     gz.write_bytes(b"\x1f\x8b" + trace.read_bytes())
-    assert parallel._two_part_wanted([gz], Limits()) is None
+    assert two_parts.two_part_wanted([gz], Limits()) is None
     doc = tmp_path / "d.json"
     doc.write_bytes(b"{\n" + trace.read_bytes())  # the first line is no JSON value on its own
-    assert parallel._two_part_wanted([doc], Limits()) is None
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 99)
-    assert parallel._two_part_wanted([trace], Limits()) is None  # not enough free cores now
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
-    monkeypatch.setattr(parallel, "_single_threaded", SINGLE_THREADED)
+    assert two_parts.two_part_wanted([doc], Limits()) is None
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 99)
+    assert two_parts.two_part_wanted([trace], Limits()) is None  # not enough free cores now
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(two_parts, "_single_threaded", SINGLE_THREADED)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert parallel._two_part_wanted([trace], Limits()) is None  # never forks a threaded process
+        assert two_parts.two_part_wanted([trace], Limits()) is None  # never forks a threaded process
     finally:
         stop.set()
         other.join()
@@ -359,51 +362,49 @@ def test_when_the_two_part_read_is_used(tmp_path, monkeypatch):
 
 def test_a_memory_capped_load_stays_in_one_process(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 12)
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
-    monkeypatch.setattr(parallel, "_load_two_parts", lambda *a, **k: pytest.fail("two parts under a memory cap"))
-    parallel.load_files_parallel([trace], limits=Limits(max_memory_bytes=1 << 40))
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_BYTES", 0)
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(two_parts, "load_two_parts", lambda *a, **k: pytest.fail("two parts under a memory cap"))
+    read_files([trace], limits=Limits(max_memory_bytes=1 << 40))
 
 
 def test_free_cores_are_measured_over_the_window(monkeypatch):
-    monkeypatch.setattr(parallel, "workers_available", lambda: 2)
+    monkeypatch.setattr(cpu_window, "workers_available", lambda: 2)
     # 1 s of wall time; the machine was busy 1.6 CPU-seconds, of which 0.9 were this process's
-    monkeypatch.setattr(parallel, "_cpu_sample", lambda: (11.0, 101.6, 5.9))
-    assert parallel.free_cores_now(since=(10.0, 100.0, 5.0)) == pytest.approx(2 - 0.7)
+    monkeypatch.setattr(cpu_window, "sample", lambda: (11.0, 101.6, 5.9))
+    assert cpu_window.free_cores_now(since=(10.0, 100.0, 5.0)) == pytest.approx(2 - 0.7)
     # a window under 50 ms: the tasks running now (this one and one other)
-    monkeypatch.setattr(parallel, "_cpu_sample", lambda: (10.01, 100.0, 5.0))
-    monkeypatch.setattr(parallel, "_running_others", lambda: 1.0)
-    assert parallel.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
+    monkeypatch.setattr(cpu_window, "sample", lambda: (10.01, 100.0, 5.0))
+    monkeypatch.setattr(cpu_window, "_running_others", lambda: 1.0)
+    assert cpu_window.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
     # a window of minutes (a server started long ago): its average would lag; the count of now
-    monkeypatch.setattr(parallel, "_cpu_sample", lambda: (400.0, 500.0, 6.0))
-    assert parallel.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
+    monkeypatch.setattr(cpu_window, "sample", lambda: (400.0, 500.0, 6.0))
+    assert cpu_window.free_cores_now(since=(10.0, 100.0, 5.0)) == 1.0
     # off Linux: the load average
-    monkeypatch.setattr(parallel, "_cpu_sample", lambda: None)
-    monkeypatch.setattr(parallel, "_running_others", lambda: None)
-    monkeypatch.setattr(parallel, "free_cores", lambda: 0.5)
-    assert parallel.free_cores_now(None) == 0.5
+    monkeypatch.setattr(cpu_window, "sample", lambda: None)
+    monkeypatch.setattr(cpu_window, "_running_others", lambda: None)
+    monkeypatch.setattr(cpu_window, "free_cores", lambda: 0.5)
+    assert cpu_window.free_cores_now(None) == 0.5
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_free_cores_on_this_machine_are_a_number_of_cores():
-    from rollout_graph.ingest import cpu_window
-
-    assert 0.0 <= parallel.free_cores_now(cpu_window.sample()) <= parallel.workers_available()
-    assert 0.0 <= parallel.free_cores_now(None) <= parallel.workers_available()
-    assert parallel._cpu_sample() is not None and parallel._running_others() is not None
+    assert 0.0 <= cpu_window.free_cores_now(cpu_window.sample()) <= cpu_window.workers_available()
+    assert 0.0 <= cpu_window.free_cores_now(None) <= cpu_window.workers_available()
+    assert cpu_window.sample() is not None and cpu_window._running_others() is not None
 
 
 def _through_the_pipe(value, arenas, extents, spans):
     import io
 
     buffer = io.BytesIO()
-    parallel._send(buffer, value, arenas, extents, spans)
+    transfer.send(buffer, value, arenas, extents, spans)
     sent = buffer.getvalue()
-    return parallel._receive(io.BytesIO(sent)), sent
+    return transfer.receive(io.BytesIO(sent)), sent
 
 
 def test_packing_gives_the_same_arrays(tmp_path):
-    arena = id_arrays._new_arena(1 << 12)
+    arena = id_arrays.new_arena(1 << 12)
     arena[:100] = np.arange(100)
     views = [arena[0:40], arena[10:100], arena[5:5]]
     for v in views:
@@ -416,12 +417,12 @@ def test_packing_gives_the_same_arrays(tmp_path):
     for a, b in zip(views, back_views, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b) and not b.flags.writeable
     assert back_views[0].base is back_views[1].base  # one arena crossed, once
-    assert back_views[0].base is not arena and id(back_views[0].base) in id_arrays._ARENAS  # a fresh one, registered
+    assert back_views[0].base is not arena and id(back_views[0].base) in id_arrays.ARENAS  # a fresh one, registered
     assert np.array_equal(back_other, other) and np.array_equal(strided, arena[::2][:3])
 
 
 def test_only_the_spans_prompts_cover_cross_and_nothing_outside_them_is_a_view(tmp_path):
-    arena = id_arrays._new_arena(1 << 12)
+    arena = id_arrays.new_arena(1 << 12)
     arena[:3000] = np.arange(3000)
     inside = [arena[0:40], arena[20:60], arena[2000:2100]]
     outside = arena[500:510]  # no prompt covers it: it must cross as its own copy
@@ -437,26 +438,26 @@ def test_only_the_spans_prompts_cover_cross_and_nothing_outside_them_is_a_view(t
 def test_a_stream_cut_short_is_an_error_not_a_partial_result():
     import pickle
 
-    arena = id_arrays._new_arena(1 << 10)
+    arena = id_arrays.new_arena(1 << 10)
     arena[:200] = np.arange(200)
     import io
 
     buffer = io.BytesIO()
-    parallel._send(buffer, [arena[0:200]], {id(arena): arena}, {id(arena): 200}, {id(arena): [(0, 200)]})
+    transfer.send(buffer, [arena[0:200]], {id(arena): arena}, {id(arena): 200}, {id(arena): [(0, 200)]})
     sent = buffer.getvalue()
     for cut in (0, 4, 12, len(sent) // 2, len(sent) - 1):
         with pytest.raises((EOFError, pickle.UnpicklingError)):
-            parallel._receive(io.BytesIO(sent[:cut]))
+            transfer.receive(io.BytesIO(sent[:cut]))
 
 
 def test_an_arena_reference_outside_its_stream_is_refused():
     import pickle
 
-    arena = id_arrays._new_arena(1 << 10)
+    arena = id_arrays.new_arena(1 << 10)
     import io
 
     buffer = io.BytesIO()
-    parallel._Packer(buffer, {id(arena): [(0, 10)]}, {id(arena): 0}).dump(arena[0:5])
+    transfer._Packer(buffer, {id(arena): [(0, 10)]}, {id(arena): 0}).dump(arena[0:5])
     with pytest.raises(pickle.UnpicklingError):
         pickle.loads(buffer.getvalue())
 
@@ -473,17 +474,17 @@ def test_lines_before_counts_every_newline(tmp_path_factory, monkeypatch, lines,
     path = tmp_path_factory.mktemp("count") / "t.jsonl"
     data = b"".join(b"x" * n + b"\n" for n in lines) + b"tail"
     path.write_bytes(data)
-    monkeypatch.setattr(parallel, "_COUNT_WINDOW", window)  # many blocks
+    monkeypatch.setattr(file_probes, "COUNT_WINDOW", window)  # many blocks
     monkeypatch.setattr(mmap, "mmap", None)  # never a memory map (docs/limits.md)
     offset = int(len(data) * cut)
-    assert parallel._lines_before(str(path), offset) == data[:offset].count(b"\n") + 1
+    assert file_probes.lines_before(str(path), offset) == data[:offset].count(b"\n") + 1
 
 
 def test_progress_runs_to_the_whole_file(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 30)
-    monkeypatch.setattr(parallel, "TWO_PART_HEAD_SHARE", {"plain": 0.5})
-    seen: list[parallel.LoadProgress] = []
-    loaded = parallel.load_files_parallel([trace], progress=seen.append, workers=2)
+    monkeypatch.setattr(two_parts, "TWO_PART_HEAD_SHARE", {"plain": 0.5})
+    seen: list[LoadProgress] = []
+    loaded = read_files([trace], progress=seen.append, workers=2)
     assert seen[-1].bytes_done == seen[-1].bytes_total == trace.stat().st_size
     assert seen[-1].calls == loaded.loaded == 30
     assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
@@ -491,9 +492,9 @@ def test_progress_runs_to_the_whole_file(tmp_path, monkeypatch):
 
 def test_off_by_default_until_a_quiet_run_turns_it_on(tmp_path, monkeypatch):
     trace = _trace(tmp_path / "t.jsonl", [9] * 12)
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_BYTES", 0)
-    assert parallel._two_part_wanted([trace], Limits()) is None  # the default rule never forks
-    assert parallel._two_part_wanted([trace], Limits(), forced=True) is not None  # workers=2 asks
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_BYTES", 0)
+    assert two_parts.two_part_wanted([trace], Limits()) is None  # the default rule never forks
+    assert two_parts.two_part_wanted([trace], Limits(), forced=True) is not None  # workers=2 asks
 
 
 def test_what_crosses_leaves_no_garbage_for_the_collector(tmp_path):
@@ -502,11 +503,11 @@ def test_what_crosses_leaves_no_garbage_for_the_collector(tmp_path):
     import gc
 
     trace = _trace(tmp_path / "t.jsonl", [9] * 12, big=True)
-    before = set(id_arrays._ARENAS.keys())
+    before = set(id_arrays.ARENAS.keys())
     with leave_messages_in_file():
-        events = parallel._tail_events(str(trace), str(trace), 0, 1, Limits())
-    arenas = {k: a for k, a in list(id_arrays._ARENAS.items()) if k not in before}
-    extents = parallel._extents(arenas, events)
+        events = two_parts._tail_events(str(trace), str(trace), 0, 1, Limits())
+    arenas = {k: a for k, a in list(id_arrays.ARENAS.items()) if k not in before}
+    extents = transfer.extents(arenas, events)
     gc.collect()
     gc.disable()
     try:
@@ -521,12 +522,10 @@ def test_only_the_console_command_judges_free_cores(monkeypatch):
     """Without being asked, the two-part read is the console command's alone: it sampled the
     machine's CPU as it started, and the cores free over that window decide; a library process
     (no start sample) reads in one process."""
-    from rollout_graph.ingest import cpu_window
-
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 1.5)
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 1.5)
     monkeypatch.setattr(cpu_window, "START", None)
-    monkeypatch.setattr(parallel, "free_cores_now", lambda since=None: 2.0)
-    assert not parallel._console_judges_free_cores()
+    monkeypatch.setattr(cpu_window, "free_cores_now", lambda since=None: 2.0)
+    assert not two_parts._console_judges_free_cores()
     monkeypatch.setattr(cpu_window, "START", (10.0, 100.0, 5.0))
     seen = []
 
@@ -534,22 +533,21 @@ def test_only_the_console_command_judges_free_cores(monkeypatch):
         seen.append(since)
         return free.value
 
-    monkeypatch.setattr(parallel, "free_cores_now", free)
+    monkeypatch.setattr(cpu_window, "free_cores_now", free)
     free.value = 1.9  # a quiet machine
-    assert parallel._console_judges_free_cores()
+    assert two_parts._console_judges_free_cores()
     free.value = 1.05  # another process spinning on one core
-    assert not parallel._console_judges_free_cores()
+    assert not two_parts._console_judges_free_cores()
     assert seen == [(10.0, 100.0, 5.0)] * 2  # judged over the command's own start-up
-    monkeypatch.setattr(parallel, "TWO_PART_MIN_FREE_CORES", 0)
+    monkeypatch.setattr(two_parts, "TWO_PART_MIN_FREE_CORES", 0)
     monkeypatch.setattr(cpu_window, "START", None)
-    assert parallel._console_judges_free_cores()  # 0: asked for, whatever the cores
+    assert two_parts._console_judges_free_cores()  # 0: asked for, whatever the cores
 
 
 def test_the_console_command_takes_its_start_sample(tmp_path, monkeypatch, capsys):
     import gc
 
     import rollout_graph.cli as cli
-    from rollout_graph.ingest import cpu_window
 
     trace = _trace(tmp_path / "t.jsonl", [9] * 3)
     marks = []

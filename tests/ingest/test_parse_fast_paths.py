@@ -16,9 +16,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import id_arrays, tokens, typed
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.shortcuts import logprob_spans
+from rollout_graph.ingest.values import line as line_module
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
 
@@ -114,11 +116,11 @@ def test_mixed_tokens_agree_with_the_per_token_path(values):
 
 def _load(data: bytes, fast: bool):
     if fast:
-        with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+        with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
             return load_sources([Source.from_bytes("t.jsonl", data)])
     with (
-        mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
-        mock.patch.object(id_arrays, "located_span", lambda raw, *_: None),
+        mock.patch.object(line_module, "holds_alternatives", lambda *a: False),
+        mock.patch.object(line_module, "located_span", lambda raw, *_: None),
         mock.patch.object(tokens, "_token_id_texts", lambda _tokens: None),
     ):
         return load_sources([Source.from_bytes("t.jsonl", data)])
@@ -224,7 +226,7 @@ def test_token_ids_agree_with_the_reference(value):
 
 
 # ------------------------------------------------------------------------------------------------
-# The content array found by bytes (typed.located_span, confirmed by typed.placed) when the same
+# The content array found by bytes (logprob_spans.located_span, confirmed by logprob_spans.placed) when the same
 # bytes occur elsewhere in the record: an echoed response in the request, a second choice, a
 # message text naming the keys
 
@@ -274,11 +276,11 @@ def test_a_located_cut_agrees_with_the_validating_path_when_the_bytes_recur(chan
     data = b"\n".join(lines) + b"\n"
     path = tmp_path / "t.jsonl"
     path.write_bytes(data)  # a plain file: the alternatives are left in it (the located path's case)
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
         fast = load_sources([Source.from_path(path)])
     with (
-        mock.patch.object(id_arrays, "cut_logprobs", lambda raw, *a: (raw, {})),
-        mock.patch.object(id_arrays, "located_span", lambda raw, *_: None),
+        mock.patch.object(line_module, "holds_alternatives", lambda *a: False),
+        mock.patch.object(line_module, "located_span", lambda raw, *_: None),
     ):
         slow = load_sources([Source.from_path(path)])
     assert fast.loaded == slow.loaded > 0

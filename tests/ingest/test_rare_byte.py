@@ -1,4 +1,4 @@
-"""``find_by_rare_byte`` is ``bytes.find`` (graph/ingest/rare_byte.py): at any rare byte of the
+"""``find_by_rare_byte`` is ``bytes.find`` (graph/ingest/files/search.py): at any rare byte of the
 key, any number of tries, with the default search or a compiled pattern's, in any window."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.rare_byte import find_by_rare_byte
+from rollout_graph.ingest.files.search import find_by_rare_byte
 
 _bytes = st.binary(max_size=200).map(
     lambda b: b.translate(bytes(range(256))[:4] * 64)

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.raw import read_record
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.values.record_text import read_record
 from tests.support.builders import Turn, vllm_chat
 
 LINES = [

@@ -1,4 +1,4 @@
-"""The line reader's glue: chunks read into one reused buffer (reading._reused_chunks) split into
+"""The line reader's glue: chunks read into one reused buffer (files/chunks.py) split into
 exactly the lines, numbers, offsets and breaks the plain chunks give, whatever the chunk size."""
 
 from __future__ import annotations
@@ -9,25 +9,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import parallel, reading
+from rollout_graph.ingest.files import chunks
+from rollout_graph.ingest.files.json_values import nesting
+from rollout_graph.ingest.files.lines import split_lines
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.reading import Source, read_values
+from rollout_graph.ingest.load.progress import counted
+from rollout_graph.ingest.values import line as line_module
+from rollout_graph.ingest.values.read import read_values
 
 _PIECES = st.sampled_from([b"\n", b" ", b"\t", b"\r\n", b"\r", b"{", b'"a"', b"1", b"}", b"xyz", b"\n\n\n", b"[1,2]"])
 
 
 def _split_all(data: bytes, reuse: bool, max_line: int, max_file: int, stream=None):
-    seen = reading._Counter()
+    seen = chunks.StreamState()
     limits = Limits(max_file_bytes=max_file)
     stream = io.BytesIO(data) if stream is None else stream
     lines = []
     broke = None
     try:
-        for line in reading._split(reading._chunks(stream, limits, seen, reuse=reuse), max_line, seen):
+        for line in split_lines(chunks.chunks(stream, limits, seen, reuse=reuse), max_line, seen):
             assert line.raw is None or type(line.raw) is bytes
             # (a line over max_line has no offset that counts: it is never parsed nor read back)
             lines.append((line.number, line.raw, line.final, line.offset if line.raw is not None else -1))
-    except reading.StreamBreak as exc:
+    except chunks.StreamBreak as exc:
         broke = str(exc)
     except OSError as exc:
         broke = f"OSError {exc}"
@@ -107,7 +112,7 @@ class _ReadOnly:
 def test_reused_chunks_split_exactly_as_fresh_chunks(pieces, chunk, max_line, max_file):
     data = b"".join(pieces)
     mp = pytest.MonkeyPatch()
-    mp.setattr(reading, "_CHUNK", chunk)
+    mp.setattr(chunks, "CHUNK", chunk)
     try:
         fresh = _split_all(data, False, max_line, max_file)
         assert _split_all(data, True, max_line, max_file) == fresh
@@ -128,7 +133,7 @@ def test_reused_chunks_split_exactly_as_fresh_chunks(pieces, chunk, max_line, ma
 
 
 def test_a_line_longer_than_the_buffer_and_one_that_ends_at_its_edge(monkeypatch):
-    monkeypatch.setattr(reading, "_CHUNK", 8)
+    monkeypatch.setattr(chunks, "CHUNK", 8)
     data = b'{"a":1}\n' + b'{"b":"' + b"x" * 30 + b'"}\n  \n{"c":2}'
     lines, broke, newlines, plain = _split_all(data, True, 1000, 1 << 20)
     assert broke is None and plain and newlines == 3
@@ -149,13 +154,13 @@ def test_compressed_chunks_are_not_reused_and_split_the_same():
 
 
 def test_a_file_read_through_the_progress_counter_counts_every_byte(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading, "_CHUNK", 64)
+    monkeypatch.setattr(chunks, "CHUNK", 64)
     path = tmp_path / "t.jsonl"
     data = b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, b"p" * (i % 90)) for i in range(50)) + b"not json"
     path.write_bytes(data)
     counter = [0]
-    counted = parallel._counted(Source.from_path(path), counter)
-    got = [(v.line, v.value, v.error) for v in read_values(counted)]
+    source = counted(Source.from_path(path), counter)
+    got = [(v.line, v.value, v.error) for v in read_values(source)]
     assert counter[0] == len(data)
     assert got == [(v.line, v.value, v.error) for v in read_values(Source.from_bytes(str(path), data))]
     assert got[-1][0] == 51 and got[-1][2] and got[-1][2].startswith("incomplete last line")
@@ -168,7 +173,7 @@ def _previous_duplicate_identity_key(raw: bytes) -> str | None:
     """The check before this one: the keys met near either end, against every `_id"` counted."""
     import re
 
-    keys = reading._IDENTITY_KEYS
+    keys = line_module._IDENTITY_KEYS
     any_key = re.compile(b"|".join(re.escape(key) for key in keys))
     met = len(set(any_key.findall(raw, 0, 1024)).union(any_key.findall(raw, max(0, len(raw) - 1024))))
     if len(re.findall(rb'_id"', raw)) <= met:
@@ -179,12 +184,12 @@ def _previous_duplicate_identity_key(raw: bytes) -> str | None:
         spots = []
         at = raw.find(key)
         while at >= 0:
-            if reading._KEY_AFTER.match(raw, at + len(key)):
+            if line_module._KEY_AFTER.match(raw, at + len(key)):
                 spots.append(at)
             at = raw.find(key, at + 1)
         if len(spots) < 2:
             continue
-        top = sum(1 for depth, opens in reading._scan(raw, spots)[1] if depth == 1 and opens)
+        top = sum(1 for depth, opens in nesting(raw, spots)[1] if depth == 1 and opens)
         if top > 1:
             return key.decode().strip('"')
     return None
@@ -219,7 +224,7 @@ def test_the_duplicate_key_check_gives_the_previous_verdict(pieces, keys_last):
 
     body = b"".join(pieces)
     raw = b'{"end":0,' + body[:-1] + b"}" if keys_last and body.endswith(b",") else b"{" + body + b'"end":0}'
-    assert reading._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
+    assert line_module._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -231,20 +236,20 @@ def test_the_duplicate_key_check_gives_the_previous_verdict(pieces, keys_last):
     json.loads(raw, object_pairs_hook=lambda p: pairs.append(p) or dict(p))
     top = [key for key, _ in pairs[-1]]  # the outermost object is built last
     twice = [key for key in ("session_id", "call_id", "node_id") if top.count(key) > 1]
-    assert reading._duplicate_identity_key(raw) == (twice[0] if twice else None)
+    assert line_module._duplicate_identity_key(raw) == (twice[0] if twice else None)
 
 
 @given(st.binary(max_size=80), st.binary(max_size=80))
 def test_the_duplicate_key_check_on_any_bytes(a, b):
     for raw in (a, b'{"call_id":1,' + a + b'"call_id":2}', a + b'"node_id"node_id":' + b):
-        assert reading._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
+        assert line_module._duplicate_identity_key(raw) == _previous_duplicate_identity_key(raw)
 
 
 def test_a_duplicate_far_from_both_ends_and_overlapping_keys():
     pad = b'"pad":"' + b"p" * 5000 + b'",'
     raw = b'{"session_id":"a",' + pad + b'"session_id":"b",' + pad + b'"call_id":"c"}'
-    assert reading._duplicate_identity_key(raw) == "session_id"
-    assert reading._duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None
-    assert reading._duplicate_identity_key(b'{"call_id":"a","x":{"call_id":"b"}}') is None  # nested
-    assert reading._duplicate_identity_key(b'{"call_id":"a","x":"\\"call_id\\":1"}') is None  # in a string
-    assert reading._duplicate_identity_key(b'{"call_id":"a","call_id" : "b"}') == "call_id"
+    assert line_module._duplicate_identity_key(raw) == "session_id"
+    assert line_module._duplicate_identity_key(raw.replace(b'"session_id":"b",', b'"x":"b",')) is None
+    assert line_module._duplicate_identity_key(b'{"call_id":"a","x":{"call_id":"b"}}') is None  # nested
+    assert line_module._duplicate_identity_key(b'{"call_id":"a","x":"\\"call_id\\":1"}') is None  # in a string
+    assert line_module._duplicate_identity_key(b'{"call_id":"a","call_id" : "b"}') == "call_id"

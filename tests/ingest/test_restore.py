@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest.id_arrays import _NESTING, restore
+from rollout_graph.ingest.shortcuts.markers import _NESTING, restore
 from tests.support.builders import examples
 
 

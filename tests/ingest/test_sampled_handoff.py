@@ -1,10 +1,10 @@
-"""A vLLM choice's sampled side handed from the typed decoder (graph/ingest/typed.py) to the
+"""A vLLM choice's sampled side handed from the typed decoder (graph/ingest/shortcuts/logprob_entries.py) to the
 engine-pair reading with its tokens joined once (``LogprobColumns.joined``).
 
-- ``typed.joined_tokens`` gives a text exactly when it stands for the tokens (all strings, no
+- ``logprob_entries.joined_tokens`` gives a text exactly when it stands for the tokens (all strings, no
   comma in any: split at its commas it is the tokens again);
 - ``tokens.token_id_list`` of that text says what ``tokens.all_token_id_texts`` says of the tokens;
-- the deferred alternatives' check hash (``typed._check``) tells apart every pair of token lists
+- the deferred alternatives' check hash (``logprob_entries._check``) tells apart every pair of token lists
   the tuple hash told apart (commas moved between tokens included), and both of its call sites
   (the load, ``decode_top`` reading the file again) agree;
 - whole loads with the shortcut on equal loads with it off.
@@ -22,10 +22,12 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import tokens, typed
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.files.sources import FileRef, Source
 from rollout_graph.ingest.formats import engine_pair
-from rollout_graph.ingest.loading import load_paths, load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.files import load_paths
+from rollout_graph.ingest.shortcuts import logprob_entries, logprob_spans
 from tests.ingest.test_parse_fast_paths import ODD_TOKENS, PREFIX_BYTES_TOKENS, any_token, near_id_text, token_text
 from tests.support.builders import Turn, assert_same_load, vllm_chat
 
@@ -40,7 +42,7 @@ def _old_check(toks: list, lps: list) -> int:
 @settings(deadline=None, max_examples=400)
 @given(st.lists(odd_token, max_size=10))
 def test_the_joined_text_stands_for_the_tokens_exactly(values):
-    joined = typed.joined_tokens(values)
+    joined = logprob_entries.joined_tokens(values)
     if joined is None:
         assert not values or not all(type(v) is str for v in values) or any("," in v for v in values)
     else:
@@ -51,14 +53,14 @@ def test_the_joined_text_stands_for_the_tokens_exactly(values):
 @given(st.lists(odd_token, max_size=10))
 def test_the_token_id_test_of_the_joined_text_is_the_test_of_the_tokens(values):
     full = bool(values) and type(values[0]) is str and tokens.all_token_id_texts(values)
-    assert tokens.token_id_list(typed.joined_tokens(values)) == full
+    assert tokens.token_id_list(logprob_entries.joined_tokens(values)) == full
 
 
 def test_the_token_id_test_on_plain_and_edge_texts():
-    assert tokens.token_id_list(typed.joined_tokens([f"token_id:{i}" for i in range(1, 3000)]))
-    assert tokens.token_id_list(typed.joined_tokens(["token_id:999999999999999999"]))  # 18 digits
-    assert not tokens.token_id_list(typed.joined_tokens(["token_id:1000000000000000000"]))  # 19
-    assert tokens.token_id_list(typed.joined_tokens(["token_id:0", "token_id:10", "token_id:0"]))  # id 0
+    assert tokens.token_id_list(logprob_entries.joined_tokens([f"token_id:{i}" for i in range(1, 3000)]))
+    assert tokens.token_id_list(logprob_entries.joined_tokens(["token_id:999999999999999999"]))  # 18 digits
+    assert not tokens.token_id_list(logprob_entries.joined_tokens(["token_id:1000000000000000000"]))  # 19
+    assert tokens.token_id_list(logprob_entries.joined_tokens(["token_id:0", "token_id:10", "token_id:0"]))  # id 0
     for odd in (
         [],
         ["token_id:5,token_id:6"],
@@ -67,7 +69,7 @@ def test_the_token_id_test_on_plain_and_edge_texts():
         ["token_id:00"],
         ["token_id:01"],
     ):
-        assert not tokens.token_id_list(typed.joined_tokens(odd)), odd
+        assert not tokens.token_id_list(logprob_entries.joined_tokens(odd)), odd
 
 
 odd_number = st.one_of(
@@ -84,9 +86,9 @@ odd_number = st.one_of(
 @given(st.lists(odd_token, max_size=6), st.lists(odd_token, max_size=6), st.lists(odd_number, max_size=6))
 def test_the_check_tells_apart_what_the_tuple_hash_told_apart(a, b, lps):
     assume(_old_check(a, lps) != _old_check(b, lps))
-    assert typed._check(a, lps) != typed._check(b, lps)
-    joined, (floats, _) = typed.joined_tokens(a), typed.exact_floats(lps)
-    assert typed._check(a, lps, joined, floats) == typed._check(a, lps)
+    assert logprob_entries._check(a, lps) != logprob_entries._check(b, lps)
+    joined, (floats, _) = logprob_entries.joined_tokens(a), logprob_entries.exact_floats(lps)
+    assert logprob_entries._check(a, lps, joined, floats) == logprob_entries._check(a, lps)
 
 
 @settings(deadline=None, max_examples=600)
@@ -96,29 +98,29 @@ def test_the_check_tells_apart_logprobs_the_tuple_hash_told_apart(lps, i, other)
     changed[i % len(lps)] = other
     toks = [f"token_id:{k + 1}" for k in range(len(lps))]
     assume(_old_check(toks, lps) != _old_check(toks, changed))
-    assert typed._check(toks, lps) != typed._check(toks, changed)
+    assert logprob_entries._check(toks, lps) != logprob_entries._check(toks, changed)
 
 
 def test_the_float_bytes_stand_only_for_exact_numbers():
-    floats, nonpositive = typed.exact_floats([-0.5, -1, 0])
+    floats, nonpositive = logprob_entries.exact_floats([-0.5, -1, 0])
     assert floats is not None and floats.tolist() == [-0.5, -1.0, 0.0] and nonpositive
-    assert typed.exact_floats([-0.5, 0.25])[1] is False
+    assert logprob_entries.exact_floats([-0.5, 0.25])[1] is False
     for odd in ([], [None], [-(2**53)], [2**53], [float("-inf")], [-(2**1100)], [-1.5, None]):
-        assert typed.exact_floats(odd) == (None, False), odd
+        assert logprob_entries.exact_floats(odd) == (None, False), odd
     toks = ["token_id:1"]
     # ints of 2**53 and more stay a tuple: -(2**53 + 1) would be -(2**53) as a float
-    assert typed._check(toks, [-(2**53) - 1]) != typed._check(toks, [-(2**53)])
+    assert logprob_entries._check(toks, [-(2**53) - 1]) != logprob_entries._check(toks, [-(2**53)])
     # read by the generic parser (decode_top's second path), a string is not its number
-    assert typed.exact_floats(["-1.5"], numbers=False) == (None, False)
-    assert typed._check(toks, ["-1.5"], numbers=False) != typed._check(toks, [-1.5])
-    assert typed._check(toks, [[-1.5]], numbers=False) != typed._check(toks, [-1.5])
+    assert logprob_entries.exact_floats(["-1.5"], numbers=False) == (None, False)
+    assert logprob_entries._check(toks, ["-1.5"], numbers=False) != logprob_entries._check(toks, [-1.5])
+    assert logprob_entries._check(toks, [[-1.5]], numbers=False) != logprob_entries._check(toks, [-1.5])
 
 
 @settings(deadline=None, max_examples=400)
 @given(st.lists(st.one_of(odd_number, st.floats(-30, 0)), min_size=1, max_size=8))
 def test_the_decoders_logprob_array_is_what_the_logprob_check_gives(values):
     span = _span([f"token_id:{k + 1}" for k in range(len(values))], values)
-    columns = typed._sampled_only(span, typed.FileRef("x", len(span), 0), 0)
+    columns = logprob_entries._sampled_only(span, FileRef("x", len(span), 0), 0)
     assume(columns is not None)  # not Infinity (not JSON), nor an int the decoder refuses
     assert columns is not None
     problems = tokens.Problems()
@@ -130,10 +132,12 @@ def test_the_decoders_logprob_array_is_what_the_logprob_check_gives(values):
 
 def test_commas_moved_between_tokens_change_the_check():
     lps = [-0.5, -0.25]
-    assert typed._check(["a,b", "c"], lps) != typed._check(["a", "b,c"], lps)
-    assert typed._check(["a", "b"], lps) != typed._check(["a,b"], lps[:1])
-    assert typed._check(["token_id:5", "token_id:6"], lps) != typed._check(["token_id:5", "token_id:7"], lps)
-    assert typed._check(["a", "b"], lps) != typed._check(["a", "b"], [-0.5, -0.3])
+    assert logprob_entries._check(["a,b", "c"], lps) != logprob_entries._check(["a", "b,c"], lps)
+    assert logprob_entries._check(["a", "b"], lps) != logprob_entries._check(["a,b"], lps[:1])
+    assert logprob_entries._check(["token_id:5", "token_id:6"], lps) != logprob_entries._check(
+        ["token_id:5", "token_id:7"], lps
+    )
+    assert logprob_entries._check(["a", "b"], lps) != logprob_entries._check(["a", "b"], [-0.5, -0.3])
 
 
 def _span(toks: list, lps: list) -> bytes:
@@ -148,9 +152,9 @@ def _span(toks: list, lps: list) -> bytes:
 def test_decode_top_accepts_its_own_load_and_refuses_a_changed_token(toks, data):
     lps = [-0.5] * len(toks)
     span = _span(toks, lps)
-    columns = typed._sampled_only(span, typed.FileRef("x", len(span), 0), 0)
+    columns = logprob_entries._sampled_only(span, FileRef("x", len(span), 0), 0)
     assume(columns is not None)  # a lone surrogate: the decoder refuses it (the eager path reads it)
-    assert columns is not None and columns.joined == typed.joined_tokens(toks)
+    assert columns is not None and columns.joined == logprob_entries.joined_tokens(toks)
     check = columns.top._load.check  # the DeferredTop's hash, as the load computed it
     assert decode_ok(span, len(toks), check)
     i = data.draw(st.integers(0, len(toks) - 1))
@@ -162,7 +166,7 @@ def test_decode_top_accepts_its_own_load_and_refuses_a_changed_token(toks, data)
 
 
 def decode_ok(span: bytes, rows: int, check: int) -> bool:
-    return typed.decode_top(span, rows, check) is not None
+    return logprob_entries.decode_top(span, rows, check) is not None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,7 +176,7 @@ def decode_ok(span: bytes, rows: int, check: int) -> bool:
 def _same_loads(data: bytes) -> None:
     """With the shortcuts: from a plain file (the alternatives left in it, the logprob array built
     by the decoder); without: from bytes (decoded at once), the token_id:N shortcut off."""
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), tempfile.TemporaryDirectory() as folder:
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0), tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.jsonl"
         path.write_bytes(data)
         fast = load_paths([path])
@@ -231,7 +235,7 @@ def test_a_file_changed_in_a_token_or_by_a_moved_comma_gives_no_alternatives(tmp
     toks = [*ids[:30], "ab,", "cd", *ids[30:]]
     path = tmp_path / "t.jsonl"
     path.write_bytes(lines(toks))
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0):
         loaded = load_paths([path])
     call = next(c for s in loaded.sessions.values() for c in s.calls)
     assert call.top_k is not None and call.top_k.pending
@@ -243,10 +247,10 @@ def test_a_file_changed_in_a_token_or_by_a_moved_comma_gives_no_alternatives(tmp
 
 def test_a_reread_span_with_a_list_for_a_logprob_is_refused_not_raised():
     toks, lps = ["token_id:5", "token_id:6"], [-0.5, -0.25]
-    check = typed._check(toks, lps)
+    check = logprob_entries._check(toks, lps)
     odd = _span(toks, [[-0.5], -0.25])  # the typed decoder refuses it: the generic path reads it
-    assert typed.decode_top(odd, 2, check) is None
-    assert typed.decode_top(_span(toks, lps), 2, check) is not None
+    assert logprob_entries.decode_top(odd, 2, check) is None
+    assert logprob_entries.decode_top(_span(toks, lps), 2, check) is not None
 
 
 def test_a_plain_file_takes_the_decoders_logprob_array(tmp_path):
@@ -264,7 +268,7 @@ def test_a_plain_file_takes_the_decoders_logprob_array(tmp_path):
         seen.append(sampled.ready)
         return fill(call, prompt, ids, sampled, problems)
 
-    with mock.patch.object(typed, "MIN_CUT_BYTES", 0), mock.patch.object(engine_pair, "_fill_tokens", spy):
+    with mock.patch.object(logprob_spans, "MIN_CUT_BYTES", 0), mock.patch.object(engine_pair, "_fill_tokens", spy):
         loaded = load_paths([path])
     call = next(c for s in loaded.sessions.values() for c in s.calls)
     assert call.top_k is not None and call.top_k.pending

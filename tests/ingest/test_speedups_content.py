@@ -18,13 +18,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import typed
+from rollout_graph.ingest.files.sources import FileRef
+from rollout_graph.ingest.shortcuts import logprob_entries, logprob_spans
 from rollout_graph.ingest.speedups import native
 from rollout_graph.ingest.tokens import joined_tokens, token_id_list
 
 pytestmark = pytest.mark.skipif(native is None, reason="the C speedups are not built")
 
-FILE = typed.FileRef("x", 1 << 40, 0)
+FILE = FileRef("x", 1 << 40, 0)
 
 
 def _bits(values: list) -> list:
@@ -32,13 +33,13 @@ def _bits(values: list) -> list:
     return [(type(v), struct.pack("<d", v) if type(v) is float else v) for v in values]
 
 
-def native_columns(span: bytes) -> typed.LogprobColumns | None:
+def native_columns(span: bytes) -> logprob_entries.LogprobColumns | None:
     assert native is not None
     got = native.sampled_entries(span)
-    return None if got is None else typed._from_native(got, span, FILE, 0)
+    return None if got is None else logprob_entries._from_native(got, span, FILE, 0)
 
 
-def check_against_python(span: bytes) -> typed.LogprobColumns | None:
+def check_against_python(span: bytes) -> logprob_entries.LogprobColumns | None:
     """The scanner's columns of ``span`` held to the Python path's (None when it declines)."""
     fast = native_columns(span)
     if fast is None:
@@ -46,14 +47,14 @@ def check_against_python(span: bytes) -> typed.LogprobColumns | None:
     # accepted: the span is JSON (orjson: strict, UTF-8 checked) and the Python path reads it too
     parsed = orjson.loads(span)
     assert isinstance(parsed, list) and parsed
-    slow = typed._sampled_python(span, FILE, 0)
+    slow = logprob_entries._sampled_python(span, FILE, 0)
     assert slow is not None, span
     assert _bits(fast.tokens) == _bits(slow.tokens)
     assert _bits(fast.logprobs) == _bits(slow.logprobs)
     assert fast.tokens == [e["token"] for e in parsed]
     assert _bits(fast.logprobs) == _bits([e["logprob"] for e in parsed])
     assert fast.joined == slow.joined == joined_tokens(slow.tokens)
-    floats, nonpositive = typed.exact_floats(slow.logprobs)
+    floats, nonpositive = logprob_entries.exact_floats(slow.logprobs)
     assert floats is not None and fast.floats is not None
     assert fast.floats.tobytes() == floats.tobytes() and fast.floats.dtype == floats.dtype
     if slow.logprob_array is None:
@@ -64,7 +65,7 @@ def check_against_python(span: bytes) -> typed.LogprobColumns | None:
         assert fast.logprob_array.flags.writeable and fast.logprob_array.dtype == slow.logprob_array.dtype
     assert fast.top is not None and slow.top is not None
     fast_load, slow_load = fast.top._load, slow.top._load
-    assert fast_load.check == slow_load.check == typed._check(slow.tokens, slow.logprobs)
+    assert fast_load.check == slow_load.check == logprob_entries._check(slow.tokens, slow.logprobs)
     assert (fast_load.rows, fast_load.length, fast_load.head, fast_load.tail) == (
         slow_load.rows,
         slow_load.length,
@@ -285,7 +286,7 @@ def test_the_c_path_is_taken_on_the_shapes_it_is_for(n, text):
     assert fast is not None and fast.floats is not None and len(fast.tokens) == n
     assert fast.id_texts is (not text)
     assert (fast.joined is None) is (text and n > 3)  # the "," token
-    columns = typed._sampled_only(span, FILE, 0)
+    columns = logprob_entries._sampled_only(span, FILE, 0)
     assert columns is not None and columns.floats is not None  # _sampled_only takes the C path
     # escaped (ensure_ascii) too, and with whitespace
     spaced = json.dumps(json.loads(span), indent=1).encode()
@@ -318,8 +319,8 @@ def test_supported_shapes_are_taken(rows, ascii_only):
 
 def test_switched_off_gives_the_python_path(monkeypatch):
     span = _vllm_span(5)
-    monkeypatch.setattr(typed, "_native", None)
-    columns = typed._sampled_only(span, FILE, 0)
+    monkeypatch.setattr(logprob_entries, "_native", None)
+    columns = logprob_entries._sampled_only(span, FILE, 0)
     assert columns is not None and columns.floats is None and columns.id_texts is None
 
 
@@ -365,8 +366,8 @@ def test_the_bundled_vllm_sample_takes_the_c_path_and_reads_the_same():
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "vllm" / "agent-rollouts.jsonl"
     spans = []
     for raw in sample.read_bytes().splitlines():
-        at = typed.located_span(raw)  # vLLM's compact layout by bytes, else the skim's spans
-        spans += [raw[a:b] for a, b in ([at] if at is not None else typed._spans(raw))]
+        at = logprob_spans.located_span(raw)  # vLLM's compact layout by bytes, else the skim's spans
+        spans += [raw[a:b] for a, b in ([at] if at is not None else logprob_spans.skimmed_spans(raw))]
     assert spans
     for span in spans:
         assert check_against_python(span) is not None

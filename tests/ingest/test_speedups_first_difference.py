@@ -1,4 +1,4 @@
-"""The C id comparison (graph/ingest/csrc/glue.c, ``first_difference``) against numpy's, and the
+"""The C id comparison (graph/ingest/csrc/id_compare.c, ``first_difference``) against numpy's, and the
 near-miss pass's prefix functions with it on and off: int32 and int64 arrays, views at offsets,
 strided and reversed views and mixed widths (None: numpy compares them), empty arrays, ids at the
 widths' ends."""

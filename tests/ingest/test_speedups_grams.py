@@ -1,4 +1,4 @@
-"""The C word 3-gram count (graph/ingest/csrc/glue.c, ``gram_counts``) against the word-tuple sets
+"""The C word 3-gram count (graph/ingest/csrc/word_grams.c, ``gram_counts``) against the word-tuple sets
 of ``str.split()`` it stands for, and the near-miss pass's system-text decision with it on and off.
 
 ``gram_counts(a, b)`` is (distinct 3-grams in both, distinct 3-grams of a plus those of b) for two

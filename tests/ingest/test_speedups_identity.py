@@ -1,6 +1,6 @@
-"""The C identity-key scan (graph/ingest/csrc/glue.c, ``identity_repeats``) against the regex it
-stands for (``reading._IDENTITY_KEY_AT``'s findall listing one key twice), and
-``reading._duplicate_identity_key`` with it on and off: keys overlapping and cut short, nested,
+"""The C identity-key scan (graph/ingest/csrc/identity_keys.c, ``identity_repeats``) against the regex it
+stands for (``values/line._IDENTITY_KEY_AT``'s findall listing one key twice), and
+``values/line._duplicate_identity_key`` with it on and off: keys overlapping and cut short, nested,
 inside strings, escaped, next to ``tool_call_id``, at the line's ends, random and mutated bytes."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import reading, speedups
+from rollout_graph.ingest import speedups
+from rollout_graph.ingest.values import line as reading
 from tests.support.builders import examples
 
 pytestmark = pytest.mark.skipif(speedups.native is None, reason="the C speedups are not built")

@@ -1,4 +1,4 @@
-"""The C id-array parser (``_speedups.plain_ids``, graph/ingest/csrc/ids.c) against the Python
+"""The C id-array parser (``_speedups.plain_ids``, graph/ingest/csrc/id_text.c) against the Python
 path it stands for (``id_arrays._parse_plain_python``) and against ``orjson.loads`` of the body
 as an array: the same ids, dtype and largest, or None from both, on plain texts, odd whitespace,
 leading zeros, empty elements, signs, decimals, exponents, numbers around the limits, random
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.ingest import id_arrays, speedups
-from rollout_graph.ingest.id_arrays import _parse_plain, _parse_plain_python
+from rollout_graph.ingest import speedups
+from rollout_graph.ingest.shortcuts import id_arrays
+from rollout_graph.ingest.shortcuts.id_arrays import _parse_plain, _parse_plain_python
 
 pytestmark = pytest.mark.skipif(speedups.native is None, reason="the C speedups are not built")
 

@@ -1,4 +1,4 @@
-"""The record parse's C pieces (graph/ingest/csrc/glue.c; int32_ids is in ids.c) against the Python they stand for:
+"""The record parse's C pieces (graph/ingest/csrc/token_texts.c and id_lists.c) against the Python they stand for:
 ``int32_ids`` (a list of ids as int32, or None for the Python path of ``tokens.token_ids``) and
 ``token_id_list`` (the ``tokens._TOKEN_ID_LIST`` fullmatch), on odd inputs: bools, floats, ids at
 and past int32 and int64, negatives, other types; texts with leading zeros, 18 and 19 digits,
@@ -85,7 +85,7 @@ def test_token_id_lists_of_ids(ids, data):
 
 
 def test_types():
-    assert speedups.native.int32_ids((1, 2)) is None  # type: ignore[arg-type]  # not a list: declined (ids.c)
+    assert speedups.native.int32_ids((1, 2)) is None  # type: ignore[arg-type]  # not a list: declined (id_lists.c)
     with pytest.raises(TypeError):
         speedups.native.token_id_list(b"token_id:1")  # type: ignore[arg-type]
     assert speedups.native.int32_ids([]) is None

@@ -1,4 +1,4 @@
-"""The deferred alternatives' decode (``typed.decode_top``, ``tokens.top_k``) against reference
+"""The deferred alternatives' decode (``logprob_entries.decode_top``, ``tokens.top_k``) against reference
 copies of the code it replaced, on odd inputs.
 
 The faster decode builds only the alternatives' columns when no check is asked (C-level maps, no
@@ -20,7 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest import tokens, typed
+from rollout_graph.ingest import tokens
+from rollout_graph.ingest.shortcuts import logprob_entries
 from tests.ingest.test_parse_fast_paths import ODD_TOKENS
 
 # ----- reference copies of the code before this change -------------------------------------------
@@ -52,17 +53,17 @@ def _old_top_k(lengths: list[int], toks: list, logprob_values: list, texts: list
 
 def _old_decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     """decode_top's typed branch as it was (the generic branch is unchanged and shared)."""
-    t = typed._typed()
+    t = logprob_entries.typed()
     try:
         entries = t.ENTRIES.decode(span)
     except (t.DecodeError, ValueError):
         entries = None
     if entries is None:
-        return typed.decode_top(span, rows, check)  # the generic path: not changed
+        return logprob_entries.decode_top(span, rows, check)  # the generic path: not changed
     if len(entries) != rows:
         return None
-    c = typed._columns(entries)
-    if check is not None and typed._check(c.tokens, c.logprobs, c.joined) != check:
+    c = logprob_entries._columns(entries)
+    if check is not None and logprob_entries._check(c.tokens, c.logprobs, c.joined) != check:
         return None
     top = _old_top_k(c.lengths, c.alt_tokens, c.alt_logprobs)
     if top is None:
@@ -252,18 +253,20 @@ def test_decode_top_equals_the_old_decode(entries, extra_rows, with_check):
     rows = len(entries) + extra_rows
     check = None
     if with_check:
-        columns = typed._columns(typed._typed().ENTRIES.decode(span)) if _typed_ok(span) else None
-        check = typed._check(columns.tokens, columns.logprobs, columns.joined) if columns else 12345
+        columns = logprob_entries._columns(logprob_entries.typed().ENTRIES.decode(span)) if _typed_ok(span) else None
+        check = logprob_entries._check(columns.tokens, columns.logprobs, columns.joined) if columns else 12345
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        new = typed.decode_top(span, rows, check)
+        new = logprob_entries.decode_top(span, rows, check)
     _same(new, _old_decode_top(span, rows, check))
     if check is not None and new is not None:  # a wrong check is refused, as before
-        assert typed.decode_top(span, rows, check ^ 1) is None and _old_decode_top(span, rows, check ^ 1) is None
+        assert (
+            logprob_entries.decode_top(span, rows, check ^ 1) is None and _old_decode_top(span, rows, check ^ 1) is None
+        )
 
 
 def _typed_ok(span: bytes) -> bool:
-    t = typed._typed()
+    t = logprob_entries.typed()
     try:
         t.ENTRIES.decode(span)
     except (t.DecodeError, ValueError):
@@ -285,30 +288,30 @@ def test_decode_top_on_engine_shaped_spans_equals_the_old_decode():
             }
         )
     span = json.dumps(entries, separators=(",", ":")).encode()
-    _same(typed.decode_top(span, 300), _old_decode_top(span, 300))
+    _same(logprob_entries.decode_top(span, 300), _old_decode_top(span, 300))
     ragged = [dict(e, top_logprobs=e["top_logprobs"][: i % 6]) for i, e in enumerate(entries)]
     span = json.dumps(ragged, separators=(",", ":")).encode()
-    _same(typed.decode_top(span, 300), _old_decode_top(span, 300))
+    _same(logprob_entries.decode_top(span, 300), _old_decode_top(span, 300))
 
 
 # ----- reading the span again: one pread against the stream it replaced ----------------------------
 
 
-def _deferred(tmp_path) -> tuple[list[typed.DeferredTop], object]:
+def _deferred(tmp_path) -> tuple[list[logprob_entries.DeferredTop], object]:
     import dataclasses
     import os
 
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from tests.ingest.test_cold_path import _calls, _vllm_lines
 
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"\n".join(_vllm_lines(4)) + b"\n")
     loads = [c.top_k._load for c in _calls(load_paths([path]))]
-    assert all(isinstance(d, typed.DeferredTop) for d in loads)
+    assert all(isinstance(d, logprob_entries.DeferredTop) for d in loads)
     return [dataclasses.replace(d) for d in loads], (path, os)
 
 
-def _both(d: typed.DeferredTop) -> tuple:
+def _both(d: logprob_entries.DeferredTop) -> tuple:
     """What the pread path and the stream path give (the value or the error's text), and _untouched."""
     import copy
 
@@ -328,7 +331,7 @@ def test_the_pread_reads_what_the_stream_read_whatever_became_of_the_file(tmp_pa
     original = path.read_bytes()
     fast, slow = _both(loads[1])
     assert fast == slow and isinstance(fast[0], bytes) and fast[1] is True
-    _same(loads[1](), typed.decode_top(fast[0], loads[1].rows))
+    _same(loads[1](), logprob_entries.decode_top(fast[0], loads[1].rows))
     cases = [
         original + b"appended\n",  # a capture still writing: readable, no longer untouched
         original.replace(b"token_id:1001", b"token_id:7777"),  # same size, other bytes

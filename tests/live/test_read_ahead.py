@@ -8,8 +8,9 @@ import threading
 import pytest
 
 import rollout_graph.live.trace as live_trace
-from rollout_graph.ingest import cache
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load import cache
+from rollout_graph.ingest.load import files as load_module
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.live.trace import LiveTrace, read_ahead, take_read_ahead
 from rollout_graph.pipeline import analyse
 from tests.support.builders import Turn, assert_same_load, jsonl, vllm_chat
@@ -82,13 +83,13 @@ def test_the_cache_entry_waits_for_its_writer(trace_file):
 
 def test_a_writer_named_before_the_read_ends_gets_the_entry(trace_file, monkeypatch):
     release = threading.Event()
-    real = cache.load_files
+    real = load_module.load_files
 
     def slow(*args, **kwargs):
         release.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache, "load_files", slow)
+    monkeypatch.setattr(load_module, "load_files", slow)
     ahead = read_ahead([trace_file])
     written = []
     assert take_read_ahead([trace_file], defer_store=lambda key, result: written.append(result)) is ahead
@@ -102,7 +103,7 @@ def test_a_failed_read_ahead_is_raised_by_the_poll_that_waits_for_it(trace_file,
     def broken(*args, **kwargs):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(cache, "load_files", broken)
+    monkeypatch.setattr(load_module, "load_files", broken)
     ahead = LiveTrace([trace_file])
     ahead.read_ahead()
     with pytest.raises(OSError, match="disk gone"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import rollout_graph as rg
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
 from tests.support.builders import agent_records, write
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

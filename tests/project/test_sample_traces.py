@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rollout_graph.analysis.decode import BUNDLED, decoder_for
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

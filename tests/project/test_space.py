@@ -53,7 +53,7 @@ def test_space_entry_command_serves_the_samples_and_takes_uploads(tmp_path):
 
 
 def test_first_run_guide_reaches_each_interesting_call():
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
     from rollout_graph.ui.panels.tour import interesting_calls
 

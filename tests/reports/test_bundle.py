@@ -14,7 +14,7 @@ import pytest
 
 from rollout_graph.cli import main
 from rollout_graph.core.messages import display_text
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports import notes as notes_io
 from rollout_graph.reports.bundle import BundleOptions, bundle_data, bundle_html, script_json

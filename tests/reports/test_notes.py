@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.cli import main
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports import export
 from rollout_graph.reports import notes as notes_io
@@ -186,7 +186,7 @@ def test_sidecar_lives_beside_the_traces(tmp_path):
 
 
 def test_the_sidecar_is_never_read_as_a_trace(tmp_path):
-    from rollout_graph.ingest.loading import trace_files
+    from rollout_graph.ingest.load.trace_files import trace_files
 
     (tmp_path / "a.jsonl").write_bytes((VLLM / "agent-rollouts.jsonl").read_bytes())
     write(tmp_path, notes_io.make_note(SESSION, "x", node="c05"))

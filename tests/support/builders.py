@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from rollout_graph.core.records import Call, SessionInput
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
 from rollout_graph.pipeline import analyse
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.samples import __file__ as samples_init
 from rollout_graph.signals.corrections import parse_correction

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.dag import PLOT_WIDTH, RING_COVER, dag_drawing, label_box, rings, selected_box
 from tests.support.builders import agent_records, rollout_of

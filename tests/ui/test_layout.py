@@ -10,7 +10,7 @@ import pytest
 
 from rollout_graph.analysis.chains import compacted_calls
 from rollout_graph.analysis.near_miss import COMPACTION
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.dag import dag_figure, dag_view, line_segments
 from rollout_graph.ui.builders.layout import GAP, pack

@@ -3,7 +3,7 @@ live source that extends its workspace as the file grows."""
 
 from __future__ import annotations
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.dag import dag_figure
 from rollout_graph.ui.state.live import LiveSource, mark_newest, status_html

@@ -13,7 +13,7 @@ import pytest
 
 from rollout_graph.analysis.decode import decoder_for
 from rollout_graph.analysis.search import CONTEXT, SAMPLED, Query, SearchIndex, search
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui.state import search_index

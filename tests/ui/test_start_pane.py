@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rollout_graph.core.types import LEVELS
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.start import START_CALLS, calls_worth_a_look
 from rollout_graph.ui.panels.start import HOW

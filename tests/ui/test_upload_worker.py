@@ -15,9 +15,10 @@ import orjson
 import pytest
 
 from rollout_graph.analysis.decode import decoder_for
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.loading import load_sources, trace_files
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load.calls import load_sources
+from rollout_graph.ingest.load.trace_files import trace_files
 from rollout_graph.pipeline import analyse
 from rollout_graph.resources import SAMPLES
 from rollout_graph.worker import Budget, LoadCancelled, LoadTimedOut, load_in_child

@@ -105,7 +105,7 @@ def _label_boxes(figure):
 
 @pytest.fixture(scope="module")
 def samples():
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
     from rollout_graph.resources import SAMPLES
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from rollout_graph.ingest.loading import load_sources
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls import load_sources
 from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 from tests.support.builders import Turn, jsonl, vllm_chat
 from tests.support.waiting import wait_until
@@ -155,7 +155,8 @@ def test_a_page_runs_count_even_when_it_stops_by_raising():
 
 
 def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pages(tmp_path, monkeypatch):
-    from rollout_graph.ingest import cache as persistent
+    from rollout_graph.ingest.load import cache as persistent
+    from rollout_graph.ingest.load.files import load_files
     from rollout_graph.ui.state import sources
 
     monkeypatch.setenv("ROLLOUT_GRAPH_CACHE", str(tmp_path / "cache"))
@@ -175,7 +176,7 @@ def test_the_app_writes_a_new_traces_cache_entry_after_the_paint_pausing_for_pag
 
     monkeypatch.setattr(persistent, "store", counting_store)
     with sources.page_run():  # the page that reads the trace
-        loaded = persistent.load_files([trace], workers=1, defer_store=sources.store_after_paint)
+        loaded = load_files([trace], workers=1, defer_store=sources.store_after_paint)
         assert key in sources.pending_stores()
         wait_until(lambda: sources.ACTIVITY.waiting, what="the cache entry's write waiting for the page")
         assert persistent.load(key) is None  # not while the page runs

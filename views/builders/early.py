@@ -1,7 +1,7 @@
 """What a deep link shows of one call before the rest of its trace is read (pure).
 
 Entry points: ``header_html(call, file, line)``, ``sampled_strip(call)`` and ``note_html(size)``: the
-header and the sampled tokens of the record read from its line (``rollout_graph.ingest.one_call``).
+header and the sampled tokens of the record read from its line (``rollout_graph.ingest.load.calls_at_line``).
 Nothing here needs the graph: the call's parent, role, context span and whether it is trained are
 known only when the whole trace is read, and none is guessed.
 

@@ -19,7 +19,7 @@ import streamlit as st
 
 from rollout_graph.escape import md, plot
 from rollout_graph.ingest import limits
-from rollout_graph.ingest.reading import read_parquet_bounded
+from rollout_graph.ingest.files.parquet import read_parquet_bounded
 from rollout_graph.reports import audit
 from rollout_graph.resources import SAMPLES
 from rollout_graph.signals.corrections import COMMON

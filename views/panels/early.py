@@ -1,7 +1,7 @@
 """A deep link into a trace the server is still reading: the linked call's detail first.
 
 Entry points: ``linked_call(files)`` (the call the URL's ``file`` and ``line`` name, read from its
-line by ``rollout_graph.ingest.one_call``) and ``render(found, split, height, show_whitespace)``
+line by ``rollout_graph.ingest.load.calls_at_line``) and ``render(found, split, height, show_whitespace)``
 (its header and sampled tokens, with a note that the rest is being read).
 
 Where it sits: drawn first by views/screens/explorer.py, replaced by the whole page when the read ends."""
@@ -15,8 +15,8 @@ import streamlit as st
 
 from rollout_graph.analysis.decode import decoder_for
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.one_call import find_call, read_calls_at
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.load.calls_at_line import find_call, read_calls_at
 from rollout_graph.ui import state
 from rollout_graph.ui.builders import early
 from rollout_graph.ui.builders.chat import chat_html

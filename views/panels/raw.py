@@ -13,8 +13,8 @@ import streamlit as st
 
 from rollout_graph.core.records import Call
 from rollout_graph.escape import md
-from rollout_graph.ingest.raw import read_record
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.values.record_text import read_record
 from rollout_graph.ui.builders.chat import raw_record
 
 MAX_SHOWN = 200_000  # characters drawn; the download has the whole record

@@ -21,7 +21,7 @@ import streamlit as st
 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.live.trace import LiveTrace, take_read_ahead
 from rollout_graph.ui import state
 from rollout_graph.ui.builders.dag import MARKS_AXIS, drawn_point

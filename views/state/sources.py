@@ -25,18 +25,20 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from rollout_graph.analysis.decode import Decoder, decoder_for
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
-from rollout_graph.ingest import cache as persistent
-from rollout_graph.ingest.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import for_app
-from rollout_graph.ingest.loading import trace_files
-from rollout_graph.ingest.parallel import LoadProgress, load_bytes_parallel
-from rollout_graph.ingest.reading import Source
+from rollout_graph.ingest.load import cache as persistent
+from rollout_graph.ingest.load.cache import key_for_bytes, key_for_files
+from rollout_graph.ingest.load.files import load_files as load_trace_files
+from rollout_graph.ingest.load.pool import load_bytes_parallel
+from rollout_graph.ingest.load.progress import LoadProgress
+from rollout_graph.ingest.load.trace_files import trace_files
 from rollout_graph.pipeline import Decoders, analyse
 from rollout_graph.resources import SAMPLES
 from rollout_graph.ui.state.upload_worker import UploadRefused, load_upload
 from rollout_graph.ui.state.workspace_cache import Activity, WorkspaceCache, estimate_bytes, when_quiet
 
-# A trace read for the first time is cached on disk (graph/ingest/cache.py) after the first paint:
+# A trace read for the first time is cached on disk (graph/ingest/load/cache.py) after the first paint:
 # once no page has run for a moment, on a low-priority thread that pauses while a page runs
 # (store_after_paint; docs/performance.md "The app").
 
@@ -169,7 +171,7 @@ def _start_watcher() -> None:
 
 def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
     """Files from the server's disk: cached in memory by (path, size, mtime), parsed on every
-    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/cache.py)."""
+    core, and kept in the persistent parsed-trace cache for the next server (graph/ingest/load/cache.py)."""
     release_closed_sessions()
     key = "files:" + key_for_files(paths, limits)
     cached = WORKSPACES.get(key)
@@ -177,7 +179,7 @@ def load_files(paths: list[Path], label: str, limits: Any = None) -> Workspace:
         return cached
 
     def build(report) -> Workspace:
-        loaded = persistent.load_files(paths, progress=report, limits=limits, defer_store=store_after_paint)
+        loaded = load_trace_files(paths, progress=report, limits=limits, defer_store=store_after_paint)
         return _analysed(key, label, loaded, paths, {str(p): Source.from_path(p) for p in paths})
 
     bar = st.progress(0.0, text="Loading traces…")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from rollout_graph.ingest.id_arrays import held_bytes
+from rollout_graph.ingest.shortcuts.id_arrays import held_bytes
 
 T = TypeVar("T")
 

@@ -1,4 +1,5 @@
-/* rollout_graph.ingest._speedups: the module and its method table (speedups.h). */
+/* rollout_graph.ingest._speedups: the module and its method table, one function per job (speedups.h
+ * names the file of each; rollout_graph.ingest.speedups.FUNCTIONS is the list the Python side needs). */
 #include "speedups.h"
 
 static PyMethodDef methods[] = {

@@ -1,9 +1,12 @@
 """Anthropic Messages, OpenAI Responses and Gemini response bodies, read as chat completions.
 
-A capture proxy that records what the harness received (not the engine's chat body) leaves an
-Anthropic ``message``, a Responses ``response`` object, a Gemini ``GenerateContentResponse``, or
-the list of their SSE events. These
-carry no token ids: they become message-only calls that link by the message fallback.
+Entry point: :func:`as_chat_response` (a dialect body, or the list of its SSE events, as a
+chat-completions body; anything else unchanged). A capture proxy that records what the harness
+received (not the engine's chat body) leaves an Anthropic ``message``, a Responses ``response``
+object, a Gemini ``GenerateContentResponse``, or the list of their SSE events: they carry no token
+ids, so each becomes a message-only call that links by the message fallback. Used by the
+engine-pair reader; reads the stream's events with ``streaming.chunk_bodies``. docs/formats.md,
+"Anthropic Messages and OpenAI Responses bodies".
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from rollout_graph.core.dialects import (
     obj,
     responses_response_message,
 )
-from rollout_graph.ingest.formats.streaming import _chunk_bodies
+from rollout_graph.ingest.formats.streaming import chunk_bodies
 
 _RESPONSE_DONE = ("response.completed", "response.incomplete", "response.failed")
 
@@ -35,7 +38,7 @@ def is_responses_object(body: Any) -> bool:
 
 
 def _event_types(chunks: list) -> set[str]:
-    return {str(c.get("type")) for c in _chunk_bodies(chunks) if isinstance(c.get("type"), str)}
+    return {str(c.get("type")) for c in chunk_bodies(chunks) if isinstance(c.get("type"), str)}
 
 
 def is_dialect_stream(chunks: list) -> bool:
@@ -49,7 +52,7 @@ def anthropic_from_events(chunks: list) -> dict:
     message: dict[str, Any] = {"type": "message", "role": "assistant", "content": []}
     blocks: dict[int, dict] = {}
     partial: dict[int, str] = {}
-    for event in _chunk_bodies(chunks):
+    for event in chunk_bodies(chunks):
         kind = event.get("type")
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message.update({k: v for k, v in event["message"].items() if k != "content"})
@@ -83,7 +86,7 @@ def responses_from_events(chunks: list) -> dict:
     """The final ``response`` object of a Responses SSE stream (rebuilt from items when cut)."""
     items: dict[int, dict] = {}
     final: dict | None = None
-    for event in _chunk_bodies(chunks):
+    for event in chunk_bodies(chunks):
         kind = event.get("type")
         if kind in _RESPONSE_DONE and isinstance(event.get("response"), dict):
             final = event["response"]
@@ -100,8 +103,8 @@ def as_chat_response(response: Any) -> Any:
     """A dialect response (body or event list) as a chat-completions body; anything else unchanged."""
     if is_google_response(response):  # a Gemini answer (core.dialects reads it)
         return google_chat_response([response])
-    if isinstance(response, list) and any(is_google_response(c) for c in _chunk_bodies(response[:3])):
-        return google_chat_response(_chunk_bodies(response))
+    if isinstance(response, list) and any(is_google_response(c) for c in chunk_bodies(response[:3])):
+        return google_chat_response(chunk_bodies(response))
     if isinstance(response, list) and is_dialect_stream(response):
         kinds = _event_types(response)
         response = anthropic_from_events(response) if "message_start" in kinds else responses_from_events(response)

@@ -1,11 +1,15 @@
 """``{"request": ..., "response": ...}`` pairs: vLLM and SGLang chat/completions bodies,
-SGLang's native ``/generate``, reassembled streams, and message-only eval endpoints."""
+SGLang's native ``/generate``, reassembled streams, and message-only eval endpoints.
+
+Entry points: :func:`parse` (one record -> one call per choice) and :func:`is_engine_pair`. A
+format reader (``formats/registry.py`` tries it); reads the columns the logprob shortcut decoded
+(``shortcuts/logprob_entries.py``) or the generic entries through the same reference functions,
+and what ``streaming`` and ``dialect_bodies`` rebuild. docs/formats.md, "Engine pairs".
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 from rollout_graph.core.dialects import CHAT, TRANSLATED, chat_messages, chat_sampling, chat_tools, dialect_of
@@ -22,6 +26,7 @@ from rollout_graph.ingest.formats.fields import (
     tool_list,
 )
 from rollout_graph.ingest.formats.streaming import reassemble
+from rollout_graph.ingest.shortcuts.logprob_entries import LogprobColumns, column, top_of_entries
 from rollout_graph.ingest.tokens import (
     Problems,
     all_token_id_texts,
@@ -31,7 +36,6 @@ from rollout_graph.ingest.tokens import (
     token_ids,
     top_k,
 )
-from rollout_graph.ingest.typed import LogprobColumns
 
 
 def is_engine_pair(record: dict) -> bool:
@@ -267,25 +271,6 @@ def _tail(sampled: _Sampled, n: int) -> _Sampled:
     )
 
 
-def _column(rows: list, key: str) -> list:
-    """``[row.get(key) for row in rows]``, at C speed when every row is a dict holding the key."""
-    try:
-        return list(map(itemgetter(key), rows))
-    except (KeyError, TypeError, IndexError):
-        return [row.get(key) if isinstance(row, dict) else None for row in rows]
-
-
-def _flatten(rows: list) -> tuple[list[int], list]:
-    lists = [r if type(r) is list else () for r in rows]
-    return [len(r) for r in lists], list(chain.from_iterable(lists))
-
-
-def top_of_entries(content: list) -> TopK | None:
-    """The alternatives of chat logprob entries parsed as generic JSON (``top_logprobs`` lists)."""
-    lengths, alternatives = _flatten(_column(content, "top_logprobs"))
-    return top_k(lengths, _column(alternatives, "token"), _column(alternatives, "logprob"))
-
-
 def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
     """vLLM / OpenAI ``choices[0].logprobs.content``: one entry per sampled token.
 
@@ -295,7 +280,7 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
     """
     numbers = False  # every logprob an int, a float or None: the typed decoder's types
     ready = None
-    if isinstance(content, LogprobColumns):  # decoded by the typed fast path (graph/ingest/typed.py)
+    if isinstance(content, LogprobColumns):  # decoded by the shortcut (graph/ingest/shortcuts/logprob_entries.py)
         numbers, ready = True, content.logprob_array
         # Left in the file (deferred) when the line came from a plain file on disk.
         top = (
@@ -311,7 +296,7 @@ def _from_chat_logprobs(content: Any, ids_given: bool = False) -> _Sampled:
             return _Sampled(logprobs=values, top=top, numbers=numbers, ready=ready)
         tokens = content.tokens
     elif isinstance(content, list):
-        tokens, values = _column(content, "token"), _column(content, "logprob")
+        tokens, values = column(content, "token"), column(content, "logprob")
         top = top_of_entries(content)
     else:
         return _Sampled()
@@ -384,7 +369,7 @@ def _fill_tokens(call: Call, prompt, ids, sampled: _Sampled, problems: Problems)
     sampled_ids = token_ids(ids, "token_ids", problems)
     if sampled_ids is not None:
         call.sampled_ids = sampled_ids
-    if sampled.ready is not None:  # built and checked by the decoder (typed.exact_floats)
+    if sampled.ready is not None:  # built and checked by the decoder (logprob_entries.exact_floats)
         call.sampled_logprobs = sampled.ready
     elif sampled.logprobs is not None:
         call.sampled_logprobs = logprobs(sampled.logprobs, "logprobs", problems, sampled.numbers)

@@ -15,7 +15,7 @@
 
 :func:`kind_of` detects each by its keys; :func:`parse` gives one rollout per record, named by
 its ``session_id``, each call by OpenEnv's node id, the reward (when the file has one) on every
-call as a signal. Entry point for ``formats/__init__.py``; docs/formats.md, "OpenEnv files".
+call as a signal. Entry point for ``formats/registry.py``; docs/formats.md, "OpenEnv files".
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""Reassemble a captured SSE stream (a list of chunk bodies) into one non-streaming body."""
+"""Reassemble a captured SSE stream (a list of chunk bodies) into one non-streaming body.
+
+Entry points: :func:`reassemble` (chat and completions chunks -> one body, with notes on what
+could not be merged) and :func:`chunk_bodies` (the chunks' JSON objects, shared with
+``dialect_bodies``). Used by the engine-pair reader. docs/formats.md, "Reassembled streams".
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rollout_graph.ingest import limits
-from rollout_graph.ingest.reading import parse_json
+from rollout_graph.ingest.files.json_values import parse_json
 
 DONE = "[DONE]"
 UNFINISHED = (
@@ -13,7 +18,8 @@ UNFINISHED = (
 )
 
 
-def _chunk_bodies(chunks: list, done: list[bool] | None = None) -> list[dict]:
+def chunk_bodies(chunks: list, done: list[bool] | None = None) -> list[dict]:
+    """The JSON objects of a stream's chunks (``data:`` lines parsed; ``[DONE]`` noted in ``done``)."""
     bodies = []
     for chunk in chunks:
         if isinstance(chunk, (str, bytes)):
@@ -100,7 +106,7 @@ def reassemble(chunks: list) -> dict[str, Any]:
     choices: dict[int, dict] = {}
     notes: list[str] = []
     done: list[bool] = []
-    for chunk in _chunk_bodies(chunks, done):
+    for chunk in chunk_bodies(chunks, done):
         for key in ("id", "model", "created", "usage", "meta_info"):
             if chunk.get(key) is not None:
                 body[key] = chunk[key]

@@ -1,21 +1,15 @@
-"""One record read from its place in a file, without reading the rest: what a deep link to a trace
-not yet loaded shows first (docs/user-guide.md "Deep links").
+"""The calls of one record read from its place in a file, without reading the rest: what a deep
+link to a trace not yet loaded shows first (docs/user-guide.md "Deep links").
 
-A call's id is a field of its record (``call_id``, ``id`` or ``node_id``; else its line number) and
-its rollout is another field (``session_id``...), so which line holds a given call cannot be known
-without reading every line before it. A link therefore carries the file and the line of the call
-(the app writes them); :func:`read_calls_at` reads that one line and converts it with the loader's
-own per-line path (:func:`rollout_graph.ingest.reading.parse_line` then
-:func:`rollout_graph.ingest.formats.parse_value`), so the calls are the ones a whole load gives for
-that line, field for field (``tests/ingest/test_one_call.py`` checks it on every bundled sample and on odd
-inputs). Two things only a whole load knows are not applied: a node id taken earlier in the same
-rollout is renamed by the load (``id~file:line``), and messages are shared across calls (the same
-text, one copy). :func:`find_call` accepts the renamed id.
-
-On a plain file the line is found by counting newlines in 8 MB blocks (memchr speed; never a
-memory map, which a file truncated under it turns into a crash) and only that line is parsed. A
-compressed file, a pretty-printed JSON document or an array (whose "lines" are items) is read with
-the loader's own reader up to that line instead: the same values, only slower.
+Entry points: :func:`read_calls_at` (the calls the loader makes of the record at a line) and
+:func:`find_call` (the call a link names, by its id or the id a whole load renames it to). A
+link carries the file and the line of its call; on a plain file that line is found by counting
+newlines in 8 MB blocks (never a memory map) and parsed alone, with the loader's own splitter,
+``parse_line`` and ``parse_value``, so the calls are field for field those of a whole load
+(tests/ingest/test_one_call.py). A compressed file, a document or an array is read with
+``read_values`` up to that line. Two things only a whole load knows are not applied: a node id
+taken earlier in the rollout is renamed (``id~file:line``), and message texts are not shared.
+Load layer.
 """
 
 from __future__ import annotations
@@ -24,24 +18,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from rollout_graph.core.records import Call
-from rollout_graph.ingest.formats import RecordError, parse_value
-from rollout_graph.ingest.id_arrays import IdArrayCutter
+from rollout_graph.ingest.files.chunks import StreamState, compressed, plain_chunks
+from rollout_graph.ingest.files.json_values import RawValue
+from rollout_graph.ingest.files.lines import Line, split_lines
+from rollout_graph.ingest.files.sources import FileRef, Source
+from rollout_graph.ingest.formats.registry import RecordError, parse_value
 from rollout_graph.ingest.limits import LimitExceeded, Limits, using
-from rollout_graph.ingest.loading import rollout_name
-from rollout_graph.ingest.reading import (
-    _GZIP_MAGIC,
-    _ZSTD_MAGIC,
-    _ZSTD_SKIPPABLE,
-    RawValue,
-    Source,
-    _Counter,
-    _Line,
-    _plain_chunks,
-    _split,
-    parse_line,
-    read_values,
-)
-from rollout_graph.ingest.typed import FileRef
+from rollout_graph.ingest.load.trace_files import rollout_name
+from rollout_graph.ingest.shortcuts.id_arrays import IdArrayCutter
+from rollout_graph.ingest.values.binary import is_binary
+from rollout_graph.ingest.values.line import parse_line
+from rollout_graph.ingest.values.read import read_values
 
 _BLOCK = 8 << 20  # bytes counted at a time (never a memory map: a file truncated under one kills the process)
 
@@ -66,29 +53,23 @@ def _line_start(f: BinaryIO, line: int) -> int | None:
     return 0
 
 
-def _record_from(f: BinaryIO, pos: int, limit: int) -> _Line | None:
+def _record_from(f: BinaryIO, pos: int, limit: int) -> Line | None:
     """The first non-blank line at or after ``pos``, cut by the loader's own splitter (its raw
     bytes None when over ``limit``, never held whole); ``number`` counts from ``pos`` (1: the line
     starting there) and ``offset`` from the start of the file."""
     f.seek(pos)
-    found = next(_split(_plain_chunks(f, b""), limit, _Counter()), None)
+    found = next(split_lines(plain_chunks(f, b""), limit, StreamState()), None)
     if found is not None and found.offset >= 0:
         found.offset += pos
     return found
 
 
 def _compressed_or_binary(path: str) -> bool:
-    from rollout_graph.ingest.formats import binary_files
-
-    if binary_files.is_binary(path):
+    if is_binary(path):
         return True
     with open(path, "rb") as f:
         head = f.read(4)
-    return (
-        head.startswith(_GZIP_MAGIC)
-        or head.startswith(_ZSTD_MAGIC)
-        or (len(head) == 4 and head[0] & 0xF0 == 0x50 and head[1:] == _ZSTD_SKIPPABLE)
-    )
+    return compressed(head)
 
 
 def _values_at(source: Source, line: int, limits: Limits) -> RawValue | None:

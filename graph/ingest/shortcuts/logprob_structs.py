@@ -1,5 +1,10 @@
-"""The msgspec structs and decoders of :mod:`rollout_graph.ingest.typed`, in a module of their own
-so that msgspec is imported only when a line first needs them (a flat trace never does)."""
+"""The msgspec structs and decoders of a chat logprob content array and of the skim of a line.
+
+Entry points: ``ENVELOPE`` (the skim: a line's top-level keys and each choice's content array as
+raw bytes), ``ENTRIES`` (entries with their alternatives) and ``SAMPLED`` (entries without them).
+A module of its own so msgspec is imported only when a line first needs it (a flat trace never
+does): ``logprob_entries.typed()`` imports it. Used by ``logprob_entries`` and ``logprob_spans``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-/* A plain digit array's body as ids (id_arrays._parse_plain), in one pass.
+/* A plain digit array's body as ids (shortcuts/id_arrays._parse_plain), in one pass.
  *
  * The text is accepted exactly when it is one JSON array's body of plain non-negative
  * integers: JSON whitespace (space, tab, CR, LF) anywhere between tokens, elements of digits
@@ -311,40 +311,4 @@ PyObject *rg_plain_ids(PyObject *module, PyObject *text) {
     Py_DECREF(ids);
     Py_DECREF(largest);
     return result;
-}
-
-const char rg_int32_ids_doc[] =
-    "int32_ids(values: list) -> bytearray | None\n\n"
-    "A list of ints as native int32 (numpy wraps it without a copy) when every element is an\n"
-    "int (not a bool nor a subclass) from 0 to 2**31 - 1, else None (tokens.token_ids reads it).";
-
-PyObject *rg_int32_ids(PyObject *module, PyObject *values) {
-    if (!PyList_CheckExact(values)) {
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(values);
-    if (n == 0) {
-        Py_RETURN_NONE; /* the caller's own empty array */
-    }
-    PyObject *ids = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
-    if (ids == NULL) {
-        return NULL;
-    }
-    int32_t *out = (int32_t *)PyByteArray_AS_STRING(ids);
-    /* no call below runs Python code (exact ints only), so the list keeps its length */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(values, i);
-        if (!PyLong_CheckExact(item)) {
-            Py_DECREF(ids);
-            Py_RETURN_NONE; /* a bool, a float, None, a string, a list...: the Python path */
-        }
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow != 0 || v < 0 || v > INT32_MAX) {
-            Py_DECREF(ids);
-            Py_RETURN_NONE; /* negative, or beyond int32: the Python path */
-        }
-        out[i] = (int32_t)v;
-    }
-    return ids;
 }

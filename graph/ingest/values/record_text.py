@@ -1,9 +1,10 @@
-"""A record exactly as it stands in its file, read back by file and line.
+"""A record exactly as it stands in its file, read back by file and line (:func:`read_record`).
 
 JSONL (plain, gzip or zstd): the bytes of that line, decoded as UTF-8 (invalid bytes replaced).
 A pretty-printed JSON document: the whole document when it is one object; for an array of
 records, the item at that position (loading numbers them 1, 2, ...), re-serialised with two-space
-indentation, because an item of a pretty-printed array has no line of its own; the result says so.
+indentation, because an item of a pretty-printed array has no line of its own; the result says
+so. What the app's "raw record" view shows; reads through ``files/`` only.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from rollout_graph.ingest.files.chunks import StreamBreak, chunks
+from rollout_graph.ingest.files.json_values import parse_json
+from rollout_graph.ingest.files.sources import Source
 from rollout_graph.ingest.limits import Limits
-from rollout_graph.ingest.reading import Source, StreamBreak, _chunks, parse_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,7 @@ def _lines(stream) -> Iterator[bytes]:
     limits; a broken stream simply ends."""
     buffer = b""
     try:
-        for chunk in _chunks(stream, Limits()):
+        for chunk in chunks(stream, Limits()):
             buffer += chunk
             *complete, buffer = buffer.split(b"\n")
             yield from complete

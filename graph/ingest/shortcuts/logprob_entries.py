@@ -1,69 +1,48 @@
-"""Typed fast path for chat logprob entries (``choices[i].logprobs.content``).
+"""A chat logprob content array's bytes -> columns, and its alternatives read back from the file.
 
-The logprob entries are most of the bytes of a vLLM chat trace with top-k alternatives: one
-object per sampled token, each holding k more objects. Parsed as generic JSON they become millions
-of short-lived dicts, read back column by column. Here a msgspec decoder first skims the line
-for the byte span of each choice's ``content`` array (skipping everything else), decodes that span
-into typed structs, and cuts it out of the line before the ordinary parser sees it; the cut is
-replaced by a marker string that :func:`rollout_graph.ingest.id_arrays.restore` swaps for the decoded
-columns (:class:`LogprobColumns`).
-
-Only engine pairs (``request`` + ``response``, and none of the keys that make a record a rollout
-document or a flat trace entry) are cut, so the columns always reach the chat parser. Any entry the
-typed decoder does not accept exactly (a token or logprob of another type, an entry that is not an
-object, non-standard JSON) leaves the whole array in the line for the validating generic path, so
-both paths give the same calls and the same findings (a property test checks this).
-
-**Alternatives left in the file.** When the line comes from a plain (uncompressed) file on disk
-(:class:`FileRef`), the top-k alternatives are not decoded at all: the entries are read with a
-decoder that keeps only each entry's ``token`` and ``logprob`` and skips ``top_logprobs`` (msgspec
-still checks the skipped bytes' JSON syntax: strings, escapes, numbers, literals, nesting; the span
-must also be ASCII or valid UTF-8, or it takes the eager path), and the call's
-:class:`~rollout_graph.core.records.TopK` is :meth:`~rollout_graph.core.records.TopK.deferred`: a
-:class:`DeferredTop` holding the span's offset in the file reads and decodes it when the
-alternatives are first read (the token view, the cache writer, an export). A summary never reads
-them. Types inside the alternatives (which never produce findings: an alternative that is not an
-id is kept as text or left absent) are checked then, by the same typed-then-generic decode as the
-eager path, so the result is the same array either way (tests/ingest/test_cold_path.py).
+Entry points: :func:`columns_for` (a span's entries as :class:`LogprobColumns`: the C scanner or
+msgspec's typed decoders, the alternatives left in the file as a :class:`DeferredTop` when the
+line came from a plain file), :func:`decode_top` (a span's alternatives, typed or by the generic
+reference :func:`top_of_entries`, the same arrays either way) and :func:`exact_floats`. A
+middle-layer shortcut: ``logprob_spans.py`` finds the spans, ``values/line.py`` cuts them, the
+engine-pair reader (formats/engine_pair.py) reads the columns. Any entry the typed decoders do
+not accept exactly leaves the whole array to the validating path. docs/performance.md, "Cold
+inspect: prompt ids and content arrays" and "Top-k alternatives stay in the file until read".
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rollout_graph.core.records import TopK
-from rollout_graph.ingest.rare_byte import find_by_rare_byte
+from rollout_graph.ingest.files.json_values import parse_json
+from rollout_graph.ingest.files.sources import FileRef, open_regular
 from rollout_graph.ingest.speedups import native as _native
-from rollout_graph.ingest.tokens import joined_tokens
+from rollout_graph.ingest.tokens import joined_tokens, top_k
 
 if TYPE_CHECKING:
-    from rollout_graph.ingest import typed_decoders
+    from rollout_graph.ingest.shortcuts import logprob_structs
 
 
-_decoders: list = []  # the module rollout_graph.ingest.typed_decoders, once imported
+_decoders: list = []  # the module rollout_graph.ingest.shortcuts.logprob_structs, once imported
 
 
-def _typed():  # -> the module rollout_graph.ingest.typed_decoders
-    """The msgspec decoders (msgspec imported on first use: a flat trace never needs it)."""
+def typed():  # -> the module rollout_graph.ingest.shortcuts.logprob_structs
+    """The msgspec decoders (msgspec, a third-party import, loaded on first use: a flat trace never
+    needs it; docs/performance.md, "Start-up and the print of the cold command")."""
     if not _decoders:
-        from rollout_graph.ingest import typed_decoders
+        from rollout_graph.ingest.shortcuts import logprob_structs
 
-        _decoders.append(typed_decoders)
+        _decoders.append(logprob_structs)
     return _decoders[0]
-
-
-_NONCE = os.urandom(4).hex()
-# The array spans worth cutting: shorter ones cost more to cut than to parse.
-MIN_CUT_BYTES = 2048
 
 
 # Present alternatives, as every engine writes them (compact): anything else is decoded at once.
@@ -172,7 +151,7 @@ def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
+def _columns(entries: list[logprob_structs.Entry]) -> LogprobColumns:
     tops = [e.top_logprobs or () for e in entries]
     alts = [a for top in tops for a in top]
     tokens = [e.token for e in entries]
@@ -184,21 +163,6 @@ def _columns(entries: list[typed_decoders.Entry]) -> LogprobColumns:
         alt_logprobs=[a.logprob for a in alts],
         joined=joined_tokens(tokens),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class FileRef:
-    """A plain file on disk as it was when its lines were read: alternatives are read back from it."""
-
-    path: str
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, fd: int, path: str) -> FileRef | None:
-        """The open regular file ``fd`` at ``path`` (None for anything else)."""
-        st = os.fstat(fd)
-        return cls(path, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 @dataclass(slots=True)
@@ -247,9 +211,7 @@ class DeferredTop:
         return span if self._holds(span) else None
 
     def _read_stream(self) -> bytes | None:
-        from rollout_graph.ingest.reading import _open_regular
-
-        with _open_regular(Path(self.file.path)) as stream:  # never blocks on a FIFO put in its place
+        with open_regular(Path(self.file.path)) as stream:  # never blocks on a FIFO put in its place
             st = os.fstat(stream.fileno())
             if st.st_size < self.file.size:
                 return None  # truncated or rewritten (appending keeps every span where it was)
@@ -332,9 +294,7 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
     """The alternatives of a content array's bytes, exactly as the eager path builds them (typed
     decode, else the generic columns); None when the bytes are not such an array of ``rows``
     (or, with ``check``, not the entries whose sampled tokens and logprobs hashed to it)."""
-    from rollout_graph.ingest.tokens import top_k
-
-    t = _typed()
+    t = typed()
     try:
         entries = t.ENTRIES.decode(span)
     except (t.DecodeError, ValueError):
@@ -357,9 +317,6 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
         alts = list(chain.from_iterable(tops))
         top = top_k(lengths, list(map(_TOKEN, alts)), list(map(_LOGPROB, alts)), numbers=True)
     else:
-        from rollout_graph.ingest.formats.engine_pair import top_of_entries
-        from rollout_graph.ingest.reading import parse_json
-
         try:
             content = parse_json(span)
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -367,9 +324,7 @@ def decode_top(span: bytes, rows: int, check: int | None = None) -> TopK | None:
         if not isinstance(content, list) or len(content) != rows:
             return None
         if check is not None:
-            from rollout_graph.ingest.formats.engine_pair import _column
-
-            if _check(_column(content, "token"), _column(content, "logprob"), numbers=False) != check:
+            if _check(column(content, "token"), column(content, "logprob"), numbers=False) != check:
                 return None
         top = top_of_entries(content)
     if top is None:  # every entry's list was empty after all: no alternatives, same rows
@@ -422,7 +377,7 @@ def _sampled_python(span: bytes, file: FileRef, offset: int) -> LogprobColumns |
             span.decode("utf-8")  # the check orjson would make of the skipped strings
         except UnicodeDecodeError:
             return None
-    t = _typed()
+    t = typed()
     try:
         entries = t.SAMPLED.decode(span)
     except (t.DecodeError, ValueError):
@@ -444,90 +399,24 @@ def _sampled_python(span: bytes, file: FileRef, offset: int) -> LogprobColumns |
     )
 
 
-def _marker(i: int) -> str:
-    return f"\x00lp-{_NONCE}:{i}"
-
-
-def _address(buffer) -> int:
-    return int(np.frombuffer(buffer, dtype=np.uint8).__array_interface__["data"][0])
-
-
-def _spans(raw: bytes) -> list[tuple[int, int]]:
-    """Byte spans of each choice's ``logprobs.content`` array in an engine-pair line."""
-    t = _typed()
+def column(rows: list, key: str) -> list:
+    """``[row.get(key) for row in rows]``, at C speed when every row is a dict holding the key."""
     try:
-        envelope = t.ENVELOPE.decode(raw)
-    except (t.DecodeError, ValueError):
-        return []
-    if envelope.request is t.UNSET or not isinstance(envelope.response, t.Response):
-        return []
-    if envelope.turns is not t.UNSET and envelope.sequences is not t.UNSET:
-        return []  # a rollout document
-    flat = (envelope.prompt_token_ids, envelope.completion_token_ids, envelope.per_token_logps)
-    if any(v is not t.UNSET for v in (*flat, envelope.completion_tokens)):
-        return []  # a flat trace entry
-    choices = envelope.response.choices or []
-    base = _address(raw)
-    spans = []
-    for choice in choices:
-        if choice.logprobs is None:
-            continue
-        content = choice.logprobs.content
-        if len(content) < MIN_CUT_BYTES:
-            continue
-        start = _address(content) - base
-        end = start + len(content)
-        # The raw span must point into this very buffer; anything else is not cut.
-        if 0 <= start and end <= len(raw) and raw[start : start + 1] == b"[" and raw[start:end] == bytes(content):
-            spans.append((start, end))
-    return spans
+        return list(map(itemgetter(key), rows))
+    except (KeyError, TypeError, IndexError):
+        return [row.get(key) if isinstance(row, dict) else None for row in rows]
 
 
-# vLLM's compact layout of a choice: the content array, then the end of the logprobs object and
-# the next key. Found by byte searches instead of the skim (the opening from the line's start,
-# the closing from its end: neither reads the content); placed() then checks the parsed record
-# holds the cut exactly as a choice's logprobs.content.
-_CONTENT_OPENS = b'"logprobs":{"content":['
-_CONTENT_CLOSES = b']},"finish_reason"'
-_HEAD_BYTES = 512  # where a capture record's "request" key opens
+def _flatten(rows: list) -> tuple[list[int], list]:
+    lists = [r if type(r) is list else () for r in rows]
+    return [len(r) for r in lists], list(chain.from_iterable(lists))
 
 
-_TRIES = 16  # brackets looked at before bytes.find takes over
-
-
-def find_bracket_key(raw: bytes, key: bytes, start: int, end: int) -> int:
-    """``raw.find(key, start, end)`` for a ``key`` ending in ``[``: the brackets are found by
-    memchr (``[`` is rare before a record's arrays, and prose holds few), each checked for the
-    key before it; after ``_TRIES`` that are not the key's, bytes.find from there (which, for a
-    key of letters in prose, looks at nearly every byte)."""
-    return find_by_rare_byte(raw, key, start, end, len(key) - 1, _TRIES)
-
-
-def located_span(raw: bytes, skipped: Callable[[], tuple[int, int] | None] | None = None) -> tuple[int, int] | None:
-    """The span of a one-choice line's content array by the bytes alone (None: another layout).
-
-    With several choices the span found runs from the first array to the last and does not
-    decode as one array: the caller then takes the skim. ``skipped``: asked (once the line looks
-    like a capture record) for a span not searched for the opening, a repeated ``messages``
-    array: an opening inside one would not be a choice's, and the cut found is confirmed by
-    placed() either way.
-    """
-    if raw.find(b'"request":{', 0, _HEAD_BYTES) < 0:
-        return None  # not a capture record's layout (a flat entry's ids are never scanned for it)
-    skip = None if skipped is None else skipped()
-    if skip is None:
-        at = find_bracket_key(raw, _CONTENT_OPENS, 0, len(raw))
-    else:
-        at = find_bracket_key(raw, _CONTENT_OPENS, 0, skip[0] + len(_CONTENT_OPENS) - 1)
-        if at < 0:
-            at = find_bracket_key(raw, _CONTENT_OPENS, max(0, skip[1] - len(_CONTENT_OPENS) + 1), len(raw))
-    if at < 0:
-        return None
-    start = at + len(_CONTENT_OPENS) - 1
-    end = raw.rfind(_CONTENT_CLOSES, start)
-    if end < 0 or end + 1 - start < MIN_CUT_BYTES:
-        return None
-    return start, end + 1
+def top_of_entries(content: list) -> TopK | None:
+    """The alternatives of chat logprob entries parsed as generic JSON (``top_logprobs`` lists):
+    the reference the typed decode is held to, and its fallback."""
+    lengths, alternatives = _flatten(column(content, "top_logprobs"))
+    return top_k(lengths, column(alternatives, "token"), column(alternatives, "logprob"))
 
 
 def columns_for(span: bytes, file: FileRef | None, offset: int | None, located: bool) -> LogprobColumns | None:
@@ -535,79 +424,10 @@ def columns_for(span: bytes, file: FileRef | None, offset: int | None, located: 
     the typed decoder does not accept the bytes."""
     columns = _sampled_only(span, file, offset)
     if columns is None:
-        t = _typed()
+        t = typed()
         try:
             columns = _columns(t.ENTRIES.decode(span))
         except (t.DecodeError, ValueError):
             return None
     columns.located = located
     return columns
-
-
-_FLAT_KEYS = ("prompt_token_ids", "completion_token_ids", "per_token_logps", "completion_tokens")
-
-
-def placed(value: object, arrays: dict) -> bool:
-    """Whether every located cut in ``arrays`` came back as a choice's ``logprobs.content`` of an
-    engine pair (what the skim checks before it cuts); False: the line must be cut again, skimmed."""
-    located = {id(c) for c in arrays.values() if isinstance(c, LogprobColumns) and c.located}
-    if not located:
-        return True
-    if not isinstance(value, dict) or "request" not in value or not isinstance(value.get("response"), dict):
-        return False
-    if ("turns" in value and "sequences" in value) or any(k in value for k in _FLAT_KEYS):
-        return False
-    choices = value["response"].get("choices")
-    if not isinstance(choices, list):
-        return False
-    seen = set()
-    for choice in choices:
-        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
-        content = logprobs.get("content") if isinstance(logprobs, dict) else None
-        if isinstance(content, LogprobColumns):
-            seen.add(id(content))
-    return seen == located
-
-
-_TOP_KEY = b'"top_logprobs"'
-
-
-def _find_outside(raw: bytes, key: bytes, skip: tuple[int, int] | None) -> int:
-    """``raw.find(key)``, ``raw[skip[0]:skip[1]]`` known to hold no ``key`` (not searched)."""
-    if skip is None:
-        return raw.find(key)
-    a, b = skip
-    at = raw.find(key, 0, a + len(key) - 1)
-    return at if at >= 0 else raw.find(key, max(0, b - len(key) + 1))
-
-
-def cut_logprobs(
-    raw: bytes,
-    file: FileRef | None = None,
-    where: Callable[[int], int] | None = None,
-    skip: tuple[int, int] | None = None,
-) -> tuple[bytes, dict[str, LogprobColumns]]:
-    """The line with each typed-decodable logprob content array (found by the skim) replaced by
-    a marker string.
-
-    With ``file`` and ``where`` (a position in ``raw`` -> its offset in that file) the
-    alternatives are left in the file (see the module docstring). ``skip``: a span of ``raw`` known
-    to hold no ``"top_logprobs"`` (a repeated ``messages`` array), not searched for it.
-    """
-    if b'"content"' not in raw or _find_outside(raw, _TOP_KEY, skip) < 0:
-        return raw, {}
-    found: dict[str, LogprobColumns] = {}
-    pieces: list[bytes] = []
-    pos = 0
-    for start, end in _spans(raw):
-        columns = columns_for(raw[start:end], file, None if where is None else where(start), located=False)
-        if columns is None:
-            continue
-        marker = _marker(len(found))
-        found[marker] = columns
-        pieces += [raw[pos:start], b'"\\u0000', marker[1:].encode(), b'"']
-        pos = end
-    if not found:
-        return raw, found
-    pieces.append(raw[pos:])
-    return b"".join(pieces), found

@@ -1,50 +1,15 @@
-"""Fast path for a request's ``messages`` array in a raw JSON line: the messages already built
-are reused, only the new ones parsed.
+"""A request's ``messages`` array in a raw line: the values of a recently seen prefix reused, only
+the new elements parsed, or the array left in the file.
 
-Every call of a conversation sends the conversation so far, so call N's ``messages`` array is
-call N-1's with a few elements added: in a flat trace entry they are 40% of the line's bytes (the
-token ids, cut by :mod:`rollout_graph.ingest.id_arrays`, are the rest). When the bytes of a
-recently seen array are a prefix of this line's array ending at an element boundary, its elements
-are those values again: the objects built then are reused, only the elements after it are parsed,
-and the array is replaced in the line by a marker string that
-:func:`rollout_graph.ingest.id_arrays.restore` swaps for the list of values. The line left to the
-JSON parser, the duplicate-key check and the message-text sharing of the loader then handle a few
-kilobytes instead of the whole conversation.
-
-Exactly what the validating path gives, or not taken (docs/performance.md, "Messages read
-once"):
-
-- The key is the first ``"messages"`` whose opening quote is not escaped, followed by ``:`` and
-  ``[``. In valid JSON such a quote opens a string, so this is an object key and the array its value.
-- The array's end is found where the bytes that followed the last cut array (the same request
-  keys follow it line after line) last occur in the line, else where they first occur (a memchr),
-  else by a scan that skips strings; either way the bytes up to it must parse (orjson) as
-  a sequence of values on their own. From the state after ``[`` (or after a reused prefix and its
-  comma) JSON lexing is deterministic, so they lex the same inside the line: the end is the real end.
-  A reused prefix is the same bytes in the same state, so the same values. A trailing comma or an
-  element that does not parse on its own leaves the array in the line.
-- Replacing one value by another (a string) keeps a line valid or invalid: the caller parses the
-  shortened line and, if that fails, parses the whole line the validating way (NaN, lone
-  surrogates, nesting limits get their own message from that path).
-- An array holding ``\\u0000`` (the escape of the cutters' markers) stays in the line; nesting is
-  bounded (the brackets before the key and in the array, counted) far below orjson's limit, so
-  cutting never lets through a line too deep for the validating path.
-
-The reused element objects are shared between the calls of a load (as message texts already
-are): the library never mutates a message after loading. Where it does not pay (a file whose
-first 128 arrays reuse less than 4x the bytes parsed here) the shortcut stops trying; an array
-over 8 MB is left to the validating path, and at most 32 MB of arrays are remembered.
-
-**Left in the file** (:func:`leave_messages_in_file`, docs/performance.md, "Request messages left
-in the file"). Where the shortcut is off and the line comes from a plain file on disk, the array
-is still cut the same way (its end proven by parsing its elements on their own, the rest of the
-line parsed without it), and its place in the file is noted (:class:`MessagesSpan`). When the
-loader then finds that very list (the same element objects, none dropped) as a call's request
-messages, the call holds the span instead of the values
-(:func:`rollout_graph.core.messages.share_repeats`), and ``Call.request_messages`` reads the
-bytes again when asked: the same bytes parse to the same values. The span is checked on reading
-(the file's size and modification time, else a CRC-32 of the bytes taken at load); a file that
-no longer holds them gives None and says why (:attr:`MessagesSpan.unavailable`).
+Entry points: :class:`MessageCutter` (one per file read in order: :meth:`MessageCutter.cut` finds
+the array in the original line, proves its end by parsing its new elements on their own, and
+returns its span and values; :meth:`MessageCutter.known` a remembered span the other shortcuts'
+searches skip, asked through :class:`KnownSpan`), :func:`leave_messages_in_file` and
+:class:`MessagesSpan` (a call's messages left in a plain file, read back when asked). A
+middle-layer shortcut: ``values/line.py`` cuts the span with the others' and parses the shortened
+line; if that fails the whole line takes the validating path. Exact or not taken:
+docs/performance.md, "Messages read once" (why each step is exact) and "Request messages left in
+the file".
 """
 
 from __future__ import annotations
@@ -53,30 +18,27 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from rollout_graph.core.messages import note_left_in_file
 from rollout_graph.core.records import MessagesInFile
-from rollout_graph.ingest.rare_byte import find_by_rare_byte
-
-if TYPE_CHECKING:
-    from rollout_graph.ingest.typed import FileRef
+from rollout_graph.ingest.files.search import find_by_rare_byte, find_outside
+from rollout_graph.ingest.files.sources import FileRef, open_regular
+from rollout_graph.ingest.shortcuts.id_arrays import ID_KEY, NEAR
+from rollout_graph.ingest.shortcuts.logprob_spans import TOP_KEY
 
 _KEY = b'"messages"'
 _OPENING = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
 # Everything up to the next bracket outside a string, strings skipped whole (possessive: a string
 # that never closes fails in linear time, the match then stops at its opening quote).
 _SKIP = re.compile(rb'[^"\[\]{}]*+(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"[^"\[\]{}]*+)*+', re.DOTALL)
-_NONCE = os.urandom(4).hex()
-MARKER = f"\x00msg-{_NONCE}"
-_MARKER_JSON = b'"\\u0000msg-' + _NONCE.encode() + b'"'
 _NUL = b"\\u0000"
 _TRIES = 8  # "]" bytes tried by a memchr before the tail is searched for the usual way
 _RECENT = 8  # arrays remembered: a conversation, its title call, its subagents
@@ -91,9 +53,11 @@ _TAIL_BYTES = 16  # bytes after a cut array's "]" looked for in the next line, t
 # each call before the one it continues, ~1x: there the scan costs more than it saves).
 _PROBE_LINES = 128
 _PAYS = 4
-# What the other cutters search a line for (graph/ingest/id_arrays.py, typed.py): a remembered
-# body holding none of them is skipped by their searches when a line repeats it (known()).
-OTHER_KEYS = (b'_ids"', b'"top_logprobs"')
+# What the other shortcuts search a line for: a remembered body holding none of them is skipped
+# by their searches when a line repeats it (known()).
+OTHER_KEYS = (ID_KEY, TOP_KEY)
+Cuts = list[tuple]  # the other shortcuts' spans of a line, in order: (start, end, ...)
+_NO_CUTS: Cuts = []
 
 
 _LEAVE: ContextVar[bool] = ContextVar("rollout_graph_leave_messages", default=False)
@@ -164,9 +128,7 @@ def _read_again(file: FileRef, offset: int, length: int, check: int) -> list[Any
     with _open_lock:
         stream = _open_files.get(file)
         if stream is None:
-            from rollout_graph.ingest.reading import _open_regular
-
-            stream = _open_regular(Path(file.path))  # never blocks on a FIFO put in its place
+            stream = open_regular(Path(file.path))  # never blocks on a FIFO put in its place
             while len(_open_files) >= _OPEN_FILES:
                 _open_files.pop(next(iter(_open_files))).close()
             _open_files[file] = stream
@@ -227,16 +189,6 @@ def _shallow(items: list[Any]) -> bool:
     return True
 
 
-def _array_opening(raw: bytes) -> tuple[int, int] | None:
-    """Where the line's first ``"messages"`` key starts and its array's first byte after ``[``
-    (None: no such key, an escaped one, or not an array)."""
-    key = raw.find(_KEY)
-    if key < 0 or _escaped(raw, key):
-        return None
-    opening = _OPENING.match(raw, key + len(_KEY))
-    return None if opening is None else (key, opening.end())
-
-
 def _escaped(raw: bytes, at: int) -> bool:
     """Whether the byte at ``at`` follows an odd run of backslashes."""
     run = 0
@@ -292,8 +244,26 @@ def _values(data: bytes | memoryview) -> list[Any] | None:
     return value if isinstance(value, list) else None
 
 
+def _crossed(cuts: Cuts, start: int, end: int) -> bool:
+    """Whether one of ``cuts`` (sorted, not overlapping) reaches into ``[start, end)``."""
+    for cut in cuts:
+        if cut[0] >= end:
+            return False
+        if cut[1] > start:
+            return True
+    return False
+
+
+def _next_cut(cuts: Cuts, at: int, default: int) -> int:
+    """Where the first of ``cuts`` starting at or after ``at`` starts (``default`` when none does)."""
+    for cut in cuts:
+        if cut[0] >= at:
+            return cut[0]
+    return default
+
+
 class MessageCutter:
-    """Cuts a line's ``messages`` array out, reusing the values of a recently seen prefix of it."""
+    """Finds a line's ``messages`` array, reusing the values of a recently seen prefix of it."""
 
     def __init__(self) -> None:
         self._recent: list[_Seen] = []
@@ -302,51 +272,54 @@ class MessageCutter:
         self._tried = self._reused = self._parsed = 0
         self.off = False  # the shortcut did not pay on the first lines: not tried again
         self._leave = _LEAVE.get()
-        self._line: tuple[FileRef, bytes, int] | None = None
+        self._cuts: Cuts = _NO_CUTS  # the other shortcuts' spans of the line being cut
 
-    def at(self, file: FileRef | None, raw: bytes, offset: int | None) -> None:
-        """The next :meth:`cut` is of this line, read from ``file`` at ``offset`` (after other
-        cutters may have shortened it): an array left in the file is noted there."""
-        self._line = (file, raw, offset) if self._leave and file is not None and offset is not None else None
+    def _array_opening(self, raw: bytes) -> tuple[int, int] | None:
+        """Where the line's first ``"messages"`` key outside the other shortcuts' spans starts and
+        its array's first byte after ``[`` (None: no such key, an escaped one, or not an array)."""
+        key = find_outside(raw, _KEY, 0, len(raw), self._cuts)
+        if key < 0 or _escaped(raw, key):
+            return None
+        opening = _OPENING.match(raw, key + len(_KEY))
+        return None if opening is None else (key, opening.end())
 
-    def _left(self, raw: bytes, start: int, end: int, items: list[Any]) -> None:
-        """Note where the array ``raw[start - 1 : end + 1]`` is in the file (when it is at the
-        same place in the line as read: nothing before it was cut).
+    def _opens_before(self, raw: bytes, key: int) -> int:
+        """The ``[`` and ``{`` bytes before ``key`` outside the other shortcuts' spans (each of
+        which the parsed line holds as a string): a bound on the nesting around the array."""
+        count = pos = 0
+        for cut in self._cuts:
+            if cut[0] >= key:
+                break
+            count += _opens(raw, pos, cut[0])
+            pos = cut[1]
+        return count + _opens(raw, pos, key)
 
-        The other cutters make ``raw`` from the line read by replacing values with markers, each
-        a JSON string ``"\\u0000..."`` holding no bracket. The array's bytes were checked to
-        hold no ``\\u0000`` (:meth:`_rest`), and it opens with ``[`` and closes with ``]``, which
-        no marker holds: no marker is in it or straddles it. So when no ``\\u0000`` is before
-        it either, nothing before it was cut, and its bytes are the line's at the same place
-        without comparing them (a memchr of the line's head instead of a compare of the array's
-        ~16 KB; tests/ingest/test_message_prefix_glue.py compares both verdicts)."""
-        line, self._line = self._line, None
-        if line is None:
+    def _left(self, raw: bytes, start: int, end: int, items: list[Any], file: FileRef | None, at: int | None) -> None:
+        """Note where the array ``raw[start - 1 : end + 1]`` is in the file the line was read from
+        (``at``: the line's offset in it), when the cutter leaves messages in files."""
+        if not self._leave or file is None or at is None:
             return
-        file, whole, offset = line
         span = memoryview(raw)[start - 1 : end + 1]
-        if whole is not raw and _holds_nul(raw, 0, start - 1) and not whole.startswith(span, start - 1):
-            return
-        note_left_in_file(items, MessagesSpan(file, offset + start - 1, len(span), len(items), zlib.crc32(span)))
+        note_left_in_file(items, MessagesSpan(file, at + start - 1, len(span), len(items), zlib.crc32(span)))
 
-    def _cut_only(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
-        """The array cut without reuse, to leave it in the file (the shortcut is off)."""
-        opened = _array_opening(raw)
+    def _cut_only(self, raw: bytes, file: FileRef | None, at: int | None) -> tuple[int, int, list[Any]] | None:
+        """The array found without reuse, to leave it in the file (the shortcut is off)."""
+        opened = self._array_opening(raw)
         if opened is None:
-            return raw, None
+            return None
         key, start = opened
         found = self._rest(raw, start)
         if found is None:
-            return raw, None
+            return None
         end, items = found
         if end - start < _MIN_BYTES:
-            return raw, None
+            return None
         nesting = 2 if _shallow(items) else _opens(raw, start, end)  # the elements' depth, or a bound on it
-        if nesting + _opens(raw, 0, key) >= _DEPTH_ROOM:
-            return raw, None
+        if nesting + self._opens_before(raw, key) >= _DEPTH_ROOM:
+            return None
         self._tail = raw[end : end + _TAIL_BYTES]
-        self._left(raw, start, end, items)
-        return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
+        self._left(raw, start, end, items, file, at)
+        return start - 1, end + 1, items
 
     def _longest(self, raw: bytes, start: int) -> _Seen | None:
         """The longest remembered array whose bytes start this one and end at an element (the
@@ -363,24 +336,30 @@ class MessageCutter:
                 return seen
         return None
 
-    def cut(self, raw: bytes) -> tuple[bytes, list[Any] | None]:
-        """The line with its ``messages`` array replaced by :data:`MARKER` (as a JSON string) and
-        the array's values, or the line unchanged and None (no array, a small one, or anything
-        this path does not prove equal: the validating path then reads it).
+    def cut(
+        self, raw: bytes, cuts: Cuts | None = None, file: FileRef | None = None, at: int | None = None
+    ) -> tuple[int, int, list[Any]] | None:
+        """``(start, end, values)`` of the line's ``messages`` array (``raw[start:end]``, brackets
+        included) and its values, or None (no array, a small one, one holding or crossing another
+        shortcut's span, or anything this path does not prove equal: the validating path then
+        reads it). ``cuts``: the other shortcuts' spans of ``raw``, in order; ``file`` and ``at``:
+        the plain file the line was read from and where it starts there (an array parsed whole is
+        then noted as left in the file, when the load leaves messages there).
 
         The array is remembered for the next lines only once the caller calls :meth:`keep` (the
         shortened line parsed); otherwise its values are dropped with the caller's reference.
         """
         self._pending = None
+        self._cuts = cuts or _NO_CUTS  # the line's, until the next line's
         if self.off:
-            return (raw, None) if self._line is None else self._cut_only(raw)
+            return None if not (self._leave and file is not None and at is not None) else self._cut_only(raw, file, at)
         self._tried += 1
         if self._tried == _PROBE_LINES and self._reused < _PAYS * self._parsed:
             self.off = True
             self._recent.clear()
-        opened = _array_opening(raw)
+        opened = self._array_opening(raw)
         if opened is None:
-            return raw, None
+            return None
         key, start = opened  # the array's first byte after "["
         seen = self._longest(raw, start)
         if seen is not None and raw[start + len(seen.body)] == _CLOSE:
@@ -389,18 +368,20 @@ class MessageCutter:
             first = start if seen is None else start + len(seen.body) + 1  # after the prefix and its comma
             found = self._rest(raw, first)
             if found is None:
-                return raw, None
+                return None
             end, new = found
             if seen is None:
                 if end - start < _MIN_BYTES:
-                    return raw, None
+                    return None
                 items, opens = new, _opens(raw, start, end)
             elif not new:  # "[prefix,]": a trailing comma, invalid JSON
-                return raw, None
+                return None
             else:
                 items, opens = seen.items + new, seen.opens + _opens(raw, first, end)
-        if opens + _opens(raw, 0, key) >= _DEPTH_ROOM:
-            return raw, None
+        if self._cuts and _crossed(self._cuts, start - 1, end + 1):
+            return None  # another shortcut's span inside (never so for a remembered prefix: checked when cut)
+        if opens + self._opens_before(raw, key) >= _DEPTH_ROOM:
+            return None
         reused = 0 if seen is None else len(seen.body)
         self._reused += reused
         self._parsed += end - start - reused
@@ -412,14 +393,13 @@ class MessageCutter:
             longer = _Seen(body, items, opens, clean=clean)
         self._pending = (seen, longer, raw[end : end + _TAIL_BYTES])
         if seen is None:  # parsed whole: left in the file (one the shortcut reuses stays shared)
-            self._left(raw, start, end, items)
-        self._line = None
-        return raw[: start - 1] + _MARKER_JSON + raw[end + 1 :], items
+            self._left(raw, start, end, items, file, at)
+        return start - 1, end + 1, items
 
     def known(self, raw: bytes, pos: int = 0, end: int | None = None) -> tuple[int, int] | None:
         """A span of ``raw`` holding the bytes of a remembered array that contains no key of
         :data:`OTHER_KEYS` (the start of this line's first ``messages`` array whose key starts in
-        ``raw[pos:end]``, repeated): the other cutters' searches for those keys may skip it. None when there is none."""
+        ``raw[pos:end]``, repeated): the other shortcuts' searches may skip it. None when there is none."""
         if self.off or not self._recent:
             return None
         key = raw.find(_KEY, pos, len(raw) if end is None else end + len(_KEY))
@@ -448,23 +428,24 @@ class MessageCutter:
         if grown is not None:
             self._remember(grown)
 
+    def _excluded(self, raw: bytes, first: int, end: int) -> bool:
+        """Whether ``raw[first:end]`` holds ``\\u0000`` or reaches into another shortcut's span:
+        such an array stays in the line."""
+        return _holds_nul(raw, first, end) or (bool(self._cuts) and _crossed(self._cuts, first - 1, end + 1))
+
     def _rest(self, raw: bytes, first: int) -> tuple[int, list[Any]] | None:
         """Where the array whose elements start at ``first`` ends, and those elements' values.
 
-        The bytes that followed the last cut array (``],"temperature":...``) are looked for first
-        (a memchr), else the end is scanned for; either way the elements before it must parse on
-        their own, which proves it is the array's end (see the module docstring).
-
-        The tail's last place in the line is tried first: the rest of the line after the array
-        (a few KB) is searched from its end instead of the array (~16 KB) from its start. Only
-        the array's end can have elements before it that parse, so when they parse there the
-        first place (the search below) gives that very end too: ahead of it, no tail place's
-        elements parse (each lies inside the array), and the scan then finds it
-        (tests/ingest/test_message_prefix_glue.py compares both on odd lines). Otherwise the search
-        below decides, as before."""
+        The bytes that followed the last cut array (``],"temperature":...``) are looked for first,
+        at their last place before the next other shortcut's span, then at their first (a memchr),
+        else the end is scanned for; either way the elements before it must parse on their own, which proves it is the
+        array's end (docs/performance.md, "Messages read once"; tests/ingest/test_message_prefix_glue.py
+        compares the places on odd lines)."""
         if self._tail:
-            late = raw.rfind(self._tail, first)
-            if late >= 0 and late - first <= _MAX_BYTES and not _holds_nul(raw, first, late):
+            # the array holds no other shortcut's span: it ends before the first one after it
+            bound = _next_cut(self._cuts, first, len(raw)) + len(self._tail) - 1 if self._cuts else len(raw)
+            late = raw.rfind(self._tail, first, bound)
+            if late >= 0 and late - first <= _MAX_BYTES and not self._excluded(raw, first, late):
                 values = _values(
                     memoryview(raw)[first - 1 : late + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:late] + b"]"
                 )
@@ -478,8 +459,8 @@ class MessageCutter:
                     return None
             elif end < 0:
                 continue
-            if end - first > _MAX_BYTES or _holds_nul(raw, first, end):
-                return None  # a huge array; a marker of the other cutters or a NUL escape
+            if end - first > _MAX_BYTES or self._excluded(raw, first, end):
+                return None  # a huge array; another shortcut's span or a NUL escape
             # the elements with their brackets: the line's own bytes when "[" precedes them
             values = _values(
                 memoryview(raw)[first - 1 : end + 1] if raw[first - 1] == 0x5B else b"[" + raw[first:end] + b"]"
@@ -498,3 +479,26 @@ class MessageCutter:
         ):
             old = next((s for s in self._recent if s.extended), self._recent[0])
             self._recent.remove(old)
+
+
+class KnownSpan:
+    """The span of a line :meth:`MessageCutter.known` gives (a repeated messages body holding no
+    key the other shortcuts look for), asked for once, from where a search first needs it."""
+
+    __slots__ = ("known", "span")
+
+    def __init__(self, known: Callable[[bytes, int, int | None], tuple[int, int] | None] | None) -> None:
+        self.known = known
+        self.span: tuple[int, int] | None = None
+
+    def ask(self, raw: bytes, pos: int, end: int | None = None) -> tuple[int, int] | None:
+        """The span, asked for from ``pos`` (with ``end``: asked again later unless found before it)."""
+        if self.known is not None:
+            span = self.known(raw, pos, end)
+            if span is not None or end is None:
+                self.span, self.known = span, None
+        return self.span
+
+    def near_start(self, raw: bytes) -> tuple[int, int] | None:
+        """The span, asked for near the line's start (the content array's search asks it so)."""
+        return self.ask(raw, 0, NEAR)

@@ -1,15 +1,23 @@
-"""Files -> calls grouped into sessions, with a load report that accounts for every record."""
+"""Values -> calls grouped into sessions, with a load report that accounts for every record.
+
+Entry points: :func:`load_sources` (sources read in this process, in order, under ``limits``: the
+one-process loader every other path is held to), :func:`load_source` (one source into a result),
+:func:`add_value` (one value: also the live follower's), :func:`parse_or_reason`,
+:func:`add_parsed` and :func:`note_unreadable`. Never raises on bad input: every record ends up
+loaded or skipped with a reason (``records == loaded + skipped``). Load layer, above ``values``
+(read_values) and ``formats`` (parse_value); ``files.py``, the pool and the two-part read add
+their parsed records through it. docs/limits.md: the session budget and the memory cap.
+"""
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 
 from rollout_graph.core.messages import share_repeats
 from rollout_graph.core.records import WARN, Call, Finding, LoadResult, SessionInput, Skipped
-from rollout_graph.ingest.formats import Parsed, RecordError, parse_value
+from rollout_graph.ingest.files.json_values import RawValue
+from rollout_graph.ingest.files.sources import Source
+from rollout_graph.ingest.formats.registry import Parsed, RecordError, parse_value
 from rollout_graph.ingest.limits import (
     SESSIONS_PROBE,
     LimitExceeded,
@@ -19,88 +27,17 @@ from rollout_graph.ingest.limits import (
     resident_bytes,
     using,
 )
-from rollout_graph.ingest.reading import RawValue, Source, read_values
-
-TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".zst", ".parquet", ".pkl", ".pickle", ".pt", ".pth")
-# Files that travel with traces (a bundled tokenizer) but are never traces themselves.
-NOTES_FILE = "rollout-graph-notes.json"  # the notes sidecar beside traces (rollout_graph.reports.notes)
-NOT_TRACES = frozenset(
-    {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json", NOTES_FILE}
-)
-# Training-signals files (docs/signals.md) may sit beside the traces they describe; never traces.
-SIGNALS_SUFFIXES = (".signals.jsonl", ".signals.parquet", ".signals.jsonl.gz", ".signals.jsonl.zst")
-# Nor is the capture proxy's engine probe report beside its capture file (docs/live.md).
-NOT_TRACE_SUFFIXES = (*SIGNALS_SUFFIXES, ".probe.json")
+from rollout_graph.ingest.load.trace_files import rollout_name
+from rollout_graph.ingest.values.read import read_values
 
 Progress = Callable[[int, int, int], None]  # (files done, files total, records so far)
-
-
-def trace_files(path: str | Path) -> list[Path]:
-    """A file as given, or every trace file under a directory (recursively, sorted)."""
-    return walk_traces(path)[0]
-
-
-def walk_traces(path: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """:func:`trace_files`, plus the folders that could not be listed and why.
-
-    Only regular files are read under a directory; a FIFO, device or socket named like a trace is
-    reported, never opened (opening a FIFO waits for a writer). Symlinked folders are not followed,
-    so a link loop cannot hang the walk.
-    """
-    p = Path(path)
-    if not p.is_dir():
-        return [p], []
-    errors: list[tuple[str, str]] = []
-
-    def failed(exc: OSError) -> None:
-        errors.append((str(exc.filename or p), f"cannot read folder: {exc.strerror or exc}"))
-
-    found = []
-    for folder, _dirs, names in os.walk(p, onerror=failed):
-        for name in names:
-            if name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES and not name.endswith(NOT_TRACE_SUFFIXES):
-                f = Path(folder, name)
-                try:
-                    mode = f.stat().st_mode
-                except OSError as exc:  # a dangling link, a race with deletion
-                    errors.append((str(f), f"cannot read file: {exc.strerror or exc}"))
-                    continue
-                if stat.S_ISREG(mode):
-                    found.append(f)
-                elif not stat.S_ISDIR(mode):
-                    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-                    errors.append((str(f), f"cannot read file: not a regular file ({kind}); skipped"))
-    return sorted(found), sorted(errors)
-
-
-def rollout_name(source_name: str) -> str:
-    """The session id of a file that names none: its file name without trace suffixes."""
-    name = Path(source_name).name
-    for suffix in (".gz", ".zst", ".jsonl", ".json", ".ndjson"):
-        name = name.removesuffix(suffix)
-    return name or "rollout"
-
-
-def load_paths(
-    paths: Iterable[str | Path], progress: Progress | None = None, limits: Limits | None = None
-) -> LoadResult:
-    """Load trace files and directories (see :func:`load_sources`); unreadable folders are skipped."""
-    sources = []
-    unreadable: list[tuple[str, str]] = []
-    for p in paths:
-        files, errors = walk_traces(p)
-        sources += [Source.from_path(f) for f in files]
-        unreadable += errors
-    result = load_sources(sources, progress, limits)
-    note_unreadable(result, unreadable)
-    return result
 
 
 def note_unreadable(result: LoadResult, unreadable: list[tuple[str, str]]) -> None:
     """Add the folders that could not be listed to a load report, as skipped (line 0)."""
     for folder, reason in unreadable:
         result.files.append(folder)
-        _skip(result, folder, 0, reason)
+        skip_record(result, folder, 0, reason)
 
 
 def load_sources(sources: list[Source], progress: Progress | None = None, limits: Limits | None = None) -> LoadResult:
@@ -121,11 +58,11 @@ def load_sources(sources: list[Source], progress: Progress | None = None, limits
                     progress(done, len(sources), records)
 
             try:
-                _load_source(source, result, shared_text, tick, limits)
+                load_source(source, result, shared_text, tick, limits)
             except OSError as exc:
-                _skip(result, source.name, 0, f"cannot read file: {exc.strerror or exc}")
+                skip_record(result, source.name, 0, f"cannot read file: {exc.strerror or exc}")
             except MemoryError:
-                _skip(result, source.name, 0, "out of memory while reading this file; the rest of it is not read")
+                skip_record(result, source.name, 0, "out of memory while reading this file; the rest of it is not read")
             if progress:
                 progress(done + 1, len(sources), result.records)
     return result
@@ -146,13 +83,19 @@ def _over_memory(limits: Limits) -> str | None:
     )
 
 
-def _load_source(
+def load_source(
     source: Source,
     result: LoadResult,
     shared_text: dict[str, str],
     tick: Callable[[int], None],
     limits: Limits,
 ) -> None:
+    """Add every record of ``source`` to ``result`` (``tick(records)`` every so often), stopping
+    the file at ``max_memory_bytes`` or ``max_sessions`` with the reason as its last skip.
+
+    Raises:
+        OSError: the source cannot be opened.
+    """
     default_session = rollout_name(source.name)
     values = read_values(source, limits)
     budget = SessionBudget(limits, source.path, len(result.sessions))  # max_sessions (docs/limits.md)
@@ -162,7 +105,7 @@ def _load_source(
             over = _over_memory(limits) or budget.check(count, len(result.sessions))
             if over:
                 values.close()
-                _skip(result, source.name, raw.line, over)
+                skip_record(result, source.name, raw.line, over)
                 return
         if raw.pending:
             result.pending.append(Skipped(source.name, raw.line, raw.error or "incomplete last line"))
@@ -180,18 +123,18 @@ def add_value(
     Never raises on bad input: an untrusted record must never stop a load.
     """
     if raw.error is not None:
-        _skip(result, source, raw.line, raw.error)
+        skip_record(result, source, raw.line, raw.error)
         return []
     parsed = parse_or_reason(raw, source, default_session)
     if isinstance(parsed, str):
-        _skip(result, source, raw.line, parsed)
+        skip_record(result, source, raw.line, parsed)
         return []
     return add_parsed(result, parsed, source, raw.line, shared_text)
 
 
 def parse_or_reason(raw: RawValue, source: str, default_session: str) -> Parsed | str:
     """What one parsed JSON value (``raw.error`` None) converts to, or why it is skipped; never
-    raises on bad input. The parallel reader calls this in its worker (graph/ingest/parallel.py)."""
+    raises on bad input. The pool and the two-part read call this where they parse (load/pool.py, two_parts.py)."""
     try:
         return parse_value(raw, source, default_session)
     except LimitExceeded as exc:
@@ -207,21 +150,23 @@ def parse_or_reason(raw: RawValue, source: str, default_session: str) -> Parsed 
 def add_parsed(result: LoadResult, parsed: Parsed, source: str, line: int, shared_text: dict[str, str]) -> list[Call]:
     """Add one value's converted calls (and its skipped parts) to ``result``, in file order."""
     for reason in parsed.skipped:
-        _skip(result, source, line, reason)
+        skip_record(result, source, line, reason)
     for call in parsed.calls:
-        _add_call(result, call, shared_text)
+        add_call(result, call, shared_text)
     if parsed.document is not None and parsed.calls:
         session = result.sessions[parsed.calls[0].session_id]
         session.document = parsed.document
     return parsed.calls
 
 
-def _skip(result: LoadResult, file: str, line: int, reason: str) -> None:
+def skip_record(result: LoadResult, file: str, line: int, reason: str) -> None:
+    """Count one record of ``file`` as skipped at ``line``, for ``reason``."""
     result.records += 1
     result.skipped.append(Skipped(file, line, reason))
 
 
-def _add_call(result: LoadResult, call: Call, shared_text: dict[str, str]) -> None:
+def add_call(result: LoadResult, call: Call, shared_text: dict[str, str]) -> None:
+    """Add one call to its session, its node id renamed when the session already holds it."""
     result.records += 1
     result.loaded += 1
     session = result.sessions.get(call.session_id)
@@ -251,3 +196,10 @@ def _share_messages(call: Call, shared_text: dict[str, str]) -> None:
     """Every call repeats the conversation so far; keep one copy of each message text, message
     and tool list (rollout_graph.core.messages.share_repeats)."""
     share_repeats(call, shared_text)
+
+
+def shared_texts(parsed: Parsed, shared: dict[str, str]) -> None:
+    """One copy of each repeated message text of a parsed value's calls (before they cross to
+    another process: the pool's workers and the two-part helper)."""
+    for call in parsed.calls:
+        share_repeats(call, shared)

@@ -1,4 +1,4 @@
-/* A chat logprob content array's sampled side (typed._sampled_only), in one pass.
+/* A chat logprob content array's sampled side (shortcuts/logprob_entries._sampled_only), in one pass.
  *
  * The span is validated as JSON exactly (RFC 8259: syntax, number grammar, string escapes,
  * strict UTF-8, no control characters in strings, the skipped ``top_logprobs`` included) and

@@ -1,45 +1,38 @@
-"""Fast path for the big token-id arrays in a raw JSON line.
+"""Prompt-id arrays: found in a raw line, parsed from their text, stored once in arenas.
 
-Every call's ``prompt_token_ids`` repeats the whole context, so a rollout's prompts add up to tens
-of millions of ids, nearly all of them the previous prompt again. Before the line goes to the JSON
-parser, each plain array of digits under a prompt-ids key is cut out and parsed (by one C pass,
-``_speedups.plain_ids``, or with numpy where the speedups are not built); when
-a recently seen array's text is a prefix of it, only the new tail is parsed. Anything unusual in
-the array (a sign, a decimal point, a string, ``true``, a leading zero) leaves it in the line for
-the ordinary, validating path. The cut is replaced by a marker string that :func:`restore` swaps for the array.
-
-Arrays whose ids fit int32 are stored in an append-only arena (:class:`IdArrayCutter`): a prompt
-that extends the array written last is only its new tail written after it, and the prompt is a
-read-only view of the arena from its parent's start (docs/performance.md, "Peak memory of the
-cold path"). Nothing is ever written over a part of an arena a view covers.
+Entry points: :class:`IdArrayCutter` (one per file: :meth:`IdArrayCutter.spans` finds each plain
+digit array under a ``prompt_token_ids`` / ``input_ids`` key in a part of a line and reads it,
+parsing only the tail a recent array's text does not already open) and :func:`held_bytes` (what
+loaded prompts hold together). A middle-layer shortcut: ``values/line.py`` asks it for spans and
+cuts them; the ids are read by one C pass (``_speedups.plain_ids``) or by numpy, the reference
+(:func:`_parse_plain_python`). Anything but plain digits stays in the line for the validating
+parser. Arrays whose ids fit int32 are read-only views of append-only arenas; nothing is written
+over a part a view covers. docs/performance.md, "Cold inspect: prompt ids and content arrays" and
+"Peak memory of the cold path".
 """
 
 from __future__ import annotations
 
 import mmap
-import os
 import re
 import warnings
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import numpy as np
 
+from rollout_graph.ingest.files.search import find_by_rare_byte, find_outside
 from rollout_graph.ingest.limits import LimitExceeded
-from rollout_graph.ingest.rare_byte import find_by_rare_byte
 from rollout_graph.ingest.speedups import native
-from rollout_graph.ingest.typed import FileRef, columns_for, cut_logprobs, located_span
 
 # Keys whose arrays are large and repetitive: prompts, and rollout documents' sequences. One scan
 # for their common tail finds both.
-_TAIL = b'_ids"'
+ID_KEY = b'_ids"'  # what the other shortcuts call the id keys (messages.OTHER_KEYS)
 _HEADS = (b'"prompt_token', b'"input')
 _OPENING = re.compile(rb"\s*:\s*\[")
 # numpy clamps numbers beyond int64 to its maximum: anything this large goes the validating path.
 _IMPLAUSIBLE_ID = 2**62
-_NONCE = os.urandom(4).hex()
 _RECENT = 16
 _INT32_MAX = 2**31 - 1
 # Ids per arena: 64 MB of address space, of which only the pages written become resident.
@@ -48,10 +41,6 @@ _FIRST_ARENA_IDS = 1 << 18  # 1 MB of address space for a cutter's first arena
 _SMALL = 64  # arrays this short are neither remembered nor put in an arena
 _PAGE_IDS = 1024  # int32 ids in a 4 KB page: slots start on a page
 _ROOM = 4 * _PAGE_IDS  # the least room left after an array written whole
-
-
-def _marker(i: int) -> str:
-    return f"\x00ids-{_NONCE}:{i}"
 
 
 _NO_IDS = np.empty(0, dtype=np.int32)
@@ -195,7 +184,7 @@ class _Seen:
         self.text, self.ids, self.slot, self.start = text, ids, slot, start
 
 
-def _new_arena(ids: int) -> np.ndarray:
+def new_arena(ids: int) -> np.ndarray:
     """Anonymous memory for ``ids`` int32 ids: a page is resident only once written (the room
     left after each prompt costs address space, not memory; numpy's own large arrays ask for
     2 MB pages, which a written byte would make resident whole). Private to this process.
@@ -208,12 +197,12 @@ def _new_arena(ids: int) -> np.ndarray:
     except OSError as exc:
         raise MemoryError(f"cannot map {ids * 4:,} bytes for token ids: {exc.strerror or exc}") from None
     arena = np.frombuffer(memory, dtype=np.int32)
-    _ARENAS[id(arena)] = arena
+    ARENAS[id(arena)] = arena
     return arena
 
 
 # for held_bytes: which bases are arenas (an entry goes when its arena does)
-_ARENAS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+ARENAS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
 
 class IdArrayCutter:
@@ -336,146 +325,44 @@ class IdArrayCutter:
         """A new slot for ``n`` ids and as many again to grow into (whole pages of ids)."""
         size = -(-(2 * n + _ROOM) // _PAGE_IDS) * _PAGE_IDS
         if self._arena is None or self._top + size > self._arena.shape[0]:
-            self._arena = _new_arena(max(self._next_ids, size))
+            self._arena = new_arena(max(self._next_ids, size))
             self._next_ids = min(self._arena_ids, 2 * self._next_ids)
             self._top = 0
         slot = _Slot(self._arena, self._top, self._top + size)
         self._top += size
         return slot
 
-    def cut(
+    def spans(
         self,
         raw: bytes,
+        lo: int = 0,
+        hi: int | None = None,
+        ask: Ask | None = None,
         max_ids: int | None = None,
-        file: FileRef | None = None,
-        offset: int | None = None,
-        locate: bool = True,
-        known: Callable[[bytes, int, int | None], tuple[int, int] | None] | None = None,
-    ) -> tuple[bytes, dict[str, Any]]:
-        """The line with each plain prompt-id array replaced by a marker, and the arrays.
-
-        Chat logprob entries are cut next (:func:`rollout_graph.ingest.typed.cut_logprobs`), from
-        what is left of the line (the skim for them then never reads the id arrays again): their
-        markers map to decoded columns rather than arrays. With ``file`` and ``offset`` (where the
-        line starts in that plain file) their alternatives are left in the file until read. ``locate``:
-        see :func:`rollout_graph.ingest.typed.cut_logprobs` (the caller checks with ``placed``).
-        ``known`` (:meth:`rollout_graph.ingest.message_prefix.MessageCutter.known`): a span of the
-        line that holds no id key nor ``"top_logprobs"``, which the searches for them then skip
-        (asked from where the first id array found ends: the search for its key starts there).
+        before: int | None = None,
+    ) -> list[tuple[int, int, np.ndarray]]:
+        """``(start, end, ids)`` of each plain id array whose key starts in ``raw[lo:hi]``, in
+        order: ``raw[start:end]`` is the array with its brackets. ``ask``: the span of the line
+        known to hold no id key (asked as the search goes: :class:`rollout_graph.ingest.shortcuts.
+        messages.KnownSpan`), not searched; ``before``: an array whose body reaches this position
+        is left alone (it runs into a content array cut there).
 
         Raises:
             LimitExceeded: an array holds more than ``max_ids`` ids.
         """
-        skip = _Skip(known)
-        if locate:
-            # the repeated messages span (asked as the id search asks it first) is not searched
-            span = located_span(raw, None if known is None else lambda: skip.ask(raw, 0, _NEAR))
-            if span is not None:
-                done = self._cut_located(raw, span, max_ids, file, offset, skip)
-                if done is not None:
-                    return done
-        shifts: list[tuple[int, int]] = [(0, 0)]
-        cuts: list[tuple[int, int]] = []
-        raw, arrays = self._cut_ids(raw, max_ids, shifts, skip, cuts)
-        span = skip.span
-        if span is not None:
-            # Where the span is in the cut line: the cut line is the line with each cut span
-            # replaced, so a span no cut overlaps holds the same bytes, moved by what the cuts
-            # before it removed (no cut is inside it: no id key is; one that were is not used).
-            if all(b <= span[0] or a >= span[1] for a, b in cuts):
-                removed = [gone for new, gone in shifts if new + gone <= span[0]][-1]  # the last cut before it
-                span = (span[0] - removed, span[1] - removed)
-            else:
-                span = None
-        where = None
-        if file is not None and offset is not None:
-            starts = [new for new, _ in shifts]
-
-            def where(pos: int) -> int:
-                return offset + pos + shifts[bisect_right(starts, pos) - 1][1]
-
-        raw, columns = cut_logprobs(raw, file, where, span)
-        arrays.update(columns)
-        return raw, arrays
-
-    def _cut_located(
-        self,
-        raw: bytes,
-        span: tuple[int, int],
-        max_ids: int | None,
-        file: FileRef | None,
-        offset: int | None,
-        skip: _Skip | None = None,
-    ) -> tuple[bytes, dict[str, Any]] | None:
-        """The one-choice compact layout: the content array found by bytes, the id arrays looked
-        for only around it (never through it). None when the array does not decode as one."""
-        start, end = span
-        columns = columns_for(raw[start:end], file, None if offset is None else offset + start, located=True)
-        if columns is None:
-            return None
-        arrays: dict[str, Any] = {}
-        pieces: list[bytes | memoryview] = []
-        view = memoryview(raw)  # pieces of the line as views: the join is their one copy
+        found: list[tuple[int, int, np.ndarray]] = []
         pos = 0
-        content = _marker(0)
-        for lo, hi in ((0, start), (end, len(raw))):
-            for a, b in _array_spans(raw, lo, hi, skip):
-                if lo == 0 and b >= start:
-                    continue  # runs into the content array: not an id array (left to the parser)
-                ids = self._ids(raw[a:b])
-                if ids is None:
-                    continue
-                if max_ids is not None and ids.shape[0] > max_ids:
-                    raise LimitExceeded(
-                        f"an id array holds {ids.shape[0]:,} ids (limit max_ids {max_ids:,}, --max-ids)"
-                    )
-                marker = _marker(len(arrays) + 1)
-                arrays[marker] = ids
-                pieces += [view[pos : a - 1], b'"\\u0000', marker[1:].encode(), b'"']
-                pos = b + 1
-            if lo == 0:
-                arrays[content] = columns
-                pieces += [view[pos:start], b'"\\u0000', content[1:].encode(), b'"']
-                pos = end
-        pieces.append(view[pos:])
-        return b"".join(pieces), arrays
-
-    def _cut_ids(
-        self,
-        raw: bytes,
-        max_ids: int | None,
-        shifts: list[tuple[int, int]] | None = None,
-        skip: _Skip | None = None,
-        cuts: list[tuple[int, int]] | None = None,
-    ) -> tuple[bytes, dict[str, Any]]:
-        """``shifts`` gets (position in the cut line, bytes removed before it) after each cut,
-        ``cuts`` the span of the line each cut replaced (the array with its brackets)."""
-        arrays: dict[str, Any] = {}
-        pieces: list[bytes | memoryview] = []
-        view = memoryview(raw)  # pieces of the line as views: the join is their one copy
-        pos = 0
-        length = 0  # of the cut line so far
-        for start, end in _array_spans(raw, skip=skip):
-            if start < pos:
+        for start, end in _array_spans(raw, lo, hi, ask):
+            if (before is not None and end >= before) or start < pos:
                 continue
             ids = self._ids(raw[start:end])
             if ids is None:
                 continue
             if max_ids is not None and ids.shape[0] > max_ids:
                 raise LimitExceeded(f"an id array holds {ids.shape[0]:,} ids (limit max_ids {max_ids:,}, --max-ids)")
-            marker = _marker(len(arrays))
-            arrays[marker] = ids
-            pieces += [view[pos : start - 1], b'"\\u0000', marker[1:].encode(), b'"']
-            length += start - 1 - pos + 8 + len(marker) - 1
+            found.append((start - 1, end + 1, ids))
             pos = end + 1
-            if shifts is not None:
-                shifts.append((length, pos - length))
-            if cuts is not None:
-                cuts.append((start - 1, pos))
-        if not pieces:
-            return raw, arrays
-        pieces.append(view[pos:])
-        return b"".join(pieces), arrays
+        return found
 
 
 _SEARCHES: dict[bytes, Callable[[bytes, int, int], re.Match[bytes] | None]] = {}
@@ -504,52 +391,22 @@ def _find(raw: bytes, key: bytes, pos: int, hi: int) -> int:
     return find_by_rare_byte(raw, key, pos, hi, 0, _TRIES, _search(key))
 
 
-def find_outside(raw: bytes, key: bytes, pos: int, hi: int, skip: tuple[int, int] | None) -> int:
-    """``raw.find(key, pos, hi)`` where ``raw[skip[0]:skip[1]]`` is known to hold no ``key``: that
-    span is not searched (an occurrence straddling either of its ends still is)."""
-    if skip is not None:
-        a, b = skip
-        if pos < a:
-            at = _find(raw, key, pos, min(hi, a + len(key) - 1))
-            if at >= 0:
-                return at
-        pos = max(pos, b - len(key) + 1)
-    return _find(raw, key, pos, hi)
+Ask = Callable[[bytes, int, int | None], tuple[int, int] | None]  # (raw, from, near) -> a span holding no key
+NEAR = 512  # bytes from where a search starts in which a messages key is looked for at once
 
 
-_NEAR = 512
-
-
-class _Skip:
-    """A span of a line known to hold no id key nor ``"top_logprobs"``, asked for once (from where
-    the first id array found ends: asking costs a search from there for a ``messages`` key)."""
-
-    __slots__ = ("known", "span")
-
-    def __init__(self, known: Callable[[bytes, int, int | None], tuple[int, int] | None] | None) -> None:
-        self.known = known
-        self.span: tuple[int, int] | None = None
-
-    def ask(self, raw: bytes, pos: int, end: int | None = None) -> tuple[int, int] | None:
-        """The span, asked for from ``pos`` (with ``end``: asked again later unless found before it)."""
-        if self.known is not None:
-            span = self.known(raw, pos, end)
-            if span is not None or end is None:
-                self.span, self.known = span, None
-        return self.span
-
-
-def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, skip: _Skip | None = None) -> list[tuple[int, int]]:
+def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, ask: Ask | None = None) -> list[tuple[int, int]]:
     """(start, end) of each array body under one of the keys, in order, whose key starts in
-    ``raw[lo:hi]`` (its array may run on); ``skip``: a span holding no key, not searched."""
+    ``raw[lo:hi]`` (its array may run on); ``ask``: a span holding no key, not searched."""
     spans = []
     hi = len(raw) if hi is None else hi
     # a messages key near where the search starts (a capture record's request) is asked for at
     # once; else from where the first id array ends (a flat entry's ids come first)
-    span = None if skip is None else skip.ask(raw, lo, lo + _NEAR)
-    at = find_outside(raw, _TAIL, lo, hi, span)
+    span = None if ask is None else ask(raw, lo, lo + NEAR)
+    skip = () if span is None else (span,)
+    at = find_outside(raw, ID_KEY, lo, hi, skip, _find)
     while at >= 0:
-        after = at + len(_TAIL)
+        after = at + len(ID_KEY)
         if raw.endswith(_HEADS, 0, at):  # one of the keys (what precedes ``at`` is one of the heads)
             opening = _OPENING.match(raw, after)
             if opening:
@@ -558,83 +415,11 @@ def _array_spans(raw: bytes, lo: int = 0, hi: int | None = None, skip: _Skip | N
                     break
                 spans.append((opening.end(), end))
                 after = end
-        if skip is not None:
-            span = skip.ask(raw, after)
-        at = find_outside(raw, _TAIL, after, hi, span)
+        if ask is not None and span is None:
+            span = ask(raw, after, None)
+            skip = () if span is None else (span,)
+        at = find_outside(raw, ID_KEY, after, hi, skip, _find)
     return spans
-
-
-_NESTING = frozenset({dict, list})
-
-
-def restore(value: Any, arrays: dict[str, Any]) -> None:
-    """Put the cut arrays (or logprob columns) back where their markers are (only dict values
-    can hold one).
-
-    Objects are walked before lists: every marker is an object's value, so the walk usually
-    ends (all markers placed) before it reaches a long list such as a choice's ``token_ids``,
-    whose elements would each be looked at for a nested value. Each marker occurs once in the
-    cut line, so the order changes nothing but the time (tests/ingest/test_restore.py compares it
-    with the plain walk in order).
-
-    The places an engine pair holds its markers (the response's prompt ids, its first choice's
-    logprob entries, the request's messages) are looked at first: a marker found there is where
-    the walk would place it (it occurs once), and when that places every one the walk is not
-    made at all (tests/ingest/test_restore.py)."""
-    remaining = len(arrays)
-    if not remaining:
-        return
-    if type(value) is dict:
-        remaining -= _restore_engine_pair(value, arrays)
-        if not remaining:
-            return
-    objects = [value] if isinstance(value, dict) else []
-    lists = [value] if isinstance(value, list) else []
-    while remaining and (objects or lists):
-        if objects:
-            node = objects.pop()
-            for key, child in node.items():
-                if isinstance(child, str):
-                    if child[:1] == "\x00" and child in arrays:
-                        node[key] = arrays[child]
-                        remaining -= 1
-                elif isinstance(child, dict):
-                    objects.append(child)
-                elif isinstance(child, list):
-                    lists.append(child)
-            continue
-        items = lists.pop()
-        if not _NESTING.intersection(map(type, items)):
-            continue  # a list of scalars (token ids, texts): a marker is only ever a dict's value
-        for child in items:
-            if isinstance(child, dict):
-                objects.append(child)
-            elif isinstance(child, list):
-                lists.append(child)
-
-
-def _put_back(node: Any, key: str, arrays: dict[str, Any]) -> int:
-    """1 when ``node`` (a dict) holds a marker under ``key``, put back; else 0."""
-    if type(node) is dict:
-        child = node.get(key)
-        if type(child) is str and child[:1] == "\x00" and child in arrays:
-            node[key] = arrays[child]
-            return 1
-    return 0
-
-
-def _restore_engine_pair(value: dict, arrays: dict[str, Any]) -> int:
-    """The markers put back from where an engine pair holds them (how many)."""
-    placed = 0
-    response = value.get("response")
-    if type(response) is dict:
-        placed += _put_back(response, "prompt_token_ids", arrays)
-        choices = response.get("choices")
-        if type(choices) is list and choices:
-            choice = choices[0]
-            if type(choice) is dict:
-                placed += _put_back(choice.get("logprobs"), "content", arrays)
-    return placed + _put_back(value.get("request"), "messages", arrays)
 
 
 def held_bytes(arrays: Iterable[np.ndarray | None], *, any_buffer: bool = False) -> int:
@@ -650,7 +435,7 @@ def held_bytes(arrays: Iterable[np.ndarray | None], *, any_buffer: bool = False)
         base = arr.base
         if isinstance(base, np.ndarray):
             start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-            if _ARENAS.get(id(base)) is base or (
+            if ARENAS.get(id(base)) is base or (
                 any_buffer
                 and arr.flags.c_contiguous
                 and base.flags.c_contiguous
