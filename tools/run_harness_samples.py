@@ -641,7 +641,7 @@ def classifier_kinds(rollout) -> dict[str, tuple[str, str]]:
 def score(capture: Path, labels_path: Path) -> dict:
     """The classifier against the hand labels of one capture: per labelled call the label, what the
     classifier says, and whether the kinds agree (a call the classifier leaves unnamed is ``none``)."""
-    from rollout_graph.ingest.loading import load_paths
+    from rollout_graph.ingest.load.files import load_paths
     from rollout_graph.pipeline import analyse
 
     labels = json.loads(labels_path.read_text())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_graph.ingest.loading import load_paths
+from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 
 ROOT = Path(__file__).resolve().parents[2]
