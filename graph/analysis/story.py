@@ -206,7 +206,8 @@ def _break_of(rollout: Rollout, root: int) -> Break | None:
 
 def _aside_text(rollout: Rollout, ids: list[str], calls: Sequence[int], kept: int) -> str:
     """One line for discarded attempts before ``kept``: how many, what they were, what continued."""
-    kinds = {rollout.near_misses[c].kind for c in calls if c in rollout.near_misses}
+    # what each was: the later call that re-sent, rejected or replaced it says (Rollout.replaced_by)
+    kinds = {m.kind for m in (rollout.replaced_by.get(c) or rollout.near_misses.get(c) for c in calls) if m is not None}
     names = ", ".join(ids[c] for c in calls[:4]) + (f" and {len(calls) - 4} more" if len(calls) > 4 else "")
     n = len(calls)
     what = "attempt" if n == 1 else "attempts"
@@ -244,9 +245,10 @@ def outline(rollout: Rollout) -> Story:
     # a discarded root that another root re-sent (a retry of the first call) is folded before it
     folded_roots: dict[int, int] = {}
     for r in roots:
-        miss = rollout.near_misses.get(r)
-        if rollout.node_roles[r] == DISCARDED and miss is not None and miss.node == r:
-            other = miss.later if miss.earlier == r else miss.other
+        # what replaced a call that looks dropped is keyed by it (Rollout.replaced_by: the later call)
+        miss = rollout.replaced_by.get(r)
+        if rollout.node_roles[r] == DISCARDED and miss is not None:
+            other = miss.later
             if other != r and topo.parents[other] is None:
                 folded_roots[r] = other
     told = [r for r in roots if r not in folded_roots]
