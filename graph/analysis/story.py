@@ -204,6 +204,15 @@ def _break_of(rollout: Rollout, root: int) -> Break | None:
     )  # fmt: skip
 
 
+def _opening(rollout: Rollout, root: int, folded: Sequence[int]) -> Break | None:
+    """The break that began the conversation at ``root``: when the root only re-sent a first attempt
+    folded before it (a compaction sent again), that attempt's break is the conversation's."""
+    brk = _break_of(rollout, root)
+    if brk is not None and brk.kind == RETRY and brk.earlier in folded:
+        return _break_of(rollout, brk.earlier) or brk
+    return brk
+
+
 def _aside_text(rollout: Rollout, ids: list[str], calls: Sequence[int], kept: int) -> str:
     """One line for discarded attempts before ``kept``: how many, what they were, what continued."""
     # what each was: the later call that re-sent, rejected or replaced it says (Rollout.replaced_by)
@@ -301,7 +310,7 @@ def outline(rollout: Rollout) -> Story:
             title,
             calls,
             asides,
-            _break_of(rollout, root) if k or kind != AGENT_WORK else None,
+            _opening(rollout, root, folded_into.get(root, ())) if k or kind != AGENT_WORK else None,
             size[root] + sum(size[r] for r in folded_into.get(root, ())),
         )
         story.conversations.append(conv)

@@ -45,8 +45,13 @@ def test_the_conversations_come_in_the_order_they_matter(fix_config_bug):
         and "the same prompt sent again" in line.text
         and "c03 continued" in line.text
     )
-    # the second conversation began with a compaction: named in one sentence, with its evidence
-    miss = r.near_misses[second.root]
+    # the second conversation began with a compaction (c18, discarded, then sent again as c19, which
+    # the agent went on from): c18's break is the conversation's, in one sentence, with its evidence
+    assert [ids[i] for i in second.calls][0] == "c19" and r.near_misses[second.root].kind == "retry"
+    assert [a.text for a in second.asides[second.root]] == [
+        "1 discarded attempt (c18): the same prompt sent again (a retry); c19 continued"
+    ]
+    miss = r.near_misses[r.index_of("c18")]
     assert second.opened_by.kind == "compaction" and second.opened_by.words == "the history was compacted"
     assert miss.evidence and second.opened_by.evidence == miss.evidence  # told once, on a line of its own
     assert second.opened_by.sentence + f" [{miss.evidence}]" == describe(r.calls, miss)
