@@ -323,15 +323,62 @@ static ALWAYS_INLINE int read_key(Scan *s) {
 
 static int skip_value(Scan *s, int depth);
 
-/* Past an alternative written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>}``
- * (these bytes are valid JSON as they stand: the same the general path accepts), or NULL for
- * anything else (the general path then reads it from p). */
+/* Past a ``bytes`` list as vLLM writes it, ``[]`` or ``[n,n,...]`` with each n a JSON integer
+ * of one to three digits (``0``, or no leading zero), at p (its ``[``); or NULL for anything else
+ * (the general path then reads the value). Whatever the integers are, the bytes are valid JSON:
+ * the list is only validated, never read. Stops at the NUL after the span at most. */
+static inline const unsigned char *byte_list(const unsigned char *p, const unsigned char *end) {
+    if (p >= end || *p != '[') return NULL;
+    p++;
+    if (*p == ']') return p + 1;
+    for (;;) {
+        unsigned char c = *p;
+        if (c == '0') {
+            p++;
+        } else if (c >= '1' && c <= '9') {
+            p++;
+            if (*p >= '0' && *p <= '9') {
+                p++;
+                if (*p >= '0' && *p <= '9') p++;
+            }
+        } else {
+            return NULL;
+        }
+        if (p >= end) return NULL;
+        if (*p == ',') {
+            p++;
+        } else if (*p == ']') {
+            return p + 1;
+        } else {
+            return NULL; /* a fourth digit, a leading zero, a space, another value */
+        }
+    }
+}
+
+#define BYTES_KEY ",\"bytes\":"
+#define BYTES_KEY_LEN 9
+
+/* Past vLLM 0.32's ``,"bytes":[...]`` or ``,"bytes":null`` at p, or p itself when another key
+ * or the end of the object follows; NULL when a bytes value is there in another layout. */
+static inline const unsigned char *skip_bytes(const unsigned char *p, const unsigned char *end) {
+    if (end - p < BYTES_KEY_LEN || memcmp(p, BYTES_KEY, BYTES_KEY_LEN) != 0) return p;
+    p += BYTES_KEY_LEN;
+    if (end - p >= 4 && memcmp(p, "null", 4) == 0) return p + 4;
+    return byte_list(p, end);
+}
+
+/* Past an alternative written as an engine writes it, ``{"token":"<plain text>","logprob":<number>}``,
+ * with vLLM 0.32's ``,"bytes":[...]`` (or ``null``) before the brace or not (these bytes are valid
+ * JSON as they stand: the same the general path accepts), or NULL for anything else (the general
+ * path then reads it from p). */
 static inline const unsigned char *compact_alt(const unsigned char *p, const unsigned char *end) {
     if (end - p < 10 || memcmp(p, "{\"token\":\"", 10) != 0) return NULL;
     p = skip_plain(p + 10, end);
     if (end - p < 12 || memcmp(p, "\",\"logprob\":", 12) != 0) return NULL;
     int fraction;
     p = number_end(p + 12, end, &fraction);
+    if (p == NULL) return NULL;
+    if (*p == ',') p = skip_bytes(p, end);
     if (p == NULL || *p != '}') return NULL; /* at end: the NUL after the span */
     return p + 1;
 }
@@ -653,9 +700,8 @@ static int read_logprob(Scan *s, double *out) {
 }
 
 
-/* One entry at s->p (its opening brace). */
-/* An entry written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>`` and
- * ``,"top_logprobs":<value>`` or not, then ``}``: 1 when read (the row added, s->p past it), 0
+/* An entry written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>``, vLLM 0.32's
+ * ``,"bytes":[...]`` (or ``null``) or not, ``,"top_logprobs":<value>`` or not, then ``}``: 1 when read (the row added, s->p past it), 0
  * for another layout (nothing changed: read_entry reads it), -1 when its logprob or its
  * alternatives are refused (as read_entry would refuse the same bytes). */
 static int compact_entry(Scan *s) {
@@ -666,6 +712,14 @@ static int compact_entry(Scan *s) {
     s->p = q + 12;
     double logprob;
     if (read_logprob(s, &logprob) < 0) return -1;
+    if (*s->p == ',') {
+        const unsigned char *past = skip_bytes(s->p, end);
+        if (past == NULL) { /* a bytes value in another layout: read_entry reads it all again */
+            s->p = p;
+            return 0;
+        }
+        s->p = past;
+    }
     if (end - s->p >= 16 && memcmp(s->p, ",\"top_logprobs\":", 16) == 0) {
         s->p += 16;
         skip_ws(s);
