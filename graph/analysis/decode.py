@@ -131,6 +131,12 @@ def _piece_bytes(token: str) -> bytes:
     return token.replace("▁", " ").encode()
 
 
+# TraceTextDecoder.pieces: runs of at least TABLE_MIN_RUN ids, each below TABLE_IDS (a vocabulary's
+# size), are looked up in a table of pieces (at most TABLE_IDS strings, about 15 MB)
+TABLE_IDS = 1 << 18
+TABLE_MIN_RUN = 64
+
+
 class TraceTextDecoder:
     """No tokenizer: the token strings the trace carried for sampled tokens, else ``<id>``.
 
@@ -138,12 +144,13 @@ class TraceTextDecoder:
     collecting them reads every call's top-k alternatives, which a loader may have left in the file).
     """
 
-    __slots__ = ("_known", "_source", "_calls")
+    __slots__ = ("_known", "_source", "_calls", "_table")
 
     def __init__(self, known: dict[int, str], source: str = TRACE_TEXT) -> None:
         self._known: dict[int, str] | None = known
         self._source: str | None = source
         self._calls: list[Call] | None = None
+        self._table: np.ndarray | None = None  # pieces by id, built by _pieces_table on first use
 
     @classmethod
     def from_calls(cls, calls: list[Call]) -> TraceTextDecoder:
@@ -190,8 +197,27 @@ class TraceTextDecoder:
         return False
 
     def pieces(self, ids) -> list[str]:
-        """Per-id text carried by the trace, or ``<id>`` where the trace carried none."""
-        return [self.known.get(i, f"<{i}>") for i in np.asarray(ids).tolist()]
+        """Per-id text carried by the trace, or ``<id>`` where the trace carried none. A long run of
+        ids below :data:`TABLE_IDS` is looked up in a table of every id's piece (the same strings,
+        made once: the search index decodes every context this way)."""
+        arr = np.asarray(ids)
+        if arr.ndim == 1 and arr.dtype.kind in "iu" and arr.shape[0] >= TABLE_MIN_RUN:
+            low, high = int(arr.min()), int(arr.max())
+            if low >= 0 and high < TABLE_IDS:
+                return self._pieces_table(high).take(arr).tolist()
+        known = self.known
+        return [known.get(i, f"<{i}>") for i in arr.tolist()]
+
+    def _pieces_table(self, high: int) -> np.ndarray:
+        """The pieces of ids 0 to at least ``high`` as an object array (grown when a larger id comes)."""
+        table = self._table
+        if table is None or table.shape[0] <= high:
+            known = self.known
+            size = min(TABLE_IDS, max(high + 1, 2 * (0 if table is None else table.shape[0])))
+            table = np.empty(size, dtype=object)
+            table[:] = [known.get(i, f"<{i}>") for i in range(size)]
+            self._table = table
+        return table
 
     def text(self, ids) -> str:
         """Fallback text of the ids, joined."""
