@@ -132,9 +132,11 @@ def _piece_bytes(token: str) -> bytes:
 
 
 # TraceTextDecoder.pieces: runs of at least TABLE_MIN_RUN ids, each below TABLE_IDS (a vocabulary's
-# size), are looked up in a table of pieces (at most TABLE_IDS strings, about 15 MB)
+# size), are looked up in a table of pieces (at most TABLE_IDS strings, about 15 MB), grown
+# TABLE_STEP ids at a time
 TABLE_IDS = 1 << 18
-TABLE_MIN_RUN = 64
+TABLE_MIN_RUN = 16
+TABLE_STEP = 1 << 12
 
 
 class TraceTextDecoder:
@@ -150,7 +152,7 @@ class TraceTextDecoder:
         self._known: dict[int, str] | None = known
         self._source: str | None = source
         self._calls: list[Call] | None = None
-        self._table: np.ndarray | None = None  # pieces by id, built by _pieces_table on first use
+        self._table: tuple[np.ndarray, np.ndarray] | None = None  # pieces by id and their lengths (_table_for)
 
     @classmethod
     def from_calls(cls, calls: list[Call]) -> TraceTextDecoder:
@@ -197,26 +199,46 @@ class TraceTextDecoder:
         return False
 
     def pieces(self, ids) -> list[str]:
-        """Per-id text carried by the trace, or ``<id>`` where the trace carried none. A long run of
-        ids below :data:`TABLE_IDS` is looked up in a table of every id's piece (the same strings,
-        made once: the search index decodes every context this way)."""
+        """Per-id text carried by the trace, or ``<id>`` where the trace carried none (a run of ids
+        the table covers is looked up in it: the same strings, :meth:`_table_for`)."""
         arr = np.asarray(ids)
-        if arr.ndim == 1 and arr.dtype.kind in "iu" and arr.shape[0] >= TABLE_MIN_RUN:
-            low, high = int(arr.min()), int(arr.max())
-            if low >= 0 and high < TABLE_IDS:
-                return self._pieces_table(high).take(arr).tolist()
+        table = self._table_for(arr)
+        if table is not None:
+            return table[0].take(arr).tolist()
         known = self.known
         return [known.get(i, f"<{i}>") for i in arr.tolist()]
 
-    def _pieces_table(self, high: int) -> np.ndarray:
-        """The pieces of ids 0 to at least ``high`` as an object array (grown when a larger id comes)."""
+    def joined_pieces(self, ids) -> tuple[str, np.ndarray]:
+        """``"".join(self.pieces(ids))`` and each piece's length (int64): what the search index
+        keeps of a span, by the table where :meth:`pieces` uses it."""
+        arr = np.asarray(ids)
+        table = self._table_for(arr)
+        if table is None:
+            pieces = self.pieces(arr)
+            return "".join(pieces), np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        return "".join(table[0].take(arr).tolist()), table[1].take(arr)
+
+    def _table_for(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every id's piece and its length, for ids 0 up to at least ``arr``'s largest, when ``arr``
+        is a run of at least TABLE_MIN_RUN integer ids from 0 to below TABLE_IDS (else None). Made
+        once, grown by the ids not covered yet when a larger id comes: at most TABLE_IDS pieces."""
+        if arr.ndim != 1 or arr.dtype.kind not in "iu" or arr.shape[0] < TABLE_MIN_RUN:
+            return None
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= TABLE_IDS:
+            return None
         table = self._table
-        if table is None or table.shape[0] <= high:
+        if table is None or table[0].shape[0] <= high:
             known = self.known
-            size = min(TABLE_IDS, max(high + 1, 2 * (0 if table is None else table.shape[0])))
-            table = np.empty(size, dtype=object)
-            table[:] = [known.get(i, f"<{i}>") for i in range(size)]
-            self._table = table
+            old = 0 if table is None else table[0].shape[0]
+            size = min(TABLE_IDS, -(-(high + 1) // TABLE_STEP) * TABLE_STEP)
+            added = [known.get(i, f"<{i}>") for i in range(old, size)]
+            texts, lengths = np.empty(size, dtype=object), np.empty(size, dtype=np.int64)
+            if table is not None:
+                texts[:old], lengths[:old] = table
+            texts[old:] = added
+            lengths[old:] = np.fromiter(map(len, added), dtype=np.int64, count=len(added))
+            table = self._table = (texts, lengths)
         return table
 
     def text(self, ids) -> str:

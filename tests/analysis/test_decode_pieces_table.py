@@ -40,19 +40,27 @@ def test_pieces_are_the_id_by_id_lookup(arrays, dtype):
         got = decoder.pieces(ids)
         assert got == one_by_one(KNOWN, ids)
         assert all(type(piece) is str for piece in got)
+        text, lengths = decoder.joined_pieces(ids)
+        assert text == "".join(got)
+        assert lengths.dtype == np.int64 and lengths.tolist() == [len(piece) for piece in got]
 
 
 def test_long_runs_take_the_table_and_it_grows():
     decoder = TraceTextDecoder(dict(KNOWN))
     small = np.arange(decode.TABLE_MIN_RUN, dtype=np.int32)
     assert decoder.pieces(small) == one_by_one(KNOWN, small)
-    assert decoder._table is not None and decoder._table.shape[0] >= decode.TABLE_MIN_RUN
+    assert decoder._table is not None and decoder._table[0].shape[0] >= decode.TABLE_MIN_RUN
+    first = decoder._table[0]
     large = np.arange(5000, 5000 + decode.TABLE_MIN_RUN, dtype=np.int64)
     assert decoder.pieces(large) == one_by_one(KNOWN, large)
-    assert decoder._table.shape[0] > 5000 + decode.TABLE_MIN_RUN - 1
+    texts, lengths = decoder._table
+    assert texts.shape[0] > 5000 + decode.TABLE_MIN_RUN - 1 and texts.shape == lengths.shape
+    assert all(texts[i] is first[i] for i in range(first.shape[0]))  # grown, not made again
+    assert lengths.tolist() == [len(t) for t in texts.tolist()]
     beyond = np.full(decode.TABLE_MIN_RUN, decode.TABLE_IDS, dtype=np.int64)  # past the table: one by one
     assert decoder.pieces(beyond) == ["beyond"] * decode.TABLE_MIN_RUN
-    assert decoder._table.shape[0] <= decode.TABLE_IDS
+    assert decoder.joined_pieces(beyond)[0] == "beyond" * decode.TABLE_MIN_RUN
+    assert decoder._table[0].shape[0] <= decode.TABLE_IDS
 
 
 def test_from_calls_decoder_builds_its_texts_first():
