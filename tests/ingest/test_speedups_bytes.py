@@ -178,3 +178,34 @@ def test_odd_bytes_values_are_read_as_the_python_path_reads_them(odd):
     ):
         fast = check_against_python(span)
         assert (fast is not None) == _json(span), span
+
+
+LONG = [0, 7, 10, 99, 100, 255, 5, 0, 0, 123, 45, 6, 78, 9, 200, 1, 0, 31, 64, 128]
+
+
+def _long_lists() -> list[str]:
+    """A long list (several 16-byte blocks of the scanner), and each way of breaking it at each
+    place: the checks carried from one block to the next meet every position."""
+    valid = json.dumps(LONG, separators=(",", ":"))
+    lists = [valid, "[" + ",".join("7" for _ in range(40)) + "]", "[" + ",".join("100" for _ in range(20)) + "]"]
+    for at in range(1, len(valid) - 1):
+        for insert in ("0", "5", ",", " ", "]", "a"):
+            lists.append(valid[:at] + insert + valid[at:])
+        lists.append(valid[:at] + valid[at + 1 :])
+    return lists
+
+
+@pytest.mark.parametrize("pad", range(17))
+def test_bytes_lists_at_every_offset_read_as_the_python_path_reads_them(pad):
+    token = json.dumps("x" * pad)
+    for odd in [*_long_lists(), *ODD_BYTES, "[]", "null", "[0]", "[0,0]", "[255]"]:
+        for span in (
+            b'[{"token":' + token.encode() + b',"logprob":-0.5,"bytes":' + odd.encode() + b',"top_logprobs":[]}]',
+            b'[{"token":"a","logprob":-0.5,"top_logprobs":[{"token":'
+            + token.encode()
+            + b',"logprob":-1.5,"bytes":'
+            + odd.encode()
+            + b"}]}]",
+        ):
+            fast = check_against_python(span)
+            assert (fast is not None) == _json(span), span
