@@ -1,29 +1,14 @@
 """The one escaper: trace text made safe for a page, a Markdown label or a plotly label (pure).
 
-Traces are untrusted. The Streamlit app and the HTML bundle both use this module, and
-nothing else escapes trace text. Streamlit renders Markdown in far more places than
-``st.markdown``: expander, tab, button and widget labels, ``help=`` tooltips, captions, alerts,
-progress text. A node id like ``![x](https://attacker/pixel.png)`` would make every viewer's
-browser fetch a remote image (leaking their address and the time), ``[docs](https://attacker)`` or
-a bare ``http://attacker`` would show a link, ``:red[...]`` would colour text, ``$x$`` would be
-typeset by KaTeX.
+Where it sits: the last step before the browser. Traces are untrusted; the Streamlit app and the
+HTML bundle (rollout_graph.reports.bundle) both escape every trace string here, and nothing else
+escapes trace text.
 
-Every function here, first, shows control characters as escapes (``\\x00``, ``\\x1b``,
-``\\u202e``): NUL, the C0 and C1 controls (tab and newline excepted) and the bidirectional
-controls (U+202A-202E, U+2066-2069, U+200E/200F, U+061C), which would reorder what a reader sees
-(a "Trojan Source" id that reads differently from what it is).
+Entry points, each also showing control and bidi characters as escapes (:func:`visible`):
+:func:`md` for any Markdown context (labels, captions, tooltips, ``st.markdown``; ``md_escape`` is an
+alias), :func:`plot` for plotly text, :func:`html_text` for ``st.html`` fragments and HTML files.
 
-- :func:`md`: for any Markdown context. Every ASCII punctuation character is backslash-escaped,
-  ``<`` and ``>`` become ``&lt;`` and ``&gt;`` (CommonMark renders both literally, so no emphasis,
-  link, image, HTML, heading, table, ``:color[...]`` directive, ``:emoji:`` or ``$`` math
-  survives), newlines and tabs become spaces. GitHub-style autolinks (``http://...``, ``www.``,
-  e-mail addresses) are found in the text after escapes are undone, so escaping cannot stop them:
-  an invisible word joiner (U+2060) after ``http``, ``www`` and ``@`` breaks each one
-  (tests/browser/test_browser_hostile.py checks it in Chromium). ``md_escape`` is the older name of ``md``.
-- :func:`plot`: for plotly text (node labels, axis ticks, hover), which renders a subset of HTML
-  (``<a href>``, ``<b>``, ``<br>``): HTML-escaped, ``$`` as an entity (no LaTeX).
-- :func:`html_text`: for text and attribute values in ``st.html`` fragments and HTML files
-  (``html.escape``, quotes included).
+What each one neutralises, and why: docs/architecture.md, "One escaper, one text helper".
 """
 
 from __future__ import annotations
@@ -61,12 +46,17 @@ def visible(text: object, limit: int | None = None) -> str:
 
 
 def md(text: object, limit: int | None = None) -> str:
-    """``text`` as literal inline Markdown on one line (see the module docstring); cut to ``limit``."""
+    """``text`` as literal inline Markdown on one line; cut to ``limit``.
+
+    Punctuation backslash-escaped, ``<`` and ``>`` as entities, newlines and tabs as spaces, a word
+    joiner after ``http``, ``www`` and ``@`` so no autolink forms (docs/architecture.md, "One escaper, one
+    text helper").
+    """
     return _AUTOLINK.sub(WORD_JOINER, _SPACES.sub(" ", visible(text, limit))).translate(_MD)
 
 
 def md_escape(text: object, limit: int | None = None) -> str:
-    """The older name of :func:`md` (the same function)."""
+    """An alias of :func:`md` (the same function)."""
     return md(text, limit)
 
 

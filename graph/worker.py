@@ -152,6 +152,9 @@ def encode_rollout(rollout: Rollout) -> dict[str, Any]:
         "near_misses": [
             [getattr(m, f.name) for f in dataclasses.fields(NearMiss)] for m in rollout.near_misses.values()
         ],
+        "replaced_by": [
+            [getattr(m, f.name) for f in dataclasses.fields(NearMiss)] for m in rollout.replaced_by.values()
+        ],
         "tokenizer": rollout.tokenizer,
         "embedded_signals": rollout.signals is not None,
     }
@@ -191,6 +194,7 @@ def decode_rollout(data: dict[str, Any], loaded: LoadResult) -> Rollout:
         trainable=np.array(data["trainable"], dtype=bool),
         linked_by=data["linked_by"],
         near_misses={m.node: m for m in misses},
+        replaced_by={m.node: m for m in (NearMiss(*m) for m in data.get("replaced_by", []))},
         tokenizer=data["tokenizer"],
         document=session.document,
     )

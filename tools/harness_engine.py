@@ -33,7 +33,7 @@ through the model, so the ids are real tokens with the model's own logprobs for 
 the response ``"steered": "<reason>"`` (the capture proxy records the upstream body as sent, so
 the record says which calls were steered). Everything else the model samples freely.
 
-    python tools/harness_engine.py --port 8011 [--max-tokens 48] [--first-command "ls"]
+    python tools/harness_engine.py --port 8011 [--max-tokens 48] [--first-command "ls"] [--steer-tool task]
 """
 
 from __future__ import annotations
@@ -142,10 +142,28 @@ def render(view: list[dict]) -> str:
     return "".join(out) + "<|im_start|>assistant\n"
 
 
-def steered_call(tools: list[dict] | None, messages: list[dict], command: str) -> tuple[str, str] | None:
+def steered_call(
+    tools: list[dict] | None, messages: list[dict], command: str, tool: str = "", arguments: str = ""
+) -> tuple[str, str] | None:
     """(scripted reply, reason) for the first call of a conversation that offers a shell tool
-    (never, with an empty ``command``)."""
-    if not command or not tools or any(m.get("tool_calls") for m in messages if m.get("role") == "assistant"):
+    (never, with an empty ``command``), or ``tool`` when given (``--steer-tool``: a subagent's
+    spawning tool, called with ``arguments``, a JSON object; its other required strings filled)."""
+    if not tools or any(m.get("tool_calls") for m in messages if m.get("role") == "assistant"):
+        return None
+    if tool:
+        for offered in tools:
+            fn = offered.get("function") if isinstance(offered.get("function"), dict) else offered
+            if fn.get("name") != tool:
+                continue
+            given: dict[str, Any] = json.loads(arguments or "{}")
+            params = fn.get("parameters") or {}
+            props = params.get("properties") or {}
+            for name in params.get("required") or ():
+                if name not in given and (props.get(name) or {}).get("type") == "string":
+                    given[name] = "List the files and say which one holds the loader."
+            reply = "<tool_call>\n" + json.dumps({"name": tool, "arguments": given}) + "\n</tool_call>"
+            return reply, f"scripted first step: {tool} {json.dumps(given)}"
+    if not command:
         return None
     for tool in tools:
         fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
@@ -328,8 +346,17 @@ def parse_reply(text: str) -> tuple[str | None, list[dict]]:
 class Server:
     """The HTTP side: vLLM's chat completions shape, one request at a time on the model."""
 
-    def __init__(self, engine: Engine, max_tokens: int, first_command: str, cut_replies: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        max_tokens: int,
+        first_command: str,
+        cut_replies: int | None = None,
+        steer_tool: str = "",
+        steer_arguments: str = "",
+    ) -> None:
         self.engine, self.max_tokens, self.first_command = engine, max_tokens, first_command
+        self.steer_tool, self.steer_arguments = steer_tool, steer_arguments
         self.served = 0
         self.cut_replies, self.cut = cut_replies, 0  # replies cut at the cap so far
 
@@ -337,7 +364,7 @@ class Server:
         messages = body.get("messages") or []
         tools = body.get("tools") or None
         prompt = self.engine.prompt_ids(messages, tools)
-        steer = steered_call(tools, messages, self.first_command)
+        steer = steered_call(tools, messages, self.first_command, self.steer_tool, self.steer_arguments)
         forced = self.engine.tokenize(steer[0]) + [self.engine.eos] if steer else []
         requested = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         stop = body.get("stop") or []
@@ -504,12 +531,21 @@ def main() -> None:
         help="cut only the first N replies that reach --max-tokens (finish_reason length); later ones are "
         "ended there by forcing the end token (finish_reason stop, the response marked steered)",
     )
+    parser.add_argument(
+        "--steer-tool",
+        default="",
+        help="steer the first call of each conversation offering this tool into calling it (a subagent's "
+        "spawning tool) instead of the shell command",
+    )
+    parser.add_argument("--steer-arguments", default="{}", help="the steered tool call's arguments (a JSON object)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "rollout-graph")
     args = parser.parse_args()
     import uvicorn
 
     engine = Engine(f16_gguf(gguf_path(), args.cache), args.n_ctx, args.threads)
-    server = Server(engine, args.max_tokens, args.first_command, args.cut_replies)
+    server = Server(
+        engine, args.max_tokens, args.first_command, args.cut_replies, args.steer_tool, args.steer_arguments
+    )
     uvicorn.run(server.app(), host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -1,12 +1,23 @@
 """Why a rollout split: for every explained break, a reason in the words users ask the question
-with, what a harness author would change, and (for a re-tokenized replay) the token boundaries on
-both sides.
+with, what a harness author would change, and the evidence a person reads.
 
-Built on the one near-miss classifier (graph/analysis/near_miss.py); the app's tour, its near-miss
-view and ``explain`` all read these."""
+Built on the one near-miss classifier (graph/analysis/near_miss/); the app's tour and near-miss
+view, the HTML bundle and ``explain`` all read these:
+
+- :func:`prefix_breaks`, :func:`reason_for`, :func:`fix_for`: every root after the first, why, the fix;
+- :func:`break_tokens`: both sides around the break as tokens (id and text), the first differing
+  id marked; :func:`boundary_tokens`: a re-tokenized replay's two cuttings of one text;
+- :func:`text_diff`: the decoded texts compared so that identical text is never marked changed
+  (tests/analysis/test_break_evidence.py); :func:`visible`: whitespace shown (``↵``, ``·``, ``→``).
+
+Everything here is data; views/builders/breaks.py and the bundle render it, escaping every trace
+string through ``rollout_graph.escape``.
+"""
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +27,7 @@ from rollout_graph.analysis.near_miss import (
     BROKEN_REPLAYS,
     COMPACTION,
     NEW_CONVERSATION,
+    PARALLEL_SAMPLE,
     REJECTED,
     RESUMED,
     RETOKENIZED,
@@ -33,14 +45,15 @@ from rollout_graph.analysis.near_miss import (
 from rollout_graph.core.rollout import Rollout
 
 REASONS = {
-    RETRY: "a retry: discarded, the harness re-sent the same prompt",
+    PARALLEL_SAMPLE: "a parallel sample: another choice of the same request (n > 1), not a break",
+    RETRY: "a retry: the harness re-sent an earlier call's prompt",
     RETOKENIZED: "broken replay: the model's text replayed byte for byte, but tokenized differently",
     REWRITTEN: "broken replay: the harness edited the model's output before replaying it",
     REJECTED: "rejected: the harness left the reply out and asked again (a format error, a length cut)",
     COMPACTION: "compaction: same system prompt and tools, history replaced or cut",
-    RESUMED: "resumed conversation: the history re-sent with a re-rendered system prompt or tools",
-    NEW_CONVERSATION: "the main conversation, begun after another call",
-    SUBAGENT: "subagent: a conversation of its own (own system prompt or tools)",
+    RESUMED: "resumed conversation: the history re-sent by a new invocation of the harness",
+    NEW_CONVERSATION: "a new conversation, begun after another call",
+    SUBAGENT: "subagent: a conversation of its own (own system prompt or tools, or started by a tool call)",
     SIDE_CALL: "side call: a single call of its own (a title, a summary, ...)",
     UNKNOWN: "unknown: too little evidence to name the cause (no messages recorded)",
 }
@@ -51,7 +64,8 @@ STOP_TAIL = 2  # a rewrite that removed at most this many final sampled tokens c
 
 @dataclass(frozen=True)
 class Break:
-    """One explained root after the first (``miss`` None when nothing earlier shares a token)."""
+    """One explained root after the first (``miss`` None when no earlier call could be compared),
+    its near miss naming the earlier call it nearly continued."""
 
     root: int
     miss: NearMiss | None
@@ -122,21 +136,11 @@ def replay_details(rollout: Rollout, miss: NearMiss) -> ReplayDetails:
 
 
 def prefix_breaks(rollout: Rollout) -> list[Break]:
-    """Every root after the first, and the first when it has a near miss (a title call that arrived
-    before the main conversation), with the call it nearly continued, a reason and a fix."""
+    """Every root after the first, with the earlier call it nearly continued, a reason and a fix
+    (the first root has nothing before it)."""
     out = []
-    roots = rollout.topology.roots
-    listed = {r for r in roots if r in rollout.near_misses}
-    for root in roots:
+    for root in rollout.topology.roots[1:]:
         miss = rollout.near_misses.get(root)
-        if miss is None:
-            # the other end of a near miss keyed by another call (a discarded root re-sent with the
-            # same prompt: the re-send is this root): explained there, or here when that call is no root
-            miss = next((m for _, m in sorted(rollout.near_misses.items()) if root in (m.later, m.other)), None)
-            if miss is not None and miss.node in listed:
-                continue
-        if root == roots[0] and miss is None:
-            continue
         if miss is None:
             out.append(Break(root, None, UNRELATED))
         else:
@@ -171,3 +175,161 @@ def token_boundaries(
                 if cut == total:
                     return left[: i + 1], right[: j + 1]
     return left, right
+
+
+# -- the evidence a person reads: tokens as boxes, the text diff ---------------------------------
+
+BREAK_BEFORE = 8  # shared tokens shown before the break
+BREAK_AFTER = 24  # tokens shown from the break on
+WHITESPACE: dict[str, str | int | None] = {"\n": "↵", " ": "·", "\t": "→", "\r": "␍"}
+
+
+def visible(text: str) -> str:
+    """The text with its whitespace made visible: ``↵`` a newline, ``·`` a space, ``→`` a tab,
+    ``␍`` a carriage return, as the token views show them (plain text: escape it for HTML or Markdown)."""
+    return text.translate(str.maketrans(WHITESPACE))
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of a break view: its id, its text (decoded alone) and its position in the sequence."""
+
+    id: int
+    text: str
+    position: int
+
+
+@dataclass(frozen=True)
+class BreakSide:
+    """One side of a break: ``call`` (its node id), what the ids are (``what``), the tokens shown,
+    and the index (into ``tokens``) of the first one whose id differs from the other side (None:
+    none shown differs); ``more``: the sequence goes on after the tokens shown."""
+
+    call: str
+    what: str
+    tokens: tuple[Token, ...]
+    first_difference: int | None
+    more: bool
+
+
+@dataclass(frozen=True)
+class BreakTokens:
+    """Both sides of a break around the first differing token (``at``): the earlier call's end ids
+    and the later call's prompt."""
+
+    at: int
+    earlier: BreakSide
+    later: BreakSide
+
+
+def _tokens(ids: np.ndarray, start: int, decoder: Decoder) -> tuple[Token, ...]:
+    pieces = decoder.pieces(ids)
+    return tuple(
+        Token(int(t), p, start + k) for k, (t, p) in enumerate(zip(np.asarray(ids).tolist(), pieces, strict=True))
+    )
+
+
+def break_tokens(
+    rollout: Rollout, miss: NearMiss, decoder: Decoder, before: int = BREAK_BEFORE, after: int = BREAK_AFTER
+) -> BreakTokens:
+    """The break as tokens: ``before`` shared tokens, then ``after`` from the first differing one,
+    on each side (the earlier call's end ids: its context and output; the later call's prompt: what
+    the harness sent next)."""
+    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
+    at = miss.common_prefix
+    lead = max(0, at - before)
+    sides = []
+    for call, ids, what in (
+        (earlier, end_ids(earlier), "its context and output"),
+        (later, prompt_of(later), "what the harness sent next"),
+    ):
+        shown = ids[lead : at + after]
+        first = at - lead if at < ids.shape[0] else None
+        sides.append(BreakSide(call.node_id, what, _tokens(shown, lead, decoder), first, at + after < ids.shape[0]))
+    return BreakTokens(at, sides[0], sides[1])
+
+
+def boundary_tokens(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> tuple[tuple[Token, ...], tuple[Token, ...]]:
+    """A re-tokenized replay's two cuttings of one text, as tokens with their ids: what the model
+    sampled and what the replay was tokenized as, from the break to where their boundaries meet
+    again (:func:`token_boundaries`)."""
+    sampled, replayed = token_boundaries(rollout, miss, decoder)
+    at = miss.common_prefix
+    left = end_ids(rollout.calls[miss.earlier])[at : at + len(sampled)]
+    right = prompt_of(rollout.calls[miss.later])[at : at + len(replayed)]
+    return _tokens(left, at, decoder), _tokens(right, at, decoder)
+
+
+SAME, DELETED, INSERTED, UNSEEN = "same", "del", "ins", "unseen"
+_PARTS = re.compile(r"\s+|\S+")  # words with their punctuation, and the whitespace between them
+
+
+def word_head(a: str, b: str) -> int:
+    """The length of the longest common head of ``a`` and ``b`` that ends where a word ends (at
+    whitespace, or where either text ends): a word that differs is shown whole."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    if head < len(a) and head < len(b):
+        while head > 0 and not a[head - 1].isspace() and not (a[head].isspace() and b[head].isspace()):
+            head -= 1
+    return head
+
+
+def text_diff(a: str, b: str, a_cut: bool = False, b_cut: bool = False) -> list[tuple[str, str]]:
+    """``a`` against ``b`` as (``same`` | ``del`` | ``ins`` | ``unseen``, text) parts: the ``same``
+    and ``del`` parts joined are ``a``, the ``same`` and ``ins`` parts ``b``. Identical text is never
+    marked changed: the common head (and, for two whole texts, the common tail), to a word's edge,
+    is ``same``, the middle is compared word by word (a word keeps its punctuation; difflib, no junk
+    heuristic), so a word that differs is shown whole and a deletion next to an insertion never
+    holds the same text.
+    ``a_cut`` / ``b_cut``: that text was cut by the window shown; a trailing deletion (insertion)
+    the other side may hold beyond its cut is ``unseen``, not changed."""
+    head = word_head(a, b)
+    tail = 0  # (a side cut by its window ends anywhere: only two whole texts share a tail)
+    if not (a_cut or b_cut):
+        tail = word_head(a[head:][::-1], b[head:][::-1])
+    parts: list[tuple[str, str]] = []
+
+    def add(op: str, text: str) -> None:
+        if not text:
+            return
+        if parts and parts[-1][0] == op:
+            parts[-1] = (op, parts[-1][1] + text)
+        else:
+            parts.append((op, text))
+
+    add(SAME, a[:head])
+    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    words_a, words_b = _PARTS.findall(mid_a), _PARTS.findall(mid_b)
+    matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        gone, new = "".join(words_a[i1:i2]), "".join(words_b[j1:j2])
+        if op == "equal":
+            add(SAME, gone)
+        else:
+            add(DELETED, gone)
+            add(INSERTED, new)
+    add(SAME, a[len(a) - tail :] if tail else "")
+    if parts and not tail:
+        last = parts[-1][0]
+        if (last == DELETED and b_cut) or (last == INSERTED and a_cut):
+            parts[-1] = (UNSEEN, parts[-1][1])
+    return parts
+
+
+def break_diff(
+    rollout: Rollout, miss: NearMiss, decoder: Decoder, tokens: BreakTokens | None = None
+) -> list[tuple[str, str]]:
+    """The decoded text of both sides of a break (:func:`break_tokens`) compared with :func:`text_diff`."""
+    shown = tokens or break_tokens(rollout, miss, decoder)
+    left, right = shown.earlier, shown.later
+    cut = min(len(left.tokens) if left.first_difference is None else left.first_difference,
+              len(right.tokens) if right.first_difference is None else right.first_difference)  # fmt: skip
+    shared = "".join(t.text for t in left.tokens[:cut])  # the same ids: the same text, never marked
+    a = "".join(t.text for t in left.tokens[cut:])
+    b = "".join(t.text for t in right.tokens[cut:])
+    rest = text_diff(a, b, left.more, right.more)
+    if shared and rest and rest[0][0] == SAME:
+        return [(SAME, shared + rest[0][1]), *rest[1:]]
+    return ([(SAME, shared)] if shared else []) + rest

@@ -76,8 +76,8 @@ def pinned_calls(rollout: Rollout, keep: Collection[int] = ()) -> set[int]:
     pins = structural_pins(rollout.topology.parents)
     pins.update(rollout.topology.discarded)
     pins.update(i for i in range(len(rollout.calls)) if rollout.findings_for(i))
-    for miss in rollout.near_misses.values():
-        pins.update((miss.node, miss.other, miss.earlier, miss.later))
+    for miss in (*rollout.near_misses.values(), *rollout.replaced_by.values()):
+        pins.update((miss.earlier, miss.later))
     pins.update(compacted_calls(rollout).values())
     pins.update(keep)
     return pins
@@ -206,10 +206,10 @@ def compacted_calls(rollout: Rollout) -> dict[int, int]:
     for i, parent in enumerate(parents):
         # a parent arrives before its child (its end ids are the child's prompt head)
         root_of.append(i if parent is None or parent >= i else root_of[parent])
-    resent = {
-        root_of[m.node]: root_of[m.other]
-        for m in rollout.near_misses.values()
-        if m.kind == RETRY and m.node == m.earlier and parents[m.node] is None
+    resent = {  # a discarded root -> the root that re-sent its prompt (Rollout.replaced_by)
+        root_of[m.earlier]: root_of[m.later]
+        for m in rollout.replaced_by.values()
+        if m.kind == RETRY and parents[m.earlier] is None
     }
     discarded = rollout.topology.discarded
     members: dict[int, list[int]] = {}  # root -> its tree's calls, in arrival order
@@ -233,4 +233,7 @@ def compacted_calls(rollout: Rollout) -> dict[int, int]:
         if best is None:
             best = last_before(members, trees, m.later)
         out[m.later] = m.earlier if best is None else best
+    for m in sorted(rollout.near_misses.values(), key=lambda m: m.later):  # a compaction re-sent is one too
+        if m.kind == RETRY and parents[m.later] is None and m.earlier in out and m.later not in out:
+            out[m.later] = out[m.earlier]
     return out

@@ -1,30 +1,18 @@
 """Text search over a rollout: request messages, response, decoded sampled and context spans.
 
-A hit says which call holds the text, *where* (``message``: the request messages, tool results
-included; ``response``: the response message; ``sampled``: the decoded sampled span;
-``context``: the decoded context span, what the harness added since the parent's end), the first
-position (message index and character offset, or token index) and a short snippet around it,
-plus how many times the text occurs there. One hit per call and place keeps the answer readable:
-a request repeats the whole conversation, so text that entered early is in every later request.
+Where it sits: an analysis (graph -> analyses), called by ``rollout-graph search``
+(rollout_graph.cli.search) and the app's search box, which builds the index in the background. A
+pattern runs in a capped child process (rollout_graph.analysis.patterns; docs/limits.md, "Search patterns").
 
-For each rollout :func:`first_entered` names the earliest call, in graph order, whose request
-holds the text. Graph order is arrival order: a call's parent always arrived before it (its
-prompt extends the parent's end), so the earliest call holding the text is where it entered.
+Entry points: :class:`Query` (plain text, ``ignore_case`` or a regular expression), :class:`SearchIndex`
+(a rollout's texts, prepared once for many searches), :func:`search` (one :class:`Hit` per call and
+place: ``message``, ``response``, ``sampled``, ``context``), :func:`first_entered` (the earliest call in
+graph order, which is arrival order, whose request holds the text), :func:`snippet`, :func:`strip_position`.
 
-Speed: a request repeats the conversation so far, so every distinct message text is searched
-once (``str.find`` for plain text, a compiled pattern otherwise) and the matches are mapped back
-to the calls holding that text (:class:`SearchIndex`, built lazily and reused). Token spans are
-decoded once per call on the first token search. An ``ignore_case`` search of plain text is
-``str.find`` over the lower-cased text wherever text and query are both ASCII (the same matches as
-the case-insensitive pattern there); elsewhere the pattern.
-
-Memory: the index keeps only what the rollout does not hold already (message texts that are a
-message's own ``content`` are shared, not copied): each decoded span's text and the length of each
-token's text in it (one byte a token where every piece is shorter than 256 characters; the token
-at a match is found from their running sum). It has a byte budget (:data:`DEFAULT_MAX_BYTES`,
-``ROLLOUT_GRAPH_SEARCH_MAX_BYTES``): each place covers the calls, in arrival order, whose part
-still fits, and :meth:`SearchIndex.partial_note` says which calls a search did not look at.
-Under the budget every call is covered and the hits do not depend on it.
+Why an index: a request repeats the conversation so far, so each distinct message text is searched once
+and its matches mapped back to the calls holding it. It keeps to a byte budget (:data:`DEFAULT_MAX_BYTES`,
+``ROLLOUT_GRAPH_SEARCH_MAX_BYTES``; :meth:`SearchIndex.partial_note` names what a search skipped).
+What a hit holds: docs/cli.md, "Search"; the budget: docs/limits.md, "The search index".
 """
 
 from __future__ import annotations
@@ -327,7 +315,7 @@ def _own(text: str, holder: Any) -> int:
 
 
 class SearchIndex:
-    """A rollout's text, prepared once for many searches (messages now, decoded spans on demand).
+    """A rollout's text, prepared once for many searches (messages at once, decoded spans on demand).
 
     ``max_bytes`` (default :func:`max_bytes_from_env`) bounds what the index itself keeps; each
     place then covers the calls, in arrival order, that fit (:attr:`covered`, :meth:`partial_note`).

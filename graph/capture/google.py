@@ -1,24 +1,18 @@
-"""The Google Gemini API (gemini-cli) <-> chat completions.
+"""The Google Gemini API (gemini-cli) <-> chat completions, for the capture proxy.
 
-Paths (also under a ``/session/<id>`` prefix; ``v1``, ``v1beta`` or ``v1alpha``):
-``POST /v1beta/models/<model>:generateContent`` (one JSON answer),
-``:streamGenerateContent`` (``?alt=sse``: bare ``data:`` events, no ``[DONE]``; without it a JSON
-array streamed element by element, as Google answers) and ``:countTokens`` (answered by the
-engine's tokenizer, unrecorded). The model is the one in the path (:func:`parse_path`).
+Where it sits: the proxy (rollout_graph.capture.server) translates each Gemini call with it, so the
+engine only ever sees chat completions; the loader reads the recorded bodies with the same functions
+(rollout_graph.core.dialects).
 
-Requests (:func:`to_chat`): ``systemInstruction`` and ``contents`` become chat messages
-(:func:`rollout_graph.core.dialects.google_messages`: ``functionCall`` / ``functionResponse`` /
-``thought`` / ``inlineData`` parts included), ``generationConfig`` becomes the chat sampling keys
-(JSON output via ``responseMimeType`` + ``responseSchema`` / ``responseJsonSchema`` becomes
-``response_format``; ``thinkingConfig.includeThoughts`` switches the template's
-``enable_thinking`` on), ``functionDeclarations`` become chat tools and
-``toolConfig.functionCallingConfig`` the ``tool_choice``. Built-in tools (``googleSearch``, ...)
-are not offered, and the record's ``translation`` says so.
+Entry points: :func:`parse_path` (``/v1beta/models/<model>:generateContent``,
+``:streamGenerateContent``, ``:countTokens``; the model is the path's), :func:`to_chat` (a request as a
+chat body), :func:`from_chat` (a chat completion as a ``GenerateContentResponse``),
+:class:`StreamTranslator` (a chat stream as Gemini's events: bare ``data:`` events with ``?alt=sse``,
+else a JSON array streamed element by element; a tool call goes out whole), :func:`count_request` /
+:func:`count_body` (``:countTokens``, unrecorded), :func:`error_body`.
 
-Answers (:func:`from_chat`, :class:`StreamTranslator`): ``candidates`` with ``content.parts``
-(``thought`` parts carrying a ``thoughtSignature`` for the engine's reasoning, ``text``,
-``functionCall`` with the engine's call id), ``finishReason`` and ``usageMetadata``. A streamed
-tool call goes out whole in one event once its arguments are complete (Gemini never splits one).
+The mapping, field by field: docs/live.md, "What the proxy changes, and what it does not";
+docs/formats.md, "Anthropic Messages, OpenAI Responses and Gemini bodies".
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
-"""What the engine returns, asked at start-up: the capture proxy's engine probes.
+"""The capture proxy's start-up probes: what the engine returns, asked before it serves.
 
-``rollout-graph capture`` asks the engine a few small questions before it serves (skipped with
-``--no-probe``); the answers go into the capture folder (``capture-<time>.probe.json``, beside the
-capture file) and, in short (:func:`summary`), into every record as ``engine``, so ``inspect``, the
-app's load report and ``tail`` show them (rollout_graph.core.engine) and the findings can use them (docs/live.md, "Engine
-probes"; docs/semantics.md, "Findings"):
+Where it sits: ``rollout-graph capture`` (:func:`rollout_graph.capture.server.serve`) calls
+:func:`probe_engine` once, unless ``--no-probe``. :func:`write_report` puts the report beside the
+capture file (``capture-<time>.probe.json``), :func:`summary` onto every record as ``engine``, which
+the loader keeps for the findings (rollout_graph.core.engine) and ``inspect``, ``tail`` and the app show.
 
-- **model served**: ``GET /v1/models``: the served models and their context window
-  (``max_model_len``); with ``--model``, whether that model is one of them.
-- **token ids**: one chat call asking for ``return_token_ids`` and logprobs: are prompt and
-  sampled ids returned, are logprobs returned, are their tokens named ``token_id:N``.
-- **logprobs raw or processed** (the temperature-gap probe): the same prompt's first position at
-  temperature 1 and 2, one token each, top 5 alternatives. Processed logprobs are
-  ``log_softmax(logits / T)``, so the gap between the two likeliest tokens halves from T=1 to T=2;
-  raw logprobs (vLLM's default ``--logprobs-mode raw_logprobs``) are taken before the temperature
-  and the gap does not move. A gap under 0.5 (too flat to divide by) or an alternative below -100
-  (an engine's stand-in for minus infinity, e.g. a forced first token) gives ``unknown``.
-- **tool calling**: one call offering a ``bash`` tool with ``tool_choice: auto``: ``ok`` (a tool
-  call came back), ``no-tool-call`` (prose instead), ``rejected`` (HTTP 400: the engine takes no
-  tool manifest, e.g. vLLM without ``--enable-auto-tool-choice``) or ``unknown`` (cut at the length
-  cap, or another failure).
-
-Findings in the report keep OpenEnv's names (``no_tool_calling``, ``no_tool_call_emitted``,
-``raw_logprobs``, ``model_not_served``). Every probe is bounded by ``timeout`` seconds; an engine
-that is not up yet gives ``reachable: false`` and the proxy serves anyway.
+Four probes, each bounded by ``timeout``: the model served (``GET /v1/models``), token ids, logprobs
+raw or processed (the top-2 gap halves from T=1 to T=2 only when they are processed) and tool calling.
+What each answers and the findings they decide: docs/live.md, "Engine probes".
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
-"""OpenAI Responses (``POST /v1/responses``, codex) <-> chat completions.
+"""OpenAI Responses (``POST /v1/responses``, codex) <-> chat completions, for the capture proxy.
 
-Requests: ``instructions`` and ``developer`` / ``system`` messages become system messages,
-``input`` items become chat messages (``function_call`` -> the assistant's ``tool_calls``,
-``function_call_output`` -> ``tool`` messages; :func:`rollout_graph.core.dialects.responses_messages`),
-``max_output_tokens`` becomes ``max_tokens``, function tools are flattened back into chat tools,
-``reasoning`` items of earlier turns become the next assistant message's ``reasoning_content``
-(read from their content, summary or ``encrypted_content``) and a ``reasoning`` setting other than
-``effort: none`` switches the template's ``enable_thinking`` on.
-Responses: a chat completion becomes a ``response`` object with ``message`` / ``function_call`` /
-``reasoning`` output items (a reasoning item carries its text as ``encrypted_content`` too); a chat stream becomes the Responses event sequence
-(``response.created``, ``response.output_item.added``, ``response.output_text.delta``,
-``response.function_call_arguments.delta``, ..., ``response.completed``), a broken stream a
-``response.failed`` event.
+Where it sits: the proxy (rollout_graph.capture.server) translates each Responses call with it, so the
+engine only ever sees chat completions; the loader reads the recorded bodies with the same functions
+(rollout_graph.core.dialects).
 
-Nothing the harness offered is dropped silently. ``namespace`` tools (a group of function / custom
-tools under one name, as codex offers its multi-agent tools spawn_agent, wait_agent, ...) are
-flattened into chat tools, keeping each inner name (prefixed ``<namespace>__`` only when it would
-collide), and the engine's calls to them come back as ``function_call`` items carrying their
-``namespace``. A tool type chat completions cannot express (a hosted tool: web search, file search,
-...) is not offered to the engine. Either way the record's ``translation`` list says what changed
-(:data:`TRANSLATION` in the chat body, moved into the record by the proxy).
+Entry points: :func:`to_chat` (a Responses request as a chat body: messages by
+:func:`~rollout_graph.core.dialects.responses_messages`, tools by :func:`flatten_tools`),
+:func:`from_chat` (a chat completion as a ``response`` object), :class:`StreamTranslator` (a chat
+stream as the Responses events, ``response.created`` ... ``response.completed``, or
+``response.failed``), :func:`error_body`. What a translation changed (a ``namespace`` tool flattened,
+a hosted tool not offered) goes under :data:`TRANSLATION`, which the proxy moves into the record.
 
-A length stop (``finish_reason: length``) is ``status: incomplete`` with
-``incomplete_details.reason: max_output_tokens`` (and the ``response.incomplete`` event) only when
-the request set ``max_output_tokens``: that is the Responses API's only length reason. Without it
-the cut was the engine's (or the proxy's ``--max-tokens``) and the response is ``completed``, as a
-native engine answers then (docs/live.md, "What the proxy changes, and what it does not": a length stop in the Responses dialect).
+The rules (reasoning round trips, namespace tools, a length stop): docs/live.md, "What the proxy
+changes, and what it does not".
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
-"""The recording proxy: a Starlette app on uvicorn, httpx to the engine.
+"""The recording proxy: a Starlette app on uvicorn between a harness and the engine.
 
-Recorded endpoints (POST, also under a ``/session/<id>`` prefix): ``/v1/chat/completions`` and
-``/v1/completions`` (forwarded as they are, plus the capture fields), ``/v1/messages``
-(Anthropic) and ``/v1/responses`` (OpenAI Responses), both translated to chat completions
-upstream and back. Everything else (``GET /v1/models``, ...) is passed through unrecorded.
+Where it sits: the capture side of the flow: model calls in, one record per call out, the bytes the
+loader reads (docs/formats.md, "Capture records"). ``rollout-graph capture`` calls :func:`serve`
+(rollout_graph.cli.capture); tests call :func:`create_app`.
 
-A call's record is written once, when the call ends: after the last byte of the response went to
-the harness, or when the upstream failed, or when the harness hung up, or (for calls still open)
-when the proxy stops. Upstream failures reach the harness as the upstream sent them (a 502 or
-504 JSON error when there was no answer at all) and are recorded with an ``error``.
+Recorded (POST, also under ``/session/<id>``): ``/v1/chat/completions`` and ``/v1/completions``
+(forwarded with the capture fields: rollout_graph.capture.tokens), ``/v1/messages``, ``/v1/responses``
+and the Gemini paths (translated: rollout_graph.capture.anthropic, .responses, .google). Everything
+else passes through unrecorded. :class:`CaptureApp` handles a call; :class:`Recorder` writes its
+record once, when the call ends, with secrets masked (rollout_graph.capture.sessions); the engine is
+reached through rollout_graph.capture.upstream (httpx where that client cannot).
 
-Bounds (docs/limits.md, "The capture proxy"): a request body is read in pieces up to
-``max_body_bytes`` (default 64 MB; a bigger one is answered 413 and recorded as a failed call
-without its body), each piece within ``client_timeout`` seconds (a client that stalls gets 408).
-A harness that hangs up while sending closes its record at once, with the latency up to then.
-Secrets are masked in the recorded bodies and dropped from the recorded headers
-(:mod:`rollout_graph.capture.sessions`); header values that are not ASCII are forwarded as the
-bytes that came. A stream chunk the proxy cannot handle is skipped, noted in the record's
-``stream_notes`` and the stream goes on. Expected events (an upstream cut, a timeout, a harness
-hanging up, the drain timeout) are logged in one line, not as a traceback.
+What the proxy changes: docs/live.md; its bounds and failed calls: docs/limits.md, "The capture proxy".
 """
 
 from __future__ import annotations
@@ -922,11 +915,10 @@ class CaptureApp:
 class EventStream(Response):
     """A server-sent event stream to the harness: Starlette's StreamingResponse without anyio.
 
-    On uvicorn's h11 server (ASGI spec 2.3) StreamingResponse runs the stream and a disconnect
-    listener in an anyio task group per call, a visible share of the proxy's CPU per call. Here
-    the listener is one asyncio task that cancels the response's own task when the harness hangs
-    up (the stream's generator sees the cancellation as before, records the call and closes the
-    engine's response); a hang-up is not an error, so the response then ends normally.
+    Why: on uvicorn's h11 server StreamingResponse runs an anyio task group per call, a visible share
+    of the proxy's CPU. Here one asyncio task cancels the response's task when the harness hangs up;
+    the stream's generator records the call and closes the engine's response, and the response ends
+    normally (a hang-up is not an error).
     """
 
     media_type = "text/event-stream"

@@ -1,26 +1,16 @@
-"""Which rollout (session) a call belongs to, and which headers, query parameters and body fields
-never reach a record.
+"""Which rollout (session) a call belongs to, and what of a request never reaches a record.
 
-Secrets (docs/live.md, "What is never recorded"): a header is a secret when its name contains one
-of :data:`_SECRET_PARTS` (``Authorization``, ``x-api-key``, ``x-goog-api-key``, ``X-Session-Jwt``,
-``X-Bearer``, ``*-token``, cookies, ...); a body key or query parameter when its name matches
-:data:`SECRET_KEY` (``api_key``, ``key``, ``private_key``, ``bearer``, ``user_jwt``,
-``metadata.token``, ``client_secret``, ``password``, ``authorization``, ...) and not
-:data:`NOT_SECRET_KEY` (``stop_token_ids``, ``max_tokens``: lists and counts of tokens). Secret
-headers are dropped from a record; secret body values (strings, or whole objects and lists) and
-query values are replaced by :data:`MASK` in the recorded ``request``, ``submitted_request`` and
-``query``, outside the parts that are conversation or schema (:data:`_NOT_SECRET_TREES`). A header
-list inside a body (``headers: [["Authorization", "..."]]`` or ``[{"name": ..., "value": ...}]``)
-has the value of each secret header masked. Counts and switches (``max_tokens: 512``,
-``return_token_ids: true``) are numbers and booleans, so they are never masked. The upstream still
-gets every value.
+Where it sits: the capture proxy (rollout_graph.capture.server) asks it on every call before the record
+is made; the engine still gets every value as sent.
 
-Sessions, in order: the ``/session/<id>/`` path prefix (what the user typed in the base URL), then
-the headers in :data:`SESSION_HEADERS` in order, then the proxy run's default session. The list
-is extensible with ``capture --session-header NAME`` (checked before the built-in ones). A session
-id in the path is checked (:func:`split_session_path`): one holding ``/`` (also spelled ``%2F``),
-``\\``, ``..``, controls or over 200 characters is refused with :class:`BadSessionPath`, so it
-never reaches the engine's path.
+Entry points: sessions: :func:`split_session_path` (the ``/session/<id>/`` prefix, checked by
+:func:`check_session_id`, a bad id raising :class:`BadSessionPath`), :func:`has_dot_segment`,
+:func:`session_from_headers` (:data:`SESSION_HEADERS`, after the ``--session-header`` names). Secrets:
+:func:`recordable_headers` (secret headers dropped), :func:`mask_secrets` (a body value whose key
+:func:`is_secret_key` names becomes :data:`MASK`, outside conversation and schema), :func:`mask_query`.
+
+The rules, with examples: docs/live.md, "What the proxy changes, and what it does not" (Sessions,
+Never recorded); docs/limits.md, "The capture proxy" (Secrets).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The proxy's HTTP/1.1 client to the engine for recorded calls: asyncio streams, a keep-alive pool.
 
-httpx (with httpcore, anyio and h11 under it) cost the proxy about a third of its CPU per streamed
-call: a Request and a Response object, header normalisation, an anyio stream, a cancel scope and
-an h11 event per read. A model call needs little of it: one POST with a known body, then a
-response head and a body framed by ``Content-Length``, chunks or the connection's end. This client
-does that over :func:`asyncio.open_connection` and hands the body on as the bytes of each network
-read (chunk framing removed), so a stream costs one ``read`` and one ``bytes`` per read from the
-engine and nothing per event.
+Why: httpx cost the proxy about a third of its CPU per streamed call, and a model call needs only one
+POST and a body framed by ``Content-Length``, chunks or the connection's end, handed on as the bytes
+of each network read (docs/performance.md, "The capture proxy").
 
-It raises httpx's exception types (``httpx.ReadTimeout``, ``httpx.ConnectError``,
-``httpx.RemoteProtocolError``, ...), so the proxy's error handling and its one-line log filter
-treat both clients alike. The rarer unrecorded paths (``GET /v1/models``, ``count_tokens``) and
-an engine reached through an HTTP proxy from the environment (``HTTP_PROXY``/``HTTPS_PROXY``)
-stay on httpx (:func:`usable`).
-
-Bounds: ``timeout`` seconds without a byte from the engine (``httpx.ReadTimeout``), ``connect``
-seconds to connect (``httpx.ConnectTimeout``), response heads up to 1 MB; a compressed body is
-inflated at most :data:`_INFLATE` bytes at a time, so one small read of a gzip bomb never becomes
-one huge piece (the proxy counts the pieces against its ``--max-response-bytes``:
-:class:`UpstreamTooLarge`). Idle connections are
-kept ``keepalive_expiry`` seconds (below the engine's own keep-alive, uvicorn's 5 s, so a request
-never lands on a connection being closed); a request on a kept connection that the engine closed
-before answering a byte is sent again once on a new connection (nothing was processed).
+Entry points: :class:`UpstreamClient` (the pool) answers with an :class:`UpstreamResponse`;
+:class:`LineSplitter` cuts a stream into lines; :func:`usable` says whether this client can reach the
+engine (an engine behind the environment's HTTP proxy, and the unrecorded paths, stay on httpx).
+Errors are httpx's types, so the proxy (rollout_graph.capture.server) treats both clients alike;
+:class:`UpstreamTooLarge` is an answer over the proxy's bound. The bounds, timeouts and keep-alive:
+docs/limits.md, "The capture proxy".
 """
 
 from __future__ import annotations

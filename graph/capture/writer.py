@@ -1,25 +1,16 @@
 """The single writer of a capture file: one whole JSONL line per call, flushed as it ends.
 
-Request handlers never touch the file: they hand a finished record to :meth:`RecordWriter.write`,
-which serialises it and queues the bytes for one writer thread. The thread writes each line whole
-and flushes it, so a reader following the file (``tail``, the app) never sees a half line, even
-with dozens of concurrent calls, and the event loop never waits on the disk. The thread gathers
-what is queued for a few milliseconds (:data:`GATHER_SECONDS`) before writing, so it wakes (and
-takes the GIL from the event loop) at most a few hundred times a second however many calls end.
+Where it sits: the capture proxy's last step, a finished record to the file that ``tail`` and the app
+read while it grows (docs/formats.md, "Capture records": the file's name and lines).
 
-A write that fails (a full disk, an I/O error) is reported as it happens (``on_error``, by
-default one line on stderr naming the call and the reason) and the file is cut back to its last
-whole line, so it stays line-consistent: the bytes of a failed line are never spliced into the
-next one, and :attr:`RecordWriter.written` is exactly the number of lines a reader can parse.
-Writes are unbuffered (``os.write`` on the file's descriptor): nothing waits in a buffer to be
-flushed later. When several records are queued at once, records over :data:`BIG_RECORD` bytes go
-after the others (arrival order is kept within each group), so a SIGKILL while a huge record is
-written loses that record only, not the calls queued behind it.
+Entry points: :meth:`RecordWriter.in_folder` (a new ``capture-<UTC start>.jsonl``, never an existing
+file: :func:`new_capture_path`, :func:`open_capture_file`), :meth:`RecordWriter.write` (serialise a
+record with :func:`dumps_line` and queue it), :meth:`RecordWriter.close`; :attr:`RecordWriter.written`
+counts the lines a reader can parse.
 
-File naming (docs/cli.md): one file per proxy run, ``capture-<UTC start>.jsonl`` in the output
-folder (``capture-20260101T120000Z.jsonl``; ``-2``, ``-3``, ... when that name exists). An
-existing file is never overwritten or appended to. Records carry their ``session_id``, so one
-file holds every rollout of the run.
+Why one thread: handlers and the event loop never wait on the disk, and a reader never sees a half
+line. A failed write is reported (``on_error``) and the file cut back to its last whole line; records
+over :data:`BIG_RECORD` go after the smaller ones queued with them (docs/limits.md, "The capture proxy").
 """
 
 from __future__ import annotations

@@ -61,8 +61,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--drop-noted", action="store_true", help="with --notes: leave out every row a note touches (but keep notes)"
     )
+    command.add_argument(
+        "--as",
+        dest="as_framework",
+        metavar="FRAMEWORK",
+        help="the rows exactly as that trainer builds them: trl, nemo-gym, verifiers, openenv or nemo-rl, "
+        "with :key=value parameters (docs/reconcile.md)",
+    )
     add_signals(command)
     command.set_defaults(run=guarded(run))
+
+
+def _framework(args: argparse.Namespace) -> tuple[str, dict] | None:
+    """``--as``: one framework and its parameters (exit 2 on a bad one or a clash with other options)."""
+    if args.as_framework is None:
+        return None
+    from rollout_graph.analysis.reconcile import parse_spec
+
+    try:
+        spec = parse_spec(args.as_framework)
+    except ValueError as exc:
+        raise UsageError(f"--as: {exc}") from None
+    if len(spec) != 1:
+        raise UsageError("--as takes one framework (inspect --reconcile compares several)")
+    if args.format not in (None, "rows") or args.notes is not None or args.drop_unfinished:
+        raise UsageError("--as writes that trainer's rows: it takes no --format, --notes or --drop-unfinished")
+    return spec[0]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.format == "openenv-training-trace" and written_as != "jsonl":
         raise UsageError(f"--format openenv-training-trace is written as JSONL (one trace a line): not {args.out.name}")
+    framework = _framework(args)
     roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
     unknown = set(roles) - set(export.ALL_ROLES)
     if unknown:
@@ -104,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"cannot write {args.out}: {exc.strerror or exc} (nothing written)", OUTPUT_FAILED)
         print(f"{nodes:,} calls from {len(inputs.rollouts)} rollouts -> {args.out}", file=sys.stderr)
         return 0
+    if framework is not None:
+        return _write_as(args, inputs, framework)
     noted = _notes(args, inputs.rollouts)
     tally: Counter[str] = Counter()
     left_out: list[str] = []
@@ -163,3 +190,21 @@ def _notes(args: argparse.Namespace, rollouts) -> tuple[list[dict], bool]:
     for warning in notes.check_targets(rollouts, found, str(args.notes)):
         print(f"rollout-graph: {warning}", file=sys.stderr)
     return found, args.drop_noted
+
+
+def _write_as(args: argparse.Namespace, inputs, framework: tuple[str, dict]) -> int:
+    """``export --as``: every row the framework builds, labelled with whether its trainer trains it."""
+    from rollout_graph.reports.reconcile import iter_rows
+
+    name, params = framework
+    records = (
+        record
+        for rollout in inputs.rollouts
+        for record in iter_rows(rollout, name, params, getattr(inputs.decoders.get(rollout.session_id), "path", None))
+    )
+    try:
+        written = export.write_records(records, args.out)
+    except export.OutputError as exc:
+        return fail(f"{exc} (nothing written; an older file there is unchanged)", OUTPUT_FAILED)
+    print(f"{written.records:,} {name} rows -> {args.out}", file=sys.stderr)
+    return 0

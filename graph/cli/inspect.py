@@ -9,6 +9,7 @@ import orjson
 
 from rollout_graph.cli.common import (
     Inputs,
+    UsageError,
     add_paths,
     add_signals,
     add_tokenizer_options,
@@ -39,13 +40,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--node", metavar="ID", help="with --decode: the sequence through this call (default: the main agent row)"
     )
+    command.add_argument(
+        "--reconcile",
+        metavar="FRAMEWORKS",
+        help="what each trainer trains from these calls: trl,nemo-gym,verifiers,openenv,nemo-rl or all, "
+        "each with :key=value parameters (docs/reconcile.md)",
+    )
     add_tokenizer_options(command)
     add_signals(command)
     command.set_defaults(run=guarded(run))
 
 
+def _reconcile_spec(args: argparse.Namespace):
+    """The ``--reconcile`` frameworks and their parameters (exit 2 on a bad spec)."""
+    if args.reconcile is None:
+        return None
+    from rollout_graph.analysis.reconcile import parse_spec
+
+    try:
+        return parse_spec(args.reconcile)
+    except ValueError as exc:
+        raise UsageError(f"--reconcile: {exc}") from None
+
+
+def _tokenizer_json(inputs: Inputs, rollout):
+    """The tokenizer file the rollout was decoded with, when it was a tokenizer (NeMo-RL's EOS id)."""
+    path = getattr(inputs.decoders.get(rollout.session_id), "path", None)
+    return path if path is not None else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the summary, the JSON contract, or decoded transcripts."""
+    spec = _reconcile_spec(args)
     inputs = load_inputs(
         args.paths,
         args.session,
@@ -68,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
         payload = inspect_json(
             inputs.loaded, inputs.rollouts, with_tokens=args.tokens, signals_load=inputs.signals_load
         )
+        if spec is not None:
+            from rollout_graph.reports.reconcile import session_json
+
+            by_id = {r.session_id: r for r in inputs.rollouts}
+            for session in payload["sessions"]:
+                rollout = by_id[session["session_id"]]
+                session["reconcile"] = session_json(rollout, spec, _tokenizer_json(inputs, rollout), args.tokens)
         held.append(payload)
         # the newline appended by orjson: no second copy of the output at the peak
         sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE))
@@ -75,6 +108,13 @@ def run(args: argparse.Namespace) -> int:
         from rollout_graph.reports.summary import summary_text
 
         write_text(summary_text(inputs.loaded, inputs.rollouts, inputs.signals_load))
+        if spec is not None:
+            from rollout_graph.reports.reconcile import session_text
+
+            for rollout in inputs.rollouts:
+                write_text(
+                    f"\nsession {rollout.session_id}\n" + session_text(rollout, spec, _tokenizer_json(inputs, rollout))
+                )
     return 0
 
 

@@ -8,13 +8,8 @@ from rollout_graph.core.records import WARN, Call, Finding
 from rollout_graph.core.sequences import Sequence
 
 
-def claimed_parents(calls: list[Call], fallback: list[int | None]) -> list[int | None]:
-    """The document's edges for nodes in its sequences; ``fallback`` for the others."""
-    return validated_parents(calls, fallback)[0]
-
-
 def validated_parents(calls: list[Call], fallback: list[int | None]) -> tuple[list[int | None], list[Finding]]:
-    """:func:`claimed_parents`, made a forest, with a finding for every claim that was dropped.
+    """The document's edges for the turns it places, ``fallback`` for the others, made a forest.
 
     A document is untrusted: a node named as its own parent, a parent that is no turn of the
     document (dangling), or parents that form a cycle would make every walk up the graph loop.

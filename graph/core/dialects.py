@@ -1,25 +1,19 @@
-"""The four API dialects a harness may speak, read as chat-completions messages.
+"""The four API dialects a harness may speak, read as chat-completions messages (pure).
 
-Chat completions is the engine's own dialect. Anthropic Messages (Claude Code), OpenAI Responses
-(codex) and the Google Gemini API (gemini-cli) carry the same conversation in other shapes: a
-top-level ``system`` (string or text blocks) and content blocks (``text``, ``tool_use``,
-``tool_result``, ``thinking``); ``instructions`` and ``input`` items (``message``,
-``function_call``, ``function_call_output``, ``reasoning``); or ``systemInstruction`` and
-``contents`` of ``parts`` (``text``, ``inlineData``, ``functionCall``, ``functionResponse``,
-``thought``). These pure functions turn each into chat messages, tools and sampling keys, so the
-message fallback, the chat view and the capture proxy's translation share one reading
-(docs/formats.md); :func:`google_chat_response` reads a Gemini answer (or its stream) as a chat
-completion.
+Where it sits: records -> graph. The loader's message fallback and the chat view read every request
+through it, and the capture proxy's translations (rollout_graph.capture.anthropic, .responses,
+.google) build on it, so both share one reading.
 
-Reasoning round trips (docs/live.md): earlier reasoning a harness sends back (Anthropic
-``thinking``, Responses ``reasoning`` items with their text, summary or ``encrypted_content``,
-Gemini ``thought`` parts) becomes the assistant message's ``reasoning_content``; the markers the
-proxy gives out for it (:func:`reasoning_signature`, :func:`encode_reasoning`,
-:func:`google_thought_signature`) are deterministic, so the same reasoning always carries the same
-marker.
+Entry points: :func:`request_dialect` / :func:`dialect_of` (which dialect a body speaks);
+:func:`chat_messages`, :func:`chat_tools`, :func:`chat_sampling` (any dialect as chat); per dialect
+the ``anthropic_*``, ``responses_*`` and ``google_*`` readers (:func:`google_chat_response`: a Gemini
+answer or stream as a chat completion); the deterministic reasoning markers
+(:func:`reasoning_signature`, :func:`encode_reasoning` / :func:`decode_reasoning`,
+:func:`google_thought_signature`). ``upstream=True`` gives what a chat template accepts
+(``developer`` becomes ``system``); without it the roles stay as sent, for display and linking.
 
-``upstream=True`` gives what a chat template accepts (``developer`` becomes ``system``);
-without it the roles are kept as the harness sent them, for display and linking.
+Each dialect's shapes: docs/formats.md, "Anthropic Messages, OpenAI Responses and Gemini bodies";
+reasoning round trips: docs/live.md, "What the proxy changes, and what it does not".
 """
 
 from __future__ import annotations

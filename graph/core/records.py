@@ -409,10 +409,12 @@ class LoadResult:
 
 @dataclass(frozen=True, slots=True)
 class NearMiss:
-    """One explained break: ``later``'s prompt against ``earlier``'s end ids."""
+    """One explained break: ``later``'s prompt against ``earlier``'s end ids (``earlier`` arrived
+    first). Kept under ``later`` in ``Rollout.near_misses`` (``node == later``), and under
+    ``earlier`` in ``Rollout.replaced_by`` when the later call replaced it (``node == earlier``)."""
 
-    node: int  # the call this explains (a root after the first, or a discarded call)
-    other: int  # the call it is compared with: the candidate it nearly continued, or a sibling
+    node: int  # the call this is kept under: ``later`` (its near miss) or ``earlier`` (replaced by ``later``)
+    other: int  # the call at the other end
     earlier: int  # whose end ids are compared ...
     later: int  # ... with whose prompt ids
     common_prefix: int
@@ -421,3 +423,10 @@ class NearMiss:
     kind: NearMissKind
     text_checked: bool = False  # a tokenizer compared the decoded texts (retokenized or not)
     evidence: str = ""  # what the kind was read from, in words (docs/semantics.md, "Why a call broke")
+    rule: str = ""  # the decision-table row that named the kind (docs/semantics.md)
+    facts: tuple[tuple[str, str], ...] = ()  # (fact, in words): each piece of evidence the row read
+
+    def __post_init__(self) -> None:
+        facts = self.facts
+        if facts.__class__ is not tuple or (facts and facts[0].__class__ is not tuple):
+            object.__setattr__(self, "facts", tuple((str(f[0]), str(f[1])) for f in self.facts))  # read back from JSON

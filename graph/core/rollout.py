@@ -13,7 +13,18 @@ from rollout_graph.core.records import Call, Finding, NearMiss, short
 from rollout_graph.core.roles import node_roles
 from rollout_graph.core.sequences import Sequence, SequenceTokens, context_start, context_starts, sequence_tokens
 from rollout_graph.core.topology import Topology
-from rollout_graph.core.types import BROKEN_REPLAYS, DISCARDED, LEVELS, RETOKENIZED, RETRY, Kind, LinkedBy, Role
+from rollout_graph.core.types import (
+    BROKEN_REPLAYS,
+    DISCARDED,
+    LEVELS,
+    REPLY_CARRIED,
+    RETOKENIZED,
+    RETRY,
+    SPAWNED,
+    Kind,
+    LinkedBy,
+    Role,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -37,8 +48,11 @@ class Rollout:
         trainable: whether each call's sampled span is trained (bool per call).
         linked_by: what linked each call to its parent (``tokens``, ``messages``, ``document``;
             ``None`` for a root).
-        near_misses: for roots after the first and discarded calls, the call each nearly
-            continued and why (see docs/semantics.md).
+        near_misses: for each call that broke from an earlier one (a root after the first, a later
+            branch of a fork, a replay), the EARLIER call it nearly continued and why, keyed by the
+            later call (see docs/semantics.md).
+        replaced_by: for a call that looks dropped (discarded, or a leaf), the LATER call that
+            re-sent, replayed, rejected, compacted or resumed it, keyed by the earlier call.
         document: what an OpenEnv rollout document said of this rollout, when it came from one.
     """
 
@@ -50,6 +64,7 @@ class Rollout:
     trainable: np.ndarray  # bool per call
     linked_by: list[LinkedBy | None]
     near_misses: dict[int, NearMiss] = field(default_factory=dict)
+    replaced_by: dict[int, NearMiss] = field(default_factory=dict)
     tokenizer: str | None = None  # the tokenizer the near-miss analysis decoded with, if any
     document: dict[str, Any] | None = None
     # The trainer's side once a signals file is joined (a rollout_graph.signals.join.RolloutSignals).
@@ -117,9 +132,7 @@ class Rollout:
             **self._call_token_counts,
             # discarded calls the harness re-sent with the same prompt, vs replays of the model's own
             # turn that broke the token prefix (near-miss kinds, graph/analysis/near_miss.py)
-            "n_discarded_retries": sum(
-                1 for d in self.topology.discarded if (m := self.near_misses.get(d)) is None or m.kind == RETRY
-            ),
+            "n_discarded_retries": sum(1 for d in self.topology.discarded if self._discarded_retry(d)),
             "n_broken_replays": sum(1 for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS),
             # unfinished attempts the harness did not continue in text either (a replay chain is one conversation)
             "n_unfinished": sum(len(g) for g in self._unfinished_left),
@@ -150,10 +163,25 @@ class Rollout:
             "n_inherited_tokens": inherited,
         }
 
+    def _discarded_retry(self, d: int) -> bool:
+        """A discarded call the harness re-sent, or that re-sent an earlier prompt (or nothing else
+        explains: a retry by the exact rules)."""
+        replaced, own = self.replaced_by.get(d), self.near_misses.get(d)
+        if replaced is None and own is None:
+            return True
+        return any(m is not None and m.kind == RETRY for m in (replaced, own))
+
     @cached_property
     def _replayed(self) -> set[int]:
-        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``)."""
-        return {end for m in self.near_misses.values() if m.kind in BROKEN_REPLAYS for end in (m.earlier, m.later)}
+        """Both ends of every broken replay (near-miss kinds ``retokenized``, ``rewritten_continuation``),
+        of every spawned subagent (its tool call's arguments are the later prompt) and of every resume
+        that carries the earlier reply: calls the harness carried on, never attempts it gave up on."""
+        return {
+            end
+            for m in self.near_misses.values()
+            if m.kind in BROKEN_REPLAYS or m.rule == SPAWNED or any(key == REPLY_CARRIED for key, _ in m.facts)
+            for end in (m.earlier, m.later)
+        }
 
     @cached_property
     def _unfinished_left(self) -> list[list[int]]:

@@ -5,8 +5,8 @@
 - ``Role``: what a training sequence (and a call on it) is for.
 - ``Kind``: where a call sits in the graph.
 - ``LinkedBy``: what linked a call to its parent.
-- ``NearMissKind``: why a root after the first, or a discarded call, did not continue the call it
-  nearly continued (rollout_graph.analysis.near_miss decides it).
+- ``NearMissKind``: why a call did not continue the earlier call it nearly continued
+  (rollout_graph.analysis.near_miss decides it).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ LEAF: Kind = "leaf"
 INNER: Kind = "inner"
 KINDS: tuple[Kind, ...] = (ROOT, FORK, LEAF, INNER)
 
-# Near-miss kinds, in the order they are decided (docs/semantics.md).
+# Near-miss kinds (the decision table: docs/semantics.md, "Why a call broke").
 NearMissKind = Literal[
+    "parallel_sample",
     "retry",
     "retokenized",
     "rewritten_continuation",
@@ -52,6 +53,7 @@ NearMissKind = Literal[
     "new_conversation",
     "unknown",
 ]
+PARALLEL_SAMPLE: NearMissKind = "parallel_sample"  # another choice of the same request (n > 1)
 RETRY: NearMissKind = "retry"
 RETOKENIZED: NearMissKind = "retokenized"
 REWRITTEN: NearMissKind = "rewritten_continuation"
@@ -63,6 +65,7 @@ SIDE_CALL: NearMissKind = "side_call"
 NEW_CONVERSATION: NearMissKind = "new_conversation"
 UNKNOWN: NearMissKind = "unknown"  # too little evidence to name the cause
 NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
+    PARALLEL_SAMPLE,
     RETRY,
     RETOKENIZED,
     REWRITTEN,
@@ -78,3 +81,7 @@ NEAR_MISS_KINDS: tuple[NearMissKind, ...] = (
 BROKEN_REPLAYS = (RETOKENIZED, REWRITTEN)
 # A conversation of its own: nothing was meant to continue.
 NEW_CONVERSATIONS = (NEW_CONVERSATION, SUBAGENT, SIDE_CALL)
+# The decision-table row of a subagent whose spawning tool call's arguments are its prompt: the two
+# calls are one piece of work handed on, never attempts the harness gave up on (docs/semantics.md).
+SPAWNED = "spawned"
+REPLY_CARRIED = "reply_carried"  # a near-miss fact: the later call carries the earlier reply (a resume)

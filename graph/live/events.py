@@ -14,8 +14,9 @@ docs/semantics.md ("Discarded") a call is discarded while it has no child and a 
 so any later call can undo the verdict (a child of the call, in any arrival order) or make it
 again (a better parent adopting that child away). No point while following is final, so ``tail``
 never prints a verdict it may have to take back: ``finish`` prints every discarded call of the
-trace as it is then, with the near miss that explains it, which equals ``inspect``'s. The near
-miss a discarded call carries from its own side (why was it discarded?) waits with it.
+trace as it is then, with why it was dropped (``replaced_by``: the LATER call that re-sent or
+replayed it), which equals ``inspect``'s. A call's near miss always names an EARLIER call, so it is
+printed with the call as it arrives (docs/semantics.md, "Near misses").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollout_graph.analysis.near_miss import NearMiss, describe, near_miss_json
+from rollout_graph.analysis.near_miss import NearMiss, describe, near_miss_json, replaced_json
 from rollout_graph.core.engine import describe as describe_engine
 from rollout_graph.core.engine import engines
 from rollout_graph.core.rollout import Rollout
@@ -50,11 +51,9 @@ def near_miss_text(rollout: Rollout, miss: NearMiss | None, node: int) -> str:
 
 
 def _live_miss(rollout: Rollout, i: int) -> NearMiss | None:
-    """The near miss ``tail`` prints for call ``i`` while following: none for the one a discarded
-    call carries from its own side (``node == earlier``: why it was discarded), which waits for
-    the verdict (the module docstring)."""
-    miss = rollout.near_misses.get(i)
-    return None if miss is not None and miss.node == miss.earlier else miss
+    """The near miss ``tail`` prints for call ``i`` while following: the earlier call it nearly
+    continued (why a call looks dropped waits for the verdict: :meth:`EventLog.finish`)."""
+    return rollout.near_misses.get(i)
 
 
 def _miss_key(rollout: Rollout, miss: NearMiss | None) -> tuple | None:
@@ -180,16 +179,25 @@ class EventLog:
         }
 
     def _discard_event(self, rollout: Rollout, i: int, continued: str) -> dict[str, Any]:
-        call = rollout.calls[i]
-        miss = rollout.near_misses.get(i)
-        return {
+        """A discarded call: the earlier call it nearly continued (``near_miss``), the later call
+        that replaced it (``replaced_by``) and, in ``why``, why it was dropped."""
+        call, calls, discarded = rollout.calls[i], rollout.calls, rollout.topology.discarded
+        miss, replaced = rollout.near_misses.get(i), rollout.replaced_by.get(i)
+        event: dict[str, Any] = {
             "event": DISCARDED,
             "session_id": rollout.session_id,
             "node_id": call.node_id,
             "continued_by": continued,
-            "near_miss": None if miss is None else near_miss_json(rollout.calls, miss),
-            **({} if miss is None else {"why": near_miss_text(rollout, miss, i)}),
+            "near_miss": None if miss is None else near_miss_json(calls, miss),
+            "replaced_by": None if replaced is None else replaced_json(calls, replaced, discarded),
         }
+        if replaced is not None:
+            event["why"] = describe(
+                calls, replaced
+            )  # the later call's sentence (why it looks dropped: replaced_by.dropped)
+        elif miss is not None:
+            event["why"] = near_miss_text(rollout, miss, i)
+        return event
 
 
 def event_text(event: dict[str, Any]) -> str:

@@ -31,6 +31,8 @@ from rollout_graph.ingest.load.trace_files import rollout_name, walk_traces
 from rollout_graph.ingest.values.read import read_values
 from rollout_graph.pipeline import analyse
 from rollout_graph.reports.output import atomic_path
+from rollout_graph.reports.reconcile import AUDIT_COLUMNS as RECONCILE_COLUMNS
+from rollout_graph.reports.reconcile import audit_figures as reconcile_figures
 from rollout_graph.signals.corrections import audit_columns, parse_corrections
 from rollout_graph.signals.join import DEFAULT_THRESHOLD, attach_all, with_corrections
 from rollout_graph.signals.reading import SignalsFile, read_signals
@@ -54,6 +56,9 @@ COLUMNS = (
     # own tokens counted once, and n_discarded_tokens (discarded_sampled_tokens is its deprecated alias)
     "n_calls", "n_trainable_call_tokens", "n_context_call_tokens", "n_discarded_tokens", "n_inherited_tokens",
     "n_trainable_tokens_in_discarded_rows",
+    # what each RL framework trains from the rollout (docs/reconcile.md): the delivered fraction and
+    # the tokens it trains off-policy, per framework (trl_, nemo_gym_, verifiers_, openenv_, nemo_rl_)
+    *RECONCILE_COLUMNS,
 )  # fmt: skip
 SIGNAL_COLUMNS = COLUMNS[COLUMNS.index("reward") : COLUMNS.index("n_failed_calls")]
 REASONS_KEPT = 8  # distinct skip reasons listed per file (the most frequent first)
@@ -117,7 +122,11 @@ def audit_row(rollout: Rollout, source: str) -> dict[str, Any]:
         "source_format": rollout_format(rollout.calls),
         "n_broken_replays": s["n_broken_replays"],
         "n_sampled_tokens": s["n_sampled_tokens"],
-        **{k: s[k] for k in COLUMNS[COLUMNS.index("n_calls") :]},
+        **{
+            k: s[k]
+            for k in COLUMNS[COLUMNS.index("n_calls") : COLUMNS.index("n_trainable_tokens_in_discarded_rows") + 1]
+        },
+        **reconcile_figures(rollout, source),
     }
 
 
@@ -561,7 +570,8 @@ def write_parquet(rows: list[dict], out: Path) -> None:
             ("file_skip_reasons", pa.list_(pa.string())),
             ("step", pa.int64()), ("fidelity", pa.string()), ("source_format", pa.string()),
             ("n_broken_replays", pa.int64()), ("n_sampled_tokens", pa.int64()),
-            *[(c, pa.int64()) for c in COLUMNS[COLUMNS.index("n_calls") :]],
+            *[(c, pa.int64()) for c in COLUMNS[COLUMNS.index("n_calls") : COLUMNS.index(RECONCILE_COLUMNS[0])]],
+            *[(c, pa.float64() if c.endswith("_fraction") else pa.int64()) for c in RECONCILE_COLUMNS],
         ]
     )  # fmt: skip
     table = pa.Table.from_pylist([{c: row.get(c) for c in COLUMNS} for row in rows], schema=schema)

@@ -35,11 +35,11 @@ import numpy as np
 import orjson
 
 from rollout_graph import __version__
-from rollout_graph.analysis.breaks import fix_for, reason_for, token_boundaries
+from rollout_graph.analysis.breaks import boundary_tokens, break_diff, break_tokens, fix_for, reason_for
 from rollout_graph.analysis.chains import continuations, linear_chains, pinned_calls
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import RETOKENIZED, end_ids, near_miss_json, prompt_of
+from rollout_graph.analysis.near_miss import RETOKENIZED, dropped_words, near_miss_json
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.messages import display_text  # the app's chat transcript reads the same text
 from rollout_graph.core.records import LEVELS, Call, NearMiss
@@ -201,15 +201,9 @@ def _detail_cost(rollout: Rollout, i: int) -> int:
 
 
 def _near_miss(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> dict[str, Any]:
-    """The near miss in words (the library's reason and fix) and both sides around the break."""
+    """The near miss in words (the library's sentence, reason and fix) and both sides around the break."""
     calls = rollout.calls
     earlier, later = calls[miss.earlier], calls[miss.later]
-    at, lead = miss.common_prefix, max(0, miss.common_prefix - BREAK_BEFORE)
-
-    def side(ids: np.ndarray) -> dict[str, str]:
-        pieces = _pieces(decoder, ids[lead : at + BREAK_AFTER])
-        return {"shared": "".join(pieces[: at - lead]), "changed": "".join(pieces[at - lead :])}
-
     where = {"prompt": "inside its prompt", "sampled": "inside its sampled span", "after": "after its end"}[miss.where]
     out: dict[str, Any] = near_miss_json(calls, miss)
     out.update(
@@ -219,12 +213,22 @@ def _near_miss(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> dict[str, 
         reason=reason_for(miss),
         fix=fix_for(rollout, miss),
         where_text=where,
-        removed=side(end_ids(earlier)),
-        inserted=side(prompt_of(later)),
     )
+    # the break, readable (graph/analysis/breaks.py): both sides as tokens with their ids, the first
+    # differing one marked, and a text diff that never marks identical text
+    shown = break_tokens(rollout, miss, decoder, BREAK_BEFORE, BREAK_AFTER)
+    out["tokens"] = {
+        name: {"call": side.call, "what": side.what, "first": side.first_difference, "more": side.more,
+               "ids": [t.id for t in side.tokens], "pieces": [t.text for t in side.tokens]}
+        for name, side in (("earlier", shown.earlier), ("later", shown.later))
+    }  # fmt: skip
+    out["diff"] = break_diff(rollout, miss, decoder, shown)
     if miss.kind == RETOKENIZED:
-        sampled, replayed = token_boundaries(rollout, miss, decoder)
-        out["boundaries"] = {"sampled": sampled, "replayed": replayed}
+        sampled, replayed = boundary_tokens(rollout, miss, decoder)
+        out["boundaries"] = {"sampled": [t.text for t in sampled], "replayed": [t.text for t in replayed],
+                             "sampled_ids": [t.id for t in sampled], "replayed_ids": [t.id for t in replayed]}  # fmt: skip
+    if miss.node == miss.earlier:  # kept under the call a later one replaced: why it looks dropped
+        out["dropped"] = dropped_words(calls, miss, rollout.topology.discarded)
     return out
 
 
@@ -329,6 +333,9 @@ def _rollout_data(rollout: Rollout, decoder: Decoder, options: BundleOptions, de
         miss = rollout.near_misses.get(i)
         if miss is not None:
             details[str(i)]["near_miss"] = _near_miss(rollout, miss, decoder)
+        replaced = rollout.replaced_by.get(i)
+        if replaced is not None:
+            details[str(i)]["replaced_by"] = _near_miss(rollout, replaced, decoder)
         if len(topo.children[i]) > 1:
             details[str(i)]["fork"] = _fork(rollout, i, decoder)
     near = [

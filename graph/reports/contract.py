@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout_graph.analysis.near_miss import near_miss_json
+from rollout_graph.analysis.near_miss import near_miss_json, replaced_json
 from rollout_graph.core.engine import engines
 from rollout_graph.core.records import LoadResult
 from rollout_graph.core.rollout import Rollout
@@ -39,11 +39,29 @@ def node_json(rollout: Rollout, i: int) -> dict[str, Any]:
         "source": {"file": call.source, "line": call.line},
     }
     out["unfinished"] = any(i in group for group in topo.unfinished)
-    miss = rollout.near_misses.get(i)
-    if miss is not None:
-        out["near_miss"] = near_miss_json(rollout.calls, miss)
+    out.update(break_keys(rollout, i))
     if rollout.signals is not None and i in rollout.signals.calls:
         out["signals"] = rollout.signals.calls[i].as_dict()
+    return out
+
+
+def break_keys(rollout: Rollout, i: int) -> dict[str, Any]:
+    """A call's near-miss keys (docs/cli.md): ``near_miss`` (the EARLIER call it nearly continued),
+    ``replaced_by`` (the LATER call that replaced it, and why it looks dropped), and the deprecated
+    alias ``near_miss_legacy`` (what ``near_miss`` said before 0.3: on a discarded call its
+    ``replaced_by``, elsewhere its ``near_miss``)."""
+    calls, discarded = rollout.calls, rollout.topology.discarded
+    out: dict[str, Any] = {}
+    miss, replaced = rollout.near_misses.get(i), rollout.replaced_by.get(i)
+    if miss is not None:
+        out["near_miss"] = near_miss_json(calls, miss)
+    if replaced is not None:
+        out["replaced_by"] = replaced_json(calls, replaced, discarded)
+    legacy = replaced if replaced is not None and i in discarded else miss
+    if legacy is not None:
+        out["near_miss_legacy"] = (
+            out["near_miss"] if legacy is miss else {k: v for k, v in out["replaced_by"].items() if k != "dropped"}
+        )
     return out
 
 
@@ -66,7 +84,7 @@ class _Nodes:
         rollout, ids, trainable, unfinished = self.rollout, self.ids, self.trainable, self.unfinished
         calls = rollout.calls
         topo = rollout.topology
-        discarded, misses = topo.discarded, rollout.near_misses
+        discarded, misses, replaced = topo.discarded, rollout.near_misses, rollout.replaced_by
         signals = rollout.signals.calls if self.has_signals else None
         out: list[dict[str, Any]] = []
         append = out.append
@@ -98,10 +116,8 @@ class _Nodes:
                 "source": {"file": call.source, "line": call.line},
                 "unfinished": i in unfinished,
             }
-            if misses:
-                miss = misses.get(i)
-                if miss is not None:
-                    node["near_miss"] = near_miss_json(calls, miss)
+            if (misses or replaced) and (i in misses or i in replaced):
+                node.update(break_keys(rollout, i))
             if signals is not None and i in signals:
                 node["signals"] = signals[i].as_dict()
             append(node)

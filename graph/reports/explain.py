@@ -57,7 +57,7 @@ def _counts(rollout: Rollout) -> list[str]:
     """The headline counts; each line counts calls of one kind, and the parts add up."""
     s = rollout.stats
     misses, discarded = rollout.near_misses, rollout.topology.discarded
-    by_kind = Counter((misses[d].kind if d in misses else RETRY) for d in discarded)
+    by_kind = Counter(_drop_kind(rollout, d) for d in discarded)
     replays = [m for m in misses.values() if m.kind in BROKEN_REPLAYS]
     left = sum(1 for m in replays if m.node in discarded or m.earlier in discarded)
     retokenized = sum(1 for m in replays if m.kind == RETOKENIZED)
@@ -73,6 +73,13 @@ def _counts(rollout: Rollout) -> list[str]:
         f"  unfinished attempts (sibling attempts none continued, not even in text): {s['n_unfinished']}",
     ]
     return lines
+
+
+def _drop_kind(rollout: Rollout, d: int) -> str:
+    """Why a discarded call was dropped, as a kind: the later call that replaced it, else the
+    earlier call it re-sent or replayed, else a retry (the exact rules: an identical-prompt sibling)."""
+    miss = rollout.replaced_by.get(d) or rollout.near_misses.get(d)
+    return RETRY if miss is None else miss.kind
 
 
 def _boundaries(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
@@ -146,25 +153,23 @@ def _forks(rollout: Rollout, decoder: Decoder) -> list[str]:
                 b = "—" if d.other_token is None else f"{decoder.text([d.other_token])!r} ({d.other_logprob})"
                 top = {True: "in", False: "not in", None: "no top-k for"}[d.other_in_original_top_k]
                 what = f"first divergence at sampled token {d.divergence}: {a} vs {b}; {top} the original's top-k"
-            miss = rollout.near_misses.get(d.other) or rollout.near_misses.get(d.original)
+            miss = rollout.near_misses.get(max(d.other, d.original))
             said = f" — {describe(calls, miss)}" if miss is not None and miss.kind == RETRY else ""
             lines.append(
                 f"  {calls[d.parent].node_id}: {calls[d.original].node_id} vs {calls[d.other].node_id} ({kept}): {what}{said}"
             )
         rivals = {d.original for d in diffs} | {d.other for d in diffs}
         unfinished = {m for group in rollout.topology.unfinished for m in group} - replayed(rollout.near_misses)
-        printed: set[int] = set()
+        printed: set[tuple[int, int]] = set()
         for child in sorted(rollout.topology.children[fork]):
-            miss = rollout.near_misses.get(child) or next(
-                (m for m in rollout.near_misses.values() if m.later == child and m.node != child), None
-            )
+            miss = rollout.near_misses.get(child) or rollout.replaced_by.get(child)
             if child in rivals:
                 continue
             if miss is not None:
-                if miss.node in printed:
+                if (miss.earlier, miss.later) in printed:
                     continue  # the sibling's line already named this break
-                printed.add(miss.node)
-                other = miss.earlier if miss.later == child else miss.other
+                printed.add((miss.earlier, miss.later))
+                other = miss.earlier if miss.later == child else miss.later
                 lines.append(
                     f"  {calls[fork].node_id}: {calls[child].node_id} is no rival of {calls[other].node_id} "
                     f"(different prompts): {describe(calls, miss)}"

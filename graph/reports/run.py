@@ -24,12 +24,15 @@ from rollout_graph.ingest.limits import Limits
 from rollout_graph.ingest.load import cache
 from rollout_graph.ingest.load.trace_files import walk_traces
 from rollout_graph.reports import audit
+from rollout_graph.reports.reconcile import AUDIT_COLUMNS as RECONCILE_COLUMNS
 
 # The per-step figures, in the order `run` prints them and the page charts them (docs/cli.md).
 STEP_COLUMNS = (
     "step", "n_rollouts", "n_errors", "n_calls", "n_tokens", "n_trainable_tokens", "n_sampled_tokens",
     "reward_mean", "reward_min", "reward_max", "discard_rate", "break_rate", "n_fatal", "n_warn", "n_info",
     "mean_abs_diff", "kl_k3", "ratio_outside_share", "n_mismatch_calls", "fidelity", "top_codes",
+    # per framework (docs/reconcile.md): the mean delivered fraction and the tokens trained off-policy
+    *RECONCILE_COLUMNS,
 )  # fmt: skip
 CACHE_PREFIX = "run-"
 
@@ -140,6 +143,11 @@ def _mean(values: list[Any]) -> float | None:
     return sum(finite) / len(finite) if finite else None
 
 
+def _total(values: list[Any]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
 def step_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-step figures from per-rollout rows, steps in order (rollouts without a step are left out)."""
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -177,6 +185,10 @@ def step_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "n_mismatch_calls": sum(r.get("n_mismatch_calls") or 0 for r in ok),
                 "fidelity": grades.most_common(1)[0][0] if grades else None,
                 "top_codes": [f"{code} x{n}" for code, n in codes.most_common(3)],
+                **{
+                    col: (_mean if col.endswith("_fraction") else _total)([r.get(col) for r in ok])
+                    for col in RECONCILE_COLUMNS
+                },
             }
         )
     return out

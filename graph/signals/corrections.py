@@ -1,28 +1,17 @@
 """Off-policy corrections as data: what each framework's correction would do to these exact tokens.
 
-Pure numpy, no I/O. Everything is defined over the **compared positions** of a training row: its
-loss-mask-1 positions where both logprobs are known, with ``d = trainer_logprob - inference_logprob``
-(docs/signals.md). The token ratio is ``r = exp(d)``, the sequence ratio ``R = exp(sum d)`` and the
-geometric ratio ``G = exp(mean d)`` (docs/corrections.md has each correction's source, the framework
-options it reproduces and where its default parameters come from).
+Where it sits: training signals -> analyses, pure numpy, no I/O. It takes each joined training row's
+``d = trainer_logprob - inference_logprob`` over its compared positions (rollout_graph.signals.join);
+``inspect``, ``export``, ``audit``, ``compare`` and the app's corrections panel report what it returns.
 
-Non-finite values are handled explicitly, never silently:
+Entry points: :func:`parse_correction` / :func:`parse_corrections` (``--correction NAME[:key=value,...]``
+as a :class:`Correction`; :class:`CorrectionError` names a bad spec), :func:`apply` (one row: a
+:class:`RowResult` of weights, affected and masked tokens), :func:`evaluate` (many rows: an
+:class:`Evaluation`), :func:`divergence`, :func:`combine`, :func:`audit_columns`, :func:`text_lines`.
 
-- ``NaN`` in ``d`` (a logprob missing on either side) means *not compared*: the position gets no
-  weight (``NaN``, written as ``null`` by ``export``), is never counted as affected, and takes no
-  part in a row's ``R`` or ``G``.
-- ``+inf`` / ``-inf`` (one side called the sampled token impossible) are real, extreme ratios. As in
-  verl's rollout correction, every log ratio (token ``d``, ``sum d``, ``mean d``) is bounded to
-  ``[-20, 20]`` before ``exp`` (``LOG_BOUND``), so ``r`` is at most ``exp(20) ≈ 4.9e8``: an infinite
-  ratio is clipped or masked like any ratio over the band, and every total stays finite. In a
-  row's ``sum d`` and ``mean d`` an infinite ``d`` counts as ``±20``.
-
-A correction's **weight** per compared token is what a trainer multiplies that token's loss by:
-``min(r, C)`` (``token_tis``), ``r`` inside the band and 0 outside (``token_mask``, icepop), the
-row's ``min(R, C)`` on each token (``seq_tis``), the row's ``R`` or 0 (``seq_mask``), the row's
-``G`` or 0 (``geo_mask``). **Weight lost** is what the correction removes: ``r - min(r, C)`` per
-clipped token, ``r`` per masked token, and for a row correction once per row (``R - min(R, C)``,
-``R`` or ``G`` per masked row).
+The definitions (``r``, ``R``, ``G``, weight, weight lost), each correction and its source, NaN
+(not compared) and infinity (every log ratio bounded by :data:`LOG_BOUND` before ``exp``):
+docs/corrections.md.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 from rollout_graph.analysis.breaks import REASONS, prefix_breaks
 from rollout_graph.analysis.decode import BUNDLED, SAMPLES, TokenizerDecoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SIDE_CALL, SUBAGENT
+from rollout_graph.analysis.near_miss import COMPACTION, NEW_CONVERSATION, RETRY, SUBAGENT
 from rollout_graph.analysis.origin import HARNESS, context_origin
 from rollout_graph.analysis.retokenize import retokenize
 from rollout_graph.analysis.token_flow import inherited_share, logprobs_by_role, lowest_tokens, token_flows
@@ -74,13 +74,12 @@ def test_fork_diff_names_the_divergence_and_top_k():
 
 def test_why_it_split_on_the_samples(samples):
     reasons = {samples.calls[b.root].node_id: b.reason for b in prefix_breaks(samples)}
-    assert reasons == {
-        "c01": REASONS[RETRY],
-        "c02": REASONS[SIDE_CALL],  # the first root: a title call before the main conversation
-        "c03": REASONS[NEW_CONVERSATION],
+    assert reasons == {  # every root after the first (c02, the title call), each against an earlier call
+        "c01": REASONS[NEW_CONVERSATION],  # the main conversation's first attempt, after the title call
+        "c03": REASONS[RETRY],  # re-sends c01's prompt
         "c08": REASONS[SUBAGENT],
-        "c18": REASONS[RETRY],
-        "c19": REASONS[COMPACTION],
+        "c18": REASONS[COMPACTION],
+        "c19": REASONS[RETRY],  # re-sends c18's prompt
     }
 
 
@@ -116,7 +115,7 @@ def test_explain_command(samples):
     assert out.returncode == 0, out.stderr
     for heading in ("where the tokens went", "why it split", "forks and retries", "least likely sampled tokens"):
         assert heading in out.stdout
-    assert f"c19: {REASONS[COMPACTION]}; nearly continued c01" in out.stdout
+    assert f"c18: {REASONS[COMPACTION]}; nearly continued c16" in out.stdout
     assert "retries (discarded calls the harness re-sent with the same prompt): 6" in out.stdout
     assert "retokenization: every prompt survives decode -> encode" in out.stdout
     origin = run("--origin", "c11").stdout

@@ -4,8 +4,10 @@ drops turns, thin evidence as ``unknown``, and a fork's second branch explained.
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 from rollout_graph.analysis.near_miss import COMPACTION, RESUMED, SIDE_CALL, SUBAGENT, UNKNOWN, describe
-from rollout_graph.core.records import SessionInput
+from rollout_graph.core.records import NearMiss, SessionInput
 from rollout_graph.pipeline import analyse
 from tests.support.builders import calls_from_tokens
 
@@ -39,7 +41,7 @@ def test_a_memory_agent_with_the_history_pasted_in_is_a_side_call_not_resumed():
     r = build([(SYSTEM + [7] + GEN, [50, 2]), ([1, 300, 301] + GEN, [60, 2])], [main, memory], {0: reply}, {1: None})
     miss = r.near_misses[1]
     assert miss.kind == SIDE_CALL != RESUMED
-    assert "its own system prompt; 2 of the conversation's messages pasted into a user message" in miss.evidence
+    assert "its own system prompt; 2 of n0's conversation's messages pasted into a user message" in miss.evidence
 
 
 def test_a_resume_is_named_by_its_gap_and_the_turns_it_dropped():
@@ -52,8 +54,9 @@ def test_a_resume_is_named_by_its_gap_and_the_turns_it_dropped():
     messages = [[SYS, TASK], first, resumed, [*resumed, {"role": "user", "content": "go on"}]]
     r = build(spec, messages, {0: a1, 1: a2}, times=[(0, 1), (2, 3), (200, 201), (202, 203)])
     assert r.topology.forks == [0] and r.topology.discarded == {1: 2}  # the graph's flags: exact rules
-    miss = r.near_misses[1]  # the discarded branch, explained from the resumed call's side
+    miss = r.near_misses[2]  # the later branch names the earlier one (causality) ...
     assert (miss.kind, miss.earlier, miss.later) == (RESUMED, 1, 2)
+    assert r.replaced_by[1] == NearMiss(1, 2, *astuple(miss)[2:])  # ... which it replaced
     assert (
         "197 s after n1 ended" in miss.evidence and "dropped 1 message (user 'Output token limit hit." in miss.evidence
     )
@@ -67,8 +70,9 @@ def test_dropped_turns_without_a_new_invocation_are_a_compaction_that_names_them
     spec = [(SYSTEM + [7] + GEN, [50]), (SYSTEM + [7] + GEN + [50, 8, 9] + GEN, [51]), (SYSTEM + [7] + GEN + [50, 10] + GEN, [52]),
             (SYSTEM + [7] + GEN + [50, 10] + GEN + [52, 11] + GEN, [53])]  # fmt: skip
     r = build(spec, [[SYS, TASK], first, later, [*later, {"role": "assistant", "content": "x"}]], {0: a1})
-    miss = r.near_misses[1]  # n1 is discarded: n2 continued
-    assert miss.kind == COMPACTION and "dropped" in miss.evidence
+    miss = r.near_misses[2]  # n1 is discarded: n2 continued
+    assert (miss.kind, miss.earlier) == (COMPACTION, 1) and "dropped" in miss.evidence
+    assert r.replaced_by[1].later == 2
 
 
 def test_thin_evidence_is_unknown():
@@ -102,5 +106,5 @@ def test_a_resume_that_drops_only_user_turns_is_resumed_without_a_gap():
             (SYSTEM + [7] + GEN + [50, 10] + GEN + [52, 11] + GEN, [53])]  # fmt: skip
     messages = [[SYS, TASK], first, resumed, [*resumed, {"role": "user", "content": "go on"}]]
     r = build(spec, messages, {0: a1, 1: a2})
-    miss = r.near_misses[1]
-    assert miss.kind == RESUMED and "only the harness's user messages dropped" in miss.evidence
+    miss = r.near_misses[2]
+    assert (miss.kind, miss.earlier) == (RESUMED, 1) and "only the harness's user messages dropped" in miss.evidence

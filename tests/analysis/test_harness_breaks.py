@@ -194,8 +194,8 @@ def test_an_assistant_message_added_is_not_rejected(tmp_path):
 
 def test_a_root_re_sent_with_the_same_prompt_is_not_called_unrelated():
     """qwen-code's first call cut at the cap, re-sent identical with a larger max_tokens, and the
-    re-send continued: the discarded first call carries the retry; the re-send (a root too) is
-    not "shares no token with any earlier call"."""
+    re-send continued: the re-send (a root too) names the first call it re-sent (never "shares no
+    token with any earlier call"), and the discarded first call says which later call replaced it."""
     from rollout_graph.analysis.breaks import UNRELATED, prefix_breaks
     from rollout_graph.analysis.near_miss import describe
     from tests.support.builders import Turn, rollout_of, vllm_chat
@@ -204,11 +204,13 @@ def test_a_root_re_sent_with_the_same_prompt_is_not_called_unrelated():
     again = Turn("again", [1, 2, 3, 4], [7, 8], finish="length")
     replay = Turn("replay", [1, 2, 3, 4, 7, 8, 9, 10], [11])
     r = rollout_of([vllm_chat(t) for t in (first, again, replay)])
-    assert r.topology.roots == [0, 1] and r.near_misses[0].kind == "retry"
+    assert r.topology.roots == [0, 1] and 0 not in r.near_misses  # nothing came before the first call
     breaks = {r.calls[b.root].node_id: b for b in prefix_breaks(r)}
-    assert "again" not in breaks or breaks["again"].reason != UNRELATED
+    assert breaks["again"].reason != UNRELATED
     assert all(b.reason != UNRELATED for b in breaks.values())
     resend = r.near_misses[1]  # the re-send's own near miss: what tail prints when it arrives
     assert (resend.kind, resend.earlier, resend.later, resend.node) == ("retry", 0, 1, 1)
     assert describe(r.calls, resend) == "retry: again re-sends first's prompt [the identical prompt ids]"
-    assert r.stats["n_discarded_retries"] == 1  # counted once, from the discarded side
+    replaced = r.replaced_by[0]  # the discarded first call: which later call replaced it
+    assert (replaced.kind, replaced.node, replaced.later) == ("retry", 0, 1)
+    assert r.stats["n_discarded_retries"] == 1  # counted once

@@ -64,7 +64,10 @@ def test_rewrite_that_makes_the_original_look_like_a_discarded_retry():
     # n0 ends at `parent`, so both n1 (original) and n2 (replay) are its children; n2 continued.
     r = rollout([(SYSTEM + USER, GEN), (parent, sampled), (child, [70, END]), (grandchild, [80])])
     assert r.topology.discarded == {1: 2}
-    assert miss_of(r, "n1") == ("n2", REWRITTEN, "sampled", 0.8, len(parent) + 4)
+    assert miss_of(r, "n2") == ("n1", REWRITTEN, "sampled", 0.8, len(parent) + 4)  # the later call names the earlier
+    assert "n1" not in [r.calls[i].node_id for i in r.near_misses]  # nothing came before it
+    replaced = r.replaced_by[1]  # which later call replayed it, kept apart
+    assert (replaced.node, replaced.later, replaced.kind) == (1, 2, REWRITTEN)
     detail = next(f.detail for f in r.findings if f.code == "history_rewritten")
     assert "1 made the original call look discarded); 5 sampled tokens are left only in discarded rows" in detail
 
@@ -90,7 +93,8 @@ def test_a_genuine_retry_is_a_retry():
     parent = SYSTEM + USER + GEN
     r = rollout([(SYSTEM + USER, GEN), (parent, [50, 51]), (parent, [52, 53]), (parent + [52, 53, END, NL] + GEN, [9])])
     assert r.topology.discarded == {1: 2}
-    assert miss_of(r, "n1")[:2] == ("n2", RETRY)
+    assert miss_of(r, "n2")[:2] == ("n1", RETRY) and 1 not in r.near_misses
+    assert (r.replaced_by[1].later, r.replaced_by[1].kind) == (2, RETRY)
     assert not [f for f in r.findings if f.code == "history_rewritten"]
 
 
@@ -116,10 +120,12 @@ def test_a_single_call_with_its_own_system_prompt_is_a_side_call():
     assert miss_of(r, "n1")[:2] == ("n0", SIDE_CALL)
 
 
-def test_same_system_message_without_long_token_overlap_is_compaction():
+def test_same_system_message_after_a_single_call_without_tools_is_no_compaction():
+    """A single call without tools (a root nothing continued) is no conversation to compact: two
+    calls sharing only a system prompt are calls of their own (docs/semantics.md, row 12)."""
     messages = [[{"role": "system", "content": "agent"}], [{"role": "system", "content": "agent"}]]
     r = rollout([([1, 2, 3, 4], [50]), ([1, 2, 9, 9, 9], [51])], messages)
-    assert miss_of(r, "n1")[1] == COMPACTION
+    assert miss_of(r, "n1")[1] == SIDE_CALL
 
 
 def test_near_misses_never_change_the_exact_graph():
@@ -142,13 +148,16 @@ def samples():
 
 def test_sample_trace_near_misses(samples):
     kinds = {samples.calls[i].node_id: m.kind for i, m in samples.near_misses.items()}
-    assert kinds["c01"] == RETRY and kinds["c18"] == RETRY  # resampled first calls
+    assert "c02" not in kinds  # the title call arrived first: nothing before it to name
+    assert kinds["c01"] == NEW_CONVERSATION  # the main conversation's first attempt, begun after the title call
+    assert kinds["c03"] == RETRY and kinds["c19"] == RETRY  # resampled first calls, each naming the earlier one
     assert kinds["c08"] == SUBAGENT  # the reviewer subagent
-    assert kinds["c02"] == SIDE_CALL  # the title call, which arrived first
-    assert kinds["c03"] == NEW_CONVERSATION  # the main conversation, begun after the title call
-    assert kinds["c19"] == COMPACTION  # the history rewritten by a summary
-    assert all(kinds[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
-    assert REWRITTEN not in kinds.values()
+    assert kinds["c18"] == COMPACTION  # the history rewritten by a summary
+    replaced = {samples.calls[d].node_id: m.kind for d, m in samples.replaced_by.items()}
+    assert all(replaced[samples.calls[d].node_id] == RETRY for d in samples.topology.discarded)
+    assert REWRITTEN not in kinds.values() and SIDE_CALL not in kinds.values()
+    # causality: every near miss names a call that arrived before it
+    assert all(m.earlier < m.later == i for i, m in samples.near_misses.items())
 
 
 def test_contract_carries_near_miss_keys(tmp_path):
@@ -211,7 +220,10 @@ def test_views_banner_break_and_dashed_edges():
     )
     page = break_html(r, miss, TraceTextDecoder({99: "<stop>", 98: "</tool>"}))
     assert "&lt;stop&gt;" in page and "&lt;/tool&gt;" in page and "<stop>" not in page
-    assert 'class="rg-del">&lt;stop&gt;' in page and 'class="rg-ins">&lt;/tool&gt;' in page
+    # both sides as boxes with their ids, the first differing one marked; the diff strikes only what differs
+    assert 'class="rg-box first"' in page and '<span class="t">&lt;stop&gt;</span><span class="i">99</span>' in page
+    assert '<span class="t">&lt;/tool&gt;</span><span class="i">98</span>' in page
+    assert '<span class="del">&lt;stop&gt;</span><span class="ins">&lt;/tool&gt;' in page
     figure = dag_figure(r, near_misses=True)
     dashed = next(shape for shape in figure.layout.shapes if shape.name == "near misses")
     assert dashed.line.dash == "dash"
@@ -233,7 +245,7 @@ def test_app_shows_the_banner_and_the_break(monkeypatch, tmp_path):
     no_errors(at)
     assert at.warning and "This harness breaks its replays" in at.warning[0].value
     assert any(e.label.startswith("Near miss: n2 rewrites n1") for e in at.expander)
-    assert 'class="rg-ins"' in html_of(at)
+    assert 'class="rg-box first"' in html_of(at) and '<span class="ins">' in html_of(at)
 
 
 def test_a_child_that_arrived_before_its_root_is_not_what_the_root_nearly_continued():

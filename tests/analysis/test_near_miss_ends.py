@@ -1,4 +1,4 @@
-"""The near-miss candidate search's sorted ends (``_Ends`` in graph/analysis/near_miss.py) against
+"""The near-miss candidate search's sorted ends (``_Ends`` in graph/analysis/near_miss/ids.py) against
 the keyed search it replaced: every call's end ids, cut to the longest looked-up prompt, copied
 into big-endian keys, sorted as (key, call) pairs and searched with ``bisect_left``.
 
@@ -16,8 +16,8 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import _Ends, _key, _prompt
+from rollout_graph.analysis.near_miss import ids, search
+from rollout_graph.analysis.near_miss.ids import _Ends, _key, _prompt
 from rollout_graph.core.records import Call
 from tests.support.builders import examples, harness_traces, rollout_of_tokens
 
@@ -113,12 +113,12 @@ def test_ties_keep_call_order_across_chunks():
 def test_a_near_miss_pass_finds_what_the_keyed_search_finds(spec):
     fast = rollout_of_tokens(spec).near_misses
     assume(fast)
-    original = near_miss._Ends
-    near_miss._Ends = _KeyedEnds  # type: ignore[misc, assignment]
+    original = search._Ends
+    search._Ends = _KeyedEnds  # type: ignore[misc, assignment]
     try:
         plain = rollout_of_tokens(spec).near_misses
     finally:
-        near_miss._Ends = original
+        search._Ends = original
     assert fast == plain
 
 
@@ -126,7 +126,7 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
     """The candidate walk as it was: every neighbour looked at in turn, later arrivals too."""
     prompt = _prompt(calls[node])
     start = ends.position(calls, prompt, ends.rank.get(node))
-    best = None
+    best: list = []
     for step in (-1, 1):
         j = start - 1 if step < 0 else start
         while 0 <= j < len(ends.nodes):
@@ -134,26 +134,38 @@ def _walk_one_by_one(calls, node, ends, root_of, order=None):
             j += step
             if c >= node or root_of[c] == node or np.array_equal(_prompt(calls[c]), prompt):
                 continue
-            shared = near_miss.common_prefix(calls[c], prompt)
-            if best is not None and shared <= best[0]:
+            shared = ids.common_prefix(calls[c], prompt)
+            if best and shared < best[0][0]:
                 break
-            best = (shared, c)
+            if best and shared == best[0][0]:
+                if len(best) >= ids.TIES or shared < ids.TIED_SHARED:
+                    break
+                best.append((shared, c))
+            else:
+                best = [(shared, c)]
+    if best and best[0][0] < ids.TIED_SHARED:  # a thin tie: the latest call before the node, when it shares as many
+        for c in range(node - 1, best[0][1], -1):
+            if calls[c].prompt_ids is None or root_of[c] == node or np.array_equal(_prompt(calls[c]), prompt):
+                continue
+            if ids.common_prefix(calls[c], prompt) == best[0][0]:
+                best = [(best[0][0], c)]
+            break
     return best
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(harness_traces(max_calls=40), st.sampled_from([1, 2, 16]))
 def test_passing_later_arrivals_a_block_at_a_time_finds_what_the_plain_walk_finds(spec, block):
-    first_block = near_miss._FIRST_BLOCK
-    near_miss._FIRST_BLOCK = block  # small blocks: walks cross many of them
+    first_block = ids._FIRST_BLOCK
+    ids._FIRST_BLOCK = block  # small blocks: walks cross many of them
     try:
         fast = rollout_of_tokens(spec).near_misses
     finally:
-        near_miss._FIRST_BLOCK = first_block
-    original = near_miss._best_candidate
-    near_miss._best_candidate = _walk_one_by_one
+        ids._FIRST_BLOCK = first_block
+    original = search._best_candidates
+    search._best_candidates = _walk_one_by_one
     try:
         plain = rollout_of_tokens(spec).near_misses
     finally:
-        near_miss._best_candidate = original
+        search._best_candidates = original
     assert fast == plain

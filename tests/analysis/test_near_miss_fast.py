@@ -1,4 +1,4 @@
-"""The near-miss pass's shortcuts (graph/analysis/near_miss.py) against the plain computations.
+"""The near-miss pass's shortcuts (graph/analysis/near_miss/) against the plain computations.
 
 The system-text comparison (``_similar``) keeps each text's word 3-grams packed into integers,
 computed once per text for a whole pass: every decision must be the one the plain sets of word
@@ -15,8 +15,10 @@ import random
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import SIMILAR_SYSTEM, SYSTEM_COMPARED, _SamePrompt, _similar, _SystemGrams
+from rollout_graph.analysis.near_miss import search
+from rollout_graph.analysis.near_miss import texts as near_miss_texts
+from rollout_graph.analysis.near_miss.ids import _SamePrompt
+from rollout_graph.analysis.near_miss.texts import SIMILAR_SYSTEM, SYSTEM_COMPARED, _similar, _SystemGrams
 from tests.support.builders import examples, harness_traces, rollout_of_tokens
 from tests.support.reference import reference_similar
 
@@ -101,7 +103,7 @@ def test_one_cache_for_many_comparisons_decides_as_the_tuple_sets(monkeypatch):
 
 
 def test_the_module_keeps_the_threshold_the_docs_state():
-    assert near_miss.SIMILAR_SYSTEM == 0.5 and near_miss.SYSTEM_COMPARED == 4000
+    assert near_miss_texts.SIMILAR_SYSTEM == 0.5 and near_miss_texts.SYSTEM_COMPARED == 4000
 
 
 def _every_call_grouped(calls, parents, explained, n_prompts=None):
@@ -122,10 +124,10 @@ def _every_call_grouped(calls, parents, explained, n_prompts=None):
 def test_twin_groups_of_possible_twins_find_what_every_call_grouped_finds(spec):
     fast = rollout_of_tokens(spec).near_misses
     assume(fast)
-    original = near_miss._prompt_groups
-    near_miss._prompt_groups = _every_call_grouped
+    original = search._prompt_groups
+    search._prompt_groups = _every_call_grouped
     try:
         plain = rollout_of_tokens(spec).near_misses
     finally:
-        near_miss._prompt_groups = original
+        search._prompt_groups = original
     assert fast == plain

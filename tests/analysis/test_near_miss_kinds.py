@@ -6,6 +6,7 @@ conversation after a title call; policy text re-inserted by the harness; unfinis
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -83,7 +84,9 @@ def test_identical_prompt_resend_is_a_retry_even_when_another_sibling_continued(
     messages = [[{"role": "system", "content": "agent"}]] * 5
     r = build(spec, messages, finish=[None, "length", "length", "stop", "stop"])
     assert r.topology.discarded == {1: 3, 2: 3}
-    assert kind_of(r, "n1") == ("n2", RETRY) and kind_of(r, "n2") == ("n1", RETRY)
+    assert kind_of(r, "n2") == ("n1", RETRY) and 1 not in r.near_misses  # the later re-send names the earlier
+    assert (r.replaced_by[1].later, r.replaced_by[1].kind) == (2, RETRY)  # n1 was replaced by its re-send
+    assert r.replaced_by[2].later == 3  # n2 by the sibling that went on
     assert r.stats["n_discarded_retries"] == 2 and r.stats["n_broken_replays"] == 0
 
 
@@ -215,8 +218,9 @@ def test_title_call_first_then_the_main_conversation():
     spec = [([1, 200, 201] + GEN, [60, END]), (main, [50, END]), (main + [50, END, NL] + GEN, [51, END]),
             (main + [50, END, NL] + GEN + [51, END, NL] + GEN, [52])]  # fmt: skip
     r = build(spec, title + agent, tools=[None, TOOLS, TOOLS, TOOLS])
-    assert kind_of(r, "n0") == ("n1", SIDE_CALL)
+    assert 0 not in r.near_misses and 0 not in r.replaced_by  # the title call came first: nothing before it
     assert kind_of(r, "n1") == ("n0", NEW_CONVERSATION)
+    assert SIDE_CALL not in {m.kind for m in r.near_misses.values()}
 
 
 def test_policy_text_re_inserted_by_the_harness_is_credited_by_text(hf, decoder):
@@ -308,8 +312,9 @@ def test_near_miss_view_shows_both_token_cuttings_escaped(hf, decoder):
     r = build(retokenized_spec(hf), decoder=decoder)
     miss = r.near_misses[1]
     page = boundaries_html(r, miss, decoder)
-    assert '<span class="rg-tok">test</span>' in page and '<span class="rg-bar">|</span>' in page
-    assert "pytest</span>" in page and "<script" not in page
+    assert '<span class="t">test</span>' in page and '<span class="t">·pytest</span>' in page  # whitespace shown
+    assert re.search(r'<span class="i">\d+</span>', page) and "<script" not in page  # each box with its id
+    assert '<span class="t"> pytest</span>' in boundaries_html(r, miss, decoder, whitespace=False)
     assert "Fix: replay token ids, not text" in summary(r, miss)
     tiles = {label: value for label, value, _ in headline_tiles(r)}
     assert (tiles["retries"], tiles["broken replays"]) == (0, 1)

@@ -1,4 +1,4 @@
-"""The near-miss pass's shortcuts on messages (graph/analysis/near_miss.py) give exactly what the
+"""The near-miss pass's shortcuts on messages (graph/analysis/near_miss/texts.py) give exactly what the
 plain functions give: a call's texts for the pasted-history check read without writing the history
 keys (tool calls as JSON), on random messages with odd roles (None, numbers, NUL inside) and
 contents."""
@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import _history_texts, _inside, _pasted, _user_texts, _with_reply
+from rollout_graph.analysis.near_miss import texts as near_miss_texts
+from rollout_graph.analysis.near_miss.texts import _history_texts, _inside, _pasted, _user_texts, _with_reply
 from rollout_graph.core.records import Call
 from rollout_graph.ingest.load.files import load_files
 from rollout_graph.pipeline import analyse
@@ -55,7 +55,9 @@ def _plain_pasted(earlier: Call, later: Call) -> int:
         return 0
     texts = [key.split("\0")[1] for key in _with_reply(earlier)]
     return sum(
-        1 for t in texts if len(t) >= near_miss.PASTED_MIN_CHARS and any(t in u and len(u) > len(t) for u in users)
+        1
+        for t in texts
+        if len(t) >= near_miss_texts.PASTED_MIN_CHARS and any(t in u and len(u) > len(t) for u in users)
     )
 
 
@@ -76,7 +78,7 @@ def _near_misses_of_every_sample() -> list:
 def test_every_sample_with_the_plain_history_keys_finds_the_same(monkeypatch):
     fast = _near_misses_of_every_sample()
     assert sum(len(m) for _, m in fast) > 20  # the samples have near misses of many kinds
-    monkeypatch.setattr(near_miss, "_history_texts", lambda call: [k.split("\0")[1] for k in _with_reply(call)])
+    monkeypatch.setattr(near_miss_texts, "_history_texts", lambda call: [k.split("\0")[1] for k in _with_reply(call)])
     assert _near_misses_of_every_sample() == fast
 
 

@@ -19,17 +19,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.analysis import near_miss
-from rollout_graph.analysis.near_miss import (
-    REPLY_CANDIDATES,
-    NearMiss,
-    _breaks_inside_reply,
-    _prompt,
-    _replay_kind,
-    _reply_key,
-    common_prefix,
-    text_replays,
-)
+from rollout_graph.analysis.near_miss import NearMiss, common_prefix, search, text_replays
+from rollout_graph.analysis.near_miss import ids as near_miss
+from rollout_graph.analysis.near_miss.ids import _breaks_inside_reply, _prompt
+from rollout_graph.analysis.near_miss.search import REPLY_CANDIDATES, _replay_kind
+from rollout_graph.analysis.near_miss.texts import _reply_key
 from rollout_graph.cli import main
 from rollout_graph.core.records import Call, MessagesInFile, SessionInput
 from rollout_graph.pipeline import analyse
@@ -66,7 +60,8 @@ def plain_text_replays(calls, parents, decoder=None) -> dict[int, NearMiss]:
                 kind, checked, evidence = _replay_kind(calls[e], call, shared, replayed, decoder)
                 earlier = calls[e]
                 kept = min(1.0, max(0.0, (shared - earlier.n_prompt) / earlier.n_sampled)) if earlier.n_sampled else 0.0
-                found[i] = NearMiss(i, e, e, i, shared, kept, "sampled", kind, checked, evidence)
+                found[i] = NearMiss(i, e, e, i, shared, kept, "sampled", kind, checked, evidence, "replayed reply",
+                                    (("reply_replayed", evidence),))  # fmt: skip
         reply = _reply_key(call.response_message) if call.prompt_ids is not None and call.n_sampled else None
         if reply is not None:
             by_reply.setdefault(reply, []).append(i)
@@ -154,7 +149,7 @@ def test_breaks_inside_reply_is_the_common_prefix_test(earlier_prompt, sampled, 
 def test_a_conversation_that_continues_its_replies_reads_no_request(monkeypatch):
     """Each call continues the one before exactly: no request is read back for its replayed reply."""
     reads = []
-    monkeypatch.setattr(near_miss, "_last_assistant", lambda call: reads.append(call) or None)
+    monkeypatch.setattr(search, "_last_assistant", lambda call: reads.append(call) or None)
     calls, end, history = [], [1, 2, 3], [{"role": "system", "content": "s"}]
     for k in range(6):
         sampled = [10 + k, 11 + k]

@@ -1,4 +1,4 @@
-"""The system texts' words read with numpy (``_AsciiWords`` in graph/analysis/near_miss.py) against
+"""The system texts' words read with numpy (``_AsciiWords`` in graph/analysis/near_miss/texts.py) against
 ``str.split``: an ASCII text's words must be exactly the ones ``str.split()`` gives, in order, and
 two words (of one text or of two) must get one number exactly when they are equal, on random
 ASCII texts with every whitespace ``str.split`` knows (the \\x1c-\\x1f separators too), control
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rollout_graph.analysis.near_miss import (
+from rollout_graph.analysis.near_miss.texts import (
     SIMILAR_SYSTEM,
     SYSTEM_COMPARED,
     _AsciiWords,
@@ -154,7 +154,7 @@ def test_the_hashed_places_are_the_binary_search_ones(texts, multiplier, slot_bi
     holds, each in its own slot, is numbered from it alone) number every word as the binary search
     does, in texts numbered one after the other, some of them again; a multiplier that makes slots
     collide (0, 1<<63) falls back to the search, and a table of 2-16 slots keeps only some words."""
-    import rollout_graph.analysis.near_miss as near_miss
+    import rollout_graph.analysis.near_miss.texts as near_miss
 
     texts = texts + data.draw(st.lists(st.sampled_from(texts), max_size=3))  # texts met again: read from the table
     saved, bits = near_miss._SPREAD, _Numbers.SLOT_BITS
@@ -188,7 +188,7 @@ def test_the_table_is_emptied_with_the_numbering():
 
 def test_many_distinct_words_are_placed_by_the_search():
     """Past ``_SPREAD_MOST`` distinct words the search places them (the same numbers either way)."""
-    from rollout_graph.analysis.near_miss import _SPREAD_MOST
+    from rollout_graph.analysis.near_miss.texts import _SPREAD_MOST
 
     text = " ".join(f"w{i}" for i in range(_SPREAD_MOST + 5)) + " w3 w70 w0"
     words = _AsciiWords.of(text)

@@ -111,9 +111,10 @@ def test_an_edited_reply_found_from_the_text_is_a_rewrite():
     assert "re-serialised" in miss.evidence
 
 
-def test_a_replay_chain_the_harness_went_on_from_explains_each_discarded_call_from_its_side():
+def test_a_replay_chain_the_harness_went_on_from_names_each_discarded_call_from_the_later_side():
     """The chain, then X4 continues X3 exactly: X1 and X2 are discarded (X3 continued), each because
-    the next call replays its reply re-tokenized; none is a retry."""
+    the next call replays its reply re-tokenized (its ``replaced_by``); none is a retry, and each
+    near miss names the call before it."""
     records = replay_chain()
     last = records[-1]
     prompt = last["response"]["prompt_token_ids"] + last["response"]["choices"][0]["token_ids"] + [END, NL] + GEN
@@ -122,10 +123,15 @@ def test_a_replay_chain_the_harness_went_on_from_explains_each_discarded_call_fr
     r = rollout_of(records)
     x1, x2, x3 = (r.index_of(n) for n in ("X1", "X2", "X3"))
     assert r.topology.discarded == {x1: x3, x2: x3}
-    assert [(m.earlier, m.later, m.kind) for m in (r.near_misses[x1], r.near_misses[x2])] == [
+    assert [(m.earlier, m.later, m.kind) for m in (r.near_misses[x2], r.near_misses[x3])] == [
         (x1, x2, RETOKENIZED),
         (x2, x3, RETOKENIZED),
     ]
+    assert [(m.node, m.later, m.kind) for m in (r.replaced_by[x1], r.replaced_by[x2])] == [
+        (x1, x2, RETOKENIZED),
+        (x2, x3, RETOKENIZED),
+    ]
+    assert x1 not in r.near_misses
     assert replay_chains(r.calls, r.near_misses) == [[x1, x2, x3]]
     assert r.stats["n_discarded_retries"] == 0 and r.stats["n_unfinished"] == 0
     text = explain_text(r, TraceTextDecoder({}))

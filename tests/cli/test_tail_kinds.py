@@ -156,8 +156,10 @@ def test_a_discard_is_reported_once_at_the_end_in_inspects_words(tmp_path):
     assert [e["event"] for e in discards] == ["discarded"]
     assert (
         event_text(discards[0])
-        == "[s1] x  discarded: a continued (retry: a re-sends x's prompt; x is discarded [the identical prompt ids])"
+        == "[s1] x  discarded: a continued (retry: a re-sends x's prompt [the identical prompt ids])"
     )
+    assert discards[0]["replaced_by"]["node_id"] == "a" and discards[0]["near_miss"] is None  # a came later
+    assert discards[0]["replaced_by"]["dropped"] == "x is discarded: a re-sent its prompt"
     finals = [event_text(e) for e in events if e["event"] == "final"]
     assert finals == [
         "· the follow ended: 1 discarded call (verdicts wait until now: a later call can continue any call)"

@@ -156,14 +156,15 @@ def reference_discarded(prompts: list[list[int] | None], parents: list[int | Non
 
 def reference_similar(a: str, b: str, share: float = 0.5, compared: int = 4000) -> bool:
     """Two system texts are one prompt re-rendered (docs/semantics.md, "Why a call broke") when their
-    word 3-gram sets (single words for a text under 20 words), over the first ``compared``
+    word 3-gram sets (single words when either text is under 20 words), over the first ``compared``
     characters, share at least ``share`` of their union: the sets built as sets of word tuples."""
     if a == b:
         return True
+    short = min(len(a[:compared].split()), len(b[:compared].split())) < 20
 
     def grams(text: str) -> set[tuple[str, ...]]:
         words = text[:compared].split()
-        if len(words) >= 20:
+        if not short:
             return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
         return {(w,) for w in words}
 

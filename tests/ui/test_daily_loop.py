@@ -399,7 +399,7 @@ def test_the_near_miss_expander_shows_the_library_sentence_and_handles_thin_evid
     )
     miss = thin.near_misses[2]
     assert miss.kind == UNKNOWN
-    assert headline(thin, miss) == "n2 nearly continues n0 (the evidence is thin: cause unknown)"
+    assert headline(thin, miss) == "n2 nearly continues n1 (the evidence is thin: cause unknown)"
     text = summary(thin, miss)
     assert text.startswith(describe(thin.calls, miss))
     assert f"The evidence is thin ({miss.evidence}): the cause cannot be named from these records" in text

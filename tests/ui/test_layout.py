@@ -23,7 +23,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 def compacting_rollout():
     """n0 a first attempt (discarded), n1 its retry that the agent continues (n2..n4), then n5 a
     compaction keeping the system prompt and a summary, continued by n6. The near miss of n5 names
-    n0 (the call its head sorts nearest to); the history it summarised is n4's."""
+    n4: the history it summarised is n4's."""
     head = SYSTEM + USER + GEN
     spec = [(head, [50, 51, END]), (head, [52, 53, END])]
     prompt = head + [52, 53, END, NL] + TOOL + [60, END, NL] + GEN
@@ -39,7 +39,7 @@ def compacting_rollout():
 def test_a_compaction_is_drawn_after_the_call_it_compacted_not_beside_the_first_call():
     r = compacting_rollout()
     miss = r.near_misses[5]
-    assert (miss.kind, miss.earlier) == (COMPACTION, 0)  # the near miss names the first attempt
+    assert (miss.kind, miss.earlier) == (COMPACTION, 4)  # the near miss names the call it compacted
     assert r.topology.discarded.get(0) == 1 and r.topology.parents[4] == 3
     assert compacted_calls(r) == {5: 4}  # the history it replaced ended with n4
     for near_misses in (True, False):
@@ -59,8 +59,9 @@ def test_the_bundled_compaction_is_drawn_after_the_call_it_compacted(folder):
     r = analyse(next(s for name, s in loaded.sessions.items() if name.startswith("fix-config-bug")))
     ids = r.node_ids
     c = {name: ids.index(name) for name in ("c01", "c17", "c18", "c19")}
-    assert r.near_misses[c["c19"]].kind == COMPACTION and r.near_misses[c["c19"]].earlier == c["c01"]
-    assert compacted_calls(r) == {c["c19"]: c["c17"]}
+    # c18 compacts the history (the first attempt, discarded); c19 re-sends c18's prompt and goes on
+    assert r.near_misses[c["c18"]].kind == COMPACTION and r.near_misses[c["c19"]].earlier == c["c18"]
+    assert compacted_calls(r) == {c["c18"]: c["c17"], c["c19"]: c["c17"]}
     for near_misses in (True, False):
         view = dag_view(r, near_misses=near_misses)
         assert view.x[c["c19"]] == view.x[c["c17"]] + 1

@@ -1,21 +1,33 @@
-"""Near-miss views (pure builders + one render): the break side by side, and the rollout banner."""
+"""The near-miss panel: a call's near miss (the earlier call it nearly continued) and, for a call
+that looks dropped, the later call that replaced it, each worded by the library (``describe``)
+with the break shown readable (views/builders/breaks.py: tokens as boxes with their ids, the first
+differing id marked, whitespace shown when the sidebar's toggle says so, a text diff that never
+marks identical text); the rollout's banner (``banner``), the headline words (``headline``) and a
+fork's children side by side (``fork_html``). ``render`` is the only Streamlit call; the rest is pure."""
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from rollout_graph.analysis.breaks import NO_TOKENIZER, fix_for, reason_for, token_boundaries
+from rollout_graph.analysis.breaks import NO_TOKENIZER, boundary_tokens, break_diff, break_tokens, fix_for, reason_for
 from rollout_graph.analysis.chains import compacted_calls
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
-from rollout_graph.analysis.near_miss import BROKEN_REPLAYS, COMPACTION, RETOKENIZED, RETRY, UNKNOWN, NearMiss, describe
+from rollout_graph.analysis.near_miss import (
+    BROKEN_REPLAYS,
+    COMPACTION,
+    RETOKENIZED,
+    UNKNOWN,
+    NearMiss,
+    describe,
+    dropped_words,
+)
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text, md
+from rollout_graph.ui import state
+from rollout_graph.ui.builders import breaks as breaks_view
 
-BEFORE = 8  # shared tokens shown before the break
-AFTER = 24  # differing tokens shown after it
-STYLE = (
+STYLE = (  # a fork's children side by side
     "<style>.rg-nm{display:grid;grid-template-columns:1fr 1fr;gap:10px;font:12.5px ui-monospace,Menlo,monospace}"
     ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
     ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
@@ -23,10 +35,6 @@ STYLE = (
     ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}"
     ".rg-tok{background:#fef3c7;color:#78350f;border-radius:2px}</style>"
 )
-
-
-def _end_ids(call) -> np.ndarray:
-    return np.concatenate([call.prompt_ids, call.sampled_ids])
 
 
 def _unchecked(miss: NearMiss) -> bool:
@@ -59,42 +67,19 @@ def summary(rollout: Rollout, miss: NearMiss) -> str:
     )
 
 
-def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
-    """A re-tokenized replay: the same text cut into tokens two ways, side by side (escaped)."""
-    sampled, replayed = token_boundaries(rollout, miss, decoder)
-
-    def cut(pieces: list[str], cls: str) -> str:
-        return '<span class="rg-bar">|</span>'.join(f'<span class="{cls}">{html_text(p)}</span>' for p in pieces)
-
+def boundaries_html(rollout: Rollout, miss: NearMiss, decoder: Decoder, whitespace: bool = True) -> str:
+    """A re-tokenized replay: the same text cut into tokens two ways, as boxes with their ids (escaped)."""
+    sampled, replayed = boundary_tokens(rollout, miss, decoder)
     earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
-    return (
-        STYLE
-        + '<div class="rg-nm">'
-        + f"<div><h5>{html_text(earlier.node_id)}: the tokens the model sampled</h5>{cut(sampled, 'rg-tok')}</div>"
-        + f"<div><h5>{html_text(later.node_id)}: the same text, as the replay was tokenized</h5>{cut(replayed, 'rg-tok')}</div>"
-        + "</div>"
-    )
+    return breaks_view.boundaries_html(earlier.node_id, later.node_id, sampled, replayed, whitespace)
 
 
-def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> str:
-    """What the harness removed (left: the earlier call's end ids) and inserted (right: the later
-    prompt), around the first differing token; everything from the trace escaped."""
-    earlier, later = rollout.calls[miss.earlier], rollout.calls[miss.later]
-    at, lead = miss.common_prefix, max(0, miss.common_prefix - BEFORE)
-
-    def side(ids, title: str, cls: str) -> str:
-        pieces = decoder.pieces(ids[lead : at + AFTER])
-        shared = html_text("".join(pieces[: at - lead]))
-        changed = html_text("".join(pieces[at - lead :])) or "(nothing)"
-        return f'<div><h5>{html_text(title)}</h5><span class="rg-same">…{shared}</span><span class="{cls}">{changed}</span></div>'
-
-    return (
-        STYLE
-        + '<div class="rg-nm">'
-        + side(_end_ids(earlier), f"{earlier.node_id}: what the model's context and output were", "rg-del")
-        + side(later.prompt_ids, f"{later.node_id}: what the harness sent next", "rg-ins")
-        + "</div>"
-    )
+def break_html(rollout: Rollout, miss: NearMiss, decoder: Decoder, whitespace: bool = True) -> str:
+    """Both sides around the first differing token as boxes with their ids, then the text diff of
+    what the harness removed (the earlier call's end ids) and inserted (the later prompt); everything
+    from the trace escaped."""
+    tokens = break_tokens(rollout, miss, decoder)
+    return breaks_view.break_html(tokens, break_diff(rollout, miss, decoder, tokens), whitespace)
 
 
 def banner(rollout: Rollout) -> str | None:
@@ -132,6 +117,7 @@ def banner(rollout: Rollout) -> str | None:
 
 # How each kind of near miss reads, from the LATER call's side (docs/semantics.md, Glossary).
 PHRASES = {
+    "parallel_sample": "{later} is another sample of {earlier}'s request (n > 1)",
     "retry": "{later} retries {earlier} (the same prompt, sent again)",
     "retokenized": "{later} re-tokenizes {earlier}'s reply (a broken replay)",
     "rewritten_continuation": "{later} rewrites {earlier}'s reply (a broken replay)",
@@ -147,9 +133,8 @@ PHRASES = {
 
 def headline(rollout: Rollout, miss: NearMiss) -> str:
     """The near miss in words, worded from the later call's side: "c14 re-tokenizes c12's reply"
-    (plain text; escape it for Markdown or HTML). A retry is worded from the call that arrived
-    later, as the library's sentence is (``describe``)."""
-    first, second = (miss.earlier, miss.later) if miss.kind != RETRY else sorted((miss.earlier, miss.later))
+    (plain text; escape it for Markdown or HTML), as the library's sentence is (``describe``)."""
+    first, second = miss.earlier, miss.later
     later, earlier = rollout.calls[second].node_id, rollout.calls[first].node_id
     phrase = PHRASES.get(miss.kind, "{later} nearly continues {earlier} (" + miss.kind.replace("_", " ") + ")")
     text = phrase.format(later=later, earlier=earlier)
@@ -162,18 +147,29 @@ def headline(rollout: Rollout, miss: NearMiss) -> str:
     return text
 
 
+def replaced_summary(rollout: Rollout, miss: NearMiss) -> str:
+    """Why a call looks dropped, from the later call that replaced it (plain text; escape it)."""
+    calls = rollout.calls
+    return f"{dropped_words(calls, miss, rollout.topology.discarded)}. {describe(calls, miss)}."
+
+
 def render(rollout: Rollout, node: int, decoder: Decoder) -> None:
+    """The call's near miss (the earlier call it nearly continued) and, for a call that looks
+    dropped, the later call that replaced it; each with its evidence."""
+    whitespace = bool(st.session_state.get(state.SHOW_WHITESPACE, True))
     miss = rollout.near_misses.get(node)
-    if miss is None:
-        return
-    with st.expander(
-        f"Near miss: {md(headline(rollout, miss), 160)}",
-        expanded=miss.kind in BROKEN_REPLAYS,
-    ):
-        st.html(f'<div style="font-size:13px;color:#334155">{html_text(summary(rollout, miss))}</div>')
-        if miss.kind == RETOKENIZED:
-            st.html(boundaries_html(rollout, miss, decoder))
-        st.html(break_html(rollout, miss, decoder))
+    if miss is not None:
+        with st.expander(f"Near miss: {md(headline(rollout, miss), 160)}", expanded=miss.kind in BROKEN_REPLAYS):
+            st.html(f'<div style="font-size:13px;color:#334155">{html_text(summary(rollout, miss))}</div>')
+            if miss.kind == RETOKENIZED:
+                st.html(boundaries_html(rollout, miss, decoder, whitespace))
+            st.html(break_html(rollout, miss, decoder, whitespace))
+    replaced = rollout.replaced_by.get(node)
+    if replaced is not None:
+        later = rollout.calls[replaced.later].node_id
+        with st.expander(f"Replaced by {md(later, 60)}: {md(headline(rollout, replaced), 140)}", expanded=miss is None):
+            st.html(f'<div style="font-size:13px;color:#334155">{html_text(replaced_summary(rollout, replaced))}</div>')
+            st.html(break_html(rollout, replaced, decoder, whitespace))
 
 
 def fork_html(rollout: Rollout, fork: int, decoder: Decoder, limit: int = 4) -> str:

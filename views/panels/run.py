@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rollout_graph.escape import md, plot
+from rollout_graph.reports.reconcile import AUDIT_COLUMNS as RECONCILE_COLUMNS
 from rollout_graph.reports.run import run_table, step_rollouts
 from rollout_graph.ui.state.sources import run_heavy
 
@@ -28,7 +29,7 @@ CHART_KEYS = tuple(f"rg_run_chart_{name}" for name in ("volume", "tokens", "rewa
 COLOURS = {"FATAL": "#d62728", "WARN": "#ff9f1c", "INFO": "#9aa0a6"}
 ROLLOUT_COLUMNS = (
     "session_id", "source_file", "n_turns", "reward", "n_fatal", "n_warn", "finding_codes", "n_trainable_tokens",
-    "n_discarded", "n_broken_replays", "mean_abs_diff", "kl_k3", "fidelity", "error",
+    "n_discarded", "n_broken_replays", "mean_abs_diff", "kl_k3", "fidelity", "error", *RECONCILE_COLUMNS,
 )  # fmt: skip
 
 

@@ -57,8 +57,12 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
     def sentence(n: int) -> str:  # the library's one sentence, worded from the later call's side
         return describe(calls, rollout.near_misses[n])
 
-    first("a retry", (d for d in of_kind(RETRY, roots=False) if d in topo.discarded), sentence)
-    first("a retry of the first call", (d for d in of_kind(RETRY, roots=True) if d in topo.discarded), sentence)
+    # a retry's near miss is the re-send's (the later call); the call it re-sent is the discarded one
+    def resent(roots: bool):
+        return (n for n in of_kind(RETRY, roots=roots) if rollout.near_misses[n].earlier in topo.discarded)
+
+    first("a retry", resent(False), sentence)
+    first("a retry of the first call", resent(True), sentence)
     first("a broken replay", of_kind(*BROKEN_REPLAYS), sentence)
     first("a rejected reply", of_kind(REJECTED), sentence)
     first("a subagent", of_kind(SUBAGENT), sentence)

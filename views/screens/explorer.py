@@ -42,6 +42,7 @@ from rollout_graph.ui.panels import signals as signals_view
 from rollout_graph.ui.panels import start as start_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
+from rollout_graph.ui.panels import trainers as trainers_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
 from rollout_graph.ui.state import signals as signals_source
@@ -143,6 +144,7 @@ def overview_and_graph(workspace):
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
+        trainers_view.render(rollout, rollout_decoder)  # what each RL framework trains: docs/reconcile.md
     downloads.render(rollout)
     share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout

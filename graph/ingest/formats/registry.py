@@ -18,8 +18,10 @@ from rollout_graph.core.records import WARN, Call
 from rollout_graph.ingest.files.json_values import RawValue
 from rollout_graph.ingest.formats import (
     engine_pair,
+    nemo_gym,
     openenv_files,
     otel,
+    rllm_gateway,
     rollout_document,
     text_dumps,
     token_rows,
@@ -136,6 +138,19 @@ FORMATS: tuple[Format, ...] = (
         lambda record, source: token_rows.is_nemo_rl_messages(record),
         _framework(token_rows.parse_nemo_rl_messages),
     ),
+    # the capture layers of NeMo Gym and the rLLM gateway (docs/formats.md): before the trace-entry
+    # shape, which their token keys would otherwise match
+    Format(
+        "NeMo Gym token entry",
+        lambda record, source: nemo_gym.is_token_entry(record),
+        _framework(nemo_gym.parse_token_entry),
+    ),
+    Format(
+        "NeMo Gym rollout record",
+        lambda record, source: nemo_gym.is_rollout_record(record),
+        _framework(nemo_gym.parse_rollout_record),
+    ),
+    Format("rLLM gateway", lambda record, source: rllm_gateway.is_trace_record(record), _framework(rllm_gateway.parse)),
     Format("trace entry", lambda record, source: trace_entry.is_trace_entry(record), _call_reader(trace_entry.parse)),
     Format(
         "engine pair with more keys",

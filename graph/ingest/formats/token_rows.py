@@ -1,27 +1,17 @@
 """Already-flattened training rows: prime-rl's token export and NeMo-RL's ``train_data_step{N}.jsonl``.
 
-A row is one training sample: every token of a (possibly multi-call) conversation with a loss
-mask. The calls that produced it are gone, so each maximal run of loss-mask-1 tokens becomes one
-call (prompt = every token before the run, sampled = the run): the row's tokens, mask and
+Where it sits: format readers (bytes -> records), registered in rollout_graph.ingest.formats.registry.
+The trainer's columns ride on each call as ``claims["signals"]`` and join as training signals
+(rollout_graph.signals.embedded).
+
+A row is one training sample with a loss mask; the calls that produced it are gone, so each run of
+loss-mask-1 tokens becomes one call (prompt: every token before it). The row's tokens, mask and
 logprobs come back exactly (grade ``sequences``); the DAG across rows cannot be rebuilt.
 
-- prime-rl, ``src/prime_rl/trainer/rl/token_export.py``: ``{output_dir}/token_exports/step_{N}/rank_{R}.jsonl``,
-  one sample a line: ``schema_version, step, rank, micro_step, micro_sequence_idx,
-  export_sequence_idx, env_name, token_ids, position_ids, loss_mask, advantages, rewards,
-  inference_logprobs, trainer_logprobs, entropy, mismatch_kl, log_importance_ratio,
-  importance_ratio, prob_delta, is_masked, is_masked_high, is_masked_low`` (per-token lists, null
-  where not computed).
-- NeMo-RL, ``nemo_rl/algorithms/grpo.py`` (``logger.log_batched_dict_as_jsonl``):
-  ``{log_dir}/train_data_step{N}.jsonl``, one sample a line: ``token_ids, token_loss_mask,
-  sample_loss_mask, advantages, generation_logprobs, prev_logprobs, rewards, input_lengths,
-  content, idx``. The logger writes ``make_microbatch_iterator(1)`` samples, so every value but
-  ``idx`` is a batch of one (``"token_ids": [[...]]``, ``"rewards": [1.0]``): :func:`unbatch`
-  takes the one sample. Per-token lists are right-padded (``input_lengths`` is the real length).
-  ``val_data_step{N}.jsonl`` lines hold ``content`` (the message log: role and content) and
-  ``rewards``: one message-level call (:func:`parse_nemo_rl_messages`).
-
-The trainer's columns ride on each call as ``claims["signals"]`` (per sampled token) and join
-as signals (rollout_graph.signals.embedded).
+Entry points: :func:`is_prime_rl` / :func:`parse_prime_rl`; :func:`is_nemo_rl` / :func:`parse_nemo_rl`
+(:func:`unbatch` takes the one sample of NeMo-RL's batch of one); :func:`is_nemo_rl_messages` /
+:func:`parse_nemo_rl_messages` (``val_data_step{N}.jsonl``: one message-level call); :func:`row_calls`
+(the cut both share). Each writer, its files and fields: docs/formats.md, "RL frameworks".
 """
 
 from __future__ import annotations

@@ -390,21 +390,28 @@
     for (const k of c.children) out.append(el("button", { text: "↓ " + callId(k), onclick: () => select(k) }));
     return out;
   }
-  function nearMiss(d) {
-    const m = d.near_miss;
+  // tokens as boxes: the text (whitespace shown with the toggle) over the id; the first differing id marked
+  function boxes(pieces, ids, first, more) {
+    const out = el("div", { class: "boxes" }, ...pieces.map((p, k) => el("span", { class: "box" + (first === null || first === undefined ? "" : k === first ? " first" : k > first ? " after" : "") },
+      el("span", { class: "t", text: shown(p, false).replace(/\n/g, "") || "∅" }), el("span", { class: "i", text: String(ids[k]) }))));
+    if (more) out.append(el("span", { class: "muted", text: " …" }));
+    return out;
+  }
+  function nearMiss(d, m, heading) {
     const kept = m.where !== "prompt" ? `, after ${Math.round(m.kept * 100)}% of its sampled tokens were kept` : "";
     const box = el("details", { class: "near-miss", open: "" },
-      el("summary", { text: `Near miss: ${m.kind.replace(/_/g, " ")} of ${m.other_id}` }),
-      el("p", { text: `${m.later_id}'s prompt shares ${fmt(m.common_prefix)} tokens with the end of ${m.earlier_id}; the break falls ${m.where_text}${kept}. ${m.reason}.` + (m.fix ? ` Fix: ${m.fix}.` : "") }));
+      el("summary", { text: heading }),
+      el("p", { text: (m.dropped ? m.dropped + ". " : "") + m.why + ` ${m.later_id}'s prompt shares ${fmt(m.common_prefix)} tokens with the end of ${m.earlier_id}; the break falls ${m.where_text}${kept}.` + (m.fix ? ` Fix: ${m.fix}.` : "") }));
     if (m.boundaries) {
-      const cut = (pieces) => el("div", {}, ...pieces.flatMap((p, k) => [k ? el("span", { class: "bar", text: "|" }) : null, el("span", { class: "tok", text: p })]));
-      box.append(el("div", { class: "diff" },
-        el("div", {}, el("h5", { text: m.earlier_id + ": the tokens the model sampled" }), cut(m.boundaries.sampled)),
-        el("div", {}, el("h5", { text: m.later_id + ": the same text, as the replay was tokenized" }), cut(m.boundaries.replayed))));
+      box.append(el("div", {},
+        el("h5", { text: m.earlier_id + ": the tokens the model sampled" }), boxes(m.boundaries.sampled, m.boundaries.sampled_ids, 0, false),
+        el("h5", { text: m.later_id + ": the same text, as the replay was tokenized" }), boxes(m.boundaries.replayed, m.boundaries.replayed_ids, 0, false)));
     }
-    box.append(el("div", { class: "diff" },
-      el("div", {}, el("h5", { text: m.earlier_id + ": what the model's context and output were" }), el("span", { class: "same", text: "…" + m.removed.shared }), el("span", { class: "del", text: m.removed.changed || "(nothing)" })),
-      el("div", {}, el("h5", { text: m.later_id + ": what the harness sent next" }), el("span", { class: "same", text: "…" + m.inserted.shared }), el("span", { class: "ins", text: m.inserted.changed || "(nothing)" }))));
+    for (const side of [m.tokens.earlier, m.tokens.later]) {
+      box.append(el("h5", { text: `${side.call}: ${side.what}` }), boxes(side.pieces, side.ids, side.first, side.more));
+    }
+    box.append(el("h5", { text: "text diff (identical text is never marked)" }),
+      el("div", { class: "textdiff" }, ...m.diff.map(([op, text]) => el("span", { class: op, text: shown(text, false) }))));
     return box;
   }
   function fork(d) {
@@ -485,8 +492,9 @@
     const fatal = c.findings.filter((f) => f.level === "FATAL").length;
     if (fatal) badges.append(badge(fatal + " FATAL", "#991b1b"));
     const box = el("section", { class: "detail", id: "detail" }, head, badges, relatives(i), noteList(notesFor("node", c.id)), facts(i));
-    if (d && d.near_miss) box.append(nearMiss(d));
-    else {
+    if (d && d.near_miss) box.append(nearMiss(d, d.near_miss, `Near miss: ${d.near_miss.why.split(" [")[0]}`));
+    if (d && d.replaced_by) box.append(nearMiss(d, d.replaced_by, `Replaced by ${d.replaced_by.later_id}: ${d.replaced_by.why.split(" [")[0]}`));
+    if (!(d && (d.near_miss || d.replaced_by))) {
       const m = s.near_misses.find((x) => x.node === i);
       if (m) box.append(el("p", { text: `Near miss: ${m.kind.replace(/_/g, " ")} of ${callId(m.earlier === i ? m.later : m.earlier)} (${fmt(m.common_prefix)} shared tokens).` }));
     }

@@ -54,9 +54,9 @@ def retries_of_compactions(rollout: Rollout, compacted: Mapping[int, int]) -> di
     """Discarded roots re-sent as a compaction (a retry of it) -> the call that compaction
     summarised: drawn beside the compaction, after that call."""
     return {
-        m.node: compacted[m.other]
-        for m in rollout.near_misses.values()
-        if m.kind == RETRY and m.node == m.earlier and m.other in compacted and rollout.topology.parents[m.node] is None
+        m.earlier: compacted[m.later]
+        for m in rollout.replaced_by.values()
+        if m.kind == RETRY and m.later in compacted and rollout.topology.parents[m.earlier] is None
     }
 
 
