@@ -375,6 +375,48 @@ def gemini_resume(tools: Path, url: str, repo: Path, home: Path) -> list:
     return [(argv, env), (again, env), (again, env)]
 
 
+# -- held-out set 3 (recorded after sets 1-2's fixes; labelled before the classifier read them) -----
+
+
+def opencode_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """opencode as its bundled sample but with a context limit (2,650 tokens) just above its first
+    prompt, so a turn overflows and opencode compacts the session (its summary call, then the
+    conversation carried on from the summary): the task, then ``opencode run --continue`` twice."""
+    argv, env = opencode(tools, url, repo, home)
+    config = json.loads((repo / "opencode.json").read_text())
+    config["provider"]["local"]["models"][MODEL_NAME]["limit"] = {"context": 2650, "output": 48}
+    (repo / "opencode.json").write_text(json.dumps(config, indent=2))
+    again = [a if a != TASK else GO_ON for a in argv]
+    resumed = again[:2] + ["--continue"] + again[2:]
+    return [(argv, env), (resumed, env), (resumed, env)]
+
+
+def cn_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """Continue's ``cn`` as ``cn-resume`` but with a 1,000-token ``contextLength`` and 48 ``maxTokens``,
+    so its auto-compaction threshold (context - max tokens - a 20% buffer: 761) is passed after the
+    first turn: the task, then ``--resume`` twice."""
+    config = home / ".continue" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "name: local\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: smol\n    provider: openai\n"
+        f"    model: {MODEL_NAME}\n    apiBase: {url}/v1\n    apiKey: {KEY}\n    roles: [chat, edit, apply]\n"
+        "    defaultCompletionOptions:\n      contextLength: 1000\n      maxTokens: 48\n"
+    )
+    exe = str(tools / "node_modules/.bin/cn")
+    env = _env(home, CONTINUE_GLOBAL_DIR=str(config.parent))
+    common = [exe, "-p", "--config", str(config), "--auto", "--rule", SHORT_SYSTEM]
+    return [([*common, TASK], env), ([*common, "--resume", GO_ON], env), ([*common, "--resume", "And the test?"], env)]
+
+
+def qwen_subagent(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """qwen-code offering its shell tool and its ``agent`` tool (subagents), the engine steering the
+    first call into ``agent`` with no ``subagent_type`` (qwen-code's implicit fork: a subagent that
+    inherits the whole conversation), then ``--continue``."""
+    argv, env = qwen_code(tools, url, repo, home, core_tools=["run_shell_command", "agent"])
+    again = [a if a != TASK else GO_ON for a in argv] + ["--continue"]
+    return [(argv, env), (again, env)]
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One bundled sample: how to run the harness, its package, and the engine's cap on every
@@ -441,6 +483,24 @@ HARNESSES = {
     # a second held-out set, recorded and labelled before the classifier saw the first one's failures
     "gemini-cli-resume": Scenario(
         gemini_resume, "@google/gemini-cli (npm)", "gemini-cli", engine_cap=24, fixture="held-out"
+    ),  # fmt: skip
+    # a third held-out set, recorded after the second one's fixes: compactions at a small context
+    "opencode-compact": Scenario(
+        opencode_compact, "opencode-ai (npm)", "opencode", engine_cap=24, fixture="held-out"
+    ),  # fmt: skip
+    "cn-compact": Scenario(cn_compact, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
+    "qwen-code-subagent": Scenario(
+        qwen_subagent,
+        "@qwen-code/qwen-code (npm)",
+        "qwen-code",
+        engine_cap=24,
+        fixture="held-out",
+        engine_args=(
+            "--steer-tool",
+            "agent",
+            "--steer-arguments",
+            json.dumps({"description": "Find the loader", "prompt": SUBAGENT_TASK}),
+        ),
     ),  # fmt: skip
     # the Gemini API (streamGenerateContent?alt=sse) through the proxy, translated to chat completions
     "gemini-cli": Scenario(gemini_cli, "@google/gemini-cli (npm)", "gemini-cli"),
