@@ -379,12 +379,15 @@ def gemini_resume(tools: Path, url: str, repo: Path, home: Path) -> list:
 
 
 def opencode_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
-    """opencode as its bundled sample but with a context limit (2,650 tokens) just above its first
-    prompt, so a turn overflows and opencode compacts the session (its summary call, then the
-    conversation carried on from the summary): the task, then ``opencode run --continue`` twice."""
+    """opencode as its bundled sample but with a 2,500-token context limit (48 for output), below
+    the ~2,600 tokens of its first turn: opencode checks the overflow when a turn starts after a
+    finished one, so each ``opencode run --continue`` compacts the session first (its summary call,
+    then the conversation carried on from the summary): the task, then ``--continue`` twice. The
+    engine steers nothing (``--first-command ""``): steered into ``ls``, every compacted
+    conversation overflowed again at its tool step and opencode compacted without end."""
     argv, env = opencode(tools, url, repo, home)
     config = json.loads((repo / "opencode.json").read_text())
-    config["provider"]["local"]["models"][MODEL_NAME]["limit"] = {"context": 2650, "output": 48}
+    config["provider"]["local"]["models"][MODEL_NAME]["limit"] = {"context": 2500, "output": 48}
     (repo / "opencode.json").write_text(json.dumps(config, indent=2))
     again = [a if a != TASK else GO_ON for a in argv]
     resumed = again[:2] + ["--continue"] + again[2:]
@@ -392,15 +395,16 @@ def opencode_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
 
 
 def cn_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
-    """Continue's ``cn`` as ``cn-resume`` but with a 1,000-token ``contextLength`` and 48 ``maxTokens``,
-    so its auto-compaction threshold (context - max tokens - a 20% buffer: 761) is passed after the
-    first turn: the task, then ``--resume`` twice."""
+    """Continue's ``cn`` as ``cn-resume`` but with a 1,680-token ``contextLength`` and 48 ``maxTokens``:
+    its first request (1,286 tokens by its own count) fits, and its auto-compaction threshold
+    (context - max tokens - a 20% buffer: 1,305) is passed once the conversation grows: the task,
+    then ``--resume`` twice. (At 1,000 it refused every request: "Context length exceeded".)"""
     config = home / ".continue" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         "name: local\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: smol\n    provider: openai\n"
         f"    model: {MODEL_NAME}\n    apiBase: {url}/v1\n    apiKey: {KEY}\n    roles: [chat, edit, apply]\n"
-        "    defaultCompletionOptions:\n      contextLength: 1000\n      maxTokens: 48\n"
+        "    defaultCompletionOptions:\n      contextLength: 1680\n      maxTokens: 48\n"
     )
     exe = str(tools / "node_modules/.bin/cn")
     env = _env(home, CONTINUE_GLOBAL_DIR=str(config.parent))
@@ -486,7 +490,12 @@ HARNESSES = {
     ),  # fmt: skip
     # a third held-out set, recorded after the second one's fixes: compactions at a small context
     "opencode-compact": Scenario(
-        opencode_compact, "opencode-ai (npm)", "opencode", engine_cap=24, fixture="held-out"
+        opencode_compact,
+        "opencode-ai (npm)",
+        "opencode",
+        engine_cap=24,
+        fixture="held-out",
+        engine_args=("--first-command", ""),
     ),  # fmt: skip
     "cn-compact": Scenario(cn_compact, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
     "qwen-code-subagent": Scenario(
