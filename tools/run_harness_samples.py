@@ -380,11 +380,12 @@ def gemini_resume(tools: Path, url: str, repo: Path, home: Path) -> list:
 
 def opencode_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
     """opencode as its bundled sample but with a 2,500-token context limit (48 for output), below
-    the ~2,600 tokens of its first turn: opencode checks the overflow when a turn starts after a
-    finished one, so each ``opencode run --continue`` compacts the session first (its summary call,
-    then the conversation carried on from the summary): the task, then ``--continue`` twice. The
-    engine steers nothing (``--first-command ""``): steered into ``ls``, every compacted
-    conversation overflowed again at its tool step and opencode compacted without end."""
+    the ~2,600 tokens of its first turn, the engine steering nothing (``--first-command ""``): the
+    task, then ``opencode run --continue`` twice. Recorded: opencode compacts after the first reply
+    (its summary call, then the conversation carried on from the summary), and as every reply is
+    cut at the engine's cap (finish ``length``) the turn goes on, overflows again and compacts
+    again without end; the recording was stopped by hand after 14 calls (the two ``--continue``
+    invocations killed before they made a call). Steered into ``ls`` it loops the same way."""
     argv, env = opencode(tools, url, repo, home)
     config = json.loads((repo / "opencode.json").read_text())
     config["provider"]["local"]["models"][MODEL_NAME]["limit"] = {"context": 2500, "output": 48}
