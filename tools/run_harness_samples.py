@@ -399,7 +399,10 @@ def cn_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
     """Continue's ``cn`` as ``cn-resume`` but with a 1,680-token ``contextLength`` and 48 ``maxTokens``:
     its first request (1,286 tokens by its own count) fits, and its auto-compaction threshold
     (context - max tokens - a 20% buffer: 1,305) is passed once the conversation grows: the task,
-    then ``--resume`` twice. (At 1,000 it refused every request: "Context length exceeded".)"""
+    then ``--resume`` twice. (At 1,000 it refused every request: "Context length exceeded".)
+    Recorded: each compaction is a summary request in the conversation, then the summary alone as
+    the history; its reply cut at the engine's cap, cn says "continue" and compacts again, so the
+    third invocation was stopped by hand after 10 calls."""
     config = home / ".continue" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
@@ -420,6 +423,16 @@ def qwen_subagent(tools: Path, url: str, repo: Path, home: Path) -> list:
     argv, env = qwen_code(tools, url, repo, home, core_tools=["run_shell_command", "agent"])
     again = [a if a != TASK else GO_ON for a in argv] + ["--continue"]
     return [(argv, env), (again, env)]
+
+
+def codex_compact_low(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """``codex-compact`` with ``model_auto_compact_token_limit = 1150``: its turns there reached
+    1,081-1,247 tokens and never passed 1,400, so the limit sits below the second turn's total."""
+    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1150\n")
+    env = _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
+    exe = str(tools / "node_modules/.bin/codex")
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    return [([exe, "exec", *flags, TASK], env)] + [([exe, "exec", "resume", "--last", *flags, GO_ON], env)] * 3
 
 
 @dataclass(frozen=True)
@@ -511,6 +524,9 @@ HARNESSES = {
             "--steer-arguments",
             json.dumps({"description": "Find the loader", "prompt": SUBAGENT_TASK}),
         ),
+    ),  # fmt: skip
+    "codex-compact-1150": Scenario(
+        codex_compact_low, "@openai/codex (npm)", "codex", engine_cap=24, fixture="held-out"
     ),  # fmt: skip
     # the Gemini API (streamGenerateContent?alt=sse) through the proxy, translated to chat completions
     "gemini-cli": Scenario(gemini_cli, "@google/gemini-cli (npm)", "gemini-cli"),
