@@ -427,7 +427,11 @@ def qwen_subagent(tools: Path, url: str, repo: Path, home: Path) -> list:
 
 def codex_compact_low(tools: Path, url: str, repo: Path, home: Path) -> list:
     """``codex-compact`` with ``model_auto_compact_token_limit = 1150``: its turns there reached
-    1,081-1,247 tokens and never passed 1,400, so the limit sits below the second turn's total."""
+    1,081-1,247 tokens and never passed 1,400, so the limit sits below the second turn's total.
+    Recorded: the resume compacts before its turn, then again after every steered tool step (its
+    summary request, then the compacted window), so the second invocation was stopped by hand
+    after 11 calls (its last three, the same request cut off, have no response) and the last two
+    before they made one."""
     codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1150\n")
     env = _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
     exe = str(tools / "node_modules/.bin/codex")
