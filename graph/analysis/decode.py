@@ -131,6 +131,14 @@ def _piece_bytes(token: str) -> bytes:
     return token.replace("▁", " ").encode()
 
 
+# TraceTextDecoder.pieces: runs of at least TABLE_MIN_RUN ids, each below TABLE_IDS (a vocabulary's
+# size), are looked up in a table of pieces (at most TABLE_IDS strings, about 15 MB), grown
+# TABLE_STEP ids at a time
+TABLE_IDS = 1 << 18
+TABLE_MIN_RUN = 16
+TABLE_STEP = 1 << 12
+
+
 class TraceTextDecoder:
     """No tokenizer: the token strings the trace carried for sampled tokens, else ``<id>``.
 
@@ -138,12 +146,13 @@ class TraceTextDecoder:
     collecting them reads every call's top-k alternatives, which a loader may have left in the file).
     """
 
-    __slots__ = ("_known", "_source", "_calls")
+    __slots__ = ("_known", "_source", "_calls", "_table")
 
     def __init__(self, known: dict[int, str], source: str = TRACE_TEXT) -> None:
         self._known: dict[int, str] | None = known
         self._source: str | None = source
         self._calls: list[Call] | None = None
+        self._table: tuple[np.ndarray, np.ndarray] | None = None  # pieces by id and their lengths (_table_for)
 
     @classmethod
     def from_calls(cls, calls: list[Call]) -> TraceTextDecoder:
@@ -190,8 +199,47 @@ class TraceTextDecoder:
         return False
 
     def pieces(self, ids) -> list[str]:
-        """Per-id text carried by the trace, or ``<id>`` where the trace carried none."""
-        return [self.known.get(i, f"<{i}>") for i in np.asarray(ids).tolist()]
+        """Per-id text carried by the trace, or ``<id>`` where the trace carried none (a run of ids
+        the table covers is looked up in it: the same strings, :meth:`_table_for`)."""
+        arr = np.asarray(ids)
+        table = self._table_for(arr)
+        if table is not None:
+            return table[0].take(arr).tolist()
+        known = self.known
+        return [known.get(i, f"<{i}>") for i in arr.tolist()]
+
+    def joined_pieces(self, ids) -> tuple[str, np.ndarray]:
+        """``"".join(self.pieces(ids))`` and each piece's length (int64): what the search index
+        keeps of a span, by the table where :meth:`pieces` uses it."""
+        arr = np.asarray(ids)
+        table = self._table_for(arr)
+        if table is None:
+            pieces = self.pieces(arr)
+            return "".join(pieces), np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        return "".join(table[0].take(arr).tolist()), table[1].take(arr)
+
+    def _table_for(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every id's piece and its length, for ids 0 up to at least ``arr``'s largest, when ``arr``
+        is a run of at least TABLE_MIN_RUN integer ids from 0 to below TABLE_IDS (else None). Made
+        once, grown by the ids not covered yet when a larger id comes: at most TABLE_IDS pieces."""
+        if arr.ndim != 1 or arr.dtype.kind not in "iu" or arr.shape[0] < TABLE_MIN_RUN:
+            return None
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= TABLE_IDS:
+            return None
+        table = self._table
+        if table is None or table[0].shape[0] <= high:
+            known = self.known
+            old = 0 if table is None else table[0].shape[0]
+            size = min(TABLE_IDS, -(-(high + 1) // TABLE_STEP) * TABLE_STEP)
+            added = [known.get(i, f"<{i}>") for i in range(old, size)]
+            texts, lengths = np.empty(size, dtype=object), np.empty(size, dtype=np.int64)
+            if table is not None:
+                texts[:old], lengths[:old] = table
+            texts[old:] = added
+            lengths[old:] = np.fromiter(map(len, added), dtype=np.int64, count=len(added))
+            table = self._table = (texts, lengths)
+        return table
 
     def text(self, ids) -> str:
         """Fallback text of the ids, joined."""

@@ -284,7 +284,21 @@ def max_bytes_from_env() -> int:
 
 def _lengths(pieces: list[str]) -> np.ndarray:
     """Each piece's length, in the narrowest unsigned type that holds the longest."""
-    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    return _narrowest(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+
+
+def _decoded(decoder: Decoder, ids: np.ndarray) -> tuple[str, np.ndarray]:
+    """A span's text and each token's length (as :func:`_lengths`): by the decoder's
+    ``joined_pieces`` when it has one (TraceTextDecoder: a table lookup), else by its pieces."""
+    joined = getattr(decoder, "joined_pieces", None)
+    if joined is not None:
+        text, lengths = joined(ids)
+        return text, _narrowest(lengths)
+    pieces = decoder.pieces(ids)
+    return "".join(pieces), _lengths(pieces)
+
+
+def _narrowest(lengths: np.ndarray) -> np.ndarray:
     longest = int(lengths.max()) if lengths.shape[0] else 0
     for dtype in (np.uint8, np.uint16, np.uint32):
         if longest <= np.iinfo(dtype).max:
@@ -399,9 +413,7 @@ class SearchIndex:
                     self.nbytes += _SLOT
                     built.append(empty)
                     continue
-                pieces = self.decoder.pieces(ids)
-                text, lengths = "".join(pieces), _lengths(pieces)
-                del pieces
+                text, lengths = _decoded(self.decoder, ids)
                 if not self._fits(_SLOT + 64 + sys.getsizeof(text) + _ARRAY + lengths.nbytes):
                     break
                 built.append((text, lengths))

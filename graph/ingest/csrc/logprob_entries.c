@@ -323,15 +323,115 @@ static ALWAYS_INLINE int read_key(Scan *s) {
 
 static int skip_value(Scan *s, int depth);
 
-/* Past an alternative written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>}``
- * (these bytes are valid JSON as they stand: the same the general path accepts), or NULL for
- * anything else (the general path then reads it from p). */
+/* Past a ``bytes`` list as vLLM writes it, ``[]`` or ``[n,n,...]`` with each n a JSON integer
+ * of one to three digits (``0``, or no leading zero), at p (its ``[``); or NULL for anything else
+ * (the general path then reads the value). Whatever the integers are, the bytes are valid JSON:
+ * the list is only validated, never read. Stops at the NUL after the span at most. */
+static inline const unsigned char *byte_list_bytewise(const unsigned char *p, const unsigned char *end) {
+    if (p >= end || *p != '[') return NULL;
+    p++;
+    if (*p == ']') return p + 1;
+    for (;;) {
+        unsigned char c = *p;
+        if (c == '0') {
+            p++;
+        } else if (c >= '1' && c <= '9') {
+            p++;
+            if (*p >= '0' && *p <= '9') {
+                p++;
+                if (*p >= '0' && *p <= '9') p++;
+            }
+        } else {
+            return NULL;
+        }
+        if (p >= end) return NULL;
+        if (*p == ',') {
+            p++;
+        } else if (*p == ']') {
+            return p + 1;
+        } else {
+            return NULL; /* a fourth digit, a leading zero, a space, another value */
+        }
+    }
+}
+
+#ifdef __SSE2__
+/* byte_list_bytewise's answer, 16 bytes at a time while 16 remain before end (else the bytewise
+ * loop reads the list from its start). Per block: D, C, Z the masks of its digits, commas and
+ * zeros; the list goes on while every byte is a digit or a comma, and the first other byte must
+ * be its closing bracket. The grammar as masks, with what the block before left (its last three
+ * digit bits, whether its last byte was a separator, a digit, or a zero opening a number):
+ * no four digits in a row; no comma after a separator (``[`` or ``,``); no bracket after a comma;
+ * no zero opening a number followed by a digit. */
+static inline const unsigned char *byte_list(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *open = p;
+    if (p >= end || *p != '[') return NULL;
+    p++;
+    if (*p == ']') return p + 1;
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9'), comma = _mm_set1_epi8(',');
+    unsigned prev3 = 0, sep = 1, digit = 0, zero_open = 0;
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        unsigned D = (unsigned)_mm_movemask_epi8(
+                         _mm_andnot_si128(_mm_or_si128(_mm_cmplt_epi8(v, zero), _mm_cmpgt_epi8(v, nine)),
+                                          _mm_set1_epi8(-1)));
+        unsigned C = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, comma));
+        unsigned Z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero));
+        unsigned other = ~(D | C) & 0xFFFFu;
+        int k = 16; /* the first byte that is neither a digit nor a comma */
+        if (other) {
+            k = CTZ(other);
+            unsigned keep = (1u << k) - 1;
+            D &= keep, C &= keep, Z &= keep;
+            if (p[k] != ']') return NULL;
+        }
+        unsigned Dx = (D << 3) | prev3;
+        if (Dx & (Dx << 1) & (Dx << 2) & (Dx << 3)) return NULL;   /* four digits in a row */
+        if (C & ((C << 1) | sep)) return NULL;                      /* a comma after a separator */
+        if (zero_open && (D & 1)) return NULL;                      /* 0 then a digit, across blocks */
+        unsigned opens = Z & D & ~((D << 1) | digit);              /* zeros opening a number */
+        if (opens & (D >> 1)) return NULL;                          /* 0 then a digit */
+        if (k < 16) {
+            unsigned last_comma = k == 0 ? (sep && p > open + 1) : (C >> (k - 1)) & 1;
+            if (last_comma) return NULL;                            /* a bracket after a comma */
+            return p + k + 1;
+        }
+        prev3 = (Dx >> 16) & 7;
+        sep = (C >> 15) & 1;
+        digit = (D >> 15) & 1;
+        zero_open = (opens >> 15) & 1;
+        p += 16;
+    }
+    return byte_list_bytewise(open, end);
+}
+#else
+#define byte_list byte_list_bytewise
+#endif
+
+#define BYTES_KEY ",\"bytes\":"
+#define BYTES_KEY_LEN 9
+
+/* Past vLLM 0.32's ``,"bytes":[...]`` or ``,"bytes":null`` at p, or p itself when another key
+ * or the end of the object follows; NULL when a bytes value is there in another layout. */
+static inline const unsigned char *skip_bytes(const unsigned char *p, const unsigned char *end) {
+    if (end - p < BYTES_KEY_LEN || memcmp(p, BYTES_KEY, BYTES_KEY_LEN) != 0) return p;
+    p += BYTES_KEY_LEN;
+    if (end - p >= 4 && memcmp(p, "null", 4) == 0) return p + 4;
+    return byte_list(p, end);
+}
+
+/* Past an alternative written as an engine writes it, ``{"token":"<plain text>","logprob":<number>}``,
+ * with vLLM 0.32's ``,"bytes":[...]`` (or ``null``) before the brace or not (these bytes are valid
+ * JSON as they stand: the same the general path accepts), or NULL for anything else (the general
+ * path then reads it from p). */
 static inline const unsigned char *compact_alt(const unsigned char *p, const unsigned char *end) {
     if (end - p < 10 || memcmp(p, "{\"token\":\"", 10) != 0) return NULL;
     p = skip_plain(p + 10, end);
     if (end - p < 12 || memcmp(p, "\",\"logprob\":", 12) != 0) return NULL;
     int fraction;
     p = number_end(p + 12, end, &fraction);
+    if (p == NULL) return NULL;
+    if (*p == ',') p = skip_bytes(p, end);
     if (p == NULL || *p != '}') return NULL; /* at end: the NUL after the span */
     return p + 1;
 }
@@ -653,9 +753,8 @@ static int read_logprob(Scan *s, double *out) {
 }
 
 
-/* One entry at s->p (its opening brace). */
-/* An entry written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>`` and
- * ``,"top_logprobs":<value>`` or not, then ``}``: 1 when read (the row added, s->p past it), 0
+/* An entry written as vLLM writes it, ``{"token":"<plain text>","logprob":<number>``, vLLM 0.32's
+ * ``,"bytes":[...]`` (or ``null``) or not, ``,"top_logprobs":<value>`` or not, then ``}``: 1 when read (the row added, s->p past it), 0
  * for another layout (nothing changed: read_entry reads it), -1 when its logprob or its
  * alternatives are refused (as read_entry would refuse the same bytes). */
 static int compact_entry(Scan *s) {
@@ -666,6 +765,14 @@ static int compact_entry(Scan *s) {
     s->p = q + 12;
     double logprob;
     if (read_logprob(s, &logprob) < 0) return -1;
+    if (*s->p == ',') {
+        const unsigned char *past = skip_bytes(s->p, end);
+        if (past == NULL) { /* a bytes value in another layout: read_entry reads it all again */
+            s->p = p;
+            return 0;
+        }
+        s->p = past;
+    }
     if (end - s->p >= 16 && memcmp(s->p, ",\"top_logprobs\":", 16) == 0) {
         s->p += 16;
         skip_ws(s);
