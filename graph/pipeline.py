@@ -21,7 +21,12 @@ from rollout_graph.analysis.decode import (
     find_tokenizer,
     trace_token_texts,
 )
-from rollout_graph.analysis.near_miss import near_misses, replacements, replayed, retokenized_finding, rewrite_finding
+from rollout_graph.analysis.near_miss import (
+    near_misses_and_replacements,
+    replayed,
+    retokenized_finding,
+    rewrite_finding,
+)
 from rollout_graph.core.findings import is_trainable, rollout_findings, turn_findings
 from rollout_graph.core.linking import Links, link
 from rollout_graph.core.records import Call, Finding, SessionInput
@@ -66,8 +71,7 @@ def analyse(session: SessionInput, *, links: Links | None = None, decoder: Decod
     findings = [f for node in per_node for f in node]
     findings += rollout_findings(calls, topology, sequences, session.document)
     # one call has nothing it nearly continued: the near-miss pass's set-up is most of a small rollout's cost
-    misses = near_misses(calls, topology, decoder) if len(calls) > 1 else {}
-    replaced = replacements(calls, topology, misses, decoder) if len(calls) > 1 else {}
+    misses, replaced = near_misses_and_replacements(calls, topology, decoder) if len(calls) > 1 else ({}, {})
     findings = _unfinished_not_replayed(findings, calls, topology, replayed(misses))
     for finding in (retokenized_finding(calls, misses), rewrite_finding(calls, misses, topology.discarded)):
         if finding is not None:

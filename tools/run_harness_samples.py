@@ -375,6 +375,70 @@ def gemini_resume(tools: Path, url: str, repo: Path, home: Path) -> list:
     return [(argv, env), (again, env), (again, env)]
 
 
+# -- held-out set 3 (recorded after sets 1-2's fixes; labelled before the classifier read them) -----
+
+
+def opencode_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """opencode as its bundled sample but with a 2,500-token context limit (48 for output), below
+    the ~2,600 tokens of its first turn, the engine steering nothing (``--first-command ""``): the
+    task, then ``opencode run --continue`` twice. Recorded: opencode compacts after the first reply
+    (its summary call, then the conversation carried on from the summary), and as every reply is
+    cut at the engine's cap (finish ``length``) the turn goes on, overflows again and compacts
+    again without end; the recording was stopped by hand after 14 calls (the two ``--continue``
+    invocations killed before they made a call). Steered into ``ls`` it loops the same way."""
+    argv, env = opencode(tools, url, repo, home)
+    config = json.loads((repo / "opencode.json").read_text())
+    config["provider"]["local"]["models"][MODEL_NAME]["limit"] = {"context": 2500, "output": 48}
+    (repo / "opencode.json").write_text(json.dumps(config, indent=2))
+    again = [a if a != TASK else GO_ON for a in argv]
+    resumed = again[:2] + ["--continue"] + again[2:]
+    return [(argv, env), (resumed, env), (resumed, env)]
+
+
+def cn_compact(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """Continue's ``cn`` as ``cn-resume`` but with a 1,680-token ``contextLength`` and 48 ``maxTokens``:
+    its first request (1,286 tokens by its own count) fits, and its auto-compaction threshold
+    (context - max tokens - a 20% buffer: 1,305) is passed once the conversation grows: the task,
+    then ``--resume`` twice. (At 1,000 it refused every request: "Context length exceeded".)
+    Recorded: each compaction is a summary request in the conversation, then the summary alone as
+    the history; its reply cut at the engine's cap, cn says "continue" and compacts again, so the
+    third invocation was stopped by hand after 10 calls."""
+    config = home / ".continue" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "name: local\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: smol\n    provider: openai\n"
+        f"    model: {MODEL_NAME}\n    apiBase: {url}/v1\n    apiKey: {KEY}\n    roles: [chat, edit, apply]\n"
+        "    defaultCompletionOptions:\n      contextLength: 1680\n      maxTokens: 48\n"
+    )
+    exe = str(tools / "node_modules/.bin/cn")
+    env = _env(home, CONTINUE_GLOBAL_DIR=str(config.parent))
+    common = [exe, "-p", "--config", str(config), "--auto", "--rule", SHORT_SYSTEM]
+    return [([*common, TASK], env), ([*common, "--resume", GO_ON], env), ([*common, "--resume", "And the test?"], env)]
+
+
+def qwen_subagent(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """qwen-code offering its shell tool and its ``agent`` tool (subagents), the engine steering the
+    first call into ``agent`` with no ``subagent_type`` (qwen-code's implicit fork: a subagent that
+    inherits the whole conversation), then ``--continue``."""
+    argv, env = qwen_code(tools, url, repo, home, core_tools=["run_shell_command", "agent"])
+    again = [a if a != TASK else GO_ON for a in argv] + ["--continue"]
+    return [(argv, env), (again, env)]
+
+
+def codex_compact_low(tools: Path, url: str, repo: Path, home: Path) -> list:
+    """``codex-compact`` with ``model_auto_compact_token_limit = 1150``: its turns there reached
+    1,081-1,247 tokens and never passed 1,400, so the limit sits below the second turn's total.
+    Recorded: the resume compacts before its turn, then again after every steered tool step (its
+    summary request, then the compacted window), so the second invocation was stopped by hand
+    after 11 calls (its last three, the same request cut off, have no response) and the last two
+    before they made one."""
+    codex_home = _codex_home(home, url, "model_auto_compact_token_limit = 1150\n")
+    env = _env(home, CODEX_HOME=str(codex_home), LOCAL_ENGINE_KEY=KEY)
+    exe = str(tools / "node_modules/.bin/codex")
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    return [([exe, "exec", *flags, TASK], env)] + [([exe, "exec", "resume", "--last", *flags, GO_ON], env)] * 3
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One bundled sample: how to run the harness, its package, and the engine's cap on every
@@ -441,6 +505,32 @@ HARNESSES = {
     # a second held-out set, recorded and labelled before the classifier saw the first one's failures
     "gemini-cli-resume": Scenario(
         gemini_resume, "@google/gemini-cli (npm)", "gemini-cli", engine_cap=24, fixture="held-out"
+    ),  # fmt: skip
+    # a third held-out set, recorded after the second one's fixes: compactions at a small context
+    "opencode-compact": Scenario(
+        opencode_compact,
+        "opencode-ai (npm)",
+        "opencode",
+        engine_cap=24,
+        fixture="held-out",
+        engine_args=("--first-command", ""),
+    ),  # fmt: skip
+    "cn-compact": Scenario(cn_compact, "@continuedev/cli (npm)", "cn", engine_cap=24, fixture="held-out"),
+    "qwen-code-subagent": Scenario(
+        qwen_subagent,
+        "@qwen-code/qwen-code (npm)",
+        "qwen-code",
+        engine_cap=24,
+        fixture="held-out",
+        engine_args=(
+            "--steer-tool",
+            "agent",
+            "--steer-arguments",
+            json.dumps({"description": "Find the loader", "prompt": SUBAGENT_TASK}),
+        ),
+    ),  # fmt: skip
+    "codex-compact-1150": Scenario(
+        codex_compact_low, "@openai/codex (npm)", "codex", engine_cap=24, fixture="held-out"
     ),  # fmt: skip
     # the Gemini API (streamGenerateContent?alt=sse) through the proxy, translated to chat completions
     "gemini-cli": Scenario(gemini_cli, "@google/gemini-cli (npm)", "gemini-cli"),

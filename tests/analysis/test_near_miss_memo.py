@@ -114,3 +114,27 @@ def test_the_pasted_search_with_its_long_lead_is_a_plain_substring_search(haysta
         assert _inside(changed, haystack) == (changed in haystack)
     other = data.draw(_long_letters)
     assert _inside(other, haystack) == (other in haystack)
+
+
+def test_the_pass_is_set_up_once_per_rollout_and_gives_what_two_set_ups_give(monkeypatch):
+    """``analyse`` builds one near-miss pass for both directions (near misses, then the later call
+    that replaced each dropped one); what it finds is what a pass built for each gives."""
+    from rollout_graph.analysis.near_miss import search
+
+    path = SAMPLES / "harnesses" / "qwen-code-token-limit.jsonl.gz"
+    sessions = list(load_files([path]).sessions.values())
+    built: list[int] = []
+    original = search._Pass.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(search._Pass, "__init__", counting)
+    rollouts = [analyse(session) for session in sessions]
+    assert len(built) == len(sessions)
+    for r in rollouts:
+        misses = search.near_misses(r.calls, r.topology)
+        assert misses == r.near_misses and misses
+        assert search.replacements(r.calls, r.topology, misses) == r.replaced_by
+    assert len(built) == 3 * len(sessions)  # (each called alone builds its own)

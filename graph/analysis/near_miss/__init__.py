@@ -17,7 +17,8 @@ The package, by job:
 - ``texts``: messages (system text, tools, turns aligned, pasted history, spawning arguments);
 - ``evidence``: the facts one pair of calls shows, read when asked (:class:`Pair`);
 - ``decision``: the table from facts to a kind (:func:`decide`);
-- ``search``: the pass (:func:`near_misses`, :func:`replacements`, :func:`text_replays`);
+- ``search``: the pass (:func:`near_misses`, :func:`replacements`, both on one set-up:
+  :func:`near_misses_and_replacements`; :func:`text_replays`);
 - ``words``: the sentence (:func:`describe`), the JSON objects and the findings.
 """
 
@@ -39,6 +40,7 @@ from rollout_graph.analysis.near_miss.ids import (  # noqa: F401 (the C helpers'
 from rollout_graph.analysis.near_miss.search import (
     REPLACING,
     near_misses,
+    near_misses_and_replacements,
     replacements,
     replay_chains,
     replayed,
@@ -86,7 +88,7 @@ __all__ = [
     "BROKEN_REPLAYS", "COMPACTION", "KINDS", "LABELS", "NEW_CONVERSATION", "NEW_CONVERSATIONS", "PARALLEL_SAMPLE",
     "REJECTED", "REPLACING", "RESUMED", "RETOKENIZED", "RETRY", "REWRITTEN", "SIDE_CALL", "SPAWNED", "SUBAGENT",
     "UNKNOWN", "Alignment", "Decision", "NearMiss", "Pair", "align", "common_prefix", "decide", "describe",
-    "dropped_words", "end_ids", "near_miss_json", "near_misses", "prompt_of", "replaced_json", "replacements",
+    "dropped_words", "end_ids", "near_miss_json", "near_misses", "near_misses_and_replacements", "prompt_of", "replaced_json", "replacements",
     "replay_alignment", "replay_chains", "replayed", "retokenized_finding", "rewrite_finding", "same_text",
     "system_text", "text_replays", "tool_names",
 ]  # fmt: skip

@@ -590,15 +590,17 @@ def _never_fails(pass_: _F) -> _F:
 
 
 @_never_fails
-def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> dict[int, NearMiss]:
+def near_misses(
+    calls: list[Call], topology, decoder: Decoder | None = None, *, run: _Pass | None = None
+) -> dict[int, NearMiss]:
     """Every root after the first, every later branch of a fork and every call whose request
     replays an earlier reply with other ids, explained against the earlier calls it could have
     nearly continued; keyed by that (later) call. Never names a call that arrived after it.
 
     ``topology`` is the exact graph (graph/core/topology.py); ``decoder``, when it is a tokenizer,
     lets a break be recognised as a retokenization from the ids alone (with messages the text
-    already shows it)."""
-    run = _Pass(calls, topology, decoder)
+    already shows it). ``run``: the pass's set-up when the caller already built it (:func:`near_misses_and_replacements`)."""
+    run = run if run is not None else _Pass(calls, topology, decoder)
     parents, children = topology.parents, topology.children
     n_prompts = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] for c in calls]
     n_ends = [0 if c.prompt_ids is None else c.prompt_ids.shape[0] + c.sampled_ids.shape[0] for c in calls]
@@ -710,13 +712,18 @@ def near_misses(calls: list[Call], topology, decoder: Decoder | None = None) -> 
 
 @_never_fails
 def replacements(
-    calls: list[Call], topology, misses: dict[int, NearMiss], decoder: Decoder | None = None
+    calls: list[Call],
+    topology,
+    misses: dict[int, NearMiss],
+    decoder: Decoder | None = None,
+    *,
+    run: _Pass | None = None,
 ) -> dict[int, NearMiss]:
     """For a call that looks dropped, the LATER call that replaced it, keyed by the earlier call
     (``node == earlier``): the first later call whose near miss re-sent, replayed, rejected,
     compacted or resumed it (when it is a leaf: nothing continued it exactly); then, for a discarded
     call none names so, the sibling that continued after it, decided by the same table."""
-    run = _Pass(calls, topology, decoder)
+    run = run if run is not None else _Pass(calls, topology, decoder)
     children, discarded = topology.children, topology.discarded
     out: dict[int, NearMiss] = {}
     for later, m in sorted(misses.items()):
@@ -737,6 +744,19 @@ def replacements(
         out[d] = NearMiss(d, s, d, s, p.shared, p.kept, p.where, decision.kind, decision.text_checked,
                           decision.evidence, decision.rule, decision.facts)  # fmt: skip
     return out
+
+
+def near_misses_and_replacements(
+    calls: list[Call], topology, decoder: Decoder | None = None
+) -> tuple[dict[int, NearMiss], dict[int, NearMiss]]:
+    """:func:`near_misses` and then :func:`replacements` of one rollout on one pass (its set-up and
+    caches built once, not once each); each still never fails (an error in either leaves it empty)."""
+    try:
+        run: _Pass | None = _Pass(calls, topology, decoder)
+    except Exception:  # noqa: BLE001 (each pass below builds its own, under its own guard, and logs why)
+        run = None
+    misses = near_misses(calls, topology, decoder, run=run)
+    return misses, replacements(calls, topology, misses, decoder, run=run)
 
 
 def replayed(misses: dict[int, NearMiss], kinds: tuple[str, ...] = BROKEN_REPLAYS) -> set[int]:
@@ -773,6 +793,6 @@ def replay_chains(calls: list[Call], misses: dict[int, NearMiss]) -> list[list[i
 
 
 __all__ = [
-    "REPLACING", "near_misses", "replacements", "replay_chains", "replayed", "text_replays", "_breaks_inside_reply",
+    "REPLACING", "near_misses", "near_misses_and_replacements", "replacements", "replay_chains", "replayed", "text_replays", "_breaks_inside_reply",
     "_first_item",
 ]  # fmt: skip
