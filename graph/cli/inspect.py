@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
                 write_text(
                     f"\nsession {rollout.session_id}\n" + session_text(rollout, spec, _tokenizer_json(inputs, rollout))
                 )
-    return 0
+    nothing = (inputs.loaded.records or inputs.loaded.pending) and not inputs.loaded.loaded
+    return 2 if nothing else 0  # records, none of which loads: exit code 2 (README); the report says why
 
 
 def _print_transcripts(args: argparse.Namespace, inputs: Inputs) -> int:

@@ -1,11 +1,13 @@
 """One self-contained HTML file of a rollout: no server, no network (``rollout-graph bundle``,
 the app's "Download this view as HTML").
 
-The file holds the headline numbers and findings, the DAG (collapsed chains, near-miss links),
-each call's detail (context and sampled spans with the logprob heatmap and top-k, loss mask,
-messages, findings, the fork or break diff), the training rows and the notes
-(rollout_graph.reports.notes). Everything is computed here from the library's analyses; the
-page's small script (bundle_template/bundle.js) only lays out and draws it.
+The file holds the headline numbers and findings, the DAG laid out as the app lays it out
+(rollout_graph.analysis.layout: collapsed chains, near-miss links), the story of the rollout
+(rollout_graph.analysis.story: conversations, breaks, each call's new messages), each call's detail
+(context and sampled spans with the logprob heatmap and top-k, loss mask, messages, findings, the
+fork or break diff), the training rows and the notes (rollout_graph.reports.notes). Everything is
+computed here from the library's analyses; the page's small script (bundle_template/bundle.js)
+only draws it, with the app's keys (j/k/h/l, [ ]).
 
 Trace text is untrusted. It travels as JSON in a ``<script type="application/json">`` element
 (``<``, ``>``, ``&`` and U+2028/2029 escaped, so no trace text can close the element), is read
@@ -36,10 +38,13 @@ import orjson
 
 from rollout_graph import __version__
 from rollout_graph.analysis.breaks import boundary_tokens, break_diff, break_tokens, fix_for, reason_for
-from rollout_graph.analysis.chains import continuations, linear_chains, pinned_calls
+from rollout_graph.analysis.chains import continuations
 from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.forks import fork_diffs
+from rollout_graph.analysis.layout import DagView, dag_view, laid_out_after
 from rollout_graph.analysis.near_miss import RETOKENIZED, dropped_words, near_miss_json
+from rollout_graph.analysis.story import PAGE_SIZE as STORY_PAGE
+from rollout_graph.analysis.story import Block, chapter, outline
 from rollout_graph.core.findings import top_codes
 from rollout_graph.core.messages import display_text  # the app's chat transcript reads the same text
 from rollout_graph.core.records import LEVELS, Call, NearMiss
@@ -54,12 +59,13 @@ MAX_MESSAGE_CHARS = 20_000  # per message (the app's chat view cuts at the same 
 BREAK_BEFORE = 8  # shared tokens shown before a break
 BREAK_AFTER = 24  # differing tokens shown after it
 FORK_TAIL = 40  # tokens shown after a fork's divergence
-FORK_COLUMNS = 4
 LOGPROB_FLOOR = -8.0  # the app's heatmap range (dark: unlikely, bright: certain)
 BUCKETS = 32
 # plotly's cividis (the app's logprob scale), so the file needs no plotly
 CIVIDIS = ["#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55", "#fee838"]
 TEMPLATE = "bundle_template"
+STORY_BLOCK_CHARS = 4_000  # per message of the story (the call's Messages tab keeps MAX_MESSAGE_CHARS)
+STORY_BUDGET = 1_500_000  # bytes of story chapters embedded (the calls told first come first)
 
 
 @dataclass
@@ -71,6 +77,7 @@ class BundleOptions:
         calls: calls whose token detail is embedded; empty: every call when the rollouts fit
             ``budget``, else ``node`` and then the notable calls that fit (:func:`bundle_data`).
         budget: estimated bytes of token detail embedded when ``calls`` is empty.
+        story_budget: bytes of the story's chapters embedded (rollout_graph.analysis.story).
         paths: the trace paths as the user gave them, for the command the page prints to add
             the calls it left out.
         notes: notes (rollout_graph.reports.notes) shown beside their calls and rows.
@@ -80,6 +87,7 @@ class BundleOptions:
     node: str | None = None
     calls: Collection[str] = ()
     budget: int = DETAIL_BUDGET
+    story_budget: int = STORY_BUDGET
     paths: Sequence[str] = ()
     notes: list[dict[str, Any]] = field(default_factory=list)
     title: str | None = None
@@ -233,10 +241,10 @@ def _near_miss(rollout: Rollout, miss: NearMiss, decoder: Decoder) -> dict[str, 
 
 
 def _fork(rollout: Rollout, fork: int, decoder: Decoder) -> list[dict[str, Any]]:
-    """A fork's children side by side: the shared start and the rest from where each departs
-    from the earliest child (rollout_graph.analysis.forks)."""
+    """A fork's children, one per row: the shared start and the rest from where each departs from
+    the earliest child (rollout_graph.analysis.forks)."""
     calls, topo = rollout.calls, rollout.topology
-    diffs = fork_diffs(rollout, fork)[: FORK_COLUMNS - 1]
+    diffs = fork_diffs(rollout, fork)  # every child, one per row (a page can hold them all)
     first = sorted(topo.children[fork])[0]
     first_divergence = diffs[0].divergence if diffs else None
     columns = []
@@ -323,11 +331,74 @@ def command_for(options: BundleOptions, session: str, calls: Iterable[str] | Non
     return f"rollout-graph bundle {paths} --session {shlex.quote(session)} --calls {chosen} --out rollout.html"
 
 
+def _placed(view: DagView) -> dict[str, Any]:
+    """A drawn view as the page draws it: the calls drawn, each one's depth, lane and drawn parent."""
+    return {
+        "visible": list(view.visible),
+        "x": [round(float(view.x[v]), 3) for v in view.visible],
+        "y": [int(view.y[v]) for v in view.visible],
+        "parent": [view.drawn_parent[v] for v in view.visible],
+        "lanes": view.n_lanes,
+    }
+
+
+def _block(block: Block) -> dict[str, Any]:
+    return {
+        "kind": block.kind, "title": block.title, "text": block.text[:STORY_BLOCK_CHARS], "chars": block.chars,
+        "lines": block.lines, "folded": block.folded, "size": block.size, "peek": block.peek,
+        "tools": [[t.name, t.peek, t.arguments[:STORY_BLOCK_CHARS]] for t in block.tool_calls],
+    }  # fmt: skip
+
+
+def _story(rollout: Rollout, decoder: Decoder, budget: int) -> dict[str, Any]:
+    """The story (rollout_graph.analysis.story): every conversation and its folded lines, and each
+    call's chapter (its new messages and its reply, each block cut at ``STORY_BLOCK_CHARS``) in the
+    order the story tells them, while they fit ``budget`` bytes; the page says how many are left out."""
+    story = outline(rollout)
+    conversations = []
+    for conv in story.conversations:
+        brk = conv.opened_by
+        conversations.append(
+            {
+                "title": conv.title, "kind": conv.kind, "calls": conv.calls, "n_calls": conv.n_calls,
+                "asides": {str(k): [{"calls": list(a.calls), "text": a.text} for a in lines] for k, lines in conv.asides.items()},
+                "break": None if brk is None else {
+                    "words": brk.words, "sentence": brk.sentence, "evidence": brk.evidence, "earlier": brk.earlier,
+                },
+            }
+        )  # fmt: skip
+    chapters: dict[str, Any] = {}
+    spent = 0
+    for conv in story.conversations:
+        for i in conv.calls:
+            ch = chapter(rollout, i, decoder)
+            data = {
+                "new": [_block(b) for b in ch.new], "reply": [_block(b) for b in ch.reply], "n_prompt": ch.n_prompt,
+                "n_sampled": ch.n_sampled, "finish": ch.finish_reason, "trained": ch.trained, "fatal": ch.fatal,
+                "warn": ch.warn, "shared": ch.shared,
+            }  # fmt: skip
+            size = len(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY))
+            if spent + size > budget:
+                break
+            chapters[str(i)] = data
+            spent += size
+    told = sum(len(c.calls) for c in story.conversations)
+    return {
+        "conversations": conversations,
+        "chapters": chapters,
+        "page_size": STORY_PAGE,
+        "left_out": told - len(chapters),
+    }
+
+
 def _rollout_data(rollout: Rollout, decoder: Decoder, options: BundleOptions, detailed: set[int]) -> dict[str, Any]:
     calls, topo = rollout.calls, rollout.topology
     n = len(calls)
     keep = _chosen(rollout, options)
-    chains = linear_chains(topo.parents, pinned_calls(rollout, keep), [c.n_prompt for c in calls])
+    # laid out as the app lays it out (rollout_graph.analysis.layout): chains collapsed, roots after
+    # the call they nearly continued; "every call" is the same layout with no chain collapsed
+    collapsed = dag_view(rollout, near_misses=True, collapse=True, keep=keep)
+    chains = collapsed.chains
     details = {str(i): _token_detail(rollout, i, decoder) for i in sorted(detailed)}
     for i in sorted(detailed):
         miss = rollout.near_misses.get(i)
@@ -377,6 +448,12 @@ def _rollout_data(rollout: Rollout, decoder: Decoder, options: BundleOptions, de
             {"calls": list(c.calls), "before": c.before, "after": c.after, "growth": c.token_growth} for c in chains
         ],
         "continues": {str(k): v for k, v in continuations(rollout).items()},
+        "laid_out_after": {str(k): v for k, v in laid_out_after(rollout).items()},
+        "layout": {
+            "collapsed": _placed(collapsed),
+            "all": _placed(dag_view(rollout, near_misses=True, collapse=False)),
+        },
+        "story": _story(rollout, decoder, options.story_budget),
         "near_misses": near,
         "rows": rows,
         "details": details,

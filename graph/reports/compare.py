@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rollout_graph.analysis.groups import common_prefix, group_key
-from rollout_graph.core.roles import main_sequence
+from rollout_graph.analysis.story import main_row
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.sequences import Sequence, SequenceTokens
 from rollout_graph.core.types import LEVELS
@@ -44,7 +44,7 @@ def _token(rollout: Rollout, seq: Sequence, tokens: SequenceTokens, position: in
 
 def side(rollout: Rollout) -> dict[str, Any]:
     """One side of the comparison: what ``inspect`` reports, the findings by code, the signals."""
-    seq = main_sequence(rollout.sequences) if rollout.sequences else None
+    seq = main_row(rollout)
     out: dict[str, Any] = {
         "session_id": rollout.session_id,
         "stats": dict(rollout.stats),
@@ -60,11 +60,11 @@ def side(rollout: Rollout) -> dict[str, Any]:
 
 def compare_main(a: Rollout, b: Rollout) -> dict[str, Any]:
     """The two main agent sequences: common prefix, lengths, and the first divergence."""
-    if not a.sequences or not b.sequences:
-        n_a = 0 if not a.sequences else main_sequence(a.sequences).n_context + main_sequence(a.sequences).n_trainable
-        n_b = 0 if not b.sequences else main_sequence(b.sequences).n_context + main_sequence(b.sequences).n_trainable
+    seq_a, seq_b = main_row(a), main_row(b)
+    if seq_a is None or seq_b is None:
+        n_a = 0 if seq_a is None else seq_a.n_context + seq_a.n_trainable
+        n_b = 0 if seq_b is None else seq_b.n_context + seq_b.n_trainable
         return {"common_prefix_tokens": 0, "a_tokens": n_a, "b_tokens": n_b, "identical": False, "divergence": None}
-    seq_a, seq_b = main_sequence(a.sequences), main_sequence(b.sequences)
     tok_a, tok_b = a.tokens(seq_a), b.tokens(seq_b)
     shared = common_prefix(tok_a.input_ids, tok_b.input_ids)
     n_a, n_b = int(tok_a.input_ids.shape[0]), int(tok_b.input_ids.shape[0])

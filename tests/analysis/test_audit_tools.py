@@ -159,5 +159,5 @@ def test_fork_panel_in_the_app(monkeypatch):
 
     at = app(monkeypatch, session="fix-config-bug", node="c05")
     no_errors(at)
-    assert any(e.label == "Fork: its 2 children side by side" for e in at.expander)
-    assert "c07 · continued" in html_of(at)
+    assert any(e.label == "Fork: its 2 children, where each departs" for e in at.expander)
+    assert '<b>c07</b> · <span class="went">went on</span>' in html_of(at)

@@ -11,6 +11,7 @@ import pytest
 from tests.support.browser import (
     ROOT,
     browser_page,
+    click_table_row,
     node_position,
     require_chromium,
     running_app,
@@ -29,6 +30,10 @@ def samples_app():
     require_chromium()
     with running_app() as url:
         yield url
+
+
+# The explorer's title names the open rollout: "Rollout <id>" before the span of its shapes.
+TITLE_IS = "(t) => { const e = document.querySelector('.rg-title'); return !!e && !!e.firstChild && e.firstChild.textContent === t; }"
 
 
 def header_text(page) -> str:
@@ -153,15 +158,16 @@ def test_corpus_row_opens_its_rollout_in_the_explorer(samples_app):
         page.goto(samples_app)
         wait_ready(page)
         page.get_by_text("Corpus audit", exact=True).click()
-        harnesses = len(list((ROOT / "sample_traces" / "harnesses").glob("*.jsonl.gz")))  # sorted before openenv/
+        harnesses = len(list((ROOT / "sample_traces" / "harnesses").glob("*.jsonl.gz")))
         page.wait_for_selector(
             f"text=Corpus audit: {4 + harnesses} rollouts from {3 + harnesses} files", timeout=60_000
         )
         settle(page)
         screenshot(page, "corpus", docs=True)
-        box = page.locator('[data-testid="stDataFrame"]').last.bounding_box()
-        row = 3 + harnesses  # fix-config-bug, after eval/, harnesses/ and openenv/
-        page.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * row + 17)  # its row's checkbox
-        page.wait_for_selector("text=Rollout fix-config-bug", timeout=60_000)
-        wait_url(page, "session=fix-config-bug")
+        # the vLLM sample's fix-config-bug, found by its cells (the eval and OpenEnv samples hold
+        # rollouts named after it too: fix-config-bug.eval, fix-config-bug.openenv)
+        click_table_row(page, {"file": "sample_traces/vllm/agent-rollouts.jsonl", "session_id": "fix-config-bug"})
+        page.wait_for_function(TITLE_IS, arg="Rollout fix-config-bug", timeout=60_000)
+        page.wait_for_function("() => new URLSearchParams(location.search).get('session') === 'fix-config-bug'")
+        assert page.get_by_test_id("stSidebar").get_by_role("radio", name="Bundled samples").is_checked()
         assert "/work/" not in page.inner_text("body")

@@ -220,9 +220,8 @@ def test_dag_screenshots_1000_calls_and_a_history_rewrite(big_app):
 def test_a_tour_example_scrolls_its_call_into_view(big_app):
     with browser_page(width=1440, height=900) as page:
         open_page(page, big_app, "session=agent-5000")
-        page.get_by_text("New here?").scroll_into_view_if_needed()
-        button = page.get_by_role("button", name="a retry")
-        button.scroll_into_view_if_needed()
+        page.get_by_role("button", name="Take the tour").first.click()  # at the top of the first screen
+        button = page.locator(".st-key-rg-tour").get_by_role("button", name="a retry").first
         button.click()
         page.wait_for_selector(".rg-node-title", timeout=90_000)
         wait_ready(page)

@@ -159,13 +159,14 @@ def test_search_rings_hits_on_nodes_and_chain_handles(rings_app):
         chains = drawn(page, CHAINS)
         assert 1 in chains  # the first conversation's inner calls c0001..c0010 are one collapsed chain
         watch(page)
-        box = page.get_by_label("Search this rollout")
+        box = page.get_by_role("searchbox", name="Search this rollout")
         box.fill("agent 0")  # the first conversation's system prompt: its 12 calls
         box.press("Enter")
         page.locator(".st-key-rg-search-hits button").first.wait_for(timeout=90_000)
         settled(page)
-        hits = sorted({h.split(" · ")[0] for h in page.locator(".st-key-rg-search-hits button").all_inner_texts()})
-        assert hits == [f"c{i:04d}" for i in range(12)]
+        # the 12 calls repeat the same system prompt: one row names them (docs/user-guide.md, "Search")
+        rows = set(page.locator(".st-key-rg-search-hits button").all_inner_texts())
+        assert len(rows) == 1 and next(iter(rows)).startswith("c0000 · #0 and 11 later calls"), rows
         # the root and the leaf are ringed where they are, the 10 calls between on their chain's handle
         wait_rings(page, [0, 11, "chain:1"], name="rg-ring-hit")
         seen = redrawn(page)

@@ -63,7 +63,7 @@ class Downgrade:
 
 
 def search(page, text: str) -> None:
-    box = page.get_by_label("Search this rollout")
+    box = page.get_by_role("searchbox", name="Search this rollout")
     box.fill(text)
     box.press("Enter")
 
@@ -118,16 +118,16 @@ def test_the_box_clear_button_and_esc_clear_the_search(samples_app):
         clear.click()
         page.wait_for_function("() => !document.querySelector('.st-key-rg-search-hits button')", timeout=30_000)
         settled(page)
-        assert page.get_by_label("Search this rollout").input_value() == ""
+        assert page.get_by_role("searchbox", name="Search this rollout").input_value() == ""
         assert "hit(s) in" not in page.inner_text("body")
         # Esc in the box: the search is cleared too (the keyboard bridge, views/panels/keyboard)
         search(page, "KeyError")
         page.locator(HITS).first.wait_for(timeout=30_000)
         settled(page)
-        page.get_by_label("Search this rollout").press("Escape")
+        page.get_by_role("searchbox", name="Search this rollout").press("Escape")
         page.wait_for_function("() => !document.querySelector('.st-key-rg-search-hits button')", timeout=30_000)
         settled(page)
-        assert page.get_by_label("Search this rollout").input_value() == ""
+        assert page.get_by_role("searchbox", name="Search this rollout").input_value() == ""
 
 
 def test_wait_ready_returns_once_the_search_it_follows_is_drawn(samples_app):

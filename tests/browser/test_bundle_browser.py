@@ -102,15 +102,8 @@ def test_bundle_opens_offline_and_a_click_shows_the_call_tokens(tmp_path):
         page.reload()
         page.wait_for_selector(READY)
         assert page.inner_text("#detail .call-id") == "c11"
-    # a collapsed chain draws its calls on a click (the messages-only trace of the same run keeps one:
-    # in the token-id trace every call is the end of a near miss or pinned otherwise)
-    chained = write_bundle(tmp_path, str(VLLM.parent / "eval" / "fix-config-bug.messages.jsonl"), name="chain.html")
-    with offline_page() as page:
-        page.goto(chained.as_uri())
-        page.wait_for_selector(READY)
-        before = page.locator("g.node").count()
-        page.click("text.chain-label")
-        assert page.locator("g.node").count() > before
+    # a collapsed chain drawing its calls on a click: test_a_collapsed_chain_draws_every_call_on_a_click
+    # (laid out as the app lays it out, every call of both fix-config-bug traces stays a node)
 
 
 def test_bundle_opens_at_node_and_says_what_it_left_out(tmp_path):
@@ -215,3 +208,22 @@ def test_every_hostile_corpus_case_opens_and_draws(tmp_path):
                 page.locator("g.node").nth(k).click()
                 page.get_by_role("tab", name="Messages").click()
             assert page.evaluate("() => window.__pwned") is None, out.name
+
+
+def test_a_collapsed_chain_draws_every_call_on_a_click(tmp_path):
+    """Laid out as the app lays it out (rollout_graph.analysis.layout): a chain the app collapses is
+    collapsed here too, and a click on its +N draws every call (the app's layout with no chain
+    collapsed)."""
+    require_chromium()
+    from tests.browser.test_browser_dag import conversation_records
+    from tests.support.builders import write
+
+    trace = write(tmp_path / "chains.jsonl", conversation_records(60, session="chains", chain=12, retry_every=0))
+    out = write_bundle(tmp_path, str(trace))
+    with offline_page() as page:
+        page.goto(out.as_uri())
+        page.wait_for_selector(READY)
+        before = page.locator("g.node").count()
+        page.click("text.chain-label >> nth=0")
+        page.wait_for_function("(n) => document.querySelectorAll('g.node').length > n", arg=before)
+        assert page.locator("g.node").count() == 60

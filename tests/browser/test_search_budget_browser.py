@@ -19,7 +19,7 @@ def test_a_search_over_the_budget_says_what_it_did_not_search(monkeypatch):
     with running_app() as url, browser_page(1500, 1100) as page:
         page.goto(f"{url}/?session=fix-config-bug")
         wait_ready(page)
-        box = page.get_by_label("Search this rollout")
+        box = page.get_by_role("searchbox", name="Search this rollout")
         box.fill("config")
         box.press("Enter")
         note = page.get_by_text("the search index holds at most 3,000 bytes per rollout").first

@@ -373,3 +373,71 @@ def click_until(page, point, selector: str, attempts: int = 2, timeout: float = 
 def wait_url(page, fragment: str, timeout: float = 15_000) -> None:
     """Wait until the page's URL holds ``fragment`` (the app writes it a moment after it draws)."""
     page.wait_for_function(f"() => location.href.includes({fragment!r})", timeout=timeout)
+
+
+# A dataframe row as a user finds it: by what its cells say. Streamlit's dataframe is a canvas
+# (glide-data-grid); for assistive technology it keeps a table of the rows in view (th: the column
+# titles; tr aria-rowindex: 1 for the header, 2 for the first row), and its scroller holds the rows'
+# full height (header and rows are the same height). The row whose cells hold exactly ``wanted``
+# (column title -> text), with where it is drawn, or where the grid is scrolled when it is not in view.
+TABLE_ROW_JS = """([nth, wanted]) => {
+  const frames = Array.from(document.querySelectorAll('[data-testid="stDataFrame"]'));
+  const frame = frames[nth < 0 ? frames.length + nth : nth];
+  const grid = frame && frame.querySelector('table[role=grid]');
+  const scroller = frame && frame.querySelector('.dvn-scroller');
+  if (!grid || !scroller) return null;
+  const heads = Array.from(grid.querySelectorAll('thead th')).map(th => th.textContent);
+  const rows = Array.from(grid.querySelectorAll('tbody tr'));
+  const hit = rows.find(tr => Object.entries(wanted).every(([title, text]) => {
+    const k = heads.indexOf(title); return k >= 0 && !!tr.children[k] && tr.children[k].textContent === text; }));
+  const height = scroller.scrollHeight / Number(grid.getAttribute('aria-rowcount'));
+  const box = scroller.getBoundingClientRect();
+  return { row: hit ? Number(hit.getAttribute('aria-rowindex')) - 2 : null, height, top: scroller.scrollTop,
+           view: scroller.clientHeight, width: scroller.clientWidth, end: scroller.scrollHeight, x: box.left, y: box.top,
+           last: rows.length ? Number(rows[rows.length - 1].getAttribute('aria-rowindex')) : 0,
+           count: Number(grid.getAttribute('aria-rowcount')),
+           shown: rows.map(tr => Array.from(tr.children).map(c => c.textContent).join(' | ')) };
+}"""
+
+
+def click_table_row(page, wanted: dict[str, str], nth: int = -1, timeout: float = 30.0) -> int:
+    """Select the row of the ``nth`` dataframe whose cells hold exactly ``wanted`` (column title ->
+    text), as a user does: scroll the table with the wheel until the row is fully in view, then click
+    its checkbox. Returns the row's position in the table; fails naming the rows it saw."""
+    frame = page.locator('[data-testid="stDataFrame"]').nth(nth)
+    frame.scroll_into_view_if_needed()
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        info = page.evaluate(TABLE_ROW_JS, [nth, wanted])
+        if info is None or not info["shown"]:  # the grid draws its rows' table a moment after the canvas
+            painted(page)
+            continue
+        seen = info["shown"]
+        step = info["height"]
+        if info["row"] is None:
+            if info["top"] + info["view"] >= info["end"] - 1:
+                if info["last"] >= info["count"]:
+                    break  # scrolled to the end and its rows' table says so: no such row
+                painted(page)  # the rows' table follows the scroll a moment later
+                continue
+            delta = info["view"] / 2
+        else:
+            top = step * (info["row"] + 1) - info["top"]  # below the header, from the grid's top
+            delta = 0.0
+            if top < step:
+                delta = top - step
+            elif top + step > info["view"]:
+                delta = top + step - info["view"]
+            if not delta:
+                page.mouse.click(info["x"] + 18, info["y"] + top + step / 2)  # its checkbox
+                return int(info["row"])
+        page.mouse.move(info["x"] + info["width"] / 2, info["y"] + info["view"] / 2)
+        page.mouse.wheel(0, delta)
+        page.wait_for_function(
+            "([nth, was]) => { const f = Array.from(document.querySelectorAll('[data-testid=\"stDataFrame\"]'));"
+            " const s = f[nth < 0 ? f.length + nth : nth].querySelector('.dvn-scroller'); return s.scrollTop !== was; }",
+            arg=[nth, info["top"]],
+            timeout=10_000,
+        )
+    raise AssertionError(f"no row with {wanted} in the table; rows seen: {seen}")

@@ -126,7 +126,7 @@ def test_every_tab_renders_for_sample_calls(monkeypatch, node):
         )
     assert "rg-facts" in seen["Facts"][0]
     assert "rg-chat" in seen["Messages"][0]
-    assert "trainable tokens (row)" in seen["Sequence"][1]
+    assert "trainable tokens (row)" in seen["Sequence"][0]  # the row's numbers, wrapping in the pane
     assert seen["Findings"][2]
     assert seen["Raw JSON"][3]  # the record read back, and the derived fields
 
@@ -144,7 +144,7 @@ def test_view_command_serves_the_app(tmp_path):
 
 def test_the_guide_opens_an_example_in_one_click(monkeypatch):
     at = app(monkeypatch)
-    assert any(e.label.startswith("New here?") for e in at.expander)
-    next(b for b in at.button if b.label == "a subagent").click().run()
+    assert any(p.proto.popover.label == "Take the tour" for p in at.get("popover"))  # at the top: no scrolling
+    next(b for b in at.button if b.label.startswith("a subagent")).click().run()
     no_errors(at)
     assert ">c08 <span" in html_of(at) and at.query_params["node"] == "c08"

@@ -10,7 +10,15 @@ import pytest
 
 from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
-from rollout_graph.ui.builders.dag import PLOT_WIDTH, RING_COVER, dag_drawing, label_box, rings, selected_box
+from rollout_graph.ui.builders.dag import (
+    PLOT_WIDTH,
+    RING_COVER,
+    box_goes_below,
+    dag_drawing,
+    label_box,
+    rings,
+    selected_box,
+)
 from tests.support.builders import agent_records, rollout_of
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -52,7 +60,7 @@ def test_no_label_under_the_selected_box(dense, fit_all):
         node_id = dense.calls[index].node_id
         hidden = covered(fig, targets, dense, index)
         x, y = targets.nodes[index]
-        box = selected_box(*px(x, y), node_id)
+        box = selected_box(*px(x, y), node_id, box_goes_below(fig, y))
         shown = [(text, at, b) for text, at, b in drawn if at not in hidden]
         assert not [text for text, _, b in shown if overlaps(b, box)], index
         assert not [text for text, at, _ in shown if at == (x, y)]  # its own plain label is covered: it is boxed

@@ -21,6 +21,7 @@ from rollout_graph.ui.builders.dag import (
     RING_HIT,
     RING_SELECTED,
     SELECTED_R,
+    box_goes_below,
     dag_drawing,
     dag_figure,
     drawn_point,
@@ -124,7 +125,7 @@ def test_the_covers_hide_exactly_the_labels_the_box_overlaps(big):
         left_out = labels_under_box(fig, x, y, node_id)
         assert covers == [(float(labels.x[k]), float(labels.y[k])) for k in left_out]
         # every label the box (with its margin) overlaps is covered, and no other
-        x0, y0, x1, y1 = selected_box(*px(x, y), node_id)
+        x0, y0, x1, y1 = selected_box(*px(x, y), node_id, box_goes_below(fig, y))
         for k, (lx, ly, text, side) in enumerate(
             zip(labels.x, labels.y, labels.text, labels.textposition, strict=True)
         ):

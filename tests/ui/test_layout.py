@@ -1,4 +1,4 @@
-"""The DAG layout (views/builders/layout.py, dag_view): compactions drawn after the call they
+"""The DAG layout (graph/analysis/layout.py, dag_view): compactions drawn after the call they
 compacted, lanes packed, no two nodes on one spot, one-call chains drawn as their call."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from rollout_graph.analysis.chains import compacted_calls
+from rollout_graph.analysis.layout import GAP, pack
 from rollout_graph.analysis.near_miss import COMPACTION
 from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.dag import dag_figure, dag_view, line_segments
-from rollout_graph.ui.builders.layout import GAP, pack
 from tests.analysis.test_near_miss import END, GEN, NL, SYSTEM, TOOL, USER, rollout
 from tests.support.builders import agent_records, rollout_of
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from rollout_graph.analysis.decode import TraceTextDecoder
+from rollout_graph.analysis.layout import layout
 from rollout_graph.ui.builders.chat import chat_html, pretty_arguments
 from rollout_graph.ui.builders.dag import dag_figure, legend_html, line_segments
-from rollout_graph.ui.builders.layout import layout
 from rollout_graph.ui.builders.palette import KIND_LABELS, ROLE_LABELS
 from rollout_graph.ui.builders.tokens import PAGE_SIZE, node_strip, page_bounds, page_html, sequence_strip
 from tests.support.builders import TOOLS, Turn, calls_from_tokens, rollout_of, rollout_of_tokens, vllm_chat

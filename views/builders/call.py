@@ -4,7 +4,7 @@ params, its findings and the training rows through it.
 Entry points: ``header_html`` (id, arrival, role and kind badges), ``facts`` / ``facts_html`` (the
 Facts tab: identity and provenance, values that wrap), ``params_table`` (requested vs submitted
 sampling params), ``findings_frame``, ``rows_through`` and ``row_calls_frame`` (the Sequence tab),
-``tab_labels`` and ``TABS_STYLE`` (the six tabs, sized to fit the detail pane).
+``row_numbers_html`` (a row's numbers, wrapping), ``tab_labels`` and ``TABS_STYLE`` (the six tabs).
 
 Where it sits: the detail pane's panel (views/panels/node.py) draws these; every string from the
 trace is escaped here (rollout_graph.escape) before it becomes HTML.
@@ -176,3 +176,22 @@ def row_calls_frame(rollout: Rollout, seq: Sequence) -> pd.DataFrame:
             for k in seq.nodes
         ]
     )
+
+
+ROW_NUMBERS_STYLE = (
+    "<style>.rg-rownums{display:flex;flex-wrap:wrap;gap:6px 22px;font:13px system-ui,sans-serif;color:#475569;"
+    "margin:2px 0 6px}.rg-rownums b{display:block;font-size:20px;color:#0f172a;font-weight:600}</style>"
+)
+
+
+def row_numbers_html(seq: Sequence) -> str:
+    """A training row's numbers as label-over-value pairs that wrap (never cut to "a…")."""
+    pairs = (
+        ("role", seq.role),
+        ("calls", f"{seq.n_calls:,}"),
+        ("trainable tokens (row)", f"{seq.n_trainable:,}"),
+        ("context tokens (row)", f"{seq.n_context:,}"),
+        ("prompt_len", f"{seq.prompt_len:,}"),
+    )
+    cells = "".join(f"<span>{html_text(label)}<b>{html_text(value)}</b></span>" for label, value in pairs)
+    return f'{ROW_NUMBERS_STYLE}<div class="rg-rownums">{cells}</div>'

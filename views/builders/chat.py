@@ -34,6 +34,11 @@ STYLESHEET = (
     ".rg-body{white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}"
     ".rg-call{margin-top:6px;border-top:1px dashed #cbd5e1;padding-top:4px}"
     ".rg-note{color:#64748b;font-size:11px}"
+    ".rg-fold>summary{cursor:pointer;list-style:none}.rg-fold>summary::-webkit-details-marker{display:none}"
+    ".rg-fold>summary::before{content:'▸ ';color:#64748b}.rg-fold[open]>summary::before{content:'▾ '}"
+    ".rg-size{color:#64748b;font-size:11px;margin-left:6px}"
+    ".rg-peek{display:block;color:#475569;font:12px ui-monospace,Menlo,Consolas,monospace;margin-top:2px;"
+    "white-space:nowrap;overflow:hidden;text-overflow:ellipsis}.rg-fold[open] .rg-peek{display:none}"
     "</style>"
 )
 
@@ -47,10 +52,23 @@ def _clip(text: str) -> str:
     )
 
 
+FOLD_CHARS = 1_200  # a longer message shows its first line and its size until opened
+FOLD_LINES = 16
+
+
+def _size(text: str) -> str:
+    lines = text.count("\n") + 1
+    return f"{len(text):,} characters" + (f" · {lines:,} lines" if lines > 1 else "")
+
+
 def message_html(message: dict, response: bool = False) -> str:
+    """One message as a bubble. A system prompt, and any message longer than ``FOLD_CHARS``
+    characters or ``FOLD_LINES`` lines, is folded: its role, its size and its first line, opened
+    with a click (a 16k-token system prompt no longer fills the pane)."""
     role = str(message.get("role") or "assistant")
     color = ROLE_COLORS.get(role, "#334155")
-    body = _clip(_text(message.get("content")))
+    text = _text(message.get("content"))
+    body = _clip(text)
     extra = ""
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
@@ -63,12 +81,25 @@ def message_html(message: dict, response: bool = False) -> str:
         )
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
-        extra = f'<div class="rg-note">reasoning</div><div class="rg-body">{_clip(reasoning)}</div>' + extra
+        extra = (
+            f'<details class="rg-fold"><summary><span class="rg-note">reasoning · {_size(reasoning)}</span></summary>'
+            f'<div class="rg-body">{_clip(reasoning)}</div></details>' + extra
+        )
     label = html_text(role) + (" · response" if response else "")
-    return (
-        f'<div class="rg-msg{" rg-resp" if response else ""}" style="border-left-color:{color}">'
-        f'<div class="rg-role" style="color:{color}">{label}</div><div class="rg-body">{body or "<span class=rg-note>(empty)</span>"}</div>{extra}</div>'
+    folded = not response and (
+        role in ("system", "developer") or len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
     )
+    content = body or "<span class=rg-note>(empty)</span>"
+    if folded and text:
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:140]
+        inner = (
+            f'<details class="rg-fold"><summary><span class="rg-role" style="color:{color}">{label}</span>'
+            f'<span class="rg-size">{_size(text)}</span><span class="rg-peek">{html_text(first)}</span></summary>'
+            f'<div class="rg-body">{content}</div></details>'
+        )
+    else:
+        inner = f'<div class="rg-role" style="color:{color}">{label}</div><div class="rg-body">{content}</div>'
+    return f'<div class="rg-msg{" rg-resp" if response else ""}" style="border-left-color:{color}">{inner}{extra}</div>'
 
 
 def chat_html(call: Call) -> str:

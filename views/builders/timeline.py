@@ -90,15 +90,16 @@ def timeline_figure(rollout: Rollout, tl: Timeline, selected: int | None = None)
     lanes = max(tl.n_lanes, 1)
     fig.update_layout(
         barmode="overlay",
-        height=min(600, 110 + 34 * lanes),
-        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        height=min(630, 140 + 34 * lanes),
+        margin={"l": 10, "r": 10, "t": 36, "b": 40},
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
         clickmode="event+select",
         dragmode="pan",
         hovermode="closest",
         uirevision=rollout.session_id,
-        legend={"orientation": "h", "y": -0.25 if lanes < 4 else -0.1, "x": 0},
+        # above the plot: below it, the legend sat on the time axis' ticks and title
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "xanchor": "left"},
         xaxis={"title": {"text": "seconds since the first call started", "font": {"size": 11}}, "gridcolor": "#f1f5f9"},
         yaxis={
             "title": {"text": "lane (calls in flight together)", "font": {"size": 11}},

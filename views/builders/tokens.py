@@ -115,6 +115,14 @@ class TokenStrip:
         scored = np.where(self.sampled & ~np.isnan(self.logprobs), self.logprobs, np.inf)
         return int(np.argmin(scored)) if np.isfinite(scored).any() else None
 
+    def reinserted(self) -> list[int]:
+        """Where each run of re-inserted text starts (policy text the harness put back in the
+        prompt: a summary, a subagent's answer; the origin view's amber tokens), in order."""
+        if self.text_origin is None:
+            return []
+        on = self.text_origin >= 0
+        return np.flatnonzero(on & ~np.r_[False, on[:-1]]).tolist()
+
 
 def _top_arrays(call, width: int) -> tuple[np.ndarray, np.ndarray]:
     n = call.n_sampled

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from rollout_graph.analysis.decode import Decoder
-from rollout_graph.core.roles import main_sequence
+from rollout_graph.analysis.story import main_row
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import LEVELS
 from rollout_graph.escape import html_text, md
@@ -107,7 +107,10 @@ def divergence_text(result: dict[str, Any]) -> str:
 
 
 def _aligned(rollout: Rollout, dec: Decoder, shared: int, show_whitespace: bool) -> tuple[str, str]:
-    strip = sequence_strip(rollout, main_sequence(rollout.sequences))
+    row = main_row(rollout)
+    if row is None:
+        return "", ""
+    strip = sequence_strip(rollout, row)
     before = page_html(strip, max(0, shared - CONTEXT_BEFORE), shared, dec, show_whitespace)
     after = page_html(strip, shared, min(len(strip), shared + SHOWN_AFTER), dec, show_whitespace, mark=shared)
     return before, after
@@ -129,7 +132,7 @@ def _default_b(workspace: Workspace, a: str) -> str:
     return next((s for s in workspace.rollouts if s != a), a)
 
 
-def render(workspace: Workspace, show_whitespace: bool) -> None:
+def render(workspace: Workspace, show_whitespace: bool, near_misses: bool = True) -> None:
     """The whole Compare page below the sidebar."""
     ids = list(workspace.rollouts)
     if not ids:
@@ -163,7 +166,8 @@ def render(workspace: Workspace, show_whitespace: bool) -> None:
     for col, name, rollout in ((left, "A", a), (right, "B", b)):
         col.markdown(f"**{name} · {md(rollout.session_id)}**")
         col.plotly_chart(
-            dag_figure(rollout), key=f"cmp-dag-{name}-{workspace.key}-{rollout.session_id}", width="stretch",
+            # laid out as the explorer lays it out (the sidebar's near-miss toggle: roots after the call they nearly continued)
+            dag_figure(rollout, near_misses=near_misses), key=f"cmp-dag-{name}-{workspace.key}-{rollout.session_id}", width="stretch",
             config={"displaylogo": False, "scrollZoom": True},
         )  # fmt: skip
     if not a.sequences or not b.sequences:

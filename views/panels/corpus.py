@@ -66,6 +66,23 @@ def _audit_files(paths: tuple[str, ...], mtimes: tuple[float, ...]) -> pd.DataFr
     return pd.DataFrame(rows, columns=list(audit.COLUMNS))
 
 
+NOT_RECORDED = "not recorded"  # a rollout whose records name no harness (a capture made without one)
+
+
+def _shown_file(path: str, cli_directories: list[str]) -> str:
+    """A trace file as the table shows it: relative to the command-line folder it is under (never
+    the server's absolute path), else its name."""
+    p = Path(path)
+    for folder in cli_directories:
+        root = Path(folder).resolve()
+        base = root if root.is_dir() else root.parent
+        try:
+            return str(p.resolve().relative_to(base))
+        except ValueError:
+            continue
+    return p.name if p.is_absolute() else path
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _read_parquet_cached(data: bytes, name: str) -> pd.DataFrame:
     # Row counts and sizes from the footer first, under the app's limits (docs/limits.md).
@@ -210,6 +227,10 @@ def render(cli_directories: list[str]) -> None:
     if frame is None:
         return
     files = frame["source_file"].nunique()
+    frame = frame.copy()
+    # what the table and the filters show: the file relative to its folder, a harness for every row
+    frame.insert(0, "file", [_shown_file(str(p), cli_directories) for p in frame["source_file"]])
+    frame["harness"] = frame["harness"].where(frame["harness"].notna(), NOT_RECORDED)
     st.markdown(f"##### Corpus audit: {_count(len(frame), 'rollout')} from {_count(files, 'file')}")
     cols = st.columns(4)
     harnesses = cols[0].multiselect("Harness", _values(frame["harness"]))
@@ -220,6 +241,20 @@ def render(cli_directories: list[str]) -> None:
     trainable = st.slider("Trainable tokens (rows)", 0, max(top, 1), (0, max(top, 1)))
     shown = filter_rows(frame, harnesses, models, codes, discards_only, trainable)
     shown = signals_filters(frame, shown)
+    errors = int(shown["error"].notna().sum())
+    st.caption(
+        f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
+        + (f" · {errors} unreadable files" if errors else "")
+        + " · click a column to sort, a row to open it"
+    )
+    if NOTICE in st.session_state:
+        st.warning(md(st.session_state.pop(NOTICE)))
+    st.dataframe(
+        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
+        on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
+        column_config={"source_file": None},  # the path the app opens by; the "file" column shows it
+    )  # fmt: skip
+    # the charts under the table: the rows a user opens come first, on the first screen
     left, right = st.columns(2)
     if len(shown):
         histogram = px.histogram(shown, x="n_trainable_tokens", title="Trainable tokens (rows) per rollout", height=280)
@@ -243,18 +278,7 @@ def render(cli_directories: list[str]) -> None:
             )
             count_axis(bars, int(counts.max()))
             right.plotly_chart(bars, width="stretch")
-    errors = int(shown["error"].notna().sum())
-    st.caption(
-        f"{_count(len(shown), 'rollout')} match{'es' if len(shown) == 1 else ''}"
-        + (f" · {errors} unreadable files" if errors else "")
-        + " · click a column to sort, a row to open it"
-    )
-    if NOTICE in st.session_state:
-        st.warning(md(st.session_state.pop(NOTICE)))
-    st.dataframe(
-        shown, hide_index=True, width="stretch", selection_mode="single-row", key=state.CORPUS_TABLE,
-        on_select=partial(_open_picked, shown, cli_directories), placeholder=MISSING,
-    )  # fmt: skip
+    corrections_table(shown)
 
 
 def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
@@ -271,8 +295,15 @@ def signals_filters(frame: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     min_diff = cols[1].number_input("max |Δ| at least (nats)", min_value=0.0, value=0.0, step=0.1)
     mismatch_only = cols[2].checkbox("Only logprob mismatches")
     order = cols[3].selectbox("Sort by", list(SORTS))
-    combined = mismatch.audit_comparison(shown)  # an audit run with --correction (docs/corrections.md)
+    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
+
+
+def corrections_table(shown: pd.DataFrame) -> None:
+    """The off-policy corrections over the rows shown, side by side (an audit with signals run
+    with --correction, docs/corrections.md); a static table: the audit's own stays the first dataframe."""
+    if not has_signals(shown):
+        return
+    combined = mismatch.audit_comparison(shown)
     if combined is not None:
         st.caption("Off-policy corrections over the rollouts of this audit, side by side")
-        st.table(combined.set_index("correction"))  # a static table: the audit's own table stays the first dataframe
-    return sort_rows(filter_signals(shown, reward, float(min_diff), mismatch_only), order)
+        st.table(combined.set_index("correction"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from rollout_graph.analysis.decode import Decoder
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import html_text
 from rollout_graph.signals.corrections import (
@@ -58,7 +59,7 @@ def _options() -> list[str]:
     return out
 
 
-def render(rollout: Rollout, joined: Joined) -> None:
+def render(rollout: Rollout, joined: Joined, decoder: Decoder | None = None) -> None:
     """The panel (only when trainer logprobs are joined to this rollout)."""
     signals = rollout.signals
     if signals is None or not any(r.metrics["n_tokens"] for r in signals.rows.values()):
@@ -67,11 +68,16 @@ def render(rollout: Rollout, joined: Joined) -> None:
     st.session_state.setdefault(CHOSEN, [x for x in starting_labels() if x in options])
     st.session_state[CHOSEN] = [x for x in st.session_state[CHOSEN] if x in options]
     with st.expander("Off-policy corrections: what each would do to these tokens", key=OPEN, on_change="rerun"):
-        left, right = st.columns([3, 2])
-        chosen_labels = left.multiselect(
+        # the chosen corrections on a row of their own, every chip shown (in a narrower column the
+        # fourth default one was cut off)
+        st.html(
+            f"<style>.st-key-{CHOSEN} [data-testid='stMultiSelectTagsContainer']"
+            "{flex-wrap:wrap!important;overflow:visible!important;height:auto!important;max-height:none!important}</style>"
+        )
+        chosen_labels = st.multiselect(
             "Corrections", options, key=CHOSEN, help="docs/corrections.md: each correction, its source and defaults"
         )
-        right.text_input(
+        st.text_input(
             "Add a correction", key=SPEC, on_change=_add_spec, placeholder="token_mask:low=0.125,high=8",
             help="NAME[:key=value,...], as --correction takes it",
         )  # fmt: skip
@@ -118,4 +124,5 @@ def render(rollout: Rollout, joined: Joined) -> None:
                 '<div style="font:12px system-ui;color:#64748b">'
                 f"The {len(worst)} tokens with the largest |Δ| in {html_text(rollout.session_id)}</div>"
             )
-            st.dataframe(mismatch.worst_frame(worst), hide_index=True, width="stretch")
+            texts = mismatch.worst_token_texts(rollout, worst, decoder)
+            st.dataframe(mismatch.worst_frame(worst, texts), hide_index=True, width="stretch")

@@ -24,7 +24,7 @@ from rollout_graph.analysis.search import Hit, Query, SearchError, SearchIndex, 
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.escape import md_escape
 from rollout_graph.ui import state
-from rollout_graph.ui.builders.search import best_hit, by_call, describe
+from rollout_graph.ui.builders.search import by_call, hit_rows
 from rollout_graph.ui.builders.tokens import page_of
 from rollout_graph.ui.state import search_index
 from rollout_graph.ui.state.search_index import PreparedIndex
@@ -54,13 +54,16 @@ def token_view_key(workspace_key: str, rollout: Rollout, index: int) -> str:
 
 
 def open_hit(rollout: Rollout, workspace_key: str, hit: Hit) -> None:
-    """Select the hit's call and, for a token hit, turn its token view to the token and ring it."""
+    """Select the hit's call and, for a token hit, open its Tokens tab at the token's page, ring it
+    and pin it in the inspector (the detail keeps its title in view: the token is a scroll away)."""
     state.select_node(rollout, hit.index)
     position = strip_position(rollout, hit)
     if position is not None:
         key = token_view_key(workspace_key, rollout, hit.index)
         st.session_state[f"{key}-page"] = page_of(position)
         st.session_state[f"{key}-mark"] = position
+        st.session_state[state.PINNED_STRIP] = key  # the inspector shows the token's numbers
+        st.session_state[f"tabs-{key.removeprefix('tok-')}"] = "Tokens"  # the call's detail opens on its tokens
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,13 @@ def search_panel(rollout: Rollout, decoder: Decoder, workspace_key: str) -> froz
     first search is as fast as the next."""
     sid = rollout.session_id
     search_index.prepare(_index(workspace_key, sid, rollout, decoder), sid, ACTIVITY)
-    box, regex_col, case_col = st.columns([6, 1, 1.3], vertical_alignment="bottom")
+    box, regex_col, case_col = st.columns([3.2, 1, 1.4], vertical_alignment="center")
     text = box.text_input(
         SEARCH_BOX_LABEL,
         key=state.search_key(workspace_key, sid),
         type="search",  # a clear button (×) in the box while it holds text
-        placeholder="Text in messages, tool results, responses or decoded tokens ( / focuses, Esc clears )",
+        placeholder="Search this rollout  ( / focuses, Esc clears )",
+        label_visibility="collapsed",  # the label stays the box's accessible name (the / key finds it by it)
     )
     regex = regex_col.toggle("Regex", key=state.search_key(workspace_key, sid, "regex"))
     ignore_case = case_col.toggle("Ignore case", key=state.search_key(workspace_key, sid, "case"))
@@ -146,19 +150,25 @@ def _answer(
         )
     st.markdown(lead)
     grouped = by_call(hits)
+    rows = hit_rows(dict(list(grouped.items())[:MAX_HITS_SHOWN]), rollout.node_ids)
     st.html(HITS_STYLE)
-    with st.container(height=min(300, 34 * min(len(grouped), MAX_HITS_SHOWN) + 20), key="rg-search-hits"):
-        for i, found in list(grouped.items())[:MAX_HITS_SHOWN]:
-            target = best_hit(found)
-            places = ", ".join(describe(h) for h in found)
+    # at most four rows high: the graph below stays in its pane's first screen
+    with st.container(height=min(132, 31 * len(rows) + 8), key="rg-search-hits"):
+        for row in rows:
             st.button(
-                md_escape(f"{found[0].node_id} · #{i} · {places} — {target.snippet}"),
-                key=state.search_key(workspace_key, sid, f"hit-{i}"),
+                md_escape(row.label),
+                key=state.search_key(workspace_key, sid, f"hit-{row.calls[0]}"),
                 on_click=open_hit,
-                args=(rollout, workspace_key, target),
+                args=(rollout, workspace_key, row.target),
                 width="stretch",
                 type="tertiary",
-                help="Open this call" + (" at the token" if target.token_index is not None else ""),
+                help="Open this call"
+                + (" at the token (pinned in the inspector)" if row.target.token_index is not None else "")
+                + (
+                    f"; the {len(row.calls) - 1} later calls with the same hit are ringed in the graph"
+                    if len(row.calls) > 1
+                    else ""
+                ),
             )
     if len(grouped) > MAX_HITS_SHOWN:
         st.caption(f"First {MAX_HITS_SHOWN} calls shown; `rollout-graph search` lists them all.")

@@ -42,7 +42,24 @@ function bringDag() {
   const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
   if (!dag) return;
   const box = dag.getBoundingClientRect(), view = window.parent.innerHeight;
-  if (box.top < 0 || box.bottom > view) dag.scrollIntoView({block: 'center', behavior: 'instant'});
+  if (box.top >= 0 && box.bottom <= view) return;
+  const gd = dag;
+  // in the split view (panes side by side) the page scrolls to the split's top, so the call's detail
+  // keeps its title in view, and the graph's own pane scrolls to the chart; else the chart is centred
+  const split = gd.closest('.st-key-rg-split');
+  const cols = split ? Array.from(split.querySelectorAll(':scope > [data-testid=stLayoutWrapper] > [data-testid=stHorizontalBlock] > [data-testid=stColumn]')) : [];
+  if (cols.length < 2 || cols[1].getBoundingClientRect().left < cols[0].getBoundingClientRect().right - 10) {
+    gd.scrollIntoView({ block: "center", behavior: "instant" });
+    return;
+  }
+  split.scrollIntoView({ block: "start", behavior: "instant" });
+  let pane = gd.parentElement;
+  while (pane && pane !== split && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
+    pane = pane.parentElement;
+  if (!pane || pane === split) return;
+  const r = gd.getBoundingClientRect(), p = pane.getBoundingClientRect();
+  if (r.top < p.top + 60) pane.scrollTop -= p.top + 60 - r.top;  // under the pane's sticky switch
+  else if (r.bottom > p.bottom) pane.scrollTop += Math.min(r.bottom - p.bottom + 8, r.top - p.top - 60);
 }
 [400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
 </script>"""

@@ -142,12 +142,7 @@ def sequence_choice(rollout: Rollout, i: int, key: str) -> tuple[TokenStrip, str
             key=f"seq-{key}",
         )
     seq = through[pick]
-    c = st.columns(5)
-    c[0].metric("role", seq.role)
-    c[1].metric("calls", seq.n_calls)
-    c[2].metric("trainable tokens (row)", f"{seq.n_trainable:,}")
-    c[3].metric("context tokens (row)", f"{seq.n_context:,}")
-    c[4].metric("prompt_len", f"{seq.prompt_len:,}")
+    st.html(call_builder.row_numbers_html(seq))  # wraps in a narrow pane: no label cut to "a…"
     frame = call_builder.row_calls_frame(rollout, seq)
     st.dataframe(frame, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(frame)))
     st.caption(

@@ -19,6 +19,16 @@ from rollout_graph.ui.state.sources import Workspace
 from rollout_graph.ui.state.widgets import picked_row
 
 
+def with_dashes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with "—" for every missing value (the guide's promise), a column that lacks one
+    shown as text (a column of numbers and dashes is not a number column)."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].isna().any():
+            out[column] = ["—" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v) for v in out[column]]
+    return out
+
+
 def render(workspace: Workspace, current: str) -> None:
     """One row per session; selecting a row opens it."""
     ids = list(workspace.rollouts)
@@ -45,7 +55,8 @@ def render(workspace: Workspace, current: str) -> None:
                 "open": "▶" if sid == current else "",
             }
         )
-    picked = picked_row(pd.DataFrame(rows), f"rollouts-{workspace.key}-{by_group}", max_height=400)
+    frame = with_dashes(pd.DataFrame(rows))  # a value a rollout lacks reads "—", never None
+    picked = picked_row(frame, f"rollouts-{workspace.key}-{by_group}", max_height=400)
     if state.new_pick(f"rollouts-{workspace.key}", ids[picked] if picked is not None else None) and picked is not None:
         state.select_session(ids[picked])
         st.rerun()

@@ -55,6 +55,14 @@ def _stamp(paths: list[str]) -> tuple:
     return count, newest
 
 
+def _step_ticks(steps: pd.DataFrame) -> dict:
+    """Integer ticks on the step axis: every step when there are few, else at least one step apart."""
+    values = sorted({int(v) for v in steps["step"].dropna()}) if "step" in steps else []
+    if 0 < len(values) <= 12:
+        return {"tickmode": "array", "tickvals": values}
+    return {"tickmode": "auto", "nticks": 12}
+
+
 def figures(steps: pd.DataFrame) -> dict[str, go.Figure]:
     """The trend charts, one per figure family; x is the step everywhere; pure."""
 
@@ -75,7 +83,8 @@ def figures(steps: pd.DataFrame) -> dict[str, go.Figure]:
             "margin": {"l": 50, "r": 50, "t": 40, "b": 30},
             "legend": {"orientation": "h", "y": -0.25, "font": {"size": 11}},
             "clickmode": "event+select",
-            "xaxis": {"title": None},
+            # steps are whole numbers: never a tick at 1.2 (a run of 3 steps ticks each one)
+            "xaxis": {"title": None, "tickformat": "d", **_step_ticks(steps)},
             "yaxis": {"rangemode": "tozero"},
         }
         if percent:

@@ -106,6 +106,7 @@ def render(cli_directories: list[str]) -> tuple[Workspace | None, Options]:
                 workspace = load_uploads(uploads)
             except UploadRefused as exc:
                 st.error(str(exc))
+                state.no_rollout()  # the URL no longer names the rollout opened before
         elif from_link and st.query_params.get("session"):
             wanted = st.query_params.get("node") or st.query_params.get("session")
             st.warning(

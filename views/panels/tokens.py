@@ -25,7 +25,8 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
         return
     pages = (n + PAGE_SIZE - 1) // PAGE_SIZE
     page_key, mark_key = f"{key}-page", f"{key}-mark"
-    st.session_state.setdefault(page_key, 0)
+    spans = strip.reinserted()  # the origin view opens at the first text the harness re-inserted
+    st.session_state.setdefault(page_key, page_of(spans[0]) if spans else 0)
     st.session_state.setdefault(mark_key, None)
 
     def jump(position: int | None) -> None:
@@ -41,15 +42,23 @@ def render(strip: TokenStrip, decoder: Decoder, key: str, show_whitespace: bool)
     first, lowest = strip.first_sampled(), strip.lowest_logprob()
     row.button("First sampled token", key=f"{key}-first", on_click=jump, args=(first,), disabled=first is None)
     row.button("Lowest logprob", key=f"{key}-low", on_click=jump, args=(lowest,), disabled=lowest is None)
+    if spans:
+        after = [p for p in spans if p > (st.session_state.get(mark_key) or -1)]
+        target = (after or spans)[0]
+        row.button(
+            f"Re-inserted text ({len(spans)}) ▸", key=f"{key}-reinserted", on_click=jump, args=(target,),
+            help="The next run of amber tokens: text the policy sampled earlier that the harness put back "
+            "(a summary, a subagent's answer)",
+        )  # fmt: skip
     index = row.number_input(
         "Token index",
         0,
         n - 1,
         value=None,
         key=f"{key}-index",
-        placeholder=f"token index 0…{n - 1:,}",
+        placeholder=f"token # 0–{n - 1:,}",  # whole beside the steppers up to 6-digit counts
         label_visibility="collapsed",
-        width=170,
+        width=215,
     )
     if state.new_pick(f"{key}-index", index) and index is not None:
         jump(int(index))

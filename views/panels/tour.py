@@ -1,10 +1,11 @@
-"""The first-run guide: what the shapes mean, and one click to each kind of interesting call.
+"""The tour: what the graph's shapes mean, and one click to each kind of interesting call.
 
-Entry points: ``render(rollout, expanded)`` and ``interesting_calls(rollout)`` (one example per
-near-miss kind the library names: a retry, a broken replay, a subagent, a side call, a
-compaction, a truncated call; pure).
+Entry points: ``render(rollout)`` (the guide and its buttons) and ``interesting_calls(rollout)``
+(one example per near-miss kind the library names: a retry, a broken replay, a subagent, a side
+call, a compaction, a truncated call; pure).
 
-Where it sits: below the split view in the explorer, open until a call is selected."""
+Where it sits: in the "Take the tour" popover at the top of the explorer's first screen
+(views/panels/overview.py), reachable without scrolling."""
 
 from __future__ import annotations
 
@@ -83,31 +84,29 @@ def interesting_calls(rollout: Rollout) -> list[Example]:
 
 
 GUIDE = (
-    "Every node is one model call. Calls are linked by exact token prefix: a **root** (◆) starts a new "
-    "conversation, a **fork** (■) was continued by more than one call, a **leaf** (●) ends a training "
-    "sequence (one row per leaf), and a **discarded** call (grey, crossed) is one no row continues as trained: a sibling "
-    "continued instead (a **retry** when the same prompt was re-sent). Blue calls are the agent's work, amber ones "
-    "auxiliary (titles, summaries, side calls)."
+    "Every node is one model call, linked to the calls before it by the exact tokens the model saw. A **root** (◆) "
+    "starts a new conversation, a **fork** (■) was continued by more than one call, a **leaf** (●) ends a training "
+    "row, and a **discarded** call (grey, crossed) is one no row continues as trained: a sibling went on instead (a "
+    "**retry** when the same prompt was re-sent). Blue calls are the agent's work, amber ones auxiliary (titles, "
+    "summaries, side calls). **Story** (above the graph) tells the same calls as conversations you read."
 )
 
 
-def render(rollout: Rollout, expanded: bool) -> None:
+def render(rollout: Rollout) -> None:
+    """The guide and one button per kind of interesting call found in the rollout (the content
+    of the first screen's "Take the tour" popover)."""
     examples = interesting_calls(rollout)
-    with st.expander("New here? What you are looking at, and where to click", expanded=expanded):
+    with st.container(key="rg-tour", width=560):
         st.markdown(GUIDE)
-        if examples:
-            # labels wrap onto a second line instead of ending in "…" (1440 px wide, seven buttons)
-            st.html(
-                "<style>.st-key-rg-tour button *{white-space:normal!important;overflow:visible!important;"
-                "text-overflow:clip!important}</style>"
+        if not examples:
+            return
+        st.markdown("**One click to each kind of call worth seeing:**")
+        for example in examples:
+            st.button(
+                md(f"{example.label}: {rollout.calls[example.node].node_id}"),
+                key=f"tour-{rollout.session_id}-{example.label}",
+                help=md(example.why, 600),
+                on_click=state.select_node,
+                args=(rollout, example.node),
+                width="stretch",
             )
-            cols = st.container(key="rg-tour").columns(len(examples))
-            for col, example in zip(cols, examples, strict=True):
-                col.button(
-                    md(example.label),
-                    key=f"tour-{rollout.session_id}-{example.label}",
-                    help=md(example.why, 600),
-                    on_click=state.select_node,
-                    args=(rollout, example.node),
-                    width="stretch",
-                )

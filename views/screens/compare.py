@@ -17,4 +17,4 @@ if workspace is None and options.live is not None:  # command-line traces: their
 if workspace is None:
     st.stop()
 workspace = signals_source.apply(workspace).workspace
-compare_view.render(workspace, options.show_whitespace)
+compare_view.render(workspace, options.show_whitespace, options.near_misses)

@@ -1,10 +1,12 @@
-"""The Explorer page: one rollout, its graph and the selected call's detail side by side.
+"""The Explorer page: one rollout, its graph (or its story) and the selected call's detail side by side.
 
-A page script. Top to bottom: the headline and load report (``overview_and_graph``), then the
-selection fragment (``selection_view``: keys, search, filters, the split view of the DAG and the
-call's detail, the timeline), then the picker, guide, findings, other rollouts, audit, downloads.
-``call_detail`` composes the detail from the panels (title, relatives, near miss, tabs);
-``link_notice`` explains a link these traces cannot open.
+A page script. Top to bottom: the first screen's top (``overview_and_graph``: what this is, the
+rollout in three numbers and one bar, the tour), the load report, then the selection fragment
+(``selection_view``: keys, the full-height split of the graph or the story on the left and the
+call's detail on the right, the timeline), then the picker, findings, other rollouts, signals,
+corrections, audit, downloads. ``call_detail`` composes the detail from the panels (title, the
+link to the story or the graph, relatives, near miss, fork, tabs); ``link_notice`` explains a link
+these traces cannot open.
 
 Where it sits: composes views/panels/; what the selection changes reruns alone as one fragment,
 and command-line traces are followed as they grow (views/state/live.py).
@@ -16,6 +18,7 @@ import streamlit as st
 
 from rollout_graph.escape import md
 from rollout_graph.ui import state
+from rollout_graph.ui.builders import fork as fork_view
 from rollout_graph.ui.panels import audit as audit_view
 from rollout_graph.ui.panels import corrections as corrections_view
 from rollout_graph.ui.panels import (
@@ -28,6 +31,7 @@ from rollout_graph.ui.panels import (
     rollouts,
     share,
     sidebar,
+    split,
     tour,
 )
 from rollout_graph.ui.panels import early as early_view
@@ -40,28 +44,42 @@ from rollout_graph.ui.panels import node as node_view
 from rollout_graph.ui.panels import raw as raw_view
 from rollout_graph.ui.panels import signals as signals_view
 from rollout_graph.ui.panels import start as start_view
+from rollout_graph.ui.panels import story as story_view
 from rollout_graph.ui.panels import timeline as timeline_view
 from rollout_graph.ui.panels import tokens as token_view
 from rollout_graph.ui.panels import trainers as trainers_view
 from rollout_graph.ui.panels import triage as triage_view
 from rollout_graph.ui.state import live
+from rollout_graph.ui.state import notes as notes_state
 from rollout_graph.ui.state import signals as signals_source
 from rollout_graph.ui.state.sources import decoder, files_under, page_run
 
+with st.container(key="rg-early"):  # hidden: a script, no gap
+    st.html("<style>.st-key-rg-early, [data-testid='stLayoutWrapper']:has(> .st-key-rg-early){display:none}</style>")
+    keyboard.early(find_view.SEARCH_BOX_LABEL)  # keys and DAG clicks made before the components listen
 workspace, options = sidebar.render(cli_directories=sys.argv[1:])
 following = options.live  # command-line traces are followed as they grow (views/state/live.py)
-SPLIT = [3, 2]  # the DAG's share of the width and the selected call's
-DETAIL_HEIGHT = 760  # px: the detail pane's own scroll area
+SPLIT = [60, 40]  # the graph's share of the width and the selected call's, until the divider is dragged
+SPLIT_BOX = "rg-split"
+HIDDEN = "rg-selection-hidden"
+DETAIL_HEIGHT = 760  # px: the early detail pane's own scroll area (a deep link into traces still being read)
 
 
 def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: bool, sources: dict) -> None:
     """Everything about one call, composed from the panels: header, relatives, near miss, tabs."""
     node_view.header(rollout, i)
+    if st.session_state.get(state.LEFT_VIEW) == state.STORY_VIEW:
+        st.button("◆ Show it in the graph", key=f"to-graph-{i}", type="tertiary", on_click=_to_graph, args=(rollout, i))
+    else:
+        st.button(
+            "☰ Read it in the story", key=f"to-story-{i}", type="tertiary", on_click=story_view.show_in_story,
+            args=(rollout, i), help="What the agent did around this call, as a conversation",
+        )  # fmt: skip
     relatives.render(rollout, i)  # parent, children, siblings: one click opens them
     near_miss_view.render(rollout, i, decoder)
     if len(rollout.topology.children[i]) > 1:
-        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children side by side"):
-            st.html(near_miss_view.fork_html(rollout, i, decoder))
+        with st.expander(f"Fork: its {len(rollout.topology.children[i])} children, where each departs"):
+            st.html(fork_view.fork_html(rollout, i, decoder))
     key = node_view.widget_key(workspace_key, rollout, i)
     # the signals row shown for the call, and the logprob_mismatch finding's jump to its worst token
     signals_source.render_row_picker(rollout, i, key)
@@ -80,6 +98,11 @@ def call_detail(rollout, i: int, decoder, workspace_key: str, show_whitespace: b
         with tabs.raw:
             raw_view.render(rollout.calls[i], workspace_key, sources)  # the record as it stands in its file
     signals_source.scroll_to_mark()  # after a jump to a token: its ring, scrolled into view
+
+
+def _to_graph(rollout, i: int) -> None:
+    state.select_node(rollout, i)
+    st.session_state[state.LEFT_VIEW] = state.GRAPH_VIEW
 
 
 def link_notice(workspace, rollout) -> None:
@@ -115,17 +138,21 @@ def overview_and_graph(workspace):
     # view the call detail below draws with the same key
     view_key = workspace.key
     if not workspace.rollouts:
-        load_report.render(workspace)
+        load_report.render(workspace, growing=following is not None)
+        if following is None:
+            state.no_rollout()  # the URL no longer names the rollout opened before
         st.info("Waiting for the first call…" if following else "No rollouts in this source.")
         return None
     session_id = state.current_session(list(workspace.rollouts), workspace.default_session)
     rollout = workspace.rollouts[session_id]
     state.settle_location(rollout)  # the URL names the call's file and line (older links lack them)
 
-    st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}</style>")  # the DAG on the first screen
-    overview.render(rollout)
+    # the DAG on the first screen, and the split as wide as the window allows (Streamlit's wide layout
+    # keeps 5 rem either side: 160 px the graph needs at 1440 px)
+    st.html("<style>[data-testid='stMainBlockContainer']{padding:1.6rem 1.75rem 4rem}</style>")
+    overview.render(rollout, story_view.story_of(rollout, view_key), lambda: tour.render(rollout))
     fidelity_view.render(rollout)  # what the source supports, instead of panels left empty
-    load_report.render(workspace)
+    load_report.render(workspace, growing=following is not None)
     rewrites = near_miss_view.banner(rollout)
     if rewrites:
         st.warning(rewrites)
@@ -135,17 +162,15 @@ def overview_and_graph(workspace):
     detail_key: str = following.key if following else view_key
     selection_view(rollout, workspace, rollout_decoder, view_key, detail_key, newest)
     graph_view.picker(rollout, workspace.key)  # outside the fragment: a key step does not send it again
-    if following is None:
-        tour.render(rollout, expanded=state.current_node(rollout) is None)
     triage_view.render(rollout)
     signals_view.render(rollout, signals)
-    corrections_view.render(rollout, signals)  # the mismatch lens: docs/corrections.md
+    corrections_view.render(rollout, signals, rollout_decoder)  # the mismatch lens: docs/corrections.md
     rollouts.render(workspace, session_id)
     groups_view.render(workspace)  # the groups under the table, when grouped
     if following is None:
         audit_view.render(rollout, rollout_decoder)
         trainers_view.render(rollout, rollout_decoder)  # what each RL framework trains: docs/reconcile.md
-    downloads.render(rollout)
+    downloads.render(rollout, notes_state.store(workspace).for_session(rollout.session_id))
     share.render(rollout, workspace, rollout_decoder)  # the same file as `rollout-graph bundle`
     return rollout
 
@@ -162,16 +187,30 @@ def selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_ke
 
 def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_key: str, newest: int | None) -> None:
     link_notice(workspace, rollout)
-    # the detail's six tab labels in its pane at 1440 px, none behind a scroll arrow: in the page before
-    # the tabs are drawn (Streamlit decides on the arrow when they are, not when a style comes later)
-    st.html(node_view.TABS_STYLE)
-    # keys and token clicks first: they move the selection every panel below reads
-    keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
-    found = find_view.render(rollout, rollout_decoder, view_key)
+    with st.container(key=HIDDEN):  # styles and zero-height components: no gap above the split
+        st.html(
+            f"<style>.st-key-{HIDDEN}, [data-testid='stLayoutWrapper']:has(> .st-key-{HIDDEN}){{display:none}}</style>"
+        )
+        # the detail's six tab labels in its pane, none behind a scroll arrow: in the page before the
+        # tabs are drawn (Streamlit decides on the arrow when they are, not when a style comes later)
+        st.html(node_view.TABS_STYLE)
+        # keys and token clicks first: they move the selection every panel below reads
+        keyboard.render(rollout, [state.search_key(view_key, rollout.session_id)], find_view.SEARCH_BOX_LABEL)
     ringed = triage_view.ringed_calls(rollout)  # a findings group's calls, ringed in the DAG
-    graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
-    # the detail scrolls on its own beside the DAG (a split pane): reading a long call never moves the graph
-    detail = detail_pane.container(key="rg-detail", height=DETAIL_HEIGHT, border=False)
+    # the split view: the graph (or the story) and the call's detail, each the window's height with a
+    # scroll of its own, a draggable divider between them (views/panels/split.py)
+    box = st.container(key=SPLIT_BOX)
+    with box:
+        split.render(SPLIT_BOX, SPLIT[0] / sum(SPLIT), sticky=f".st-key-{state.LEFT_VIEW}")
+        graph_pane, detail_pane = st.columns(SPLIT, gap="medium")
+    detail = detail_pane.container(key="rg-detail", border=False)
+    with graph_pane:
+        left = st.segmented_control(
+            "Show", [state.GRAPH_VIEW, state.STORY_VIEW], key=state.LEFT_VIEW, default=state.GRAPH_VIEW,
+            required=True, label_visibility="collapsed",
+            format_func=lambda v: "◆ Graph" if v == state.GRAPH_VIEW else "☰ Story: what the agent did",
+        )  # fmt: skip
+        found = find_view.render(rollout, rollout_decoder, view_key)
 
     def draw_detail() -> None:
         node = state.current_node(rollout)
@@ -189,9 +228,14 @@ def _selection_view(rollout, workspace, rollout_decoder, view_key: str, detail_k
     if first_run:
         draw_detail()
     with graph_pane:
-        graph_view.render(rollout, workspace.key, options.near_misses, newest, found.dimmed, found.hits | ringed)
+        if left == state.STORY_VIEW:
+            story_view.render(rollout, rollout_decoder, view_key)
+        else:
+            st.session_state[story_view.SHOWN_AGAIN] = True  # the story, when shown, opens at the selected call
+            graph_view.render(rollout, workspace.key, options.near_misses, newest, found.dimmed, found.hits | ringed)
     timeline_view.render(rollout, view_key)  # a click selects a call too
-    graph_view.bring_into_view()
+    if left != state.STORY_VIEW:
+        graph_view.bring_into_view()
     if not first_run:
         draw_detail()
     st.session_state[state.SPLIT_DRAWN] = True
@@ -207,7 +251,6 @@ if following is not None and not following.ready:
 if following is not None:
     workspace, rollout = live.follow(following, overview_and_graph)
     if rollout is not None:
-        tour.render(rollout, expanded=state.current_node(rollout) is None)
         audit_view.render(rollout, decoder(workspace.key, rollout.session_id, rollout, workspace.trace_paths))
 elif workspace is not None:
     overview_and_graph(workspace)

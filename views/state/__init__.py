@@ -59,6 +59,8 @@ KEEP_VIEW = "rg_keep_view"  # node id chosen by a key: the DAG keeps its view if
 WARM_CHARTS = (
     "rg_warm_charts"  # this session's pages start with a hidden chart (its code loads early); not for a deep link
 )
+LEFT_VIEW = "rg_left_view"  # the split view's left pane: the graph or the story
+GRAPH_VIEW, STORY_VIEW = "Graph", "Story"
 SPLIT_DRAWN = "rg_split_drawn"  # set once this session's split view was drawn (its first run draws the detail first)
 SHOW_AUDIT = "rg_show_audit"  # toggle: the Audit panel is computed and drawn only when on
 # Finding your way (views/panels/find.py, views/panels/triage.py, views/panels/timeline.py, views/panels/inspector.py)
@@ -246,6 +248,18 @@ def new_pick(widget: str, value) -> bool:
         return False
     seen[widget] = value
     return value is not None
+
+
+def no_rollout() -> None:
+    """The open source has no rollout (an upload of which nothing loads, or one refused): the
+    selection of the source opened before is dropped, from the session and from the URL, so a link
+    copied now names nothing it cannot open."""
+    for key in (SESSION, NODE, NODE_AT, HIGHLIGHT, LINK_MISSED):
+        st.session_state[key] = None
+    for key in LINK_KEYS:
+        if key in st.query_params:
+            del st.query_params[key]
+    st.session_state[URL_SYNCED] = (None, None)
 
 
 def _sync_url() -> None:

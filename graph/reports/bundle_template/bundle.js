@@ -10,7 +10,7 @@
   const DRAWN_MISSES = new Set(["rewritten_continuation", "retokenized", "compaction", "resumed"]);
   const PAGE = 3000; // tokens drawn at once; a button draws the next page
   const DX = 58, DY = 34, PAD = 26;
-  const state = { s: 0, node: null, row: null, expanded: new Set(), ws: true, pinned: null };
+  const state = { s: 0, node: null, row: null, expanded: new Set(), ws: true, pinned: null, left: "graph", conv: 0, page: 0 };
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -151,42 +151,18 @@
   }
 
   // ---------- the DAG: collapsed chains, near-miss links, a click selects a call ----------
+  // where each call is drawn: computed in Python by the app's own layout (rollout_graph.analysis.layout),
+  // so the page, the app's DAG and Compare lay the rollout out the same way. A chain drawn call by
+  // call shows the layout of every call.
   function layout() {
-    const s = S(), n = s.calls.length;
-    const hidden = new Set(), via = new Map();
-    for (const c of s.chains) {
-      if (state.expanded.has(c.calls[0])) continue;
-      for (const k of c.calls) hidden.add(k);
-      via.set(c.after, c);
-    }
-    const visible = [], drawnParent = new Map(), kids = new Map();
-    for (let i = 0; i < n; i++) if (!hidden.has(i)) { visible.push(i); kids.set(i, []); }
-    const roots = [];
-    for (const v of visible) {
-      const p = via.has(v) ? via.get(v).before : s.calls[v].parent;
-      drawnParent.set(v, p);
-      if (p === null) roots.push(v); else kids.get(p).push(v);
-    }
-    const x = new Map(), y = new Map();
-    let row = 0;
-    function place(root, depth) { // iterative: a long chain drawn call by call is deep
-      const stack = [[root, depth, 0]];
-      while (stack.length) {
-        const top = stack[stack.length - 1];
-        const [v, d, k] = top;
-        if (k === 0) x.set(v, d);
-        const ks = kids.get(v);
-        if (!ks.length) { y.set(v, row++); stack.pop(); continue; }
-        if (k < ks.length) { top[2] = k + 1; stack.push([ks[k], d + 1, 0]); continue; }
-        y.set(v, y.get(ks[0]));
-        stack.pop();
-      }
-    }
-    for (const r of roots) {
-      const after = s.continues[String(r)];
-      place(r, after !== undefined && x.has(after) ? x.get(after) + 1 : 0);
-    }
-    return { visible, drawnParent, via, x, y, rows: row, hidden };
+    const s = S(), full = state.expanded.size > 0;
+    const P = full ? s.layout.all : s.layout.collapsed;
+    const visible = P.visible, x = new Map(), y = new Map(), drawnParent = new Map(), via = new Map();
+    visible.forEach((v, k) => { x.set(v, P.x[k]); y.set(v, P.y[k]); drawnParent.set(v, P.parent[k]); });
+    if (!full) for (const c of s.chains) via.set(c.after, c);
+    const shown = new Set(visible), hidden = new Set();
+    for (let i = 0; i < s.calls.length; i++) if (!shown.has(i)) hidden.add(i);
+    return { visible, drawnParent, via, x, y, rows: P.lanes, hidden };
   }
   function dag() {
     const s = S(), L = layout();
@@ -209,7 +185,7 @@
       if (chain) {
         const path = svg("path", { d: curve(p, v), class: "edge chain" },
           `${chain.calls.length} calls in a chain (${callId(chain.calls[0])} … ${callId(chain.calls[chain.calls.length - 1])}), +${fmt(chain.growth)} prompt tokens: click to draw them`);
-        path.addEventListener("click", () => { state.expanded.add(chain.calls[0]); drawDag(); });
+        path.addEventListener("click", () => { state.expanded.add(chain.calls[0]); drawDag(); });  // every call drawn
         edges.append(path);
         const label = svg("text", { x: (px(p) + px(v)) / 2, y: (py(p) + py(v)) / 2 + 15, class: "chain-label" });
         label.textContent = "+" + chain.calls.length;
@@ -221,7 +197,10 @@
     }
     for (const m of s.near_misses) {
       if (!DRAWN_MISSES.has(m.kind) || L.hidden.has(m.earlier) || L.hidden.has(m.later)) continue;
-      edges.append(svg("path", { d: curve(m.earlier, m.later), class: "edge near k-" + m.kind },
+      // a compaction's link starts at the call it summarised (where it is laid out after), as in the app
+      const from = m.kind === "compaction" && s.laid_out_after[String(m.later)] !== undefined ? s.laid_out_after[String(m.later)] : m.earlier;
+      if (L.hidden.has(from)) continue;
+      edges.append(svg("path", { d: curve(from, m.later), class: "edge near k-" + m.kind },
         `near miss: ${callId(m.later)} ${m.kind.replace(/_/g, " ")} of ${callId(m.earlier)} (${fmt(m.common_prefix)} shared tokens)`));
     }
     root.append(edges);
@@ -253,8 +232,94 @@
       } }) : null);
     const legend = el("div", { class: "legend" },
       ...Object.entries(ROLE_COLORS).map(([role, color]) => el("span", {}, badge(role, color, ROLE_INK[role]))),
-      el("span", { class: "muted", text: "× discarded · dashed orange: near miss · dashed grey +N: a collapsed chain · red outline: FATAL · keys: ← parent, → child, ↑↓ siblings, Esc" }));
+      el("span", { class: "muted", text: "× discarded · dashed orange: near miss · dashed grey +N: a collapsed chain · dark ring: the selected call · red outline: FATAL · keys as in the app: j / k next / previous call, h / l parent / first child, [ ] siblings, Esc" }));
     return el("section", { class: "dag", id: "dag" }, tools, el("div", { class: "dag-scroll" }, root), legend);
+  }
+
+
+  // ---------- the story: what the agent did, conversation by conversation (rollout_graph.analysis.story) ----------
+  function storyWhere(i) {
+    const convs = S().story.conversations;
+    for (let k = 0; k < convs.length; k++) {
+      const pos = convs[k].calls.indexOf(i);
+      if (pos >= 0) return [k, pos];
+    }
+    for (let k = 0; k < convs.length; k++)
+      for (const [after, lines] of Object.entries(convs[k].asides))
+        if (lines.some((a) => a.calls.includes(i))) return [k, convs[k].calls.indexOf(Number(after))];
+    return null;
+  }
+  function follow(i) {
+    const at = i === null ? null : storyWhere(i);
+    if (at) { state.conv = at[0]; state.page = Math.floor(at[1] / S().story.page_size); }
+  }
+  function blockEl(b) {
+    const title = el("span", { class: "bt t-" + b.kind, text: b.title });
+    const size = el("span", { class: "muted", text: " " + b.size });
+    const cut = b.chars > b.text.length ? `\n… ${fmt(b.chars - b.text.length)} more characters (the call's Messages tab)` : "";
+    const body = b.text.trim() ? el("pre", { class: "story-text", text: b.text + cut }) : null;
+    const head = b.folded && body ? el("details", {}, el("summary", {}, title, size, el("span", { class: "peek", text: " " + b.peek })), body)
+      : el("div", {}, title, size, body);
+    const tools = b.tools.map(([name, peek, args]) => el("details", { class: "story-tool" },
+      el("summary", {}, el("b", { text: name }), peek ? el("code", { text: " " + peek }) : null), el("pre", { class: "story-text", text: args })));
+    return el("div", { class: "blk b-" + b.kind }, head, ...tools);
+  }
+  function chapterEl(i, step) {
+    const s = S(), ch = s.story.chapters[String(i)], c = s.calls[i];
+    const open = el("button", { class: "link", text: c.id, onclick: () => select(i) });
+    const toGraph = el("button", { class: "to-graph", text: "◆ in the graph", onclick: () => { state.left = "graph"; select(i); } });
+    const head = el("div", { class: "ch-h" }, toGraph, open, el("span", { class: "muted", text: ` step ${step}` }));
+    const box = el("div", { class: "chapter" + (i === state.node ? " sel" : ""), "data-i": String(i) }, head);
+    if (!ch) {
+      box.append(el("p", { class: "muted", text: "This call's messages are not in this file (the story's size budget); its detail may be." }));
+      return box;
+    }
+    const facts = `${fmt(ch.n_prompt)} prompt · ${fmt(ch.n_sampled)} sampled tokens` + (ch.finish && ch.finish !== "stop" ? ` · stopped: ${ch.finish}` : "") +
+      (ch.shared ? ` · ${fmt(ch.shared)} earlier messages not repeated` : "") + (!ch.trained && ch.n_sampled ? " · not trained" : "") +
+      (ch.fatal ? ` · ${ch.fatal} FATAL` : "") + (ch.warn ? ` · ${ch.warn} WARN` : "");
+    head.append(el("span", { class: "muted", text: " · " + facts }));
+    for (const b of ch.new) box.append(blockEl(b));
+    for (const b of ch.reply) box.append(blockEl(b));
+    if (!ch.reply.length) box.append(el("p", { class: "muted", text: "no reply recorded" }));
+    return box;
+  }
+  function storyView() {
+    const s = S(), st = s.story, convs = st.conversations;
+    if (!convs.length) return el("section", { class: "story" }, el("p", { class: "muted", text: "No calls." }));
+    state.conv = Math.min(state.conv, convs.length - 1);
+    const conv = convs[state.conv], pages = Math.max(1, Math.ceil(conv.calls.length / st.page_size));
+    state.page = Math.min(state.page, pages - 1);
+    const pick = el("select", { "aria-label": "conversation" });
+    convs.forEach((c, k) => pick.append(el("option", { value: String(k), text: `${c.title} · ${fmt(c.calls.length)} calls` })));
+    pick.value = String(state.conv);
+    pick.addEventListener("change", () => { state.conv = Number(pick.value); state.page = 0; drawDag(); });
+    const out = el("section", { class: "story", id: "story" }, el("label", { class: "picker" }, "Conversation ", pick),
+      el("div", { class: "conv-h" }, el("b", { text: conv.title }),
+        el("span", { class: "muted", text: ` ${state.conv + 1} of ${convs.length} in this rollout · ${fmt(conv.calls.length)} model calls` + (conv.n_calls > conv.calls.length ? ` · ${fmt(conv.n_calls - conv.calls.length)} folded` : "") })));
+    if (conv.break) {
+      out.append(el("div", { class: "break" }, el("b", { text: "Why a new conversation: " }),
+        `${conv.break.words} (after ${callId(conv.break.earlier)}).`, el("br"), conv.break.sentence,
+        conv.break.evidence ? el("div", { class: "muted", text: "Evidence: " + conv.break.evidence }) : null));
+    }
+    const pager = () => el("div", { class: "pager" },
+      el("button", { text: "‹ Earlier", disabled: state.page === 0 ? "" : null, onclick: () => { state.page -= 1; drawDag(); } }),
+      el("span", { class: "muted", text: ` page ${state.page + 1} of ${pages} ` }),
+      el("button", { text: "Later ›", disabled: state.page >= pages - 1 ? "" : null, onclick: () => { state.page += 1; drawDag(); } }));
+    if (pages > 1) out.append(pager());
+    const first = state.page * st.page_size;
+    conv.calls.slice(first, first + st.page_size).forEach((i, k) => {
+      for (const a of conv.asides[String(i)] || []) out.append(el("div", { class: "aside", text: "↳ " + a.text }));
+      out.append(chapterEl(i, first + k + 1));
+    });
+    if (pages > 1) out.append(pager());
+    if (st.left_out) out.append(el("p", { class: "muted", text: `${fmt(st.left_out)} calls' messages are left out of this file's story (its size budget); the graph and every call's summary are here.` }));
+    return out;
+  }
+  function leftPane() {
+    const sw = el("div", { class: "left-switch", role: "tablist" },
+      ...[["graph", "◆ Graph"], ["story", "☰ Story: what the agent did"]].map(([k, label]) =>
+        el("button", { role: "tab", "aria-selected": String(state.left === k), text: label, onclick: () => { state.left = k; follow(state.node); drawDag(); } })));
+    return el("div", { class: "left", id: "left" }, sw, state.left === "story" ? storyView() : dag());
   }
 
   // ---------- token views ----------
@@ -415,29 +480,35 @@
     return box;
   }
   function fork(d) {
-    const box = el("details", { class: "fork", open: "" }, el("summary", { text: `Fork: its ${d.fork.length} children side by side` }));
-    const grid = el("div", { class: "diff" });
-    grid.style.gridTemplateColumns = `repeat(${d.fork.length}, 1fr)`;
+    // one row per child (columns broke each text every few characters in a narrow pane)
+    const box = el("details", { class: "fork", open: "" }, el("summary", { text: `Fork: its ${d.fork.length} children, where each departs` }));
     for (const col of d.fork) {
       let note = "";
       if (col.divergence !== undefined) {
-        const top = { true: "in", false: "not in", null: "no top-k for" }[String(col.in_original_top_k)];
-        note = ` · diverges at token ${col.divergence}: logprob ${col.logprob} vs ${col.original_logprob}; ${top} the original's top-k`;
+        const top = { true: "in", false: "not in", null: "no alternatives recorded for" }[String(col.in_original_top_k)];
+        const lp = (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3));
+        note = ` · departs at sampled token ${col.divergence}: logprob ${lp(col.logprob)} here vs ${lp(col.original_logprob)} in the first; ${top} the first's top-k`;
       }
-      grid.append(el("div", {}, el("h5", { text: `${col.node_id} · ${col.state}${note}` }),
-        el("span", { class: "same", text: col.same }), el("span", { class: col.original ? "del" : "ins", text: col.changed })));
+      box.append(el("div", { class: "fork-row" }, el("h5", { text: `${col.node_id} · ${col.state}${note}` }),
+        el("pre", {}, el("span", { class: "same", text: col.same }), el("span", { class: col.original ? "del" : "ins", text: col.changed }))));
     }
-    box.append(grid);
     return box;
   }
   function messages(d) {
     const m = d.messages;
     const box = el("div", { class: "chat" });
     if (m.tools.length) box.append(el("div", { class: "muted", text: `tools (${m.tools.length}): ${m.tools.join(", ")}` }));
-    const one = (msg, response) => el("div", { class: "msg r-" + msg.role.replace(/[^a-z]/g, "") + (response ? " resp" : "") },
-      el("div", { class: "role", text: (response ? "response · " : "") + msg.role }),
-      el("div", { class: "body", text: msg.text }),
-      msg.extra ? el("pre", { class: "extra", text: msg.extra }) : null);
+    const one = (msg, response) => {
+      const role = el("div", { class: "role", text: (response ? "response · " : "") + msg.role });
+      const body = el("div", { class: "body", text: msg.text });
+      const lines = msg.text.split("\n").length;
+      const fold = !response && (msg.role === "system" || msg.role === "developer" || msg.text.length > 1200 || lines > 16);
+      const inner = fold
+        ? el("details", {}, el("summary", {}, role, el("span", { class: "muted", text: ` ${fmt(msg.text.length)} characters` + (lines > 1 ? ` · ${fmt(lines)} lines` : "") })), body)
+        : el("div", {}, role, body);
+      return el("div", { class: "msg r-" + msg.role.replace(/[^a-z]/g, "") + (response ? " resp" : "") }, inner,
+        msg.extra ? el("pre", { class: "extra", text: msg.extra }) : null);
+    };
     for (const msg of m.request) box.append(one(msg, false));
     if (m.response) box.append(one(m.response, true));
     if (!m.request.length && !m.response) box.append(el("p", { class: "muted", text: "No messages recorded for this call." }));
@@ -549,15 +620,16 @@
     slots[name].replaceWith(fresh);
     slots[name] = fresh;
   }
-  function drawDag() { put("dag", dag()); }
+  function drawDag() { put("dag", leftPane()); }
   function drawDetail() { put("detail", detail()); put("leftOut", leftOutBanner()); }
   function drawRows() { put("rows", rowsSection()); }
   function select(i) {
     state.node = i;
+    if (state.left === "story") follow(i);
     writeHash();
     drawDag();
     drawDetail();
-    const target = slots.dag.querySelector(`g.node[data-i="${i}"]`);
+    const target = slots.dag.querySelector(`g.node[data-i="${i}"], .chapter[data-i="${i}"]`);
     if (target && target.scrollIntoView) target.scrollIntoView({ block: "nearest", inline: "center" });
   }
   function renderAll() {
@@ -579,19 +651,26 @@
   renderAll();
   if (state.node !== null) writeHash();
   window.addEventListener("hashchange", () => { readHash(); renderAll(); });
-  // keys: ← parent, → first child, ↑ / ↓ the sibling before / after, Esc back to the overview
+  // keys, as in the app: j / k the next / previous call (arrival order), h / l (or ← / →) the parent /
+  // first child, [ / ] (or ↑ / ↓) the sibling before / after, Esc back to the overview
   document.addEventListener("keydown", (e) => {
     if (e.target.closest && e.target.closest("input, select, textarea")) return;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
     const s = S();
     if (e.key === "Escape") { state.node = null; writeHash(); drawDag(); drawDetail(); return; }
-    if (state.node === null) return;
+    if (state.node === null) {
+      if (e.key === "j" || e.key === "k") { e.preventDefault(); select(0); }
+      return;
+    }
     const c = s.calls[state.node];
     let next = null;
-    if (e.key === "ArrowLeft") next = c.parent;
-    else if (e.key === "ArrowRight") next = c.children.length ? c.children[0] : null;
-    else if (e.key === "ArrowUp" || e.key === "ArrowDown") {
+    if (e.key === "j") next = state.node + 1 < s.calls.length ? state.node + 1 : null;
+    else if (e.key === "k") next = state.node > 0 ? state.node - 1 : null;
+    else if (e.key === "h" || e.key === "ArrowLeft") next = c.parent;
+    else if (e.key === "l" || e.key === "ArrowRight") next = c.children.length ? c.children[0] : null;
+    else if (["[", "]", "ArrowUp", "ArrowDown"].includes(e.key)) {
       const siblings = c.parent === null ? s.calls.map((x, k) => k).filter((k) => s.calls[k].parent === null) : s.calls[c.parent].children;
-      const k = siblings.indexOf(state.node) + (e.key === "ArrowUp" ? -1 : 1);
+      const k = siblings.indexOf(state.node) + (e.key === "[" || e.key === "ArrowUp" ? -1 : 1);
       next = k >= 0 && k < siblings.length ? siblings[k] : null;
     } else return;
     e.preventDefault();

@@ -43,6 +43,7 @@ from rollout_graph.ui.builders.dag.rings import (
     RING_SELECTED,
     RING_STEM,
     SELECTED_R,
+    box_goes_below,
     hit_shapes,
     labels_under_box,
     rings,
@@ -57,7 +58,7 @@ _acyclic = acyclic  # the name tests/analysis/test_near_miss.py reads
 __all__ = [
     "CALLS", "CHAINS", "CHAR_PX", "HIT_R", "LABELS", "LABEL_CHARS", "MARKS_AXIS", "MAX_HIT_RINGS", "OVERVIEW", "PLOT_WIDTH",
     "RING", "RING_BOX", "RING_COVER", "RING_HIT", "RING_SELECTED", "RING_STEM", "SELECTED_R", "SELECTED_RING", "SYMBOL_CODES",
-    "DagView", "Targets", "acyclic", "chain_label", "dag_drawing", "dag_figure", "dag_view", "drawn_point",
+    "DagView", "Targets", "acyclic", "box_goes_below", "chain_label", "dag_drawing", "dag_figure", "dag_view", "drawn_point",
     "hit_shapes", "label_box", "labels_under_box", "laid_out_after", "legend_html", "line_segments", "node_kind",
     "rings", "selected_box", "selection_shapes", "subtree",
 ]  # fmt: skip

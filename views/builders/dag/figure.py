@@ -30,7 +30,7 @@ from rollout_graph.analysis.near_miss import COMPACTION
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
 from rollout_graph.escape import plot
-from rollout_graph.ui.builders.dag.geometry import PLOT_WIDTH, default_view
+from rollout_graph.ui.builders.dag.geometry import PLOT_WIDTH, box_below, default_view
 from rollout_graph.ui.builders.dag.labels import Label, place_labels
 from rollout_graph.ui.builders.dag.rings import selection_shapes
 from rollout_graph.ui.builders.dag.targets import Targets
@@ -104,17 +104,36 @@ def _lines(name: str, xs: np.ndarray, ys: np.ndarray, line: dict, opacity: float
     }  # fmt: skip
 
 
+def _curves(name: str, xs: np.ndarray, ys: np.ndarray, line: dict) -> dict | None:
+    """Links (one row of ``xs``/``ys`` each: start, end) as one path shape: straight along a lane,
+    else an S-curve that leaves and arrives level, so a link to a call several lanes down bends
+    between the columns instead of running through the calls stacked in them."""
+    if len(xs) == 0:
+        return None
+    moves = []
+    for (a, c), (b, d) in zip(np.round(xs, 3), np.round(ys, 3), strict=True):
+        if b == d:
+            moves.append(f"M{a:.4g},{b:.4g}L{c:.4g},{d:.4g}")
+            continue
+        m = (a + c) / 2 if abs(c - a) >= 0.3 else a + 0.6  # a link straight down bows to the right
+        moves.append(f"M{a:.4g},{b:.4g}C{m:.4g},{b:.4g} {m:.4g},{d:.4g} {c:.4g},{d:.4g}")
+    return {
+        "type": "path", "path": "".join(moves), "xref": "x", "yref": "y", "layer": "between", "line": line,
+        "fillcolor": "rgba(0,0,0,0)", "name": name,
+    }  # fmt: skip
+
+
 def line_segments(figure: go.Figure, name: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """The segments of the figure's line shape ``name`` ("edges", "chain lines", "near misses"):
-    ((x0, y0), (x1, y1)) each; none when the figure draws no such line."""
+    """The links of the figure's line shape ``name`` ("edges", "chain lines", "near misses") by
+    their ends: ((x0, y0), (x1, y1)) each, straight or curved; none when the figure draws no such line."""
     shape = next((sh for sh in figure.layout.shapes if sh.name == name), None)
     if shape is None:
         return []
     out = []
     for move in shape.path.split("M")[1:]:
-        start, end = move.split("L")
+        start, rest = move.split("L") if "L" in move else move.split("C")
         a, b = (float(v) for v in start.split(","))
-        c, d = (float(v) for v in end.split(","))
+        c, d = (float(v) for v in rest.split()[-1].split(","))
         out.append(((a, b), (c, d)))
     return out
 
@@ -172,9 +191,7 @@ def dag_drawing(
 
     drawn_chains = [c for c in view.chains if c.before in pos and c.after in pos]
     chain_lines, (mx, my) = _chain_geometry(drawn_chains, x, y, pos)
-    labels, hidden_ids = place_labels(
-        rollout, vis, kinds, x, y, drawn_chains, mx, my, highlight, centre, xr, yr, sx, sy
-    )
+    labels = place_labels(rollout, vis, kinds, x, y, drawn_chains, mx, my, highlight, centre, xr, yr, sx, sy)
     ox, oy = _outline(x, y) if overview else ([], [])  # only needed when the range slider is shown
     traces = [
         go.Scatter(
@@ -182,7 +199,7 @@ def dag_drawing(
             x=ox, y=oy, mode="lines", fill="toself", fillcolor=OUTLINE_FILL, line={"width": 0}, hoverinfo="skip",
             showlegend=False, name="overview",
         ),
-        _calls_trace(rollout, vis, kinds, x, y, hidden_ids, shares, shares_label),
+        _calls_trace(rollout, vis, kinds, x, y, shares, shares_label),
         _chains_trace(rollout, drawn_chains, mx, my),
         _labels_trace(labels),
     ]  # fmt: skip
@@ -193,7 +210,8 @@ def dag_drawing(
             trace.marker.maxdisplayed = _cull(trace)
     shapes = _link_shapes(rollout, view, x, y, pos, chain_lines, near_misses)
     if centre is not None and highlight is not None:  # boxed as the browser boxes a selection (rings)
-        shapes += selection_shapes(float(x[centre]), float(y[centre]), rollout.node_ids[highlight])
+        below = box_below(float(y[centre]), yr, plot_h)
+        shapes += selection_shapes(float(x[centre]), float(y[centre]), rollout.node_ids[highlight], below=below)
     # built without plotly's per-property validation (our own values; at 5,000 calls validating the
     # arrays took most of the figure's 0.25 s)
     fig = go.Figure(data=traces, _validate=False)
@@ -224,7 +242,6 @@ def _calls_trace(
     kinds: list[Kind],
     x: np.ndarray,
     y: np.ndarray,
-    hidden_ids: list[str],
     shares: Mapping[int, float] | None,
     shares_label: str,
 ) -> go.Scatter:
@@ -260,10 +277,9 @@ def _calls_trace(
         _validate=False,
         x=x,
         y=y,
-        mode="markers+text",
-        text=hidden_ids,
-        textposition="top center",
-        textfont={"size": 12, "color": "rgba(0,0,0,0)"},  # never shown: the selection ring labels the call
+        # markers only: a call left unlabelled shows its id on hover, and the selected call's id is
+        # boxed by the rings (no hidden text: plotly drew it black once a label made room for a box)
+        mode="markers",
         name="calls",
         customdata=np.array(vis, dtype=np.int32),
         marker={**fill, "symbol": symbols, "size": sizes, "line": {"color": outlines, "width": 1}},
@@ -274,7 +290,7 @@ def _calls_trace(
         # selected style, which drew it paler. No `selected` style: with one, Streamlit receives
         # no click selection from an SVG scatter.
         selectedpoints=[],
-        unselected={"marker": {"opacity": 1.0}, "textfont": {"color": "rgba(0,0,0,0)"}},
+        unselected={"marker": {"opacity": 1.0}},
         cliponaxis=False,
         showlegend=False,
     )
@@ -350,7 +366,7 @@ def _link_shapes(
     shapes = [
         _lines("edges", np.column_stack([x[par], x[kid]]), np.column_stack([y[par], y[kid]]), EDGE_LINE),
         _lines("chain lines", *chain_lines, CHAIN_LINE, opacity=0.75),
-        _lines("near misses", nx, ny, NEAR_MISS_LINE),
+        _curves("near misses", nx, ny, NEAR_MISS_LINE),
     ]
     return [s for s in shapes if s is not None]
 

@@ -24,7 +24,7 @@ from rollout_graph.ui.builders.dag.view import DagView
 PLOT_WIDTH = 640  # px, a typical chart width: the DAG's pane of the split view at 1440 px
 UNIT_PX = 30  # minimum px per step before the default view shows a window instead of everything
 LANE_PX = 24  # px per lane
-MAX_HEIGHT = 480
+MAX_HEIGHT = 640  # the graph's pane is the window's height (views/panels/split.py)
 MIN_HEIGHT = 240
 CHAR_PX = 6.0  # width of one label character at font size 10
 LABEL_CHARS = 14
@@ -103,7 +103,16 @@ def label_box(cxp: float, cyp: float, text: str, side: str) -> Box:
     }[side]
 
 
-def selected_box(cxp: float, cyp: float, node_id: str) -> Box:
-    """The selected call's boxed id, 30 px above its point, with its stem (px)."""
+def selected_box(cxp: float, cyp: float, node_id: str, below: bool = False) -> Box:
+    """The selected call's boxed id, 30 px above its point (below it with ``below``), with its stem (px)."""
     w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
-    return (cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6)
+    return (cxp - w / 2, cyp + 6, cxp + w / 2, cyp + 48) if below else (cxp - w / 2, cyp - 48, cxp + w / 2, cyp - 6)
+
+
+BOX_ROOM = 50  # px the boxed id and its stem need above a point
+
+
+def box_below(y: float, yr: list[float], plot_h: float) -> bool:
+    """Whether the selected call's box goes under its point: a call in the view's top lane has no
+    room for it above (the box was cut at the chart's top edge)."""
+    return (yr[1] - y) * plot_h / (yr[1] - yr[0]) < BOX_ROOM

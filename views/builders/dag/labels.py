@@ -1,10 +1,9 @@
 """Label placement for the DAG's default view (pure): each call's id and each chain's size where
 it overlaps no marker and no other label.
 
-Entry point: ``place_labels(...) -> (labels, hidden_ids)``: the labels drawn (x, y, text, side,
-colour), most important first (the chosen call, roots, calls with findings, forks, leaves, inner
-calls), and the id text the calls trace keeps for the calls left unlabelled. A call's id is left
-out where it would collide; hover shows every id.
+Entry point: ``place_labels(...) -> labels``: the labels drawn (x, y, text, side, colour), most
+important first (the chosen call, roots, calls with findings, forks, leaves, inner calls). A call's
+id is left out where it would collide; hover shows every id.
 
 Where it sits: called by the figure (views/builders/dag/figure.py) with the default view's px
 scale (views/builders/dag/geometry.py).
@@ -17,7 +16,7 @@ import numpy as np
 from rollout_graph.analysis.chains import Chain
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.core.types import Kind
-from rollout_graph.ui.builders.dag.geometry import SIDES, Box, chain_label, label, label_box, selected_box
+from rollout_graph.ui.builders.dag.geometry import SIDES, Box, box_below, chain_label, label, label_box, selected_box
 from rollout_graph.ui.builders.palette import FORK, INNER, LEAF, ROOT
 
 Label = tuple[float, float, str, str, str]  # x, y, text, side, colour
@@ -68,9 +67,9 @@ def place_labels(
     yr: list[float],
     sx: float,
     sy: float,
-) -> tuple[list[Label], list[str]]:
+) -> list[Label]:
     """The labels drawn for the default view, each where it overlaps no marker and no other label
-    (x, y, text, side, colour), and the calls trace's text (ids not labelled otherwise)."""
+    (x, y, text, side, colour)."""
     boxes = Boxes()
 
     def px(xv: float, yv: float) -> tuple[float, float]:
@@ -82,9 +81,10 @@ def place_labels(
     for k in range(len(drawn_chains)):
         cxp, cyp = px(mx[k], my[k])
         boxes.add((cxp - 5, cyp - 5, cxp + 5, cyp + 5))
-    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above it, and its stem
+    if centre is not None and highlight is not None:  # the boxed label of the chosen call, 30 px above (or below) it
         cxp, cyp = px(x[centre], y[centre])
-        boxes.add(selected_box(cxp, cyp, rollout.calls[highlight].node_id))
+        below = box_below(float(y[centre]), yr, (yr[1] - yr[0]) * sy)
+        boxes.add(selected_box(cxp, cyp, rollout.calls[highlight].node_id, below))
     order = sorted(
         range(len(vis)),
         key=lambda k: (vis[k] != highlight, 3 if rollout.findings_for(vis[k]) else RANK[kinds[k]], vis[k]),
@@ -100,21 +100,17 @@ def place_labels(
                 return side
         return None
 
-    # labels are one text-only trace (validated as arrays: fast); the calls trace carries every
-    # other id in text that plotly shows only for the call selected by a click
+    # labels are one text-only trace (validated as arrays: fast)
     labels: list[Label] = []
-    hidden_ids = list(texts)  # shown by plotly for a selected call; empty where a label is drawn already
     for k in order:
         if vis[k] == highlight:
-            hidden_ids[k] = ""  # labelled by its own boxed annotation
-            continue
+            continue  # labelled by its own box
         side = place(x[k], y[k], texts[k])
         if side is not None:
             labels.append((x[k], y[k], texts[k], side, "#475569"))
-            hidden_ids[k] = ""
     for k, chain in enumerate(drawn_chains):
         text = chain_label(chain)
         side = place(mx[k], my[k], text, ("bottom center", "top center"))
         if side is not None:
             labels.append((mx[k], my[k], text, side, "#64748b"))
-    return labels, hidden_ids
+    return labels

@@ -23,6 +23,7 @@ from rollout_graph.ui.builders.dag.geometry import (
     LABEL_CHARS,
     PLOT_WIDTH,
     Box,
+    box_below,
     label,
     label_box,
     selected_box,
@@ -45,6 +46,12 @@ def _at(x: float, y: float, **shape) -> dict:
             "layer": "above", **shape}  # fmt: skip
 
 
+def box_goes_below(fig: go.Figure, y: float) -> bool:
+    """Whether the selected call's box goes under its point in this figure's view (no room above)."""
+    yr, height = fig.layout.yaxis.range, fig.layout.height
+    return yr is not None and height is not None and box_below(y, list(yr), height - 120)
+
+
 def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[int]:
     """The points of the labels trace the selected call's box (at ``x``, ``y``) would cover in the
     default view: its own plain label and any neighbour's it collides with. Labels placed by
@@ -59,7 +66,7 @@ def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[i
         return (xv - xr[0]) * sx, (yr[1] - yv) * sy
 
     # a margin: the chart is often narrower than PLOT_WIDTH (the split pane at 1440 px is ~550 px)
-    x0, y0, x1, y1 = selected_box(*px(x, y), node_id)
+    x0, y0, x1, y1 = selected_box(*px(x, y), node_id, box_goes_below(fig, y))
     box = (x0 - BOX_MARGIN, y0 - 2, x1 + BOX_MARGIN, y1 + 2)
     sides = labels.textposition
     keep = []
@@ -71,23 +78,26 @@ def labels_under_box(fig: go.Figure, x: float, y: float, node_id: str) -> list[i
     return [k for k, ok in enumerate(keep) if not ok]
 
 
-def selection_shapes(x: float, y: float, node_id: str, covers: Collection[tuple[float, float, Box]] = ()) -> list[dict]:
+def selection_shapes(
+    x: float, y: float, node_id: str, covers: Collection[tuple[float, float, Box]] = (), below: bool = False
+) -> list[dict]:
     """The selected call at (x, y) as layout shapes: a thick dark ring, its id boxed 20-40 px above
-    it on a stem (a white box whose label is the id, escaped for plotly), and a white cover over
+    it (below it with ``below``: a call in the view's top lane) on a stem (a white box whose label is the id, escaped for plotly), and a white cover over
     each label in ``covers`` ((x, y, box in px around that label's point, y down): the labels the box
     would overlap, its own plain label among them). Shapes, not an annotation and a trace: moving
     them is one cheap ``Plotly.relayout`` of the shapes (an annotation or a restyle makes plotly
     draw the whole chart again; docs/performance.md)."""
     w = 7.5 * len(node_id[:LABEL_CHARS]) + 10
+    sign = -1 if below else 1
     out = [
         _at(lx, ly, type="rect", name=RING_COVER, x0=a0 - 1, x1=a1 + 1, y0=-b1 - 1, y1=-b0 + 1,
             line={"width": 0}, fillcolor="#ffffff")
         for lx, ly, (a0, b0, a1, b1) in covers
     ]  # fmt: skip
     out += [
-        _at(x, y, type="line", name=RING_STEM, x0=0, x1=0, y0=SELECTED_R + 1, y1=20,
+        _at(x, y, type="line", name=RING_STEM, x0=0, x1=0, y0=sign * (SELECTED_R + 1), y1=sign * 20,
             line={"color": SELECTED_RING, "width": 1}),
-        _at(x, y, type="rect", name=RING_BOX, x0=-w / 2, x1=w / 2, y0=20, y1=40, fillcolor="#ffffff",
+        _at(x, y, type="rect", name=RING_BOX, x0=-w / 2, x1=w / 2, y0=sign * 20, y1=sign * 40, fillcolor="#ffffff",
             line={"color": SELECTED_RING, "width": 1},
             label={"text": f"<b>{label(node_id)}</b>", "font": {"size": 12, "color": SELECTED_RING},
                    "textposition": "middle center"}),
@@ -119,7 +129,8 @@ def rings(
     point = targets.nodes.get(selected) if selected is not None else None
     if selected is not None and point is not None:
         node_id = rollout.calls[selected].node_id
-        shapes += selection_shapes(point[0], point[1], node_id, _covers(fig, point[0], point[1], node_id))
+        below = box_goes_below(fig, point[1])
+        shapes += selection_shapes(point[0], point[1], node_id, _covers(fig, point[0], point[1], node_id), below)
     return {"shapes": shapes}
 
 

@@ -50,6 +50,7 @@ from rollout_graph.ui.builders.mismatch.points import (
     scatter_points,
     shown_rows,
     view_position,
+    worst_token_texts,
 )
 from rollout_graph.ui.builders.mismatch.rows import (
     STEP_KEYS,
@@ -75,5 +76,5 @@ __all__ = [
     "default_row", "disagreement_frame", "entropy_figure", "entropy_points", "flagged_tokens", "initial_labels",
     "outliers", "picked_point", "position_figure", "probability_figure", "ratio_histogram", "resolve_row",
     "row_arrays", "row_label", "row_points", "row_ratio_figure", "scatter_figure", "scatter_groups",
-    "scatter_points", "share_colours", "share_gradient", "shown_rows", "view_position", "worst_frame",
+    "scatter_points", "share_colours", "share_gradient", "shown_rows", "view_position", "worst_frame", "worst_token_texts",
 ]  # fmt: skip

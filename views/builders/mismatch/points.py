@@ -4,7 +4,7 @@ tokens a correction clips or masks, and the flagged tokens of ``logprob_mismatch
 Entry points: ``row_points`` (every compared position of every joined row: the histogram and the
 position/probability figures), ``entropy_points``, ``call_flags`` / ``call_shares`` /
 ``correction_shares`` (what a correction does to each call; the DAG's share colouring),
-``flagged_tokens``, ``scatter_points`` (the inference-vs-trainer scatter: each call's shown row
+``flagged_tokens``, ``worst_token_texts``, ``scatter_points`` (the inference-vs-trainer scatter: each call's shown row
 plus every flagged token of the other rows), ``scatter_groups``, ``picked_point`` (a click's
 customdata back to call, row, token), ``view_position`` (a sampled token's place in the token view).
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rollout_graph.analysis.decode import Decoder
 from rollout_graph.analysis.entropy import entropy_lower_bound
 from rollout_graph.core.rollout import Rollout
 from rollout_graph.signals.corrections import LOG_BOUND, CorrectionError, Evaluation, parse_correction
@@ -262,3 +263,20 @@ def view_position(rollout: Rollout, node: int, offset: int) -> int:
     call = rollout.calls[node]
     context = call.n_prompt - rollout.context_start(node) if call.prompt_ids is not None else 0
     return context + offset
+
+
+def worst_token_texts(rollout: Rollout, worst: list[dict], decoder: Decoder | None) -> list[str]:
+    """What each of the worst tokens (``summary()["worst_tokens"]``: a row's leaf and a position in
+    it) reads, as the token view shows it (``repr``-quoted, so a space or a newline shows); its id
+    when there is no decoder."""
+    leaves = {rollout.calls[s.leaf].node_id: s for s in rollout.sequences}
+    out = []
+    for w in worst:
+        seq = leaves.get(w["leaf_id"])
+        ids = rollout.tokens(seq).input_ids if seq is not None else None
+        if ids is None or not 0 <= w["position"] < ids.shape[0]:
+            out.append("?")
+            continue
+        token = int(ids[w["position"]])
+        out.append(repr(decoder.pieces([token])[0]) if decoder is not None else f"id {token}")
+    return out

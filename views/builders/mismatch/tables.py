@@ -43,16 +43,18 @@ def disagreement_frame(evaluation: Evaluation) -> pd.DataFrame:
     )  # fmt: skip
 
 
-def worst_frame(worst: list[dict]) -> pd.DataFrame:
-    """The worst tokens (largest |Δ|) as a table."""
+def worst_frame(worst: list[dict], texts: list[str] | None = None) -> pd.DataFrame:
+    """The worst tokens (largest |Δ|) as a table, each with its text when ``texts`` is given
+    (``points.worst_token_texts``: what the token reads, escaped where it is drawn)."""
     return pd.DataFrame(
         [
             {
-                "call": w["node_id"], "row (leaf)": w["leaf_id"], "position": w["position"], "Δ": w["d"],
+                "call": w["node_id"], **({"token": texts[k]} if texts is not None else {}),
+                "row (leaf)": w["leaf_id"], "position": w["position"], "Δ": w["d"],
                 "ratio": float(np.exp(np.clip(w["d"], -LOG_BOUND, LOG_BOUND))),
                 "inference logprob": w["inference_logprob"], "trainer logprob": w["trainer_logprob"],
             }
-            for w in worst
+            for k, w in enumerate(worst)
         ]
     )  # fmt: skip
 

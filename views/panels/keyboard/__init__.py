@@ -110,6 +110,52 @@ def handle(event: Any, rollout: Rollout, search_keys: list[str]) -> bool:
     return False
 
 
+# Runs in the page itself (not a component's frame), as soon as the page is drawn: a component's
+# frame loads a second or more later, and a key or a click made in that time was lost. It focuses
+# the search box on "/" at once, and keeps the last step key (j, k, h, l, [, ]) and the last click in
+# the DAG until the keyboard bridge and the DAG client listen; they act on them then.
+EARLY_JS = """<script>
+(function () {
+  if (window.__rgEarly) return;
+  window.__rgEarly = true;
+  window.__rgKeyQueue = [];
+  window.__rgClickQueue = [];
+  document.addEventListener("keydown", function (e) {
+    if (window.__rgKeyboardReady || e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target, tag = t && t.tagName;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
+    if (e.key === "/") {
+      const box = document.querySelector('input[aria-label="SEARCH_LABEL"]');
+      if (box) { e.preventDefault(); box.focus(); }
+      return;
+    }
+    if ("jkhl[]".indexOf(e.key) >= 0 && e.key.length === 1) window.__rgKeyQueue.push(e.key);
+  }, true);
+  const hook = function () {
+    document.querySelectorAll(".js-plotly-plot").forEach(function (gd) {
+      if (gd.__rgEarlyHooked || !gd.on || !gd._fullData || !gd._fullData[1] || gd._fullData[1].name !== "calls") return;
+      gd.__rgEarlyHooked = true;
+      gd.on("plotly_click", function (ev) {
+        if (gd.__rgDagClient) return;  // the DAG client listens: it sends the click
+        const p = ev && ev.points && ev.points[0];
+        if (!p) return;
+        const custom = Array.isArray(p.customdata) ? p.customdata[0] : p.customdata;
+        if (typeof custom === "number") window.__rgClickQueue.push({ curve: p.curveNumber, custom: custom });
+      });
+    });
+  };
+  const timer = setInterval(hook, 100);
+  setTimeout(function () { clearInterval(timer); }, 120000);
+})();
+</script>"""
+
+
+def early(search_label: str) -> None:
+    """The page's early listener (``EARLY_JS``), drawn once at the top of every page run: our own
+    script, never trace text."""
+    st.html(EARLY_JS.replace("SEARCH_LABEL", search_label), unsafe_allow_javascript=True)
+
+
 def render(rollout: Rollout, search_keys: list[str], search_label: str) -> None:
     """Draw the (invisible) bridge and act on its latest event. Call it before the panels that
     read the selection and before the search box (so Esc can clear it)."""
