@@ -29,7 +29,7 @@ from rollout_graph.ui.builders import breaks as breaks_view
 
 STYLE = (  # a fork's children side by side
     "<style>.rg-nm{display:grid;grid-template-columns:1fr 1fr;gap:10px;font:12.5px ui-monospace,Menlo,monospace}"
-    ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:break-all}"
+    ".rg-nm div{border:1px solid #e2e8f0;border-radius:6px;padding:6px 8px;white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere}"
     ".rg-nm h5{margin:0 0 4px;font:600 11px system-ui,sans-serif;color:#475569}"
     ".rg-same{color:#64748b}.rg-del{background:#fee2e2;color:#991b1b;text-decoration:line-through}"
     ".rg-ins{background:#dcfce7;color:#14532d}.rg-bar{color:#94a3b8;padding:0 1px}"
