@@ -12,7 +12,6 @@ it has the package (nothing here installs anything).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.json_worker import JsonWorker
 
 WORKER = Path(__file__).with_name("oracle_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,41 +56,14 @@ def _version(python: str, package: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-class Oracle:
+class Oracle(JsonWorker):
     """One worker process: ``run(case)`` sends a JSON case and returns the JSON answer."""
 
     def __init__(self, python: str) -> None:
-        env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONWARNINGS": "ignore"}
-        self.proc = subprocess.Popen(
-            [python, str(WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        ready = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not ready:
-            raise RuntimeError(f"the OpenEnv oracle did not start with {python}")
-        self.versions: dict[str, str] = json.loads(ready)["versions"]
+        super().__init__([python, str(WORKER)], "OpenEnv")
 
     def run(self, case: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(case) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the OpenEnv oracle exited")
-        answer = json.loads(line)
+        answer = super().run(case)
         if "crash" in answer:
             raise RuntimeError(f"the OpenEnv oracle failed on the case: {answer['crash']}")
         return answer
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()

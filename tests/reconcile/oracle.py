@@ -10,14 +10,13 @@ skip saying so; with ``ROLLOUT_GRAPH_REQUIRE_WRITERS=1`` (CI) they fail instead.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.support.json_worker import JsonWorker
 
 WORKER = Path(__file__).with_name("oracle_worker.py")
 PINS = {"trl": "1.16.0", "openenv": "0.10.0", "verifiers": "0.4.0"}
@@ -51,44 +50,13 @@ def interpreter(framework: str) -> str | None:
     return None
 
 
-class Oracle:
+class Oracle(JsonWorker):
     """One worker process for one framework."""
 
     def __init__(self, framework: str, python: str) -> None:
         self.framework = framework
-        env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONWARNINGS": "ignore"}
-        self.proc = subprocess.Popen(
-            [python, str(WORKER), framework],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        first = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not first:
-            raise RuntimeError(
-                f"the {framework} oracle did not start with {python} (does it have {', '.join(NEEDS[framework])}?)"
-            )
-        self.versions: dict[str, str] = json.loads(first)["versions"]
-
-    def run(self, case: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(case) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.framework} oracle exited")
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        hint = f" (does it have {', '.join(NEEDS[framework])}?)"
+        super().__init__([python, str(WORKER), framework], framework, hint)
 
 
 def open_oracle(framework: str) -> Oracle:
