@@ -139,6 +139,13 @@ class LiveTrace:
         self._ahead = threading.Thread(target=first, name="rg-read-ahead", daemon=True)
         self._ahead.start()
 
+    @property
+    def first_read_done(self) -> bool:
+        """Whether the first read (and the analysis of every rollout it read) has ended: the next
+        :meth:`poll` returns at once with what was read."""
+        ahead = self._ahead
+        return not ahead.is_alive() if ahead is not None else self.polls > 0
+
     def hand_store_to(self, writer: Callable[[str, LoadResult], None]) -> None:
         """Who writes the persistent cache entry of the first read from now on; an entry already
         waiting is handed over at once."""

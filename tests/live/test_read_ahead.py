@@ -122,6 +122,10 @@ def test_the_launcher_reads_the_command_line_traces_ahead_and_the_page_takes_the
     assert serve.trace_paths(["run", "app.py"]) == []
     assert serve.read_ahead(serve.trace_paths(argv))
     started = live_trace._READ_AHEAD[(str(trace_file),)]
+    assert started._ahead is not None
+    started._ahead.join()
+    assert started.first_read_done  # read and analysed: the page need not load the chart code early
+    assert not LiveTrace([trace_file]).first_read_done
     source = LiveSource([trace_file], "command-line traces")
     assert source.trace is started  # the page's first look takes the read started with the server
     fresh = LiveSource([trace_file], "command-line traces")  # nothing read ahead any more: a new read
@@ -178,3 +182,17 @@ def test_warming_maps_the_module_files_a_component_declaration_looks_up():
     assert imported
     for name in imported:
         assert inspect.getabsfile(sys.modules[name]) in inspect.modulesbyfile, name
+
+
+def test_the_page_knows_when_the_command_line_traces_are_read(trace_file):
+    """views/app.py loads the chart code with a hidden chart only while the traces are still read."""
+    from pathlib import Path
+
+    from rollout_graph.ui.state import live
+
+    paths = [str(trace_file)]
+    assert not live.read_already(paths)  # no source yet
+    found = live.source([Path(p) for p in paths], live.COMMAND_LINE_LABEL)
+    assert not live.read_already(paths)  # nothing read ahead, nothing read yet
+    found.workspace()
+    assert live.read_already(paths)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from rollout_graph.ingest.load.files import load_paths
 from rollout_graph.pipeline import analyse
 from rollout_graph.ui.builders.dag import dag_figure
-from rollout_graph.ui.state.live import LiveSource, mark_newest, status_html
+from rollout_graph.ui.state.live import (
+    QUIET_AFTER_SECONDS,
+    QUIET_TICK_SECONDS,
+    TICK_SECONDS,
+    LiveSource,
+    mark_newest,
+    status_html,
+)
 from tests.support.builders import Turn, jsonl, vllm_chat
 
 
@@ -64,3 +71,23 @@ def test_status_line_escapes_and_says_paused(tmp_path):
     workspace = live.workspace()
     text = status_html(live, workspace, paused=False, now=live.last_change + 5)
     assert "2 calls ·" in text and "last new call 5 s ago" in text
+
+
+def test_a_quiet_trace_is_looked_at_less_often(tmp_path):
+    """Every second while calls arrive (and for a minute after the last one, or while a line is
+    being written); every 3 s for a trace that has not grown since it was opened or went quiet."""
+    path = tmp_path / "t.jsonl"
+    grow(path, Turn("c0", [1, 2], [3]))
+    live = LiveSource([path], "live")
+    live.workspace()
+    assert live.tick_seconds() == QUIET_TICK_SECONDS  # opened, never grew
+    grow(path, Turn("c1", [1, 2, 3, 4], [5]))
+    live.last_poll = 0.0
+    live.workspace()
+    assert live.tick_seconds(now=live.last_change + 1) == TICK_SECONDS
+    assert live.tick_seconds(now=live.last_change + QUIET_AFTER_SECONDS + 1) == QUIET_TICK_SECONDS
+    with open(path, "ab") as f:
+        f.write(b'{"call_id": "c2", ')  # a line being written: the writer is at work
+    live.last_poll = 0.0
+    live.workspace()
+    assert live.tick_seconds(now=live.last_change + QUIET_AFTER_SECONDS + 1) == TICK_SECONDS

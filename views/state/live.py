@@ -30,7 +30,12 @@ from rollout_graph.ui.state.lru import LRU
 from rollout_graph.ui.state.sources import Workspace, store_after_paint
 
 COMMAND_LINE_LABEL = "command-line traces"  # the source's label (sidebar and prefetch open the same one)
-TICK_SECONDS = 1.0  # how often the live panel looks for new calls
+TICK_SECONDS = 1.0  # how often the live panel looks for new calls while calls arrive
+# ... and once the trace is quiet (no call appended for QUIET_AFTER_SECONDS, or none since it was
+# opened, and no line being written): each look costs the page about 45 ms of its main thread at
+# any trace size, so a finished trace open in a tab is looked at a third as often (docs/user-guide.md)
+QUIET_TICK_SECONDS = 3.0
+QUIET_AFTER_SECONDS = 60.0
 MIN_POLL_SECONDS = 0.5  # however many browser sessions look, the files are read at most this often
 NEWEST_COLOR = NEWEST_RING  # green: red rings are search hits, the dark ring the selected call
 
@@ -88,6 +93,15 @@ class LiveSource:
         self._workspace = Workspace(f"{self.key}-g{self.generation}", self.label, loaded, files, rollouts, sources)
         self.newest = dict(self.trace.newest)
 
+    def tick_seconds(self, now: float | None = None) -> float:
+        """How often the page looks for new calls: every ``TICK_SECONDS`` while the trace grows
+        (a call appended in the last ``QUIET_AFTER_SECONDS``, or a file ending in a line still
+        being written), else every ``QUIET_TICK_SECONDS``; the first new call a look finds reruns
+        the page, which looks every second again."""
+        now = time.time() if now is None else now
+        growing = self.grew and now - self.last_change < QUIET_AFTER_SECONDS
+        return TICK_SECONDS if growing or self.pending else QUIET_TICK_SECONDS
+
     def newest_index(self, rollout: Rollout) -> int | None:
         """The arrival index of the call read last in this rollout."""
         node_id = self.newest.get(rollout.session_id)
@@ -120,6 +134,13 @@ def prefetch(paths: list[str]) -> None:
     threading.Thread(target=_first_read, args=(found,), name="rg-first-read", daemon=True).start()
 
 
+def read_already(paths: list[str]) -> bool:
+    """Whether the first read of these command-line traces has ended (the server read them as it
+    started, from the persistent cache on a reopen): a page run then draws them without waiting."""
+    found = _SOURCES.get(tuple(str(Path(p)) for p in paths))
+    return found is not None and (found.ready or found.trace.first_read_done)
+
+
 def _first_read(found: LiveSource) -> None:
     try:
         found.workspace()
@@ -132,8 +153,9 @@ def sidebar_controls() -> tuple[bool, bool]:
     paused = st.sidebar.toggle(
         "Pause following",
         key=state.LIVE_PAUSED,
-        help="The files given on the command line are followed: new calls appear within about two seconds. "
-        "Pause to stop reading them; resuming reads only what was appended meanwhile.",
+        help="The files given on the command line are followed: new calls appear within about two seconds "
+        "while the trace grows (a quiet trace is looked at every 3 s, so its first new call can take up to "
+        "4 s). Pause to stop reading them; resuming reads only what was appended meanwhile.",
     )
     newest = st.sidebar.toggle(
         "Follow the newest call",
@@ -191,14 +213,14 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
 
 def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tuple[Workspace, Rollout | None]:
     """Draw the page with the followed traces as they are now, and watch them: a small fragment
-    reruns every ``TICK_SECONDS`` (unless paused), polls the files and, only when something was
-    appended, reruns the page. A tick with nothing new costs a look at the files' sizes, whatever
+    reruns every ``LiveSource.tick_seconds()`` (unless paused), polls the files and, only when
+    something was appended, reruns the page. A tick with nothing new costs a look at the files' sizes, whatever
     the rollout's size; the page itself (the DAG, the call detail) is drawn only when it changed."""
     paused = bool(st.session_state.get(state.LIVE_PAUSED, False))
     follow_newest = bool(st.session_state.get(state.LIVE_FOLLOW_NEWEST, False))
     shown: dict[str, Workspace] = {}
 
-    @st.fragment(run_every=None if paused else TICK_SECONDS)
+    @st.fragment(run_every=None if paused else live.tick_seconds())
     def watch() -> None:
         workspace = live.workspace(poll=not paused)
         st.html(status_html(live, workspace, paused))
