@@ -83,6 +83,5 @@ def _warm_charts() -> None:
 
 _EMPTY = go.Figure(layout={"height": 10})
 
-
 if __name__ == "__main__":
     main()

@@ -4,6 +4,7 @@ and what it finds equals a read started by the page (and a batch load)."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -186,8 +187,6 @@ def test_warming_maps_the_module_files_a_component_declaration_looks_up():
 
 def test_the_page_knows_when_the_command_line_traces_are_read(trace_file):
     """views/app.py loads the chart code with a hidden chart only while the traces are still read."""
-    from pathlib import Path
-
     from rollout_graph.ui.state import live
 
     paths = [str(trace_file)]

@@ -115,10 +115,13 @@ _SOURCES: LRU[tuple[str, ...], LiveSource] = LRU(4)
 _PREFETCH_LOCK = threading.Lock()
 
 
+def _source_key(paths: list[Path] | list[str]) -> tuple[str, ...]:
+    return tuple(str(Path(p)) for p in paths)
+
+
 def source(paths: list[Path], label: str) -> LiveSource:
     """The server-wide live source for these paths (created on first use)."""
-    key = tuple(str(p) for p in paths)
-    return _SOURCES.get_or_create(key, lambda: LiveSource(paths, label))
+    return _SOURCES.get_or_create(_source_key(paths), lambda: LiveSource(paths, label))
 
 
 def prefetch(paths: list[str]) -> None:
@@ -137,7 +140,7 @@ def prefetch(paths: list[str]) -> None:
 def read_already(paths: list[str]) -> bool:
     """Whether the first read of these command-line traces has ended (the server read them as it
     started, from the persistent cache on a reopen): a page run then draws them without waiting."""
-    found = _SOURCES.get(tuple(str(Path(p)) for p in paths))
+    found = _SOURCES.get(_source_key(paths))
     return found is not None and (found.ready or found.trace.first_read_done)
 
 
@@ -214,8 +217,9 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
 def follow(live: LiveSource, body: Callable[[Workspace], Rollout | None]) -> tuple[Workspace, Rollout | None]:
     """Draw the page with the followed traces as they are now, and watch them: a small fragment
     reruns every ``LiveSource.tick_seconds()`` (unless paused), polls the files and, only when
-    something was appended, reruns the page. A tick with nothing new costs a look at the files' sizes, whatever
-    the rollout's size; the page itself (the DAG, the call detail) is drawn only when it changed."""
+    something was appended, reruns the page. A tick with nothing new costs a look at the files'
+    sizes, whatever the rollout's size; the page itself (the DAG, the call detail) is drawn only
+    when it changed."""
     paused = bool(st.session_state.get(state.LIVE_PAUSED, False))
     follow_newest = bool(st.session_state.get(state.LIVE_FOLLOW_NEWEST, False))
     shown: dict[str, Workspace] = {}
