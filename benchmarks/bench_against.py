@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_cold import interleaved, load_text, package_env, write_bytecode  # noqa: E402
 from bench_two_cores import RUNNER  # noqa: E402  # its first argument "inf": never two parts
+from checkout import named_checkouts  # noqa: E402
 
 
 def command(checkout: Path, trace: Path, pycache: Path) -> tuple[list[str], dict[str, str], None]:
@@ -47,12 +48,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--busy", action="store_true", help="keep one core busy")
     args = parser.parse_intermixed_args()
-    named = {"this": HERE.parent}
-    for spec in args.checkouts:
-        name, _, folder = spec.partition("=")
-        if not folder:
-            parser.error(f"{spec!r}: give NAME=DIR")
-        named[name] = Path(folder).resolve()
+    named = named_checkouts(parser, args.checkouts)
     work = Path(tempfile.mkdtemp(prefix="rg-against-"))
     try:
         cmds = {"floor": ([sys.executable, str(HERE / "floor_orjson.py"), str(args.trace)], package_env(None), None)}

@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -45,8 +44,9 @@ sys.path.insert(0, str(HERE))
 
 from bench_app import server_cpu  # noqa: E402
 from bench_paint import VIEW  # noqa: E402
+from checkout import named_checkouts  # noqa: E402
 
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_ready  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, free_port, stop_group, wait_ready  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
 SPIN = "while True: pass"
@@ -76,13 +76,7 @@ def server(python: str, checkout: Path, folder: str, cache: Path):
             raise RuntimeError(f"the app did not start: {log.read().decode(errors='replace')[-2000:]}")
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         log.close()
 
 
@@ -156,12 +150,7 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true", help="keep one core busy")
     parser.add_argument("--after", type=float, default=0.0, help="seconds of server CPU counted after the paint")
     args = parser.parse_intermixed_args()
-    named = {"this": HERE.parent}
-    for spec in args.checkouts:
-        name, _, folder = spec.partition("=")
-        if not folder:
-            parser.error(f"{spec!r}: give NAME=DIR")
-        named[name] = Path(folder).resolve()
+    named = named_checkouts(parser, args.checkouts)
     pythons = {
         name: str(d / ".venv" / "bin" / "python") if (d / ".venv" / "bin" / "python").exists() else sys.executable
         for name, d in named.items()

@@ -91,14 +91,21 @@ def running_app(*args: str, via_cli: bool = False):
             raise RuntimeError(f"the app did not start ({state}): {log.read().decode(errors='replace')[-2000:]}")
         yield url
     finally:
-        # the whole process group: nothing the app started may outlive the test
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
         log.close()
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own and everything it started (its process
+    group): SIGTERM, then SIGKILL after 10 s. Nothing an app started may outlive its test."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # Streamlit's runs as the page sees them on its websocket, kept in ``window.__rgRuns`` by an init
