@@ -34,35 +34,21 @@ CLIENT_BOX = "rg-dag-client"  # its container, hidden: the component draws nothi
 SCROLL_NONCE = "rg_dag_scroll_nonce"  # counts the client's bring-into-view requests
 
 # Bring the DAG into view after a call was chosen below it (a tour button, a finding, an audit row);
-# the figure itself is centred on the call. Runs in the component's same-origin iframe.
-# The page below the chart may still be growing when the first attempt runs, so it looks again.
-SCROLL_JS = """<script>
+# the figure itself is centred on the call. Runs in the component's same-origin iframe, with the
+# DAG client's own code for it (dag_client/bring_dag.js). The page below the chart may still be
+# growing when the first attempt runs, so it looks again.
+SCROLL_JS = (
+    "<script>\n"
+    + (Path(__file__).parent / "dag_client" / "bring_dag.js").read_text(encoding="utf-8")
+    + """
 function bringDag() {
   const charts = Array.from(window.parent.document.querySelectorAll('.js-plotly-plot'));
   const dag = charts.find(g => g._fullData && g._fullData[1] && g._fullData[1].name === 'calls');
-  if (!dag) return;
-  const box = dag.getBoundingClientRect(), view = window.parent.innerHeight;
-  if (box.top >= 0 && box.bottom <= view) return;
-  const gd = dag;
-  // in the split view (panes side by side) the page scrolls to the split's top, so the call's detail
-  // keeps its title in view, and the graph's own pane scrolls to the chart; else the chart is centred
-  const split = gd.closest('.st-key-rg-split');
-  const cols = split ? Array.from(split.querySelectorAll(':scope > [data-testid=stLayoutWrapper] > [data-testid=stHorizontalBlock] > [data-testid=stColumn]')) : [];
-  if (cols.length < 2 || cols[1].getBoundingClientRect().left < cols[0].getBoundingClientRect().right - 10) {
-    gd.scrollIntoView({ block: "center", behavior: "instant" });
-    return;
-  }
-  split.scrollIntoView({ block: "start", behavior: "instant" });
-  let pane = gd.parentElement;
-  while (pane && pane !== split && !(pane.scrollHeight > pane.clientHeight + 4 && /(auto|scroll)/.test(getComputedStyle(pane).overflowY)))
-    pane = pane.parentElement;
-  if (!pane || pane === split) return;
-  const r = gd.getBoundingClientRect(), p = pane.getBoundingClientRect();
-  if (r.top < p.top + 60) pane.scrollTop -= p.top + 60 - r.top;  // under the pane's sticky switch
-  else if (r.bottom > p.bottom) pane.scrollTop += Math.min(r.bottom - p.bottom + 8, r.top - p.top - 60);
+  if (dag) rgBringDagIntoView(dag, window.parent);
 }
 [400, 1200, 2500].forEach(t => setTimeout(bringDag, t));
 </script>"""
+)
 
 
 ROLE = "role"
