@@ -192,12 +192,14 @@ def status_html(live: LiveSource, workspace: Workspace, paused: bool, now: float
 
 def mark_newest(fig: go.Figure, index: int) -> go.Figure:
     """Ring the newest call in the DAG figure (pure): a marker drawn over point ``index`` of the
-    trace named ``calls``, which takes no hover or clicks."""
+    trace named ``calls``, which takes no hover or clicks. An SVG trace like the rest of the DAG: a
+    WebGL one would make plotly set up WebGL for one point, about 0.2 s of the page's first paint
+    (docs/performance.md "The app")."""
     point = drawn_point(fig, index)
     if point is None:
         return fig
     fig.add_trace(
-        go.Scattergl(
+        go.Scatter(
             x=[point[0]],
             y=[point[1]],
             mode="markers+text",
@@ -206,6 +208,7 @@ def mark_newest(fig: go.Figure, index: int) -> go.Figure:
             textfont={"size": 10, "color": NEWEST_COLOR},
             marker={"size": 19, "symbol": "circle-open", "color": NEWEST_COLOR, "line": {"width": 2.5}},
             hoverinfo="skip",
+            cliponaxis=False,  # its label under the bottom row is not cut by the plot area's edge
             showlegend=False,
             name="newest",
             xaxis=MARKS_AXIS,  # with the other markers, over the lines and out of the overview
